@@ -1,0 +1,75 @@
+// cli.cpp: gtrain subcommands and their flags, each declared once with its help text.
+#include "launcher/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "launcher/run_command.h"
+#include "runtime/common/errors.h"
+#include "runtime/config/job_config.h"
+#include "runtime/models/model_registry.h"
+
+namespace gtrain {
+
+int cli_main(int argc, char** argv) {
+  CLI::App app{"gtrain: train on whatever GPUs the scheduler granted, resume on any other count."};
+  app.set_version_flag("--version", "gtrain 0.1.0");
+  app.require_subcommand(1);
+
+  RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "Train the job a config file describes.");
+  run_cmd->add_option("config", run.config_path, "TOML config file")->required();
+  run_cmd->add_option("--set", run.sets, "Override a key: section.key=value (repeatable; beats env and file)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  run_cmd->add_option("--run-dir", run.run_dir, "Run directory (default <log.root>/<log.name>)");
+  run_cmd->add_flag("--quiet", run.quiet, "Only errors on the console");
+
+  auto* config_cmd = app.add_subcommand("config", "Show configuration.");
+  config_cmd->require_subcommand(1);
+  config_cmd->add_subcommand("reference", "Print every key with its default and meaning.");
+  std::string show_path;
+  std::vector<std::string> show_sets;
+  auto* show = config_cmd->add_subcommand("show", "Print the resolved config (file + env + --set).");
+  show->add_option("config", show_path, "TOML config file")->required();
+  show->add_option("--set", show_sets, "Override a key: section.key=value")->allow_extra_args(false);
+
+  std::string plugin;
+  auto* models_cmd = app.add_subcommand("models", "List registered models.");
+  models_cmd->add_option("--plugin", plugin, "Also load this model plugin library");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    throw ConfigError(std::string(e.what()) + " (see gtrain --help)");
+  }
+
+  if (run_cmd->parsed()) {
+    run_job(run);
+    return kExitOk;
+  }
+  if (config_cmd->parsed()) {
+    if (config_cmd->got_subcommand("reference")) {
+      std::cout << reference_toml();
+    } else {
+      std::cout << to_toml(load_job_config(show_path, show_sets, process_environment()));
+    }
+    return kExitOk;
+  }
+  if (models_cmd->parsed()) {
+    auto& reg = ModelRegistry::global();
+    if (!plugin.empty()) reg.load_plugin(plugin);
+    for (const auto& n : reg.names()) std::cout << n << "\n";
+    return kExitOk;
+  }
+  return kExitUsage;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,30 @@
+// run_command.h: `gtrain run`: load the config, open data, build the model, plan, train.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/config/job_config.h"
+#include "runtime/train/trainer.h"
+
+namespace gtrain {
+
+struct RunOptions {
+  std::string config_path;
+  std::vector<std::string> sets;  // --set section.key=value
+  std::string run_dir;            // --run-dir ("" = <log.root>/<log.name>)
+  bool quiet = false;             // no console output besides errors
+};
+
+struct RunOutcome {
+  std::string run_dir;
+  TrainSummary summary;
+};
+
+// The run directory a config resolves to.
+std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);
+
+// Runs one job in this process (one rank). Throws gtrain::Error on failure.
+RunOutcome run_job(const RunOptions& options);
+
+}  // namespace gtrain

@@ -1,0 +1,31 @@
+// checkpoint.h: periodic checkpoints of model and optimizer state, written atomically
+// (temporary directory, fsync, rename) and pruned to the newest `keep`.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/checkpoint/checkpoint_config.h"
+#include "runtime/models/model.h"
+
+namespace gtrain {
+
+struct CheckpointInfo {
+  std::string path;
+  int64_t step = 0;              // optimizer steps completed
+  int64_t consumed_samples = 0;  // global sample index of the next sample
+};
+
+// Writes <dir>/step_<NNNNNNNN>/{model.pt, optimizer.pt, meta.json}; returns its path.
+CheckpointInfo save_checkpoint(const std::string& dir, int64_t step, int64_t consumed_samples, Model& model,
+                               torch::optim::Optimizer& optimizer, int64_t keep);
+
+// Complete checkpoints in `dir`, oldest first.
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
+
+// Restores model and optimizer from a checkpoint written by save_checkpoint.
+CheckpointInfo load_checkpoint(const std::string& path, Model& model, torch::optim::Optimizer& optimizer);
+
+}  // namespace gtrain

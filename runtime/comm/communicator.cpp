@@ -1,0 +1,47 @@
+// communicator.cpp: default "not supported" collectives and the single-process communicator.
+#include "runtime/comm/communicator.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "runtime/common/errors.h"
+
+namespace gtrain {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "?";
+}
+
+void Communicator::unsupported(const std::string& what) const {
+  throw CommError("backend " + backend() + " does not support " + what);
+}
+
+void Communicator::allreduce(torch::Tensor&, ReduceOp op) { unsupported(std::string("allreduce(") + reduce_op_name(op) + ")"); }
+void Communicator::broadcast(torch::Tensor&, int) { unsupported("broadcast"); }
+void Communicator::allgather(const torch::Tensor&, torch::Tensor&) { unsupported("allgather"); }
+void Communicator::reduce_scatter(const torch::Tensor&, torch::Tensor&, ReduceOp) { unsupported("reduce_scatter"); }
+void Communicator::send(const torch::Tensor&, int, int) { unsupported("send"); }
+void Communicator::recv(torch::Tensor&, int, int) { unsupported("recv"); }
+void Communicator::barrier() { unsupported("barrier"); }
+std::shared_ptr<Communicator> Communicator::split(int, int) { unsupported("split"); }
+void Communicator::abort(const std::string& reason) {
+  std::cerr << "gtrain: aborting: " << reason << std::endl;
+  std::_Exit(kExitFailure);
+}
+
+void LocalCommunicator::allreduce(torch::Tensor&, ReduceOp) {}
+void LocalCommunicator::broadcast(torch::Tensor&, int root) {
+  if (root != 0) throw CommError("broadcast root " + std::to_string(root) + " out of range for world size 1");
+}
+void LocalCommunicator::allgather(const torch::Tensor& in, torch::Tensor& out) { out.copy_(in); }
+void LocalCommunicator::reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp) { out.copy_(in); }
+std::shared_ptr<Communicator> LocalCommunicator::split(int, int) { return std::make_shared<LocalCommunicator>(); }
+void LocalCommunicator::abort(const std::string& reason) { Communicator::abort(reason); }
+
+}  // namespace gtrain

@@ -1,0 +1,86 @@
+// errors.h: the gtrain exception hierarchy, the process context it reports, and GT_* check macros.
+//
+// Every error carries where it was raised (file:line), which rank and host raised it, and a hint
+// that tells the user what to do. Errors are thrown anywhere and caught only in main(), which maps
+// them to exit codes (see ExitCode).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace gtrain {
+
+// Process exit codes, documented in README.md.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,      // a runtime failure (communication, checkpoint, internal)
+  kExitUsage = 2,        // bad configuration, flag or input file
+  kExitResumable = 3,    // a stage ended early (signal or deadline) after saving; resume later
+};
+
+// Who is reporting: set once at start-up, then by the communicator when ranks are known.
+struct ProcessContext {
+  int rank = 0;
+  int world_size = 1;
+  std::string host;
+  static ProcessContext& get();
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string& what, std::string hint = {}, const char* file = nullptr, int line = 0);
+  const std::string& hint() const { return hint_; }
+  const std::string& location() const { return location_; }
+  virtual int exit_code() const { return kExitFailure; }
+  virtual const char* kind() const { return "error"; }
+
+ private:
+  std::string hint_;
+  std::string location_;  // "file:line" of the throw site, empty for user-facing input errors
+};
+
+// Bad configuration, CLI flag or input file: one clear line, exit code 2.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return kExitUsage; }
+  const char* kind() const override { return "config error"; }
+};
+
+class DataError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+  const char* kind() const override { return "data error"; }
+};
+
+class CommError : public Error {
+ public:
+  using Error::Error;
+  const char* kind() const override { return "communication error"; }
+};
+
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+  const char* kind() const override { return "checkpoint error"; }
+};
+
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+  const char* kind() const override { return "timeout"; }
+};
+
+// Formats an error for the terminal: "gtrain: <kind>: <message>" plus rank/host for multi-rank
+// runs, plus "  hint: ..." when there is one.
+std::string format_error(const Error& e);
+
+}  // namespace gtrain
+
+// Throw an internal error with file:line when a condition fails.
+#define GT_CHECK(cond, msg)                                                   \
+  do {                                                                        \
+    if (!(cond)) throw ::gtrain::Error((msg), {}, __FILE__, __LINE__);        \
+  } while (0)
+
+#define GT_THROW(Type, msg, hint) throw Type((msg), (hint), __FILE__, __LINE__)

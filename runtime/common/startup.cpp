@@ -1,0 +1,49 @@
+// startup.cpp: malloc tuning, thread counts, memory probe.
+#include "runtime/common/startup.h"
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <ATen/Parallel.h>
+
+namespace gtrain {
+
+void tune_malloc() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+int set_torch_threads(int64_t threads, int local_ranks) {
+  int n = static_cast<int>(threads);
+  if (n <= 0) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    n = static_cast<int>(std::max<long>(1, cores / std::max(1, local_ranks)));
+  }
+  at::set_num_threads(n);
+  static bool interop_set = false;  // may be set only once per process, before inter-op work
+  if (!interop_set) {
+    interop_set = true;
+    try {
+      at::set_num_interop_threads(1);
+    } catch (...) {
+    }
+  }
+  return n;
+}
+
+double available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kb;
+  std::string unit;
+  while (f >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024.0;
+  }
+  return 0;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,52 @@
+// torch_compat.h: the only place that knows LibTorch 1.13 from 2.x (autocast API, SDPA).
+#pragma once
+
+#include <torch/torch.h>
+#include <torch/version.h>
+#include <ATen/autocast_mode.h>
+
+#define GTRAIN_TORCH_AT_LEAST(maj, min) \
+  (TORCH_VERSION_MAJOR > (maj) || (TORCH_VERSION_MAJOR == (maj) && TORCH_VERSION_MINOR >= (min)))
+
+namespace gtrain::compat {
+
+// Causal self-attention on [B, H, T, D] tensors. Uses scaled_dot_product_attention (flash /
+// memory-efficient kernels on CUDA) where LibTorch has it, else the explicit masked softmax.
+inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                      const torch::Tensor& v, double dropout_p) {
+#if GTRAIN_TORCH_AT_LEAST(2, 0)
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p, /*is_causal=*/true);
+#else
+  const int64_t T = q.size(-2);
+  auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  auto mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+  att = att.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  att = torch::softmax(att, -1);
+  if (dropout_p > 0) att = torch::dropout(att, dropout_p, /*train=*/true);
+  return torch::matmul(att, v);
+#endif
+}
+
+// Turns autocast on or off for a device type with a lower-precision dtype.
+inline void set_autocast(c10::DeviceType device, bool enabled, c10::ScalarType dtype) {
+#if GTRAIN_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(device, enabled);
+  if (enabled) at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (device == c10::DeviceType::CPU) {
+    at::autocast::set_cpu_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_cpu_dtype(dtype);
+  } else {
+    at::autocast::set_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_gpu_dtype(dtype);
+  }
+#endif
+  if (!enabled) at::autocast::clear_cache();
+}
+
+// Deterministic algorithms where the backend has them.
+inline void set_deterministic(bool on) {
+  at::globalContext().setDeterministicAlgorithms(on, /*warn_only=*/true);
+}
+
+}  // namespace gtrain::compat

@@ -1,0 +1,378 @@
+// job_config.cpp: loads a JobConfig from TOML + environment + --set overrides, with errors that
+// name file:line:column, the key, and what was expected.
+#include "runtime/config/job_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "runtime/common/errors.h"
+
+extern char** environ;
+
+namespace gtrain {
+namespace {
+
+std::string fmt_num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.10g", v);
+  return buf;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// Where a value came from: "file:line:col", or the override that set it.
+struct Origins {
+  std::string file;                                // shown for values read from the file
+  std::map<std::string, std::string> overridden;   // "section.key" -> "--set ..." / "environment ..."
+
+  std::string of(const std::string& dotted, const toml::source_region& src) const {
+    auto it = overridden.find(dotted);
+    if (it != overridden.end()) return it->second;
+    if (src.begin.line == 0) return file;
+    return file + ":" + std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column);
+  }
+};
+
+std::string describe_spec(const char* base, const cfg::Spec& s) {
+  std::string out = base;
+  if (s.min && s.max) {
+    out += " in [" + fmt_num(*s.min) + ", " + fmt_num(*s.max) + "]";
+  } else if (s.min) {
+    out += (s.min_exclusive ? " > " : " >= ") + fmt_num(*s.min);
+  } else if (s.max) {
+    out += " <= " + fmt_num(*s.max);
+  }
+  if (!s.choices.empty()) {
+    out = "one of";
+    for (size_t i = 0; i < s.choices.size(); ++i) out += (i ? ", \"" : " \"") + s.choices[i] + "\"";
+  }
+  return out;
+}
+
+std::string render(const toml::node& n) {
+  std::ostringstream os;
+  n.visit([&](auto&& x) { os << x; });
+  std::string type;
+  switch (n.type()) {
+    case toml::node_type::string: type = "string"; break;
+    case toml::node_type::integer: type = "integer"; break;
+    case toml::node_type::floating_point: type = "float"; break;
+    case toml::node_type::boolean: type = "boolean"; break;
+    case toml::node_type::array: type = "array"; break;
+    case toml::node_type::table: type = "table"; break;
+    default: type = "date/time"; break;
+  }
+  std::string v = os.str();
+  if (v.size() > 60) v = v.substr(0, 57) + "...";
+  return v + " (" + type + ")";
+}
+
+bool in_range(double v, const cfg::Spec& s) {
+  if (s.min && (s.min_exclusive ? !(v > *s.min) : !(v >= *s.min))) return false;
+  if (s.max && !(v <= *s.max)) return false;
+  return true;
+}
+
+// Reads one section's fields from a TOML table through the struct's visit().
+class SectionReader {
+ public:
+  SectionReader(const toml::table* tbl, std::string section, const Origins& origins)
+      : tbl_(tbl), section_(std::move(section)), origins_(origins) {}
+
+  template <class T>
+  void operator()(const char* key, T& out, const char* /*doc*/, const cfg::Spec& spec = {}) {
+    known_.push_back(key);
+    if (!tbl_) return;
+    const toml::node* n = tbl_->get(key);
+    if (!n) return;
+    read(key, *n, out, spec);
+  }
+
+  // Any key the struct did not claim is unknown: report the first, with a suggestion.
+  void finish() const {
+    if (!tbl_) return;
+    for (auto&& [k, v] : *tbl_) {
+      std::string name(k.str());
+      if (std::find(known_.begin(), known_.end(), name) != known_.end()) continue;
+      std::string msg = origins_.of(section_ + "." + name, k.source()) + ": unknown key '" + name +
+                        "' in [" + section_ + "]";
+      std::string near = cfg::closest_match(name, known_);
+      if (!near.empty()) msg += "; did you mean '" + near + "'?";
+      else msg += "; valid keys: " + join_known();
+      throw ConfigError(msg);
+    }
+  }
+
+ private:
+  std::string join_known() const {
+    std::string s;
+    for (auto& k : known_) s += (s.empty() ? "" : ", ") + k;
+    return s;
+  }
+
+  [[noreturn]] void fail(const char* key, const toml::node& n, const std::string& expected) const {
+    std::string dotted = section_ + "." + key;
+    throw ConfigError(origins_.of(dotted, n.source()) + ": " + dotted + ": expected " + expected +
+                      ", got " + render(n));
+  }
+
+  void read(const char* key, const toml::node& n, int64_t& out, const cfg::Spec& s) {
+    auto v = n.as_integer();
+    std::string expected = describe_spec("an integer", s);
+    if (!v) fail(key, n, expected);
+    if (!in_range(static_cast<double>(v->get()), s)) fail(key, n, expected);
+    out = v->get();
+  }
+  void read(const char* key, const toml::node& n, int& out, const cfg::Spec& s) {
+    int64_t wide = out;
+    read(key, n, wide, s);
+    if (wide < INT32_MIN || wide > INT32_MAX) fail(key, n, "a 32-bit integer");
+    out = static_cast<int>(wide);
+  }
+  void read(const char* key, const toml::node& n, double& out, const cfg::Spec& s) {
+    std::string expected = describe_spec("a number", s);
+    double v;
+    if (auto f = n.as_floating_point()) v = f->get();
+    else if (auto i = n.as_integer()) v = static_cast<double>(i->get());
+    else fail(key, n, expected);
+    if (!std::isfinite(v) || !in_range(v, s)) fail(key, n, expected);
+    out = v;
+  }
+  void read(const char* key, const toml::node& n, bool& out, const cfg::Spec&) {
+    auto b = n.as_boolean();
+    if (!b) fail(key, n, "true or false");
+    out = b->get();
+  }
+  void read(const char* key, const toml::node& n, std::string& out, const cfg::Spec& s) {
+    auto str = n.as_string();
+    std::string expected = describe_spec("a string", s);
+    if (!str) fail(key, n, expected);
+    if (!s.choices.empty() &&
+        std::find(s.choices.begin(), s.choices.end(), str->get()) == s.choices.end()) {
+      std::string near = cfg::closest_match(str->get(), s.choices);
+      fail(key, n, expected + (near.empty() ? "" : " (did you mean \"" + near + "\"?)"));
+    }
+    out = str->get();
+  }
+  void read(const char* key, const toml::node& n, std::vector<int64_t>& out, const cfg::Spec& s) {
+    auto arr = n.as_array();
+    std::string expected = describe_spec("an array of integers", s);
+    if (!arr) fail(key, n, expected);
+    std::vector<int64_t> vals;
+    for (auto& el : *arr) {
+      auto i = el.as_integer();
+      if (!i || !in_range(static_cast<double>(i->get()), s)) fail(key, n, expected);
+      vals.push_back(i->get());
+    }
+    out = vals;
+  }
+  void read(const char* key, const toml::node& n, std::vector<std::string>& out, const cfg::Spec&) {
+    auto arr = n.as_array();
+    if (!arr) fail(key, n, "an array of strings");
+    std::vector<std::string> vals;
+    for (auto& el : *arr) {
+      auto str = el.as_string();
+      if (!str) fail(key, n, "an array of strings");
+      vals.push_back(str->get());
+    }
+    out = vals;
+  }
+
+  const toml::table* tbl_;
+  std::string section_;
+  const Origins& origins_;
+  std::vector<std::string> known_;
+};
+
+// Parses an override value as a TOML value; a bare word that is not TOML becomes a string.
+void set_override(toml::table& root, const std::string& section, const std::string& key,
+                  const std::string& value) {
+  toml::table* sec = root[section].as_table();
+  if (!sec) {
+    root.insert_or_assign(section, toml::table{});
+    sec = root[section].as_table();
+  }
+  try {
+    toml::table parsed = toml::parse("v = " + value);
+    const toml::node* n = parsed.get("v");
+    n->visit([&](auto&& x) { sec->insert_or_assign(key, x); });
+  } catch (const toml::parse_error&) {
+    sec->insert_or_assign(key, value);
+  }
+}
+
+struct SectionCollector {
+  std::vector<std::string> names;
+  template <class S>
+  void operator()(const char* name, S&, const char*) { names.push_back(name); }
+};
+
+}  // namespace
+
+std::vector<std::string> section_names() {
+  JobConfig c;
+  SectionCollector col;
+  c.visit_sections(col);
+  return col.names;
+}
+
+JobConfig parse_job_config(const std::string& toml_text, const std::string& origin,
+                           const std::vector<std::string>& sets,
+                           const std::map<std::string, std::string>& env) {
+  Origins origins;
+  origins.file = origin;
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& err) {
+    throw ConfigError(origin + ":" + std::to_string(err.source().begin.line) + ":" +
+                      std::to_string(err.source().begin.column) + ": invalid TOML: " +
+                      std::string(err.description()));
+  }
+  const std::vector<std::string> sections = section_names();
+
+  // Environment first, so that --set (applied after) wins.
+  for (const auto& [name, value] : env) {
+    if (name.rfind("GTRAIN_", 0) != 0) continue;
+    std::string rest = lower(name.substr(7));
+    for (const auto& s : sections) {
+      if (rest.rfind(s + "_", 0) == 0 && rest.size() > s.size() + 1) {
+        std::string key = rest.substr(s.size() + 1);
+        set_override(root, s, key, value);
+        origins.overridden[s + "." + key] = "environment " + name + "=" + value;
+      }
+    }
+  }
+  for (const auto& set : sets) {
+    auto eq = set.find('=');
+    auto dot = set.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq) {
+      throw ConfigError("--set '" + set + "': expected section.key=value, e.g. --set train.steps=100");
+    }
+    std::string section = set.substr(0, dot), key = set.substr(dot + 1, eq - dot - 1);
+    if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
+      std::string near = cfg::closest_match(section, sections);
+      throw ConfigError("--set '" + set + "': unknown section [" + section + "]" +
+                        (near.empty() ? "" : "; did you mean [" + near + "]?"));
+    }
+    set_override(root, section, key, set.substr(eq + 1));
+    origins.overridden[section + "." + key] = "--set " + set;
+  }
+
+  // Unknown sections / top-level values.
+  for (auto&& [k, v] : root) {
+    std::string name(k.str());
+    if (std::find(sections.begin(), sections.end(), name) != sections.end()) {
+      if (!v.is_table()) {
+        throw ConfigError(origins.of(name, k.source()) + ": '" + name + "' must be a [" + name +
+                          "] table, got " + render(v));
+      }
+      continue;
+    }
+    std::string where = origins.of(name, k.source());
+    std::string near = cfg::closest_match(name, sections);
+    if (v.is_table()) {
+      throw ConfigError(where + ": unknown section [" + name + "]" +
+                        (near.empty() ? "" : "; did you mean [" + near + "]?"));
+    }
+    throw ConfigError(where + ": unknown top-level key '" + name +
+                      "'; keys belong in a section such as [train]");
+  }
+
+  JobConfig cfg;
+  cfg.source_path = origin;
+  auto read_section = [&](const char* name, auto& section, const char*) {
+    SectionReader reader(root[name].as_table(), name, origins);
+    section.visit(reader);
+    reader.finish();
+  };
+  cfg.visit_sections(read_section);
+  validate_job_config(cfg);
+  return cfg;
+}
+
+JobConfig load_job_config(const std::string& path, const std::vector<std::string>& sets,
+                          const std::map<std::string, std::string>& env) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot open config file (does it exist and is it readable?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_job_config(ss.str(), path, sets, env);
+}
+
+void validate_job_config(const JobConfig& c) {
+  const std::string where = c.source_path.empty() ? "config" : c.source_path;
+  const auto& t = c.train;
+  int set_count = (t.steps > 0) + (t.epochs > 0) + (t.tokens > 0);
+  if (set_count != 1) {
+    std::string found;
+    if (t.steps > 0) found += " train.steps = " + std::to_string(t.steps);
+    if (t.epochs > 0) found += " train.epochs = " + fmt_num(t.epochs);
+    if (t.tokens > 0) found += " train.tokens = " + std::to_string(t.tokens);
+    throw ConfigError(where + ": [train]: set exactly one of train.steps, train.epochs, train.tokens" +
+                      (found.empty() ? std::string(" (none is set)") : " (found" + found + ")"));
+  }
+  if (c.model.name == "gpt" && c.model.n_embd % c.model.n_head != 0) {
+    throw ConfigError(where + ": [model]: model.n_head = " + std::to_string(c.model.n_head) +
+                      " must divide model.n_embd = " + std::to_string(c.model.n_embd));
+  }
+  if (t.tokens > 0 && c.model.name != "gpt" && c.data.kind != "tokens" && c.data.kind != "text_bytes") {
+    throw ConfigError(where + ": [train]: train.tokens needs a token model and data (data.kind = "
+                      "\"tokens\" or \"text_bytes\"); use train.steps or train.epochs");
+  }
+  if (c.parallel.mode == "auto") {
+    const ParallelConfig d;
+    if (c.parallel.tp != d.tp || c.parallel.pp != d.pp || c.parallel.dp != d.dp ||
+        c.parallel.zero != d.zero || c.parallel.recompute != d.recompute) {
+      throw ConfigError(where + ": [parallel]: dp, tp, pp, zero and recompute are chosen by the planner "
+                        "when parallel.mode = \"auto\"; set parallel.mode = \"explicit\" to fix them");
+    }
+  }
+}
+
+std::string to_toml(const JobConfig& c) {
+  std::string out = "# Resolved gtrain configuration (file + environment + --set, with defaults).\n";
+  auto write = [&](const char* name, auto& section, const char*) {
+    out += "\n[" + std::string(name) + "]\n";
+    for (const auto& f : cfg::list_fields(section)) out += f.key + " = " + f.value + "\n";
+  };
+  const_cast<JobConfig&>(c).visit_sections(write);
+  return out;
+}
+
+std::string reference_toml() {
+  std::string out =
+      "# gtrain configuration reference: every section and key with its default and meaning.\n"
+      "# Generated from the config structs (`gtrain config reference`); a test checks they agree.\n"
+      "# Precedence: --set section.key=value, then GTRAIN_<SECTION>_<KEY> environment variables,\n"
+      "# then this file, then these defaults.\n";
+  JobConfig c;
+  auto write = [&](const char* name, auto& section, const char* doc) {
+    out += "\n# " + std::string(doc) + "\n[" + name + "]\n";
+    for (const auto& f : cfg::list_fields(section)) {
+      out += "# " + f.doc + "\n" + f.key + " = " + f.value + "\n";
+    }
+  };
+  c.visit_sections(write);
+  return out;
+}
+
+std::map<std::string, std::string> process_environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv(*e);
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+}  // namespace gtrain

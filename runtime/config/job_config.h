@@ -1,0 +1,73 @@
+// job_config.h: JobConfig, the whole configuration of one training job, and its loader.
+//
+// Precedence: --set section.key=value on the command line, then GTRAIN_<SECTION>_<KEY>
+// environment variables, then the TOML file, then the defaults in the structs.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/checkpoint/checkpoint_config.h"
+#include "runtime/data/data_config.h"
+#include "runtime/metrics/log_config.h"
+#include "runtime/models/model_config.h"
+#include "runtime/precision/precision_config.h"
+#include "runtime/train/optimizer_config.h"
+#include "runtime/train/train_config.h"
+#include "strategies/parallel_config.h"
+
+namespace gtrain {
+
+struct JobConfig {
+  ModelConfig model;
+  DataConfig data;
+  OptimizerConfig optimizer;
+  TrainConfig train;
+  PrecisionConfig precision;
+  ParallelConfig parallel;
+  CheckpointConfig checkpoint;
+  LogConfig log;
+
+  std::string source_path;  // the TOML file it was read from ("" for defaults)
+
+  template <class V>
+  void visit_sections(V& v) {
+    v("model", model, "The network to train.");
+    v("data", data, "Where samples come from; which samples form global batch k depends only on (seed, k).");
+    v("optimizer", optimizer, "Optimizer and its hyper-parameters.");
+    v("train", train, "Batch size, training length, seed, learning-rate schedule, clipping and evaluation.");
+    v("precision", precision, "Numeric precision of compute.");
+    v("parallel", parallel, "How the job is laid out over the granted devices.");
+    v("checkpoint", checkpoint, "Periodic checkpoints.");
+    v("log", log, "Run directory, console output and metrics.");
+  }
+};
+
+// Section names in file order.
+std::vector<std::string> section_names();
+
+// Loads `path`, applies environment (`env`, usually the process environment) and `--set`
+// overrides, validates every field and the cross-field rules. Throws ConfigError naming the
+// file:line:column (or the override) and the key.
+JobConfig load_job_config(const std::string& path, const std::vector<std::string>& sets,
+                          const std::map<std::string, std::string>& env);
+
+// Same, from TOML text (tests; `origin` stands in for the file name in messages).
+JobConfig parse_job_config(const std::string& toml_text, const std::string& origin,
+                           const std::vector<std::string>& sets,
+                           const std::map<std::string, std::string>& env);
+
+// Cross-field rules (one of steps/epochs/tokens, heads divide width, ...). Throws ConfigError.
+void validate_job_config(const JobConfig& c);
+
+// The resolved configuration as TOML (every key, with its value).
+std::string to_toml(const JobConfig& c);
+
+// The reference documentation: every section and key with its comment and default.
+std::string reference_toml();
+
+// The process environment as a map (only GTRAIN_* variables are looked at by the loader).
+std::map<std::string, std::string> process_environment();
+
+}  // namespace gtrain

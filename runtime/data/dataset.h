@@ -1,0 +1,53 @@
+// dataset.h: the Dataset interface (indexed samples collated into batches) and the factory that
+// opens the train and eval splits a DataConfig describes.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "runtime/data/data_config.h"
+#include "runtime/models/model.h"
+#include "runtime/models/model_config.h"
+
+namespace gtrain {
+
+struct Batch {
+  torch::Tensor input;   // [m, ...] float features or int64 tokens
+  torch::Tensor target;  // [m] class ids or [m, T] next tokens
+  int64_t samples = 0;
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  // Samples addressable by index. For random-window token data: possible window starts.
+  virtual int64_t size() const = 0;
+  // Builds the batch of these samples, in this order. Must be safe to call from several threads.
+  virtual Batch collate(const std::vector<int64_t>& indices) const = 0;
+  virtual DataSpec spec() const = 0;
+  // true: training order draws indices at random (hashed, with replacement) instead of a
+  // per-epoch permutation; used when size() is too large to permute.
+  virtual bool random_windows() const { return false; }
+};
+
+struct DataSplits {
+  std::shared_ptr<Dataset> train;
+  std::shared_ptr<Dataset> eval;  // may be null (no held-out split)
+};
+
+// Opens the splits; a missing or malformed file is a DataError naming the path.
+DataSplits open_datasets(const DataConfig& data, const ModelConfig& model, int64_t seed);
+
+// Readers, exposed for tests.
+std::shared_ptr<Dataset> open_idx(const std::string& images_path, const std::string& labels_path);
+std::shared_ptr<Dataset> open_token_file(const std::string& path, const std::string& dtype, int64_t seq_len,
+                                         double begin_fraction, double end_fraction, bool eval_split,
+                                         int64_t vocab_hint);
+std::shared_ptr<Dataset> open_text_bytes(const std::string& path, int64_t seq_len, double begin_fraction,
+                                         double end_fraction, bool eval_split);
+std::shared_ptr<Dataset> make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t seed,
+                                        bool eval_split);
+
+}  // namespace gtrain

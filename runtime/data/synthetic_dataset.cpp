@@ -1,0 +1,146 @@
+// synthetic_dataset.cpp: deterministic learnable data for tests and benchmarks, and the factory
+// that opens the splits of any data.kind.
+#include <sys/stat.h>
+
+#include "runtime/common/errors.h"
+#include "runtime/data/dataset.h"
+#include "runtime/data/rng.h"
+
+namespace gtrain {
+namespace {
+
+constexpr uint64_t kEvalOffset = 1ull << 40;  // eval samples come from a disjoint index range
+
+// Classification: x ~ N(0, I), label = argmax(W x) for a fixed random teacher W.
+class SyntheticClasses : public Dataset {
+ public:
+  SyntheticClasses(int64_t n, int64_t features, int64_t classes, uint64_t seed, bool eval)
+      : n_(n), f_(features), c_(classes), seed_(seed), offset_(eval ? kEvalOffset : 0) {
+    rng::Stream s(rng::hash(seed, 0x7eac4e7));
+    teacher_.resize(static_cast<size_t>(f_ * c_));
+    for (auto& w : teacher_) w = static_cast<float>(s.normal());
+  }
+  int64_t size() const override { return n_; }
+  Batch collate(const std::vector<int64_t>& idx) const override {
+    const int64_t m = static_cast<int64_t>(idx.size());
+    auto input = torch::empty({m, f_}, torch::kFloat);
+    auto target = torch::empty({m}, torch::kLong);
+    float* in = input.data_ptr<float>();
+    int64_t* tg = target.data_ptr<int64_t>();
+    for (int64_t i = 0; i < m; ++i) {
+      rng::Stream s(rng::hash(seed_, offset_ + static_cast<uint64_t>(idx[i])));
+      for (int64_t j = 0; j < f_; ++j) in[i * f_ + j] = static_cast<float>(s.normal());
+      int64_t best = 0;
+      float best_v = -1e30f;
+      for (int64_t c = 0; c < c_; ++c) {
+        float v = 0;
+        for (int64_t j = 0; j < f_; ++j) v += teacher_[c * f_ + j] * in[i * f_ + j];
+        if (v > best_v) best_v = v, best = c;
+      }
+      tg[i] = best;
+    }
+    return {input, target, m};
+  }
+  DataSpec spec() const override {
+    DataSpec s;
+    s.input_shape = {f_};
+    s.num_classes = c_;
+    return s;
+  }
+
+ private:
+  int64_t n_, f_, c_;
+  uint64_t seed_, offset_;
+  std::vector<float> teacher_;
+};
+
+// Token sequences t[i+1] = (t[i] + k) mod vocab with k in {1, 2, 3} per sample: learnable in context.
+class SyntheticTokens : public Dataset {
+ public:
+  SyntheticTokens(int64_t n, int64_t seq_len, int64_t vocab, uint64_t seed, bool eval)
+      : n_(n), T_(seq_len), V_(vocab), seed_(seed), offset_(eval ? kEvalOffset : 0) {}
+  int64_t size() const override { return n_; }
+  Batch collate(const std::vector<int64_t>& idx) const override {
+    const int64_t m = static_cast<int64_t>(idx.size());
+    auto input = torch::empty({m, T_}, torch::kLong);
+    auto target = torch::empty({m, T_}, torch::kLong);
+    int64_t* in = input.data_ptr<int64_t>();
+    int64_t* tg = target.data_ptr<int64_t>();
+    for (int64_t i = 0; i < m; ++i) {
+      rng::Stream s(rng::hash(seed_, offset_ + static_cast<uint64_t>(idx[i])));
+      int64_t t = static_cast<int64_t>(s.below(V_)), k = 1 + static_cast<int64_t>(s.below(3));
+      for (int64_t j = 0; j < T_; ++j) {
+        in[i * T_ + j] = t;
+        t = (t + k) % V_;
+        tg[i * T_ + j] = t;
+      }
+    }
+    return {input, target, m};
+  }
+  DataSpec spec() const override {
+    DataSpec s;
+    s.input_shape = {T_};
+    s.vocab = V_;
+    s.tokens = true;
+    return s;
+  }
+
+ private:
+  int64_t n_, T_, V_;
+  uint64_t seed_, offset_;
+};
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+// <dir>/<prefix>-<kind>, trying the .gz name first.
+std::string idx_file(const std::string& dir, const std::string& prefix, const std::string& kind) {
+  std::string base = dir + "/" + prefix + "-" + kind;
+  if (exists(base + ".gz")) return base + ".gz";
+  if (exists(base)) return base;
+  throw DataError("data.path: missing IDX file " + base + "[.gz] (data.kind = \"idx\", data.path = \"" + dir +
+                  "\"; Fashion-MNIST: apt-get install dataset-fashion-mnist)");
+}
+
+}  // namespace
+
+std::shared_ptr<Dataset> make_synthetic(const DataConfig& d, const ModelConfig& m, int64_t seed, bool eval) {
+  const int64_t n = eval ? std::max<int64_t>(1, d.synthetic_samples / 4) : d.synthetic_samples;
+  if (m.name == "gpt") {
+    return std::make_shared<SyntheticTokens>(n, m.seq_len, m.vocab > 0 ? m.vocab : 64, seed, eval);
+  }
+  return std::make_shared<SyntheticClasses>(n, d.synthetic_features, d.synthetic_classes, seed, eval);
+}
+
+DataSplits open_datasets(const DataConfig& d, const ModelConfig& m, int64_t seed) {
+  DataSplits s;
+  if (d.kind == "idx") {
+    if (!exists(d.path)) throw DataError("data.path: directory \"" + d.path + "\" does not exist");
+    s.train = open_idx(idx_file(d.path, d.train_prefix, "images-idx3-ubyte"),
+                       idx_file(d.path, d.train_prefix, "labels-idx1-ubyte"));
+    if (!d.eval_prefix.empty()) {
+      s.eval = open_idx(idx_file(d.path, d.eval_prefix, "images-idx3-ubyte"),
+                        idx_file(d.path, d.eval_prefix, "labels-idx1-ubyte"));
+    }
+  } else if (d.kind == "tokens" || d.kind == "text_bytes") {
+    if (!exists(d.path)) throw DataError("data.path: file \"" + d.path + "\" does not exist");
+    const double split = 1.0 - d.eval_fraction;
+    if (d.kind == "tokens") {
+      s.train = open_token_file(d.path, d.token_dtype, m.seq_len, 0.0, split, false, m.vocab);
+      if (d.eval_fraction > 0) s.eval = open_token_file(d.path, d.token_dtype, m.seq_len, split, 1.0, true, m.vocab);
+    } else {
+      s.train = open_text_bytes(d.path, m.seq_len, 0.0, split, false);
+      if (d.eval_fraction > 0) s.eval = open_text_bytes(d.path, m.seq_len, split, 1.0, true);
+    }
+  } else if (d.kind == "synthetic") {
+    s.train = make_synthetic(d, m, static_cast<uint64_t>(seed), false);
+    s.eval = make_synthetic(d, m, static_cast<uint64_t>(seed), true);
+  } else {
+    throw ConfigError("data.kind: unknown dataset kind \"" + d.kind + "\"");
+  }
+  return s;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,29 @@
+// log_config.h: the [log] section: run directory, console output and metrics cadence.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/config/schema.h"
+
+namespace gtrain {
+
+struct LogConfig {
+  std::string name;               // run name ("" = the config file's name without .toml)
+  std::string root = "runs";      // the run directory is <root>/<name>
+  int64_t interval = 10;          // steps between console lines when not on a TTY
+  int64_t metrics_interval = 1;   // steps between records in metrics.jsonl
+  std::string progress = "auto";  // auto | bar | plain | none
+
+  template <class V>
+  void visit(V& v) {
+    v("name", name, "Run name (\"\" = the config file name without .toml).");
+    v("root", root, "Parent of run directories: the run directory is <root>/<name>.");
+    v("interval", interval, "Steps between plain console lines (used when stdout is not a TTY).", cfg::at_least(1));
+    v("metrics_interval", metrics_interval, "Steps between training records in metrics.jsonl.", cfg::at_least(1));
+    v("progress", progress, "Console output: \"auto\" (bar on a TTY, plain lines otherwise), \"bar\", \"plain\", \"none\".",
+      cfg::one_of({"auto", "bar", "plain", "none"}));
+  }
+};
+
+}  // namespace gtrain

@@ -1,0 +1,28 @@
+// metrics_log.h: metrics.jsonl, one JSON object a line, flushed per record so a killed run keeps it.
+#pragma once
+
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace gtrain {
+
+class MetricsLog {
+ public:
+  // An empty path disables logging (non-zero ranks).
+  explicit MetricsLog(const std::string& path, bool append = false);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  void write(const nlohmann::json& record);
+  bool enabled() const { return f_ != nullptr; }
+
+ private:
+  std::FILE* f_ = nullptr;
+  std::mutex mu_;
+};
+
+}  // namespace gtrain

@@ -1,0 +1,133 @@
+// gpt.cpp: the decoder-only transformer.
+#include "runtime/models/gpt.h"
+
+#include <cmath>
+
+#include "runtime/common/errors.h"
+#include "runtime/common/torch_compat.h"
+
+namespace gtrain {
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head_, double dropout_)
+    : n_head(n_head_), dropout(dropout_) {
+  qkv = register_module("qkv", torch::nn::Linear(n_embd, 3 * n_embd));
+  proj = register_module("proj", torch::nn::Linear(n_embd, n_embd));
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), C3 = qkv->options.out_features();
+  const int64_t C = C3 / 3, hd = C / n_head;
+  auto parts = qkv->forward(x).split(C, -1);
+  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head, hd}).transpose(1, 2); };
+  auto y = compat::causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]),
+                                    is_training() ? dropout : 0.0);
+  y = y.transpose(1, 2).contiguous().view({B, T, C});
+  y = proj->forward(y);
+  if (dropout > 0) y = torch::dropout(y, dropout, is_training());
+  return y;
+}
+
+GptMlpImpl::GptMlpImpl(int64_t n_embd, double dropout_) : dropout(dropout_) {
+  fc = register_module("fc", torch::nn::Linear(n_embd, 4 * n_embd));
+  proj = register_module("proj", torch::nn::Linear(4 * n_embd, n_embd));
+}
+
+torch::Tensor GptMlpImpl::forward(const torch::Tensor& x) {
+  auto y = proj->forward(torch::gelu(fc->forward(x), "tanh"));
+  if (dropout > 0) y = torch::dropout(y, dropout, is_training());
+  return y;
+}
+
+GptBlockImpl::GptBlockImpl(int64_t n_embd, int64_t n_head, double dropout) {
+  ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({n_embd})));
+  attn = register_module("attn", CausalSelfAttention(n_embd, n_head, dropout));
+  ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({n_embd})));
+  mlp = register_module("mlp", GptMlp(n_embd, dropout));
+}
+
+torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
+  auto y = x + attn->forward(ln1->forward(x));
+  return y + mlp->forward(ln2->forward(y));
+}
+
+Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : config_(c) {
+  if (!spec.tokens) {
+    throw ConfigError("model.name = \"gpt\" needs token data (data.kind = \"tokens\", \"text_bytes\" or \"synthetic\")");
+  }
+  vocab_ = c.vocab > 0 ? c.vocab : spec.vocab;
+  if (vocab_ < spec.vocab) {
+    throw ConfigError("model.vocab = " + std::to_string(c.vocab) + " is smaller than the data's vocabulary (" +
+                      std::to_string(spec.vocab) + ")");
+  }
+  if (c.n_embd % c.n_head != 0) {
+    throw ConfigError("model.n_head = " + std::to_string(c.n_head) + " must divide model.n_embd = " +
+                      std::to_string(c.n_embd));
+  }
+  wte = register_module("wte", torch::nn::Embedding(vocab_, c.n_embd));
+  wpe = register_module("wpe", torch::nn::Embedding(c.seq_len, c.n_embd));
+  h = register_module("h", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.n_layer; ++i) h->push_back(GptBlock(c.n_embd, c.n_head, c.dropout));
+  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
+  if (!c.tied_embeddings) {
+    lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.n_embd, vocab_).bias(false)));
+  }
+  // GPT-2 initialisation: N(0, std) weights, zero biases, residual projections scaled by depth.
+  torch::NoGradGuard ng;
+  const double resid_std = c.init_std / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  for (auto& kv : named_parameters()) {
+    const std::string& name = kv.key();
+    auto& p = kv.value();
+    if (name.find("ln") != std::string::npos) {
+      if (name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0) p.fill_(1.0);
+      else p.zero_();
+    } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
+      p.zero_();
+    } else if (name.find("proj.weight") != std::string::npos) {
+      p.normal_(0.0, resid_std);
+    } else {
+      p.normal_(0.0, c.init_std);
+    }
+  }
+}
+
+torch::Tensor Gpt::forward(const torch::Tensor& idx) {
+  const int64_t T = idx.size(1);
+  if (T > config_.seq_len) {
+    throw ConfigError("gpt: input of " + std::to_string(T) + " tokens exceeds model.seq_len = " +
+                      std::to_string(config_.seq_len));
+  }
+  auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  auto x = wte->forward(idx) + wpe->forward(pos);
+  if (config_.dropout > 0) x = torch::dropout(x, config_.dropout, is_training());
+  for (const auto& block : *h) x = block->as<GptBlock>()->forward(x);
+  x = ln_f->forward(x);
+  return config_.tied_embeddings ? torch::matmul(x, wte->weight.t()) : lm_head->forward(x);
+}
+
+ModelStats Gpt::stats(const DataSpec& spec) const {
+  ModelStats s;
+  s.params = num_parameters();
+  const double T = static_cast<double>(config_.seq_len), C = static_cast<double>(config_.n_embd);
+  const double L = static_cast<double>(config_.n_layer), H = static_cast<double>(config_.n_head);
+  const double V = static_cast<double>(vocab_);
+  // Matmul FLOPs (fwd + bwd = 3x fwd): 24 C^2 per token per layer, attention 4 T C per layer, head 2 C V.
+  const double fwd = T * (L * (24.0 * C * C + 4.0 * T * C) + 2.0 * C * V);
+  s.flops_per_sample = 3.0 * fwd;
+  // Activations kept for backward per layer (fp32 elements): about 34 T C + 5 H T^2 (Korthikanti et al.),
+  // plus embeddings and logits (2 T V for logits and their softmax).
+  const double per_layer = 34.0 * T * C + 5.0 * H * T * T;
+  const double outer = 4.0 * T * C + 2.0 * T * V;
+  s.activation_bytes_per_sample = 4.0 * (L * per_layer + outer);
+  // With per-block recompute only each block's input is kept, plus one block's working set.
+  s.recompute_bytes_per_sample = 4.0 * (L * T * C + per_layer + outer);
+  s.blocks = config_.n_layer;
+  return s;
+}
+
+std::vector<std::shared_ptr<torch::nn::Module>> Gpt::blocks() {
+  std::vector<std::shared_ptr<torch::nn::Module>> out;
+  for (const auto& b : *h) out.push_back(b);
+  return out;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,48 @@
+// model.cpp: default loss, accuracy and size estimates shared by all models.
+#include "runtime/models/model.h"
+
+namespace gtrain {
+
+torch::Tensor Model::loss_sum(const torch::Tensor& output, const torch::Tensor& target) {
+  namespace F = torch::nn::functional;
+  if (output.dim() == 3) {  // [B, T, V] token logits: mean over tokens, sum over samples
+    const auto T = output.size(1);
+    auto l = F::cross_entropy(output.reshape({-1, output.size(2)}).to(torch::kFloat),
+                              target.reshape({-1}), F::CrossEntropyFuncOptions().reduction(torch::kSum));
+    return l / static_cast<double>(T);
+  }
+  return F::cross_entropy(output.to(torch::kFloat), target,
+                          F::CrossEntropyFuncOptions().reduction(torch::kSum));
+}
+
+torch::Tensor Model::correct(const torch::Tensor& output, const torch::Tensor& target) {
+  return output.argmax(-1).eq(target).sum();
+}
+
+int64_t Model::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+ModelStats Model::stats(const DataSpec& spec) const {
+  ModelStats s;
+  s.params = num_parameters();
+  const double per = spec.tokens ? static_cast<double>(spec.tokens_per_sample()) : 1.0;
+  s.flops_per_sample = 6.0 * static_cast<double>(s.params) * per;
+  int64_t in = 1;
+  for (auto d : spec.input_shape) in *= d;
+  s.activation_bytes_per_sample = 4.0 * static_cast<double>(in) * 8;
+  s.recompute_bytes_per_sample = s.activation_bytes_per_sample;
+  return s;
+}
+
+void split_decay_params(torch::nn::Module& m, std::vector<torch::Tensor>* decay,
+                        std::vector<torch::Tensor>* no_decay) {
+  for (const auto& p : m.parameters()) {
+    if (!p.requires_grad()) continue;
+    (p.dim() >= 2 ? decay : no_decay)->push_back(p);
+  }
+}
+
+}  // namespace gtrain

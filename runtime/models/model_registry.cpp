@@ -1,0 +1,79 @@
+// model_registry.cpp: the model registry and plugin loading.
+#include "runtime/models/model_registry.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+
+#include "runtime/common/errors.h"
+#include "runtime/config/schema.h"
+
+namespace gtrain {
+
+ModelRegistry& ModelRegistry::global() {
+  static ModelRegistry* reg = [] {
+    auto* r = new ModelRegistry();
+    register_builtin_models(*r);
+    return r;
+  }();
+  return *reg;
+}
+
+void ModelRegistry::add(const std::string& name, ModelFactory factory) {
+  std::lock_guard<std::mutex> lock(mu_);
+  factories_[name] = std::move(factory);
+}
+
+bool ModelRegistry::has(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return factories_.count(name) > 0;
+}
+
+std::vector<std::string> ModelRegistry::names() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& kv : factories_) out.push_back(kv.first);
+  return out;
+}
+
+std::shared_ptr<Model> ModelRegistry::create(const ModelConfig& config, const DataSpec& spec) const {
+  ModelFactory f;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = factories_.find(config.name);
+    if (it != factories_.end()) f = it->second;
+  }
+  if (!f) {
+    auto all = names();
+    std::string list;
+    for (const auto& n : all) list += (list.empty() ? "" : ", ") + n;
+    std::string near = cfg::closest_match(config.name, all);
+    throw ConfigError("model.name: unknown model '" + config.name + "'" +
+                      (near.empty() ? "" : "; did you mean '" + near + "'?") + " (registered: " + list +
+                      (config.plugin.empty() ? "; a plugin library adds more via model.plugin)" : ")"));
+  }
+  return f(config, spec);
+}
+
+void ModelRegistry::load_plugin(const std::string& path) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (std::find(loaded_plugins_.begin(), loaded_plugins_.end(), path) != loaded_plugins_.end()) return;
+  }
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* err = dlerror();
+    throw ConfigError("model.plugin: cannot load '" + path + "': " + (err ? err : "unknown dlopen error"));
+  }
+  using Entry = void (*)(ModelRegistry&);
+  auto entry = reinterpret_cast<Entry>(dlsym(handle, GTRAIN_PLUGIN_ENTRY_NAME));
+  if (!entry) {
+    throw ConfigError("model.plugin: '" + path + "' has no " GTRAIN_PLUGIN_ENTRY_NAME
+                      " entry point (define it with GTRAIN_PLUGIN_ENTRY)");
+  }
+  entry(*this);
+  std::lock_guard<std::mutex> lock(mu_);
+  loaded_plugins_.push_back(path);
+}
+
+}  // namespace gtrain

@@ -1,0 +1,124 @@
+// vision_models.cpp: the built-in classifiers "mlp" and "cnn", and built-in registration.
+#include <cmath>
+
+#include "runtime/common/errors.h"
+#include "runtime/models/gpt.h"
+#include "runtime/models/model_registry.h"
+
+namespace gtrain {
+namespace {
+
+int64_t flat_size(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+void require_classes(const DataSpec& spec, const char* model) {
+  if (spec.tokens || spec.num_classes < 2) {
+    throw ConfigError(std::string("model.name = \"") + model +
+                      "\" is a classifier and needs labelled data (data.kind = \"idx\" or \"synthetic\")");
+  }
+}
+
+// Multi-layer perceptron: flatten, [Linear, ReLU, Dropout] per hidden width, Linear to classes.
+class Mlp : public Model {
+ public:
+  Mlp(const ModelConfig& c, const DataSpec& spec) {
+    require_classes(spec, "mlp");
+    int64_t in = flat_size(spec.input_shape);
+    for (size_t i = 0; i < c.hidden.size(); ++i) {
+      if (c.hidden[i] < 1) throw ConfigError("model.hidden: widths must be >= 1");
+      layers_->push_back(torch::nn::Linear(in, c.hidden[i]));
+      layers_->push_back(torch::nn::ReLU());
+      if (c.dropout > 0) layers_->push_back(torch::nn::Dropout(c.dropout));
+      in = c.hidden[i];
+    }
+    layers_->push_back(torch::nn::Linear(in, spec.num_classes));
+    register_module("layers", layers_);
+  }
+  torch::Tensor forward(const torch::Tensor& x) override { return layers_->forward(x.flatten(1)); }
+
+  ModelStats stats(const DataSpec& spec) const override {
+    ModelStats s = Model::stats(spec);
+    double acts = static_cast<double>(flat_size(spec.input_shape));
+    for (const auto& m : layers_->children()) {
+      if (auto* lin = m->as<torch::nn::Linear>()) acts += 2.0 * lin->options.out_features();
+    }
+    s.activation_bytes_per_sample = 4.0 * acts;
+    s.recompute_bytes_per_sample = s.activation_bytes_per_sample;
+    return s;
+  }
+
+ private:
+  torch::nn::Sequential layers_;
+};
+
+// Small ConvNet for 28x28 images: [Conv3x3, ReLU, MaxPool2] per channel entry, then two Linear.
+class Cnn : public Model {
+ public:
+  Cnn(const ModelConfig& c, const DataSpec& spec) {
+    require_classes(spec, "cnn");
+    if (spec.input_shape.size() != 3) {
+      throw ConfigError("model.name = \"cnn\" needs image data [C, H, W] (data.kind = \"idx\")");
+    }
+    int64_t ch = spec.input_shape[0], h = spec.input_shape[1], w = spec.input_shape[2];
+    for (int64_t out : c.channels) {
+      if (out < 1) throw ConfigError("model.channels: each entry must be >= 1");
+      if (h < 2 || w < 2) throw ConfigError("model.channels: too many conv blocks for " +
+                                            std::to_string(spec.input_shape[1]) + "x" +
+                                            std::to_string(spec.input_shape[2]) + " images");
+      features_->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(ch, out, 3).padding(1)));
+      features_->push_back(torch::nn::ReLU());
+      features_->push_back(torch::nn::MaxPool2d(2));
+      conv_acts_ += static_cast<double>(out) * h * w * 2 + static_cast<double>(out) * (h / 2) * (w / 2);
+      ch = out, h /= 2, w /= 2;
+    }
+    hidden_ = 128;
+    head_->push_back(torch::nn::Flatten());
+    head_->push_back(torch::nn::Linear(ch * h * w, hidden_));
+    head_->push_back(torch::nn::ReLU());
+    if (c.dropout > 0) head_->push_back(torch::nn::Dropout(c.dropout));
+    head_->push_back(torch::nn::Linear(hidden_, spec.num_classes));
+    register_module("features", features_);
+    register_module("head", head_);
+  }
+  torch::Tensor forward(const torch::Tensor& x) override { return head_->forward(features_->forward(x)); }
+
+  ModelStats stats(const DataSpec& spec) const override {
+    ModelStats s = Model::stats(spec);
+    // Convolutions reuse weights per pixel: FLOPs are 6 x (MACs per sample).
+    double macs = 0;
+    int64_t h = spec.input_shape[1], w = spec.input_shape[2];
+    for (const auto& m : features_->children()) {
+      if (auto* conv = m->as<torch::nn::Conv2d>()) {
+        const auto& o = conv->options;
+        macs += static_cast<double>(o.in_channels()) * o.out_channels() * 9 * h * w;
+        h /= 2, w /= 2;
+      }
+    }
+    for (const auto& m : head_->children()) {
+      if (auto* lin = m->as<torch::nn::Linear>()) macs += static_cast<double>(lin->weight.numel());
+    }
+    s.flops_per_sample = 6.0 * macs;
+    s.activation_bytes_per_sample = 4.0 * (conv_acts_ + flat_size(spec.input_shape) + 2.0 * hidden_);
+    s.recompute_bytes_per_sample = s.activation_bytes_per_sample;
+    return s;
+  }
+
+ private:
+  torch::nn::Sequential features_;
+  torch::nn::Sequential head_;
+  int64_t hidden_ = 128;
+  double conv_acts_ = 0;
+};
+
+}  // namespace
+
+void register_builtin_models(ModelRegistry& r) {
+  r.add("mlp", [](const ModelConfig& c, const DataSpec& s) { return std::make_shared<Mlp>(c, s); });
+  r.add("cnn", [](const ModelConfig& c, const DataSpec& s) { return std::make_shared<Cnn>(c, s); });
+  r.add("gpt", [](const ModelConfig& c, const DataSpec& s) { return std::make_shared<Gpt>(c, s); });
+}
+
+}  // namespace gtrain

@@ -1,0 +1,34 @@
+// optimizer_config.h: the [optimizer] section: AdamW or SGD with momentum and their settings.
+#pragma once
+
+#include <string>
+
+#include "runtime/config/schema.h"
+
+namespace gtrain {
+
+struct OptimizerConfig {
+  std::string name = "adamw";    // adamw | sgd
+  double learning_rate = 1e-3;   // peak learning rate (after warmup)
+  double weight_decay = 0.01;    // decoupled weight decay (not applied to biases and norms)
+  double beta1 = 0.9;            // adamw: first-moment decay
+  double beta2 = 0.999;          // adamw: second-moment decay
+  double eps = 1e-8;             // adamw: denominator epsilon
+  double momentum = 0.9;         // sgd: momentum
+  bool nesterov = false;         // sgd: Nesterov momentum
+
+  template <class V>
+  void visit(V& v) {
+    v("name", name, "Optimizer: \"adamw\" or \"sgd\" (with momentum).", cfg::one_of({"adamw", "sgd"}));
+    v("learning_rate", learning_rate, "Peak learning rate, reached after train.warmup_steps.", cfg::greater_than(0.0));
+    v("weight_decay", weight_decay, "Decoupled weight decay; biases, norms and embeddings of size 1 dims are exempt.",
+      cfg::at_least(0.0));
+    v("beta1", beta1, "adamw: decay of the first moment.", cfg::range(0.0, 0.999999));
+    v("beta2", beta2, "adamw: decay of the second moment.", cfg::range(0.0, 0.999999));
+    v("eps", eps, "adamw: epsilon added to the denominator.", cfg::greater_than(0.0));
+    v("momentum", momentum, "sgd: momentum factor (0 = plain SGD).", cfg::range(0.0, 0.999999));
+    v("nesterov", nesterov, "sgd: use Nesterov momentum.");
+  }
+};
+
+}  // namespace gtrain

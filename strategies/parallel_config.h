@@ -1,0 +1,37 @@
+// parallel_config.h: the [parallel] section: automatic or explicit dp/tp/pp/ZeRO and micro-batching.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/config/schema.h"
+
+namespace gtrain {
+
+struct ParallelConfig {
+  std::string mode = "auto";   // auto: the planner picks the layout; explicit: use the fields below
+  int64_t dp = 0;              // explicit: data-parallel ranks (0 = world / (tp * pp))
+  int64_t tp = 1;              // explicit: tensor-parallel ranks
+  int64_t pp = 1;              // explicit: pipeline stages
+  int64_t zero = 0;            // explicit: ZeRO stage on the dp dimension (0, 1, 2)
+  int64_t micro_batch = 0;     // samples per rank per forward/backward (0 = planner picks)
+  bool recompute = false;      // explicit: recompute activations per block in backward
+  double memory_gb = 0.0;      // usable memory per rank for planning (0 = detect)
+
+  template <class V>
+  void visit(V& v) {
+    v("mode", mode, "\"auto\": plan dp/tp/pp/ZeRO/micro-batch for the granted devices; "
+      "\"explicit\": use dp, tp, pp, zero, micro_batch as given.", cfg::one_of({"auto", "explicit"}));
+    v("dp", dp, "explicit: data-parallel size (0 = world size / (tp * pp)).", cfg::at_least(0));
+    v("tp", tp, "explicit: tensor-parallel size.", cfg::at_least(1));
+    v("pp", pp, "explicit: pipeline-parallel stages.", cfg::at_least(1));
+    v("zero", zero, "explicit: ZeRO stage over data parallel (0 = off, 1 = optimizer state, 2 = + gradients).",
+      cfg::range(0, 2));
+    v("micro_batch", micro_batch, "Samples per rank per forward/backward; must divide the per-rank batch "
+      "(0 = the planner picks).", cfg::at_least(0));
+    v("recompute", recompute, "explicit: recompute activations per block during backward to save memory.");
+    v("memory_gb", memory_gb, "Usable memory per rank in GiB for planning (0 = detect).", cfg::at_least(0.0));
+  }
+};
+
+}  // namespace gtrain
