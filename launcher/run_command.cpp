@@ -24,6 +24,31 @@ std::string resolve_run_dir(const JobConfig& c, const RunOptions& o) {
   return (fs::path(c.log.root) / name).string();
 }
 
+JobParts assemble_job(const JobConfig& cfg, int world_size) {
+  auto& registry = ModelRegistry::global();
+  if (!cfg.model.plugin.empty()) registry.load_plugin(cfg.model.plugin);
+  if (!registry.has(cfg.model.name)) {
+    registry.create(cfg.model, DataSpec{});  // reports the unknown name before any data is read
+  }
+  JobParts parts;
+  parts.data = open_datasets(cfg.data, cfg.model, cfg.train.seed);
+  torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
+  parts.model = registry.create(cfg.model, parts.data.train->spec());
+  parts.stats = parts.model->stats(parts.data.train->spec());
+
+  PlannerInput pin;
+  pin.model = parts.stats;
+  pin.train = cfg.train;
+  pin.optimizer = cfg.optimizer;
+  pin.parallel = cfg.parallel;
+  pin.precision = cfg.precision;
+  pin.world = world_size;
+  pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
+                                                : 0.8 * available_memory_bytes() / world_size;
+  parts.plan = plan_job(pin);
+  return parts;
+}
+
 RunOutcome run_job(const RunOptions& o) {
   JobConfig cfg = load_job_config(o.config_path, o.sets, process_environment());
   if (o.quiet) cfg.log.progress = "none";
@@ -33,26 +58,9 @@ RunOutcome run_job(const RunOptions& o) {
   ctx.world_size = comm->size();
 
   const int threads = set_torch_threads(cfg.train.threads, 1);
-  auto& registry = ModelRegistry::global();
-  if (!cfg.model.plugin.empty()) registry.load_plugin(cfg.model.plugin);
-  if (!registry.has(cfg.model.name)) {
-    // Checked before reading data so a typo is reported first.
-    registry.create(cfg.model, DataSpec{});
-  }
-  DataSplits data = open_datasets(cfg.data, cfg.model, cfg.train.seed);
-  torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
-  auto model = registry.create(cfg.model, data.train->spec());
-
-  PlannerInput pin;
-  pin.model = model->stats(data.train->spec());
-  pin.train = cfg.train;
-  pin.optimizer = cfg.optimizer;
-  pin.parallel = cfg.parallel;
-  pin.precision = cfg.precision;
-  pin.world = comm->size();
-  pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
-                                                : 0.8 * available_memory_bytes();
-  Plan plan = plan_job(pin);
+  JobParts parts = assemble_job(cfg, comm->size());
+  const Plan& plan = parts.plan;
+  DataSplits& data = parts.data;
 
   const std::string run_dir = resolve_run_dir(cfg, o);
   std::error_code ec;
@@ -75,9 +83,9 @@ RunOutcome run_job(const RunOptions& o) {
   paths.metrics = (fs::path(run_dir) / "metrics.jsonl").string();
   paths.checkpoints = cfg.checkpoint.dir.empty() ? (fs::path(run_dir) / "checkpoints").string() : cfg.checkpoint.dir;
 
-  Trainer trainer(cfg, plan, comm, model, data, paths);
+  Trainer trainer(cfg, plan, comm, parts.model, data, paths);
   if (!o.quiet && comm->rank() == 0) {
-    std::cout << "gtrain: run " << run_dir << "  model " << cfg.model.name << " (" << pin.model.params
+    std::cout << "gtrain: run " << run_dir << "  model " << cfg.model.name << " (" << parts.stats.params
               << " params)  data " << cfg.data.kind << " (" << data.train->size() << " train samples)\n"
               << "gtrain: plan " << plan.summary() << "  global_batch " << cfg.train.global_batch << "  steps "
               << trainer.total_steps() << "  threads " << threads << std::endl;

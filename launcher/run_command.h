@@ -6,6 +6,7 @@
 
 #include "runtime/config/job_config.h"
 #include "runtime/train/trainer.h"
+#include "strategies/plan.h"
 
 namespace gtrain {
 
@@ -20,6 +21,15 @@ struct RunOutcome {
   std::string run_dir;
   TrainSummary summary;
 };
+
+// What a rank builds from a config before training: data, model (seeded), plan.
+struct JobParts {
+  DataSplits data;
+  std::shared_ptr<Model> model;
+  ModelStats stats;
+  Plan plan;
+};
+JobParts assemble_job(const JobConfig& cfg, int world_size);
 
 // The run directory a config resolves to.
 std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);

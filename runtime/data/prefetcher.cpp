@@ -41,8 +41,8 @@ void Prefetcher::work() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (err && !error_) error_ = err;
-      ready_.emplace(seq, std::move(b));
+      if (err) errors_.emplace(seq, err);
+      else ready_.emplace(seq, std::move(b));
     }
     cv_.notify_all();
   }
@@ -52,8 +52,9 @@ Batch Prefetcher::next() {
   auto t0 = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   GT_CHECK(next_deliver_ < end_, "Prefetcher: read past the last batch");
-  cv_.wait(lock, [&] { return error_ || ready_.count(next_deliver_) > 0; });
-  if (error_) std::rethrow_exception(error_);
+  cv_.wait(lock, [&] { return ready_.count(next_deliver_) > 0 || errors_.count(next_deliver_) > 0; });
+  auto failed = errors_.find(next_deliver_);
+  if (failed != errors_.end()) std::rethrow_exception(failed->second);
   auto it = ready_.find(next_deliver_);
   Batch b = std::move(it->second);
   ready_.erase(it);

@@ -26,7 +26,8 @@ class Prefetcher {
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
 
-  // The next batch in order; blocks until it is ready. Rethrows a worker's exception.
+  // The next batch in order; blocks until it is ready. Rethrows the exception of the worker that
+  // failed to prepare this batch.
   Batch next();
   // Seconds next() spent waiting since the last call to take_wait_seconds().
   double take_wait_seconds();
@@ -41,7 +42,7 @@ class Prefetcher {
   int64_t next_claim_;    // next seq a worker will produce
   int64_t next_deliver_;  // next seq next() returns
   std::map<int64_t, Batch> ready_;
-  std::exception_ptr error_;
+  std::map<int64_t, std::exception_ptr> errors_;  // by seq: rethrown when that batch is due
   bool stop_ = false;
   double wait_s_ = 0;
   std::vector<std::thread> threads_;

@@ -118,12 +118,13 @@ DataSplits open_datasets(const DataConfig& d, const ModelConfig& m, int64_t seed
   DataSplits s;
   if (d.kind == "idx") {
     if (!exists(d.path)) throw DataError("data.path: directory \"" + d.path + "\" does not exist");
-    s.train = open_idx(idx_file(d.path, d.train_prefix, "images-idx3-ubyte"),
-                       idx_file(d.path, d.train_prefix, "labels-idx1-ubyte"));
-    if (!d.eval_prefix.empty()) {
-      s.eval = open_idx(idx_file(d.path, d.eval_prefix, "images-idx3-ubyte"),
-                        idx_file(d.path, d.eval_prefix, "labels-idx1-ubyte"));
-    }
+    auto open_split = [&](const std::string& prefix) {
+      const std::string images = idx_file(d.path, prefix, "images-idx3-ubyte");  // checked first
+      const std::string labels = idx_file(d.path, prefix, "labels-idx1-ubyte");
+      return open_idx(images, labels);
+    };
+    s.train = open_split(d.train_prefix);
+    if (!d.eval_prefix.empty()) s.eval = open_split(d.eval_prefix);
   } else if (d.kind == "tokens" || d.kind == "text_bytes") {
     if (!exists(d.path)) throw DataError("data.path: file \"" + d.path + "\" does not exist");
     const double split = 1.0 - d.eval_fraction;

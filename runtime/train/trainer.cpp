@@ -6,6 +6,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
+#include "runtime/data/rng.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/optimizer.h"
 
@@ -83,6 +84,9 @@ StepResult Trainer::train_step() {
   r.lr = lr_at(config_.train, config_.optimizer.learning_rate, step_, total_steps_);
   set_learning_rate(*optimizer_, r.lr);
   optimizer_->zero_grad();
+  // Random draws (dropout) depend only on (seed, step, rank): reproducible, and resumable at any step.
+  torch::manual_seed(rng::hash(static_cast<uint64_t>(config_.train.seed), static_cast<uint64_t>(step_),
+                               static_cast<uint64_t>(comm_->rank())));
 
   const double inv_batch = 1.0 / static_cast<double>(layout_.global_batch);
   DynamicLossScaler* scaler = precision_->scaler();

@@ -1,0 +1,33 @@
+# gtrain: the README's two set-up commands.
+#   make run   install missing Debian packages, build, train examples/quickstart.toml
+#   make test  same set-up, then ctest with every label this machine can run
+BUILD ?= build
+JOBS ?= $(shell nproc)
+GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
+# ccache must ignore the precompiled header's timestamps to reuse results.
+export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
+
+.PHONY: all deps configure build run test clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@if [ ! -f $(BUILD)/CMakeCache.txt ]; then \
+	  cmake -S . -B $(BUILD) -G "$$(command -v ninja >/dev/null 2>&1 && echo Ninja || echo 'Unix Makefiles')" \
+	    -DCMAKE_BUILD_TYPE=RelWithDebInfo; \
+	fi
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	./$(BUILD)/gtrain run examples/quickstart.toml
+
+test: build
+	@scripts/run-tests.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,166 @@
+// test_cli.cpp: the gtrain binary end to end: exit codes, run directory, metrics.jsonl, errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+
+namespace gtrain {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_command;
+
+const std::string kTiny = R"(
+[model]
+name = "mlp"
+hidden = [16]
+[data]
+kind = "synthetic"
+synthetic_samples = 512
+synthetic_features = 8
+synthetic_classes = 3
+[train]
+global_batch = 32
+steps = 20
+eval_interval = 10
+[log]
+progress = "plain"
+interval = 5
+)";
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  for (const auto& l : test::lines(test::read_file(path))) out.push_back(nlohmann::json::parse(l));
+  return out;
+}
+
+TEST(Cli, RunWritesRunDirectoryAndMetrics) {
+  test::TempDir dir;
+  test::write_file(dir.file("tiny.toml"), kTiny);
+  auto r = run_command("cd " + dir.path() + " && " GTRAIN_BINARY " run tiny.toml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string run = dir.file("runs/tiny");  // <log.root>/<config stem>
+  ASSERT_TRUE(fs::exists(run + "/config.toml")) << r.output;
+  ASSERT_TRUE(fs::exists(run + "/plan.json"));
+  EXPECT_NE(test::read_file(run + "/config.toml").find("global_batch = 32"), std::string::npos);
+  auto recs = read_jsonl(run + "/metrics.jsonl");
+  std::vector<int64_t> steps;
+  int evals = 0, finals = 0;
+  for (const auto& j : recs) {
+    const std::string kind = j.at("kind");
+    if (kind == "train") {
+      steps.push_back(j.at("step"));
+      EXPECT_TRUE(j.at("loss").is_number());
+      EXPECT_TRUE(j.contains("lr") && j.contains("grad_norm") && j.contains("samples_per_s") &&
+                  j.contains("data_wait_s") && j.contains("elapsed_s"));
+    } else if (kind == "eval") {
+      ++evals;
+      EXPECT_GE(j.at("accuracy").get<double>(), 0.0);
+    } else if (kind == "final") {
+      ++finals;
+      EXPECT_EQ(j.at("step"), 20);
+    }
+  }
+  ASSERT_EQ(steps.size(), 20u);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(steps[i], i + 1);
+  EXPECT_EQ(evals, 2);  // step 10 and the end
+  EXPECT_EQ(finals, 1);
+  // Plain progress lines every 5 steps (not a TTY), plus the summary.
+  EXPECT_NE(r.output.find("step 5/20"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step 20/20"), std::string::npos);
+  EXPECT_NE(r.output.find("gtrain: done 20 steps"), std::string::npos);
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000020/model.pt"));
+}
+
+TEST(Cli, SetOverridesAndRunDirFlag) {
+  test::TempDir dir;
+  test::write_file(dir.file("tiny.toml"), kTiny);
+  auto r = run_command(GTRAIN_BINARY " run " + dir.file("tiny.toml") + " --set train.steps=7 --set log.progress=none --run-dir " +
+                       dir.file("out"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int train = 0;
+  for (const auto& j : read_jsonl(dir.file("out/metrics.jsonl"))) train += j.at("kind") == "train";
+  EXPECT_EQ(train, 7);
+  EXPECT_EQ(r.output.find("step 5/7"), std::string::npos) << "progress = none prints no step lines";
+}
+
+TEST(Cli, BadInputExitsTwoWithOneLine) {
+  test::TempDir dir;
+  test::write_file(dir.file("bad.toml"), "[train]\nsteps = 5\n[optimizer]\nlerning_rate = 0.1\n");
+  auto r = run_command(GTRAIN_BINARY " run " + dir.file("bad.toml"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output, "gtrain: config error: " + dir.file("bad.toml") +
+                          ":4:1: unknown key 'lerning_rate' in [optimizer]; did you mean 'learning_rate'?\n");
+
+  test::write_file(dir.file("nodata.toml"), "[train]\nsteps = 5\n[data]\nkind = \"tokens\"\npath = \"/no/such/tokens.bin\"\n[model]\nname = \"gpt\"\n");
+  r = run_command(GTRAIN_BINARY " run " + dir.file("nodata.toml"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("/no/such/tokens.bin"), std::string::npos) << r.output;
+  EXPECT_EQ(test::lines(r.output).size(), 1u) << r.output;
+
+  r = run_command(GTRAIN_BINARY " run " + dir.file("missing.toml"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("missing.toml: cannot open config file"), std::string::npos);
+
+  r = run_command(GTRAIN_BINARY " run " + dir.file("bad.toml") + " --bogus-flag");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--bogus-flag"), std::string::npos) << r.output;
+
+  test::write_file(dir.file("model.toml"), "[train]\nsteps = 5\n[model]\nname = \"resnet\"\n[data]\nkind = \"synthetic\"\n");
+  r = run_command(GTRAIN_BINARY " run " + dir.file("model.toml"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("unknown model 'resnet'"), std::string::npos) << r.output;
+}
+
+TEST(Cli, EnvironmentOverridesFileButNotSet) {
+  test::TempDir dir;
+  test::write_file(dir.file("tiny.toml"), kTiny);
+  auto r = run_command("GTRAIN_TRAIN_STEPS=4 " GTRAIN_BINARY " config show " + dir.file("tiny.toml"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("steps = 4\n"), std::string::npos);
+  r = run_command("GTRAIN_TRAIN_STEPS=4 " GTRAIN_BINARY " config show " + dir.file("tiny.toml") + " --set train.steps=9");
+  EXPECT_NE(r.output.find("steps = 9\n"), std::string::npos);
+}
+
+TEST(Cli, ReferenceMatchesCommittedFile) {
+  auto r = run_command(GTRAIN_BINARY " config reference");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, test::read_file(GTRAIN_SOURCE_DIR "/configs/reference.toml"))
+      << "regenerate with: build/gtrain config reference > configs/reference.toml";
+}
+
+// A user's plugin model, named in the config, trains end to end on IDX files.
+TEST(Cli, PluginModelTrainsFromConfig) {
+  test::TempDir dir;
+  auto be32 = [](uint32_t v) {
+    std::string s(4, '\0');
+    s[0] = char(v >> 24), s[1] = char(v >> 16), s[2] = char(v >> 8), s[3] = char(v);
+    return s;
+  };
+  // Two classes: bright upper half vs bright lower half.
+  std::string img = be32(0x803) + be32(64) + be32(8) + be32(8), lab = be32(0x801) + be32(64);
+  for (int i = 0; i < 64; ++i) {
+    for (int p = 0; p < 64; ++p) img += char(((p < 32) == (i % 2 == 0)) ? 250 : 5);
+    lab += char(i % 2);
+  }
+  for (const char* split : {"train", "t10k"}) {
+    test::write_file(dir.file(std::string(split) + "-images-idx3-ubyte"), img);
+    test::write_file(dir.file(std::string(split) + "-labels-idx1-ubyte"), lab);
+  }
+  test::write_file(dir.file("plugin.toml"), "[model]\nname = \"tiny_resnet\"\nplugin = \"" GTRAIN_PLUGIN "\"\nchannels = [4]\n"
+                   "[data]\nkind = \"idx\"\npath = \"" + dir.path() + "\"\n[train]\nglobal_batch = 16\nsteps = 40\n"
+                   "[optimizer]\nlearning_rate = 0.01\n[log]\nprogress = \"none\"\n");
+  auto r = run_command(GTRAIN_BINARY " run " + dir.file("plugin.toml") + " --run-dir " + dir.file("run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto recs = read_jsonl(dir.file("run/metrics.jsonl"));
+  ASSERT_FALSE(recs.empty());
+  EXPECT_EQ(recs.back().at("kind"), "final");
+  EXPECT_GT(recs.back().at("eval_accuracy").get<double>(), 0.9) << r.output;
+  r = run_command(GTRAIN_BINARY " models --plugin " GTRAIN_PLUGIN);
+  EXPECT_NE(r.output.find("tiny_resnet"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gtrain

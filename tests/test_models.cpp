@@ -1,0 +1,169 @@
+// test_models.cpp: model registry, plugin loading, and the built-in models' shapes and behaviour.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "runtime/common/errors.h"
+#include "runtime/models/gpt.h"
+#include "runtime/models/model_registry.h"
+
+namespace gtrain {
+namespace {
+
+DataSpec image_spec() {
+  DataSpec s;
+  s.input_shape = {1, 28, 28};
+  s.num_classes = 10;
+  return s;
+}
+
+DataSpec token_spec(int64_t T, int64_t V) {
+  DataSpec s;
+  s.input_shape = {T};
+  s.vocab = V;
+  s.tokens = true;
+  return s;
+}
+
+TEST(Registry, HasBuiltinsAndRejectsUnknownWithSuggestion) {
+  auto& reg = ModelRegistry::global();
+  for (const char* n : {"mlp", "cnn", "gpt"}) EXPECT_TRUE(reg.has(n)) << n;
+  ModelConfig c;
+  c.name = "gtp";
+  try {
+    reg.create(c, image_spec());
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("unknown model 'gtp'; did you mean 'gpt'?"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("registered: cnn, gpt, mlp"), std::string::npos) << msg;
+  }
+}
+
+TEST(Registry, UserFactoryCanBeAdded) {
+  ModelRegistry reg;
+  register_builtin_models(reg);
+  int calls = 0;
+  reg.add("my_mlp", [&](const ModelConfig& c, const DataSpec& s) {
+    ++calls;
+    ModelConfig inner = c;
+    inner.name = "mlp";
+    return ModelRegistry::global().create(inner, s);
+  });
+  ModelConfig c;
+  c.name = "my_mlp";
+  auto m = reg.create(c, image_spec());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(m->forward(torch::zeros({2, 1, 28, 28})).sizes(), (std::vector<int64_t>{2, 10}));
+}
+
+TEST(Registry, PluginRegistersAModelThatTrains) {
+  ModelRegistry reg;
+  reg.load_plugin(GTRAIN_PLUGIN);
+  ASSERT_TRUE(reg.has("tiny_resnet"));
+  ModelConfig c;
+  c.name = "tiny_resnet";
+  c.channels = {8};
+  auto m = reg.create(c, image_spec());
+  auto x = torch::randn({4, 1, 28, 28});
+  auto y = torch::tensor({1, 2, 3, 4}, torch::kLong);
+  auto out = m->forward(x);
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{4, 10}));
+  auto loss = m->loss_sum(out, y);
+  loss.backward();
+  int with_grad = 0;
+  for (auto& p : m->parameters()) with_grad += p.grad().defined() && p.grad().abs().sum().item<double>() > 0;
+  EXPECT_EQ(with_grad, static_cast<int>(m->parameters().size()));
+}
+
+TEST(Registry, BadPluginPathIsAConfigError) {
+  ModelRegistry reg;
+  try {
+    reg.load_plugin("/no/such/plugin.so");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.plugin: cannot load '/no/such/plugin.so'"), std::string::npos);
+  }
+}
+
+TEST(Models, MlpAndCnnShapes) {
+  auto& reg = ModelRegistry::global();
+  ModelConfig c;
+  c.name = "mlp";
+  c.hidden = {32, 16};
+  auto mlp = reg.create(c, image_spec());
+  EXPECT_EQ(mlp->forward(torch::zeros({3, 1, 28, 28})).sizes(), (std::vector<int64_t>{3, 10}));
+  EXPECT_EQ(mlp->num_parameters(), 784 * 32 + 32 + 32 * 16 + 16 + 16 * 10 + 10);
+  c.name = "cnn";
+  c.channels = {4, 8};
+  auto cnn = reg.create(c, image_spec());
+  EXPECT_EQ(cnn->forward(torch::zeros({2, 1, 28, 28})).sizes(), (std::vector<int64_t>{2, 10}));
+  // Classifiers refuse token data.
+  EXPECT_THROW(reg.create(c, token_spec(8, 16)), ConfigError);
+}
+
+TEST(Models, GptShapesTyingAndBlocks) {
+  ModelConfig c;
+  c.name = "gpt";
+  c.n_layer = 3;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.seq_len = 8;
+  torch::manual_seed(0);
+  auto m = ModelRegistry::global().create(c, token_spec(8, 50));
+  auto idx = torch::randint(0, 50, {2, 8}, torch::kLong);
+  EXPECT_EQ(m->forward(idx).sizes(), (std::vector<int64_t>{2, 8, 50}));
+  EXPECT_EQ(m->blocks().size(), 3u);
+  EXPECT_EQ(m->stats(token_spec(8, 50)).blocks, 3);
+  // Tied: no output matrix. Per block: 2 LN (4C), qkv (3C^2+3C), proj (C^2+C), fc (4C^2+4C), proj (4C^2+C).
+  const int64_t C = 16, V = 50, T = 8;
+  const int64_t block = 12 * C * C + 13 * C;
+  EXPECT_EQ(m->num_parameters(), V * C + T * C + 3 * block + 2 * C);
+  c.tied_embeddings = false;
+  auto untied = ModelRegistry::global().create(c, token_spec(8, 50));
+  EXPECT_EQ(untied->num_parameters(), m->num_parameters() + V * C);
+  // Inputs longer than seq_len are refused clearly.
+  EXPECT_THROW(m->forward(torch::zeros({1, 9}, torch::kLong)), ConfigError);
+}
+
+TEST(Models, GptIsCausal) {
+  ModelConfig c;
+  c.name = "gpt";
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.seq_len = 10;
+  torch::manual_seed(1);
+  auto m = ModelRegistry::global().create(c, token_spec(10, 20));
+  m->eval();
+  auto a = torch::randint(0, 20, {1, 10}, torch::kLong);
+  auto b = a.clone();
+  b[0][6] = (a[0][6].item<int64_t>() + 1) % 20;
+  auto la = m->forward(a), lb = m->forward(b);
+  EXPECT_TRUE(torch::allclose(la.slice(1, 0, 6), lb.slice(1, 0, 6), 1e-6, 1e-6));
+  EXPECT_FALSE(torch::allclose(la.slice(1, 6, 10), lb.slice(1, 6, 10), 1e-6, 1e-6));
+}
+
+TEST(Models, GptRejectsBadShapes) {
+  ModelConfig c;
+  c.name = "gpt";
+  c.n_embd = 30;
+  c.n_head = 4;
+  EXPECT_THROW(ModelRegistry::global().create(c, token_spec(8, 10)), ConfigError);
+  c.n_embd = 32;
+  c.vocab = 5;  // smaller than the data's
+  EXPECT_THROW(ModelRegistry::global().create(c, token_spec(8, 10)), ConfigError);
+  c.vocab = 0;
+  EXPECT_THROW(ModelRegistry::global().create(c, image_spec()), ConfigError);
+}
+
+TEST(Models, LossSumIsPerSampleMeanOverTokens) {
+  auto logits = torch::zeros({2, 4, 8});  // uniform: every token loss is ln 8
+  auto target = torch::zeros({2, 4}, torch::kLong);
+  ModelConfig c;
+  c.name = "mlp";
+  auto m = ModelRegistry::global().create(c, image_spec());
+  EXPECT_NEAR(m->loss_sum(logits, target).item<double>(), 2 * std::log(8.0), 1e-5);
+}
+
+}  // namespace
+}  // namespace gtrain
