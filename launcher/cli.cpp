@@ -25,6 +25,8 @@ int cli_main(int argc, char** argv) {
       ->allow_extra_args(false);
   run_cmd->add_option("--run-dir", run.run_dir, "Run directory (default <log.root>/<log.name>)");
   run_cmd->add_flag("--quiet", run.quiet, "Only errors on the console");
+  run_cmd->add_option("--ranks", run.ranks, "Ranks to start (default: one per granted GPU; CPU ranks stand in for GPUs)")
+      ->check(CLI::PositiveNumber);
 
   auto* config_cmd = app.add_subcommand("config", "Show configuration.");
   config_cmd->require_subcommand(1);
@@ -52,6 +54,7 @@ int cli_main(int argc, char** argv) {
   }
 
   if (run_cmd->parsed()) {
+    for (int i = 1; i < argc; ++i) run.argv.push_back(argv[i]);
     run_job(run);
     return kExitOk;
   }

@@ -10,6 +10,10 @@
 #include "runtime/common/errors.h"
 #include "runtime/common/startup.h"
 #include "runtime/models/model_registry.h"
+#include "launcher/launch.h"
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/common/rank_output.h"
+#include "strategies/data_parallel.h"
 #include "strategies/planner.h"
 
 namespace fs = std::filesystem;
@@ -24,7 +28,7 @@ std::string resolve_run_dir(const JobConfig& c, const RunOptions& o) {
   return (fs::path(c.log.root) / name).string();
 }
 
-JobParts assemble_job(const JobConfig& cfg, int world_size) {
+JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks) {
   auto& registry = ModelRegistry::global();
   if (!cfg.model.plugin.empty()) registry.load_plugin(cfg.model.plugin);
   if (!registry.has(cfg.model.name)) {
@@ -44,25 +48,28 @@ JobParts assemble_job(const JobConfig& cfg, int world_size) {
   pin.precision = cfg.precision;
   pin.world = world_size;
   pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
-                                                : 0.8 * available_memory_bytes() / world_size;
+                                                : 0.8 * available_memory_bytes() / std::max(1, local_ranks);
   parts.plan = plan_job(pin);
+
+  if (comm) {
+    if (comm->size() != world_size) {
+      throw Error("assemble_job: communicator has " + std::to_string(comm->size()) + " ranks, plan expects " +
+                  std::to_string(world_size));
+    }
+    DataParallelOptions dpo;
+    dpo.zero_stage = parts.plan.zero;
+    dpo.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1e6);
+    dpo.optimizer = cfg.optimizer;
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (const auto& kv : parts.model->named_parameters()) named.emplace_back(kv.key(), kv.value());
+    parts.engine = std::make_unique<DataParallelEngine>(comm, std::move(named), dpo);
+  }
   return parts;
 }
 
-RunOutcome run_job(const RunOptions& o) {
-  JobConfig cfg = load_job_config(o.config_path, o.sets, process_environment());
-  if (o.quiet) cfg.log.progress = "none";
-  auto comm = std::make_shared<LocalCommunicator>();
-  auto& ctx = ProcessContext::get();
-  ctx.rank = comm->rank();
-  ctx.world_size = comm->size();
+namespace {
 
-  const int threads = set_torch_threads(cfg.train.threads, 1);
-  JobParts parts = assemble_job(cfg, comm->size());
-  const Plan& plan = parts.plan;
-  DataSplits& data = parts.data;
-
-  const std::string run_dir = resolve_run_dir(cfg, o);
+void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Plan& plan) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw ConfigError(run_dir + ": cannot create run directory: " + ec.message());
@@ -71,40 +78,89 @@ RunOutcome run_job(const RunOptions& o) {
     f << to_toml(cfg);
     if (!f) throw Error(run_dir + "/config.toml: cannot write");
   }
-  {
-    nlohmann::json pj = {{"world", plan.world}, {"dp", plan.dp}, {"tp", plan.tp}, {"pp", plan.pp},
-                         {"zero", plan.zero}, {"micro_batch", plan.micro_batch}, {"grad_accum", plan.grad_accum},
-                         {"recompute", plan.recompute}, {"precision", plan.precision},
-                         {"est_memory_bytes", plan.est_memory_bytes}, {"reason", plan.reason}};
-    std::ofstream f(fs::path(run_dir) / "plan.json");
-    f << pj.dump(2) << "\n";
+  nlohmann::json pj = {{"world", plan.world}, {"dp", plan.dp}, {"tp", plan.tp}, {"pp", plan.pp},
+                       {"zero", plan.zero}, {"micro_batch", plan.micro_batch}, {"grad_accum", plan.grad_accum},
+                       {"recompute", plan.recompute}, {"precision", plan.precision},
+                       {"est_memory_bytes", plan.est_memory_bytes}, {"reason", plan.reason}};
+  std::ofstream f(fs::path(run_dir) / "plan.json");
+  f << pj.dump(2) << "\n";
+}
+
+}  // namespace
+
+RunOutcome run_job(const RunOptions& o) {
+  const auto env = process_environment();
+  JobConfig cfg = load_job_config(o.config_path, o.sets, env);
+  if (o.quiet) cfg.log.progress = "none";
+  const RankEnvironment rank_env = detect_rank_environment(env);
+
+  if (!rank_env.launched) {
+    const int ranks = o.ranks > 0 ? o.ranks : 1;
+    if (ranks > 1) {
+      // Validate data, model and plan once here, so bad input is one message, then start the ranks.
+      assemble_job(cfg, ranks, nullptr, ranks);
+      LaunchSpec spec;
+      spec.ranks = ranks;
+      spec.executable = self_executable();
+      spec.args = o.argv;
+      exec_mpirun(spec);
+    }
   }
+
+  std::shared_ptr<Communicator> comm;
+#ifdef GTRAIN_WITH_MPI
+  if (rank_env.launched) {
+    MpiCommOptions mo;
+    mo.timeout_s = cfg.parallel.collective_timeout_s;
+    comm = MpiCommunicator::world(mo);
+    start_rank_output_prefix(comm->rank());
+  }
+#else
+  if (rank_env.launched) {
+    throw ConfigError("this gtrain was built without MPI, so it cannot run as one of " +
+                      std::to_string(rank_env.size) + " ranks (rebuild with libopenmpi-dev installed)");
+  }
+#endif
+  if (!comm) comm = std::make_shared<LocalCommunicator>();
+  const bool main_rank = comm->rank() == 0;
+  if (!main_rank) cfg.log.progress = "none";
+
+  const int threads = set_torch_threads(cfg.train.threads, rank_env.local_size);
+  JobParts parts = assemble_job(cfg, comm->size(), comm, rank_env.local_size);
+  const Plan& plan = parts.plan;
+
+  const std::string run_dir = resolve_run_dir(cfg, o);
+  if (main_rank) write_run_files(run_dir, cfg, plan);
   TrainerPaths paths;
   paths.metrics = (fs::path(run_dir) / "metrics.jsonl").string();
   paths.checkpoints = cfg.checkpoint.dir.empty() ? (fs::path(run_dir) / "checkpoints").string() : cfg.checkpoint.dir;
+  if (comm->size() > 1) comm->barrier();  // the run directory exists before any rank writes
 
-  Trainer trainer(cfg, plan, comm, parts.model, data, paths);
-  if (!o.quiet && comm->rank() == 0) {
+  const std::string engine_desc = parts.engine->describe();
+  Trainer trainer(cfg, plan, comm, parts.model, parts.data, std::move(parts.engine), paths);
+  if (!o.quiet && main_rank) {
     std::cout << "gtrain: run " << run_dir << "  model " << cfg.model.name << " (" << parts.stats.params
-              << " params)  data " << cfg.data.kind << " (" << data.train->size() << " train samples)\n"
+              << " params)  data " << cfg.data.kind << " (" << parts.data.train->size() << " train samples)\n"
               << "gtrain: plan " << plan.summary() << "  global_batch " << cfg.train.global_batch << "  steps "
-              << trainer.total_steps() << "  threads " << threads << std::endl;
+              << trainer.total_steps() << "  threads/rank " << threads << "\n"
+              << "gtrain: " << engine_desc << " over " << comm->backend() << std::endl;
   }
   RunOutcome out;
   out.run_dir = run_dir;
   out.summary = trainer.run();
-  if (!o.quiet && comm->rank() == 0) {
+  if (!o.quiet && main_rank) {
     const auto& s = out.summary;
     char buf[256];
     std::snprintf(buf, sizeof(buf), "gtrain: done %lld steps in %.1f s (%.0f samples/s, data wait %.2f s)  train loss %.4f",
                   (long long)s.steps, s.seconds, s.samples_per_s, s.data_wait_s, s.final_loss);
     std::cout << buf;
-    if (data.eval) {
+    if (parts.data.eval) {
       std::snprintf(buf, sizeof(buf), "  eval loss %.4f  accuracy %.2f%%", s.eval.loss, 100.0 * s.eval.accuracy);
       std::cout << buf;
     }
     std::cout << std::endl;
   }
+  stop_rank_output_prefix();
   return out;
 }
 

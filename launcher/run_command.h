@@ -15,6 +15,8 @@ struct RunOptions {
   std::vector<std::string> sets;  // --set section.key=value
   std::string run_dir;            // --run-dir ("" = <log.root>/<log.name>)
   bool quiet = false;             // no console output besides errors
+  int ranks = 0;                  // --ranks: ranks to start (0 = one per granted GPU, else 1)
+  std::vector<std::string> argv;  // the command line after the program name, for mpirun
 };
 
 struct RunOutcome {
@@ -22,14 +24,17 @@ struct RunOutcome {
   TrainSummary summary;
 };
 
-// What a rank builds from a config before training: data, model (seeded), plan.
+// What a rank builds from a config before training: data, model (seeded), plan, and the parallel
+// engine over `comm` (no engine when comm is null: validation before launching ranks).
 struct JobParts {
   DataSplits data;
   std::shared_ptr<Model> model;
   ModelStats stats;
   Plan plan;
+  std::unique_ptr<ParallelEngine> engine;
 };
-JobParts assemble_job(const JobConfig& cfg, int world_size);
+JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm,
+                      int local_ranks = 1);
 
 // The run directory a config resolves to.
 std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);

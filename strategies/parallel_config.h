@@ -17,6 +17,8 @@ struct ParallelConfig {
   int64_t micro_batch = 0;     // samples per rank per forward/backward (0 = planner picks)
   bool recompute = false;      // explicit: recompute activations per block in backward
   double memory_gb = 0.0;      // usable memory per rank for planning (0 = detect)
+  double bucket_mb = 25.0;     // data parallel: gradient bucket size
+  double collective_timeout_s = 300.0;  // a collective longer than this aborts the job
 
   template <class V>
   void visit(V& v) {
@@ -31,6 +33,10 @@ struct ParallelConfig {
       "(0 = the planner picks).", cfg::at_least(0));
     v("recompute", recompute, "explicit: recompute activations per block during backward to save memory.");
     v("memory_gb", memory_gb, "Usable memory per rank in GiB for planning (0 = detect).", cfg::at_least(0.0));
+    v("bucket_mb", bucket_mb, "Data parallel: gradient bucket size in MB; full buckets are all-reduced while "
+      "backward continues.", cfg::greater_than(0.0));
+    v("collective_timeout_s", collective_timeout_s, "A collective that takes longer than this (a peer died or hangs) "
+      "aborts every rank with a message naming the rank.", cfg::greater_than(0.0));
   }
 };
 

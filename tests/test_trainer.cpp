@@ -9,6 +9,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/errors.h"
 #include "runtime/train/lr_schedule.h"
+#include "strategies/data_parallel.h"
 #include "strategies/planner.h"
 #include "tests/test_util.h"
 
@@ -35,9 +36,9 @@ std::unique_ptr<Trainer> make_trainer(const JobConfig& c, int64_t micro_batch = 
   JobConfig cfg = c;
   cfg.parallel.micro_batch = micro_batch;
   validate_job_config(cfg);
-  auto parts = assemble_job(cfg, 1);
-  return std::make_unique<Trainer>(cfg, parts.plan, std::make_shared<LocalCommunicator>(), parts.model, parts.data,
-                                   paths);
+  auto comm = std::make_shared<LocalCommunicator>();
+  auto parts = assemble_job(cfg, 1, comm);
+  return std::make_unique<Trainer>(cfg, parts.plan, comm, parts.model, parts.data, std::move(parts.engine), paths);
 }
 
 std::vector<torch::Tensor> params_of(Trainer& t) {
@@ -165,19 +166,97 @@ TEST(LrSchedule, WarmupThenCosineToFloor) {
   EXPECT_NEAR(lr_at(t, 1.0, 100, 110), 1.0, 1e-12);
 }
 
-TEST(LossScaler, SkipsOverflowHalvesAndGrows) {
+TEST(LossScaler, OverflowHalvesAndCleanWindowDoubles) {
   DynamicLossScaler s(1024, 3);
-  auto p = torch::ones({4}, torch::requires_grad());
-  p.mutable_grad() = torch::full({4}, 2048.0);
-  EXPECT_TRUE(s.unscale({p}));
-  EXPECT_TRUE(torch::allclose(p.grad(), torch::full({4}, 2.0)));
   s.update(false);
-  p.mutable_grad() = torch::tensor({1.0f, INFINITY, 0.f, 0.f});
-  EXPECT_FALSE(s.unscale({p}));
   s.update(true);
   EXPECT_EQ(s.scale(), 512);
-  for (int i = 0; i < 3; ++i) s.update(false);
+  s.update(false);
+  s.update(false);
+  EXPECT_EQ(s.scale(), 512);
+  s.update(false);
   EXPECT_EQ(s.scale(), 1024);
+}
+
+// The engine unscales gradients, and refuses (leaving them) when any is inf/nan.
+TEST(DataParallel, UnscaleDetectsOverflow) {
+  auto w = torch::ones({3}, torch::requires_grad());
+  DataParallelOptions o;
+  DataParallelEngine e(std::make_shared<LocalCommunicator>(), {{"w", w}}, o);
+  e.zero_grad();
+  e.begin_micro_batch(true);
+  (w * torch::tensor({2.0f, 4.0f, 6.0f})).sum().mul(8.0).backward();
+  e.end_backward();
+  EXPECT_NEAR(e.grad_norm(), 8.0 * std::sqrt(4.0 + 16.0 + 36.0), 1e-4);
+  ASSERT_TRUE(e.unscale_gradients(1.0 / 8.0));
+  EXPECT_NEAR(e.grad_norm(), std::sqrt(56.0), 1e-5);
+  e.zero_grad();
+  e.begin_micro_batch(true);
+  (w * torch::tensor({1.0f, INFINITY, 1.0f})).sum().backward();
+  e.end_backward();
+  EXPECT_FALSE(e.unscale_gradients(0.5));
+}
+
+// ZeRO stages and bucket sizes change how gradients travel, not the result.
+TEST(DataParallel, ZeroStagesAndBucketsMatchOnOneRank) {
+  auto c = synthetic_mlp(5, 32);
+  auto base = make_trainer(c);
+  std::vector<double> losses;
+  for (int s = 0; s < 5; ++s) losses.push_back(base->train_step().loss);
+  for (int zero : {1, 2}) {
+    auto z = c;
+    z.parallel.mode = "explicit";
+    z.parallel.zero = zero;
+    z.parallel.bucket_mb = 0.001;  // ~250 floats: many buckets
+    auto t = make_trainer(z);
+    for (int s = 0; s < 5; ++s) EXPECT_NEAR(t->train_step().loss, losses[s], 1e-6 * losses[s]) << "zero " << zero;
+    auto pa = params_of(*base), pb = params_of(*t);
+    for (size_t i = 0; i < pa.size(); ++i) EXPECT_LE((pa[i] - pb[i]).abs().max().item<double>(), 1e-6);
+  }
+}
+
+// Our flat AdamW/SGD follow torch::optim's arithmetic.
+TEST(DataParallel, FlatOptimizersMatchTorchOptim) {
+  for (std::string name : {"adamw", "sgd"}) {
+    torch::manual_seed(0);
+    auto w0 = torch::randn({4, 3}), b0 = torch::randn({3});
+    auto w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+    auto tw = w0.clone().requires_grad_(), tb = b0.clone().requires_grad_();
+    DataParallelOptions o;
+    o.optimizer.name = name;
+    o.optimizer.weight_decay = 0.1;
+    o.optimizer.learning_rate = 0.05;
+    DataParallelEngine e(std::make_shared<LocalCommunicator>(), {{"w", w}, {"b", b}}, o);
+    std::unique_ptr<torch::optim::Optimizer> ref;
+    if (name == "adamw") {
+      std::vector<torch::optim::OptimizerParamGroup> groups;
+      groups.emplace_back(std::vector<torch::Tensor>{tw}, std::make_unique<torch::optim::AdamWOptions>(
+                                                              torch::optim::AdamWOptions(0.05).weight_decay(0.1)));
+      groups.emplace_back(std::vector<torch::Tensor>{tb}, std::make_unique<torch::optim::AdamWOptions>(
+                                                              torch::optim::AdamWOptions(0.05).weight_decay(0.0)));
+      ref = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(0.05));
+    } else {
+      std::vector<torch::optim::OptimizerParamGroup> groups;
+      groups.emplace_back(std::vector<torch::Tensor>{tw}, std::make_unique<torch::optim::SGDOptions>(
+                                                              torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.1)));
+      groups.emplace_back(std::vector<torch::Tensor>{tb}, std::make_unique<torch::optim::SGDOptions>(
+                                                              torch::optim::SGDOptions(0.05).momentum(0.9)));
+      ref = std::make_unique<torch::optim::SGD>(groups, torch::optim::SGDOptions(0.05));
+    }
+    auto x = torch::randn({5, 4});
+    for (int s = 0; s < 4; ++s) {
+      e.zero_grad();
+      e.begin_micro_batch(true);
+      (torch::matmul(x, w) + b).pow(2).sum().backward();
+      e.end_backward();
+      e.step(0.05, 1.0);
+      ref->zero_grad();
+      (torch::matmul(x, tw) + tb).pow(2).sum().backward();
+      ref->step();
+    }
+    EXPECT_TRUE(torch::allclose(w, tw, 1e-5, 1e-6)) << name;
+    EXPECT_TRUE(torch::allclose(b, tb, 1e-5, 1e-6)) << name;
+  }
 }
 
 PlannerInput planner_input(int64_t world, int64_t batch, double mem) {
@@ -253,10 +332,16 @@ TEST(Checkpoint, PeriodicSavesKeepNewestAndReload) {
   EXPECT_EQ(all[1].step, 10);
   EXPECT_EQ(all[1].consumed_samples, 160);
   auto fresh = make_trainer(c);
-  auto info = load_checkpoint(all[1].path, fresh->model(), fresh->optimizer());
+  TensorMap state;
+  auto info = load_checkpoint(all[1].path, fresh->model(), &state);
   EXPECT_EQ(info.step, 10);
+  fresh->engine().load_optimizer_state(state);
   auto a = params_of(*t), b = params_of(*fresh);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i]));
+  auto sa = t->engine().optimizer_state(), sb = fresh->engine().optimizer_state();
+  ASSERT_EQ(sa.size(), sb.size());
+  EXPECT_EQ(sb.at("step").item<int64_t>(), 10);
+  for (const auto& kv : sa) EXPECT_TRUE(torch::equal(kv.second, sb.at(kv.first))) << kv.first;
   // A half-written checkpoint (no meta.json) is not listed.
   std::filesystem::create_directories(paths.checkpoints + "/step_00000011");
   EXPECT_EQ(list_checkpoints(paths.checkpoints).size(), 2u);

@@ -31,10 +31,39 @@ std::string step_name(int64_t step) {
   return buf;
 }
 
+// Parameters and buffers by name. Cloned: parameters may be views into flat buckets.
+TensorMap model_tensors(Model& model) {
+  TensorMap out;
+  for (const auto& kv : model.named_parameters()) out[kv.key()] = kv.value();
+  for (const auto& kv : model.named_buffers()) out[kv.key()] = kv.value();
+  return out;
+}
+
+// Archive keys are "t0", "t1", ... in name order (names may contain dots, archive keys may not);
+// meta.json lists the names in the same order.
+void write_tensors(const std::string& file, const TensorMap& tensors) {
+  torch::serialize::OutputArchive a;
+  size_t i = 0;
+  for (const auto& kv : tensors) a.write("t" + std::to_string(i++), kv.second.detach().clone().contiguous());
+  a.save_to(file);
+}
+
+TensorMap read_tensors(const std::string& file, const std::vector<std::string>& names) {
+  torch::serialize::InputArchive a;
+  a.load_from(file);
+  TensorMap out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    torch::Tensor t;
+    if (!a.try_read("t" + std::to_string(i), t)) throw CheckpointError(file + ": tensor '" + names[i] + "' is missing");
+    out[names[i]] = t;
+  }
+  return out;
+}
+
 }  // namespace
 
 CheckpointInfo save_checkpoint(const std::string& dir, int64_t step, int64_t consumed_samples, Model& model,
-                               torch::optim::Optimizer& optimizer, int64_t keep) {
+                               const TensorMap& optimizer_state, int64_t keep) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw CheckpointError(dir + ": cannot create checkpoint directory: " + ec.message());
@@ -44,18 +73,16 @@ CheckpointInfo save_checkpoint(const std::string& dir, int64_t step, int64_t con
   fs::create_directories(tmp, ec);
   if (ec) throw CheckpointError(tmp.string() + ": cannot create: " + ec.message());
   try {
-    torch::serialize::OutputArchive m;
-    model.save(m);
-    m.save_to((tmp / "model.pt").string());
-    torch::serialize::OutputArchive o;
-    optimizer.save(o);
-    o.save_to((tmp / "optimizer.pt").string());
+    write_tensors((tmp / "model.pt").string(), model_tensors(model));
+    write_tensors((tmp / "optimizer.pt").string(), optimizer_state);
   } catch (const c10::Error& e) {
     throw CheckpointError(tmp.string() + ": writing checkpoint failed: " + e.what_without_backtrace());
   }
   {
-    nlohmann::json meta = {{"format", "gtrain-simple"}, {"version", 1}, {"step", step},
+    nlohmann::json meta = {{"format", "gtrain-simple"}, {"version", 2}, {"step", step},
                            {"consumed_samples", consumed_samples}};
+    for (const auto& kv : model_tensors(model)) meta["model_tensors"].push_back(kv.first);
+    for (const auto& kv : optimizer_state) meta["optimizer_tensors"].push_back(kv.first);
     std::ofstream f(tmp / "meta.json");
     f << meta.dump(2) << "\n";
     if (!f) throw CheckpointError((tmp / "meta.json").string() + ": write failed");
@@ -93,19 +120,30 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
   return out;
 }
 
-CheckpointInfo load_checkpoint(const std::string& path, Model& model, torch::optim::Optimizer& optimizer) {
+CheckpointInfo load_checkpoint(const std::string& path, Model& model, TensorMap* optimizer_state) {
   std::ifstream f(fs::path(path) / "meta.json");
   if (!f) throw CheckpointError(path + ": not a checkpoint (no meta.json)");
   CheckpointInfo info;
   try {
     auto meta = nlohmann::json::parse(f);
     info = {path, meta.at("step").get<int64_t>(), meta.at("consumed_samples").get<int64_t>()};
-    torch::serialize::InputArchive m;
-    m.load_from((fs::path(path) / "model.pt").string());
-    model.load(m);
-    torch::serialize::InputArchive o;
-    o.load_from((fs::path(path) / "optimizer.pt").string());
-    optimizer.load(o);
+    std::vector<std::string> model_keys = meta.at("model_tensors").get<std::vector<std::string>>();
+    TensorMap saved = read_tensors((fs::path(path) / "model.pt").string(), model_keys);
+    torch::NoGradGuard ng;
+    for (auto& kv : model_tensors(model)) {
+      auto it = saved.find(kv.first);
+      if (it == saved.end()) throw CheckpointError(path + ": model tensor '" + kv.first + "' is missing");
+      if (!it->second.sizes().equals(kv.second.sizes())) {
+        throw CheckpointError(path + ": model tensor '" + kv.first + "' has shape " + c10::str(it->second.sizes()) +
+                              ", the model has " + c10::str(kv.second.sizes()));
+      }
+      kv.second.copy_(it->second);
+    }
+    if (optimizer_state) {
+      std::vector<std::string> keys;
+      if (meta.contains("optimizer_tensors")) keys = meta.at("optimizer_tensors").get<std::vector<std::string>>();
+      *optimizer_state = read_tensors((fs::path(path) / "optimizer.pt").string(), keys);
+    }
   } catch (const c10::Error& e) {
     throw CheckpointError(path + ": cannot load checkpoint: " + e.what_without_backtrace());
   } catch (const nlohmann::json::exception& e) {

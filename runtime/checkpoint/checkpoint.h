@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,14 +19,17 @@ struct CheckpointInfo {
   int64_t consumed_samples = 0;  // global sample index of the next sample
 };
 
+using TensorMap = std::map<std::string, torch::Tensor>;
+
 // Writes <dir>/step_<NNNNNNNN>/{model.pt, optimizer.pt, meta.json}; returns its path.
+// Tensors are stored by name (parameters and buffers; optimizer state keyed "<param>.exp_avg" ...).
 CheckpointInfo save_checkpoint(const std::string& dir, int64_t step, int64_t consumed_samples, Model& model,
-                               torch::optim::Optimizer& optimizer, int64_t keep);
+                               const TensorMap& optimizer_state, int64_t keep);
 
 // Complete checkpoints in `dir`, oldest first.
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
 
-// Restores model and optimizer from a checkpoint written by save_checkpoint.
-CheckpointInfo load_checkpoint(const std::string& path, Model& model, torch::optim::Optimizer& optimizer);
+// Restores the model's tensors and returns the optimizer state of a checkpoint.
+CheckpointInfo load_checkpoint(const std::string& path, Model& model, TensorMap* optimizer_state);
 
 }  // namespace gtrain

@@ -23,6 +23,8 @@ struct ProcessContext {
   int rank = 0;
   int world_size = 1;
   std::string host;
+  // Stops every rank of the job with this exit code (set by the MPI communicator); null = one process.
+  void (*abort_job)(int exit_code) = nullptr;
   static ProcessContext& get();
 };
 

@@ -37,12 +37,4 @@ ModelStats Model::stats(const DataSpec& spec) const {
   return s;
 }
 
-void split_decay_params(torch::nn::Module& m, std::vector<torch::Tensor>* decay,
-                        std::vector<torch::Tensor>* no_decay) {
-  for (const auto& p : m.parameters()) {
-    if (!p.requires_grad()) continue;
-    (p.dim() >= 2 ? decay : no_decay)->push_back(p);
-  }
-}
-
 }  // namespace gtrain

@@ -48,8 +48,4 @@ class Model : public torch::nn::Module {
   int64_t num_parameters() const;
 };
 
-// Parameters that get weight decay (matrices) and those that do not (biases, norms).
-void split_decay_params(torch::nn::Module& m, std::vector<torch::Tensor>* decay,
-                        std::vector<torch::Tensor>* no_decay);
-
 }  // namespace gtrain

@@ -6,21 +6,6 @@
 
 namespace gtrain {
 
-bool DynamicLossScaler::unscale(const std::vector<torch::Tensor>& params) {
-  torch::NoGradGuard ng;
-  std::vector<torch::Tensor> finite;
-  for (const auto& p : params) {
-    if (!p.grad().defined()) continue;
-    finite.push_back(torch::isfinite(p.grad()).all());
-  }
-  if (!finite.empty() && !torch::stack(finite).all().item<bool>()) return false;
-  const double inv = 1.0 / scale_;
-  for (const auto& p : params) {
-    if (p.grad().defined()) p.grad().mul_(inv);
-  }
-  return true;
-}
-
 void DynamicLossScaler::update(bool overflow) {
   if (overflow) {
     scale_ = std::max(scale_ * 0.5, 1.0);

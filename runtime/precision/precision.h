@@ -1,6 +1,6 @@
 // precision.h: compute precision for a device: autocast scopes (bf16/fp16) and the dynamic loss
-// scaler fp16 needs (skip steps with inf/nan gradients, halve the scale; double it after a
-// window of clean steps).
+// scaler fp16 needs (the parallel engine unscales and checks gradients; a step with inf/nan
+// gradients is skipped and halves the scale; a window of clean steps doubles it).
 #pragma once
 
 #include <torch/torch.h>
@@ -13,8 +13,6 @@ class DynamicLossScaler {
  public:
   DynamicLossScaler(double init_scale, int64_t window) : scale_(init_scale), window_(window) {}
   double scale() const { return scale_; }
-  // Divides gradients by the scale; returns false (and leaves them) when any is inf/nan.
-  bool unscale(const std::vector<torch::Tensor>& params);
   // After a step: halve on overflow, double after `window` clean steps.
   void update(bool overflow);
 

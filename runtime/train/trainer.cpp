@@ -8,7 +8,6 @@
 #include "runtime/common/torch_compat.h"
 #include "runtime/data/rng.h"
 #include "runtime/train/lr_schedule.h"
-#include "runtime/train/optimizer.h"
 
 namespace gtrain {
 
@@ -23,9 +22,10 @@ int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t to
 }
 
 Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Communicator> comm,
-                 std::shared_ptr<Model> model, DataSplits data, TrainerPaths paths)
+                 std::shared_ptr<Model> model, DataSplits data, std::unique_ptr<ParallelEngine> engine,
+                 TrainerPaths paths)
     : config_(config), plan_(plan), comm_(std::move(comm)), model_(std::move(model)), data_(std::move(data)),
-      paths_(std::move(paths)) {
+      paths_(std::move(paths)), engine_(std::move(engine)) {
   if (plan_.dp * plan_.tp * plan_.pp != comm_->size() || plan_.global_batch() != config_.train.global_batch) {
     throw ConfigError("plan " + plan_.summary() + " does not match world size " + std::to_string(comm_->size()) +
                       " and train.global_batch " + std::to_string(config_.train.global_batch));
@@ -34,22 +34,10 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
     throw ConfigError("parallel: tp=" + std::to_string(plan_.tp) + " pp=" + std::to_string(plan_.pp) +
                       ": this trainer runs data parallel only (tp = pp = 1)");
   }
-  if (plan_.zero != 0) {
-    throw ConfigError("parallel.zero = " + std::to_string(plan_.zero) + ": this trainer does not shard optimizer "
-                      "state (use zero = 0)");
-  }
   compat::set_deterministic(config_.train.deterministic);
-  model_->to(device_);
+  GT_CHECK(engine_ != nullptr, "Trainer needs a ParallelEngine");
   model_->train();
-  params_ = model_->parameters();
-  optimizer_ = make_optimizer(config_.optimizer, *model_);
   precision_ = std::make_unique<Precision>(config_.precision, device_);
-
-  // Every rank starts from rank 0's parameters.
-  if (comm_->size() > 1) {
-    torch::NoGradGuard ng;
-    for (auto& p : params_) comm_->broadcast(p, 0);
-  }
 
   const DataSpec spec = data_.train->spec();
   tokens_per_sample_ = spec.tokens_per_sample();
@@ -82,8 +70,7 @@ StepResult Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
   StepResult r;
   r.lr = lr_at(config_.train, config_.optimizer.learning_rate, step_, total_steps_);
-  set_learning_rate(*optimizer_, r.lr);
-  optimizer_->zero_grad();
+  engine_->zero_grad();
   // Random draws (dropout) depend only on (seed, step, rank): reproducible, and resumable at any step.
   torch::manual_seed(rng::hash(static_cast<uint64_t>(config_.train.seed), static_cast<uint64_t>(step_),
                                static_cast<uint64_t>(comm_->rank())));
@@ -100,38 +87,25 @@ StepResult Trainer::train_step() {
       auto out = model_->forward(input);
       loss = model_->loss_sum(out, target) * inv_batch;
     }
+    engine_->begin_micro_batch(i == layout_.accum - 1);
     (scaler ? loss * scaler->scale() : loss).backward();
     loss_acc += loss.detach().to(torch::kCPU, torch::kDouble);
   }
+  // Gradients are summed over data-parallel ranks (each loss was divided by the global batch).
+  engine_->end_backward();
   r.data_wait_s = prefetch_->take_wait_seconds();
+  if (comm_->size() > 1) comm_->allreduce(loss_acc, ReduceOp::kSum);
 
-  // Average gradients over data-parallel replicas (losses were already divided by the global batch).
-  if (comm_->size() > 1) {
-    for (auto& p : params_) {
-      if (p.grad().defined()) comm_->allreduce(p.mutable_grad(), ReduceOp::kSum);
-    }
-    comm_->allreduce(loss_acc, ReduceOp::kSum);
-  }
   bool ok = true;
   if (scaler) {
-    ok = scaler->unscale(params_);
+    ok = engine_->unscale_gradients(1.0 / scaler->scale());
     scaler->update(!ok);
   }
   if (ok) {
-    torch::NoGradGuard ng;
-    std::vector<torch::Tensor> sq;
-    for (const auto& p : params_) {
-      if (p.grad().defined()) sq.push_back(p.grad().to(torch::kFloat).pow(2).sum());
-    }
-    r.grad_norm = sq.empty() ? 0.0 : std::sqrt(torch::stack(sq).sum().item<double>());
+    r.grad_norm = engine_->grad_norm();
     const double clip = config_.train.grad_clip;
-    if (clip > 0 && r.grad_norm > clip) {
-      const double s = clip / (r.grad_norm + 1e-6);
-      for (auto& p : params_) {
-        if (p.grad().defined()) p.grad().mul_(s);
-      }
-    }
-    optimizer_->step();
+    const double coef = (clip > 0 && r.grad_norm > clip) ? clip / (r.grad_norm + 1e-6) : 1.0;
+    engine_->step(r.lr, coef);
   }
   r.skipped = !ok;
   r.loss = loss_acc.item<double>();
@@ -207,9 +181,10 @@ void Trainer::maybe_checkpoint(bool final) {
   if (paths_.checkpoints.empty()) return;
   const bool due = final ? c.at_end : (c.interval > 0 && step_ % c.interval == 0);
   if (!due) return;
+  auto t0 = std::chrono::steady_clock::now();
+  auto state = engine_->optimizer_state();  // collective: gathers ZeRO shards
   if (comm_->rank() == 0) {
-    auto t0 = std::chrono::steady_clock::now();
-    auto info = save_checkpoint(paths_.checkpoints, step_, step_ * layout_.global_batch, *model_, *optimizer_, c.keep);
+    auto info = save_checkpoint(paths_.checkpoints, step_, step_ * layout_.global_batch, *model_, state, c.keep);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     metrics_->write({{"kind", "checkpoint"}, {"step", step_}, {"path", info.path}, {"save_s", secs}});
   }

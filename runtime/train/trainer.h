@@ -19,6 +19,7 @@
 #include "runtime/metrics/progress.h"
 #include "runtime/models/model.h"
 #include "runtime/precision/precision.h"
+#include "runtime/train/parallel_engine.h"
 #include "strategies/plan.h"
 
 namespace gtrain {
@@ -55,8 +56,9 @@ struct TrainerPaths {
 
 class Trainer {
  public:
+  // `engine` synchronises gradients and steps the optimizer (data parallel, ZeRO, ...).
   Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Communicator> comm,
-          std::shared_ptr<Model> model, DataSplits data, TrainerPaths paths);
+          std::shared_ptr<Model> model, DataSplits data, std::unique_ptr<ParallelEngine> engine, TrainerPaths paths);
   ~Trainer();
 
   int64_t total_steps() const { return total_steps_; }
@@ -66,7 +68,7 @@ class Trainer {
   TrainSummary run();
 
   Model& model() { return *model_; }
-  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  ParallelEngine& engine() { return *engine_; }
   const BatchLayout& layout() const { return layout_; }
 
  private:
@@ -81,9 +83,8 @@ class Trainer {
   DataSplits data_;
   TrainerPaths paths_;
   torch::Device device_{torch::kCPU};
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<ParallelEngine> engine_;
   std::unique_ptr<Precision> precision_;
-  std::vector<torch::Tensor> params_;
   BatchLayout layout_;
   std::unique_ptr<SampleOrder> order_;
   std::unique_ptr<Prefetcher> prefetch_;

@@ -1,0 +1,86 @@
+// launch.cpp: rank detection and mpirun command construction.
+#include "launcher/launch.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "runtime/common/errors.h"
+
+namespace gtrain {
+namespace {
+
+int int_of(const std::map<std::string, std::string>& env, const char* key, int fallback) {
+  auto it = env.find(key);
+  if (it == env.end() || it->second.empty()) return fallback;
+  char* end = nullptr;
+  long v = std::strtol(it->second.c_str(), &end, 10);
+  return (end && *end == '\0') ? static_cast<int>(v) : fallback;
+}
+
+}  // namespace
+
+RankEnvironment detect_rank_environment(const std::map<std::string, std::string>& env) {
+  RankEnvironment r;
+  if (env.count("OMPI_COMM_WORLD_SIZE")) {
+    r.launcher = "mpirun";
+    r.size = int_of(env, "OMPI_COMM_WORLD_SIZE", 1);
+    r.rank = int_of(env, "OMPI_COMM_WORLD_RANK", 0);
+    r.local_rank = int_of(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    r.local_size = int_of(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+  } else if (env.count("SLURM_STEP_ID") && env.count("SLURM_PROCID") && int_of(env, "SLURM_NTASKS", 1) > 1) {
+    // One task of an srun step (a batch script itself has no step id).
+    r.launcher = "srun";
+    r.size = int_of(env, "SLURM_NTASKS", 1);
+    r.rank = int_of(env, "SLURM_PROCID", 0);
+    r.local_rank = int_of(env, "SLURM_LOCALID", 0);
+    r.local_size = int_of(env, "SLURM_NTASKS_PER_NODE", int_of(env, "SLURM_STEP_NUM_TASKS", r.size));
+  }
+  r.launched = r.size > 1;
+  return r;
+}
+
+std::vector<std::string> mpirun_argv(const LaunchSpec& s) {
+  if (s.ranks < 1) throw ConfigError("--ranks must be >= 1 (got " + std::to_string(s.ranks) + ")");
+  std::vector<std::string> argv = {"mpirun", "-np", std::to_string(s.ranks), "--bind-to", "none"};
+  if (s.oversubscribe) argv.push_back("--oversubscribe");
+  if (s.hosts.size() > 1) {
+    std::ofstream f(s.hostfile);
+    for (const auto& h : s.hosts) f << h.host << " slots=" << h.slots << "\n";
+    if (!f) throw ConfigError(s.hostfile + ": cannot write the mpirun hostfile");
+    argv.insert(argv.end(), {"--hostfile", s.hostfile});
+    for (const auto& name : s.forward_env) argv.insert(argv.end(), {"-x", name});
+  }
+  argv.push_back(s.executable);
+  argv.insert(argv.end(), s.args.begin(), s.args.end());
+  return argv;
+}
+
+void exec_mpirun(const LaunchSpec& spec) {
+  auto argv = mpirun_argv(spec);
+  if (geteuid() == 0) {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  }
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  execvp("mpirun", cargv.data());
+  throw ConfigError(std::string("cannot start mpirun: ") + std::strerror(errno) +
+                    " (install openmpi-bin, or run with --ranks 1)");
+}
+
+std::string self_executable() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "gtrain";
+  buf[n] = '\0';
+  return buf;
+}
+
+}  // namespace gtrain

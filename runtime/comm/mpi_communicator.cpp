@@ -1,0 +1,216 @@
+// mpi_communicator.cpp: MPI collectives over contiguous CPU tensors, and the collective watchdog.
+#include "runtime/comm/mpi_communicator.h"
+
+#ifdef GTRAIN_WITH_MPI
+
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+
+#include "runtime/comm/comm_errors.h"
+
+namespace gtrain {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Reductions need a real MPI type; bf16/fp16 have none in MPI.
+MPI_Datatype reduce_type(const torch::Tensor& t, const char* op, const std::string& backend) {
+  switch (t.scalar_type()) {
+    case torch::kFloat: return MPI_FLOAT;
+    case torch::kDouble: return MPI_DOUBLE;
+    case torch::kLong: return MPI_INT64_T;
+    case torch::kInt: return MPI_INT32_T;
+    case torch::kByte: return MPI_UINT8_T;
+    case torch::kChar: return MPI_INT8_T;
+    default:
+      throw CommError("backend " + backend + " does not support dtype " + std::string(c10::toString(t.scalar_type())) +
+                      " for " + op + " (use float32/float64/int32/int64, or NCCL on GPUs)");
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kMin: return MPI_MIN;
+    default: return MPI_SUM;
+  }
+}
+
+int count_of(int64_t n, const char* what) {
+  if (n > INT_MAX) throw CommError(std::string(what) + ": tensor of " + std::to_string(n) + " elements exceeds MPI's int count");
+  return static_cast<int>(n);
+}
+
+void check_cpu(const torch::Tensor& t, const char* op) {
+  if (!t.defined()) throw CommError(std::string("backend mpi: ") + op + " got an undefined tensor");
+  if (!t.device().is_cpu()) {
+    throw CommError(std::string("backend mpi does not support ") + t.device().str() + " tensors for " + op +
+                    " (use the NCCL communicator for GPU tensors)");
+  }
+  if (!t.is_contiguous()) throw CommError(std::string("backend mpi: ") + op + " needs a contiguous tensor");
+}
+
+}  // namespace
+
+// Watchdog: one thread per process watching the collective in flight (if any).
+struct MpiCommunicator::Shared {
+  double timeout_s = 300;
+  std::atomic<int64_t> since_ns{0};
+  std::atomic<const char*> op{nullptr};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  std::thread thread;
+
+  void run(int world_rank) {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stop) {
+      cv.wait_for(lock, std::chrono::milliseconds(200));
+      const int64_t since = since_ns.load();
+      if (since == 0) continue;
+      const double waited = static_cast<double>(now_ns() - since) * 1e-9;
+      if (waited > timeout_s) {
+        const auto& ctx = ProcessContext::get();
+        std::fprintf(stderr,
+                     "gtrain: communication error: %s on rank %d (%s) did not finish within %.0f s; a peer rank "
+                     "probably died or is stuck. Aborting all ranks.\n  hint: raise parallel.collective_timeout_s "
+                     "if steps are legitimately slower\n",
+                     op.load() ? op.load() : "collective", world_rank, ctx.host.c_str(), timeout_s);
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, kExitFailure);
+      }
+    }
+  }
+};
+
+class MpiCommunicator::Guard {
+ public:
+  Guard(Shared& s, const char* op) : s_(s) {
+    s_.op.store(op);
+    s_.since_ns.store(now_ns());
+  }
+  ~Guard() { s_.since_ns.store(0); }
+
+ private:
+  Shared& s_;
+};
+
+std::shared_ptr<MpiCommunicator> MpiCommunicator::world(const MpiCommOptions& options) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    // Serialized: the data-parallel comm thread and the main thread never call MPI at once.
+    GT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  }
+  auto shared = std::make_shared<Shared>();
+  shared->timeout_s = options.timeout_s;
+  auto comm = std::shared_ptr<MpiCommunicator>(new MpiCommunicator(MPI_COMM_WORLD, false, shared));
+  auto& ctx = ProcessContext::get();
+  ctx.rank = comm->rank();
+  ctx.world_size = comm->size();
+  ctx.abort_job = [](int code) { MPI_Abort(MPI_COMM_WORLD, code); };
+  shared->thread = std::thread([s = shared.get(), r = comm->rank()] { s->run(r); });
+  return comm;
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<Shared> shared)
+    : comm_(comm), owned_(owned), shared_(std::move(shared)) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owned_ && !finalized) MPI_Comm_free(&comm_);
+  if (!owned_ && comm_ == MPI_COMM_WORLD && shared_ && shared_->thread.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      shared_->stop = true;
+    }
+    shared_->cv.notify_all();
+    shared_->thread.join();
+    if (!finalized) MPI_Finalize();
+  }
+}
+
+void MpiCommunicator::allreduce(torch::Tensor& t, ReduceOp op) {
+  check_cpu(t, "allreduce");
+  MPI_Datatype type = reduce_type(t, "allreduce", backend());
+  if (op == ReduceOp::kAvg && !t.is_floating_point()) throw CommError("backend mpi: allreduce(avg) needs a floating tensor");
+  Guard g(*shared_, "allreduce");
+  GT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t.numel(), "allreduce"), type, mpi_op(op), comm_));
+  if (op == ReduceOp::kAvg) t.div_(size_);
+}
+
+void MpiCommunicator::broadcast(torch::Tensor& t, int root) {
+  check_cpu(t, "broadcast");
+  Guard g(*shared_, "broadcast");
+  GT_MPI_CHECK(MPI_Bcast(t.data_ptr(), count_of(t.nbytes(), "broadcast"), MPI_BYTE, root, comm_));
+}
+
+void MpiCommunicator::allgather(const torch::Tensor& in, torch::Tensor& out) {
+  check_cpu(in, "allgather");
+  check_cpu(out, "allgather");
+  if (out.numel() != in.numel() * size_ || out.scalar_type() != in.scalar_type()) {
+    throw CommError("backend mpi: allgather output must hold world_size x input elements of the same dtype");
+  }
+  Guard g(*shared_, "allgather");
+  const int bytes = count_of(in.nbytes(), "allgather");
+  GT_MPI_CHECK(MPI_Allgather(in.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, comm_));
+}
+
+void MpiCommunicator::reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) {
+  check_cpu(in, "reduce_scatter");
+  check_cpu(out, "reduce_scatter");
+  if (in.numel() != out.numel() * size_ || out.scalar_type() != in.scalar_type()) {
+    throw CommError("backend mpi: reduce_scatter input must hold world_size x output elements of the same dtype");
+  }
+  MPI_Datatype type = reduce_type(in, "reduce_scatter", backend());
+  Guard g(*shared_, "reduce_scatter");
+  GT_MPI_CHECK(MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), count_of(out.numel(), "reduce_scatter"), type,
+                                        mpi_op(op), comm_));
+  if (op == ReduceOp::kAvg) out.div_(size_);
+}
+
+void MpiCommunicator::send(const torch::Tensor& t, int dst, int tag) {
+  check_cpu(t, "send");
+  Guard g(*shared_, "send");
+  GT_MPI_CHECK(MPI_Send(t.data_ptr(), count_of(t.nbytes(), "send"), MPI_BYTE, dst, tag, comm_));
+}
+
+void MpiCommunicator::recv(torch::Tensor& t, int src, int tag) {
+  check_cpu(t, "recv");
+  Guard g(*shared_, "recv");
+  GT_MPI_CHECK(MPI_Recv(t.data_ptr(), count_of(t.nbytes(), "recv"), MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE));
+}
+
+void MpiCommunicator::barrier() {
+  Guard g(*shared_, "barrier");
+  GT_MPI_CHECK(MPI_Barrier(comm_));
+}
+
+std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  MPI_Comm sub;
+  GT_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
+  MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+  return std::shared_ptr<MpiCommunicator>(new MpiCommunicator(sub, true, shared_));
+}
+
+void MpiCommunicator::abort(const std::string& reason) {
+  std::fprintf(stderr, "%s\n", reason.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, kExitFailure);
+}
+
+}  // namespace gtrain
+
+#endif  // GTRAIN_WITH_MPI

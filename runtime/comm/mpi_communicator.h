@@ -1,0 +1,57 @@
+// mpi_communicator.h: Communicator over MPI for CPU tensors, with a watchdog that aborts the whole
+// job when a collective exceeds its timeout (a peer died or diverged), and MPI start-up.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "runtime/comm/communicator.h"
+
+#ifdef GTRAIN_WITH_MPI
+#include <mpi.h>
+#endif
+
+namespace gtrain {
+
+#ifdef GTRAIN_WITH_MPI
+
+struct MpiCommOptions {
+  double timeout_s = 300;  // a collective running longer than this aborts every rank
+};
+
+class MpiCommunicator : public Communicator {
+ public:
+  // Initialises MPI (once per process) and returns the world communicator.
+  static std::shared_ptr<MpiCommunicator> world(const MpiCommOptions& options);
+  ~MpiCommunicator() override;
+
+  std::string backend() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void allreduce(torch::Tensor& t, ReduceOp op) override;
+  void broadcast(torch::Tensor& t, int root) override;
+  void allgather(const torch::Tensor& in, torch::Tensor& out) override;
+  void reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) override;
+  void send(const torch::Tensor& t, int dst, int tag) override;
+  void recv(torch::Tensor& t, int src, int tag) override;
+  void barrier() override;
+  std::shared_ptr<Communicator> split(int color, int key) override;
+  void abort(const std::string& reason) override;
+
+  MPI_Comm handle() const { return comm_; }
+
+ private:
+  struct Shared;  // watchdog state shared by a world and its sub-communicators
+  MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<Shared> shared);
+  class Guard;    // marks a collective in flight for the watchdog
+  MPI_Comm comm_;
+  bool owned_;
+  int rank_ = 0, size_ = 1;
+  std::shared_ptr<Shared> shared_;
+};
+
+#endif  // GTRAIN_WITH_MPI
+
+}  // namespace gtrain

@@ -1,0 +1,45 @@
+// nccl_communicator.h: Communicator over NCCL for CUDA tensors. Bootstrapped over MPI (the
+// ncclUniqueId is broadcast by rank 0); runs on its own CUDA stream, ordered against the compute
+// stream with events. Compiled whenever NCCL is found, also in CPU-only LibTorch builds.
+#pragma once
+
+#ifdef GTRAIN_WITH_NCCL
+
+#include <memory>
+
+#include "runtime/comm/mpi_communicator.h"
+
+namespace gtrain {
+
+class NcclCommunicator : public Communicator {
+ public:
+  // Collective over every rank of `bootstrap`, using CUDA device `device`.
+  NcclCommunicator(std::shared_ptr<MpiCommunicator> bootstrap, int device);
+  ~NcclCommunicator() override;
+
+  std::string backend() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void allreduce(torch::Tensor& t, ReduceOp op) override;
+  void broadcast(torch::Tensor& t, int root) override;
+  void allgather(const torch::Tensor& in, torch::Tensor& out) override;
+  void reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) override;
+  void send(const torch::Tensor& t, int dst, int tag) override;
+  void recv(torch::Tensor& t, int src, int tag) override;
+  void barrier() override;
+  std::shared_ptr<Communicator> split(int color, int key) override;
+  void abort(const std::string& reason) override;
+
+  // NCCL version as major*10000 + minor*100 + patch.
+  static int version();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<MpiCommunicator> bootstrap_;
+  int rank_ = 0, size_ = 1, device_ = 0;
+};
+
+}  // namespace gtrain
+
+#endif  // GTRAIN_WITH_NCCL

@@ -1,0 +1,333 @@
+// data_parallel.cpp: bucketed, overlapped gradient synchronisation and ZeRO-1/2 flat optimizers.
+#include "strategies/data_parallel.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "runtime/common/errors.h"
+
+namespace gtrain {
+
+DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
+                                       std::vector<std::pair<std::string, torch::Tensor>> params,
+                                       DataParallelOptions options)
+    : comm_(std::move(dp_comm)), params_(std::move(params)), opt_(std::move(options)) {
+  if (opt_.zero_stage < 0 || opt_.zero_stage > 2) {
+    throw ConfigError("parallel.zero = " + std::to_string(opt_.zero_stage) + ": ZeRO stage must be 0, 1 or 2");
+  }
+  const int64_t dp = comm_->size();
+  owners_ = opt_.zero_stage > 0 ? dp : 1;
+  owner_rank_ = opt_.zero_stage > 0 ? comm_->rank() : 0;
+
+  // Buckets in reverse registration order: gradients of late layers arrive first in backward.
+  bucket_of_.assign(params_.size(), -1);
+  got_grad_.assign(params_.size(), false);
+  const int64_t bucket_elems = std::max<int64_t>(1, opt_.bucket_bytes / 4);
+  for (int64_t i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
+    const auto& p = params_[i].second;
+    if (!p.requires_grad()) continue;
+    if (p.scalar_type() != torch::kFloat) {
+      throw ConfigError("data parallel: parameter " + params_[i].first + " is " +
+                        std::string(c10::toString(p.scalar_type())) + "; master weights must be float32");
+    }
+    if (buckets_.empty() || buckets_.back().numel >= bucket_elems) buckets_.emplace_back();
+    auto& b = buckets_.back();
+    b.segments.push_back({i, b.numel, p.numel()});
+    b.numel += p.numel();
+    bucket_of_[i] = static_cast<int64_t>(buckets_.size()) - 1;
+  }
+
+  torch::NoGradGuard ng;
+  for (auto& b : buckets_) {
+    b.padded = (b.numel + dp - 1) / dp * dp;
+    b.chunk = b.padded / owners_;
+    b.param = torch::zeros({b.padded}, torch::kFloat);
+    for (const auto& s : b.segments) {
+      auto& p = params_[s.param].second;
+      auto view = b.param.narrow(0, s.offset, s.numel);
+      view.copy_(p.detach().reshape({-1}));
+      p.set_data(view.view(p.sizes()));
+    }
+    // Every rank starts from rank 0's parameters.
+    if (dp > 1) comm_->broadcast(b.param, 0);
+    if (opt_.zero_stage < 2) b.grad = torch::zeros({b.padded}, torch::kFloat);
+    // Weight decay applies to matrices only (the same rule as split_decay_params).
+    b.decay = torch::zeros({b.padded}, torch::kFloat);
+    for (const auto& s : b.segments) {
+      if (params_[s.param].second.dim() >= 2) b.decay.narrow(0, s.offset, s.numel).fill_(opt_.optimizer.weight_decay);
+    }
+    b.decay = b.decay.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
+    if (opt_.optimizer.name == "adamw") {
+      b.exp_avg = torch::zeros({b.chunk}, torch::kFloat);
+      b.exp_avg_sq = torch::zeros({b.chunk}, torch::kFloat);
+    }
+  }
+
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (bucket_of_[i] < 0) continue;
+    params_[i].second.register_hook([this, i](torch::Tensor g) { on_gradient(static_cast<int64_t>(i), g); });
+  }
+  if (comm_->size() > 1) comm_thread_ = std::thread([this] { comm_loop(); });
+}
+
+DataParallelEngine::~DataParallelEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (comm_thread_.joinable()) comm_thread_.join();
+}
+
+std::string DataParallelEngine::describe() const {
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "data parallel dp=%d zero=%lld buckets=%zu (%.1f MB each at most)", comm_->size(),
+                (long long)opt_.zero_stage, buckets_.size(), opt_.bucket_bytes / 1e6);
+  return buf;
+}
+
+int64_t DataParallelEngine::owned_elements() const {
+  int64_t n = 0;
+  for (const auto& b : buckets_) n += b.chunk;
+  return n;
+}
+
+void DataParallelEngine::zero_grad() {
+  for (auto& kv : params_) kv.second.mutable_grad() = torch::Tensor();
+  for (auto& b : buckets_) {
+    b.ready = 0;
+    b.launched = false;
+    if (b.grad.defined()) b.grad.zero_();
+  }
+  std::fill(got_grad_.begin(), got_grad_.end(), false);
+  next_launch_ = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = 0;
+}
+
+void DataParallelEngine::begin_micro_batch(bool last) { sync_ = last; }
+
+void DataParallelEngine::on_gradient(int64_t i, const torch::Tensor& g) {
+  if (!sync_ || got_grad_[i]) return;
+  torch::NoGradGuard ng;
+  auto& b = buckets_[bucket_of_[i]];
+  if (!b.grad.defined()) b.grad = torch::zeros({b.padded}, torch::kFloat);  // stage 2: allocated per step
+  const auto& seg = *std::find_if(b.segments.begin(), b.segments.end(), [&](const Segment& s) { return s.param == i; });
+  auto dst = b.grad.narrow(0, seg.offset, seg.numel);
+  const auto& prev = params_[i].second.grad();  // gradient accumulated by earlier micro-batches
+  if (prev.defined()) {
+    torch::add_out(dst, prev.reshape({-1}), g.reshape({-1}));
+  } else {
+    dst.copy_(g.reshape({-1}));
+  }
+  got_grad_[i] = true;
+  ++b.ready;
+  launch_ready_buckets();
+}
+
+void DataParallelEngine::launch_ready_buckets() {
+  while (next_launch_ < num_buckets() &&
+         buckets_[next_launch_].ready == static_cast<int64_t>(buckets_[next_launch_].segments.size())) {
+    auto& b = buckets_[next_launch_];
+    b.launched = true;
+    if (comm_->size() == 1) {
+      communicate(b);
+      std::lock_guard<std::mutex> lock(mu_);
+      ++done_;
+    } else {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        queue_.push_back(next_launch_);
+      }
+      cv_.notify_all();
+    }
+    ++next_launch_;
+  }
+}
+
+void DataParallelEngine::communicate(Bucket& b) {
+  if (comm_->size() == 1) {
+    if (opt_.zero_stage == 2) b.grad_shard = b.grad, b.grad = torch::Tensor();
+    return;
+  }
+  if (opt_.zero_stage == 2) {
+    b.grad_shard = torch::empty({b.chunk}, torch::kFloat);
+    comm_->reduce_scatter(b.grad, b.grad_shard, ReduceOp::kSum);
+    b.grad = torch::Tensor();  // the full bucket is not kept
+  } else {
+    comm_->allreduce(b.grad, ReduceOp::kSum);
+  }
+}
+
+void DataParallelEngine::comm_loop() {
+  for (;;) {
+    int64_t idx;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_ && queue_.empty()) return;
+      idx = queue_.front();
+      queue_.pop_front();
+    }
+    try {
+      communicate(buckets_[idx]);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!comm_error_) comm_error_ = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++done_;
+    }
+    cv_.notify_all();
+  }
+}
+
+void DataParallelEngine::end_backward() {
+  // Parameters that got no gradient this step (unused in forward) count as zero.
+  {
+    torch::NoGradGuard ng;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (bucket_of_[i] < 0 || got_grad_[i]) continue;
+      auto& b = buckets_[bucket_of_[i]];
+      if (!b.grad.defined()) b.grad = torch::zeros({b.padded}, torch::kFloat);
+      const auto& prev = params_[i].second.grad();
+      if (prev.defined()) {
+        const auto& seg = *std::find_if(b.segments.begin(), b.segments.end(),
+                                        [&](const Segment& s) { return s.param == static_cast<int64_t>(i); });
+        b.grad.narrow(0, seg.offset, seg.numel).copy_(prev.reshape({-1}));
+      }
+      got_grad_[i] = true;
+      ++b.ready;
+    }
+  }
+  launch_ready_buckets();
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_ == num_buckets() || comm_error_; });
+  if (comm_error_) std::rethrow_exception(comm_error_);
+  lock.unlock();
+  // Gradients now live in the buckets; drop the per-parameter copies.
+  for (auto& kv : params_) kv.second.mutable_grad() = torch::Tensor();
+}
+
+torch::Tensor DataParallelEngine::owned_grad(Bucket& b) {
+  if (opt_.zero_stage == 2) return b.grad_shard;
+  return b.grad.narrow(0, owner_rank_ * b.chunk, b.chunk);
+}
+
+bool DataParallelEngine::unscale_gradients(double inv_scale) {
+  torch::NoGradGuard ng;
+  std::vector<torch::Tensor> finite;
+  for (auto& b : buckets_) finite.push_back(torch::isfinite(owned_grad(b)).all());
+  auto ok = torch::stack(finite).all().to(torch::kInt).reshape({1});
+  if (owners_ > 1) comm_->allreduce(ok, ReduceOp::kMin);
+  if (ok.item<int>() == 0) return false;
+  for (auto& b : buckets_) owned_grad(b).mul_(inv_scale);
+  return true;
+}
+
+double DataParallelEngine::grad_norm() {
+  torch::NoGradGuard ng;
+  auto sq = torch::zeros({1}, torch::kDouble);
+  for (auto& b : buckets_) sq += owned_grad(b).to(torch::kDouble).pow(2).sum();
+  if (owners_ > 1) comm_->allreduce(sq, ReduceOp::kSum);
+  return std::sqrt(sq.item<double>());
+}
+
+void DataParallelEngine::step(double lr, double grad_coef) {
+  torch::NoGradGuard ng;
+  ++step_count_;
+  const auto& o = opt_.optimizer;
+  for (auto& b : buckets_) {
+    auto p = owned_param(b);
+    auto g = owned_grad(b);
+    if (grad_coef != 1.0) g.mul_(grad_coef);
+    if (o.name == "adamw") {
+      // torch::optim::AdamW, element-wise weight decay (0 for biases and norms).
+      p.mul_(1.0 - lr * b.decay);
+      b.exp_avg.mul_(o.beta1).add_(g, 1.0 - o.beta1);
+      b.exp_avg_sq.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
+      const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step_count_));
+      const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(step_count_));
+      auto denom = (b.exp_avg_sq.sqrt() / std::sqrt(bc2)).add_(o.eps);
+      p.addcdiv_(b.exp_avg, denom, -lr / bc1);
+    } else {
+      // torch::optim::SGD: L2 weight decay added to the gradient, then (Nesterov) momentum.
+      auto d = g.add(p * b.decay);
+      if (o.momentum != 0) {
+        if (!b.momentum.defined()) {
+          b.momentum = d.clone();
+        } else {
+          b.momentum.mul_(o.momentum).add_(d);
+        }
+        d = o.nesterov ? d.add(b.momentum, o.momentum) : b.momentum;
+      }
+      p.add_(d, -lr);
+    }
+    if (owners_ > 1) {
+      auto mine = p.clone();
+      comm_->allgather(mine, b.param);
+    }
+    if (opt_.zero_stage == 2) b.grad_shard = torch::Tensor();
+  }
+}
+
+std::map<std::string, torch::Tensor> DataParallelEngine::optimizer_state() {
+  torch::NoGradGuard ng;
+  std::map<std::string, torch::Tensor> out;
+  out["step"] = torch::tensor({step_count_}, torch::kLong);
+  auto gather = [&](Bucket& b, const torch::Tensor& chunk, const char* suffix) {
+    torch::Tensor full;
+    if (owners_ > 1) {
+      full = torch::empty({b.padded}, torch::kFloat);
+      comm_->allgather(chunk.contiguous(), full);
+    } else {
+      full = chunk;
+    }
+    for (const auto& s : b.segments) {
+      const auto& p = params_[s.param];
+      out[p.first + "." + suffix] = full.narrow(0, s.offset, s.numel).view(p.second.sizes()).clone();
+    }
+  };
+  for (auto& b : buckets_) {
+    if (b.exp_avg.defined()) {
+      gather(b, b.exp_avg, "exp_avg");
+      gather(b, b.exp_avg_sq, "exp_avg_sq");
+    }
+    if (opt_.optimizer.name == "sgd" && opt_.optimizer.momentum != 0) {
+      gather(b, b.momentum.defined() ? b.momentum : torch::zeros({b.chunk}, torch::kFloat), "momentum_buffer");
+    }
+  }
+  return out;
+}
+
+void DataParallelEngine::load_optimizer_state(const std::map<std::string, torch::Tensor>& state) {
+  torch::NoGradGuard ng;
+  auto it = state.find("step");
+  if (it == state.end()) throw CheckpointError("optimizer state has no 'step'");
+  step_count_ = it->second.item<int64_t>();
+  auto scatter = [&](Bucket& b, torch::Tensor& chunk, const char* suffix) {
+    auto full = torch::zeros({b.padded}, torch::kFloat);
+    for (const auto& s : b.segments) {
+      const auto& name = params_[s.param].first + "." + suffix;
+      auto f = state.find(name);
+      if (f == state.end()) throw CheckpointError("optimizer state has no '" + name + "'");
+      if (f->second.numel() != s.numel) {
+        throw CheckpointError("optimizer state '" + name + "' has " + std::to_string(f->second.numel()) +
+                              " elements, the parameter has " + std::to_string(s.numel));
+      }
+      full.narrow(0, s.offset, s.numel).copy_(f->second.reshape({-1}));
+    }
+    chunk = full.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
+  };
+  for (auto& b : buckets_) {
+    if (opt_.optimizer.name == "adamw") {
+      scatter(b, b.exp_avg, "exp_avg");
+      scatter(b, b.exp_avg_sq, "exp_avg_sq");
+    } else if (opt_.optimizer.momentum != 0 && step_count_ > 0) {
+      scatter(b, b.momentum, "momentum_buffer");
+    }
+  }
+}
+
+}  // namespace gtrain

@@ -1,0 +1,101 @@
+// data_parallel.h: data parallelism with gradient buckets all-reduced while backward runs, and
+// ZeRO stage 1 (optimizer state sharded over dp ranks) and stage 2 (+ gradients reduce-scattered).
+//
+// Protocol per optimizer step:
+//  1. zero_grad(); for each micro-batch: begin_micro_batch(last), forward, backward.
+//  2. On the last micro-batch a hook on every parameter copies its accumulated gradient into its
+//     bucket; a full bucket is handed, in bucket order, to a communication thread that all-reduces
+//     (stage 0/1) or reduce-scatters (stage 2) it while backward goes on.
+//  3. end_backward() waits for every bucket. Each rank then updates the part it owns (everything
+//     for stage 0; its 1/dp chunk of every bucket for stages 1 and 2) and, for stages 1 and 2,
+//     all-gathers the updated chunks so every rank holds the full parameters again.
+// Parameters live in per-bucket flat buffers (each parameter is a view), padded to a multiple of
+// dp so chunks are equal; the optimizer (AdamW or SGD, same arithmetic as torch::optim) runs on
+// flat chunks.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/train/optimizer_config.h"
+#include "runtime/train/parallel_engine.h"
+
+namespace gtrain {
+
+struct DataParallelOptions {
+  int64_t zero_stage = 0;                 // 0, 1 or 2
+  int64_t bucket_bytes = 25 << 20;        // gradient bucket size
+  OptimizerConfig optimizer;
+};
+
+class DataParallelEngine : public ParallelEngine {
+ public:
+  // `params` in registration order with their names. Broadcasts rank 0's values to every rank.
+  DataParallelEngine(std::shared_ptr<Communicator> dp_comm, std::vector<std::pair<std::string, torch::Tensor>> params,
+                     DataParallelOptions options);
+  ~DataParallelEngine() override;
+
+  void zero_grad() override;
+  void begin_micro_batch(bool last) override;
+  void end_backward() override;
+  bool unscale_gradients(double inv_scale) override;
+  double grad_norm() override;
+  void step(double lr, double grad_coef) override;
+  std::map<std::string, torch::Tensor> optimizer_state() override;
+  void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) override;
+  std::string describe() const override;
+
+  int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  // Elements of optimizer state this rank holds per moment (shrinks with ZeRO).
+  int64_t owned_elements() const;
+
+ private:
+  struct Segment {
+    int64_t param;   // index into params_
+    int64_t offset;  // within the bucket
+    int64_t numel;
+  };
+  struct Bucket {
+    std::vector<Segment> segments;
+    int64_t numel = 0, padded = 0, chunk = 0;  // chunk = padded / owners
+    torch::Tensor param;       // [padded] flat parameters (each parameter is a view)
+    torch::Tensor grad;        // [padded] reduced gradients (stage 2: only while in flight)
+    torch::Tensor grad_shard;  // stage 2: [chunk] this rank's reduced gradients
+    torch::Tensor decay;       // [chunk] weight-decay coefficient per owned element
+    torch::Tensor exp_avg, exp_avg_sq, momentum;  // [chunk] optimizer state
+    int64_t ready = 0;         // parameters whose gradient arrived this step
+    bool launched = false;
+  };
+
+  void on_gradient(int64_t param_index, const torch::Tensor& grad);
+  void launch_ready_buckets();  // in bucket order
+  void comm_loop();
+  void communicate(Bucket& b);
+  torch::Tensor owned_grad(Bucket& b);
+  torch::Tensor owned_param(Bucket& b) { return b.param.narrow(0, owner_rank_ * b.chunk, b.chunk); }
+
+  std::shared_ptr<Communicator> comm_;
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::vector<int64_t> bucket_of_;  // param index -> bucket
+  std::vector<bool> got_grad_;
+  std::vector<Bucket> buckets_;
+  DataParallelOptions opt_;
+  int64_t owners_ = 1, owner_rank_ = 0;  // ranks that share optimizer state, and ours
+  int64_t step_count_ = 0;
+  bool sync_ = false;
+  int64_t next_launch_ = 0;
+
+  std::thread comm_thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<int64_t> queue_;
+  int64_t done_ = 0;
+  bool stop_ = false;
+  std::exception_ptr comm_error_;
+};
+
+}  // namespace gtrain
