@@ -190,7 +190,14 @@ void MpiCommunicator::send(const torch::Tensor& t, int dst, int tag) {
 void MpiCommunicator::recv(torch::Tensor& t, int src, int tag) {
   check_cpu(t, "recv");
   Guard g(*shared_, "recv");
-  GT_MPI_CHECK(MPI_Recv(t.data_ptr(), count_of(t.nbytes(), "recv"), MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE));
+  MPI_Status status;
+  GT_MPI_CHECK(MPI_Recv(t.data_ptr(), count_of(t.nbytes(), "recv"), MPI_BYTE, src, tag, comm_, &status));
+  int got = 0;
+  MPI_Get_count(&status, MPI_BYTE, &got);
+  if (got != static_cast<int64_t>(t.nbytes())) {
+    throw CommError("backend mpi: recv from rank " + std::to_string(src) + " expected " + std::to_string(t.nbytes()) +
+                    " bytes, got " + std::to_string(got));
+  }
 }
 
 void MpiCommunicator::barrier() {
