@@ -56,6 +56,7 @@ int cli_main(int argc, char** argv) {
   if (run_cmd->parsed()) {
     for (int i = 1; i < argc; ++i) run.argv.push_back(argv[i]);
     run_job(run);
+    finish_run_process();
     return kExitOk;
   }
   if (config_cmd->parsed()) {

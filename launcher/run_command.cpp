@@ -160,8 +160,14 @@ RunOutcome run_job(const RunOptions& o) {
     }
     std::cout << std::endl;
   }
-  stop_rank_output_prefix();
   return out;
+}
+
+void finish_run_process() {
+#ifdef GTRAIN_WITH_MPI
+  MpiCommunicator::finalize();
+#endif
+  stop_rank_output_prefix();
 }
 
 }  // namespace gtrain

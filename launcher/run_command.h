@@ -42,4 +42,7 @@ std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);
 // Runs one job in this process (one rank). Throws gtrain::Error on failure.
 RunOutcome run_job(const RunOptions& options);
 
+// After run_job returned normally: finalizes MPI (if used) and restores stdout/stderr.
+void finish_run_process();
+
 }  // namespace gtrain

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <exception>
 
 #include "runtime/common/errors.h"
 
@@ -76,7 +77,14 @@ DataParallelEngine::~DataParallelEngine() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (comm_thread_.joinable()) comm_thread_.join();
+  if (!comm_thread_.joinable()) return;
+  // While an error unwinds, the thread may be blocked in a collective its peers never join; the
+  // job is about to be aborted from main(), so do not wait for it.
+  if (std::uncaught_exceptions() > 0) {
+    comm_thread_.detach();
+  } else {
+    comm_thread_.join();
+  }
 }
 
 std::string DataParallelEngine::describe() const {

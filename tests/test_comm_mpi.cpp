@@ -129,5 +129,6 @@ int main(int argc, char** argv) {
   auto flag = torch::tensor({rc}, torch::kInt);
   gtrain::g_world->allreduce(flag, gtrain::ReduceOp::kMax);
   gtrain::g_world.reset();
+  gtrain::MpiCommunicator::finalize();
   return flag.item<int>();
 }

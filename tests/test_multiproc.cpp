@@ -200,6 +200,22 @@ TEST(MultiRankFailure, KilledRankStopsEveryRank) {
   EXPECT_NE(bg.output.find("rank 1"), std::string::npos) << bg.output;
 }
 
+// Only rank 0 writes checkpoints: when that throws, rank 1 (waiting in a collective) must stop too.
+TEST(MultiRankFailure, ThrowingRankStopsEveryRank) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), kMlp);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --ranks 2 --run-dir " + dir.file("run") +
+                       " --set checkpoint.interval=3 --set checkpoint.dir=/dev/null/ckpt");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(secs, 30.0);
+  EXPECT_NE(r.output.find("[rank 0] gtrain: checkpoint error: /dev/null/ckpt: cannot create checkpoint directory"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("[rank 0 on "), std::string::npos) << r.output;
+}
+
 // A rank that stops answering (SIGSTOP) leaves its peer inside a collective: the timeout aborts.
 TEST(MultiRankFailure, HungRankIsCaughtByCollectiveTimeout) {
   auto bg = disrupt_rank1(SIGSTOP, {"parallel.collective_timeout_s=3"});

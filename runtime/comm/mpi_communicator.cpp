@@ -7,6 +7,7 @@
 #include <climits>
 #include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <mutex>
 
 #include "runtime/comm/comm_errors.h"
@@ -101,7 +102,15 @@ class MpiCommunicator::Guard {
   Shared& s_;
 };
 
+namespace {
+std::shared_ptr<MpiCommunicator>& world_slot() {
+  static auto* slot = new std::shared_ptr<MpiCommunicator>();  // never destroyed implicitly
+  return *slot;
+}
+}  // namespace
+
 std::shared_ptr<MpiCommunicator> MpiCommunicator::world(const MpiCommOptions& options) {
+  if (world_slot()) return world_slot();
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -118,7 +127,25 @@ std::shared_ptr<MpiCommunicator> MpiCommunicator::world(const MpiCommOptions& op
   ctx.world_size = comm->size();
   ctx.abort_job = [](int code) { MPI_Abort(MPI_COMM_WORLD, code); };
   shared->thread = std::thread([s = shared.get(), r = comm->rank()] { s->run(r); });
+  world_slot() = comm;
   return comm;
+}
+
+void MpiCommunicator::finalize() {
+  auto& w = world_slot();
+  if (!w) return;
+  auto shared = w->shared_;
+  {
+    std::lock_guard<std::mutex> lock(shared->mu);
+    shared->stop = true;
+  }
+  shared->cv.notify_all();
+  if (shared->thread.joinable()) shared->thread.join();
+  w.reset();
+  ProcessContext::get().abort_job = nullptr;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<Shared> shared)
@@ -130,16 +157,8 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<Shar
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (owned_ && !finalized) MPI_Comm_free(&comm_);
-  if (!owned_ && comm_ == MPI_COMM_WORLD && shared_ && shared_->thread.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(shared_->mu);
-      shared_->stop = true;
-    }
-    shared_->cv.notify_all();
-    shared_->thread.join();
-    if (!finalized) MPI_Finalize();
-  }
+  // MPI_Comm_free is collective: skip it while an error unwinds the stack (the job is aborting).
+  if (owned_ && !finalized && std::uncaught_exceptions() == 0) MPI_Comm_free(&comm_);
 }
 
 void MpiCommunicator::allreduce(torch::Tensor& t, ReduceOp op) {

@@ -23,8 +23,12 @@ struct MpiCommOptions {
 
 class MpiCommunicator : public Communicator {
  public:
-  // Initialises MPI (once per process) and returns the world communicator.
+  // Initialises MPI (once per process) and returns the world communicator. It lives until
+  // finalize(): when a rank fails, nothing collective runs while the stack unwinds, so the
+  // error reaches main(), which aborts the whole job.
   static std::shared_ptr<MpiCommunicator> world(const MpiCommOptions& options);
+  // At normal exit, after every user of the communicators is gone: stops the watchdog, MPI_Finalize.
+  static void finalize();
   ~MpiCommunicator() override;
 
   std::string backend() const override { return "mpi"; }
