@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <exception>
 
 #include "runtime/common/errors.h"
 
@@ -68,24 +67,9 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
     if (bucket_of_[i] < 0) continue;
     params_[i].second.register_hook([this, i](torch::Tensor g) { on_gradient(static_cast<int64_t>(i), g); });
   }
-  if (comm_->size() > 1) comm_thread_ = std::thread([this] { comm_loop(); });
 }
 
-DataParallelEngine::~DataParallelEngine() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (!comm_thread_.joinable()) return;
-  // While an error unwinds, the thread may be blocked in a collective its peers never join; the
-  // job is about to be aborted from main(), so do not wait for it.
-  if (std::uncaught_exceptions() > 0) {
-    comm_thread_.detach();
-  } else {
-    comm_thread_.join();
-  }
-}
+DataParallelEngine::~DataParallelEngine() = default;
 
 std::string DataParallelEngine::describe() const {
   char buf[160];
@@ -104,13 +88,11 @@ void DataParallelEngine::zero_grad() {
   for (auto& kv : params_) kv.second.mutable_grad() = torch::Tensor();
   for (auto& b : buckets_) {
     b.ready = 0;
-    b.launched = false;
+    b.work.reset();
     if (b.grad.defined()) b.grad.zero_();
   }
   std::fill(got_grad_.begin(), got_grad_.end(), false);
   next_launch_ = 0;
-  std::lock_guard<std::mutex> lock(mu_);
-  done_ = 0;
 }
 
 void DataParallelEngine::begin_micro_batch(bool last) { sync_ = last; }
@@ -131,63 +113,26 @@ void DataParallelEngine::on_gradient(int64_t i, const torch::Tensor& g) {
   got_grad_[i] = true;
   ++b.ready;
   launch_ready_buckets();
+  progress();
 }
 
 void DataParallelEngine::launch_ready_buckets() {
   while (next_launch_ < num_buckets() &&
          buckets_[next_launch_].ready == static_cast<int64_t>(buckets_[next_launch_].segments.size())) {
     auto& b = buckets_[next_launch_];
-    b.launched = true;
-    if (comm_->size() == 1) {
-      communicate(b);
-      std::lock_guard<std::mutex> lock(mu_);
-      ++done_;
+    if (opt_.zero_stage == 2) {
+      b.grad_shard = torch::empty({b.chunk}, torch::kFloat);
+      b.work = comm_->reduce_scatter_async(b.grad, b.grad_shard, ReduceOp::kSum);
     } else {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        queue_.push_back(next_launch_);
-      }
-      cv_.notify_all();
+      b.work = comm_->allreduce_async(b.grad, ReduceOp::kSum);
     }
     ++next_launch_;
   }
 }
 
-void DataParallelEngine::communicate(Bucket& b) {
-  if (comm_->size() == 1) {
-    if (opt_.zero_stage == 2) b.grad_shard = b.grad, b.grad = torch::Tensor();
-    return;
-  }
-  if (opt_.zero_stage == 2) {
-    b.grad_shard = torch::empty({b.chunk}, torch::kFloat);
-    comm_->reduce_scatter(b.grad, b.grad_shard, ReduceOp::kSum);
-    b.grad = torch::Tensor();  // the full bucket is not kept
-  } else {
-    comm_->allreduce(b.grad, ReduceOp::kSum);
-  }
-}
-
-void DataParallelEngine::comm_loop() {
-  for (;;) {
-    int64_t idx;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (stop_ && queue_.empty()) return;
-      idx = queue_.front();
-      queue_.pop_front();
-    }
-    try {
-      communicate(buckets_[idx]);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!comm_error_) comm_error_ = std::current_exception();
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++done_;
-    }
-    cv_.notify_all();
+void DataParallelEngine::progress() {
+  for (int64_t k = 0; k < next_launch_; ++k) {
+    if (buckets_[k].work) buckets_[k].work->test();
   }
 }
 
@@ -210,10 +155,11 @@ void DataParallelEngine::end_backward() {
     }
   }
   launch_ready_buckets();
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done_ == num_buckets() || comm_error_; });
-  if (comm_error_) std::rethrow_exception(comm_error_);
-  lock.unlock();
+  for (auto& b : buckets_) {
+    b.work->wait();
+    b.work.reset();
+    if (opt_.zero_stage == 2) b.grad = torch::Tensor();  // only this rank's shard is kept
+  }
   // Gradients now live in the buckets; drop the per-parameter copies.
   for (auto& kv : params_) kv.second.mutable_grad() = torch::Tensor();
 }

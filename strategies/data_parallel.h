@@ -4,8 +4,9 @@
 // Protocol per optimizer step:
 //  1. zero_grad(); for each micro-batch: begin_micro_batch(last), forward, backward.
 //  2. On the last micro-batch a hook on every parameter copies its accumulated gradient into its
-//     bucket; a full bucket is handed, in bucket order, to a communication thread that all-reduces
-//     (stage 0/1) or reduce-scatters (stage 2) it while backward goes on.
+//     bucket; a full bucket starts, in bucket order, a non-blocking all-reduce (stage 0/1) or
+//     reduce-scatter (stage 2) that proceeds while backward goes on (later hooks drive MPI's
+//     progress; NCCL runs on its own stream). No thread spins on a CPU core meanwhile.
 //  3. end_backward() waits for every bucket. Each rank then updates the part it owns (everything
 //     for stage 0; its 1/dp chunk of every bucket for stages 1 and 2) and, for stages 1 and 2,
 //     all-gathers the updated chunks so every rank holds the full parameters again.
@@ -14,11 +15,7 @@
 // flat chunks.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/train/optimizer_config.h"
@@ -68,13 +65,12 @@ class DataParallelEngine : public ParallelEngine {
     torch::Tensor decay;       // [chunk] weight-decay coefficient per owned element
     torch::Tensor exp_avg, exp_avg_sq, momentum;  // [chunk] optimizer state
     int64_t ready = 0;         // parameters whose gradient arrived this step
-    bool launched = false;
+    std::shared_ptr<Work> work;  // the collective in flight this step
   };
 
   void on_gradient(int64_t param_index, const torch::Tensor& grad);
   void launch_ready_buckets();  // in bucket order
-  void comm_loop();
-  void communicate(Bucket& b);
+  void progress();              // lets in-flight collectives advance
   torch::Tensor owned_grad(Bucket& b);
   torch::Tensor owned_param(Bucket& b) { return b.param.narrow(0, owner_rank_ * b.chunk, b.chunk); }
 
@@ -88,14 +84,6 @@ class DataParallelEngine : public ParallelEngine {
   int64_t step_count_ = 0;
   bool sync_ = false;
   int64_t next_launch_ = 0;
-
-  std::thread comm_thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<int64_t> queue_;
-  int64_t done_ = 0;
-  bool stop_ = false;
-  std::exception_ptr comm_error_;
 };
 
 }  // namespace gtrain

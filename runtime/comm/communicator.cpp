@@ -23,6 +23,14 @@ void Communicator::unsupported(const std::string& what) const {
 }
 
 void Communicator::allreduce(torch::Tensor&, ReduceOp op) { unsupported(std::string("allreduce(") + reduce_op_name(op) + ")"); }
+std::shared_ptr<Work> Communicator::allreduce_async(torch::Tensor& t, ReduceOp op) {
+  allreduce(t, op);
+  return std::make_shared<CompletedWork>();
+}
+std::shared_ptr<Work> Communicator::reduce_scatter_async(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) {
+  reduce_scatter(in, out, op);
+  return std::make_shared<CompletedWork>();
+}
 void Communicator::broadcast(torch::Tensor&, int) { unsupported("broadcast"); }
 void Communicator::allgather(const torch::Tensor&, torch::Tensor&) { unsupported("allgather"); }
 void Communicator::reduce_scatter(const torch::Tensor&, torch::Tensor&, ReduceOp) { unsupported("reduce_scatter"); }

@@ -14,6 +14,21 @@ namespace gtrain {
 enum class ReduceOp { kSum, kAvg, kMax, kMin };
 const char* reduce_op_name(ReduceOp op);
 
+// An operation in flight. test() drives progress and reports completion; wait() blocks until done.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual bool test() = 0;
+  virtual void wait() = 0;
+};
+
+// A Work that finished when it was created (blocking backends).
+class CompletedWork : public Work {
+ public:
+  bool test() override { return true; }
+  void wait() override {}
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -23,6 +38,11 @@ class Communicator {
 
   // In place over all ranks.
   virtual void allreduce(torch::Tensor& t, ReduceOp op = ReduceOp::kSum);
+  // Started now, finished by Work::wait(); the tensors must stay alive and untouched until then.
+  // Default: the blocking operation, returned as completed work.
+  virtual std::shared_ptr<Work> allreduce_async(torch::Tensor& t, ReduceOp op = ReduceOp::kSum);
+  virtual std::shared_ptr<Work> reduce_scatter_async(const torch::Tensor& in, torch::Tensor& out,
+                                                     ReduceOp op = ReduceOp::kSum);
   // t on `root` is copied into t on every rank.
   virtual void broadcast(torch::Tensor& t, int root);
   // out = concat over ranks of `in` along dim 0 (out has size() x in.size(0) rows).

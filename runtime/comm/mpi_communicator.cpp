@@ -170,6 +170,69 @@ void MpiCommunicator::allreduce(torch::Tensor& t, ReduceOp op) {
   if (op == ReduceOp::kAvg) t.div_(size_);
 }
 
+class MpiCommunicator::Request : public Work {
+ public:
+  Request(std::shared_ptr<Shared> shared, const char* op, std::vector<torch::Tensor> keep, torch::Tensor avg_out,
+          int avg_div)
+      : shared_(std::move(shared)), op_(op), keep_(std::move(keep)), avg_out_(std::move(avg_out)), avg_div_(avg_div) {}
+  ~Request() override {
+    if (!done_ && std::uncaught_exceptions() == 0) wait();
+  }
+  MPI_Request* handle() { return &req_; }
+  bool test() override {
+    if (done_) return true;
+    int flag = 0;
+    GT_MPI_CHECK(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE));
+    if (flag) finish();
+    return done_;
+  }
+  void wait() override {
+    if (done_) return;
+    Guard g(*shared_, op_);
+    GT_MPI_CHECK(MPI_Wait(&req_, MPI_STATUS_IGNORE));
+    finish();
+  }
+
+ private:
+  void finish() {
+    done_ = true;
+    if (avg_out_.defined()) avg_out_.div_(avg_div_);
+    keep_.clear();
+  }
+  std::shared_ptr<Shared> shared_;
+  const char* op_;
+  std::vector<torch::Tensor> keep_;  // buffers MPI reads or writes until completion
+  torch::Tensor avg_out_;
+  int avg_div_;
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  bool done_ = false;
+};
+
+std::shared_ptr<Work> MpiCommunicator::allreduce_async(torch::Tensor& t, ReduceOp op) {
+  check_cpu(t, "allreduce");
+  MPI_Datatype type = reduce_type(t, "allreduce", backend());
+  if (op == ReduceOp::kAvg && !t.is_floating_point()) throw CommError("backend mpi: allreduce(avg) needs a floating tensor");
+  auto req = std::make_shared<Request>(shared_, "allreduce", std::vector<torch::Tensor>{t},
+                                       op == ReduceOp::kAvg ? t : torch::Tensor(), size_);
+  GT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t.numel(), "allreduce"), type, mpi_op(op), comm_,
+                              req->handle()));
+  return req;
+}
+
+std::shared_ptr<Work> MpiCommunicator::reduce_scatter_async(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) {
+  check_cpu(in, "reduce_scatter");
+  check_cpu(out, "reduce_scatter");
+  if (in.numel() != out.numel() * size_ || out.scalar_type() != in.scalar_type()) {
+    throw CommError("backend mpi: reduce_scatter input must hold world_size x output elements of the same dtype");
+  }
+  MPI_Datatype type = reduce_type(in, "reduce_scatter", backend());
+  auto req = std::make_shared<Request>(shared_, "reduce_scatter", std::vector<torch::Tensor>{in, out},
+                                       op == ReduceOp::kAvg ? out : torch::Tensor(), size_);
+  GT_MPI_CHECK(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), count_of(out.numel(), "reduce_scatter"), type,
+                                         mpi_op(op), comm_, req->handle()));
+  return req;
+}
+
 void MpiCommunicator::broadcast(torch::Tensor& t, int root) {
   check_cpu(t, "broadcast");
   Guard g(*shared_, "broadcast");

@@ -35,6 +35,9 @@ class MpiCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void allreduce(torch::Tensor& t, ReduceOp op) override;
+  // Non-blocking (MPI_Iallreduce / MPI_Ireduce_scatter_block): progress happens in test()/wait().
+  std::shared_ptr<Work> allreduce_async(torch::Tensor& t, ReduceOp op) override;
+  std::shared_ptr<Work> reduce_scatter_async(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) override;
   void broadcast(torch::Tensor& t, int root) override;
   void allgather(const torch::Tensor& in, torch::Tensor& out) override;
   void reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) override;
@@ -50,6 +53,7 @@ class MpiCommunicator : public Communicator {
   struct Shared;  // watchdog state shared by a world and its sub-communicators
   MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<Shared> shared);
   class Guard;    // marks a collective in flight for the watchdog
+  class Request;  // Work over an MPI_Request
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0, size_ = 1;

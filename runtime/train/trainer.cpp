@@ -169,7 +169,8 @@ void Trainer::log_step(const StepResult& r) {
                         {"step_time_s", r.seconds},
                         {"data_wait_s", r.data_wait_s},
                         {"consumed_samples", r.step * layout_.global_batch},
-                        {"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()}};
+                        {"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()},
+                        {"time", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()}};
   if (tokens) rec["tokens_per_s"] = unit_rate;
   if (r.skipped) rec["skipped"] = true;
   if (auto* s = precision_->scaler()) rec["loss_scale"] = s->scale();
