@@ -17,6 +17,7 @@ struct ParallelConfig {
   int64_t micro_batch = 0;     // samples per rank per forward/backward (0 = planner picks)
   bool recompute = false;      // explicit: recompute activations per block in backward
   double memory_gb = 0.0;      // usable memory per rank for planning (0 = detect)
+  double batch_tolerance = 0.0;  // fraction the global batch may move to split evenly over dp
 
   template <class V>
   void visit(V& v) {
@@ -31,6 +32,9 @@ struct ParallelConfig {
       "(0 = the planner picks).", cfg::at_least(0));
     v("recompute", recompute, "explicit: recompute activations per block during backward to save memory.");
     v("memory_gb", memory_gb, "Usable memory per rank in GiB for planning (0 = detect).", cfg::at_least(0.0));
+    v("batch_tolerance", batch_tolerance, "Fraction by which the planner may change train.global_batch when "
+      "the data-parallel size cannot split it evenly (0 = keep it exactly; an error then lists the nearest "
+      "valid global batches).", cfg::range(0.0, 0.5));
   }
 };
 
