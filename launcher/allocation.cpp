@@ -6,6 +6,7 @@
 #include <cctype>
 #include <ctime>
 #include <fstream>
+#include <iomanip>
 #include <numeric>
 #include <sstream>
 

@@ -4,12 +4,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/errors.h"
 #include "runtime/common/startup.h"
 #include "runtime/models/model_registry.h"
+#include "strategies/capabilities.h"
+#include "strategies/hardware_profile.h"
 #include "strategies/planner.h"
 
 namespace fs = std::filesystem;
@@ -36,13 +39,20 @@ JobParts assemble_job(const JobConfig& cfg, int world_size) {
   parts.model = registry.create(cfg.model, parts.data.train->spec());
   parts.stats = parts.model->stats(parts.data.train->spec());
 
+  // Plan with what this runtime executes (strategies/capabilities.h) and this host's CPU profile
+  // (calibrated by `gtrain plan --calibrate`, else a conservative default).
   PlannerInput pin;
   pin.model = parts.stats;
+  pin.model_name = cfg.model.name;
   pin.train = cfg.train;
   pin.optimizer = cfg.optimizer;
   pin.parallel = cfg.parallel;
   pin.precision = cfg.precision;
   pin.world = world_size;
+  pin.gpus_per_node = world_size;
+  pin.caps = kRunCapabilities;
+  pin.profile = local_cpu_profile(process_environment(), ProcessContext::get().host,
+                                  static_cast<int>(std::thread::hardware_concurrency()));
   pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
                                                 : 0.8 * available_memory_bytes() / world_size;
   parts.plan = plan_job(pin);
@@ -60,6 +70,8 @@ RunOutcome run_job(const RunOptions& o) {
   const int threads = set_torch_threads(cfg.train.threads, 1);
   JobParts parts = assemble_job(cfg, comm->size());
   const Plan& plan = parts.plan;
+  const int64_t requested_batch = cfg.train.global_batch;
+  cfg.train.global_batch = plan.global_batch();  // differs only within parallel.batch_tolerance
   DataSplits& data = parts.data;
 
   const std::string run_dir = resolve_run_dir(cfg, o);
@@ -75,7 +87,9 @@ RunOutcome run_job(const RunOptions& o) {
     nlohmann::json pj = {{"world", plan.world}, {"dp", plan.dp}, {"tp", plan.tp}, {"pp", plan.pp},
                          {"zero", plan.zero}, {"micro_batch", plan.micro_batch}, {"grad_accum", plan.grad_accum},
                          {"recompute", plan.recompute}, {"precision", plan.precision},
-                         {"est_memory_bytes", plan.est_memory_bytes}, {"reason", plan.reason}};
+                         {"est_memory_bytes", plan.est_memory_bytes}, {"est_step_seconds", plan.est_step_seconds},
+                         {"global_batch", plan.global_batch()}, {"requested_global_batch", requested_batch},
+                         {"profile", plan.profile}, {"reason", plan.reason}};
     std::ofstream f(fs::path(run_dir) / "plan.json");
     f << pj.dump(2) << "\n";
   }
@@ -87,8 +101,10 @@ RunOutcome run_job(const RunOptions& o) {
   if (!o.quiet && comm->rank() == 0) {
     std::cout << "gtrain: run " << run_dir << "  model " << cfg.model.name << " (" << parts.stats.params
               << " params)  data " << cfg.data.kind << " (" << data.train->size() << " train samples)\n"
-              << "gtrain: plan " << plan.summary() << "  global_batch " << cfg.train.global_batch << "  steps "
-              << trainer.total_steps() << "  threads " << threads << std::endl;
+              << "gtrain: plan " << plan.summary() << "  global_batch " << cfg.train.global_batch
+              << (requested_batch != cfg.train.global_batch ? " (requested " + std::to_string(requested_batch) + ")" : "")
+              << "  steps " << trainer.total_steps() << "  threads " << threads << "\n"
+              << "gtrain: " << plan.estimate_summary() << std::endl;
   }
   RunOutcome out;
   out.run_dir = run_dir;

@@ -222,4 +222,10 @@ std::optional<HardwareProfile> load_profile(const std::string& path) {
   return profile_from_json(j, path);
 }
 
+HardwareProfile local_cpu_profile(const std::map<std::string, std::string>& env, const std::string& hostname, int cores) {
+  auto saved = load_profile(profile_path(env, hostname));
+  if (saved && saved->kind == "cpu") return *saved;
+  return default_cpu_profile(cores);
+}
+
 }  // namespace gtrain

@@ -61,6 +61,9 @@ nlohmann::json profile_to_json(const HardwareProfile& p);
 // ConfigError naming `origin` when a field is missing or has the wrong type.
 HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& origin);
 
+// This host's CPU profile: the saved calibration when it is a CPU one, else default_cpu_profile.
+HardwareProfile local_cpu_profile(const std::map<std::string, std::string>& env, const std::string& hostname, int cores);
+
 // Writes the profile (creating the directory). Throws Error when it cannot be written.
 void save_profile(const HardwareProfile& p, const std::string& path);
 // nullopt when the file does not exist; ConfigError when it exists but does not parse.

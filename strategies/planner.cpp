@@ -294,7 +294,11 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
 std::string format_gib(double bytes) {
   if (std::isinf(bytes)) return "unlimited";
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  if (std::fabs(bytes) < 1024.0 * 1024.0 * 1024.0) {
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024.0));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  }
   return buf;
 }
 
@@ -366,8 +370,8 @@ Plan plan_job(const PlannerInput& in) {
     if (r.structural || r.missing_bytes <= 0) continue;
     throw ConfigError("no layout fits: the smallest, " + r.plan.summary() + " on " + num(in.world) + " " + c.unit +
                       "s, needs " + format_gib(r.memory.total()) + " per " + c.unit + ", " + format_gib(c.usable) +
-                      " usable: " + format_gib(r.missing_bytes) + " missing; use more or larger devices, bf16, "
-                      "or a smaller model");
+                      " usable: " + format_gib(r.missing_bytes) + " missing; use more or larger devices" +
+                      (in.precision.dtype == "fp32" ? ", bf16," : "") + " or a smaller model");
   }
   // Otherwise no dp can split the batch: report the pure data-parallel one.
   for (const auto& r : all) {
