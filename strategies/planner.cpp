@@ -244,9 +244,10 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
   const int64_t tp = pc.tp, pp = pc.pp;
   const int64_t dp = pc.dp > 0 ? pc.dp : (in.world % (tp * pp) == 0 ? in.world / (tp * pp) : 0);
   std::vector<std::string> problems;
-  if (dp < 1 || dp * tp * pp != in.world) {
-    problems.push_back("dp*tp*pp = " + num(std::max<int64_t>(dp, 0) * tp * pp) + " must equal the " + num(in.world) +
-                       " granted ranks" + (pc.dp == 0 ? " (tp*pp must divide them for dp = 0)" : ""));
+  if (pc.dp == 0 && dp == 0) {
+    problems.push_back("tp*pp = " + num(tp * pp) + " must divide the " + num(in.world) + " granted ranks (dp = 0 takes the rest)");
+  } else if (dp * tp * pp != in.world) {
+    problems.push_back("dp*tp*pp = " + num(dp * tp * pp) + " must equal the " + num(in.world) + " granted ranks");
   }
   if (tp > 1) {
     if (!in.caps.tensor_parallel) problems.push_back("tp = " + num(tp) + ": tensor parallel cannot run yet (tp = 1 only)");
