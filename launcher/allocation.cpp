@@ -130,6 +130,7 @@ void fill_gpu_facts(Allocation* a, const HardwareInfo& hw, size_t me) {
   if (!g->name.empty()) a->gpu_model = g->name;
   a->gpu_memory_bytes = g->memory_bytes;
   a->nvlink_links = g->nvlink_links;
+  a->nvlink_peers = g->nvlink_peers;
 }
 
 // CUDA_VISIBLE_DEVICES (preferred) or NVIDIA_VISIBLE_DEVICES, when set.
@@ -267,7 +268,10 @@ void discover_slurm(Allocation* a, EnvReader& r, const CommandRunner& run, const
                          std::to_string(a->total_gpus()));
     }
   }
-  if (a->end_time_unix == 0) a->notes.push_back("job end time unknown (no SLURM_JOB_END_TIME, squeue gave nothing)");
+  if (a->end_time_unix == 0) {
+    a->notes.push_back(std::string("job end time unknown (no SLURM_JOB_END_TIME; ") +
+                       (o.read_limits ? "squeue gave nothing)" : "squeue not asked)"));
+  }
   fill_gpu_facts(a, hw, me);
 }
 

@@ -44,6 +44,7 @@ struct Allocation {
   int64_t gpu_memory_bytes = 0;      // per GPU (NVML); 0 = unknown
   std::vector<std::string> gpu_uuids;  // when the visible devices were given as UUIDs
   int nvlink_links = -1;             // active NVLink links of the first granted GPU (-1 = unknown)
+  int nvlink_peers = -1;             // GPUs it reaches over NVLink (-1 = unknown)
   int tasks = 0;                     // tasks in the job (SLURM_NTASKS, ...); 0 = unknown
   int64_t time_limit_s = 0;          // the job's time limit; 0 = unknown (or unlimited)
   int64_t end_time_unix = 0;         // when the scheduler ends the job; 0 = unknown

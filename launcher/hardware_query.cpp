@@ -31,6 +31,8 @@ struct NvmlMemory {
   unsigned long long total, free, used;
 };
 constexpr int kNvmlSuccess = 0;
+constexpr int kP2pCapsIndexNvlink = 2;  // NVML_P2P_CAPS_INDEX_NVLINK
+constexpr int kP2pStatusOk = 0;         // NVML_P2P_STATUS_OK
 constexpr unsigned kMaxNvLinks = 18;
 
 void query_nvml(HardwareInfo* hw) {
@@ -48,16 +50,19 @@ void query_nvml(HardwareInfo* hw) {
   auto uuid = reinterpret_cast<int (*)(nvmlDevice_t, char*, unsigned)>(sym("nvmlDeviceGetUUID"));
   auto memory = reinterpret_cast<int (*)(nvmlDevice_t, NvmlMemory*)>(sym("nvmlDeviceGetMemoryInfo"));
   auto nvlink = reinterpret_cast<int (*)(nvmlDevice_t, unsigned, int*)>(sym("nvmlDeviceGetNvLinkState"));
+  auto p2p = reinterpret_cast<int (*)(nvmlDevice_t, nvmlDevice_t, int, int*)>(sym("nvmlDeviceGetP2PStatus"));
   if (!init || !count || !handle || init() != kNvmlSuccess) {
     hw->gpu_note = "NVML did not initialise (driver not loaded?)";
     dlclose(lib);
     return;
   }
   unsigned n = 0;
+  std::vector<nvmlDevice_t> devs;
   if (count(&n) == kNvmlSuccess) {
     for (unsigned i = 0; i < n; ++i) {
       nvmlDevice_t dev = nullptr;
       if (handle(i, &dev) != kNvmlSuccess) continue;
+      devs.push_back(dev);
       GpuInfo g;
       g.index = static_cast<int>(i);
       char buf[128] = {0};
@@ -72,6 +77,14 @@ void query_nvml(HardwareInfo* hw) {
         g.nvlink_links += active ? 1 : 0;
       }
       hw->gpus.push_back(g);
+    }
+  }
+  for (size_t i = 0; p2p && i < devs.size(); ++i) {
+    for (size_t j = 0; j < devs.size(); ++j) {
+      int status = -1;
+      if (i != j && p2p(devs[i], devs[j], kP2pCapsIndexNvlink, &status) == kNvmlSuccess && status == kP2pStatusOk) {
+        ++hw->gpus[i].nvlink_peers;
+      }
     }
   }
   if (hw->gpus.empty()) hw->gpu_note = "NVML reports no GPUs";

@@ -14,6 +14,7 @@ struct GpuInfo {
   std::string uuid;            // "GPU-..."
   int64_t memory_bytes = 0;    // total device memory
   int nvlink_links = 0;        // active NVLink links (0 = PCIe only or unknown)
+  int nvlink_peers = 0;        // other GPUs of this node it reaches over NVLink (P2P status OK)
 };
 
 struct HardwareInfo {

@@ -55,6 +55,7 @@ nlohmann::json allocation_to_json(const Allocation& a, int64_t now_unix) {
             {"gpu_memory_bytes", pos_or_null(a.gpu_memory_bytes)},
             {"gpu_uuids", a.gpu_uuids},
             {"nvlink_links", a.nvlink_links >= 0 ? json(a.nvlink_links) : json(nullptr)},
+            {"nvlink_peers", a.nvlink_peers >= 0 ? json(a.nvlink_peers) : json(nullptr)},
             {"cuda_build", a.cuda_build},
             {"world_size", a.world_size()},
             {"world_size_reason", a.world_size_reason()},
@@ -102,7 +103,10 @@ std::string allocation_to_text(const Allocation& a, int64_t now_unix) {
   if (a.total_gpus() > 0) {
     g += " (" + (a.gpu_model.empty() ? std::string("model unknown") : a.gpu_model) + ", " +
          (a.gpu_memory_bytes > 0 ? gib(a.gpu_memory_bytes) : std::string("memory unknown")) +
-         (a.nvlink_links > 0 ? ", " + std::to_string(a.nvlink_links) + " NVLink links" : "") + ")";
+         (a.nvlink_links > 0 ? ", " + std::to_string(a.nvlink_links) + " NVLink links to " +
+                                   std::to_string(std::max(0, a.nvlink_peers)) + " peer GPUs"
+                             : "") +
+         ")";
   }
   o += "  " + g + "\n";
   o += "  ranks      " + std::to_string(a.world_size()) + ": " + a.world_size_reason() + "\n";

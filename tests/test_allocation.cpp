@@ -104,7 +104,7 @@ HardwareInfo cuda_machine(const std::string& host, int gpus) {
   HardwareInfo hw = cpu_machine(host, 64);
   hw.cuda_build = true;
   for (int i = 0; i < gpus; ++i) {
-    hw.gpus.push_back({i, "NVIDIA A100-SXM4-80GB", "GPU-" + std::to_string(1000 + i), 85899345920LL, 12});
+    hw.gpus.push_back({i, "NVIDIA A100-SXM4-80GB", "GPU-" + std::to_string(1000 + i), 85899345920LL, 12, gpus - 1});
   }
   return hw;
 }
@@ -256,6 +256,7 @@ TEST(SlurmAllocation, SingleNodeFromVariables) {
   EXPECT_EQ(a.gpu_model, "NVIDIA A100-SXM4-80GB");
   EXPECT_EQ(a.gpu_memory_bytes, 85899345920LL);
   EXPECT_EQ(a.nvlink_links, 12);
+  EXPECT_EQ(a.nvlink_peers, 3);
   EXPECT_TRUE(r.calls.empty()) << "end time came from SLURM_JOB_END_TIME and limits were off";
 }
 
