@@ -1,10 +1,13 @@
-// cli.cpp: gtrain subcommands and their flags, each declared once with its help text.
+// cli.cpp: gtrain subcommands (run, probe, plan, config, models) and their flags, each declared once with its help text.
 #include "launcher/cli.h"
 
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
+#include "launcher/plan_command.h"
+#include "launcher/probe_command.h"
+#include "launcher/program_runner.h"
 #include "launcher/run_command.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
@@ -37,6 +40,28 @@ int cli_main(int argc, char** argv) {
   show->add_option("config", show_path, "TOML config file")->required();
   show->add_option("--set", show_sets, "Override a key: section.key=value")->allow_extra_args(false);
 
+  ProbeOptions probe;
+  auto* probe_cmd = app.add_subcommand("probe", "Show what the scheduler granted (nodes, GPUs, CPUs, time) and the limits that bind.");
+  probe_cmd->add_flag("--json", probe.json, "Print JSON instead of text");
+  probe_cmd->add_flag("!--no-limits", probe.read_limits, "Do not run squeue/scontrol/sacctmgr/qstat");
+
+  PlanOptions plan;
+  auto* plan_cmd = app.add_subcommand("plan", "Choose the parallel layout (dp/tp/pp/ZeRO/micro-batch) for a config, "
+                                              "with estimates, alternatives and a what-if table over GPU counts.");
+  plan_cmd->add_option("config", plan.config_path, "TOML config file (optional with --calibrate)");
+  plan_cmd->add_option("--set", plan.sets, "Override a key: section.key=value")->allow_extra_args(false);
+  plan_cmd->add_option("--gpus", plan.gpus, "Plan for N GPUs, or for each of a list (1,2,4,8) instead of what was granted")
+      ->type_name("N|LIST");
+  plan_cmd->add_option("--nodes", plan.nodes, "Nodes the GPUs are spread over (default: 8 GPUs per node)");
+  plan_cmd->add_option("--gpu-mem", plan.gpu_mem, "Memory per GPU, e.g. 80GiB, 40GB, 81920MiB")->type_name("SIZE");
+  plan_cmd->add_option("--gpu-type", plan.gpu_type, "GPU model for the rates: V100-32GB, A100-40GB, A100-80GB, "
+                                                    "H100-80GB, H200, L40S");
+  plan_cmd->add_flag("--json", plan.json, "Print JSON instead of text");
+  plan_cmd->add_flag("--explain", plan.explain, "List every candidate and the estimate breakdown");
+  plan_cmd->add_flag("--runnable", plan.runnable, "Only layouts gtrain run executes today (dp, no ZeRO, no recompute)");
+  plan_cmd->add_flag("--calibrate", plan.calibrate, "Measure this machine (matmul rate, bandwidth) and save its "
+                                                    "profile for later plans");
+
   std::string plugin;
   auto* models_cmd = app.add_subcommand("models", "List registered models.");
   models_cmd->add_option("--plugin", plugin, "Also load this model plugin library");
@@ -66,6 +91,12 @@ int cli_main(int argc, char** argv) {
       std::cout << to_toml(load_job_config(show_path, show_sets, process_environment()));
     }
     return kExitOk;
+  }
+  if (probe_cmd->parsed()) {
+    return run_probe(probe, process_environment(), system_command_runner(), std::cout);
+  }
+  if (plan_cmd->parsed()) {
+    return run_plan_command(plan, process_environment(), std::cout);
   }
   if (models_cmd->parsed()) {
     auto& reg = ModelRegistry::global();

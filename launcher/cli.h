@@ -1,4 +1,4 @@
-// cli.h: the gtrain command line (CLI11): run, config, models.
+// cli.h: the gtrain command line (CLI11): run, probe, plan, config, models.
 #pragma once
 
 namespace gtrain {

@@ -4,16 +4,21 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/errors.h"
 #include "runtime/common/startup.h"
 #include "runtime/models/model_registry.h"
+#include "launcher/allocation.h"
 #include "launcher/launch.h"
+#include "launcher/program_runner.h"
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/common/rank_output.h"
+#include "strategies/capabilities.h"
 #include "strategies/data_parallel.h"
+#include "strategies/hardware_profile.h"
 #include "strategies/planner.h"
 
 namespace fs = std::filesystem;
@@ -40,13 +45,20 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
   parts.model = registry.create(cfg.model, parts.data.train->spec());
   parts.stats = parts.model->stats(parts.data.train->spec());
 
+  // Plan with what this runtime executes (strategies/capabilities.h) and this host's CPU profile
+  // (calibrated by `gtrain plan --calibrate`, else a conservative default).
   PlannerInput pin;
   pin.model = parts.stats;
+  pin.model_name = cfg.model.name;
   pin.train = cfg.train;
   pin.optimizer = cfg.optimizer;
   pin.parallel = cfg.parallel;
   pin.precision = cfg.precision;
   pin.world = world_size;
+  pin.gpus_per_node = world_size;
+  pin.caps = kRunCapabilities;
+  pin.profile = local_cpu_profile(process_environment(), ProcessContext::get().host,
+                                  static_cast<int>(std::thread::hardware_concurrency()));
   pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
                                                 : 0.8 * available_memory_bytes() / std::max(1, local_ranks);
   parts.plan = plan_job(pin);
@@ -69,7 +81,7 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
 
 namespace {
 
-void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Plan& plan) {
+void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Plan& plan, int64_t requested_batch) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw ConfigError(run_dir + ": cannot create run directory: " + ec.message());
@@ -81,7 +93,9 @@ void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Pla
   nlohmann::json pj = {{"world", plan.world}, {"dp", plan.dp}, {"tp", plan.tp}, {"pp", plan.pp},
                        {"zero", plan.zero}, {"micro_batch", plan.micro_batch}, {"grad_accum", plan.grad_accum},
                        {"recompute", plan.recompute}, {"precision", plan.precision},
-                       {"est_memory_bytes", plan.est_memory_bytes}, {"reason", plan.reason}};
+                       {"est_memory_bytes", plan.est_memory_bytes}, {"est_step_seconds", plan.est_step_seconds},
+                       {"global_batch", plan.global_batch()}, {"requested_global_batch", requested_batch},
+                       {"profile", plan.profile}, {"reason", plan.reason}};
   std::ofstream f(fs::path(run_dir) / "plan.json");
   f << pj.dump(2) << "\n";
 }
@@ -95,7 +109,12 @@ RunOutcome run_job(const RunOptions& o) {
   const RankEnvironment rank_env = detect_rank_environment(env);
 
   if (!rank_env.launched) {
-    const int ranks = o.ranks > 0 ? o.ranks : 1;
+    // One rank per granted GPU (CPU ranks stand in without CUDA), or --ranks.
+    DiscoveryOptions dopt;
+    dopt.ranks = o.ranks;
+    dopt.read_limits = false;
+    const Allocation alloc = discover_allocation(env, system_command_runner(), dopt);
+    const int ranks = alloc.world_size();
     if (ranks > 1) {
       // Validate data, model and plan once here, so bad input is one message, then start the ranks.
       assemble_job(cfg, ranks, nullptr, ranks);
@@ -103,6 +122,18 @@ RunOutcome run_job(const RunOptions& o) {
       spec.ranks = ranks;
       spec.executable = self_executable();
       spec.args = o.argv;
+      for (const auto& n : alloc.nodes) {
+        spec.hosts.push_back({n.host, n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size())});
+      }
+      if (spec.hosts.size() > 1) {
+        spec.hostfile = (fs::temp_directory_path() / ("gtrain-hosts-" + std::to_string(::getpid()))).string();
+        for (const auto& kv : env) {
+          if (kv.first.rfind("GTRAIN_", 0) == 0) spec.forward_env.push_back(kv.first);
+        }
+        spec.forward_env.insert(spec.forward_env.end(), {"PATH", "LD_LIBRARY_PATH"});
+      } else {
+        spec.hosts.clear();
+      }
       exec_mpirun(spec);
     }
   }
@@ -128,9 +159,11 @@ RunOutcome run_job(const RunOptions& o) {
   const int threads = set_torch_threads(cfg.train.threads, rank_env.local_size);
   JobParts parts = assemble_job(cfg, comm->size(), comm, rank_env.local_size);
   const Plan& plan = parts.plan;
+  const int64_t requested_batch = cfg.train.global_batch;
+  cfg.train.global_batch = plan.global_batch();  // differs only within parallel.batch_tolerance
 
   const std::string run_dir = resolve_run_dir(cfg, o);
-  if (main_rank) write_run_files(run_dir, cfg, plan);
+  if (main_rank) write_run_files(run_dir, cfg, plan, requested_batch);
   TrainerPaths paths;
   paths.metrics = (fs::path(run_dir) / "metrics.jsonl").string();
   paths.checkpoints = cfg.checkpoint.dir.empty() ? (fs::path(run_dir) / "checkpoints").string() : cfg.checkpoint.dir;
@@ -141,8 +174,10 @@ RunOutcome run_job(const RunOptions& o) {
   if (!o.quiet && main_rank) {
     std::cout << "gtrain: run " << run_dir << "  model " << cfg.model.name << " (" << parts.stats.params
               << " params)  data " << cfg.data.kind << " (" << parts.data.train->size() << " train samples)\n"
-              << "gtrain: plan " << plan.summary() << "  global_batch " << cfg.train.global_batch << "  steps "
-              << trainer.total_steps() << "  threads/rank " << threads << "\n"
+              << "gtrain: plan " << plan.summary() << "  global_batch " << cfg.train.global_batch
+              << (requested_batch != cfg.train.global_batch ? " (requested " + std::to_string(requested_batch) + ")" : "")
+              << "  steps " << trainer.total_steps() << "  threads/rank " << threads << "\n"
+              << "gtrain: " << plan.estimate_summary() << "\n"
               << "gtrain: " << engine_desc << " over " << comm->backend() << std::endl;
   }
   RunOutcome out;

@@ -19,6 +19,7 @@ struct ParallelConfig {
   double memory_gb = 0.0;      // usable memory per rank for planning (0 = detect)
   double bucket_mb = 25.0;     // data parallel: gradient bucket size
   double collective_timeout_s = 300.0;  // a collective longer than this aborts the job
+  double batch_tolerance = 0.0;  // fraction the global batch may move to split evenly over dp
 
   template <class V>
   void visit(V& v) {
@@ -37,6 +38,9 @@ struct ParallelConfig {
       "backward continues.", cfg::greater_than(0.0));
     v("collective_timeout_s", collective_timeout_s, "A collective that takes longer than this (a peer died or hangs) "
       "aborts every rank with a message naming the rank.", cfg::greater_than(0.0));
+    v("batch_tolerance", batch_tolerance, "Fraction by which the planner may change train.global_batch when "
+      "the data-parallel size cannot split it evenly (0 = keep it exactly; an error then lists the nearest "
+      "valid global batches).", cfg::range(0.0, 0.5));
   }
 };
 

@@ -37,4 +37,11 @@ std::string Plan::summary() const {
   return buf;
 }
 
+std::string Plan::estimate_summary() const {
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "est %.2f GiB/rank, %.4g s/step%s%s", est_memory_bytes / (1024.0 * 1024.0 * 1024.0),
+                est_step_seconds, profile.empty() ? "" : " on ", profile.c_str());
+  return buf;
+}
+
 }  // namespace gtrain

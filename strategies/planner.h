@@ -1,14 +1,24 @@
-// planner.h: the planner, a pure function from (model stats, train config, allocation size,
-// memory per rank) to a Plan whose dp x micro_batch x grad_accum equals the global batch exactly.
+// planner.h: the planner, a pure function from (model sizes, train config, allocation shape,
+// hardware profile, available executors) to ranked parallel layouts whose
+// dp x micro_batch x grad_accum equals the global batch exactly (or within a configured tolerance).
+//
+// Candidates: every tp dividing the world (tp divides the heads, stays within a node), every pp
+// dividing world / tp (pp divides the blocks), dp = world / (tp * pp), ZeRO 0..max, recompute
+// off/on; for each the fastest micro-batch that fits in memory. Objective: least time per global
+// batch, then least memory. Infeasible candidates are kept with the reason they lost.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
-#include "runtime/models/model.h"
+#include "runtime/models/model_stats.h"
 #include "runtime/precision/precision_config.h"
 #include "runtime/train/optimizer_config.h"
 #include "runtime/train/train_config.h"
+#include "strategies/capabilities.h"
+#include "strategies/cost_model.h"
+#include "strategies/hardware_profile.h"
 #include "strategies/parallel_config.h"
 #include "strategies/plan.h"
 
@@ -20,18 +30,40 @@ struct PlannerInput {
   OptimizerConfig optimizer;
   ParallelConfig parallel;
   PrecisionConfig precision;
-  int64_t world = 1;             // ranks granted
-  double memory_bytes = 0;       // usable memory per rank
+  int64_t world = 1;              // ranks granted
+  int64_t gpus_per_node = 0;      // ranks per node (0 = all on one node)
+  double memory_bytes = 0;        // usable memory per rank (0 = the profile's; both 0 = unlimited)
+  HardwareProfile profile;        // default: a conservative CPU
+  Capabilities caps = kAllCapabilities;
+  std::string model_name;         // for messages ("gpt")
 };
 
-// Memory per rank of a layout: weights, gradients, optimizer state, activations of one
-// micro-batch and a fixed workspace margin.
-double estimate_memory_bytes(const PlannerInput& in, int64_t dp, int64_t micro_batch, bool recompute);
+struct RankedPlan {
+  Plan plan;
+  MemoryEstimate memory;
+  TimeEstimate time;
+  bool feasible = false;
+  int64_t rank = 0;          // 1 = the chosen plan, 2.. the feasible alternatives, 0 = infeasible
+  std::string why;           // chosen: why; alternative: why it lost; infeasible: the constraint
+  double missing_bytes = 0;  // over memory by this much (infeasible for memory only)
+  bool structural = false;   // infeasible for a divisibility / executor reason, not memory
+};
+
+// Every candidate, ranked: feasible ones first (fastest first), then infeasible ones.
+std::vector<RankedPlan> plan_candidates(const PlannerInput& in);
+
+// The best feasible plan. Throws ConfigError when none exists, saying what is missing: memory
+// ("needs 93.1 GiB per GPU, 40.0 GiB usable: 53.1 GiB missing"), a batch that dp cannot split
+// (with the nearest valid global batches), or, in explicit mode, every factor that is wrong.
+Plan plan_job(const PlannerInput& in);
 
 // Global batches near `global_batch` that `dp` ranks can split evenly.
 std::vector<int64_t> nearest_valid_global_batches(int64_t global_batch, int64_t dp);
 
-// Throws ConfigError when no layout fits (naming the memory needed and available).
-Plan plan_job(const PlannerInput& in);
+// Usable memory per rank the planner compares against (infinity when unlimited).
+double usable_memory_bytes(const PlannerInput& in);
+
+// "12.3 GiB" (or "512.0 MiB" below 1 GiB)
+std::string format_gib(double bytes);
 
 }  // namespace gtrain

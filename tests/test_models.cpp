@@ -93,6 +93,8 @@ TEST(Models, MlpAndCnnShapes) {
   auto mlp = reg.create(c, image_spec());
   EXPECT_EQ(mlp->forward(torch::zeros({3, 1, 28, 28})).sizes(), (std::vector<int64_t>{3, 10}));
   EXPECT_EQ(mlp->num_parameters(), 784 * 32 + 32 + 32 * 16 + 16 + 16 * 10 + 10);
+  EXPECT_FALSE(mlp->stats(image_spec()).supports_tp);  // classifiers are data parallel only
+  EXPECT_FALSE(mlp->stats(image_spec()).supports_pp);
   c.name = "cnn";
   c.channels = {4, 8};
   auto cnn = reg.create(c, image_spec());
@@ -114,6 +116,16 @@ TEST(Models, GptShapesTyingAndBlocks) {
   EXPECT_EQ(m->forward(idx).sizes(), (std::vector<int64_t>{2, 8, 50}));
   EXPECT_EQ(m->blocks().size(), 3u);
   EXPECT_EQ(m->stats(token_spec(8, 50)).blocks, 3);
+  // What the planner needs, equal to the shape formula it uses for models it does not build.
+  const ModelStats st = m->stats(token_spec(8, 50));
+  EXPECT_EQ(st.params, m->num_parameters());
+  EXPECT_EQ(st.params, gpt_stats(3, 2, 16, 8, 50, true).params);
+  EXPECT_EQ(st.heads, 2);
+  EXPECT_EQ(st.hidden, 16);
+  EXPECT_EQ(st.seq_len, 8);
+  EXPECT_EQ(st.vocab, 50);
+  EXPECT_EQ(st.params_per_block, 12 * 16 * 16 + 13 * 16);
+  EXPECT_TRUE(st.supports_tp && st.supports_pp);
   // Tied: no output matrix. Per block: 2 LN (4C), qkv (3C^2+3C), proj (C^2+C), fc (4C^2+4C), proj (4C^2+C).
   const int64_t C = 16, V = 50, T = 8;
   const int64_t block = 12 * C * C + 13 * C;

@@ -6,26 +6,9 @@
 #include <vector>
 
 #include "runtime/models/model_config.h"
+#include "runtime/models/model_stats.h"
 
 namespace gtrain {
-
-// What a dataset tells a model about its samples.
-struct DataSpec {
-  std::vector<int64_t> input_shape;  // one sample's input: {1, 28, 28}, {features} or {seq_len}
-  int64_t num_classes = 0;           // classification: number of classes
-  int64_t vocab = 0;                 // token data: vocabulary size
-  bool tokens = false;               // inputs are token ids and targets the next tokens
-  int64_t tokens_per_sample() const { return tokens ? input_shape.at(0) : 0; }
-};
-
-// Sizes the planner and the metrics need.
-struct ModelStats {
-  int64_t params = 0;                       // trainable parameters
-  double flops_per_sample = 0;              // forward + backward
-  double activation_bytes_per_sample = 0;   // fp32 activations kept for backward, no recompute
-  double recompute_bytes_per_sample = 0;    // activations kept with per-block recompute
-  int64_t blocks = 0;                       // blocks a pipeline can split (0 = not splittable)
-};
 
 class Model : public torch::nn::Module {
  public:

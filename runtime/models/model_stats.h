@@ -1,0 +1,52 @@
+// model_stats.h: what a model tells the planner and the metrics (ModelStats), what a dataset
+// tells a model (DataSpec), and the GPT size formulas: plain structs, no torch, so the planner
+// and the plan command can size a 13B model without building it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace gtrain {
+
+// What a dataset tells a model about its samples.
+struct DataSpec {
+  std::vector<int64_t> input_shape;  // one sample's input: {1, 28, 28}, {features} or {seq_len}
+  int64_t num_classes = 0;           // classification: number of classes
+  int64_t vocab = 0;                 // token data: vocabulary size
+  bool tokens = false;               // inputs are token ids and targets the next tokens
+  int64_t tokens_per_sample() const { return tokens ? input_shape.at(0) : 0; }
+};
+
+// Sizes the planner and the metrics need.
+struct ModelStats {
+  int64_t params = 0;                       // trainable parameters
+  double flops_per_sample = 0;              // forward + backward
+  double activation_bytes_per_sample = 0;   // fp32 activations kept for backward, no recompute
+  double recompute_bytes_per_sample = 0;    // activations kept with per-block recompute
+  int64_t blocks = 0;                       // blocks a pipeline can split (0 = not splittable)
+  int64_t params_per_block = 0;             // parameters in one block (0 = unknown)
+  // Transformer shape, for tensor/pipeline sizing (0 = not a transformer).
+  int64_t heads = 0;                        // attention heads (tensor parallel splits these)
+  int64_t hidden = 0;                       // model width (n_embd)
+  int64_t seq_len = 0;                      // tokens per sample
+  int64_t vocab = 0;                        // vocabulary size (output layer width)
+  bool supports_tp = false;                 // the model can be split by tensor parallel
+  bool supports_pp = false;                 // the model can be split into pipeline stages
+
+  bool is_transformer() const { return heads > 0 && hidden > 0 && seq_len > 0; }
+};
+
+// A GPT's stats from its shape alone (parameters, FLOPs, activations), without building it.
+ModelStats gpt_stats(int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t seq_len, int64_t vocab,
+                     bool tied_embeddings);
+
+// Activation elements (not bytes) one sample keeps for backward on one rank of a tensor-parallel
+// group of `tp`, for one transformer block: about 4TC replicated (LayerNorm inputs and outputs) +
+// (12TC + 2HT^2)/tp (q, k, v, attention output, MLP input/output, attention weights).
+double transformer_block_activation_elements(const ModelStats& s, int64_t tp);
+
+// Activation elements outside the blocks: final norm input/output and the logits with their
+// log-softmax (2TC + 2TV/tp).
+double transformer_outer_activation_elements(const ModelStats& s, int64_t tp);
+
+}  // namespace gtrain

@@ -1,0 +1,22 @@
+// capabilities.h: Capabilities, which parallel executors exist, so the planner only proposes
+// layouts that can run; kRunCapabilities is what `gtrain run` executes today (later issues flip it).
+#pragma once
+
+#include <cstdint>
+
+namespace gtrain {
+
+struct Capabilities {
+  int64_t max_zero = 2;            // highest ZeRO stage an executor implements (0, 1, 2)
+  bool tensor_parallel = true;     // tp > 1
+  bool pipeline_parallel = true;   // pp > 1
+  bool recompute = true;           // per-block activation recompute
+};
+
+// Everything the planner knows how to cost: what `gtrain plan` shows by default.
+inline constexpr Capabilities kAllCapabilities{2, true, true, true};
+
+// What `gtrain run` executes today: data parallel with ZeRO-1/2 (strategies/data_parallel.h).
+inline constexpr Capabilities kRunCapabilities{2, false, false, false};
+
+}  // namespace gtrain

@@ -1,0 +1,158 @@
+// cost_model.cpp: the memory and time formulas described in cost_model.h.
+#include "strategies/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gtrain {
+namespace {
+
+bool half(const std::string& precision) { return precision == "bf16" || precision == "fp16"; }
+
+// Bytes per activation element kept for backward: fp32 4; under autocast most saved tensors are
+// 16-bit but norms, softmax and the loss keep fp32 copies (about 60% of fp32 overall).
+double activation_element_bytes(const std::string& precision) { return half(precision) ? 2.4 : 4.0; }
+
+// Bytes per element sent between ranks (activations and their gradients).
+double wire_bytes(const std::string& precision) { return half(precision) ? 2.0 : 4.0; }
+
+double optimizer_state_bytes(const CostModelInput& in) {
+  if (in.optimizer == "adamw") return 8.0;  // two fp32 moments
+  return in.momentum > 0 ? 4.0 : 0.0;       // SGD momentum buffer
+}
+
+// Bytes read and written per parameter by one optimizer step (param, grad, state).
+double optimizer_step_bytes(const CostModelInput& in) {
+  if (in.optimizer == "adamw") return 28.0;
+  return in.momentum > 0 ? 20.0 : 12.0;
+}
+
+double ring_allreduce_s(double bytes, int64_t n, double bw, double latency) {
+  if (n <= 1 || bytes <= 0) return 0;
+  return 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * bytes / bw + latency;
+}
+
+}  // namespace
+
+double params_per_device(const ModelStats& m, int64_t tp, int64_t pp) {
+  double stage = static_cast<double>(m.params);
+  if (pp > 1 && m.blocks > 0) {
+    if (m.params_per_block > 0) {
+      const double outside = std::max(0.0, static_cast<double>(m.params - m.blocks * m.params_per_block));
+      // The most loaded stage: its blocks plus everything outside the blocks (embeddings sit on
+      // the first stage and, tied, again on the last).
+      stage = static_cast<double>(m.blocks / pp) * static_cast<double>(m.params_per_block) + outside;
+    } else {
+      stage = static_cast<double>(m.params) / static_cast<double>(pp);
+    }
+  }
+  return stage / static_cast<double>(std::max<int64_t>(1, tp));
+}
+
+MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
+  const ModelStats& m = in.model;
+  MemoryEstimate e;
+  const double P = params_per_device(m, l.tp, l.pp);
+  const double dp = static_cast<double>(std::max<int64_t>(1, l.dp));
+  e.params = P * (4.0 + (half(in.precision) ? 2.0 : 0.0));
+  e.grads = 4.0 * P / (l.zero >= 2 ? dp : 1.0);
+  e.optimizer = optimizer_state_bytes(in) * P / (l.zero >= 1 ? dp : 1.0);
+
+  e.in_flight = l.pp > 1 ? std::min(l.pp, l.grad_accum) : 1;
+  const double mb = static_cast<double>(l.micro_batch);
+  if (m.is_transformer() && m.blocks > 0) {
+    const double eb = activation_element_bytes(in.precision);
+    const double layers = static_cast<double>(m.blocks / std::max<int64_t>(1, l.pp));
+    const double block = transformer_block_activation_elements(m, l.tp);
+    const double outer = transformer_outer_activation_elements(m, l.tp);
+    const double tc = static_cast<double>(m.seq_len) * static_cast<double>(m.hidden);
+    const double stage_full = layers * block;
+    const double stage_recompute = layers * tc + block;
+    e.activation_per_sample_no_recompute = (stage_full + outer) * eb;
+    e.activation_per_sample_recompute = (stage_recompute + outer) * eb;
+    const double stage = (l.recompute ? stage_recompute : stage_full) * eb;
+    e.activation_per_sample = stage + outer * eb;
+    // 1F1B: the first stage holds `in_flight` micro-batches; the last one holds one plus the logits.
+    const double first = stage * static_cast<double>(e.in_flight) + (l.pp == 1 ? outer * eb : 0.0);
+    const double last = stage + outer * eb;
+    e.activations = std::max(first, last) * mb;
+  } else {
+    const double scale = half(in.precision) ? 0.6 : 1.0;
+    const double stages = static_cast<double>(std::max<int64_t>(1, l.pp));
+    e.activation_per_sample_no_recompute = m.activation_bytes_per_sample * scale / stages;
+    e.activation_per_sample_recompute = m.recompute_bytes_per_sample * scale / stages;
+    e.activation_per_sample = l.recompute ? e.activation_per_sample_recompute : e.activation_per_sample_no_recompute;
+    e.activations = e.activation_per_sample * mb * static_cast<double>(e.in_flight);
+  }
+  const double rest = e.params + e.grads + e.optimizer + e.activations;
+  e.workspace = in.profile.workspace_bytes + in.profile.fragmentation * rest;
+  return e;
+}
+
+TimeEstimate estimate_time(const CostModelInput& in, const Layout& l) {
+  const ModelStats& m = in.model;
+  const HardwareProfile& hw = in.profile;
+  TimeEstimate t;
+  const double world = static_cast<double>(l.dp * l.tp * l.pp);
+  const double accum = static_cast<double>(l.grad_accum);
+  const double batch = static_cast<double>(l.dp * l.micro_batch * l.grad_accum);
+  const double gpn = static_cast<double>(std::max<int64_t>(1, in.topology.gpus_per_node));
+
+  // One micro-batch through one stage on one device.
+  const double flops = batch * m.flops_per_sample * (l.recompute ? 4.0 / 3.0 : 1.0) / world;
+  const double compute_mb = flops / hw.achievable_flops(in.precision) / accum;
+  const double layers = m.blocks > 0 ? static_cast<double>(m.blocks / std::max<int64_t>(1, l.pp)) : 1.0;
+  // About 12 kernels per block forward, 3 passes (forward, two for backward), plus loss/embedding.
+  const double overhead_mb = 3.0 * (12.0 * layers + 4.0) * hw.launch_overhead_s;
+  const double mb = static_cast<double>(l.micro_batch);
+  double boundary_bytes = 0;  // activations crossing a tensor- or pipeline-parallel boundary
+  if (m.is_transformer()) {
+    boundary_bytes = mb * static_cast<double>(m.seq_len) * static_cast<double>(m.hidden) * wire_bytes(in.precision);
+  } else if (m.blocks > 0) {
+    boundary_bytes = mb * m.activation_bytes_per_sample / static_cast<double>(m.blocks);
+  }
+  double tp_mb = 0, pp_mb = 0;
+  if (l.tp > 1) {
+    // Megatron layout: 2 allreduces forward and 2 backward per block (+2 when recomputing).
+    const double n = layers * (4.0 + (l.recompute ? 2.0 : 0.0));
+    tp_mb = n * ring_allreduce_s(boundary_bytes, l.tp, hw.intra_node_bw, hw.latency_s);
+  }
+  if (l.pp > 1) {
+    const bool within_node = static_cast<double>(l.tp * l.pp) <= gpn;
+    const double bw = within_node ? hw.intra_node_bw : hw.inter_node_bw / gpn;
+    pp_mb = 2.0 * (boundary_bytes / bw + hw.latency_s);  // activations forward, gradients back
+  }
+  const double t_mb = compute_mb + overhead_mb + tp_mb + pp_mb;
+  t.compute = accum * compute_mb;
+  t.overhead = accum * overhead_mb;
+  t.tp_comm = accum * tp_mb;
+  t.pp_comm = accum * pp_mb;
+  t.bubble = static_cast<double>(l.pp - 1) * t_mb;
+  t.bubble_fraction = static_cast<double>(l.pp - 1) / (accum + static_cast<double>(l.pp - 1));
+
+  const double P = params_per_device(m, l.tp, l.pp);
+  if (l.dp > 1) {
+    const double grad_bytes = 4.0 * P;
+    const bool one_node = in.topology.nodes <= 1 || static_cast<double>(l.dp * l.tp * l.pp) <= gpn;
+    const double groups_per_node = std::min(static_cast<double>(l.tp * l.pp), gpn);
+    const double bw = one_node ? hw.intra_node_bw : std::min(hw.intra_node_bw, hw.inter_node_bw / groups_per_node);
+    const double buckets = std::ceil(grad_bytes / (25.0 * 1024 * 1024));
+    const double ring = ring_allreduce_s(grad_bytes, l.dp, bw, hw.latency_s * buckets);
+    const double window = 0.8 * (2.0 / 3.0) * compute_mb;  // backward of one micro-batch hides comm
+    if (l.zero == 0) {
+      t.dp_comm = std::max(0.0, ring - window);
+    } else {
+      // Reduce-scatter gradients (half a ring) behind backward: once per step for ZeRO-1, every
+      // micro-batch for ZeRO-2 (it keeps no full gradient to accumulate into); then all-gather the
+      // updated parameters (the other half) in the open, plus copying into flat shards.
+      const double rs = std::max(0.0, ring / 2.0 - window);
+      t.dp_comm = l.zero >= 2 ? accum * rs : rs;
+      t.zero_comm = ring / 2.0 + 2.0 * grad_bytes / hw.memory_bw;
+    }
+  }
+  const double updated = P / (l.zero >= 1 ? static_cast<double>(std::max<int64_t>(1, l.dp)) : 1.0);
+  t.optimizer = optimizer_step_bytes(in) * updated / hw.memory_bw;
+  return t;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,72 @@
+// hardware_profile.h: HardwareProfile, what the cost model assumes about a device and its links
+// (matmul rate, memory, bandwidths), the table of common GPUs, and saved calibrations.
+//
+// Table figures are vendor peak dense matmul rates times an efficiency a well-tuned training
+// step reaches (30-45% of peak); links are NCCL-style allreduce bus bandwidths. A profile measured
+// by `gtrain plan --calibrate` is saved as JSON in profile_dir() and used by later plans.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gtrain {
+
+struct HardwareProfile {
+  std::string name = "cpu";        // "A100-80GB", "H100-80GB", "cpu", ...
+  std::string kind = "cpu";        // "gpu" or "cpu"
+  double memory_bytes = 0;         // per device (0 = decided at planning time: host memory per rank)
+  double fp32_flops = 50e9;        // peak dense matmul FLOP/s per device
+  double bf16_flops = 25e9;
+  double fp16_flops = 25e9;
+  double efficiency = 0.5;         // fraction of peak a training step reaches
+  double memory_bw = 10e9;         // device memory bytes/s (optimizer step)
+  double intra_node_bw = 5e9;      // allreduce bus bandwidth among devices of one node, bytes/s
+  double inter_node_bw = 1.25e9;   // network bandwidth per node, bytes/s
+  double latency_s = 20e-6;        // per collective
+  double launch_overhead_s = 10e-6;  // fixed cost per kernel / op
+  double workspace_bytes = 64.0 * 1024 * 1024;  // reserved per device (context, workspaces)
+  double fragmentation = 0.0;      // extra fraction of the estimate lost to allocator fragmentation
+  std::string source = "default";  // "table", "default", or "calibrated on HOST at TIME"
+  std::string note;                // caveats, e.g. how the bandwidth was measured
+
+  // FLOP/s a training step reaches in this precision ("fp32", "bf16", "fp16").
+  double achievable_flops(const std::string& precision) const;
+};
+
+// V100-32GB, A100-40GB, A100-80GB, H100-80GB, H200, L40S.
+const std::vector<HardwareProfile>& gpu_profile_table();
+
+// Conservative CPU profile for a machine with `cores` cores (used when nothing was calibrated).
+HardwareProfile default_cpu_profile(int cores);
+
+// The table entry a name or NVML/scheduler model string means ("a100", "NVIDIA A100-SXM4-40GB",
+// "h100", "l40s"), using `memory_bytes` (0 = unknown) to tell 40 from 80 GB parts. nullopt when
+// nothing matches.
+std::optional<HardwareProfile> find_gpu_profile(const std::string& model, double memory_bytes = 0);
+
+// The table entry whose memory is nearest `memory_bytes` (for --gpu-mem without --gpu-type).
+HardwareProfile nearest_gpu_profile_by_memory(double memory_bytes);
+
+// Where calibrations live: $GTRAIN_PROFILE_DIR, else $HOME/.cache/gtrain ("" when neither is set).
+std::string profile_dir(const std::map<std::string, std::string>& env);
+// <profile_dir>/profile-<hostname>.json
+std::string profile_path(const std::map<std::string, std::string>& env, const std::string& hostname);
+
+nlohmann::json profile_to_json(const HardwareProfile& p);
+// ConfigError naming `origin` when a field is missing or has the wrong type.
+HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& origin);
+
+// This host's CPU profile: the saved calibration when it is a CPU one, else default_cpu_profile.
+HardwareProfile local_cpu_profile(const std::map<std::string, std::string>& env, const std::string& hostname, int cores);
+
+// Writes the profile (creating the directory). Throws Error when it cannot be written.
+void save_profile(const HardwareProfile& p, const std::string& path);
+// nullopt when the file does not exist; ConfigError when it exists but does not parse.
+std::optional<HardwareProfile> load_profile(const std::string& path);
+
+}  // namespace gtrain

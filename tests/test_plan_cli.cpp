@@ -1,0 +1,267 @@
+// test_plan_cli.cpp: `gtrain probe` and `gtrain plan` end to end through the binary, with fake
+// squeue/scontrol/sacctmgr programs on PATH replaying recorded output; bad flags exit 2 with one line.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+
+namespace gtrain {
+namespace {
+
+using test::run_command;
+
+// A clean environment (nothing from a scheduler the tests may run under) plus `vars`; `path`
+// replaces PATH, so only the fake scheduler programs are found.
+std::string clean_env(const std::string& vars, const std::string& path_prefix = "") {
+  return "env -i PATH=" + (path_prefix.empty() ? std::string("/usr/bin:/bin") : path_prefix) + " HOME=/nonexistent " +
+         vars + " ";
+}
+
+void write_script(const std::string& path, const std::string& body) {
+  test::write_file(path, "#!/bin/sh\n" + body);
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+}
+
+// Fake Slurm client commands printing what a real cluster printed.
+void fake_slurm(const test::TempDir& dir) {
+  write_script(dir.file("squeue"), "echo 2024-05-01T14:30:00\n");
+  write_script(dir.file("scontrol"),
+               "case \"$2\" in\n"
+               "job) echo 'JobId=4242 JobName=train UserId=alice(1001) Account=proj QOS=normal JobState=RUNNING "
+               "TimeLimit=04:00:00 StartTime=2024-05-01T10:30:00 EndTime=2024-05-01T14:30:00 Partition=gpu "
+               "NodeList=gpu[01-02] NumNodes=2 TRES=cpu=16,mem=128G,node=2,billing=16,gres/gpu=2 "
+               "TresPerNode=gres/gpu:a100:1' ;;\n"
+               "partition) echo 'PartitionName=gpu AllowGroups=ALL QoS=N/A DefaultTime=01:00:00 MaxNodes=4 "
+               "MaxTime=2-00:00:00 State=UP TotalNodes=16' ;;\n"
+               "*) exit 1 ;;\n"
+               "esac\n");
+  write_script(dir.file("sacctmgr"),
+               "case \"$*\" in\n"
+               "*qos*) printf 'normal|2-00:00:00|gres/gpu=2|gres/gpu=4|\\n' ;;\n"
+               "*assoc*) printf 'proj|||gres/gpu=16||\\nproj|alice||gres/gpu=8||12:00:00\\n' ;;\n"
+               "*) exit 1 ;;\n"
+               "esac\n");
+}
+
+const std::string kSlurmVars =
+    "SLURM_JOB_ID=4242 SLURM_JOB_NODELIST='gpu[01-02]' SLURMD_NODENAME=gpu01 SLURM_GPUS_PER_NODE=1 "
+    "SLURM_JOB_GPUS=0 SLURM_NTASKS=2 SLURM_TASKS_PER_NODE='1(x2)' SLURM_JOB_CPUS_PER_NODE='8(x2)' "
+    "SLURM_JOB_PARTITION=gpu SLURM_JOB_ACCOUNT=proj SLURM_JOB_QOS=normal SLURM_JOB_USER=alice";
+
+TEST(ProbeCli, JsonFromSlurmWithRecordedLimits) {
+  test::TempDir dir;
+  fake_slurm(dir);
+  auto r = run_command(clean_env(kSlurmVars, dir.path()) + GTRAIN_BINARY " probe --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j.at("scheduler"), "slurm");
+  EXPECT_EQ(j.at("job_id"), "4242");
+  EXPECT_EQ(j.at("nodelist"), "gpu[01-02]");
+  EXPECT_EQ(j.at("total_gpus"), 2);
+  EXPECT_EQ(j.at("world_size"), 2);
+  EXPECT_EQ(j.at("time_limit_s"), 14400);
+  EXPECT_TRUE(j.at("end_time_unix").is_number());
+  EXPECT_EQ(j.at("partition"), "gpu");
+  ASSERT_TRUE(j.at("limits").is_array());
+  bool qos_binds = false, partition_time = false;
+  for (const auto& l : j.at("limits")) {
+    if (l.at("scope") == "QOS normal" && l.at("name") == "MaxTRESPerJob gres/gpu") qos_binds = l.at("binds");
+    if (l.at("scope") == "partition gpu" && l.at("name") == "MaxTime") {
+      partition_time = l.at("value") == "2-00:00:00" && !l.at("binds");
+    }
+  }
+  EXPECT_TRUE(qos_binds) << r.output;
+  EXPECT_TRUE(partition_time) << r.output;
+
+  // The text form says the same, marking what binds.
+  r = run_command(clean_env(kSlurmVars, dir.path()) + GTRAIN_BINARY " probe");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("slurm job 4242 on 2 nodes (gpu[01-02])"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("* QOS normal"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("limit 04:00:00"), std::string::npos) << r.output;
+}
+
+TEST(ProbeCli, WithoutSchedulerProgramsLimitsStayUnknown) {
+  auto r = run_command(clean_env(kSlurmVars, "/nonexistent-bin") + GTRAIN_BINARY " probe --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_TRUE(j.at("end_time_unix").is_null());
+  for (const auto& l : j.at("limits")) EXPECT_EQ(l.at("value"), "unknown") << l.dump();
+}
+
+TEST(ProbeCli, MalformedVariableIsOneLineExitTwo) {
+  auto r = run_command(clean_env("SLURM_JOB_ID=1 SLURM_JOB_NODELIST='gpu[01-'") + GTRAIN_BINARY " probe");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(test::lines(r.output).size(), 1u) << r.output;
+  EXPECT_NE(r.output.find("SLURM_JOB_NODELIST='gpu[01-'"), std::string::npos) << r.output;
+  r = run_command(clean_env("CUDA_VISIBLE_DEVICES=0,x") + GTRAIN_BINARY " probe --json");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("CUDA_VISIBLE_DEVICES='0,x'"), std::string::npos) << r.output;
+}
+
+const char* kGpt2 = R"(
+[model]
+name = "gpt"
+n_layer = 12
+n_head = 12
+n_embd = 768
+seq_len = 1024
+vocab = 50257
+[data]
+kind = "synthetic"
+[train]
+global_batch = 512
+tokens = 10000000000
+[precision]
+dtype = "bf16"
+)";
+
+const char* kHuge = R"(
+[model]
+name = "gpt"
+n_layer = 96
+n_head = 96
+n_embd = 12288
+seq_len = 2048
+vocab = 50257
+[data]
+kind = "synthetic"
+[train]
+global_batch = 1024
+steps = 1000
+[precision]
+dtype = "bf16"
+)";
+
+TEST(PlanCli, Gpt2On8x80GBJson) {
+  test::TempDir dir;
+  test::write_file(dir.file("gpt2.toml"), kGpt2);
+  auto r = run_command(clean_env("") + GTRAIN_BINARY " plan " + dir.file("gpt2.toml") + " --gpus 8 --gpu-mem 80GiB --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  const auto& c = j.at("chosen");
+  EXPECT_EQ(c.at("dp"), 8);
+  EXPECT_EQ(c.at("tp"), 1);
+  EXPECT_EQ(c.at("pp"), 1);
+  EXPECT_EQ(c.at("zero"), 0);
+  EXPECT_EQ(c.at("global_batch"), 512);
+  EXPECT_LE(c.at("memory_bytes").get<double>(), 80.0 * (1 << 30));
+  EXPECT_EQ(j.at("hardware").at("name"), "A100-80GB");
+  EXPECT_EQ(j.at("steps"), 19074);  // 10e9 tokens / (512 x 1024) rounded up
+  // Alternatives carry why they lost; infeasible ones the constraint.
+  bool slower = false, heads = false;
+  for (const auto& x : j.at("candidates")) {
+    const std::string why = x.at("why");
+    slower |= x.at("feasible").get<bool>() && why.rfind("slower", 0) == 0;
+    heads |= why.find("does not divide the 12 attention heads") != std::string::npos;
+  }
+  EXPECT_TRUE(slower);
+  EXPECT_TRUE(heads);
+  // What-if: time per step falls as GPUs are added; GPU-hours are reported.
+  const auto& w = j.at("what_if");
+  ASSERT_GE(w.size(), 4u);
+  double last = 1e30;
+  for (const auto& row : w) {
+    ASSERT_TRUE(row.at("feasible").get<bool>()) << row.dump();
+    EXPECT_LT(row.at("step_seconds").get<double>(), last);
+    last = row.at("step_seconds");
+    EXPECT_GT(row.at("gpu_hours").get<double>(), 0);
+  }
+}
+
+TEST(PlanCli, TextWithListOfCountsAndExplain) {
+  test::TempDir dir;
+  test::write_file(dir.file("gpt2.toml"), kGpt2);
+  auto r = run_command(clean_env("") + GTRAIN_BINARY " plan " + dir.file("gpt2.toml") +
+                       " --gpus 1,2,4,8 --gpu-type h100 --explain");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("chosen: dp=8 tp=1 pp=1 zero=0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("profile   H100-80GB (table)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("why it lost"), std::string::npos);
+  EXPECT_NE(r.output.find("activations     per sample"), std::string::npos) << "--explain adds the breakdown";
+  const auto table = r.output.substr(r.output.find("what-if"));
+  EXPECT_EQ(test::lines(table).size(), 2u + 4u) << table;  // title, header, 4 counts
+}
+
+TEST(PlanCli, ModelThatCannotFitPrintsTheTableThenOneErrorLine) {
+  test::TempDir dir;
+  test::write_file(dir.file("huge.toml"), kHuge);
+  auto r = run_command("{ " + clean_env("") + GTRAIN_BINARY " plan " + dir.file("huge.toml") +
+                       " --gpus 8 --gpu-type A100-40GB 2>" + dir.file("err") + "; }");
+  EXPECT_EQ(r.exit_code, 2);
+  const std::string err = test::read_file(dir.file("err"));
+  EXPECT_EQ(test::lines(err).size(), 1u) << err;
+  EXPECT_NE(err.find("40.0 GiB usable"), std::string::npos) << err;
+  EXPECT_NE(err.find("GiB missing"), std::string::npos) << err;
+  EXPECT_NE(r.output.find("what-if over GPU counts"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("does not fit: needs"), std::string::npos) << r.output;
+}
+
+TEST(PlanCli, BadFlagsExitTwoNamingTheFlag) {
+  test::TempDir dir;
+  test::write_file(dir.file("gpt2.toml"), kGpt2);
+  const std::string base = clean_env("") + GTRAIN_BINARY " plan " + dir.file("gpt2.toml");
+  for (const auto& [flags, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"--gpus 0", "--gpus '0'"},
+           {"--gpus 1,,2", "--gpus '1,,2'"},
+           {"--gpus 8 --gpu-mem 80XB", "--gpu-mem '80XB'"},
+           {"--gpus 8 --nodes 3", "--nodes 3 must divide the GPU count 8"},
+           {"--gpus 8 --gpu-type tpu-v5", "--gpu-type 'tpu-v5': unknown GPU"},
+           {"--gpus 8 --set parallel.mode=explicit --set parallel.tp=5", "tp = 5 must divide the 12 attention heads"}}) {
+    auto r = run_command(base + " " + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+    EXPECT_EQ(test::lines(r.output).size(), 1u) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << flags << "\n" << r.output;
+  }
+}
+
+TEST(PlanCli, CalibrateSavesAProfileLaterPlansUse) {
+  test::TempDir dir;
+  auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " plan --calibrate --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  const auto& c = j.at("calibration");
+  EXPECT_GT(c.at("matmul_fp32_flops").get<double>(), 1e8);
+  EXPECT_EQ(c.at("allreduce_measured_by"), "memcpy proxy");
+  const std::string saved = c.at("saved_to");
+  ASSERT_TRUE(std::filesystem::exists(saved));
+  EXPECT_EQ(nlohmann::json::parse(test::read_file(saved)).at("kind"), "cpu");
+
+  test::write_file(dir.file("mlp.toml"),
+                   "[model]\nname = \"mlp\"\nhidden = [32]\n[data]\nkind = \"synthetic\"\nsynthetic_samples = 256\n"
+                   "[train]\nglobal_batch = 16\nepochs = 2.0\n");
+  r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " plan " + dir.file("mlp.toml"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("profile   cpu (calibrated on"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("32 steps"), std::string::npos) << "2 epochs of 256 samples at 16 per step: " << r.output;
+  r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " plan " + dir.file("mlp.toml") +
+                  " --gpus 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("chosen: dp=4 tp=1 pp=1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("model mlp does not support tensor parallel"), std::string::npos) << r.output;
+}
+
+TEST(RunCli, PrintsThePlanAndRefusesWhatItCannotExecute) {
+  test::TempDir dir;
+  const std::string cfg =
+      "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 16\nseq_len = 8\n[data]\nkind = \"synthetic\"\n"
+      "synthetic_samples = 64\n[train]\nglobal_batch = 8\nsteps = 2\n[log]\nprogress = \"none\"\n";
+  test::write_file(dir.file("tiny.toml"), cfg);
+  auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " run " + dir.file("tiny.toml") +
+                       " --run-dir " + dir.file("run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gtrain: plan dp=1 tp=1 pp=1 zero=0 micro_batch=8 grad_accum=1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("gtrain: est "), std::string::npos) << r.output;
+  const auto plan = nlohmann::json::parse(test::read_file(dir.file("run/plan.json")));
+  EXPECT_GT(plan.at("est_step_seconds").get<double>(), 0);
+  r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " run " + dir.file("tiny.toml") +
+                  " --set parallel.mode=explicit --set parallel.tp=2 --run-dir " + dir.file("run2"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("tp = 2: tensor parallel cannot run yet"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tp*pp = 2 must divide the 1 granted ranks"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace gtrain

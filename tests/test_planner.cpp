@@ -1,0 +1,380 @@
+// test_planner.cpp: planner invariants for every world size 1..1024, the reference cases (GPT-2 on
+// 8 x 80 GB, 13B on 8 x 40 GB, a model that cannot fit), explicit layouts, the cost model's
+// formulas, and hardware profiles.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <regex>
+
+#include "launcher/plan_command.h"
+#include "runtime/common/errors.h"
+#include "strategies/planner.h"
+#include "tests/test_util.h"
+
+namespace gtrain {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+PlannerInput gpt_input(int64_t layers, int64_t heads, int64_t hidden, int64_t seq, int64_t batch, int64_t world,
+                       const std::string& gpu, double mem_gib = 0) {
+  PlannerInput in;
+  in.model = gpt_stats(layers, heads, hidden, seq, 50257, true);
+  in.model_name = "gpt";
+  in.train.global_batch = batch;
+  in.train.steps = 1000;
+  in.precision.dtype = "bf16";
+  in.world = world;
+  in.gpus_per_node = 8;
+  in.profile = *find_gpu_profile(gpu);
+  if (mem_gib > 0) in.profile.memory_bytes = mem_gib * kGiB;
+  return in;
+}
+
+PlannerInput gpt2_on(int64_t world) { return gpt_input(12, 12, 768, 1024, 512, world, "A100-80GB"); }
+
+std::string error_of(const PlannerInput& in) {
+  try {
+    plan_job(in);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void check_invariants(const PlannerInput& in, const std::vector<RankedPlan>& all) {
+  const int64_t gpn = std::min(in.gpus_per_node, in.world);
+  const double usable = usable_memory_bytes(in);
+  const int64_t B = in.train.global_batch;
+  int64_t expect_rank = 1;
+  double last_time = 0;
+  for (const auto& r : all) {
+    const Plan& p = r.plan;
+    EXPECT_EQ(p.dp * p.tp * p.pp, in.world) << p.summary();
+    if (!r.feasible) {
+      EXPECT_EQ(r.rank, 0);
+      EXPECT_FALSE(r.why.empty());
+      continue;
+    }
+    EXPECT_EQ(r.rank, expect_rank++) << "feasible plans come first, ranked 1..n";
+    EXPECT_GE(r.time.total() + 1e-12, last_time) << "ranked by time";
+    last_time = r.time.total();
+    EXPECT_EQ(p.dp * p.micro_batch * p.grad_accum, p.global_batch());
+    if (in.parallel.batch_tolerance == 0) {
+      EXPECT_EQ(p.global_batch(), B) << p.summary();
+      EXPECT_EQ(p.requested_global_batch, 0);
+    } else {
+      EXPECT_LE(std::llabs(p.global_batch() - B), in.parallel.batch_tolerance * B + 1e-9);
+      if (p.global_batch() != B) { EXPECT_EQ(p.requested_global_batch, B); }
+    }
+    EXPECT_EQ(in.model.heads % p.tp, 0) << p.summary();
+    EXPECT_EQ(in.model.blocks % p.pp, 0) << p.summary();
+    EXPECT_LE(p.tp, gpn);
+    EXPECT_EQ(gpn % p.tp, 0) << "tp stays within a node";
+    EXPECT_LE(r.memory.total(), usable) << p.summary();
+    EXPECT_NEAR(p.est_memory_bytes, r.memory.total(), 1.0);
+    EXPECT_LE(p.zero, in.caps.max_zero);
+    if (!in.caps.tensor_parallel) { EXPECT_EQ(p.tp, 1); }
+    if (!in.caps.pipeline_parallel) { EXPECT_EQ(p.pp, 1); }
+    if (!in.caps.recompute) { EXPECT_FALSE(p.recompute); }
+    if (p.dp == 1) { EXPECT_EQ(p.zero, 0); }
+    EXPECT_GT(r.time.total(), 0);
+  }
+  // plan_job agrees: the first feasible, or an error when there is none.
+  if (!all.empty() && all.front().feasible) {
+    const Plan p = plan_job(in);
+    EXPECT_EQ(p.summary(), all.front().plan.summary());
+  } else {
+    EXPECT_FALSE(error_of(in).empty());
+  }
+}
+
+TEST(PlannerInvariants, EveryWorldSize1To1024) {
+  int64_t feasible_worlds = 0;
+  for (int64_t w = 1; w <= 1024; ++w) {
+    PlannerInput in = gpt2_on(w);
+    const auto exact = plan_candidates(in);
+    check_invariants(in, exact);
+    feasible_worlds += !exact.empty() && exact.front().feasible;
+    in.parallel.batch_tolerance = 0.1;
+    check_invariants(in, plan_candidates(in));
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "first failing world size: " << w;
+      break;
+    }
+  }
+  // 512 = 2^9: every world whose dp can split it has a plan (all powers of two up to 512, ...).
+  EXPECT_GE(feasible_worlds, 10);
+}
+
+TEST(PlannerInvariants, RunCapabilitiesOnlyDataParallelAndTightMemory) {
+  for (int64_t w = 1; w <= 256; ++w) {
+    PlannerInput in = gpt_input(24, 16, 2048, 2048, 256, w, "A100-40GB");  // ~1.3B: memory matters
+    in.caps = kRunCapabilities;
+    check_invariants(in, plan_candidates(in));
+    in.caps = kAllCapabilities;
+    in.gpus_per_node = 4;
+    check_invariants(in, plan_candidates(in));
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "first failing world size: " << w;
+      break;
+    }
+  }
+}
+
+TEST(PlannerReference, Gpt2On8x80GBIsPureDataParallel) {
+  PlannerInput in = gpt2_on(8);
+  EXPECT_NEAR(static_cast<double>(in.model.params), 124.4e6, 0.1e6);
+  const Plan p = plan_job(in);
+  EXPECT_EQ(p.dp, 8);
+  EXPECT_EQ(p.tp, 1);
+  EXPECT_EQ(p.pp, 1);
+  EXPECT_EQ(p.zero, 0);
+  EXPECT_FALSE(p.recompute);
+  EXPECT_EQ(p.global_batch(), 512);
+  EXPECT_LE(p.est_memory_bytes, 80 * kGiB);
+  // 512 x 6 x 124M x 1024 tokens over 8 x 140 TFLOP/s: a few tenths of a second.
+  EXPECT_GT(p.est_step_seconds, 0.2);
+  EXPECT_LT(p.est_step_seconds, 1.0);
+  EXPECT_NE(p.reason.find("least time"), std::string::npos);
+}
+
+TEST(PlannerReference, Gpt13BOn8x40GBNeedsModelParallelOrZero) {
+  PlannerInput in = gpt_input(40, 40, 5120, 2048, 1024, 8, "A100-40GB");
+  EXPECT_NEAR(static_cast<double>(in.model.params), 12.85e9, 0.05e9);
+  const auto all = plan_candidates(in);
+  ASSERT_TRUE(all.front().feasible);
+  const Plan& p = all.front().plan;
+  EXPECT_TRUE(p.tp * p.pp > 1 || p.zero > 0) << p.summary();
+  EXPECT_LE(p.est_memory_bytes, 40 * kGiB);
+  // Pure data parallel does not fit, and says by how much.
+  bool pure_dp_seen = false;
+  for (const auto& r : all) {
+    if (r.plan.tp == 1 && r.plan.pp == 1 && r.plan.zero == 0) {
+      pure_dp_seen = true;
+      EXPECT_FALSE(r.feasible);
+      EXPECT_NE(r.why.find("over memory by"), std::string::npos) << r.why;
+      EXPECT_GT(r.missing_bytes, 100 * kGiB);  // 12.85B params x 18 bytes alone is ~215 GiB
+    }
+  }
+  EXPECT_TRUE(pure_dp_seen);
+  // With only what gtrain run executes today it cannot be planned: a clear error.
+  in.caps = kRunCapabilities;
+  EXPECT_NE(error_of(in).find("GiB missing"), std::string::npos);
+}
+
+TEST(PlannerReference, ModelThatCannotFitSaysHowMuchIsMissing) {
+  PlannerInput in = gpt_input(96, 96, 12288, 2048, 1024, 8, "A100-40GB");  // ~175B
+  const std::string e = error_of(in);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(e, m, std::regex("needs ([0-9.]+) GiB per GPU, 40\\.0 GiB usable: ([0-9.]+) GiB missing")))
+      << e;
+  EXPECT_NEAR(std::stod(m[1]) - 40.0, std::stod(m[2]), 0.11);
+  EXPECT_GT(std::stod(m[2]), 100.0);
+  EXPECT_EQ(e.rfind("no layout fits", 0), 0u) << e;
+}
+
+TEST(PlannerBatch, NearestValidBatchesAndTolerance) {
+  PlannerInput in;
+  in.model.params = 1000000;
+  in.model.activation_bytes_per_sample = 10e6;
+  in.model.recompute_bytes_per_sample = 2e6;
+  in.train.global_batch = 64;
+  in.world = 3;
+  EXPECT_NE(error_of(in).find("nearest valid global batches: 63 or 66"), std::string::npos) << error_of(in);
+  in.parallel.batch_tolerance = 0.05;
+  const Plan p = plan_job(in);
+  EXPECT_EQ(p.global_batch(), 63);
+  EXPECT_EQ(p.requested_global_batch, 64);
+  in.parallel.batch_tolerance = 0.01;  // 63 is 1.6% away
+  EXPECT_FALSE(error_of(in).empty());
+}
+
+TEST(PlannerExplicit, EveryWrongFactorIsNamed) {
+  PlannerInput in = gpt2_on(8);
+  in.parallel.mode = "explicit";
+  in.parallel.dp = 3;
+  in.parallel.tp = 5;
+  in.parallel.pp = 5;
+  const std::string e = error_of(in);
+  EXPECT_NE(e.find("dp=3 tp=5 pp=5"), std::string::npos) << e;
+  EXPECT_NE(e.find("dp*tp*pp = 75 must equal the 8 granted ranks"), std::string::npos) << e;
+  EXPECT_NE(e.find("tp = 5 must divide the 12 attention heads"), std::string::npos) << e;
+  EXPECT_NE(e.find("pp = 5 must divide the 12 blocks"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be divisible by dp = 3"), std::string::npos) << e;
+
+  in.parallel.dp = 0;
+  in.parallel.tp = 2;
+  in.parallel.pp = 2;
+  in.parallel.zero = 1;
+  Plan p = plan_job(in);
+  EXPECT_EQ(p.dp, 2);
+  EXPECT_EQ(p.tp, 2);
+  EXPECT_EQ(p.pp, 2);
+  EXPECT_EQ(p.zero, 1);
+  EXPECT_EQ(p.global_batch(), 512);
+
+  in.caps = kRunCapabilities;  // what gtrain run executes today
+  const std::string run_error = error_of(in);
+  EXPECT_NE(run_error.find("tensor parallel cannot run yet"), std::string::npos) << run_error;
+  EXPECT_NE(run_error.find("pipeline parallel cannot run yet"), std::string::npos) << run_error;
+  EXPECT_EQ(run_error.find("ZeRO"), std::string::npos) << "ZeRO-1/2 run today: " << run_error;
+
+  // An explicit layout over the memory estimate still runs, with a warning in its reason.
+  PlannerInput big = gpt_input(40, 40, 5120, 2048, 1024, 8, "A100-40GB");
+  big.parallel.mode = "explicit";
+  p = plan_job(big);
+  EXPECT_EQ(p.dp, 8);
+  EXPECT_NE(p.reason.find("exceeds the memory estimate"), std::string::npos) << p.reason;
+}
+
+TEST(PlannerConstraints, TensorParallelStaysWithinANode) {
+  PlannerInput in = gpt_input(24, 16, 2048, 2048, 256, 16, "A100-40GB");
+  in.gpus_per_node = 4;
+  bool saw = false;
+  for (const auto& r : plan_candidates(in)) {
+    if (r.plan.tp == 8) {
+      saw = true;
+      EXPECT_FALSE(r.feasible);
+      EXPECT_NE(r.why.find("does not fit within a node of 4 GPUs"), std::string::npos) << r.why;
+    }
+    if (r.feasible) { EXPECT_LE(r.plan.tp, 4); }
+  }
+  EXPECT_TRUE(saw);
+}
+
+TEST(PlannerConstraints, ClassifiersAreDataParallelOnly) {
+  PlannerInput in;
+  in.model.params = 100000;
+  in.model.activation_bytes_per_sample = 1e5;
+  in.model.recompute_bytes_per_sample = 1e5;
+  in.model_name = "mlp";
+  in.train.global_batch = 64;
+  in.world = 4;
+  for (const auto& r : plan_candidates(in)) {
+    if (r.plan.tp > 1) { EXPECT_NE(r.why.find("model mlp does not support tensor parallel"), std::string::npos); }
+    if (r.plan.pp > 1 && r.plan.tp == 1) {
+      EXPECT_NE(r.why.find("cannot be split into pipeline stages"), std::string::npos);
+    }
+    if (r.feasible) { EXPECT_FALSE(r.plan.recompute); }
+  }
+  EXPECT_EQ(plan_job(in).dp, 4);
+}
+
+// ---- cost model ----
+
+TEST(CostModel, PipelineBubbleAndMemoryTerms) {
+  CostModelInput c;
+  c.model = gpt_stats(12, 12, 768, 1024, 50257, true);
+  c.precision = "bf16";
+  c.profile = *find_gpu_profile("A100-80GB");
+  c.topology = {8, 8, 1};
+  Layout l;
+  l.dp = 2, l.pp = 4, l.micro_batch = 2, l.grad_accum = 4;
+  const TimeEstimate t = estimate_time(c, l);
+  EXPECT_NEAR(t.bubble_fraction, 3.0 / 7.0, 1e-12);
+  // The bubble is (pp-1) micro-batch slots: bubble / (bubble + busy) == (pp-1)/(m+pp-1).
+  const double busy = t.compute + t.overhead + t.tp_comm + t.pp_comm;
+  EXPECT_NEAR(t.bubble / (t.bubble + busy), 3.0 / 7.0, 1e-9);
+
+  Layout dp8;
+  dp8.dp = 8, dp8.micro_batch = 4, dp8.grad_accum = 1;
+  const MemoryEstimate m0 = estimate_memory(c, dp8);
+  dp8.zero = 1;
+  const MemoryEstimate m1 = estimate_memory(c, dp8);
+  dp8.zero = 2;
+  const MemoryEstimate m2 = estimate_memory(c, dp8);
+  EXPECT_NEAR(m1.optimizer, m0.optimizer / 8, 1.0);
+  EXPECT_NEAR(m1.grads, m0.grads, 1.0);
+  EXPECT_NEAR(m2.grads, m0.grads / 8, 1.0);
+  EXPECT_NEAR(m0.optimizer, 8.0 * static_cast<double>(c.model.params), 1.0);  // AdamW: two fp32 moments
+  EXPECT_NEAR(m0.params, 6.0 * static_cast<double>(c.model.params), 1.0);     // fp32 master + bf16 copy
+  // Recompute keeps less per sample; tensor parallel splits activations and parameters.
+  EXPECT_LT(m0.activation_per_sample_recompute, m0.activation_per_sample_no_recompute / 3);  // logits stay
+  Layout tp2 = dp8;
+  tp2.zero = 0, tp2.dp = 4, tp2.tp = 2;
+  const MemoryEstimate mt = estimate_memory(c, tp2);
+  EXPECT_LT(mt.activation_per_sample, m0.activation_per_sample);
+  EXPECT_NEAR(mt.params, m0.params / 2, 1.0);
+  // 1F1B: the first of 4 stages holds min(pp, accum) micro-batches.
+  Layout pp4;
+  pp4.dp = 2, pp4.pp = 4, pp4.micro_batch = 1, pp4.grad_accum = 8;
+  EXPECT_EQ(estimate_memory(c, pp4).in_flight, 4);
+  pp4.grad_accum = 2;
+  EXPECT_EQ(estimate_memory(c, pp4).in_flight, 2);
+}
+
+TEST(CostModel, GptStatsMatchTheFormula) {
+  const ModelStats s = gpt_stats(3, 2, 16, 8, 50, true);
+  EXPECT_EQ(s.params, 50 * 16 + 8 * 16 + 3 * (12 * 16 * 16 + 13 * 16) + 2 * 16);
+  EXPECT_EQ(gpt_stats(3, 2, 16, 8, 50, false).params, s.params + 50 * 16);
+  EXPECT_EQ(s.heads, 2);
+  EXPECT_EQ(s.blocks, 3);
+  EXPECT_TRUE(s.supports_tp && s.supports_pp);
+  EXPECT_GT(s.activation_bytes_per_sample, s.recompute_bytes_per_sample);
+}
+
+// ---- hardware profiles ----
+
+TEST(HardwareProfiles, TableLookupAndSavedCalibrations) {
+  EXPECT_EQ(find_gpu_profile("NVIDIA A100-SXM4-40GB")->name, "A100-40GB");
+  EXPECT_EQ(find_gpu_profile("NVIDIA A100-SXM4-80GB")->name, "A100-80GB");
+  EXPECT_EQ(find_gpu_profile("a100", 40 * kGiB)->name, "A100-40GB");
+  EXPECT_EQ(find_gpu_profile("NVIDIA H100 80GB HBM3")->name, "H100-80GB");
+  EXPECT_EQ(find_gpu_profile("NVIDIA H200")->name, "H200");
+  EXPECT_EQ(find_gpu_profile("NVIDIA L40S")->name, "L40S");
+  EXPECT_EQ(find_gpu_profile("Tesla V100-SXM2-16GB")->name, "V100-16GB");
+  EXPECT_FALSE(find_gpu_profile("GeForce GTX 480").has_value());
+  EXPECT_EQ(nearest_gpu_profile_by_memory(40 * kGiB).name, "A100-40GB");
+  EXPECT_EQ(nearest_gpu_profile_by_memory(141e9).name, "H200");
+  for (const auto& p : gpu_profile_table()) {
+    EXPECT_GT(p.achievable_flops("bf16"), 1e12) << p.name;
+    EXPECT_LT(p.achievable_flops("bf16"), p.bf16_flops) << p.name;
+  }
+  test::TempDir dir;
+  const std::map<std::string, std::string> env = {{"GTRAIN_PROFILE_DIR", dir.path()}, {"HOME", "/nonexistent"}};
+  EXPECT_EQ(profile_dir(env), dir.path());
+  EXPECT_EQ(profile_dir({{"HOME", "/home/u"}}), "/home/u/.cache/gtrain");
+  const std::string path = profile_path(env, "box");
+  EXPECT_FALSE(load_profile(path).has_value());
+  EXPECT_EQ(local_cpu_profile(env, "box", 4).source, "default");
+  HardwareProfile p = default_cpu_profile(4);
+  p.fp32_flops = 123e9;
+  p.source = "calibrated on box";
+  save_profile(p, path);
+  const auto back = load_profile(path);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->fp32_flops, 123e9);
+  EXPECT_EQ(local_cpu_profile(env, "box", 4).source, "calibrated on box");
+  test::write_file(path, "{\"kind\": \"cpu\", \"fp32_flops\": \"fast\"}");
+  try {
+    load_profile(path);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+  }
+}
+
+TEST(PlanFlags, MemorySizesAndGpuCounts) {
+  EXPECT_EQ(parse_memory_size("80GiB", "--gpu-mem"), 80 * kGiB);
+  EXPECT_EQ(parse_memory_size("40GB", "--gpu-mem"), 40e9);
+  EXPECT_EQ(parse_memory_size("81920MiB", "--gpu-mem"), 80 * kGiB);
+  EXPECT_EQ(parse_memory_size("80", "--gpu-mem"), 80 * kGiB);
+  EXPECT_EQ(parse_memory_size("0.5TiB", "--gpu-mem"), 512 * kGiB);
+  for (const std::string bad : {"80XB", "", "GiB", "1.2.3G", "-4GiB", "1KiB"}) {
+    try {
+      parse_memory_size(bad, "--gpu-mem");
+      ADD_FAILURE() << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("--gpu-mem '" + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse_gpu_counts("8", "--gpus"), (std::vector<int64_t>{8}));
+  EXPECT_EQ(parse_gpu_counts("1,2,4,8", "--gpus"), (std::vector<int64_t>{1, 2, 4, 8}));
+  for (const std::string bad : {"0", "", "x", "1,,2", "-1", "2.5"}) {
+    EXPECT_THROW(parse_gpu_counts(bad, "--gpus"), ConfigError) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace gtrain
