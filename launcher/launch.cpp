@@ -65,6 +65,11 @@ void exec_mpirun(const LaunchSpec& spec) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   }
+  // BLAS / OpenMP pools are sized when a rank loads them: one core's share per rank, unless set.
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const std::string per_rank = std::to_string(std::max<long>(1, cores / std::max(1, spec.ranks)));
+  setenv("OPENBLAS_NUM_THREADS", per_rank.c_str(), 0);
+  setenv("OMP_NUM_THREADS", per_rank.c_str(), 0);
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);

@@ -1,6 +1,7 @@
 // startup.cpp: malloc tuning, thread counts, memory probe.
 #include "runtime/common/startup.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 #include <unistd.h>
 
@@ -24,6 +25,10 @@ int set_torch_threads(int64_t threads, int local_ranks) {
     n = static_cast<int>(std::max<long>(1, cores / std::max(1, local_ranks)));
   }
   at::set_num_threads(n);
+  // OpenBLAS keeps its own pool (sized from the environment at load time); two ranks each with a
+  // pool as large as the machine spin against each other. Size it like torch's.
+  using SetThreads = void (*)(int);
+  if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
   static bool interop_set = false;  // may be set only once per process, before inter-op work
   if (!interop_set) {
     interop_set = true;
