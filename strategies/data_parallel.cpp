@@ -285,3 +285,76 @@ void DataParallelEngine::load_optimizer_state(const std::map<std::string, torch:
 }
 
 }  // namespace gtrain
+
+namespace gtrain {
+
+std::vector<TensorShard> DataParallelEngine::state_shards() {
+  std::vector<TensorShard> out;
+  const bool replica_writer = comm_->rank() == 0;
+  auto whole = [](const torch::Tensor& p) { return std::vector<int64_t>(p.sizes().begin(), p.sizes().end()); };
+  // Parameters: replicated on every dp rank; rank 0 writes them.
+  for (const auto& kv : params_) {
+    const auto& p = kv.second;
+    TensorShard s{kv.first, whole(p), std::vector<int64_t>(p.dim(), 0), whole(p), 0, p.detach().reshape({-1}),
+                  replica_writer};
+    out.push_back(std::move(s));
+  }
+  // Optimizer state: this rank's chunk of each bucket, split at parameter boundaries.
+  auto add_state = [&](Bucket& b, const torch::Tensor& chunk, const char* suffix) {
+    const int64_t lo = owner_rank_ * b.chunk, hi = lo + b.chunk;
+    for (const auto& seg : b.segments) {
+      const int64_t s0 = std::max(lo, seg.offset), s1 = std::min(hi, seg.offset + seg.numel);
+      if (s0 >= s1) continue;
+      const auto& p = params_[seg.param].second;
+      TensorShard s{params_[seg.param].first + "." + suffix, whole(p), std::vector<int64_t>(p.dim(), 0), whole(p),
+                    s0 - seg.offset, chunk.narrow(0, s0 - lo, s1 - s0), owners_ > 1 || replica_writer};
+      out.push_back(std::move(s));
+    }
+  };
+  for (auto& b : buckets_) {
+    if (b.exp_avg.defined()) {
+      add_state(b, b.exp_avg, "exp_avg");
+      add_state(b, b.exp_avg_sq, "exp_avg_sq");
+    }
+    if (opt_.optimizer.name == "sgd" && opt_.optimizer.momentum != 0) {
+      add_state(b, b.momentum.defined() ? b.momentum : torch::zeros({b.chunk}, torch::kFloat), "momentum_buffer");
+    }
+  }
+  out.push_back({"optimizer.step", {1}, {0}, {1}, 0, torch::tensor({step_count_}, torch::kLong), replica_writer});
+  return out;
+}
+
+void DataParallelEngine::load_state(const GlobalTensorReader& read) {
+  torch::NoGradGuard ng;
+  for (auto& kv : params_) {
+    auto g = read(kv.first);
+    if (!g.sizes().equals(kv.second.sizes())) {
+      throw CheckpointError("parameter '" + kv.first + "' has shape " + c10::str(g.sizes()) + " in the checkpoint, " +
+                            c10::str(kv.second.sizes()) + " in the model");
+    }
+    kv.second.copy_(g);
+  }
+  step_count_ = read("optimizer.step").reshape({-1})[0].item<int64_t>();
+  auto fill = [&](Bucket& b, torch::Tensor& chunk, const char* suffix) {
+    auto full = torch::zeros({b.padded}, torch::kFloat);
+    for (const auto& seg : b.segments) {
+      auto g = read(params_[seg.param].first + "." + suffix);
+      if (g.numel() != seg.numel) {
+        throw CheckpointError("optimizer state '" + params_[seg.param].first + "." + suffix + "' has " +
+                              std::to_string(g.numel()) + " elements, the parameter " + std::to_string(seg.numel));
+      }
+      full.narrow(0, seg.offset, seg.numel).copy_(g.reshape({-1}));
+    }
+    chunk = full.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
+  };
+  for (auto& b : buckets_) {
+    if (opt_.optimizer.name == "adamw") {
+      fill(b, b.exp_avg, "exp_avg");
+      fill(b, b.exp_avg_sq, "exp_avg_sq");
+    } else if (opt_.optimizer.momentum != 0 && step_count_ > 0) {
+      fill(b, b.momentum, "momentum_buffer");
+    }
+  }
+}
+
+}  // namespace gtrain

@@ -44,6 +44,8 @@ class DataParallelEngine : public ParallelEngine {
   void step(double lr, double grad_coef) override;
   std::map<std::string, torch::Tensor> optimizer_state() override;
   void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) override;
+  std::vector<TensorShard> state_shards() override;
+  void load_state(const GlobalTensorReader& read) override;
   std::string describe() const override;
 
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }

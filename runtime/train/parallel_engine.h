@@ -5,10 +5,30 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace gtrain {
+
+// A piece of a named global tensor held by this rank, for checkpoints that reshard on load.
+// `data` holds elements [flat_begin, flat_begin + data.numel()) of the row-major flattening of the
+// region [region_offsets, region_offsets + region_shape) of the global tensor. A whole replicated
+// tensor is one region covering everything; a tensor-parallel slice is a smaller region; a ZeRO
+// chunk is a flat range inside its region.
+struct TensorShard {
+  std::string name;                    // "h.0.attn.qkv.weight", "h.0.attn.qkv.weight.exp_avg", "optimizer.step"
+  std::vector<int64_t> global_shape;
+  std::vector<int64_t> region_offsets;
+  std::vector<int64_t> region_shape;
+  int64_t flat_begin = 0;
+  torch::Tensor data;                  // 1-D contiguous
+  bool write = true;                   // false when another rank writes the same elements (replicas)
+};
+
+// Produces the full (unsharded) tensor of a name from a checkpoint; throws when it is missing.
+using GlobalTensorReader = std::function<torch::Tensor(const std::string& name)>;
 
 class ParallelEngine {
  public:
@@ -30,6 +50,14 @@ class ParallelEngine {
   // Full optimizer state ("<param>.exp_avg", ..., "step"); a collective: every rank calls it.
   virtual std::map<std::string, torch::Tensor> optimizer_state() = 0;
   virtual void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) = 0;
+
+  // This rank's pieces of the parameters and optimizer state (names: parameter names, and
+  // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.momentum_buffer", "optimizer.step"). Not a
+  // collective: each rank writes its own pieces, nothing is gathered.
+  virtual std::vector<TensorShard> state_shards() = 0;
+  // Sets parameters and optimizer state from global tensors, each rank taking the part it holds
+  // in the current layout (any dp / ZeRO stage / tp / pp the checkpoint was written with).
+  virtual void load_state(const GlobalTensorReader& read) = 0;
 
   virtual std::string describe() const = 0;
 };
