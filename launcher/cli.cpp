@@ -9,6 +9,7 @@
 #include "launcher/probe_command.h"
 #include "launcher/program_runner.h"
 #include "launcher/run_command.h"
+#include "launcher/stage_commands.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
 #include "runtime/models/model_registry.h"
@@ -28,6 +29,10 @@ int cli_main(int argc, char** argv) {
       ->allow_extra_args(false);
   run_cmd->add_option("--run-dir", run.run_dir, "Run directory (default <log.root>/<log.name>)");
   run_cmd->add_flag("--quiet", run.quiet, "Only errors on the console");
+  run_cmd->add_option("--resume", run.resume, "Resume from this checkpoint directory (default: the newest valid one)");
+  run_cmd->add_flag("--no-resume", run.no_resume, "Start from step 0 even when the run directory has checkpoints");
+  run_cmd->add_option("--time-limit", run.time_limit,
+                      "Stage wall time (90s, 15m, 2h, HH:MM:SS): stop early enough to save, exit 3");
   run_cmd->add_option("--ranks", run.ranks, "Ranks to start (default: one per granted GPU; CPU ranks stand in for GPUs)")
       ->check(CLI::PositiveNumber);
 
@@ -66,6 +71,20 @@ int cli_main(int argc, char** argv) {
   auto* models_cmd = app.add_subcommand("models", "List registered models.");
   models_cmd->add_option("--plugin", plugin, "Also load this model plugin library");
 
+  std::string status_dir;
+  bool status_json = false;
+  auto* status_cmd = app.add_subcommand("status", "Progress, stages, goodput and ETA of a run directory.");
+  status_cmd->add_option("run_dir", status_dir, "Run directory")->required();
+  status_cmd->add_flag("--json", status_json, "Machine-readable output");
+
+  std::string ckpt_path;
+  auto* ckpt_cmd = app.add_subcommand("ckpt", "Inspect or verify a checkpoint.");
+  ckpt_cmd->require_subcommand(1);
+  auto* inspect = ckpt_cmd->add_subcommand("inspect", "Print a checkpoint's manifest summary.");
+  inspect->add_option("path", ckpt_path, "Checkpoint directory (or a run / checkpoints directory: the newest)")->required();
+  auto* verify = ckpt_cmd->add_subcommand("verify", "Check every piece's size and CRC32; exit 1 on a problem.");
+  verify->add_option("path", ckpt_path, "Checkpoint directory (or a run / checkpoints directory: the newest)")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -80,10 +99,12 @@ int cli_main(int argc, char** argv) {
 
   if (run_cmd->parsed()) {
     for (int i = 1; i < argc; ++i) run.argv.push_back(argv[i]);
-    run_job(run);
+    const RunOutcome out = run_job(run);
     finish_run_process();
-    return kExitOk;
+    return out.summary.stopped_early ? kExitResumable : kExitOk;
   }
+  if (status_cmd->parsed()) return status_command(status_dir, status_json);
+  if (ckpt_cmd->parsed()) return inspect->parsed() ? ckpt_inspect_command(ckpt_path) : ckpt_verify_command(ckpt_path);
   if (config_cmd->parsed()) {
     if (config_cmd->got_subcommand("reference")) {
       std::cout << reference_toml();

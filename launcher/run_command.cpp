@@ -1,6 +1,8 @@
 // run_command.cpp: the body of `gtrain run` for one rank.
 #include "launcher/run_command.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -13,6 +15,9 @@
 #include "runtime/models/model_registry.h"
 #include "launcher/allocation.h"
 #include "launcher/launch.h"
+#include "launcher/run_lock.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/train/schedule.h"
 #include "launcher/program_runner.h"
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/common/rank_output.h"
@@ -102,11 +107,44 @@ void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Pla
 
 }  // namespace
 
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The stage deadline: the earliest of the scheduler's end time, --time-limit / schedule.time_limit_s
+// and the end of the quota window we are in.
+Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc) {
+  const double now = unix_now();
+  std::vector<Deadline> ds;
+  if (alloc.end_time_unix > 0) ds.push_back({static_cast<double>(alloc.end_time_unix), alloc.scheduler + " end time"});
+  double limit = cfg.schedule.time_limit_s;
+  if (!o.time_limit.empty()) limit = parse_duration(o.time_limit, "--time-limit");
+  if (limit > 0) ds.push_back({now + limit, o.time_limit.empty() ? "schedule.time_limit_s" : "--time-limit"});
+  std::vector<Window> windows;
+  for (size_t i = 0; i < cfg.schedule.window.size(); ++i) {
+    windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
+  }
+  if (const double end = window_end(windows, now); end > 0) ds.push_back({end, "quota window"});
+  return earliest(ds);
+}
+
+std::string env_or(const std::map<std::string, std::string>& env, const char* key) {
+  auto it = env.find(key);
+  return it == env.end() ? std::string() : it->second;
+}
+
+}  // namespace
+
 RunOutcome run_job(const RunOptions& o) {
   const auto env = process_environment();
   JobConfig cfg = load_job_config(o.config_path, o.sets, env);
   if (o.quiet) cfg.log.progress = "none";
+  if (!o.time_limit.empty()) parse_duration(o.time_limit, "--time-limit");  // reject bad input early
   const RankEnvironment rank_env = detect_rank_environment(env);
+  const std::string run_dir = resolve_run_dir(cfg, o);
+  std::unique_ptr<RunLock> lock;
 
   if (!rank_env.launched) {
     // One rank per granted GPU (CPU ranks stand in without CUDA), or --ranks.
@@ -115,6 +153,17 @@ RunOutcome run_job(const RunOptions& o) {
     dopt.read_limits = false;
     const Allocation alloc = discover_allocation(env, system_command_runner(), dopt);
     const int ranks = alloc.world_size();
+    lock = RunLock::acquire(run_dir);
+    const Deadline deadline = stage_deadline(cfg, o, alloc);
+    // Ranks learn the stage's facts from the launching process.
+    setenv("GTRAIN_INTERNAL_LOCKED", "1", 1);
+    setenv("GTRAIN_INTERNAL_DEADLINE", (std::to_string(deadline.unix_time) + "|" + deadline.source).c_str(), 1);
+    setenv("GTRAIN_INTERNAL_ALLOCATION",
+           nlohmann::json({{"scheduler", alloc.scheduler}, {"job_id", alloc.job_id}, {"nodes", alloc.nodes.size()},
+                           {"gpus", alloc.total_gpus()}, {"ranks", ranks}})
+               .dump()
+               .c_str(),
+           1);
     if (ranks > 1) {
       // Validate data, model and plan once here, so bad input is one message, then start the ranks.
       assemble_job(cfg, ranks, nullptr, ranks);
@@ -126,17 +175,20 @@ RunOutcome run_job(const RunOptions& o) {
         spec.hosts.push_back({n.host, n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size())});
       }
       if (spec.hosts.size() > 1) {
-        spec.hostfile = (fs::temp_directory_path() / ("gtrain-hosts-" + std::to_string(::getpid()))).string();
+        spec.hostfile = (fs::path(run_dir) / "hostfile").string();
         for (const auto& kv : env) {
           if (kv.first.rfind("GTRAIN_", 0) == 0) spec.forward_env.push_back(kv.first);
         }
-        spec.forward_env.insert(spec.forward_env.end(), {"PATH", "LD_LIBRARY_PATH"});
+        spec.forward_env.insert(spec.forward_env.end(),
+                                {"PATH", "LD_LIBRARY_PATH", "GTRAIN_INTERNAL_LOCKED", "GTRAIN_INTERNAL_DEADLINE",
+                                 "GTRAIN_INTERNAL_ALLOCATION"});
       } else {
         spec.hosts.clear();
       }
       exec_mpirun(spec);
     }
   }
+  const auto stage_env = process_environment();
 
   std::shared_ptr<Communicator> comm;
 #ifdef GTRAIN_WITH_MPI
@@ -155,6 +207,9 @@ RunOutcome run_job(const RunOptions& o) {
   if (!comm) comm = std::make_shared<LocalCommunicator>();
   const bool main_rank = comm->rank() == 0;
   if (!main_rank) cfg.log.progress = "none";
+  // Launched by srun without our launcher: rank 0 holds the lock.
+  if (!lock && main_rank && env_or(stage_env, "GTRAIN_INTERNAL_LOCKED").empty()) lock = RunLock::acquire(run_dir);
+  install_stop_signals(cfg.schedule.stop_signals);
 
   const int threads = set_torch_threads(cfg.train.threads, rank_env.local_size);
   JobParts parts = assemble_job(cfg, comm->size(), comm, rank_env.local_size);
@@ -162,15 +217,51 @@ RunOutcome run_job(const RunOptions& o) {
   const int64_t requested_batch = cfg.train.global_batch;
   cfg.train.global_batch = plan.global_batch();  // differs only within parallel.batch_tolerance
 
-  const std::string run_dir = resolve_run_dir(cfg, o);
-  if (main_rank) write_run_files(run_dir, cfg, plan, requested_batch);
+  // Resume: --resume PATH, else the newest valid checkpoint unless --no-resume.
   TrainerPaths paths;
   paths.metrics = (fs::path(run_dir) / "metrics.jsonl").string();
   paths.checkpoints = cfg.checkpoint.dir.empty() ? (fs::path(run_dir) / "checkpoints").string() : cfg.checkpoint.dir;
+  std::string resume_from;
+  std::vector<std::string> warnings;
+  if (!o.resume.empty()) {
+    if (!fs::exists(fs::path(o.resume) / "manifest.json")) {
+      throw ConfigError("--resume " + o.resume + ": not a committed checkpoint (no manifest.json)");
+    }
+    resume_from = o.resume;
+  } else if (!o.no_resume) {
+    resume_from = find_latest_valid_checkpoint(paths.checkpoints, &warnings);
+  }
+  paths.append_metrics = !resume_from.empty();
+  if (main_rank) {
+    for (const auto& w : warnings) std::cerr << "gtrain: warning: " << w << std::endl;
+    write_run_files(run_dir, cfg, plan, requested_batch);
+  }
   if (comm->size() > 1) comm->barrier();  // the run directory exists before any rank writes
 
   const std::string engine_desc = parts.engine->describe();
   Trainer trainer(cfg, plan, comm, parts.model, parts.data, std::move(parts.engine), paths);
+  StageOptions stage;
+  stage.ledger = (fs::path(run_dir) / "stages.jsonl").string();
+  {
+    const std::string d = env_or(stage_env, "GTRAIN_INTERNAL_DEADLINE");
+    if (!d.empty()) {
+      stage.deadline_unix = std::atof(d.c_str());
+      stage.deadline_source = d.substr(d.find('|') + 1);
+    }
+    const std::string a = env_or(stage_env, "GTRAIN_INTERNAL_ALLOCATION");
+    stage.allocation = a.empty() ? nlohmann::json::object() : nlohmann::json::parse(a, nullptr, false);
+  }
+  // Same token on every rank: rank 0's clock and pid.
+  auto token = torch::tensor({static_cast<int64_t>(unix_now() * 1000) ^ (static_cast<int64_t>(::getpid()) << 40)},
+                             torch::kLong);
+  if (comm->size() > 1) comm->broadcast(token, 0);
+  stage.save_token = std::to_string(token.item<int64_t>());
+  if (!resume_from.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    trainer.resume(resume_from);
+    stage.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  trainer.set_stage(stage);
   if (!o.quiet && main_rank) {
     std::cout << "gtrain: run " << run_dir << "  model " << cfg.model.name << " (" << parts.stats.params
               << " params)  data " << cfg.data.kind << " (" << parts.data.train->size() << " train samples)\n"
@@ -178,7 +269,16 @@ RunOutcome run_job(const RunOptions& o) {
               << (requested_batch != cfg.train.global_batch ? " (requested " + std::to_string(requested_batch) + ")" : "")
               << "  steps " << trainer.total_steps() << "  threads/rank " << threads << "\n"
               << "gtrain: " << plan.estimate_summary() << "\n"
-              << "gtrain: " << engine_desc << " over " << comm->backend() << std::endl;
+              << "gtrain: " << engine_desc << " over " << comm->backend() << "\n";
+    if (!resume_from.empty()) {
+      std::cout << "gtrain: resumed from " << resume_from << " at step " << trainer.steps_done() << " (probe loss checked, "
+                << stage.load_seconds << " s)\n";
+    }
+    if (stage.deadline_unix > 0) {
+      std::cout << "gtrain: stage deadline in " << static_cast<int64_t>(stage.deadline_unix - unix_now()) << " s ("
+                << stage.deadline_source << ")\n";
+    }
+    std::cout << std::flush;
   }
   RunOutcome out;
   out.run_dir = run_dir;
@@ -186,10 +286,15 @@ RunOutcome run_job(const RunOptions& o) {
   if (!o.quiet && main_rank) {
     const auto& s = out.summary;
     char buf[256];
-    std::snprintf(buf, sizeof(buf), "gtrain: done %lld steps in %.1f s (%.0f samples/s, data wait %.2f s)  train loss %.4f",
-                  (long long)s.steps, s.seconds, s.samples_per_s, s.data_wait_s, s.final_loss);
+    std::snprintf(buf, sizeof(buf), "gtrain: %s %lld steps in %.1f s (%.0f samples/s, data wait %.2f s)  train loss %.4f",
+                  s.stopped_early ? "stage ended at" : "done", (long long)s.steps, s.seconds, s.samples_per_s,
+                  s.data_wait_s, s.final_loss);
     std::cout << buf;
-    if (parts.data.eval) {
+    if (s.stopped_early) {
+      std::cout << "\ngtrain: stage ended by " << s.stop_reason << "; checkpoint saved; run the same command to resume"
+                << " (exit code 3)";
+    }
+    if (parts.data.eval && !s.stopped_early) {
       std::snprintf(buf, sizeof(buf), "  eval loss %.4f  accuracy %.2f%%", s.eval.loss, 100.0 * s.eval.accuracy);
       std::cout << buf;
     }

@@ -17,6 +17,9 @@ struct RunOptions {
   bool quiet = false;             // no console output besides errors
   int ranks = 0;                  // --ranks: ranks to start (0 = one per granted GPU, else 1)
   std::vector<std::string> argv;  // the command line after the program name, for mpirun
+  std::string resume;             // --resume PATH: this checkpoint (default: the newest valid one)
+  bool no_resume = false;         // --no-resume: start from step 0 even if checkpoints exist
+  std::string time_limit;         // --time-limit: stage wall time (90s, 15m, HH:MM:SS)
 };
 
 struct RunOutcome {

@@ -226,64 +226,6 @@ void DataParallelEngine::step(double lr, double grad_coef) {
   }
 }
 
-std::map<std::string, torch::Tensor> DataParallelEngine::optimizer_state() {
-  torch::NoGradGuard ng;
-  std::map<std::string, torch::Tensor> out;
-  out["step"] = torch::tensor({step_count_}, torch::kLong);
-  auto gather = [&](Bucket& b, const torch::Tensor& chunk, const char* suffix) {
-    torch::Tensor full;
-    if (owners_ > 1) {
-      full = torch::empty({b.padded}, torch::kFloat);
-      comm_->allgather(chunk.contiguous(), full);
-    } else {
-      full = chunk;
-    }
-    for (const auto& s : b.segments) {
-      const auto& p = params_[s.param];
-      out[p.first + "." + suffix] = full.narrow(0, s.offset, s.numel).view(p.second.sizes()).clone();
-    }
-  };
-  for (auto& b : buckets_) {
-    if (b.exp_avg.defined()) {
-      gather(b, b.exp_avg, "exp_avg");
-      gather(b, b.exp_avg_sq, "exp_avg_sq");
-    }
-    if (opt_.optimizer.name == "sgd" && opt_.optimizer.momentum != 0) {
-      gather(b, b.momentum.defined() ? b.momentum : torch::zeros({b.chunk}, torch::kFloat), "momentum_buffer");
-    }
-  }
-  return out;
-}
-
-void DataParallelEngine::load_optimizer_state(const std::map<std::string, torch::Tensor>& state) {
-  torch::NoGradGuard ng;
-  auto it = state.find("step");
-  if (it == state.end()) throw CheckpointError("optimizer state has no 'step'");
-  step_count_ = it->second.item<int64_t>();
-  auto scatter = [&](Bucket& b, torch::Tensor& chunk, const char* suffix) {
-    auto full = torch::zeros({b.padded}, torch::kFloat);
-    for (const auto& s : b.segments) {
-      const auto& name = params_[s.param].first + "." + suffix;
-      auto f = state.find(name);
-      if (f == state.end()) throw CheckpointError("optimizer state has no '" + name + "'");
-      if (f->second.numel() != s.numel) {
-        throw CheckpointError("optimizer state '" + name + "' has " + std::to_string(f->second.numel()) +
-                              " elements, the parameter has " + std::to_string(s.numel));
-      }
-      full.narrow(0, s.offset, s.numel).copy_(f->second.reshape({-1}));
-    }
-    chunk = full.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
-  };
-  for (auto& b : buckets_) {
-    if (opt_.optimizer.name == "adamw") {
-      scatter(b, b.exp_avg, "exp_avg");
-      scatter(b, b.exp_avg_sq, "exp_avg_sq");
-    } else if (opt_.optimizer.momentum != 0 && step_count_ > 0) {
-      scatter(b, b.momentum, "momentum_buffer");
-    }
-  }
-}
-
 }  // namespace gtrain
 
 namespace gtrain {

@@ -42,8 +42,6 @@ class DataParallelEngine : public ParallelEngine {
   bool unscale_gradients(double inv_scale) override;
   double grad_norm() override;
   void step(double lr, double grad_coef) override;
-  std::map<std::string, torch::Tensor> optimizer_state() override;
-  void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) override;
   std::vector<TensorShard> state_shards() override;
   void load_state(const GlobalTensorReader& read) override;
   std::string describe() const override;

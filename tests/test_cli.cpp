@@ -71,7 +71,26 @@ TEST(Cli, RunWritesRunDirectoryAndMetrics) {
   EXPECT_NE(r.output.find("step 5/20"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("step 20/20"), std::string::npos);
   EXPECT_NE(r.output.find("gtrain: done 20 steps"), std::string::npos);
-  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000020/model.pt"));
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000020/manifest.json"));
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000020/shard_0.bin"));
+  // The stage ledger has one completed stage, and status reads it back.
+  auto stages = read_jsonl(run + "/stages.jsonl");
+  ASSERT_EQ(stages.size(), 1u);
+  EXPECT_EQ(stages[0].at("exit"), "completed");
+  EXPECT_EQ(stages[0].at("step_to"), 20);
+  auto st = run_command(GTRAIN_BINARY " status " + run + " --json");
+  ASSERT_EQ(st.exit_code, 0) << st.output;
+  auto sj = nlohmann::json::parse(st.output);
+  EXPECT_EQ(sj.at("step"), 20);
+  EXPECT_EQ(sj.at("complete"), true);
+  EXPECT_GT(sj.at("goodput").get<double>(), 0.0);
+  auto v = run_command(GTRAIN_BINARY " ckpt verify " + run);
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  EXPECT_NE(v.output.find("OK"), std::string::npos);
+  // A second run on the same directory resumes from step 20: nothing left to train.
+  auto again = run_command("cd " + dir.path() + " && " GTRAIN_BINARY " run tiny.toml");
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("resumed from"), std::string::npos) << again.output;
 }
 
 TEST(Cli, SetOverridesAndRunDirFlag) {

@@ -11,7 +11,7 @@
 
 #include "launcher/run_command.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "tests/test_util.h"
+#include "tests/multiproc_util.h"
 
 namespace gtrain {
 namespace {
@@ -38,49 +38,6 @@ warmup_steps = 5
 [log]
 progress = "none"
 )";
-
-struct RunResult {
-  std::vector<double> losses;
-  std::map<std::string, torch::Tensor> params;
-  std::string output;
-};
-
-// Runs the binary and reads back per-step losses and the final parameters from its checkpoint.
-RunResult run_gtrain(const std::string& config_text, int ranks, const std::vector<std::string>& sets) {
-  test::TempDir dir;
-  test::write_file(dir.file("job.toml"), config_text);
-  std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
-                    std::to_string(ranks);
-  for (const auto& s : sets) cmd += " --set " + s;
-  auto r = run_command(cmd);
-  RunResult out;
-  out.output = r.output;
-  EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
-  for (const auto& l : test::lines(test::read_file(dir.file("run/metrics.jsonl")))) {
-    auto j = nlohmann::json::parse(l);
-    if (j.at("kind") == "train") out.losses.push_back(j.at("loss").get<double>());
-  }
-  auto ckpts = list_checkpoints(dir.file("run/checkpoints"));
-  EXPECT_EQ(ckpts.size(), 1u);
-  if (ckpts.empty()) return out;
-  JobConfig cfg = parse_job_config(config_text, "job.toml", sets, {});
-  auto parts = assemble_job(cfg, 1, nullptr);
-  load_checkpoint(ckpts.back().path, *parts.model, nullptr);
-  for (const auto& kv : parts.model->named_parameters()) out.params[kv.key()] = kv.value().detach().clone();
-  return out;
-}
-
-void expect_same_run(const RunResult& ref, const RunResult& got, const std::string& what) {
-  ASSERT_EQ(got.losses.size(), ref.losses.size()) << what << "\n" << got.output;
-  for (size_t i = 0; i < ref.losses.size(); ++i) {
-    EXPECT_NEAR(got.losses[i], ref.losses[i], 1e-5 * std::abs(ref.losses[i])) << what << " step " << i + 1;
-  }
-  ASSERT_EQ(got.params.size(), ref.params.size()) << what;
-  for (const auto& kv : ref.params) {
-    const double diff = (got.params.at(kv.first) - kv.second).abs().max().item<double>();
-    EXPECT_LE(diff, 1e-5) << what << " parameter " << kv.first;
-  }
-}
 
 class MultiRank : public ::testing::Test {
  protected:

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "launcher/run_command.h"
 #include "runtime/checkpoint/checkpoint.h"
@@ -331,20 +332,108 @@ TEST(Checkpoint, PeriodicSavesKeepNewestAndReload) {
   EXPECT_EQ(all[0].step, 9);
   EXPECT_EQ(all[1].step, 10);
   EXPECT_EQ(all[1].consumed_samples, 160);
+  CheckpointReader ck(all[1].path);
+  EXPECT_TRUE(ck.verify().empty());
+  EXPECT_EQ(ck.read("optimizer.step").item<int64_t>(), 10);
+  // A fresh trainer resumed from it holds the same parameters and optimizer state.
   auto fresh = make_trainer(c);
-  TensorMap state;
-  auto info = load_checkpoint(all[1].path, fresh->model(), &state);
-  EXPECT_EQ(info.step, 10);
-  fresh->engine().load_optimizer_state(state);
+  fresh->resume(all[1].path);
+  EXPECT_EQ(fresh->steps_done(), 10);
   auto a = params_of(*t), b = params_of(*fresh);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i]));
-  auto sa = t->engine().optimizer_state(), sb = fresh->engine().optimizer_state();
+  auto sa = t->engine().state_shards(), sb = fresh->engine().state_shards();
   ASSERT_EQ(sa.size(), sb.size());
-  EXPECT_EQ(sb.at("step").item<int64_t>(), 10);
-  for (const auto& kv : sa) EXPECT_TRUE(torch::equal(kv.second, sb.at(kv.first))) << kv.first;
-  // A half-written checkpoint (no meta.json) is not listed.
+  for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(torch::equal(sa[i].data, sb[i].data)) << sa[i].name;
+  // A half-written checkpoint (no manifest) is not listed.
   std::filesystem::create_directories(paths.checkpoints + "/step_00000011");
   EXPECT_EQ(list_checkpoints(paths.checkpoints).size(), 2u);
+}
+
+// Resuming mid-run on the same layout continues bitwise identically.
+TEST(Checkpoint, ResumeIsBitwiseIdentical) {
+  test::TempDir dir;
+  auto c = synthetic_mlp(12, 16);
+  c.model.dropout = 0.1;
+  std::vector<double> ref;
+  {
+    auto t = make_trainer(c);
+    for (int s = 0; s < 12; ++s) ref.push_back(t->train_step().loss);
+  }
+  TrainerPaths paths;
+  paths.checkpoints = dir.file("ckpt");
+  auto first = make_trainer(c, 0, paths);
+  for (int s = 0; s < 5; ++s) EXPECT_EQ(first->train_step().loss, ref[s]);
+  first->save_checkpoint_now();
+  first->finish_saves();
+  auto second = make_trainer(c, 0, paths);
+  second->resume(find_latest_valid_checkpoint(paths.checkpoints, nullptr));
+  for (int s = 5; s < 12; ++s) EXPECT_EQ(second->train_step().loss, ref[s]) << "step " << s;
+}
+
+TEST(Checkpoint, ChangedModelOrBatchIsRefused) {
+  test::TempDir dir;
+  auto c = synthetic_mlp(2, 16);
+  TrainerPaths paths;
+  paths.checkpoints = dir.file("ckpt");
+  make_trainer(c, 0, paths)->run();
+  const std::string path = find_latest_valid_checkpoint(paths.checkpoints, nullptr);
+  auto wider = c;
+  wider.model.hidden = {48};
+  try {
+    make_trainer(wider)->resume(path);
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("different model (model.hidden [32] -> [48])"), std::string::npos) << e.what();
+  }
+  auto bigger = c;
+  bigger.train.global_batch = 32;
+  EXPECT_THROW(make_trainer(bigger)->resume(path), CheckpointError);
+}
+
+// A flipped byte is caught by its checksum and the previous checkpoint is used, with a warning
+// naming the file.
+TEST(Checkpoint, CorruptShardFallsBackToPrevious) {
+  test::TempDir dir;
+  auto c = synthetic_mlp(4, 16);
+  c.checkpoint.interval = 2;
+  TrainerPaths paths;
+  paths.checkpoints = dir.file("ckpt");
+  make_trainer(c, 0, paths)->run();
+  auto all = list_checkpoints(paths.checkpoints);
+  ASSERT_EQ(all.size(), 2u);
+  const std::string shard = all[1].path + "/shard_0.bin";
+  std::string bytes = test::read_file(shard);
+  bytes[bytes.size() / 2] ^= 0x20;
+  test::write_file(shard, bytes);
+  std::vector<std::string> warnings;
+  EXPECT_EQ(find_latest_valid_checkpoint(paths.checkpoints, &warnings), all[0].path);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("shard_0.bin: checksum mismatch"), std::string::npos) << warnings[0];
+}
+
+// Pieces written with ZeRO chunks and tensor-parallel-like regions assemble into global tensors.
+TEST(Checkpoint, ShardsAssembleFromRegionsAndFlatRanges) {
+  test::TempDir dir;
+  auto global = torch::arange(24, torch::kFloat).reshape({4, 6});
+  // Two "tp" ranks own column halves; each half is split in two flat "ZeRO" chunks.
+  auto part = [&](int rank) {
+    SaveRequest r;
+    r.dir = dir.file("ck");
+    r.step = 1;
+    r.rank = rank;
+    r.world = 2;
+    r.token = "t";
+    auto half = global.narrow(1, rank * 3, 3).contiguous().view({-1});
+    r.shards.push_back({"w", {4, 6}, {0, rank * 3}, {4, 3}, 0, half.narrow(0, 0, 5), true});
+    r.shards.push_back({"w", {4, 6}, {0, rank * 3}, {4, 3}, 5, half.narrow(0, 5, 7), true});
+    return r;
+  };
+  std::thread other([&] { write_checkpoint(part(1)); });
+  write_checkpoint(part(0));  // rank 0 commits once rank 1's part is there
+  other.join();
+  CheckpointReader ck(dir.file("ck/step_00000001"));
+  EXPECT_TRUE(torch::equal(ck.read("w"), global));
+  EXPECT_TRUE(ck.verify().empty());
 }
 
 }  // namespace

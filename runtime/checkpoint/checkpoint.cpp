@@ -1,14 +1,17 @@
-// checkpoint.cpp: atomic checkpoint directories with model/optimizer archives and a meta file.
+// checkpoint.cpp: sharded checkpoint writing (async, atomic commit) and resharding reads.
 #include "runtime/checkpoint/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-
-#include <nlohmann/json.hpp>
 
 #include "runtime/common/errors.h"
 
@@ -16,6 +19,14 @@ namespace fs = std::filesystem;
 
 namespace gtrain {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string step_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
 
 void fsync_path(const fs::path& p) {
   int fd = ::open(p.c_str(), O_RDONLY);
@@ -25,131 +36,347 @@ void fsync_path(const fs::path& p) {
   }
 }
 
-std::string step_name(int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "step_%08lld", static_cast<long long>(step));
-  return buf;
-}
-
-// Parameters and buffers by name. Cloned: parameters may be views into flat buckets.
-TensorMap model_tensors(Model& model) {
-  TensorMap out;
-  for (const auto& kv : model.named_parameters()) out[kv.key()] = kv.value();
-  for (const auto& kv : model.named_buffers()) out[kv.key()] = kv.value();
-  return out;
-}
-
-// Archive keys are "t0", "t1", ... in name order (names may contain dots, archive keys may not);
-// meta.json lists the names in the same order.
-void write_tensors(const std::string& file, const TensorMap& tensors) {
-  torch::serialize::OutputArchive a;
-  size_t i = 0;
-  for (const auto& kv : tensors) a.write("t" + std::to_string(i++), kv.second.detach().clone().contiguous());
-  a.save_to(file);
-}
-
-TensorMap read_tensors(const std::string& file, const std::vector<std::string>& names) {
-  torch::serialize::InputArchive a;
-  a.load_from(file);
-  TensorMap out;
-  for (size_t i = 0; i < names.size(); ++i) {
-    torch::Tensor t;
-    if (!a.try_read("t" + std::to_string(i), t)) throw CheckpointError(file + ": tensor '" + names[i] + "' is missing");
-    out[names[i]] = t;
+uint32_t crc_of(const void* data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = static_cast<const Bytef*>(data);
+  while (n > 0) {
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    n -= chunk;
   }
+  return static_cast<uint32_t>(crc);
+}
+
+std::string dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case torch::kFloat: return "float32";
+    case torch::kDouble: return "float64";
+    case torch::kHalf: return "float16";
+    case torch::kBFloat16: return "bfloat16";
+    case torch::kLong: return "int64";
+    case torch::kInt: return "int32";
+    case torch::kByte: return "uint8";
+    default: throw CheckpointError(std::string("cannot checkpoint dtype ") + c10::toString(t));
+  }
+}
+
+c10::ScalarType dtype_of(const std::string& s, const std::string& where) {
+  if (s == "float32") return torch::kFloat;
+  if (s == "float64") return torch::kDouble;
+  if (s == "float16") return torch::kHalf;
+  if (s == "bfloat16") return torch::kBFloat16;
+  if (s == "int64") return torch::kLong;
+  if (s == "int32") return torch::kInt;
+  if (s == "uint8") return torch::kByte;
+  throw CheckpointError(where + ": unknown dtype '" + s + "'");
+}
+
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw CheckpointError(path + ": write failed: " + std::strerror(errno));
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void write_file_atomic(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".part";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw CheckpointError(tmp.string() + ": cannot create: " + std::strerror(errno));
+  write_all(fd, text.data(), text.size(), tmp.string());
+  ::fsync(fd);
+  ::close(fd);
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw CheckpointError(path.string() + ": rename failed: " + ec.message());
+}
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream f(p);
+  if (!f) throw CheckpointError(p.string() + ": missing");
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(p.string() + ": unreadable JSON (" + std::string(e.what()) + ")");
+  }
+}
+
+// The directory entries of committed checkpoints, oldest first.
+std::vector<std::pair<int64_t, fs::path>> committed_dirs(const std::string& dir) {
+  std::vector<std::pair<int64_t, fs::path>> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step_", 0) != 0 || name.size() != 13) continue;
+    if (name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
+    if (!fs::exists(e.path() / "manifest.json")) continue;
+    out.emplace_back(std::stoll(name.substr(5)), e.path());
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
 }  // namespace
 
-CheckpointInfo save_checkpoint(const std::string& dir, int64_t step, int64_t consumed_samples, Model& model,
-                               const TensorMap& optimizer_state, int64_t keep) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw CheckpointError(dir + ": cannot create checkpoint directory: " + ec.message());
-  const fs::path final_dir = fs::path(dir) / step_name(step);
-  const fs::path tmp = fs::path(dir) / (step_name(step) + ".tmp");
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) throw CheckpointError(tmp.string() + ": cannot create: " + ec.message());
-  try {
-    write_tensors((tmp / "model.pt").string(), model_tensors(model));
-    write_tensors((tmp / "optimizer.pt").string(), optimizer_state);
-  } catch (const c10::Error& e) {
-    throw CheckpointError(tmp.string() + ": writing checkpoint failed: " + e.what_without_backtrace());
-  }
-  {
-    nlohmann::json meta = {{"format", "gtrain-simple"}, {"version", 2}, {"step", step},
-                           {"consumed_samples", consumed_samples}};
-    for (const auto& kv : model_tensors(model)) meta["model_tensors"].push_back(kv.first);
-    for (const auto& kv : optimizer_state) meta["optimizer_tensors"].push_back(kv.first);
-    std::ofstream f(tmp / "meta.json");
-    f << meta.dump(2) << "\n";
-    if (!f) throw CheckpointError((tmp / "meta.json").string() + ": write failed");
-  }
-  for (const char* name : {"model.pt", "optimizer.pt", "meta.json"}) fsync_path(tmp / name);
-  fsync_path(tmp);
-  fs::remove_all(final_dir, ec);
-  fs::rename(tmp, final_dir, ec);
-  if (ec) throw CheckpointError(final_dir.string() + ": commit (rename) failed: " + ec.message());
-  fsync_path(dir);
-
-  // Prune only after the new one is committed.
-  auto all = list_checkpoints(dir);
-  for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) fs::remove_all(all[i].path, ec);
-  return {final_dir.string(), step, consumed_samples};
-}
-
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointInfo> out;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return out;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("step_", 0) != 0 || name.find(".tmp") != std::string::npos) continue;
-    std::ifstream f(e.path() / "meta.json");
-    if (!f) continue;
+  for (const auto& [step, path] : committed_dirs(dir)) {
     try {
-      auto meta = nlohmann::json::parse(f);
-      out.push_back({e.path().string(), meta.at("step").get<int64_t>(), meta.at("consumed_samples").get<int64_t>()});
+      auto m = read_json(path / "manifest.json");
+      out.push_back({path.string(), m.at("step").get<int64_t>(), m.at("consumed_samples").get<int64_t>()});
     } catch (const std::exception&) {
-      continue;  // incomplete or corrupt: not a checkpoint
+      continue;
     }
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
   return out;
 }
 
-CheckpointInfo load_checkpoint(const std::string& path, Model& model, TensorMap* optimizer_state) {
-  std::ifstream f(fs::path(path) / "meta.json");
-  if (!f) throw CheckpointError(path + ": not a checkpoint (no meta.json)");
-  CheckpointInfo info;
-  try {
-    auto meta = nlohmann::json::parse(f);
-    info = {path, meta.at("step").get<int64_t>(), meta.at("consumed_samples").get<int64_t>()};
-    std::vector<std::string> model_keys = meta.at("model_tensors").get<std::vector<std::string>>();
-    TensorMap saved = read_tensors((fs::path(path) / "model.pt").string(), model_keys);
-    torch::NoGradGuard ng;
-    for (auto& kv : model_tensors(model)) {
-      auto it = saved.find(kv.first);
-      if (it == saved.end()) throw CheckpointError(path + ": model tensor '" + kv.first + "' is missing");
-      if (!it->second.sizes().equals(kv.second.sizes())) {
-        throw CheckpointError(path + ": model tensor '" + kv.first + "' has shape " + c10::str(it->second.sizes()) +
-                              ", the model has " + c10::str(kv.second.sizes()));
-      }
-      kv.second.copy_(it->second);
-    }
-    if (optimizer_state) {
-      std::vector<std::string> keys;
-      if (meta.contains("optimizer_tensors")) keys = meta.at("optimizer_tensors").get<std::vector<std::string>>();
-      *optimizer_state = read_tensors((fs::path(path) / "optimizer.pt").string(), keys);
-    }
-  } catch (const c10::Error& e) {
-    throw CheckpointError(path + ": cannot load checkpoint: " + e.what_without_backtrace());
-  } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(path + "/meta.json: " + e.what());
+// ---- writing ----
+
+CheckpointWriter::CheckpointWriter(bool async) : async_(async) {}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void CheckpointWriter::wait() {
+  if (thread_.joinable()) thread_.join();
+  if (error_) {
+    auto e = error_;
+    error_ = nullptr;
+    std::rethrow_exception(e);
   }
-  return info;
+}
+
+double CheckpointWriter::save(SaveRequest r) {
+  wait();
+  const auto t0 = Clock::now();
+  // Host copies: training may change the live tensors as soon as we return.
+  std::vector<TensorShard> mine;
+  for (auto& s : r.shards) {
+    if (!s.write) continue;
+    s.data = s.data.detach().to(torch::kCPU).contiguous().clone();
+    mine.push_back(std::move(s));
+  }
+  r.shards = std::move(mine);
+  const double stall = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!async_) {
+    write(r);
+    return stall + last_write_s_.load();
+  }
+  thread_ = std::thread([this, req = std::move(r)]() mutable {
+    try {
+      write(req);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+  return stall;
+}
+
+void CheckpointWriter::write(SaveRequest& r) {
+  const auto t0 = Clock::now();
+  std::error_code ec;
+  fs::create_directories(r.dir, ec);
+  if (ec) throw CheckpointError(r.dir + ": cannot create checkpoint directory: " + ec.message());
+  const fs::path tmp = fs::path(r.dir) / (step_name(r.step) + ".tmp-" + r.token);
+  fs::create_directories(tmp, ec);
+  if (ec) throw CheckpointError(tmp.string() + ": cannot create: " + ec.message());
+
+  // 1. This rank's data file and its piece list.
+  const std::string file = "shard_" + std::to_string(r.rank) + ".bin";
+  const fs::path data_path = tmp / file;
+  int fd = ::open(data_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw CheckpointError(data_path.string() + ": cannot create: " + std::strerror(errno));
+  nlohmann::json pieces = nlohmann::json::array();
+  int64_t offset = 0;
+  for (const auto& s : r.shards) {
+    const size_t n = s.data.nbytes();
+    write_all(fd, s.data.data_ptr(), n, data_path.string());
+    pieces.push_back({{"name", s.name},
+                      {"dtype", dtype_name(s.data.scalar_type())},
+                      {"shape", s.global_shape},
+                      {"region_offsets", s.region_offsets},
+                      {"region_shape", s.region_shape},
+                      {"flat_begin", s.flat_begin},
+                      {"numel", s.data.numel()},
+                      {"file", file},
+                      {"offset", offset},
+                      {"nbytes", n},
+                      {"crc32", crc_of(s.data.data_ptr(), n)}});
+    offset += static_cast<int64_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  write_file_atomic(tmp / ("shard_" + std::to_string(r.rank) + ".json"), pieces.dump());
+  last_bytes_ = offset;
+
+  // 2. Rank 0 commits once every rank has published its pieces.
+  if (r.rank == 0) {
+    nlohmann::json manifest = r.meta;
+    manifest["format"] = "gtrain-checkpoint";
+    manifest["version"] = kCheckpointFormatVersion;
+    manifest["step"] = r.step;
+    manifest["consumed_samples"] = r.consumed_samples;
+    manifest["world"] = r.world;
+    nlohmann::json tensors = nlohmann::json::object();
+    const auto deadline = Clock::now() + std::chrono::duration<double>(r.commit_timeout_s);
+    for (int k = 0; k < r.world; ++k) {
+      const fs::path part = tmp / ("shard_" + std::to_string(k) + ".json");
+      while (!fs::exists(part)) {
+        if (Clock::now() > deadline) {
+          throw CheckpointError(part.string() + ": rank " + std::to_string(k) + " did not finish its part of the "
+                                "checkpoint in time; the checkpoint was not committed");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      for (const auto& p : read_json(part)) {
+        auto& t = tensors[p.at("name").get<std::string>()];
+        t["dtype"] = p.at("dtype");
+        t["shape"] = p.at("shape");
+        nlohmann::json piece = p;
+        piece.erase("name");
+        piece.erase("dtype");
+        piece.erase("shape");
+        piece["rank"] = k;
+        t["pieces"].push_back(piece);
+      }
+    }
+    manifest["tensors"] = tensors;
+    write_file_atomic(tmp / "manifest.json", manifest.dump(1));
+    fsync_path(tmp);
+    const fs::path final_dir = fs::path(r.dir) / step_name(r.step);
+    if (fs::exists(final_dir)) fs::remove_all(final_dir, ec);  // a re-save of the same step
+    fs::rename(tmp, final_dir, ec);
+    if (ec) throw CheckpointError(final_dir.string() + ": commit (rename) failed: " + ec.message());
+    fsync_path(r.dir);
+    // 3. Prune only now that the new checkpoint is committed; clean leftovers of crashed saves.
+    auto all = committed_dirs(r.dir);
+    for (size_t i = 0; i + static_cast<size_t>(r.keep) < all.size(); ++i) fs::remove_all(all[i].second, ec);
+    for (const auto& e : fs::directory_iterator(r.dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.find(".tmp-") != std::string::npos && name.find(".tmp-" + r.token) == std::string::npos) {
+        fs::remove_all(e.path(), ec);
+      }
+    }
+  }
+  last_write_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+CheckpointInfo write_checkpoint(SaveRequest request) {
+  CheckpointWriter w(false);
+  const std::string dir = request.dir;
+  const int64_t step = request.step, samples = request.consumed_samples;
+  w.save(std::move(request));
+  return {(fs::path(dir) / step_name(step)).string(), step, samples};
+}
+
+// ---- reading ----
+
+CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
+  manifest_ = read_json(fs::path(path) / "manifest.json");
+  const std::string where = (fs::path(path) / "manifest.json").string();
+  if (manifest_.value("format", "") != "gtrain-checkpoint") throw CheckpointError(where + ": not a gtrain checkpoint");
+  const int version = manifest_.value("version", 0);
+  if (version != kCheckpointFormatVersion) {
+    throw CheckpointError(where + ": format version " + std::to_string(version) + ", this gtrain reads version " +
+                          std::to_string(kCheckpointFormatVersion));
+  }
+  for (const auto& [name, t] : manifest_.at("tensors").items()) tensors_[name] = &t;
+}
+
+std::vector<std::string> CheckpointReader::tensor_names() const {
+  std::vector<std::string> out;
+  for (const auto& kv : tensors_) out.push_back(kv.first);
+  return out;
+}
+
+bool CheckpointReader::has(const std::string& name) const { return tensors_.count(name) > 0; }
+
+torch::Tensor CheckpointReader::read(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw CheckpointError(path_ + ": has no tensor '" + name + "'");
+  const auto& t = *it->second;
+  const auto dtype = dtype_of(t.at("dtype").get<std::string>(), path_);
+  const auto shape = t.at("shape").get<std::vector<int64_t>>();
+  auto global = torch::zeros(shape, dtype);
+  std::map<std::string, int> fds;
+  try {
+    for (const auto& p : t.at("pieces")) {
+      const std::string file = p.at("file").get<std::string>();
+      const std::string fpath = (fs::path(path_) / file).string();
+      if (!fds.count(file)) {
+        int fd = ::open(fpath.c_str(), O_RDONLY);
+        if (fd < 0) throw CheckpointError(fpath + ": missing data file (" + std::strerror(errno) + ")");
+        fds[file] = fd;
+      }
+      const int64_t numel = p.at("numel").get<int64_t>(), nbytes = p.at("nbytes").get<int64_t>();
+      auto buf = torch::empty({numel}, dtype);
+      if (static_cast<int64_t>(buf.nbytes()) != nbytes) throw CheckpointError(fpath + ": piece of '" + name + "' has a bad size");
+      const ssize_t got = ::pread(fds[file], buf.data_ptr(), nbytes, p.at("offset").get<int64_t>());
+      if (got != nbytes) throw CheckpointError(fpath + ": truncated (piece of '" + name + "')");
+      if (crc_of(buf.data_ptr(), nbytes) != p.at("crc32").get<uint32_t>()) {
+        throw CheckpointError(fpath + ": checksum mismatch in '" + name + "' (the file is corrupt)");
+      }
+      const auto off = p.at("region_offsets").get<std::vector<int64_t>>();
+      const auto rshape = p.at("region_shape").get<std::vector<int64_t>>();
+      const int64_t flat_begin = p.at("flat_begin").get<int64_t>();
+      torch::Tensor region = global;
+      for (size_t d = 0; d < off.size(); ++d) region = region.narrow(static_cast<int64_t>(d), off[d], rshape[d]);
+      if (region.is_contiguous()) {
+        region.view({-1}).narrow(0, flat_begin, numel).copy_(buf);
+      } else {
+        auto flat = region.contiguous().view({-1});
+        flat.narrow(0, flat_begin, numel).copy_(buf);
+        region.copy_(flat.view(region.sizes()));
+      }
+    }
+  } catch (...) {
+    for (auto& kv : fds) ::close(kv.second);
+    throw;
+  }
+  for (auto& kv : fds) ::close(kv.second);
+  return global;
+}
+
+std::vector<std::string> CheckpointReader::verify() const {
+  std::vector<std::string> problems;
+  for (const auto& [name, t] : tensors_) {
+    int64_t covered = 0;
+    for (const auto& p : t->at("pieces")) covered += p.at("numel").get<int64_t>();
+    int64_t total = 1;
+    for (auto d : t->at("shape").get<std::vector<int64_t>>()) total *= d;
+    if (covered != total) {
+      problems.push_back(path_ + ": tensor '" + name + "' has " + std::to_string(covered) + " of " +
+                         std::to_string(total) + " elements");
+    }
+    try {
+      read(name);
+    } catch (const Error& e) {
+      problems.push_back(e.what());
+    }
+  }
+  return problems;
+}
+
+std::string find_latest_valid_checkpoint(const std::string& dir, std::vector<std::string>* warnings) {
+  auto all = committed_dirs(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      CheckpointReader r(it->second.string());
+      auto problems = r.verify();
+      if (problems.empty()) return it->second.string();
+      if (warnings) warnings->push_back("skipping checkpoint " + it->second.string() + ": " + problems.front());
+    } catch (const Error& e) {
+      if (warnings) warnings->push_back("skipping checkpoint " + it->second.string() + ": " + e.what());
+    }
+  }
+  return "";
 }
 
 }  // namespace gtrain

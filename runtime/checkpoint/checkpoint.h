@@ -1,17 +1,37 @@
-// checkpoint.h: periodic checkpoints of model and optimizer state, written atomically
-// (temporary directory, fsync, rename) and pruned to the newest `keep`.
+// checkpoint.h: checkpoints that reshard: every rank writes the pieces of state it holds
+// (TensorShard: a region of a global tensor, or a flat range of it) into its own data file, with a
+// CRC32 per piece; rank 0 commits a manifest once every rank is done. Loading assembles any global
+// tensor from the pieces, so a checkpoint written by one dp/tp/pp/ZeRO layout loads into any other.
+//
+// Directory layout:  <dir>/step_<NNNNNNNN>/manifest.json, shard_<rank>.bin
+// Commit protocol (no collective, so it can run in a background thread):
+//  1. every rank writes shard_<r>.bin into <dir>/step_<N>.tmp-<token>/, fsyncs it, then publishes
+//     shard_<r>.json (its pieces: name, global shape, region, flat range, byte range, crc32) by an
+//     atomic rename;
+//  2. rank 0 waits for all shard_<r>.json, writes manifest.json (+ fsync), renames the directory
+//     to step_<N> (atomic), fsyncs the parent, and only then deletes checkpoints beyond `keep`.
+// A crash at any point leaves either the previous checkpoints or a complete new one; *.tmp-*
+// directories are ignored and cleaned up.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "runtime/checkpoint/checkpoint_config.h"
-#include "runtime/models/model.h"
+#include <nlohmann/json.hpp>
+
+#include "runtime/train/parallel_engine.h"
 
 namespace gtrain {
+
+constexpr int kCheckpointFormatVersion = 3;
 
 struct CheckpointInfo {
   std::string path;
@@ -19,17 +39,72 @@ struct CheckpointInfo {
   int64_t consumed_samples = 0;  // global sample index of the next sample
 };
 
-using TensorMap = std::map<std::string, torch::Tensor>;
-
-// Writes <dir>/step_<NNNNNNNN>/{model.pt, optimizer.pt, meta.json}; returns its path.
-// Tensors are stored by name (parameters and buffers; optimizer state keyed "<param>.exp_avg" ...).
-CheckpointInfo save_checkpoint(const std::string& dir, int64_t step, int64_t consumed_samples, Model& model,
-                               const TensorMap& optimizer_state, int64_t keep);
-
-// Complete checkpoints in `dir`, oldest first.
+// Committed checkpoints in `dir` (manifest present), oldest first.
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
 
-// Restores the model's tensors and returns the optimizer state of a checkpoint.
-CheckpointInfo load_checkpoint(const std::string& path, Model& model, TensorMap* optimizer_state);
+struct SaveRequest {
+  std::string dir;                  // checkpoint root
+  int64_t step = 0;
+  int64_t consumed_samples = 0;
+  nlohmann::json meta;              // rank 0: job facts stored in the manifest (plan, probe loss, ...)
+  std::vector<TensorShard> shards;  // this rank's pieces (only those with write = true are written)
+  int rank = 0, world = 1;
+  int64_t keep = 2;
+  std::string token;                // same on every rank of a job: names the temporary directory
+  double commit_timeout_s = 600;    // rank 0 waits this long for the other ranks' files
+};
+
+class CheckpointWriter {
+ public:
+  explicit CheckpointWriter(bool async);
+  ~CheckpointWriter();
+  // Waits for the previous save (one in flight at most), copies the shards to host memory, then
+  // writes them (in the background when async). Returns the seconds training was stalled.
+  double save(SaveRequest request);
+  // Until the last save is written (and committed, on rank 0). Rethrows a failed save's error.
+  void wait();
+  double last_write_seconds() const { return last_write_s_.load(); }
+  int64_t last_bytes() const { return last_bytes_.load(); }
+
+ private:
+  void write(SaveRequest& r);
+  bool async_;
+  std::thread thread_;
+  std::exception_ptr error_;
+  std::atomic<double> last_write_s_{0};
+  std::atomic<int64_t> last_bytes_{0};
+};
+
+// Writes synchronously (tests, tools).
+CheckpointInfo write_checkpoint(SaveRequest request);
+
+// A committed checkpoint opened for reading.
+class CheckpointReader {
+ public:
+  // Reads and checks the manifest; throws CheckpointError naming the file.
+  explicit CheckpointReader(const std::string& path);
+  const nlohmann::json& manifest() const { return manifest_; }
+  int64_t step() const { return manifest_.at("step").get<int64_t>(); }
+  int64_t consumed_samples() const { return manifest_.at("consumed_samples").get<int64_t>(); }
+  std::vector<std::string> tensor_names() const;
+  bool has(const std::string& name) const;
+  // Assembles the global tensor from its pieces, checking each piece's CRC32.
+  torch::Tensor read(const std::string& name) const;
+  GlobalTensorReader reader() const {
+    return [this](const std::string& n) { return read(n); };
+  }
+  // Checks every piece of every tensor (sizes, CRC32, full coverage). Returns problems, one a line.
+  std::vector<std::string> verify() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  nlohmann::json manifest_;
+  std::map<std::string, const nlohmann::json*> tensors_;
+};
+
+// The newest checkpoint in `dir` that opens and verifies; a bad one is skipped with a warning
+// naming the file (written to `warnings`). Returns "" when there is none.
+std::string find_latest_valid_checkpoint(const std::string& dir, std::vector<std::string>* warnings);
 
 }  // namespace gtrain

@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 
 #include "runtime/common/errors.h"
+#include "runtime/train/schedule.h"
 
 extern char** environ;
 
@@ -174,6 +175,23 @@ class SectionReader {
     }
     out = vals;
   }
+  // Arrays of tables ([[schedule.window]]): each table read by the element struct's visit().
+  template <class T, class = std::enable_if_t<std::is_class_v<T>>>
+  void read(const char* key, const toml::node& n, std::vector<T>& out, const cfg::Spec&) {
+    auto arr = n.as_array();
+    if (!arr) fail(key, n, "an array of tables ([[" + section_ + "." + key + "]])");
+    std::vector<T> vals;
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const auto* tbl = (*arr)[i].as_table();
+      if (!tbl) fail(key, (*arr)[i], "a table");
+      T item;
+      SectionReader nested(tbl, section_ + "." + key, origins_);
+      item.visit(nested);
+      nested.finish();
+      vals.push_back(item);
+    }
+    out = vals;
+  }
   void read(const char* key, const toml::node& n, std::vector<std::string>& out, const cfg::Spec&) {
     auto arr = n.as_array();
     if (!arr) fail(key, n, "an array of strings");
@@ -327,6 +345,15 @@ void validate_job_config(const JobConfig& c) {
   if (t.tokens > 0 && c.model.name != "gpt" && c.data.kind != "tokens" && c.data.kind != "text_bytes") {
     throw ConfigError(where + ": [train]: train.tokens needs a token model and data (data.kind = "
                       "\"tokens\" or \"text_bytes\"); use train.steps or train.epochs");
+  }
+  for (const auto& sig : c.schedule.stop_signals) {
+    if (signal_number(sig) < 0) {
+      throw ConfigError(where + ": schedule.stop_signals: unknown signal '" + sig +
+                        "' (expected USR1, USR2, TERM, INT, HUP)");
+    }
+  }
+  for (size_t i = 0; i < c.schedule.window.size(); ++i) {
+    parse_window(c.schedule.window[i], where + ": schedule.window[" + std::to_string(i) + "]");
   }
   if (c.parallel.mode == "auto") {
     const ParallelConfig d;

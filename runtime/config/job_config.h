@@ -14,6 +14,7 @@
 #include "runtime/models/model_config.h"
 #include "runtime/precision/precision_config.h"
 #include "runtime/train/optimizer_config.h"
+#include "runtime/train/schedule_config.h"
 #include "runtime/train/train_config.h"
 #include "strategies/parallel_config.h"
 
@@ -28,6 +29,7 @@ struct JobConfig {
   ParallelConfig parallel;
   CheckpointConfig checkpoint;
   LogConfig log;
+  ScheduleConfig schedule;
 
   std::string source_path;  // the TOML file it was read from ("" for defaults)
 
@@ -41,6 +43,7 @@ struct JobConfig {
     v("parallel", parallel, "How the job is laid out over the granted devices.");
     v("checkpoint", checkpoint, "Periodic checkpoints.");
     v("log", log, "Run directory, console output and metrics.");
+    v("schedule", schedule, "Stages: signals and deadlines that end one (save, exit 3, resume later), quota windows.");
   }
 };
 

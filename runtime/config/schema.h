@@ -16,6 +16,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <type_traits>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,10 @@ std::string toml_literal(const std::string& v);
 std::string toml_literal(const std::vector<int64_t>& v);
 std::string toml_literal(const std::vector<std::string>& v);
 
+// Arrays of tables (e.g. [[schedule.window]]) render as inline tables: [{days = "mon-fri", ...}].
+template <class T, class = std::enable_if_t<std::is_class_v<T>>>
+std::string toml_literal(const std::vector<T>& v);
+
 // Visitor that renders every field of a struct as text (resolved config, reference, comparisons).
 class FieldLister {
  public:
@@ -62,6 +68,19 @@ class FieldLister {
     }
   }
 };
+
+template <class T, class>
+std::string toml_literal(const std::vector<T>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    FieldLister l;
+    const_cast<T&>(v[i]).visit(l);
+    out += i ? ", {" : "{";
+    for (size_t k = 0; k < l.fields.size(); ++k) out += (k ? ", " : "") + l.fields[k].key + " = " + l.fields[k].value;
+    out += "}";
+  }
+  return out + "]";
+}
 
 template <class Config>
 std::vector<FieldText> list_fields(const Config& c) {

@@ -47,10 +47,6 @@ class ParallelEngine {
   // Scales gradients by `grad_coef` (clipping) and applies the optimizer with learning rate `lr`.
   virtual void step(double lr, double grad_coef) = 0;
 
-  // Full optimizer state ("<param>.exp_avg", ..., "step"); a collective: every rank calls it.
-  virtual std::map<std::string, torch::Tensor> optimizer_state() = 0;
-  virtual void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) = 0;
-
   // This rank's pieces of the parameters and optimizer state (names: parameter names, and
   // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.momentum_buffer", "optimizer.step"). Not a
   // collective: each rank writes its own pieces, nothing is gathered.

@@ -2,14 +2,21 @@
 #include "runtime/train/trainer.h"
 
 #include <filesystem>
+#include <fstream>
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
 #include "runtime/data/rng.h"
+#include "runtime/train/schedule.h"
 #include "runtime/train/lr_schedule.h"
 
 namespace gtrain {
+namespace {
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+}  // namespace
 
 int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t tokens_per_sample) {
   if (t.steps > 0) return t.steps;
@@ -47,12 +54,169 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
   total_steps_ = compute_total_steps(config_.train, data_.train->size(), tokens_per_sample_);
 
   const bool main_rank = comm_->rank() == 0;
-  metrics_ = std::make_unique<MetricsLog>(main_rank ? paths_.metrics : std::string());
+  metrics_ = std::make_unique<MetricsLog>(main_rank ? paths_.metrics : std::string(), paths_.append_metrics);
+  writer_ = std::make_unique<CheckpointWriter>(config_.checkpoint.async);
+  stage_start_unix_ = unix_now();
   progress_ = std::make_unique<Progress>(config_.log, total_steps_, main_rank);
   start_ = std::chrono::steady_clock::now();
 }
 
 Trainer::~Trainer() = default;
+
+double Trainer::probe_loss() {
+  torch::NoGradGuard ng;
+  const int64_t n = std::min<int64_t>(8, data_.train->size());
+  std::vector<int64_t> idx;
+  for (int64_t g = 0; g < n; ++g) idx.push_back(order_->dataset_index(g));
+  Batch b = data_.train->collate(idx);
+  model_->eval();
+  double loss;
+  {
+    auto scope = precision_->autocast();
+    auto out = model_->forward(b.input.to(device_));
+    loss = model_->loss_sum(out, b.target.to(device_)).item<double>() / static_cast<double>(n);
+  }
+  model_->train();
+  return loss;
+}
+
+nlohmann::json Trainer::checkpoint_meta() {
+  nlohmann::json model = nlohmann::json::object();
+  for (const auto& f : cfg::list_fields(config_.model)) {
+    if (f.key != "plugin") model[f.key] = f.value;
+  }
+  nlohmann::json ledger = nlohmann::json::array();
+  if (!stage_.ledger.empty()) {
+    std::ifstream in(stage_.ledger);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty()) ledger.push_back(nlohmann::json::parse(line, nullptr, false));
+    }
+  }
+  return {{"model", model},
+          {"global_batch", layout_.global_batch},
+          {"seed", config_.train.seed},
+          {"total_steps", total_steps_},
+          {"precision", config_.precision.dtype},
+          {"optimizer", config_.optimizer.name},
+          {"plan", plan_.summary()},
+          {"world", comm_->size()},
+          {"stage_ledger", ledger}};
+}
+
+double Trainer::save_checkpoint_now() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const double before_write = writer_->last_write_seconds();
+  SaveRequest r;
+  r.dir = paths_.checkpoints;
+  r.step = step_;
+  r.consumed_samples = step_ * layout_.global_batch;
+  r.shards = engine_->state_shards();
+  r.rank = comm_->rank();
+  r.world = comm_->size();
+  r.keep = config_.checkpoint.keep;
+  r.token = stage_.save_token.empty() ? "0" : stage_.save_token;
+  const double probe = probe_loss();
+  if (r.rank == 0) {
+    r.meta = checkpoint_meta();
+    r.meta["probe_loss"] = probe;
+  }
+  writer_->save(std::move(r));
+  const double stall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  save_stall_total_ += stall;
+  nlohmann::json rec = {{"kind", "checkpoint"}, {"step", step_}, {"stall_s", stall}, {"async", config_.checkpoint.async}};
+  if (writer_->last_write_seconds() != before_write || !config_.checkpoint.async) {
+    rec["previous_write_s"] = writer_->last_write_seconds();
+  }
+  metrics_->write(rec);
+  max_save_seconds_ = std::max(max_save_seconds_, stall + writer_->last_write_seconds());
+  return stall;
+}
+
+void Trainer::finish_saves() {
+  const auto t0 = std::chrono::steady_clock::now();
+  writer_->wait();
+  save_stall_total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  max_save_seconds_ = std::max(max_save_seconds_, writer_->last_write_seconds());
+}
+
+void Trainer::resume(const std::string& path) {
+  CheckpointReader ck(path);
+  const auto& m = ck.manifest();
+  // The model must be the one that was saved: name every field that changed.
+  std::string changed;
+  for (const auto& f : cfg::list_fields(config_.model)) {
+    if (f.key == "plugin" || !m.at("model").contains(f.key)) continue;
+    const std::string was = m.at("model").at(f.key).get<std::string>();
+    if (was != f.value) changed += (changed.empty() ? "" : ", ") + std::string("model.") + f.key + " " + was + " -> " + f.value;
+  }
+  if (!changed.empty()) {
+    throw CheckpointError(path + " was written for a different model (" + changed + ")",
+                          "use the model config the run started with, or --no-resume to start over");
+  }
+  if (m.at("global_batch").get<int64_t>() != layout_.global_batch) {
+    throw CheckpointError(path + " was written with train.global_batch = " + std::to_string(m.at("global_batch").get<int64_t>()) +
+                              ", this run has " + std::to_string(layout_.global_batch),
+                          "keep the global batch across stages (the planner keeps it on any GPU count)");
+  }
+  engine_->load_state(ck.reader());
+  step_ = ck.step();
+  if (ck.consumed_samples() != step_ * layout_.global_batch) {
+    throw CheckpointError(path + ": consumed_samples " + std::to_string(ck.consumed_samples()) + " is not step x global_batch");
+  }
+  prefetch_.reset();  // restart the data stream at the resumed step
+  // Guard against silently wrong resumes: the probe batch must give the saved loss.
+  const double saved = m.at("probe_loss").get<double>(), now = probe_loss();
+  const double rel = std::abs(now - saved) / std::max(std::abs(saved), 1e-12);
+  if (!(rel <= config_.checkpoint.probe_tolerance)) {
+    throw CheckpointError("resume check failed: the probe batch's loss is " + std::to_string(now) + " after loading " +
+                              path + " on plan " + plan_.summary() + ", " + std::to_string(saved) + " at save (relative " +
+                              std::to_string(rel) + " > checkpoint.probe_tolerance " +
+                              std::to_string(config_.checkpoint.probe_tolerance) + ")",
+                          "the checkpoint did not load into this layout correctly; report it, or --no-resume");
+  }
+  metrics_->write({{"kind", "resume"}, {"step", step_}, {"path", path}, {"probe_loss", now}, {"probe_loss_saved", saved},
+                   {"plan", plan_.summary()}});
+}
+
+std::string Trainer::stop_check(double last_step_seconds) {
+  int code = 0;
+  std::string reason;
+  if (const int sig = stop_signal_received()) code = 1, reason = "signal " + std::to_string(sig);
+  if (!code && stage_.deadline_unix > 0 && comm_->rank() == 0) {
+    const double lead = last_step_seconds + std::max(max_save_seconds_, 1.0) * config_.schedule.save_safety +
+                        config_.schedule.min_lead_s;
+    if (unix_now() + lead >= stage_.deadline_unix) code = 2, reason = "deadline (" + stage_.deadline_source + ")";
+  }
+  if (comm_->size() > 1) {
+    // Every rank stops at the same step: agree on the strongest reason.
+    auto t = torch::tensor({code}, torch::kInt);
+    comm_->allreduce(t, ReduceOp::kMax);
+    const int agreed = t.item<int>();
+    if (agreed != code) reason = agreed == 1 ? "signal (on another rank)" : "deadline (" + stage_.deadline_source + ")";
+    code = agreed;
+  }
+  return code ? reason : std::string();
+}
+
+void Trainer::write_ledger(const TrainSummary& s, int64_t first_step, double productive_s) {
+  if (stage_.ledger.empty() || comm_->rank() != 0) return;
+  nlohmann::json rec = {{"start", stage_start_unix_},
+                        {"end", unix_now()},
+                        {"allocation", stage_.allocation},
+                        {"world", comm_->size()},
+                        {"plan", plan_.summary()},
+                        {"step_from", first_step},
+                        {"step_to", s.steps},
+                        {"total_steps", total_steps_},
+                        {"samples", (s.steps - first_step) * layout_.global_batch},
+                        {"productive_s", productive_s},
+                        {"save_s", save_stall_total_},
+                        {"load_s", stage_.load_seconds},
+                        {"exit", s.stopped_early ? "resumable: " + s.stop_reason : std::string("completed")}};
+  std::ofstream f(stage_.ledger, std::ios::app);
+  f << rec.dump() << "\n";
+}
 
 void Trainer::start_prefetch() {
   const int64_t accum = layout_.accum, dp_rank = comm_->rank() % plan_.dp;
@@ -181,15 +345,7 @@ void Trainer::maybe_checkpoint(bool final) {
   const auto& c = config_.checkpoint;
   if (paths_.checkpoints.empty()) return;
   const bool due = final ? c.at_end : (c.interval > 0 && step_ % c.interval == 0);
-  if (!due) return;
-  auto t0 = std::chrono::steady_clock::now();
-  auto state = engine_->optimizer_state();  // collective: gathers ZeRO shards
-  if (comm_->rank() == 0) {
-    auto info = save_checkpoint(paths_.checkpoints, step_, step_ * layout_.global_batch, *model_, state, c.keep);
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    metrics_->write({{"kind", "checkpoint"}, {"step", step_}, {"path", info.path}, {"save_s", secs}});
-  }
-  if (comm_->size() > 1) comm_->barrier();
+  if (due) save_checkpoint_now();
 }
 
 TrainSummary Trainer::run() {
@@ -197,9 +353,11 @@ TrainSummary Trainer::run() {
   start_ = std::chrono::steady_clock::now();
   progress_->set_start(step_);
   const int64_t first = step_;
+  double productive = 0;
   StepResult last;
   while (step_ < total_steps_) {
     last = train_step();
+    productive += last.seconds;
     log_step(last);
     const bool eval_due = config_.train.eval_interval > 0 && step_ % config_.train.eval_interval == 0 &&
                           step_ != total_steps_;
@@ -213,7 +371,25 @@ TrainSummary Trainer::run() {
         progress_->message(buf);
       }
     }
-    if (step_ != total_steps_) maybe_checkpoint(false);
+    if (step_ == total_steps_) break;
+    const std::string stop = stop_check(last.seconds);
+    if (!stop.empty()) {
+      // End of stage: save (whatever the interval), wait for it to commit, report resumable.
+      progress_->finish();
+      if (!paths_.checkpoints.empty()) save_checkpoint_now();
+      finish_saves();
+      s.stopped_early = true;
+      s.stop_reason = stop;
+      s.steps = step_;
+      s.final_loss = last.loss;
+      s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      s.samples_per_s = static_cast<double>((step_ - first) * layout_.global_batch) / std::max(s.seconds, 1e-9);
+      s.data_wait_s = data_wait_total_;
+      metrics_->write({{"kind", "stage_end"}, {"step", step_}, {"reason", stop}});
+      write_ledger(s, first, productive);
+      return s;
+    }
+    maybe_checkpoint(false);
   }
   progress_->finish();
   s.steps = step_;
@@ -226,7 +402,8 @@ TrainSummary Trainer::run() {
     metrics_->write({{"kind", "eval"}, {"step", step_}, {"loss", s.eval.loss}, {"accuracy", s.eval.accuracy},
                      {"samples", s.eval.samples}});
   }
-  maybe_checkpoint(true);
+  if (step_ > first || first == 0) maybe_checkpoint(true);
+  finish_saves();
   metrics_->write({{"kind", "final"},
                    {"step", step_},
                    {"train_loss", s.final_loss},
@@ -234,7 +411,9 @@ TrainSummary Trainer::run() {
                    {"eval_accuracy", data_.eval ? nlohmann::json(s.eval.accuracy) : nlohmann::json()},
                    {"seconds", s.seconds},
                    {"samples_per_s", s.samples_per_s},
-                   {"data_wait_s", s.data_wait_s}});
+                   {"data_wait_s", s.data_wait_s},
+                   {"save_stall_s", save_stall_total_}});
+  write_ledger(s, first, productive);
   return s;
 }
 

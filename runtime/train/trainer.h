@@ -47,11 +47,24 @@ struct TrainSummary {
   double seconds = 0;
   double samples_per_s = 0;
   double data_wait_s = 0;
+  bool stopped_early = false;  // a stage ended (signal or deadline) after saving: resumable
+  std::string stop_reason;
 };
 
 struct TrainerPaths {
   std::string metrics;      // metrics.jsonl ("" = none)
   std::string checkpoints;  // checkpoint directory ("" = no checkpoints)
+  bool append_metrics = false;  // a resumed run appends to metrics.jsonl
+};
+
+// What one stage knows about its surroundings (set by the launcher before run()).
+struct StageOptions {
+  std::string ledger;           // stages.jsonl ("" = none)
+  double deadline_unix = 0;     // stop early enough to save before this (0 = none)
+  std::string deadline_source;  // "slurm end time", "--time-limit", "quota window"
+  nlohmann::json allocation;    // scheduler, job id, world size: recorded in the ledger
+  std::string save_token;       // same on every rank: names temporary checkpoint directories
+  double load_seconds = 0;      // time spent resuming, recorded in the ledger
 };
 
 class Trainer {
@@ -67,6 +80,18 @@ class Trainer {
   EvalResult evaluate();
   TrainSummary run();
 
+  void set_stage(StageOptions stage) { stage_ = std::move(stage); }
+  // Loads parameters, optimizer state and the step from a checkpoint written by any layout, and
+  // checks the probe loss. Throws CheckpointError (changed model, global batch, probe mismatch).
+  void resume(const std::string& checkpoint_path);
+  // Saves a checkpoint now (asynchronously when configured); returns the training stall.
+  double save_checkpoint_now();
+  // Waits for the save in flight.
+  void finish_saves();
+  // Loss of a fixed probe batch (eval mode, no dropout): the same model gives the same value on
+  // any layout; recorded at save and checked after loading.
+  double probe_loss();
+
   Model& model() { return *model_; }
   ParallelEngine& engine() { return *engine_; }
   const BatchLayout& layout() const { return layout_; }
@@ -75,6 +100,9 @@ class Trainer {
   void start_prefetch();
   void log_step(const StepResult& r);
   void maybe_checkpoint(bool final);
+  std::string stop_check(double last_step_seconds);  // "" = go on
+  void write_ledger(const TrainSummary& s, int64_t first_step, double productive_s);
+  nlohmann::json checkpoint_meta();
 
   JobConfig config_;
   Plan plan_;
@@ -95,6 +123,10 @@ class Trainer {
   int64_t tokens_per_sample_ = 0;
   double data_wait_total_ = 0;
   std::chrono::steady_clock::time_point start_;
+  StageOptions stage_;
+  std::unique_ptr<class CheckpointWriter> writer_;
+  double save_stall_total_ = 0, max_save_seconds_ = 0;
+  double stage_start_unix_ = 0;
 };
 
 // Optimizer steps a config asks for (train.steps, or epochs / tokens rounded up).

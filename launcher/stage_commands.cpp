@@ -1,0 +1,141 @@
+// stage_commands.cpp: run status from the stage ledger, metrics and checkpoints; checkpoint tools.
+#include "launcher/stage_commands.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/common/errors.h"
+#include "runtime/metrics/progress.h"
+
+namespace fs = std::filesystem;
+
+namespace gtrain {
+namespace {
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(p);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) out.push_back(j);
+  }
+  return out;
+}
+
+std::string when(double unix_time) {
+  if (unix_time <= 0) return "-";
+  time_t t = static_cast<time_t>(unix_time);
+  struct tm lt;
+  localtime_r(&t, &lt);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &lt);
+  return buf;
+}
+
+// A checkpoint directory, or the newest valid one under a checkpoints root / run directory.
+std::string checkpoint_path(const std::string& path) {
+  if (fs::exists(fs::path(path) / "manifest.json")) return path;
+  for (const auto& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
+    auto all = list_checkpoints(root.string());
+    if (!all.empty()) return all.back().path;
+  }
+  throw ConfigError(path + ": not a checkpoint, and holds no committed checkpoint");
+}
+
+}  // namespace
+
+int status_command(const std::string& run_dir, bool json) {
+  if (!fs::is_directory(run_dir)) throw ConfigError(run_dir + ": no such run directory");
+  const auto stages = read_jsonl(fs::path(run_dir) / "stages.jsonl");
+  const auto metrics = read_jsonl(fs::path(run_dir) / "metrics.jsonl");
+  nlohmann::json last_train;
+  for (const auto& m : metrics) {
+    if (m.value("kind", "") == "train") last_train = m;
+  }
+  auto ckpts = list_checkpoints((fs::path(run_dir) / "checkpoints").string());
+  int64_t total = 0, done = 0;
+  double productive_rank_s = 0, wall_rank_s = 0;
+  for (const auto& s : stages) {
+    total = s.value("total_steps", total);
+    done = std::max<int64_t>(done, s.value("step_to", 0));
+    const double world = s.value("world", 1);
+    productive_rank_s += s.value("productive_s", 0.0) * world;
+    wall_rank_s += (s.value("end", 0.0) - s.value("start", 0.0)) * world;
+  }
+  if (!last_train.is_null()) done = std::max<int64_t>(done, last_train.value("step", 0));
+  const bool complete = !stages.empty() && stages.back().value("exit", "") == "completed";
+  // ETA at the current allocation: the last stage's time per step.
+  double eta = -1;
+  if (!stages.empty() && total > 0) {
+    const auto& s = stages.back();
+    const int64_t steps = s.value("step_to", 0) - s.value("step_from", 0);
+    if (steps > 0) eta = (s.value("productive_s", 0.0) / steps) * static_cast<double>(total - done);
+  }
+  const double goodput = wall_rank_s > 0 ? productive_rank_s / wall_rank_s : 0;
+  if (json) {
+    nlohmann::json j = {{"run_dir", run_dir}, {"step", done}, {"total_steps", total}, {"complete", complete},
+                        {"goodput", goodput}, {"eta_s", eta}, {"stages", stages},
+                        {"latest_checkpoint", ckpts.empty() ? "" : ckpts.back().path}};
+    std::cout << j.dump(2) << std::endl;
+    return 0;
+  }
+  std::printf("gtrain status: %s\n", run_dir.c_str());
+  std::printf("  progress   step %lld / %lld%s\n", (long long)done, (long long)total,
+              complete ? "  (complete)" : "");
+  if (!last_train.is_null()) std::printf("  last loss  %.4f\n", last_train.value("loss", 0.0));
+  std::printf("  checkpoint %s\n", ckpts.empty() ? "none" : ckpts.back().path.c_str());
+  std::printf("  goodput    %.1f%% of rank-time in training steps\n", 100.0 * goodput);
+  if (!complete) std::printf("  eta        %s at the last stage's speed\n", eta >= 0 ? Progress::format_duration(eta).c_str() : "unknown");
+  std::printf("  stages     %zu\n", stages.size());
+  std::printf("  %-3s %-19s %-19s %5s %-10s %9s %8s %7s %7s  %s\n", "#", "start", "end", "ranks", "steps", "productive",
+              "save s", "load s", "sched", "exit");
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const auto& s = stages[i];
+    const std::string steps = std::to_string(s.value("step_from", 0)) + "-" + std::to_string(s.value("step_to", 0));
+    const auto& alloc = s.contains("allocation") ? s.at("allocation") : nlohmann::json::object();
+    std::printf("  %-3zu %-19s %-19s %5d %-10s %8.1fs %8.2f %7.2f %7s  %s\n", i + 1, when(s.value("start", 0.0)).c_str(),
+                when(s.value("end", 0.0)).c_str(), s.value("world", 1), steps.c_str(), s.value("productive_s", 0.0),
+                s.value("save_s", 0.0), s.value("load_s", 0.0), alloc.value("scheduler", "-").c_str(),
+                s.value("exit", "").c_str());
+  }
+  return 0;
+}
+
+int ckpt_inspect_command(const std::string& path) {
+  CheckpointReader ck(checkpoint_path(path));
+  const auto& m = ck.manifest();
+  int64_t bytes = 0, pieces = 0;
+  for (const auto& [name, t] : m.at("tensors").items()) {
+    for (const auto& p : t.at("pieces")) bytes += p.at("nbytes").get<int64_t>(), ++pieces;
+  }
+  std::printf("checkpoint %s\n", ck.path().c_str());
+  std::printf("  format     %s v%d\n", m.value("format", "").c_str(), m.value("version", 0));
+  std::printf("  step       %lld  (consumed samples %lld, global batch %lld)\n", (long long)ck.step(),
+              (long long)ck.consumed_samples(), (long long)m.value("global_batch", 0));
+  std::printf("  written by %d rank(s), plan %s\n", m.value("world", 1), m.value("plan", "").c_str());
+  std::printf("  model      %s\n", m.at("model").dump().c_str());
+  std::printf("  probe loss %.6f\n", m.value("probe_loss", 0.0));
+  std::printf("  tensors    %zu in %lld pieces, %.2f MB\n", ck.tensor_names().size(), (long long)pieces, bytes / 1e6);
+  if (m.contains("stage_ledger")) std::printf("  stages     %zu before this checkpoint\n", m.at("stage_ledger").size());
+  return 0;
+}
+
+int ckpt_verify_command(const std::string& path) {
+  CheckpointReader ck(checkpoint_path(path));
+  auto problems = ck.verify();
+  for (const auto& p : problems) std::printf("%s\n", p.c_str());
+  if (problems.empty()) {
+    std::printf("%s: OK (%zu tensors, every checksum matches)\n", ck.path().c_str(), ck.tensor_names().size());
+    return 0;
+  }
+  return 1;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,188 @@
+// schedule.cpp: stop signals, quota windows and deadlines.
+#include "runtime/train/schedule.h"
+
+#include <csignal>
+#include <cstdio>
+#include <sstream>
+
+#include "runtime/common/errors.h"
+
+namespace gtrain {
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+const char* kDays[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
+
+int day_index(const std::string& d, const std::string& where) {
+  for (int i = 0; i < 7; ++i) {
+    if (d == kDays[i]) return i;
+  }
+  throw ConfigError(where + ".days: unknown day '" + d + "' (expected mon, tue, wed, thu, fri, sat, sun)");
+}
+
+int minutes(const std::string& hhmm, const std::string& where) {
+  int h = -1, m = -1;
+  char extra;
+  if (std::sscanf(hhmm.c_str(), "%d:%d%c", &h, &m, &extra) != 2 || h < 0 || h > 24 || m < 0 || m > 59 ||
+      (h == 24 && m != 0)) {
+    throw ConfigError(where + ".hours: '" + hhmm + "' is not a time HH:MM (00:00 to 24:00)");
+  }
+  return h * 60 + m;
+}
+
+}  // namespace
+
+int signal_number(const std::string& name) {
+  if (name == "USR1") return SIGUSR1;
+  if (name == "USR2") return SIGUSR2;
+  if (name == "TERM") return SIGTERM;
+  if (name == "INT") return SIGINT;
+  if (name == "HUP") return SIGHUP;
+  return -1;
+}
+
+void install_stop_signals(const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    const int sig = signal_number(n);
+    if (sig < 0) throw ConfigError("schedule.stop_signals: unknown signal '" + n + "' (expected USR1, USR2, TERM, INT, HUP)");
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+int stop_signal_received() { return g_stop_signal; }
+void clear_stop_signal() { g_stop_signal = 0; }
+
+Window parse_window(const WindowConfig& w, const std::string& where) {
+  Window out;
+  out.max_gpus = w.max_gpus;
+  out.days_mask = 0;
+  std::stringstream ss(w.days);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto dash = item.find('-');
+    if (dash == std::string::npos) {
+      out.days_mask |= 1 << day_index(item, where);
+      continue;
+    }
+    int a = day_index(item.substr(0, dash), where), b = day_index(item.substr(dash + 1), where);
+    for (int d = a;; d = (d + 1) % 7) {
+      out.days_mask |= 1 << d;
+      if (d == b) break;
+    }
+  }
+  if (out.days_mask == 0) throw ConfigError(where + ".days: no day given (e.g. \"mon-fri\")");
+  const auto dash = w.hours.find('-');
+  if (dash == std::string::npos) throw ConfigError(where + ".hours: '" + w.hours + "' is not a span HH:MM-HH:MM");
+  out.start_min = minutes(w.hours.substr(0, dash), where);
+  out.end_min = minutes(w.hours.substr(dash + 1), where);
+  if (out.start_min == out.end_min) throw ConfigError(where + ".hours: '" + w.hours + "' is empty");
+  return out;
+}
+
+namespace {
+
+// Local midnight of the day containing t, and that day's weekday.
+double local_midnight(double t, int* weekday) {
+  time_t tt = static_cast<time_t>(t);
+  struct tm lt;
+  localtime_r(&tt, &lt);
+  *weekday = lt.tm_wday;
+  lt.tm_hour = lt.tm_min = lt.tm_sec = 0;
+  lt.tm_isdst = -1;
+  return static_cast<double>(mktime(&lt));
+}
+
+// Occurrences [start, end) of a window that begin on the day starting at `midnight`.
+std::pair<double, double> occurrence(const Window& w, double midnight) {
+  const double start = midnight + w.start_min * 60.0;
+  const double end = w.end_min > w.start_min ? midnight + w.end_min * 60.0 : midnight + (24 * 60 + w.end_min) * 60.0;
+  return {start, end};
+}
+
+}  // namespace
+
+double window_end(const std::vector<Window>& windows, double now) {
+  double best = 0;
+  for (const auto& w : windows) {
+    // The occurrence that started today or yesterday (wrapping windows) may contain now.
+    for (int back = 0; back <= 1; ++back) {
+      int wd;
+      const double midnight = local_midnight(now - back * 86400.0, &wd);
+      if (!(w.days_mask & (1 << wd))) continue;
+      auto [s, e] = occurrence(w, midnight);
+      if (now >= s && now < e) best = std::max(best, e);
+    }
+  }
+  return best;
+}
+
+double next_window_start(const std::vector<Window>& windows, double now) {
+  double best = 0;
+  for (const auto& w : windows) {
+    for (int ahead = 0; ahead <= 7; ++ahead) {
+      int wd;
+      const double midnight = local_midnight(now + ahead * 86400.0, &wd);
+      if (!(w.days_mask & (1 << wd))) continue;
+      const double s = occurrence(w, midnight).first;
+      if (s > now && (best == 0 || s < best)) {
+        best = s;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+Deadline earliest(const std::vector<Deadline>& ds) {
+  Deadline out;
+  for (const auto& d : ds) {
+    if (d.unix_time > 0 && (out.unix_time == 0 || d.unix_time < out.unix_time)) out = d;
+  }
+  return out;
+}
+
+}  // namespace gtrain
+
+namespace gtrain {
+
+double parse_duration(const std::string& text, const std::string& what) {
+  const std::string expected = what + ": expected a duration like 90s, 15m, 2h or HH:MM:SS, got '" + text + "'";
+  if (text.empty()) throw ConfigError(expected);
+  if (text.find(':') != std::string::npos) {
+    std::vector<double> parts;
+    std::stringstream ss(text);
+    std::string p;
+    while (std::getline(ss, p, ':')) {
+      if (p.empty() || p.find_first_not_of("0123456789") != std::string::npos) throw ConfigError(expected);
+      parts.push_back(std::stod(p));
+    }
+    if (parts.size() < 2 || parts.size() > 3) throw ConfigError(expected);
+    double s = 0;
+    for (double v : parts) s = s * 60 + v;
+    return s;
+  }
+  size_t used = 0;
+  double v;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw ConfigError(expected);
+  }
+  const std::string unit = text.substr(used);
+  double mult = 1;
+  if (unit == "" || unit == "s") mult = 1;
+  else if (unit == "m") mult = 60;
+  else if (unit == "h") mult = 3600;
+  else throw ConfigError(expected);
+  if (!(v > 0)) throw ConfigError(expected);
+  return v * mult;
+}
+
+}  // namespace gtrain

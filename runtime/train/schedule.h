@@ -1,0 +1,46 @@
+// schedule.h: stage control: stop signals caught into a flag, deadlines (Slurm end time,
+// --time-limit, quota windows), and the quota-window calendar.
+#pragma once
+
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "runtime/train/schedule_config.h"
+
+namespace gtrain {
+
+// Installs handlers that only record the signal; training notices between steps.
+void install_stop_signals(const std::vector<std::string>& names);
+int stop_signal_received();   // 0 = none
+void clear_stop_signal();
+int signal_number(const std::string& name);  // "USR1" -> SIGUSR1; -1 when unknown
+
+// A parsed quota window. Days: bit d set for weekday d (0 = Sunday). Minutes since midnight.
+struct Window {
+  int days_mask = 0x7f;
+  int start_min = 0, end_min = 24 * 60;  // end < start: wraps past midnight
+  int64_t max_gpus = 0;
+};
+
+// Parses a window; throws ConfigError naming `where` and the field.
+Window parse_window(const WindowConfig& w, const std::string& where);
+
+// The end (unix time) of the window containing `now`, or 0 when `now` is in none.
+double window_end(const std::vector<Window>& windows, double now_unix);
+// The next start of any window after `now` (unix time), or 0 when there are no windows.
+double next_window_start(const std::vector<Window>& windows, double now_unix);
+
+// The earliest of the non-zero deadlines, with its source ("" when none).
+struct Deadline {
+  double unix_time = 0;
+  std::string source;
+};
+Deadline earliest(const std::vector<Deadline>& ds);
+
+}  // namespace gtrain
+
+namespace gtrain {
+// "90", "90s", "15m", "2h", "1:30:00", "45:00" -> seconds; throws ConfigError naming `what`.
+double parse_duration(const std::string& text, const std::string& what);
+}  // namespace gtrain

@@ -1,0 +1,75 @@
+// multiproc_util.h: running the gtrain binary on several ranks and comparing runs: per-step
+// losses from metrics.jsonl and final parameters read back from the end checkpoint.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/checkpoint/checkpoint.h"
+#include "tests/test_util.h"
+
+namespace gtrain {
+
+inline std::vector<double> train_losses(const std::string& metrics_path) {
+  std::vector<double> out;
+  for (const auto& l : test::lines(test::read_file(metrics_path))) {
+    auto j = nlohmann::json::parse(l);
+    if (j.at("kind") == "train") out.push_back(j.at("loss").get<double>());
+  }
+  return out;
+}
+
+// Parameters (not optimizer state) of the newest checkpoint in a run directory.
+inline std::map<std::string, torch::Tensor> final_params(const std::string& run_dir) {
+  std::map<std::string, torch::Tensor> out;
+  auto ckpts = list_checkpoints(run_dir + "/checkpoints");
+  EXPECT_FALSE(ckpts.empty()) << run_dir;
+  if (ckpts.empty()) return out;
+  CheckpointReader ck(ckpts.back().path);
+  for (const auto& name : ck.tensor_names()) {
+    if (name.find("exp_avg") == std::string::npos && name.find("momentum_buffer") == std::string::npos &&
+        name.rfind("optimizer.", 0) != 0) {
+      out[name] = ck.read(name);
+    }
+  }
+  return out;
+}
+
+struct RunResult {
+  std::vector<double> losses;
+  std::map<std::string, torch::Tensor> params;
+  std::string output;
+};
+
+// Runs the binary and reads back per-step losses and the final parameters from its checkpoint.
+inline RunResult run_gtrain(const std::string& config_text, int ranks, const std::vector<std::string>& sets) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), config_text);
+  std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
+                    std::to_string(ranks);
+  for (const auto& s : sets) cmd += " --set " + s;
+  auto r = test::run_command(cmd);
+  RunResult out;
+  out.output = r.output;
+  EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+  out.losses = train_losses(dir.file("run/metrics.jsonl"));
+  out.params = final_params(dir.file("run"));
+  return out;
+}
+
+inline void expect_same_run(const RunResult& ref, const RunResult& got, const std::string& what,
+                            double param_tol = 1e-5) {
+  ASSERT_EQ(got.losses.size(), ref.losses.size()) << what << "\n" << got.output;
+  for (size_t i = 0; i < ref.losses.size(); ++i) {
+    EXPECT_NEAR(got.losses[i], ref.losses[i], 1e-5 * std::abs(ref.losses[i])) << what << " step " << i + 1;
+  }
+  ASSERT_EQ(got.params.size(), ref.params.size()) << what;
+  for (const auto& kv : ref.params) {
+    const double diff = (got.params.at(kv.first) - kv.second).abs().max().item<double>();
+    EXPECT_LE(diff, param_tol) << what << " parameter " << kv.first;
+  }
+}
+
+}  // namespace gtrain
