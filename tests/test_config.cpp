@@ -69,6 +69,30 @@ progress = "plain"
   EXPECT_EQ(c.parallel.micro_batch, 0);
 }
 
+TEST(Config, QuotaWindowsAreArraysOfTables) {
+  auto c = parse_job_config(R"(
+[train]
+steps = 1
+[[schedule.window]]
+days = "mon-fri"
+hours = "18:00-08:00"
+max_gpus = 4
+[[schedule.window]]
+days = "sat,sun"
+)", "c.toml", {}, kNoEnv);
+  ASSERT_EQ(c.schedule.window.size(), 2u);
+  EXPECT_EQ(c.schedule.window[0].hours, "18:00-08:00");
+  EXPECT_EQ(c.schedule.window[0].max_gpus, 4);
+  EXPECT_EQ(c.schedule.window[1].hours, "00:00-24:00");  // default
+  // The resolved config writes them back as inline tables that parse to the same thing.
+  auto again = parse_job_config(to_toml(c), "resolved.toml", {}, kNoEnv);
+  EXPECT_EQ(to_toml(again), to_toml(c));
+  EXPECT_EQ(error_of("[train]\nsteps = 1\n[[schedule.window]]\ndays = \"mon\"\nhour = \"08:00-09:00\"\n"),
+            "config.toml:5:1: unknown key 'hour' in [schedule.window]; did you mean 'hours'?");
+  EXPECT_NE(error_of("[train]\nsteps = 1\n[[schedule.window]]\ndays = \"someday\"\n").find("schedule.window[0].days: unknown day 'someday'"),
+            std::string::npos);
+}
+
 TEST(Config, IntegerIsAcceptedForFloatField) {
   auto c = parse_job_config("[optimizer]\nlearning_rate = 1\n[train]\nsteps = 1\n", "c.toml", {}, kNoEnv);
   EXPECT_DOUBLE_EQ(c.optimizer.learning_rate, 1.0);

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/checkpoint/crc32c.h"
 #include "runtime/common/errors.h"
 
 namespace fs = std::filesystem;
@@ -36,17 +36,7 @@ void fsync_path(const fs::path& p) {
   }
 }
 
-uint32_t crc_of(const void* data, size_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const auto* p = static_cast<const Bytef*>(data);
-  while (n > 0) {
-    const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    crc = crc32(crc, p, chunk);
-    p += chunk;
-    n -= chunk;
-  }
-  return static_cast<uint32_t>(crc);
-}
+uint32_t crc_of(const void* data, size_t n) { return crc32c(data, n); }
 
 std::string dtype_name(c10::ScalarType t) {
   switch (t) {
@@ -156,11 +146,13 @@ void CheckpointWriter::wait() {
 double CheckpointWriter::save(SaveRequest r) {
   wait();
   const auto t0 = Clock::now();
-  // Host copies: training may change the live tensors as soon as we return.
+  // Async: host copies, since training changes the live tensors as soon as we return. Sync:
+  // nothing changes them while we write, so no copy.
   std::vector<TensorShard> mine;
   for (auto& s : r.shards) {
     if (!s.write) continue;
-    s.data = s.data.detach().to(torch::kCPU).contiguous().clone();
+    auto host = s.data.detach().to(torch::kCPU).contiguous();
+    s.data = (async_ && host.data_ptr() == s.data.data_ptr()) ? host.clone() : host;
     mine.push_back(std::move(s));
   }
   r.shards = std::move(mine);
@@ -208,7 +200,7 @@ void CheckpointWriter::write(SaveRequest& r) {
                       {"file", file},
                       {"offset", offset},
                       {"nbytes", n},
-                      {"crc32", crc_of(s.data.data_ptr(), n)}});
+                      {"crc32c", crc_of(s.data.data_ptr(), n)}});
     offset += static_cast<int64_t>(n);
   }
   ::fsync(fd);
@@ -320,7 +312,7 @@ torch::Tensor CheckpointReader::read(const std::string& name) const {
       if (static_cast<int64_t>(buf.nbytes()) != nbytes) throw CheckpointError(fpath + ": piece of '" + name + "' has a bad size");
       const ssize_t got = ::pread(fds[file], buf.data_ptr(), nbytes, p.at("offset").get<int64_t>());
       if (got != nbytes) throw CheckpointError(fpath + ": truncated (piece of '" + name + "')");
-      if (crc_of(buf.data_ptr(), nbytes) != p.at("crc32").get<uint32_t>()) {
+      if (crc_of(buf.data_ptr(), nbytes) != p.at("crc32c").get<uint32_t>()) {
         throw CheckpointError(fpath + ": checksum mismatch in '" + name + "' (the file is corrupt)");
       }
       const auto off = p.at("region_offsets").get<std::vector<int64_t>>();

@@ -1,12 +1,12 @@
 // checkpoint.h: checkpoints that reshard: every rank writes the pieces of state it holds
 // (TensorShard: a region of a global tensor, or a flat range of it) into its own data file, with a
-// CRC32 per piece; rank 0 commits a manifest once every rank is done. Loading assembles any global
+// CRC-32C per piece; rank 0 commits a manifest once every rank is done. Loading assembles any global
 // tensor from the pieces, so a checkpoint written by one dp/tp/pp/ZeRO layout loads into any other.
 //
 // Directory layout:  <dir>/step_<NNNNNNNN>/manifest.json, shard_<rank>.bin
 // Commit protocol (no collective, so it can run in a background thread):
 //  1. every rank writes shard_<r>.bin into <dir>/step_<N>.tmp-<token>/, fsyncs it, then publishes
-//     shard_<r>.json (its pieces: name, global shape, region, flat range, byte range, crc32) by an
+//     shard_<r>.json (its pieces: name, global shape, region, flat range, byte range, crc32c) by an
 //     atomic rename;
 //  2. rank 0 waits for all shard_<r>.json, writes manifest.json (+ fsync), renames the directory
 //     to step_<N> (atomic), fsyncs the parent, and only then deletes checkpoints beyond `keep`.
@@ -31,7 +31,7 @@
 
 namespace gtrain {
 
-constexpr int kCheckpointFormatVersion = 3;
+constexpr int kCheckpointFormatVersion = 4;
 
 struct CheckpointInfo {
   std::string path;
@@ -88,12 +88,12 @@ class CheckpointReader {
   int64_t consumed_samples() const { return manifest_.at("consumed_samples").get<int64_t>(); }
   std::vector<std::string> tensor_names() const;
   bool has(const std::string& name) const;
-  // Assembles the global tensor from its pieces, checking each piece's CRC32.
+  // Assembles the global tensor from its pieces, checking each piece's CRC-32C.
   torch::Tensor read(const std::string& name) const;
   GlobalTensorReader reader() const {
     return [this](const std::string& n) { return read(n); };
   }
-  // Checks every piece of every tensor (sizes, CRC32, full coverage). Returns problems, one a line.
+  // Checks every piece of every tensor (sizes, CRC-32C, full coverage). Returns problems, one a line.
   std::vector<std::string> verify() const;
   const std::string& path() const { return path_; }
 

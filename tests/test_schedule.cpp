@@ -1,0 +1,94 @@
+// test_schedule.cpp: quota windows, deadlines and durations for stages.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <csignal>
+#include <ctime>
+
+#include "runtime/common/errors.h"
+#include "runtime/train/schedule.h"
+
+namespace gtrain {
+namespace {
+
+// Unix time of a local date and time.
+double at(int year, int month, int day, int hour, int minute) {
+  struct tm t {};
+  t.tm_year = year - 1900;
+  t.tm_mon = month - 1;
+  t.tm_mday = day;
+  t.tm_hour = hour;
+  t.tm_min = minute;
+  t.tm_isdst = -1;
+  return static_cast<double>(mktime(&t));
+}
+
+TEST(Schedule, ParsesDaysAndHours) {
+  Window w = parse_window({"mon-fri", "18:00-08:00", 4}, "schedule.window[0]");
+  EXPECT_EQ(w.days_mask, 0b0111110);  // Monday (bit 1) .. Friday (bit 5)
+  EXPECT_EQ(w.start_min, 18 * 60);
+  EXPECT_EQ(w.end_min, 8 * 60);
+  EXPECT_EQ(w.max_gpus, 4);
+  EXPECT_EQ(parse_window({"sat,sun", "00:00-24:00", 0}, "w").days_mask, 0b1000001);
+  EXPECT_EQ(parse_window({"fri-mon", "00:00-24:00", 0}, "w").days_mask, 0b1100011);  // wraps the week
+}
+
+TEST(Schedule, BadWindowsNameTheField) {
+  try {
+    parse_window({"mon-fir", "08:00-18:00", 0}, "schedule.window[1]");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "schedule.window[1].days: unknown day 'fir' (expected mon, tue, wed, thu, fri, sat, sun)");
+  }
+  EXPECT_THROW(parse_window({"mon", "8-18", 0}, "w"), ConfigError);
+  EXPECT_THROW(parse_window({"mon", "08:00-25:00", 0}, "w"), ConfigError);
+  EXPECT_THROW(parse_window({"mon", "08:00-08:00", 0}, "w"), ConfigError);
+}
+
+TEST(Schedule, WindowEndAndNextStart) {
+  // Nights on weekdays: Monday 2026-11-30 18:00 to Tuesday 08:00, and so on.
+  std::vector<Window> nights = {parse_window({"mon-fri", "18:00-08:00", 4}, "w")};
+  EXPECT_EQ(window_end(nights, at(2026, 11, 30, 20, 0)), at(2026, 12, 1, 8, 0));   // Monday evening
+  EXPECT_EQ(window_end(nights, at(2026, 12, 1, 3, 0)), at(2026, 12, 1, 8, 0));    // Tuesday early morning
+  EXPECT_EQ(window_end(nights, at(2026, 12, 1, 12, 0)), 0);                        // Tuesday noon: outside
+  EXPECT_EQ(next_window_start(nights, at(2026, 12, 1, 12, 0)), at(2026, 12, 1, 18, 0));
+  // Friday night's window starts Friday; Saturday has none: next start is Monday 18:00.
+  EXPECT_EQ(next_window_start(nights, at(2026, 12, 5, 12, 0)), at(2026, 12, 7, 18, 0));
+  EXPECT_EQ(window_end(nights, at(2026, 12, 5, 7, 0)), at(2026, 12, 5, 8, 0));    // Saturday 07:00, from Friday
+}
+
+TEST(Schedule, EarliestDeadlineWins) {
+  auto d = earliest({{0, "none"}, {200, "--time-limit"}, {150, "slurm end time"}});
+  EXPECT_EQ(d.unix_time, 150);
+  EXPECT_EQ(d.source, "slurm end time");
+  EXPECT_EQ(earliest({}).unix_time, 0);
+}
+
+TEST(Schedule, Durations) {
+  EXPECT_EQ(parse_duration("90", "--time-limit"), 90);
+  EXPECT_EQ(parse_duration("90s", "--time-limit"), 90);
+  EXPECT_EQ(parse_duration("15m", "--time-limit"), 900);
+  EXPECT_EQ(parse_duration("2h", "--time-limit"), 7200);
+  EXPECT_EQ(parse_duration("1:30:00", "--time-limit"), 5400);
+  EXPECT_EQ(parse_duration("45:00", "--time-limit"), 2700);
+  try {
+    parse_duration("ten minutes", "--time-limit");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "--time-limit: expected a duration like 90s, 15m, 2h or HH:MM:SS, got 'ten minutes'");
+  }
+  EXPECT_THROW(parse_duration("-5", "x"), ConfigError);
+}
+
+TEST(Schedule, StopSignalsSetAFlag) {
+  clear_stop_signal();
+  install_stop_signals({"USR2"});
+  std::raise(SIGUSR2);
+  EXPECT_EQ(stop_signal_received(), SIGUSR2);
+  clear_stop_signal();
+  EXPECT_EQ(stop_signal_received(), 0);
+  EXPECT_THROW(install_stop_signals({"KILL"}), ConfigError);
+}
+
+}  // namespace
+}  // namespace gtrain
