@@ -8,6 +8,7 @@
 #include "runtime/common/torch_compat.h"
 #include "runtime/data/rng.h"
 #include "runtime/train/lr_schedule.h"
+#include "runtime/train/shard_gather.h"
 
 namespace gtrain {
 
@@ -177,9 +178,31 @@ void Trainer::maybe_checkpoint(bool final) {
   const bool due = final ? c.at_end : (c.interval > 0 && step_ % c.interval == 0);
   if (!due) return;
   auto t0 = std::chrono::steady_clock::now();
-  auto state = engine_->optimizer_state();  // collective: gathers ZeRO shards
+  std::map<std::string, torch::Tensor> state, whole;
+  if (plan_.tp > 1 || plan_.pp > 1) {
+    // Tensor / pipeline parallel: rank 0 assembles the whole tensors from every rank's shards and
+    // writes them in the single-rank format (collective). Stopgap until checkpoints are sharded.
+    for (auto& kv : gather_shards(engine_->state_shards(), *comm_, false)) {
+      if (kv.first == "optimizer.step") state["step"] = kv.second;
+      else if (model_->named_parameters().contains(kv.first)) whole[kv.first] = kv.second;
+      else state[kv.first] = kv.second;
+    }
+  } else {
+    state = engine_->optimizer_state();  // collective: gathers ZeRO shards
+  }
   if (comm_->rank() == 0) {
+    // Rank 0's model holds its slices: lend it the whole tensors while it is written.
+    std::map<std::string, torch::Tensor> held;
+    for (auto& kv : model_->named_parameters()) {
+      auto it = whole.find(kv.key());
+      if (it == whole.end()) continue;
+      held[kv.key()] = kv.value().data();
+      kv.value().set_data(it->second);
+    }
     auto info = save_checkpoint(paths_.checkpoints, step_, step_ * layout_.global_batch, *model_, state, c.keep);
+    for (auto& kv : model_->named_parameters()) {
+      if (held.count(kv.key())) kv.value().set_data(held[kv.key()]);
+    }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     metrics_->write({{"kind", "checkpoint"}, {"step", step_}, {"path", info.path}, {"save_s", secs}});
   }

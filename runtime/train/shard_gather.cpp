@@ -1,5 +1,5 @@
 // shard_gather.cpp: shard placement and the gather to rank 0 (a size, a JSON header, then data).
-#include "strategies/shard_gather.h"
+#include "runtime/train/shard_gather.h"
 
 #include <nlohmann/json.hpp>
 
