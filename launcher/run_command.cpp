@@ -23,6 +23,8 @@
 #include "runtime/common/rank_output.h"
 #include "strategies/capabilities.h"
 #include "strategies/data_parallel.h"
+#include "strategies/pipeline_parallel.h"
+#include "strategies/process_groups.h"
 #include "strategies/hardware_profile.h"
 #include "strategies/planner.h"
 
@@ -66,20 +68,70 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
                                   static_cast<int>(std::thread::hardware_concurrency()));
   pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
                                                 : 0.8 * available_memory_bytes() / std::max(1, local_ranks);
+  if (cfg.parallel.pp_microbatches > 0 && cfg.parallel.micro_batch == 0) {
+    // m micro-batches per replica: micro_batch = global_batch / (dp * m), dp from the explicit layout.
+    const int64_t tp = cfg.parallel.tp, pp = cfg.parallel.pp;
+    const int64_t dp = cfg.parallel.dp > 0 ? cfg.parallel.dp : std::max<int64_t>(1, world_size / (tp * pp));
+    const int64_t per_replica = cfg.train.global_batch / dp;
+    if (cfg.train.global_batch % dp != 0 || per_replica % cfg.parallel.pp_microbatches != 0) {
+      throw ConfigError("parallel.pp_microbatches = " + std::to_string(cfg.parallel.pp_microbatches) +
+                        " must divide the " + std::to_string(per_replica) + " samples per replica (train.global_batch " +
+                        std::to_string(cfg.train.global_batch) + " / dp " + std::to_string(dp) + ")");
+    }
+    pin.parallel.micro_batch = per_replica / cfg.parallel.pp_microbatches;
+  }
   parts.plan = plan_job(pin);
+  const Plan& plan = parts.plan;
+  if (plan.tp > 1 && parts.stats.vocab > 0 && parts.stats.vocab % plan.tp != 0) {
+    throw ConfigError("tp = " + std::to_string(plan.tp) + " must divide the vocabulary (" +
+                      std::to_string(parts.stats.vocab) + "); set model.vocab to a multiple of " + std::to_string(plan.tp));
+  }
 
   if (comm) {
     if (comm->size() != world_size) {
       throw Error("assemble_job: communicator has " + std::to_string(comm->size()) + " ranks, plan expects " +
                   std::to_string(world_size));
     }
+    // Sub-communicators (tp adjacent, then pp, then dp), then the model split over them: each
+    // rank built the whole model from the same seed and keeps its part.
+    const ProcessGroups groups = make_process_groups(comm, ParallelDims{plan.dp, plan.tp, plan.pp});
+    if (plan.tp > 1) parts.model->shard_tensor_parallel(groups.tp);
+    if (plan.recompute) parts.model->set_recompute(true);
     DataParallelOptions dpo;
-    dpo.zero_stage = parts.plan.zero;
+    dpo.zero_stage = plan.zero;
     dpo.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1e6);
     dpo.optimizer = cfg.optimizer;
-    std::vector<std::pair<std::string, torch::Tensor>> named;
-    for (const auto& kv : parts.model->named_parameters()) named.emplace_back(kv.key(), kv.value());
-    parts.engine = std::make_unique<DataParallelEngine>(comm, std::move(named), dpo);
+    dpo.placements = parts.model->parameter_placements();
+    dpo.model_comm = groups.model;
+    dpo.reports_loss = groups.tp_rank == 0;
+    if (groups.tp_rank > 0) {
+      // Parameters every tp rank holds whole (norms, row-parallel biases): tp rank 0 counts and writes them.
+      for (const auto& kv : parts.model->named_parameters()) {
+        if (!dpo.placements.count(kv.key())) dpo.mirrored.insert(kv.key());
+      }
+    }
+    if (plan.pp > 1) {
+      // Stages balanced by FLOPs: uniform blocks, the embedding on the first stage, the output
+      // layer (2 x hidden x vocab per token, x3 for backward) on the last.
+      const auto& st = parts.stats;
+      const int64_t nblocks = static_cast<int64_t>(parts.model->blocks().size());
+      const double block = st.blocks > 0 ? st.flops_per_sample / static_cast<double>(st.blocks) : 1.0;
+      const double head = 6.0 * static_cast<double>(st.hidden * st.vocab * st.seq_len);
+      std::vector<double> cost(nblocks, block);
+      PipelineOptions po;
+      po.schedule = cfg.parallel.pp_schedule;
+      parts.engine = std::make_unique<PipelineEngine>(groups, parts.model, balance_stages(cost, 0.0, head, plan.pp),
+                                                      dpo, po);
+    } else {
+      std::vector<std::pair<std::string, torch::Tensor>> named;
+      for (const auto& kv : parts.model->named_parameters()) named.emplace_back(kv.key(), kv.value());
+      parts.engine = std::make_unique<DataParallelEngine>(groups.dp, std::move(named), dpo);
+    }
+  } else if (plan.pp > 1) {
+    // Validation before the ranks start: the model must expose its blocks and stages.
+    const int64_t nblocks = static_cast<int64_t>(parts.model->blocks().size());
+    if (nblocks == 0) throw ConfigError("pp = " + std::to_string(plan.pp) + ": this model has no blocks to split into stages");
+    balance_stages(std::vector<double>(nblocks, 1.0), 0, 0, plan.pp);
   }
   return parts;
 }

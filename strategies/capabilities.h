@@ -16,7 +16,9 @@ struct Capabilities {
 // Everything the planner knows how to cost: what `gtrain plan` shows by default.
 inline constexpr Capabilities kAllCapabilities{2, true, true, true};
 
-// What `gtrain run` executes today: data parallel with ZeRO-1/2 (strategies/data_parallel.h).
-inline constexpr Capabilities kRunCapabilities{2, false, false, false};
+// What `gtrain run` executes: data parallel with ZeRO-1/2 (strategies/data_parallel.h), tensor
+// parallel (runtime/models/parallel_layers.h), pipeline parallel (strategies/pipeline_parallel.h)
+// and per-block recompute (runtime/models/recompute.h).
+inline constexpr Capabilities kRunCapabilities{2, true, true, true};
 
 }  // namespace gtrain

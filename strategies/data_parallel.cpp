@@ -57,6 +57,15 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
       if (params_[s.param].second.dim() >= 2) b.decay.narrow(0, s.offset, s.numel).fill_(opt_.optimizer.weight_decay);
     }
     b.decay = b.decay.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
+    bool any_mirrored = false;
+    for (const auto& s : b.segments) any_mirrored = any_mirrored || opt_.mirrored.count(params_[s.param].first) > 0;
+    if (any_mirrored) {
+      auto mask = torch::ones({b.padded}, torch::kFloat);
+      for (const auto& s : b.segments) {
+        if (opt_.mirrored.count(params_[s.param].first)) mask.narrow(0, s.offset, s.numel).zero_();
+      }
+      b.norm_mask = mask.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
+    }
     if (opt_.optimizer.name == "adamw") {
       b.exp_avg = torch::zeros({b.chunk}, torch::kFloat);
       b.exp_avg_sq = torch::zeros({b.chunk}, torch::kFloat);
@@ -175,6 +184,7 @@ bool DataParallelEngine::unscale_gradients(double inv_scale) {
   for (auto& b : buckets_) finite.push_back(torch::isfinite(owned_grad(b)).all());
   auto ok = torch::stack(finite).all().to(torch::kInt).reshape({1});
   if (owners_ > 1) comm_->allreduce(ok, ReduceOp::kMin);
+  if (opt_.model_comm && opt_.model_comm->size() > 1) opt_.model_comm->allreduce(ok, ReduceOp::kMin);
   if (ok.item<int>() == 0) return false;
   for (auto& b : buckets_) owned_grad(b).mul_(inv_scale);
   return true;
@@ -183,8 +193,13 @@ bool DataParallelEngine::unscale_gradients(double inv_scale) {
 double DataParallelEngine::grad_norm() {
   torch::NoGradGuard ng;
   auto sq = torch::zeros({1}, torch::kDouble);
-  for (auto& b : buckets_) sq += owned_grad(b).to(torch::kDouble).pow(2).sum();
+  for (auto& b : buckets_) {
+    auto g2 = owned_grad(b).to(torch::kDouble).pow(2);
+    sq += b.norm_mask.defined() ? (g2 * b.norm_mask.to(torch::kDouble)).sum() : g2.sum();
+  }
   if (owners_ > 1) comm_->allreduce(sq, ReduceOp::kSum);
+  // Each element once over the replica: tp slices and pp stages add up, mirrored copies were left out.
+  if (opt_.model_comm && opt_.model_comm->size() > 1) opt_.model_comm->allreduce(sq, ReduceOp::kSum);
   return std::sqrt(sq.item<double>());
 }
 
@@ -230,16 +245,60 @@ void DataParallelEngine::step(double lr, double grad_coef) {
 
 namespace gtrain {
 
+void DataParallelEngine::add_shards(std::vector<TensorShard>& out, int64_t i, const std::string& name, int64_t begin,
+                                    const torch::Tensor& data, bool write) const {
+  const auto& p = params_[i].second;
+  auto pl = opt_.placements.find(params_[i].first);
+  if (pl == opt_.placements.end()) {
+    const std::vector<int64_t> whole(p.sizes().begin(), p.sizes().end());
+    out.push_back({name, whole, std::vector<int64_t>(p.dim(), 0), whole, begin, data, write});
+    return;
+  }
+  // A tensor-parallel slice: its local flattening is the concatenation of its regions.
+  const int64_t end = begin + data.numel();
+  int64_t at = 0;
+  for (const auto& r : pl->second.regions) {
+    int64_t n = 1;
+    for (auto d : r.shape) n *= d;
+    const int64_t s0 = std::max(begin, at), s1 = std::min(end, at + n);
+    if (s0 < s1) out.push_back({name, pl->second.global_shape, r.offsets, r.shape, s0 - at,
+                                data.narrow(0, s0 - begin, s1 - s0), write});
+    at += n;
+  }
+}
+
+torch::Tensor DataParallelEngine::local_part(int64_t i, const torch::Tensor& global) const {
+  const auto& p = params_[i].second;
+  auto pl = opt_.placements.find(params_[i].first);
+  if (pl == opt_.placements.end()) {
+    if (global.numel() != p.numel()) {
+      throw CheckpointError("'" + params_[i].first + "' has shape " + c10::str(global.sizes()) +
+                            " in the checkpoint, " + c10::str(p.sizes()) + " in the model");
+    }
+    return global.reshape(p.sizes());
+  }
+  if (!global.sizes().equals(pl->second.global_shape)) {
+    throw CheckpointError("'" + params_[i].first + "' has shape " + c10::str(global.sizes()) +
+                          " in the checkpoint, " + c10::str(pl->second.global_shape) + " in the model");
+  }
+  std::vector<torch::Tensor> parts;
+  for (const auto& r : pl->second.regions) {
+    auto t = global;
+    for (size_t d = 0; d < r.shape.size(); ++d) t = t.narrow(static_cast<int64_t>(d), r.offsets[d], r.shape[d]);
+    parts.push_back(t.reshape({-1}));
+  }
+  return torch::cat(parts).view(p.sizes());
+}
+
 std::vector<TensorShard> DataParallelEngine::state_shards() {
   std::vector<TensorShard> out;
   const bool replica_writer = comm_->rank() == 0;
-  auto whole = [](const torch::Tensor& p) { return std::vector<int64_t>(p.sizes().begin(), p.sizes().end()); };
-  // Parameters: replicated on every dp rank; rank 0 writes them.
-  for (const auto& kv : params_) {
-    const auto& p = kv.second;
-    TensorShard s{kv.first, whole(p), std::vector<int64_t>(p.dim(), 0), whole(p), 0, p.detach().reshape({-1}),
-                  replica_writer};
-    out.push_back(std::move(s));
+  // Parameters: replicated on every dp rank; rank 0 writes them (unless another rank of the
+  // replica holds the same elements).
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& kv = params_[i];
+    add_shards(out, static_cast<int64_t>(i), kv.first, 0, kv.second.detach().reshape({-1}),
+               replica_writer && !opt_.mirrored.count(kv.first));
   }
   // Optimizer state: this rank's chunk of each bucket, split at parameter boundaries.
   auto add_state = [&](Bucket& b, const torch::Tensor& chunk, const char* suffix) {
@@ -247,10 +306,9 @@ std::vector<TensorShard> DataParallelEngine::state_shards() {
     for (const auto& seg : b.segments) {
       const int64_t s0 = std::max(lo, seg.offset), s1 = std::min(hi, seg.offset + seg.numel);
       if (s0 >= s1) continue;
-      const auto& p = params_[seg.param].second;
-      TensorShard s{params_[seg.param].first + "." + suffix, whole(p), std::vector<int64_t>(p.dim(), 0), whole(p),
-                    s0 - seg.offset, chunk.narrow(0, s0 - lo, s1 - s0), owners_ > 1 || replica_writer};
-      out.push_back(std::move(s));
+      const auto& name = params_[seg.param].first;
+      add_shards(out, seg.param, name + "." + suffix, s0 - seg.offset, chunk.narrow(0, s0 - lo, s1 - s0),
+                 (owners_ > 1 || replica_writer) && !opt_.mirrored.count(name));
     }
   };
   for (auto& b : buckets_) {
@@ -262,29 +320,21 @@ std::vector<TensorShard> DataParallelEngine::state_shards() {
       add_state(b, b.momentum.defined() ? b.momentum : torch::zeros({b.chunk}, torch::kFloat), "momentum_buffer");
     }
   }
-  out.push_back({"optimizer.step", {1}, {0}, {1}, 0, torch::tensor({step_count_}, torch::kLong), replica_writer});
+  const bool step_writer = replica_writer && (!opt_.model_comm || opt_.model_comm->rank() == 0);
+  out.push_back({"optimizer.step", {1}, {0}, {1}, 0, torch::tensor({step_count_}, torch::kLong), step_writer});
   return out;
 }
 
 void DataParallelEngine::load_state(const GlobalTensorReader& read) {
   torch::NoGradGuard ng;
-  for (auto& kv : params_) {
-    auto g = read(kv.first);
-    if (!g.sizes().equals(kv.second.sizes())) {
-      throw CheckpointError("parameter '" + kv.first + "' has shape " + c10::str(g.sizes()) + " in the checkpoint, " +
-                            c10::str(kv.second.sizes()) + " in the model");
-    }
-    kv.second.copy_(g);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].second.copy_(local_part(static_cast<int64_t>(i), read(params_[i].first)));
   }
   step_count_ = read("optimizer.step").reshape({-1})[0].item<int64_t>();
   auto fill = [&](Bucket& b, torch::Tensor& chunk, const char* suffix) {
     auto full = torch::zeros({b.padded}, torch::kFloat);
     for (const auto& seg : b.segments) {
-      auto g = read(params_[seg.param].first + "." + suffix);
-      if (g.numel() != seg.numel) {
-        throw CheckpointError("optimizer state '" + params_[seg.param].first + "." + suffix + "' has " +
-                              std::to_string(g.numel()) + " elements, the parameter " + std::to_string(seg.numel));
-      }
+      auto g = local_part(seg.param, read(params_[seg.param].first + "." + suffix));
       full.narrow(0, seg.offset, seg.numel).copy_(g.reshape({-1}));
     }
     chunk = full.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();

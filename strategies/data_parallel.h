@@ -15,9 +15,12 @@
 // flat chunks.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <set>
 
 #include "runtime/comm/communicator.h"
+#include "runtime/models/model.h"
 #include "runtime/train/optimizer_config.h"
 #include "runtime/train/parallel_engine.h"
 
@@ -27,6 +30,12 @@ struct DataParallelOptions {
   int64_t zero_stage = 0;                 // 0, 1 or 2
   int64_t bucket_bytes = 25 << 20;        // gradient bucket size
   OptimizerConfig optimizer;
+  // With tensor / pipeline parallel (the engine then runs over one replica's dp group):
+  std::map<std::string, TensorPlacement> placements;  // parameters that are slices of a larger tensor
+  std::set<std::string> mirrored;   // held and counted by another rank of the replica too (tp replicas,
+                                    // the tied embedding on the last stage): left out of the norm, not written
+  std::shared_ptr<Communicator> model_comm;  // the replica's tp x pp ranks: norm and overflow are summed over it
+  bool reports_loss = true;         // see ParallelEngine::reports_loss
 };
 
 class DataParallelEngine : public ParallelEngine {
@@ -45,6 +54,8 @@ class DataParallelEngine : public ParallelEngine {
   std::vector<TensorShard> state_shards() override;
   void load_state(const GlobalTensorReader& read) override;
   std::string describe() const override;
+  int64_t dp_rank() const override { return comm_->rank(); }
+  bool reports_loss() const override { return opt_.reports_loss; }
 
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
   // Elements of optimizer state this rank holds per moment (shrinks with ZeRO).
@@ -63,6 +74,7 @@ class DataParallelEngine : public ParallelEngine {
     torch::Tensor grad;        // [padded] reduced gradients (stage 2: only while in flight)
     torch::Tensor grad_shard;  // stage 2: [chunk] this rank's reduced gradients
     torch::Tensor decay;       // [chunk] weight-decay coefficient per owned element
+    torch::Tensor norm_mask;   // [chunk] 1 where the element counts in the norm (undefined: all do)
     torch::Tensor exp_avg, exp_avg_sq, momentum;  // [chunk] optimizer state
     int64_t ready = 0;         // parameters whose gradient arrived this step
     std::shared_ptr<Work> work;  // the collective in flight this step
@@ -73,6 +85,11 @@ class DataParallelEngine : public ParallelEngine {
   void progress();              // lets in-flight collectives advance
   torch::Tensor owned_grad(Bucket& b);
   torch::Tensor owned_param(Bucket& b) { return b.param.narrow(0, owner_rank_ * b.chunk, b.chunk); }
+  // Shards of elements [begin, begin + data.numel()) of parameter i's local flattening.
+  void add_shards(std::vector<TensorShard>& out, int64_t i, const std::string& name, int64_t begin,
+                  const torch::Tensor& data, bool write) const;
+  // Parameter i's local part of a global tensor.
+  torch::Tensor local_part(int64_t i, const torch::Tensor& global) const;
 
   std::shared_ptr<Communicator> comm_;
   std::vector<std::pair<std::string, torch::Tensor>> params_;

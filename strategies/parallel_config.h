@@ -16,6 +16,8 @@ struct ParallelConfig {
   int64_t zero = 0;            // explicit: ZeRO stage on the dp dimension (0, 1, 2)
   int64_t micro_batch = 0;     // samples per rank per forward/backward (0 = planner picks)
   bool recompute = false;      // explicit: recompute activations per block in backward
+  std::string pp_schedule = "1f1b";  // pipeline schedule: "1f1b" or "gpipe"
+  int64_t pp_microbatches = 0;  // pipeline: micro-batches per step per replica (0 = from micro_batch)
   double memory_gb = 0.0;      // usable memory per rank for planning (0 = detect)
   double bucket_mb = 25.0;     // data parallel: gradient bucket size
   double collective_timeout_s = 300.0;  // a collective longer than this aborts the job
@@ -33,6 +35,12 @@ struct ParallelConfig {
     v("micro_batch", micro_batch, "Samples per rank per forward/backward; must divide the per-rank batch "
       "(0 = the planner picks).", cfg::at_least(0));
     v("recompute", recompute, "explicit: recompute activations per block during backward to save memory.");
+    v("pp_schedule", pp_schedule, "Pipeline schedule when pp > 1: \"1f1b\" (one forward, one backward: at most "
+      "pp micro-batches of activations in flight) or \"gpipe\" (all forwards, then all backwards).",
+      cfg::one_of({"1f1b", "gpipe"}));
+    v("pp_microbatches", pp_microbatches, "Micro-batches per optimizer step per data-parallel replica; sets "
+      "micro_batch = global_batch / (dp * pp_microbatches). More micro-batches shrink the pipeline bubble "
+      "(pp-1)/(m+pp-1) (0 = from micro_batch).", cfg::at_least(0));
     v("memory_gb", memory_gb, "Usable memory per rank in GiB for planning (0 = detect).", cfg::at_least(0.0));
     v("bucket_mb", bucket_mb, "Data parallel: gradient bucket size in MB; full buckets are all-reduced while "
       "backward continues.", cfg::greater_than(0.0));

@@ -95,6 +95,111 @@ progress = "none"
                   "gpt on 2 ranks with ZeRO-1");
 }
 
+// Tensor and pipeline parallel: every layout starts from the single-rank parameters (each rank
+// builds the whole model from the seed and keeps its part), so losses and the final parameters
+// (assembled from every rank's state shards into the end checkpoint) match the single-rank run.
+const std::string kGpt4 = R"(
+[model]
+name = "gpt"
+n_layer = 4
+n_head = 4
+n_embd = 32
+seq_len = 16
+vocab = 16
+[data]
+kind = "synthetic"
+[train]
+global_batch = 16
+steps = 30
+threads = 1  # the same matmul summation order on every layout
+[optimizer]
+# Tensor parallel sums partial products in another order (float32 rounding ~1e-7); with eps = 1e-8
+# Adam turns that into ~1e-5 steps on weights whose gradient is nearly zero. A larger eps keeps
+# the parameter comparison at 1e-5 meaningful.
+eps = 1e-6
+[log]
+progress = "none"
+)";
+
+class ModelParallel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { reference_ = new RunResult(run_gtrain(kGpt4, 1, {})); }
+  static void TearDownTestSuite() { delete reference_; }
+  static RunResult* reference_;
+  static void check(int ranks, std::vector<std::string> sets, const std::string& expect, const std::string& what) {
+    sets.insert(sets.begin(), "parallel.mode=explicit");
+    auto r = run_gtrain(kGpt4, ranks, sets);
+    EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
+    expect_same_run(*reference_, r, what);
+  }
+};
+RunResult* ModelParallel::reference_ = nullptr;
+
+TEST_F(ModelParallel, TensorParallel2) { check(2, {"parallel.tp=2"}, "dp=1 tp=2 pp=1", "tp=2"); }
+
+TEST_F(ModelParallel, PipelineParallel2) {
+  check(2, {"parallel.pp=2"}, "pipeline pp=2 stage 0 blocks [0, 2) schedule 1f1b", "pp=2");
+}
+
+TEST_F(ModelParallel, PipelineParallel4With4And8MicroBatches) {
+  check(4, {"parallel.pp=4", "parallel.pp_microbatches=4"}, "micro_batch=4 grad_accum=4", "pp=4 m=4");
+  check(4, {"parallel.pp=4", "parallel.pp_microbatches=8"}, "micro_batch=2 grad_accum=8", "pp=4 m=8");
+}
+
+TEST_F(ModelParallel, GPipeSchedule) {
+  check(2, {"parallel.pp=2", "parallel.pp_microbatches=4", "parallel.pp_schedule=gpipe"}, "schedule gpipe",
+        "pp=2 gpipe");
+}
+
+TEST_F(ModelParallel, DataTimesTensorParallelWithZero1) {
+  check(4, {"parallel.dp=2", "parallel.tp=2", "parallel.zero=1"}, "dp=2 tp=2 pp=1 zero=1", "dp=2 x tp=2");
+}
+
+TEST_F(ModelParallel, DataTimesPipelineParallelWithZero1) {
+  check(4, {"parallel.dp=2", "parallel.pp=2", "parallel.zero=1", "parallel.micro_batch=2"}, "dp=2 tp=1 pp=2 zero=1",
+        "dp=2 x pp=2");
+}
+
+// Also the unit check of state shards: the end checkpoint of this run is assembled from the
+// tp=2 x pp=2 ranks' state_shards() and must equal the single-rank parameters.
+TEST_F(ModelParallel, TensorTimesPipelineParallelWithRecompute) {
+  check(4, {"parallel.tp=2", "parallel.pp=2", "parallel.pp_microbatches=4"}, "tp=2 pp=2", "tp=2 x pp=2");
+  check(4, {"parallel.tp=2", "parallel.pp=2", "parallel.pp_microbatches=4", "parallel.recompute=true"},
+        "recompute=on", "tp=2 x pp=2 with recompute");
+}
+
+// Recompute reruns blocks in backward with the first run's random state: dropout matches exactly.
+TEST(ModelParallelRecompute, DropoutMatchesWithRecompute) {
+  const std::vector<std::string> base = {"model.dropout=0.1", "parallel.mode=explicit"};
+  auto plain = run_gtrain(kGpt4, 1, base);
+  auto with = base;
+  with.push_back("parallel.recompute=true");
+  expect_same_run(plain, run_gtrain(kGpt4, 1, with), "recompute with dropout");
+}
+
+// Impossible layouts are one ConfigError naming the factor, before any rank starts.
+TEST(ModelParallelErrors, ImpossibleRequestsNameTheFactor) {
+  test::TempDir dir;
+  std::string eight_heads = kGpt4;
+  eight_heads.replace(eight_heads.find("n_head = 4"), 10, "n_head = 8");
+  test::write_file(dir.file("gpt.toml"), eight_heads);
+  test::write_file(dir.file("mlp.toml"), kMlp);
+  auto run = [&](const std::string& file, int ranks, const std::string& sets) {
+    return run_command(GTRAIN_BINARY " run " + dir.file(file) + " --run-dir " + dir.file("run") + " --ranks " +
+                       std::to_string(ranks) + " --set parallel.mode=explicit " + sets);
+  };
+  auto tp3 = run("gpt.toml", 3, "--set parallel.tp=3");
+  EXPECT_NE(tp3.exit_code, 0);
+  EXPECT_NE(tp3.output.find("tp = 3 must divide the 8 attention heads"), std::string::npos) << tp3.output;
+  auto pp8 = run("gpt.toml", 8, "--set parallel.pp=8");
+  EXPECT_NE(pp8.exit_code, 0);
+  EXPECT_NE(pp8.output.find("pp = 8 must divide the 4 blocks"), std::string::npos) << pp8.output;
+  auto mlp = run("mlp.toml", 2, "--set parallel.tp=2");
+  EXPECT_NE(mlp.exit_code, 0);
+  EXPECT_NE(mlp.output.find("tp = 2: this model does not support tensor parallel"), std::string::npos) << mlp.output;
+  for (const auto* r : {&tp3, &pp8, &mlp}) EXPECT_EQ(r->output.find("[rank "), std::string::npos) << r->output;
+}
+
 // PIDs of the ranks of a job whose command line contains `marker`, by rank.
 std::map<int, int> rank_pids(const std::string& marker) {
   std::map<int, int> out;

@@ -36,6 +36,7 @@ void Communicator::allgather(const torch::Tensor&, torch::Tensor&) { unsupported
 void Communicator::reduce_scatter(const torch::Tensor&, torch::Tensor&, ReduceOp) { unsupported("reduce_scatter"); }
 void Communicator::send(const torch::Tensor&, int, int) { unsupported("send"); }
 void Communicator::recv(torch::Tensor&, int, int) { unsupported("recv"); }
+void Communicator::send_recv(const torch::Tensor&, torch::Tensor&, int, int) { unsupported("send_recv"); }
 void Communicator::barrier() { unsupported("barrier"); }
 std::shared_ptr<Communicator> Communicator::split(int, int) { unsupported("split"); }
 void Communicator::abort(const std::string& reason) {

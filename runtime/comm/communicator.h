@@ -51,6 +51,9 @@ class Communicator {
   virtual void reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op = ReduceOp::kSum);
   virtual void send(const torch::Tensor& t, int dst, int tag = 0);
   virtual void recv(torch::Tensor& t, int src, int tag = 0);
+  // Sends `out` to `peer` and receives `in` from `peer` at the same time (no deadlock when both
+  // sides call it: pipeline stages exchanging activations and gradients).
+  virtual void send_recv(const torch::Tensor& out, torch::Tensor& in, int peer, int tag = 0);
   virtual void barrier();
   // Ranks with the same colour form a new communicator, ordered by key.
   virtual std::shared_ptr<Communicator> split(int color, int key);

@@ -282,6 +282,15 @@ void MpiCommunicator::recv(torch::Tensor& t, int src, int tag) {
   }
 }
 
+void MpiCommunicator::send_recv(const torch::Tensor& out, torch::Tensor& in, int peer, int tag) {
+  check_cpu(out, "send_recv");
+  check_cpu(in, "send_recv");
+  Guard g(*shared_, "send_recv");
+  MPI_Status status;
+  GT_MPI_CHECK(MPI_Sendrecv(out.data_ptr(), count_of(out.nbytes(), "send_recv"), MPI_BYTE, peer, tag, in.data_ptr(),
+                            count_of(in.nbytes(), "send_recv"), MPI_BYTE, peer, tag, comm_, &status));
+}
+
 void MpiCommunicator::barrier() {
   Guard g(*shared_, "barrier");
   GT_MPI_CHECK(MPI_Barrier(comm_));

@@ -10,13 +10,13 @@ namespace gtrain {
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head_, double dropout_)
     : n_head(n_head_), dropout(dropout_) {
-  qkv = register_module("qkv", torch::nn::Linear(n_embd, 3 * n_embd));
-  proj = register_module("proj", torch::nn::Linear(n_embd, n_embd));
+  qkv = register_module("qkv", ColumnParallelLinear(n_embd, 3 * n_embd, true, 3));
+  proj = register_module("proj", RowParallelLinear(n_embd, n_embd, true));
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
-  const int64_t B = x.size(0), T = x.size(1), C3 = qkv->options.out_features();
-  const int64_t C = C3 / 3, hd = C / n_head;
+  const int64_t B = x.size(0), T = x.size(1), C3 = qkv->local_out();
+  const int64_t C = C3 / 3, hd = C / n_head;  // this rank's heads and width
   auto parts = qkv->forward(x).split(C, -1);
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head, hd}).transpose(1, 2); };
   auto y = compat::causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]),
@@ -28,8 +28,8 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
 }
 
 GptMlpImpl::GptMlpImpl(int64_t n_embd, double dropout_) : dropout(dropout_) {
-  fc = register_module("fc", torch::nn::Linear(n_embd, 4 * n_embd));
-  proj = register_module("proj", torch::nn::Linear(4 * n_embd, n_embd));
+  fc = register_module("fc", ColumnParallelLinear(n_embd, 4 * n_embd, true));
+  proj = register_module("proj", RowParallelLinear(4 * n_embd, n_embd, true));
 }
 
 torch::Tensor GptMlpImpl::forward(const torch::Tensor& x) {
@@ -63,13 +63,17 @@ Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : config_(c) {
     throw ConfigError("model.n_head = " + std::to_string(c.n_head) + " must divide model.n_embd = " +
                       std::to_string(c.n_embd));
   }
-  wte = register_module("wte", torch::nn::Embedding(vocab_, c.n_embd));
+  wte = register_module("wte", VocabParallelEmbedding(vocab_, c.n_embd));
   wpe = register_module("wpe", torch::nn::Embedding(c.seq_len, c.n_embd));
   h = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.n_layer; ++i) h->push_back(GptBlock(c.n_embd, c.n_head, c.dropout));
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    auto block = h[i]->as<GptBlock>();
+    block_fns_.push_back([block](const torch::Tensor& in) { return block->forward(in); });
+  }
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
   if (!c.tied_embeddings) {
-    lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.n_embd, vocab_).bias(false)));
+    lm_head = register_module("lm_head", ColumnParallelLinear(c.n_embd, vocab_, false));
   }
   // GPT-2 initialisation: N(0, std) weights, zero biases, residual projections scaled by depth.
   torch::NoGradGuard ng;
@@ -91,6 +95,12 @@ Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : config_(c) {
 }
 
 torch::Tensor Gpt::forward(const torch::Tensor& idx) {
+  auto x = pipeline_embed(idx);
+  for (int64_t i = 0; i < static_cast<int64_t>(h->size()); ++i) x = pipeline_block(i, x);
+  return pipeline_head(x);
+}
+
+torch::Tensor Gpt::pipeline_embed(const torch::Tensor& idx) {
   const int64_t T = idx.size(1);
   if (T > config_.seq_len) {
     throw ConfigError("gpt: input of " + std::to_string(T) + " tokens exceeds model.seq_len = " +
@@ -99,9 +109,56 @@ torch::Tensor Gpt::forward(const torch::Tensor& idx) {
   auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
   auto x = wte->forward(idx) + wpe->forward(pos);
   if (config_.dropout > 0) x = torch::dropout(x, config_.dropout, is_training());
-  for (const auto& block : *h) x = block->as<GptBlock>()->forward(x);
-  x = ln_f->forward(x);
-  return config_.tied_embeddings ? torch::matmul(x, wte->weight.t()) : lm_head->forward(x);
+  return x;
+}
+
+torch::Tensor Gpt::pipeline_block(int64_t i, const torch::Tensor& x) {
+  auto block = h[i]->as<GptBlock>();
+  if (recompute_ && is_training() && torch::GradMode::is_enabled()) {
+    return recompute_in_backward(block_fns_[i], x);
+  }
+  return block->forward(x);
+}
+
+torch::Tensor Gpt::pipeline_head(const torch::Tensor& x_in) {
+  auto x = ln_f->forward(x_in);
+  return config_.tied_embeddings ? wte->logits(x) : lm_head->forward(x);
+}
+
+std::vector<int64_t> Gpt::pipeline_activation_shape(const torch::Tensor& idx) {
+  return {idx.size(0), idx.size(1), config_.n_embd};
+}
+
+std::vector<std::string> Gpt::pipeline_outer_parameters(bool head) {
+  if (!head) return {"wte.weight", "wpe.weight"};
+  return {"ln_f.weight", "ln_f.bias", config_.tied_embeddings ? "wte.weight" : "lm_head.weight"};
+}
+
+torch::Tensor Gpt::loss_sum(const torch::Tensor& output, const torch::Tensor& target) {
+  if (tp_.size() == 1) return Model::loss_sum(output, target);
+  const int64_t T = output.size(1);
+  auto l = vocab_parallel_cross_entropy(output.reshape({-1, output.size(2)}), target.reshape({-1}),
+                                        wte->vocab_start(), tp_);
+  return l.sum() / static_cast<double>(T);
+}
+
+torch::Tensor Gpt::correct(const torch::Tensor& output, const torch::Tensor& target) {
+  return Model::correct(gather_last_dim_tp(output, tp_), target);
+}
+
+void Gpt::shard_tensor_parallel(std::shared_ptr<Communicator> tp) {
+  const int64_t n = tp ? tp->size() : 1;
+  if (n == 1) return;
+  if (config_.n_head % n != 0) {
+    throw ConfigError("tp = " + std::to_string(n) + " must divide model.n_head = " + std::to_string(config_.n_head));
+  }
+  if (vocab_ % n != 0) {
+    throw ConfigError("tp = " + std::to_string(n) + " must divide the vocabulary (model.vocab = " +
+                      std::to_string(vocab_) + "); set model.vocab to a multiple of " + std::to_string(n));
+  }
+  tp_.comm = std::move(tp);
+  shard_parallel_layers(*this, tp_);
+  for (const auto& b : *h) b->as<GptBlock>()->attn->n_head = config_.n_head / n;
 }
 
 ModelStats Gpt::stats(const DataSpec& spec) const {

@@ -1,11 +1,16 @@
 // gpt.h: decoder-only transformer ("gpt"): token + position embeddings, pre-LN blocks of causal
 // self-attention and GELU MLP, final LayerNorm, output head tied to the token embedding.
 //
-// Laid out for later splitting: attention keeps the fused QKV projection head-major per q/k/v
-// (tensor parallel splits heads), and the blocks are an ordered list (pipeline parallel splits them).
+// Built from the tensor-parallel layers (runtime/models/parallel_layers.h): the fused QKV
+// projection is column-parallel with rows [q heads | k heads | v heads] split per part (each rank
+// keeps whole heads), attention-out and MLP-down are row-parallel, the token embedding (tied to the
+// output) is vocabulary-parallel. Unsharded (tp = 1) it computes exactly the plain model. The
+// blocks are an ordered list that pipeline parallel splits into stages.
 #pragma once
 
 #include "runtime/models/model.h"
+#include "runtime/models/parallel_layers.h"
+#include "runtime/models/recompute.h"
 
 namespace gtrain {
 
@@ -14,9 +19,9 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head, double dropout);
   torch::Tensor forward(const torch::Tensor& x);  // [B, T, C] -> [B, T, C]
 
-  torch::nn::Linear qkv{nullptr};   // C -> 3C, rows [q heads | k heads | v heads]
-  torch::nn::Linear proj{nullptr};  // C -> C
-  int64_t n_head;
+  ColumnParallelLinear qkv{nullptr};  // C -> 3C, rows [q heads | k heads | v heads]
+  RowParallelLinear proj{nullptr};    // C -> C
+  int64_t n_head;                     // heads on this rank (all of them / tp)
   double dropout;
 };
 TORCH_MODULE(CausalSelfAttention);
@@ -25,8 +30,8 @@ class GptMlpImpl : public torch::nn::Module {
  public:
   GptMlpImpl(int64_t n_embd, double dropout);
   torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear fc{nullptr};    // C -> 4C
-  torch::nn::Linear proj{nullptr};  // 4C -> C
+  ColumnParallelLinear fc{nullptr};  // C -> 4C
+  RowParallelLinear proj{nullptr};   // 4C -> C
   double dropout;
 };
 TORCH_MODULE(GptMlp);
@@ -47,18 +52,34 @@ class Gpt : public Model {
   torch::Tensor forward(const torch::Tensor& idx) override;  // [B, T] int64 -> [B, T, vocab]
   ModelStats stats(const DataSpec& spec) const override;
   std::vector<std::shared_ptr<torch::nn::Module>> blocks() override;
+  torch::Tensor loss_sum(const torch::Tensor& output, const torch::Tensor& target) override;
+  torch::Tensor correct(const torch::Tensor& output, const torch::Tensor& target) override;
+
+  // Splits heads, MLP width and vocabulary over `tp` (ConfigError naming the factor that tp does not divide).
+  void shard_tensor_parallel(std::shared_ptr<Communicator> tp) override;
+  torch::Tensor pipeline_embed(const torch::Tensor& idx) override;
+  torch::Tensor pipeline_block(int64_t i, const torch::Tensor& x) override;
+  torch::Tensor pipeline_head(const torch::Tensor& x) override;  // logits: [B, T, vocab / tp]
+  std::vector<int64_t> pipeline_activation_shape(const torch::Tensor& idx) override;
+  std::vector<std::string> pipeline_outer_parameters(bool head) override;
+  // Recompute each block's activations during backward instead of keeping them.
+  void set_recompute(bool on) override { recompute_ = on; }
 
   const ModelConfig& config() const { return config_; }
   int64_t vocab() const { return vocab_; }
 
-  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  VocabParallelEmbedding wte{nullptr};
+  torch::nn::Embedding wpe{nullptr};
   torch::nn::ModuleList h{nullptr};
   torch::nn::LayerNorm ln_f{nullptr};
-  torch::nn::Linear lm_head{nullptr};  // only when embeddings are not tied
+  ColumnParallelLinear lm_head{nullptr};  // only when embeddings are not tied
 
  private:
   ModelConfig config_;
   int64_t vocab_;
+  TpGroup tp_;
+  bool recompute_ = false;
+  std::vector<BlockFunction> block_fns_;  // one per block, for recompute (stable addresses)
 };
 
 }  // namespace gtrain

@@ -3,12 +3,29 @@
 
 #include <torch/torch.h>
 
+#include <map>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/models/model_config.h"
 #include "runtime/models/model_stats.h"
 
 namespace gtrain {
+
+class Communicator;
+
+// Where a parameter held by this rank lies in the full (unsharded) tensor of the same name: the
+// local tensor, flattened, is the concatenation of its regions, each flattened row-major. A fused
+// QKV weight split by tensor parallel is three regions (this rank's heads of q, of k, of v).
+struct TensorRegion {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> shape;
+};
+struct TensorPlacement {
+  std::vector<int64_t> global_shape;
+  std::vector<TensorRegion> regions;
+};
 
 class Model : public torch::nn::Module {
  public:
@@ -29,6 +46,25 @@ class Model : public torch::nn::Module {
   virtual std::vector<std::shared_ptr<torch::nn::Module>> blocks() { return {}; }
 
   int64_t num_parameters() const;
+
+  // Tensor parallel, for models built from the parallel layers (runtime/models/parallel_layers.h):
+  // keeps this rank's slice of every parallel layer's full weights. Default: ConfigError.
+  virtual void shard_tensor_parallel(std::shared_ptr<Communicator> tp);
+  // Placement of the parameters that are slices of a larger tensor (absent: held whole).
+  virtual std::map<std::string, TensorPlacement> parameter_placements();
+
+  // Pipeline parallel, for models with blocks(): forward(input) == pipeline_head(block_{n-1}(...
+  // block_0(pipeline_embed(input)))), where block i is pipeline_block(i, x).
+  virtual torch::Tensor pipeline_embed(const torch::Tensor& input);
+  virtual torch::Tensor pipeline_block(int64_t i, const torch::Tensor& x);
+  virtual torch::Tensor pipeline_head(const torch::Tensor& x);
+  // Shape of what a block takes and returns for a batch of `input`.
+  virtual std::vector<int64_t> pipeline_activation_shape(const torch::Tensor& input);
+  // Names of the parameters outside the blocks used by pipeline_embed (head = false) or by
+  // pipeline_head (head = true); a tied weight is in both.
+  virtual std::vector<std::string> pipeline_outer_parameters(bool head);
+  // Recompute each block's activations in backward (runtime/models/recompute.h). Default: ConfigError.
+  virtual void set_recompute(bool on);
 };
 
 }  // namespace gtrain

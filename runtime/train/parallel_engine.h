@@ -12,6 +12,21 @@
 
 namespace gtrain {
 
+class Model;
+class Precision;
+
+// One optimizer step's micro-batches, as the trainer hands them to the engine.
+struct MicroBatchWork {
+  Model* model = nullptr;
+  Precision* precision = nullptr;  // autocast scope for forward
+  int64_t count = 1;               // micro-batches this step on this rank
+  double inv_batch = 1.0;          // each micro-batch's loss_sum is multiplied by this
+  double loss_scale = 1.0;         // fp16: backward runs on loss * loss_scale
+  // The next micro-batch (input, target) on the device. Every rank of a data-parallel replica (its
+  // tensor- and pipeline-parallel ranks) gets the same samples.
+  std::function<std::pair<torch::Tensor, torch::Tensor>()> next;
+};
+
 // A piece of a named global tensor held by this rank, for checkpoints that reshard on load.
 // `data` holds elements [flat_begin, flat_begin + data.numel()) of the row-major flattening of the
 // region [region_offsets, region_offsets + region_shape) of the global tensor. A whole replicated
@@ -33,6 +48,20 @@ using GlobalTensorReader = std::function<torch::Tensor(const std::string& name)>
 class ParallelEngine {
  public:
   virtual ~ParallelEngine() = default;
+
+  // Forward and backward of one step's micro-batches (calls zero_grad is the caller's job; this
+  // calls begin_micro_batch and end_backward). Returns this rank's share of the step's loss as a
+  // [1] double tensor: the sum over every rank of the job is the loss of the global batch (ranks
+  // whose loss another rank reports return zero). Default: the micro-batches one after another.
+  virtual torch::Tensor run_micro_batches(const MicroBatchWork& work);
+  // Evaluation forward of a batch: the model's output, or an undefined tensor on ranks that hold
+  // no output (pipeline stages before the last). Default: model.forward(input).
+  virtual torch::Tensor forward_only(Model& model, const torch::Tensor& input);
+  // Whether this rank's output and loss count in sums over ranks (false on all but one rank of a
+  // tensor-parallel group, and on pipeline stages before the last).
+  virtual bool reports_loss() const { return true; }
+  // Index of this rank's data-parallel replica (which slice of the global batch it reads).
+  virtual int64_t dp_rank() const = 0;
 
   // Before the first micro-batch of a step.
   virtual void zero_grad() = 0;

@@ -37,10 +37,6 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
     throw ConfigError("plan " + plan_.summary() + " does not match world size " + std::to_string(comm_->size()) +
                       " and train.global_batch " + std::to_string(config_.train.global_batch));
   }
-  if (plan_.tp != 1 || plan_.pp != 1) {
-    throw ConfigError("parallel: tp=" + std::to_string(plan_.tp) + " pp=" + std::to_string(plan_.pp) +
-                      ": this trainer runs data parallel only (tp = pp = 1)");
-  }
   compat::set_deterministic(config_.train.deterministic);
   GT_CHECK(engine_ != nullptr, "Trainer needs a ParallelEngine");
   model_->train();
@@ -64,20 +60,26 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
 Trainer::~Trainer() = default;
 
 double Trainer::probe_loss() {
+  // A collective: every rank takes part (tensor / pipeline parallel forward), the ranks that own
+  // the loss report it, and replicas agree.
   torch::NoGradGuard ng;
   const int64_t n = std::min<int64_t>(8, data_.train->size());
   std::vector<int64_t> idx;
   for (int64_t g = 0; g < n; ++g) idx.push_back(order_->dataset_index(g));
   Batch b = data_.train->collate(idx);
   model_->eval();
-  double loss;
+  auto sums = torch::zeros({2}, torch::kDouble);
   {
     auto scope = precision_->autocast();
-    auto out = model_->forward(b.input.to(device_));
-    loss = model_->loss_sum(out, b.target.to(device_)).item<double>() / static_cast<double>(n);
+    auto out = engine_->forward_only(*model_, b.input.to(device_));
+    if (out.defined()) {
+      const double l = model_->loss_sum(out, b.target.to(device_)).item<double>();
+      if (engine_->reports_loss()) sums[0] = l, sums[1] = 1;
+    }
   }
   model_->train();
-  return loss;
+  if (comm_->size() > 1) comm_->allreduce(sums, ReduceOp::kSum);
+  return sums[0].item<double>() / std::max(1.0, sums[1].item<double>()) / static_cast<double>(n);
 }
 
 nlohmann::json Trainer::checkpoint_meta() {
@@ -219,7 +221,7 @@ void Trainer::write_ledger(const TrainSummary& s, int64_t first_step, double pro
 }
 
 void Trainer::start_prefetch() {
-  const int64_t accum = layout_.accum, dp_rank = comm_->rank() % plan_.dp;
+  const int64_t accum = layout_.accum, dp_rank = engine_->dp_rank();
   auto indices = [this, accum, dp_rank](int64_t seq) {
     return micro_batch_indices(*order_, layout_, seq / accum, dp_rank, seq % accum);
   };
@@ -235,28 +237,23 @@ StepResult Trainer::train_step() {
   StepResult r;
   r.lr = lr_at(config_.train, config_.optimizer.learning_rate, step_, total_steps_);
   engine_->zero_grad();
-  // Random draws (dropout) depend only on (seed, step, rank): reproducible, and resumable at any step.
+  // Random draws (dropout) depend only on (seed, step, data-parallel replica): reproducible,
+  // resumable at any step, and the same on the tensor-parallel ranks of a replica.
   torch::manual_seed(rng::hash(static_cast<uint64_t>(config_.train.seed), static_cast<uint64_t>(step_),
-                               static_cast<uint64_t>(comm_->rank())));
+                               static_cast<uint64_t>(engine_->dp_rank())));
 
-  const double inv_batch = 1.0 / static_cast<double>(layout_.global_batch);
   DynamicLossScaler* scaler = precision_->scaler();
-  torch::Tensor loss_acc = torch::zeros({1}, torch::kDouble);
-  for (int64_t i = 0; i < layout_.accum; ++i) {
+  MicroBatchWork work;
+  work.model = model_.get();
+  work.precision = precision_.get();
+  work.count = layout_.accum;
+  work.inv_batch = 1.0 / static_cast<double>(layout_.global_batch);
+  work.loss_scale = scaler ? scaler->scale() : 1.0;
+  work.next = [this]() {
     Batch b = prefetch_->next();
-    auto input = b.input.to(device_), target = b.target.to(device_);
-    torch::Tensor loss;
-    {
-      auto scope = precision_->autocast();
-      auto out = model_->forward(input);
-      loss = model_->loss_sum(out, target) * inv_batch;
-    }
-    engine_->begin_micro_batch(i == layout_.accum - 1);
-    (scaler ? loss * scaler->scale() : loss).backward();
-    loss_acc += loss.detach().to(torch::kCPU, torch::kDouble);
-  }
-  // Gradients are summed over data-parallel ranks (each loss was divided by the global batch).
-  engine_->end_backward();
+    return std::make_pair(b.input.to(device_), b.target.to(device_));
+  };
+  torch::Tensor loss_acc = engine_->run_micro_batches(work);
   r.data_wait_s = prefetch_->take_wait_seconds();
   if (comm_->size() > 1) comm_->allreduce(loss_acc, ReduceOp::kSum);
 
@@ -292,7 +289,7 @@ EvalResult Trainer::evaluate() {
   int64_t n = data_.eval->size();
   if (config_.train.eval_batches > 0) n = std::min(n, config_.train.eval_batches * config_.train.global_batch);
   const int64_t chunk = std::max<int64_t>(plan_.micro_batch, 64);
-  const int64_t dp_rank = comm_->rank() % plan_.dp;
+  const int64_t dp_rank = engine_->dp_rank();
   auto sums = torch::zeros({3}, torch::kDouble);  // loss sum, correct, count
   double loss_sum = 0, correct = 0, count = 0;
   for (int64_t start = dp_rank * chunk; start < n; start += chunk * plan_.dp) {
@@ -300,10 +297,13 @@ EvalResult Trainer::evaluate() {
     for (int64_t i = start; i < std::min(n, start + chunk); ++i) idx.push_back(i);
     Batch b = data_.eval->collate(idx);
     auto scope = precision_->autocast();
-    auto out = model_->forward(b.input.to(device_));
+    auto out = engine_->forward_only(*model_, b.input.to(device_));
+    if (!out.defined()) continue;  // a pipeline stage before the last
     auto target = b.target.to(device_);
-    loss_sum += model_->loss_sum(out, target).item<double>();
-    correct += model_->correct(out, target).item<double>();
+    const double l = model_->loss_sum(out, target).item<double>(), k = model_->correct(out, target).item<double>();
+    if (!engine_->reports_loss()) continue;  // another rank of the tensor-parallel group counts it
+    loss_sum += l;
+    correct += k;
     count += static_cast<double>(target.numel());
   }
   sums[0] = loss_sum, sums[1] = correct, sums[2] = count;

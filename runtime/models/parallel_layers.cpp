@@ -1,0 +1,251 @@
+// parallel_layers.cpp: tensor-parallel layers and their autograd functions.
+#include "runtime/models/parallel_layers.h"
+
+#include "runtime/common/errors.h"
+
+namespace gtrain {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+namespace {
+
+// The communicator travels through the autograd context as an address: the layer that owns the
+// TpGroup outlives every graph it builds.
+int64_t comm_id(const TpGroup& g) { return reinterpret_cast<int64_t>(g.comm.get()); }
+Communicator& comm_of(AutogradContext* ctx) {
+  return *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
+}
+
+struct CopyToTp : public torch::autograd::Function<CopyToTp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return x.clone();
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    auto g = grads[0].contiguous().clone();
+    comm_of(ctx).allreduce(g, ReduceOp::kSum);
+    return {g, torch::Tensor()};
+  }
+};
+
+struct ReduceFromTp : public torch::autograd::Function<ReduceFromTp> {
+  static torch::Tensor forward(AutogradContext*, const torch::Tensor& x, int64_t comm) {
+    auto y = x.contiguous().clone();
+    reinterpret_cast<Communicator*>(comm)->allreduce(y, ReduceOp::kSum);
+    return y;
+  }
+  static tensor_list backward(AutogradContext*, tensor_list grads) { return {grads[0], torch::Tensor()}; }
+};
+
+// Same arithmetic as log_softmax + nll_loss: loss = log(sum exp(x - max)) - (x_target - max),
+// with the max, the sum and the target's logit reduced over the vocabulary shards.
+struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits, const torch::Tensor& target,
+                               int64_t vocab_start, int64_t comm) {
+    auto& c = *reinterpret_cast<Communicator*>(comm);
+    auto x = logits.to(torch::kFloat);
+    auto maxv = std::get<0>(x.max(-1)).contiguous();
+    c.allreduce(maxv, ReduceOp::kMax);
+    auto shifted = x - maxv.unsqueeze(-1);
+    const int64_t V = x.size(-1);
+    auto local = target - vocab_start;
+    auto outside = (local < 0).logical_or(local >= V);
+    auto idx = local.masked_fill(outside, 0);
+    auto picked = shifted.gather(-1, idx.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0).contiguous();
+    c.allreduce(picked, ReduceOp::kSum);
+    auto ex = shifted.exp();
+    auto sum = ex.sum(-1).contiguous();
+    c.allreduce(sum, ReduceOp::kSum);
+    auto loss = sum.log() - picked;
+    ex.div_(sum.unsqueeze(-1));
+    ctx->save_for_backward({ex, idx, outside});
+    return loss;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto grad = saved[0].clone();
+    auto hit = saved[2].logical_not().to(grad.scalar_type()).unsqueeze(-1);
+    grad.scatter_add_(-1, saved[1].unsqueeze(-1), -hit);
+    grad.mul_(grads[0].unsqueeze(-1));
+    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// This rank's slice along `dim` of each of `parts` equal blocks, concatenated.
+torch::Tensor take_slice(const torch::Tensor& full, int64_t dim, int64_t parts, const TpGroup& g) {
+  const int64_t part = full.size(dim) / parts, n = part / g.size();
+  std::vector<torch::Tensor> pieces;
+  for (int64_t p = 0; p < parts; ++p) pieces.push_back(full.narrow(dim, p * part + g.rank() * n, n));
+  return torch::cat(pieces, dim).contiguous();
+}
+
+void check_divides(const TpGroup& g, int64_t n, const std::string& what) {
+  if (n % g.size() != 0) {
+    throw ConfigError("tp = " + std::to_string(g.size()) + " must divide " + what + " (" + std::to_string(n) + ")");
+  }
+}
+
+void set_slice(torch::Tensor& p, const torch::Tensor& slice) {
+  torch::NoGradGuard ng;
+  p.set_data(slice);
+}
+
+TensorPlacement row_blocks(const torch::Tensor& local, std::vector<int64_t> global_shape, int64_t parts,
+                           const TpGroup& g) {
+  TensorPlacement pl;
+  pl.global_shape = global_shape;
+  const int64_t part = global_shape[0] / parts, n = part / g.size();
+  for (int64_t p = 0; p < parts; ++p) {
+    TensorRegion r;
+    r.offsets.assign(global_shape.size(), 0);
+    r.offsets[0] = p * part + g.rank() * n;
+    r.shape = global_shape;
+    r.shape[0] = n;
+    pl.regions.push_back(r);
+  }
+  (void)local;
+  return pl;
+}
+
+}  // namespace
+
+torch::Tensor copy_to_tp(const torch::Tensor& x, const TpGroup& g) {
+  if (g.size() == 1) return x;
+  return CopyToTp::apply(x, comm_id(g));
+}
+
+torch::Tensor reduce_from_tp(const torch::Tensor& x, const TpGroup& g) {
+  if (g.size() == 1) return x;
+  return ReduceFromTp::apply(x, comm_id(g));
+}
+
+torch::Tensor gather_last_dim_tp(const torch::Tensor& x, const TpGroup& g) {
+  if (g.size() == 1) return x;
+  torch::NoGradGuard ng;
+  auto moved = x.movedim(-1, 0).contiguous();
+  std::vector<int64_t> shape(moved.sizes().begin(), moved.sizes().end());
+  shape[0] *= g.size();
+  auto out = torch::empty(shape, moved.options());
+  g.comm->allgather(moved, out);
+  return out.movedim(0, -1);
+}
+
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
+                                           int64_t vocab_start, const TpGroup& g) {
+  GT_CHECK(g.size() > 1, "vocab_parallel_cross_entropy needs a tensor-parallel group");
+  return VocabParallelCrossEntropy::apply(logits, target, vocab_start, comm_id(g));
+}
+
+int64_t shard_parallel_layers(torch::nn::Module& m, const TpGroup& g) {
+  int64_t n = 0;
+  for (const auto& kv : m.named_modules()) {
+    if (auto* layer = dynamic_cast<TensorParallelLayer*>(kv.value().get())) {
+      layer->shard(g);
+      ++n;
+    }
+  }
+  return n;
+}
+
+std::map<std::string, TensorPlacement> parallel_layer_placements(torch::nn::Module& m) {
+  std::map<std::string, TensorPlacement> out;
+  for (const auto& kv : m.named_modules()) {
+    if (auto* layer = dynamic_cast<TensorParallelLayer*>(kv.value().get())) layer->add_placements(kv.key(), out);
+  }
+  return out;
+}
+
+// ---- ColumnParallelLinear
+
+ColumnParallelLinearImpl::ColumnParallelLinearImpl(int64_t in, int64_t out, bool with_bias, int64_t parts)
+    : in_features(in), out_features(out), fused_parts(parts) {
+  // The same parameters and random draws as torch::nn::Linear(in, out).
+  torch::nn::Linear init(torch::nn::LinearOptions(in, out).bias(with_bias));
+  weight = register_parameter("weight", init->weight.detach().clone());
+  if (with_bias) bias = register_parameter("bias", init->bias.detach().clone());
+}
+
+torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& x) {
+  return torch::linear(copy_to_tp(x, group), weight, bias);
+}
+
+void ColumnParallelLinearImpl::shard(const TpGroup& g) {
+  GT_CHECK(group.size() == 1, "ColumnParallelLinear sharded twice");
+  check_divides(g, out_features / fused_parts, "the output features of each part of a column-parallel layer");
+  group = g;
+  set_slice(weight, take_slice(weight.detach(), 0, fused_parts, g));
+  if (bias.defined()) set_slice(bias, take_slice(bias.detach(), 0, fused_parts, g));
+}
+
+void ColumnParallelLinearImpl::add_placements(const std::string& prefix,
+                                              std::map<std::string, TensorPlacement>& out) const {
+  if (group.size() == 1) return;
+  out[prefix + ".weight"] = row_blocks(weight, {out_features, in_features}, fused_parts, group);
+  if (bias.defined()) out[prefix + ".bias"] = row_blocks(bias, {out_features}, fused_parts, group);
+}
+
+// ---- RowParallelLinear
+
+RowParallelLinearImpl::RowParallelLinearImpl(int64_t in, int64_t out, bool with_bias)
+    : in_features(in), out_features(out) {
+  torch::nn::Linear init(torch::nn::LinearOptions(in, out).bias(with_bias));
+  weight = register_parameter("weight", init->weight.detach().clone());
+  if (with_bias) bias = register_parameter("bias", init->bias.detach().clone());
+}
+
+torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& x) {
+  if (group.size() == 1) return torch::linear(x, weight, bias);
+  auto y = reduce_from_tp(torch::linear(x, weight), group);
+  return bias.defined() ? y + bias : y;
+}
+
+void RowParallelLinearImpl::shard(const TpGroup& g) {
+  GT_CHECK(group.size() == 1, "RowParallelLinear sharded twice");
+  check_divides(g, in_features, "the input features of a row-parallel layer");
+  group = g;
+  set_slice(weight, take_slice(weight.detach(), 1, 1, g));  // the bias stays whole (added after the reduce)
+}
+
+void RowParallelLinearImpl::add_placements(const std::string& prefix,
+                                           std::map<std::string, TensorPlacement>& out) const {
+  if (group.size() == 1) return;
+  const int64_t n = in_features / group.size();
+  out[prefix + ".weight"] = {{out_features, in_features}, {{{0, group.rank() * n}, {out_features, n}}}};
+}
+
+// ---- VocabParallelEmbedding
+
+VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(int64_t vocab_, int64_t dim_) : vocab(vocab_), dim(dim_) {
+  torch::nn::Embedding init(vocab, dim);  // the same draws as torch::nn::Embedding
+  weight = register_parameter("weight", init->weight.detach().clone());
+}
+
+torch::Tensor VocabParallelEmbeddingImpl::forward(const torch::Tensor& ids) {
+  if (group.size() == 1) return torch::embedding(weight, ids);
+  const int64_t start = vocab_start(), n = weight.size(0);
+  auto local = ids - start;
+  auto outside = (local < 0).logical_or(local >= n);
+  auto emb = torch::embedding(weight, local.masked_fill(outside, 0));
+  emb = emb.masked_fill(outside.unsqueeze(-1), 0.0);
+  return reduce_from_tp(emb, group);
+}
+
+torch::Tensor VocabParallelEmbeddingImpl::logits(const torch::Tensor& x) {
+  return torch::matmul(copy_to_tp(x, group), weight.t());
+}
+
+void VocabParallelEmbeddingImpl::shard(const TpGroup& g) {
+  GT_CHECK(group.size() == 1, "VocabParallelEmbedding sharded twice");
+  check_divides(g, vocab, "the vocabulary (model.vocab)");
+  group = g;
+  set_slice(weight, take_slice(weight.detach(), 0, 1, g));
+}
+
+void VocabParallelEmbeddingImpl::add_placements(const std::string& prefix,
+                                                std::map<std::string, TensorPlacement>& out) const {
+  if (group.size() == 1) return;
+  out[prefix + ".weight"] = row_blocks(weight, {vocab, dim}, 1, group);
+}
+
+}  // namespace gtrain

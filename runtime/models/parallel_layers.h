@@ -1,0 +1,105 @@
+// parallel_layers.h: Megatron-style tensor-parallel layers (ColumnParallelLinear,
+// RowParallelLinear, VocabParallelEmbedding), the vocabulary-parallel cross-entropy, and the
+// autograd functions that move data between the ranks of a tensor-parallel group:
+//   copy_to_tp     (f): identity forward, all-reduce of the gradient in backward;
+//   reduce_from_tp (g): all-reduce forward, identity backward.
+// A column-parallel layer starts with f, a row-parallel one ends with g, so an attention or MLP
+// block costs one all-reduce forward and one backward.
+//
+// Every layer is built whole (initialised exactly as torch::nn::Linear / Embedding, from the same
+// random stream on every rank) and shard() then keeps this rank's slice: tp = N starts from the
+// parameters of tp = 1, and without shard() the layers compute exactly what the torch layers do.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/models/model.h"
+
+namespace gtrain {
+
+// The tensor-parallel group a layer is split over (no communicator: not split).
+struct TpGroup {
+  std::shared_ptr<Communicator> comm;
+  int64_t size() const { return comm ? comm->size() : 1; }
+  int64_t rank() const { return comm ? comm->rank() : 0; }
+};
+
+torch::Tensor copy_to_tp(const torch::Tensor& x, const TpGroup& g);
+torch::Tensor reduce_from_tp(const torch::Tensor& x, const TpGroup& g);
+// Concatenates the ranks' last dimensions (no gradient; evaluation only).
+torch::Tensor gather_last_dim_tp(const torch::Tensor& x, const TpGroup& g);
+// Per-row cross-entropy of logits split by vocabulary: `logits` [N, V/tp] holds columns
+// [vocab_start, vocab_start + V/tp); `target` [N] holds global ids. Returns [N], same on every rank.
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
+                                           int64_t vocab_start, const TpGroup& g);
+
+// A layer whose parameters tensor parallel splits.
+class TensorParallelLayer {
+ public:
+  virtual ~TensorParallelLayer() = default;
+  // Keeps this rank's slice of the whole parameters.
+  virtual void shard(const TpGroup& g) = 0;
+  // Placement of the split parameters, keyed "<prefix>.<name>".
+  virtual void add_placements(const std::string& prefix, std::map<std::string, TensorPlacement>& out) const = 0;
+};
+
+// Shards every TensorParallelLayer inside `m`; returns how many there were.
+int64_t shard_parallel_layers(torch::nn::Module& m, const TpGroup& g);
+// Placements of every split parameter inside `m` (empty when nothing is split).
+std::map<std::string, TensorPlacement> parallel_layer_placements(torch::nn::Module& m);
+
+// y = x W^T + b with W's rows (output features) split: output [.., out/tp]. `fused_parts` equal
+// row blocks (q | k | v) are split separately, so each rank keeps whole heads of every part.
+class ColumnParallelLinearImpl : public torch::nn::Module, public TensorParallelLayer {
+ public:
+  ColumnParallelLinearImpl(int64_t in, int64_t out, bool bias, int64_t fused_parts = 1);
+  torch::Tensor forward(const torch::Tensor& x);
+  void shard(const TpGroup& g) override;
+  void add_placements(const std::string& prefix, std::map<std::string, TensorPlacement>& out) const override;
+  int64_t local_out() const { return weight.size(0); }
+
+  torch::Tensor weight, bias;
+  int64_t in_features, out_features, fused_parts;
+  TpGroup group;
+};
+TORCH_MODULE(ColumnParallelLinear);
+
+// y = x W^T + b with W's columns (input features) split: input [.., in/tp] (a column-parallel
+// layer's output), partial products all-reduced, bias added once after the reduction.
+class RowParallelLinearImpl : public torch::nn::Module, public TensorParallelLayer {
+ public:
+  RowParallelLinearImpl(int64_t in, int64_t out, bool bias);
+  torch::Tensor forward(const torch::Tensor& x);
+  void shard(const TpGroup& g) override;
+  void add_placements(const std::string& prefix, std::map<std::string, TensorPlacement>& out) const override;
+
+  torch::Tensor weight, bias;
+  int64_t in_features, out_features;
+  TpGroup group;
+};
+TORCH_MODULE(RowParallelLinear);
+
+// Embedding with the vocabulary (rows) split: each rank looks up the ids it holds, zeros for the
+// rest, and the all-reduce assembles the rows. Also the tied output layer: logits(x) gives this
+// rank's vocabulary columns [.., vocab/tp].
+class VocabParallelEmbeddingImpl : public torch::nn::Module, public TensorParallelLayer {
+ public:
+  VocabParallelEmbeddingImpl(int64_t vocab, int64_t dim);
+  torch::Tensor forward(const torch::Tensor& ids);
+  torch::Tensor logits(const torch::Tensor& x);
+  void shard(const TpGroup& g) override;
+  void add_placements(const std::string& prefix, std::map<std::string, TensorPlacement>& out) const override;
+  int64_t vocab_start() const { return group.rank() * (vocab / group.size()); }
+
+  torch::Tensor weight;
+  int64_t vocab, dim;
+  TpGroup group;
+};
+TORCH_MODULE(VocabParallelEmbedding);
+
+}  // namespace gtrain

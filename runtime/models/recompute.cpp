@@ -1,0 +1,46 @@
+// recompute.cpp: the recompute autograd function.
+#include "runtime/models/recompute.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+namespace gtrain {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+struct RecomputeBlock : public torch::autograd::Function<RecomputeBlock> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t block) {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    ctx->saved_data["block"] = block;
+    ctx->saved_data["rng"] = gen.get_state();
+    ctx->save_for_backward({x});
+    torch::NoGradGuard ng;
+    return (*reinterpret_cast<const BlockFunction*>(block))(x);
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    auto x = ctx->get_saved_variables()[0];
+    auto gen = at::detail::getDefaultCPUGenerator();
+    auto now = gen.get_state();
+    gen.set_state(ctx->saved_data["rng"].toTensor());
+    torch::Tensor in, out;
+    {
+      torch::AutoGradMode on(true);
+      in = x.detach().requires_grad_(true);
+      out = (*reinterpret_cast<const BlockFunction*>(ctx->saved_data["block"].toInt()))(in);
+    }
+    gen.set_state(now);
+    // Accumulates the block's parameter gradients (their hooks fire here) and the input's.
+    torch::autograd::backward({out}, {grads[0]});
+    return {in.grad(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor recompute_in_backward(const BlockFunction& block, const torch::Tensor& x) {
+  return RecomputeBlock::apply(x, reinterpret_cast<int64_t>(&block));
+}
+
+}  // namespace gtrain

@@ -1,0 +1,31 @@
+// parallel_engine.cpp: the default micro-batch loop and evaluation forward of every engine.
+#include "runtime/train/parallel_engine.h"
+
+#include "runtime/models/model.h"
+#include "runtime/precision/precision.h"
+
+namespace gtrain {
+
+torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
+  torch::Tensor loss_acc = torch::zeros({1}, torch::kDouble);
+  for (int64_t i = 0; i < w.count; ++i) {
+    auto batch = w.next();
+    torch::Tensor loss;
+    {
+      auto scope = w.precision->autocast();
+      auto out = w.model->forward(batch.first);
+      loss = w.model->loss_sum(out, batch.second) * w.inv_batch;
+    }
+    begin_micro_batch(i == w.count - 1);
+    (w.loss_scale != 1.0 ? loss * w.loss_scale : loss).backward();
+    loss_acc += loss.detach().to(torch::kCPU, torch::kDouble);
+  }
+  // Gradients are summed over data-parallel ranks (each loss was divided by the global batch).
+  end_backward();
+  if (!reports_loss()) loss_acc.zero_();
+  return loss_acc;
+}
+
+torch::Tensor ParallelEngine::forward_only(Model& model, const torch::Tensor& input) { return model.forward(input); }
+
+}  // namespace gtrain

@@ -1,0 +1,236 @@
+// pipeline_parallel.cpp: stage partition, the 1F1B and GPipe schedules, tied-weight gradients.
+#include "strategies/pipeline_parallel.h"
+
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <limits>
+#include <set>
+
+#include "runtime/common/errors.h"
+#include "runtime/precision/precision.h"
+
+namespace gtrain {
+
+std::vector<int64_t> balance_stages(const std::vector<double>& cost, double first_extra, double last_extra,
+                                    int64_t pp) {
+  const int64_t n = static_cast<int64_t>(cost.size());
+  if (pp < 1 || pp > n) {
+    throw ConfigError("pp = " + std::to_string(pp) + " must be between 1 and the " + std::to_string(n) +
+                      " blocks of the model");
+  }
+  std::vector<double> prefix(n + 1, 0);
+  for (int64_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + cost[i];
+  // best[s][j]: least max-stage cost placing blocks [0, j) on stages [0, s).
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(pp + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int64_t>> from(pp + 1, std::vector<int64_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (int64_t s = 1; s <= pp; ++s) {
+    for (int64_t j = s; j <= n - (pp - s); ++j) {
+      for (int64_t i = s - 1; i < j; ++i) {
+        double c = prefix[j] - prefix[i] + (s == 1 ? first_extra : 0) + (s == pp ? last_extra : 0);
+        const double v = std::max(best[s - 1][i], c);
+        if (v < best[s][j] - 1e-12) best[s][j] = v, from[s][j] = i;
+      }
+    }
+  }
+  std::vector<int64_t> bounds(pp + 1, n);
+  for (int64_t s = pp, j = n; s >= 1; --s) {
+    bounds[s] = j;
+    j = from[s][j];
+    bounds[s - 1] = j;
+  }
+  return bounds;
+}
+
+double pipeline_bubble_fraction(int64_t pp, int64_t m) {
+  return static_cast<double>(pp - 1) / static_cast<double>(m + pp - 1);
+}
+
+PipelineEngine::PipelineEngine(const ProcessGroups& groups, std::shared_ptr<Model> model,
+                               std::vector<int64_t> bounds, DataParallelOptions dpo, PipelineOptions options)
+    : groups_(groups), model_(std::move(model)), opt_(std::move(options)) {
+  const int64_t pp = groups_.dims.pp, s = groups_.pp_rank;
+  GT_CHECK(static_cast<int64_t>(bounds.size()) == pp + 1, "stage bounds do not match pp");
+  begin_ = bounds[s], end_ = bounds[s + 1];
+  first_ = s == 0, last_ = s == pp - 1;
+  if (opt_.schedule != "1f1b" && opt_.schedule != "gpipe") {
+    throw ConfigError("parallel.pp_schedule = \"" + opt_.schedule + "\": must be \"1f1b\" or \"gpipe\"");
+  }
+
+  // This stage's parameters: its blocks', plus the embedding on the first and the head on the last.
+  auto blocks = model_->blocks();
+  std::set<const void*> mine;
+  for (int64_t b = begin_; b < end_; ++b) {
+    for (const auto& p : blocks[b]->parameters()) mine.insert(p.unsafeGetTensorImpl());
+  }
+  std::set<std::string> embed, head;
+  for (const auto& n : model_->pipeline_outer_parameters(false)) embed.insert(n);
+  for (const auto& n : model_->pipeline_outer_parameters(true)) head.insert(n);
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  std::set<std::string> tied_names;
+  for (const auto& kv : model_->named_parameters()) {
+    const bool in_embed = embed.count(kv.key()) > 0, in_head = head.count(kv.key()) > 0;
+    const bool keep = mine.count(kv.value().unsafeGetTensorImpl()) || (first_ && in_embed) || (last_ && in_head);
+    if (!keep) {
+      torch::NoGradGuard ng;
+      kv.value().set_data(torch::empty({0}, kv.value().options()));  // another stage holds it
+      continue;
+    }
+    params.emplace_back(kv.key(), kv.value());
+    if (pp > 1 && in_embed && in_head) {
+      tied_.push_back(kv.value());
+      tied_names.insert(kv.key());
+      if (!first_) dpo.mirrored.insert(kv.key());  // the first stage counts and writes it
+    }
+  }
+  // Every rank of the pipeline joins the split; the first and last stage form the tied group.
+  if (pp > 1) {
+    tied_comm_ = groups_.pp->split(first_ || last_ ? 0 : 1, static_cast<int>(s));
+    if (!(first_ || last_)) tied_comm_.reset();
+  }
+  dp_ = std::make_unique<DataParallelEngine>(groups_.dp, std::move(params), std::move(dpo));
+}
+
+std::string PipelineEngine::describe() const {
+  char buf[200];
+  std::snprintf(buf, sizeof(buf), "pipeline pp=%lld stage %lld blocks [%lld, %lld) schedule %s tp=%lld; %s",
+                (long long)groups_.dims.pp, (long long)groups_.pp_rank, (long long)begin_, (long long)end_,
+                opt_.schedule.c_str(), (long long)groups_.dims.tp, dp_->describe().c_str());
+  return buf;
+}
+
+torch::Tensor PipelineEngine::recv_activation() {
+  auto t = torch::empty(act_shape_, torch::kFloat);
+  auto t0 = std::chrono::steady_clock::now();
+  groups_.pp->recv(t, static_cast<int>(groups_.pp_rank - 1), 0);
+  comm_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return t;
+}
+
+torch::Tensor PipelineEngine::recv_gradient() {
+  auto t = torch::empty(act_shape_, torch::kFloat);
+  auto t0 = std::chrono::steady_clock::now();
+  groups_.pp->recv(t, static_cast<int>(groups_.pp_rank + 1), 0);
+  comm_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return t;
+}
+
+torch::Tensor PipelineEngine::stage_forward(const torch::Tensor& input, const torch::Tensor& received) {
+  auto x = first_ ? model_->pipeline_embed(input) : received;
+  for (int64_t b = begin_; b < end_; ++b) x = model_->pipeline_block(b, x);
+  return x;
+}
+
+torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
+  const auto start = std::chrono::steady_clock::now();
+  comm_wait_s_ = 0;
+  const int64_t m = w.count, pp = groups_.dims.pp, s = groups_.pp_rank;
+  auto& pcomm = *groups_.pp;
+  const int prev = static_cast<int>(s - 1), next = static_cast<int>(s + 1);
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> batches;
+  for (int64_t i = 0; i < m; ++i) batches.push_back(w.next());
+  act_shape_ = model_->pipeline_activation_shape(batches[0].first);
+  dp_->begin_micro_batch(false);  // gradients accumulate; end_backward reduces them once
+
+  torch::Tensor loss_acc = torch::zeros({1}, torch::kDouble);
+  std::deque<std::pair<torch::Tensor, torch::Tensor>> pending;  // (stage input, stage output) awaiting backward
+  int64_t fwd = 0;
+  auto timed = [&](auto&& f) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    comm_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  // Forward of the next micro-batch from `received` (undefined on the first stage); returns what
+  // goes to the next stage (undefined on the last).
+  auto forward = [&](torch::Tensor received) {
+    auto& b = batches[fwd++];
+    if (received.defined()) received.requires_grad_(true);
+    torch::Tensor out;
+    {
+      auto scope = w.precision->autocast();
+      out = stage_forward(b.first, received);
+      if (last_) {
+        auto loss = model_->loss_sum(model_->pipeline_head(out), b.second) * w.inv_batch;
+        loss_acc += loss.detach().to(torch::kCPU, torch::kDouble);
+        out = w.loss_scale != 1.0 ? loss * w.loss_scale : loss;
+      }
+    }
+    pending.emplace_back(received, out);
+    return last_ ? torch::Tensor() : out.detach().to(torch::kFloat).contiguous();
+  };
+  // Backward of the oldest pending micro-batch; returns the gradient for the previous stage.
+  auto backward = [&](const torch::Tensor& grad) {
+    auto [in, out] = pending.front();
+    pending.pop_front();
+    if (last_) {
+      out.backward();
+    } else {
+      torch::autograd::backward({out}, {grad});
+    }
+    return first_ ? torch::Tensor() : in.grad().contiguous();
+  };
+  auto send_fwd = [&](const torch::Tensor& y) {
+    if (!last_) timed([&] { pcomm.send(y, next, 0); });
+  };
+  auto recv_fwd = [&]() { return first_ ? torch::Tensor() : recv_activation(); };
+  auto send_bwd = [&](const torch::Tensor& g) {
+    if (!first_) timed([&] { pcomm.send(g, prev, 0); });
+  };
+  auto recv_bwd = [&]() { return last_ ? torch::Tensor() : recv_gradient(); };
+
+  if (opt_.schedule == "gpipe") {
+    for (int64_t i = 0; i < m; ++i) send_fwd(forward(recv_fwd()));
+    for (int64_t i = 0; i < m; ++i) send_bwd(backward(recv_bwd()));
+  } else {
+    const int64_t warmup = std::min(pp - s - 1, m), steady = m - warmup;
+    for (int64_t i = 0; i < warmup; ++i) send_fwd(forward(recv_fwd()));
+    torch::Tensor x = steady > 0 ? recv_fwd() : torch::Tensor();
+    for (int64_t i = 0; i < steady; ++i) {
+      auto y = forward(x);
+      torch::Tensor g;
+      if (!last_) {  // send this activation, receive the gradient of the oldest one
+        g = torch::empty(act_shape_, torch::kFloat);
+        timed([&] { pcomm.send_recv(y, g, next, 0); });
+      }
+      auto dx = backward(g);
+      if (i == steady - 1) {
+        send_bwd(dx);
+      } else if (!first_) {  // send this gradient, receive the next activation
+        x = torch::empty(act_shape_, torch::kFloat);
+        timed([&] { pcomm.send_recv(dx, x, prev, 0); });
+      }
+    }
+    for (int64_t i = 0; i < warmup; ++i) send_bwd(backward(recv_bwd()));
+  }
+  end_backward();
+  if (!reports_loss()) loss_acc.zero_();
+  step_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return loss_acc;
+}
+
+void PipelineEngine::end_backward() {
+  // The tied weight's gradient: the embedding's use on the first stage plus the output layer's on the last.
+  if (tied_comm_ && tied_comm_->size() > 1) {
+    torch::NoGradGuard ng;
+    for (auto& p : tied_) {
+      auto g = p.grad().defined() ? p.grad().contiguous() : torch::zeros_like(p);
+      tied_comm_->allreduce(g, ReduceOp::kSum);
+      p.mutable_grad() = g;
+    }
+  }
+  dp_->end_backward();
+}
+
+torch::Tensor PipelineEngine::forward_only(Model& model, const torch::Tensor& input) {
+  (void)model;
+  act_shape_ = model_->pipeline_activation_shape(input);
+  torch::Tensor received = first_ ? torch::Tensor() : recv_activation();
+  auto x = stage_forward(input, received);
+  if (last_) return model_->pipeline_head(x);
+  groups_.pp->send(x.contiguous(), static_cast<int>(groups_.pp_rank + 1), 0);
+  return torch::Tensor();
+}
+
+}  // namespace gtrain
