@@ -34,6 +34,7 @@ global_batch = 16
 steps = 40
 warmup_steps = 4
 seed = 11
+threads = 1  # the same matmul summation order on every layout
 [log]
 progress = "none"
 )";
@@ -138,6 +139,12 @@ TEST(Stages, ReshardAcrossDataParallelAndZeroLayouts) {
       {2, {"parallel.mode=explicit", "parallel.zero=2"}, 4, {"parallel.mode=explicit", "parallel.zero=2"}, false},
       {2, {}, 1, {"parallel.micro_batch=4"}, false},
       {2, {"parallel.mode=explicit", "parallel.zero=1"}, 2, {"parallel.mode=explicit", "parallel.zero=1"}, true},
+      // Tensor / pipeline parallel layouts (issue 5) in and out.
+      {2, {"parallel.mode=explicit", "parallel.tp=2"}, 1, {}, false},
+      {1, {}, 2, {"parallel.mode=explicit", "parallel.pp=2"}, false},
+      {4, {"parallel.mode=explicit", "parallel.tp=2", "parallel.pp=2"}, 2, {"parallel.mode=explicit", "parallel.zero=1"}, false},
+      {2, {"parallel.mode=explicit", "parallel.pp=2"}, 4, {"parallel.mode=explicit", "parallel.tp=2", "parallel.dp=2",
+                                                           "parallel.zero=1"}, false},
   };
   for (const auto& c : cases) {
     test::TempDir dir;
