@@ -11,34 +11,16 @@
 #include <sstream>
 
 #include "launcher/hostlist.h"
+#include "launcher/text_util.h"
 #include "runtime/common/errors.h"
 
 namespace gtrain {
 namespace {
 
+using text::split;
+using text::trim;
+
 using Env = std::map<std::string, std::string>;
-
-std::string trim(const std::string& s) {
-  size_t a = 0, b = s.size();
-  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
-  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
-  return s.substr(a, b - a);
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
 
 bool all_digits(const std::string& s) {
   if (s.empty() || s.size() > 9) return false;

@@ -200,14 +200,7 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
 }
 
 PlannerInput planner_input(const JobConfig& cfg, const JobDescription& d, const Setup& s, int64_t world, bool runnable) {
-  PlannerInput in;
-  in.model = d.stats;
-  in.model_name = cfg.model.name;
-  in.train = cfg.train;
-  in.optimizer = cfg.optimizer;
-  in.parallel = cfg.parallel;
-  in.precision = cfg.precision;
-  in.world = world;
+  PlannerInput in = planner_input_for(cfg, d.stats, world);
   in.gpus_per_node = std::min(world, s.gpus_per_node);
   in.memory_bytes = s.memory_per_rank;
   if (!s.gpu && s.memory_per_rank > 0 && world < s.gpus_per_node) {

@@ -54,14 +54,7 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
 
   // Plan with what this runtime executes (strategies/capabilities.h) and this host's CPU profile
   // (calibrated by `gtrain plan --calibrate`, else a conservative default).
-  PlannerInput pin;
-  pin.model = parts.stats;
-  pin.model_name = cfg.model.name;
-  pin.train = cfg.train;
-  pin.optimizer = cfg.optimizer;
-  pin.parallel = cfg.parallel;
-  pin.precision = cfg.precision;
-  pin.world = world_size;
+  PlannerInput pin = planner_input_for(cfg, parts.stats, world_size);
   pin.gpus_per_node = world_size;
   pin.caps = kRunCapabilities;
   pin.profile = local_cpu_profile(process_environment(), ProcessContext::get().host,

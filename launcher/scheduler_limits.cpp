@@ -2,6 +2,8 @@
 // which limits bind.
 #include "launcher/scheduler_limits.h"
 
+#include "launcher/text_util.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -10,6 +12,9 @@
 
 namespace gtrain {
 namespace {
+
+using text::split;
+using text::trim;
 
 std::string upper(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
@@ -22,28 +27,6 @@ bool all_digits(const std::string& s) {
     if (!std::isdigit(static_cast<unsigned char>(c))) return false;
   }
   return true;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
-
-std::string trim(const std::string& s) {
-  size_t a = 0, b = s.size();
-  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
-  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
-  return s.substr(a, b - a);
 }
 
 LimitValue tres_limit(const std::string& tres) {

@@ -390,4 +390,16 @@ Plan plan_job(const PlannerInput& in) {
   throw ConfigError("no layout of " + num(in.world) + " ranks works");
 }
 
+PlannerInput planner_input_for(const JobConfig& cfg, const ModelStats& stats, int64_t world) {
+  PlannerInput in;
+  in.model = stats;
+  in.model_name = cfg.model.name;
+  in.train = cfg.train;
+  in.optimizer = cfg.optimizer;
+  in.parallel = cfg.parallel;
+  in.precision = cfg.precision;
+  in.world = world;
+  return in;
+}
+
 }  // namespace gtrain

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/job_config.h"
 #include "runtime/models/model_stats.h"
 #include "runtime/precision/precision_config.h"
 #include "runtime/train/optimizer_config.h"
@@ -56,6 +57,10 @@ std::vector<RankedPlan> plan_candidates(const PlannerInput& in);
 // ("needs 93.1 GiB per GPU, 40.0 GiB usable: 53.1 GiB missing"), a batch that dp cannot split
 // (with the nearest valid global batches), or, in explicit mode, every factor that is wrong.
 Plan plan_job(const PlannerInput& in);
+
+// A job config as the planner sees it: model, train, optimizer, parallel and precision settings
+// for `world` ranks (profile, memory, node shape and capabilities are left to the caller).
+PlannerInput planner_input_for(const JobConfig& cfg, const ModelStats& stats, int64_t world);
 
 // Global batches near `global_batch` that `dp` ranks can split evenly.
 std::vector<int64_t> nearest_valid_global_batches(int64_t global_batch, int64_t dp);
