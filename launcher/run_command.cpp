@@ -257,6 +257,9 @@ RunOutcome run_job(const RunOptions& o) {
   install_stop_signals(cfg.schedule.stop_signals);
 
   const int threads = set_torch_threads(cfg.train.threads, rank_env.local_size);
+  // Memory the job adds on top of the loaded program: compared with the planner's estimate.
+  reset_peak_resident();
+  const double baseline_rss = resident_bytes();
   JobParts parts = assemble_job(cfg, comm->size(), comm, rank_env.local_size);
   const Plan& plan = parts.plan;
   const int64_t requested_batch = cfg.train.global_batch;
@@ -285,6 +288,7 @@ RunOutcome run_job(const RunOptions& o) {
 
   const std::string engine_desc = parts.engine->describe();
   Trainer trainer(cfg, plan, comm, parts.model, parts.data, std::move(parts.engine), paths);
+  trainer.set_memory_baseline(baseline_rss);
   StageOptions stage;
   stage.ledger = (fs::path(run_dir) / "stages.jsonl").string();
   {

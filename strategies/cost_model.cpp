@@ -75,7 +75,13 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
     // 1F1B: the first stage holds `in_flight` micro-batches; the last one holds one plus the logits.
     const double first = stage * static_cast<double>(e.in_flight) + (l.pp == 1 ? outer * eb : 0.0);
     const double last = stage + outer * eb;
-    e.activations = std::max(first, last) * mb;
+    // Backward's working set on top of what forward kept: one block's MLP-sized gradients and their
+    // temporaries (about 3 x 4TC) and the logits' gradient (2TV), per micro-batch sample. Measured
+    // on CPU against the resident high-water mark (tests/test_memory_estimate.cpp).
+    const double T = static_cast<double>(m.seq_len), C = static_cast<double>(m.hidden);
+    const double t = static_cast<double>(std::max<int64_t>(1, l.tp));
+    const double backward_ws = (12.0 * T * C / t + 2.0 * T * static_cast<double>(m.vocab) / t) * eb;
+    e.activations = (std::max(first, last) + backward_ws) * mb;
   } else {
     const double scale = half(in.precision) ? 0.6 : 1.0;
     const double stages = static_cast<double>(std::max<int64_t>(1, l.pp));

@@ -72,6 +72,11 @@ HardwareProfile default_cpu_profile(int cores) {
   p.bf16_flops = 25e9 * c;  // no bf16 matmul units assumed
   p.fp16_flops = 25e9 * c;
   p.efficiency = 0.5;
+  // Host memory: the program itself is already resident (no device context to reserve), but the
+  // glibc heap's high-water mark runs ~30% above live tensors (freed blocks of other sizes are not
+  // reused at once). Measured against VmHWM for several GPT shapes (tests/test_memory_estimate.cpp).
+  p.workspace_bytes = 8.0 * 1024 * 1024;
+  p.fragmentation = 0.30;
   p.source = "default";
   p.note = "not calibrated: run gtrain plan --calibrate to measure this machine";
   return p;

@@ -200,6 +200,26 @@ TEST(ModelParallelErrors, ImpossibleRequestsNameTheFactor) {
   for (const auto* r : {&tp3, &pp8, &mlp}) EXPECT_EQ(r->output.find("[rank "), std::string::npos) << r->output;
 }
 
+// The planner's per-rank estimate against each rank's measured peak on 2 data-parallel ranks
+// (tests/test_memory_estimate.cpp has single-rank shapes); tolerance 15%.
+TEST(MultiRankMemory, DataParallelEstimateWithinFifteenPercent) {
+  const std::string gpt = "[model]\nname = \"gpt\"\nn_layer = 4\nn_head = 4\nn_embd = 256\nseq_len = 128\nvocab = 256\n"
+                          "[data]\nkind = \"synthetic\"\nsynthetic_samples = 256\n[train]\nglobal_batch = 32\nsteps = 3\n"
+                          "threads = 1\neval_batches = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"none\"\n";
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), gpt);
+  auto r = run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  double peak = 0, est = 0;
+  for (const auto& l : test::lines(test::read_file(dir.file("run/metrics.jsonl")))) {
+    auto j = nlohmann::json::parse(l);
+    if (j.value("kind", "") != "train") continue;
+    peak = std::max(peak, j.at("peak_mem_mb").get<double>());  // rank 0's
+    est = j.at("est_mem_mb").get<double>();
+  }
+  EXPECT_NEAR(peak / est, 1.0, 0.15) << "measured " << peak << " MiB, estimated " << est << " MiB";
+}
+
 // PIDs of the ranks of a job whose command line contains `marker`, by rank.
 std::map<int, int> rank_pids(const std::string& marker) {
   std::map<int, int> out;

@@ -52,3 +52,29 @@ double available_memory_bytes() {
 }
 
 }  // namespace gtrain
+
+namespace gtrain {
+namespace {
+double status_kb(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string k;
+  while (f >> k) {
+    if (k == key) {
+      double kb = 0;
+      f >> kb;
+      return kb * 1024.0;
+    }
+    std::getline(f, k);
+  }
+  return 0;
+}
+}  // namespace
+
+double resident_bytes() { return status_kb("VmRSS:"); }
+double peak_resident_bytes() { return status_kb("VmHWM:"); }
+void reset_peak_resident() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+}
+
+}  // namespace gtrain

@@ -16,4 +16,10 @@ int set_torch_threads(int64_t threads, int local_ranks);
 // Usable memory of this machine in bytes (MemAvailable), 0 when unknown.
 double available_memory_bytes();
 
+// This process's resident memory now and its high-water mark (VmRSS / VmHWM), in bytes.
+double resident_bytes();
+double peak_resident_bytes();
+// Restarts the high-water mark at the current resident size (Linux clear_refs 5).
+void reset_peak_resident();
+
 }  // namespace gtrain

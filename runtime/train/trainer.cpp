@@ -6,6 +6,7 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/errors.h"
+#include "runtime/common/startup.h"
 #include "runtime/common/torch_compat.h"
 #include "runtime/data/rng.h"
 #include "runtime/train/schedule.h"
@@ -337,6 +338,11 @@ void Trainer::log_step(const StepResult& r) {
                         {"time", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()}};
   if (tokens) rec["tokens_per_s"] = unit_rate;
   if (r.skipped) rec["skipped"] = true;
+  if (memory_baseline_ > 0) {
+    // CPU: the job's resident high-water mark above the baseline (device memory comes with CUDA).
+    rec["peak_mem_mb"] = (peak_resident_bytes() - memory_baseline_) / (1 << 20);
+    rec["est_mem_mb"] = plan_.est_memory_bytes / (1 << 20);
+  }
   if (auto* s = precision_->scaler()) rec["loss_scale"] = s->scale();
   metrics_->write(rec);
 }

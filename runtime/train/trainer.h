@@ -81,6 +81,8 @@ class Trainer {
   TrainSummary run();
 
   void set_stage(StageOptions stage) { stage_ = std::move(stage); }
+  // Resident memory before the job was built; metrics then report the job's own peak on top of it.
+  void set_memory_baseline(double bytes) { memory_baseline_ = bytes; }
   // Loads parameters, optimizer state and the step from a checkpoint written by any layout, and
   // checks the probe loss. Throws CheckpointError (changed model, global batch, probe mismatch).
   void resume(const std::string& checkpoint_path);
@@ -127,6 +129,7 @@ class Trainer {
   std::unique_ptr<class CheckpointWriter> writer_;
   double save_stall_total_ = 0, max_save_seconds_ = 0;
   double stage_start_unix_ = 0;
+  double memory_baseline_ = 0;
 };
 
 // Optimizer steps a config asks for (train.steps, or epochs / tokens rounded up).
