@@ -33,6 +33,9 @@ std::string script_body(const BatchStage& s, const std::string& scheduler, const
   for (size_t i = 0; i < s.run_args.size(); ++i) b << (i ? " " : "") << shell_quote(s.run_args[i]);
   b << ")\n"
     << "export GTRAIN_SUBMIT_SCHEDULER=" << scheduler << " GTRAIN_SUBMIT_STAGE=$STAGE\n"
+    << "# The scheduler may grant fewer task slots than GPUs (one task per node): let mpirun place one\n"
+    << "# rank per GPU anyway.\n"
+    << "export OMPI_MCA_rmaps_base_oversubscribe=1\n"
     << "cd \"$RUN_DIR\" || exit 1\n"
     << "echo \"gtrain stage $STAGE (job $JOB_ID) on $(hostname) at $(date -u +%FT%TZ)\"\n"
     << "# Training finished in an earlier stage: nothing to do.\n"
