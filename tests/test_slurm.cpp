@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <thread>
@@ -19,6 +20,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// Every client command (and the jobs, which inherit the environment) needs the harness's config.
+const bool kEnvSet = [] {
+  setenv("GTRAIN_SLURM_DIR", GTRAIN_SLURM_DIR, 0);
+  setenv("SLURM_CONF", (std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/etc/slurm.conf").c_str(), 0);
+  setenv("OMP_NUM_THREADS", "1", 0);
+  return true;
+}();
+
 std::string job_toml(int steps) {
   return "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 64\nseq_len = 32\nvocab = 32\n"
          "[data]\nkind = \"synthetic\"\n[optimizer]\nlearning_rate = 0.002\neps = 1e-6\n"
@@ -33,7 +42,7 @@ std::string nasty_dir(const test::TempDir& dir, const std::string& name) {
   return p;
 }
 
-std::string gtrain(const std::string& args) { return std::string(GTRAIN_BINARY) + " " + args; }
+std::string gtrain_cmd(const std::string& args) { return std::string(GTRAIN_BINARY) + " " + args; }
 
 nlohmann::json chain(const std::string& run_dir) {
   const std::string text = test::read_file(run_dir + "/chain.json");
@@ -115,12 +124,12 @@ TEST(SlurmSubmit, ThreeStagesOnTwoFourOneGpusMatchAnUnstagedRun) {
   test::TempDir dir;
   const std::string base = nasty_dir(dir, "cfg");
   test::write_file(base + "/job.toml", job_toml(400));
-  auto ref = test::run_command(gtrain("run " + shell_quote(base + "/job.toml") + " --ranks 1 --run-dir " +
+  auto ref = test::run_command(gtrain_cmd("run " + shell_quote(base + "/job.toml") + " --ranks 1 --run-dir " +
                                       shell_quote(dir.file("ref"))));
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
 
   const std::string run = nasty_dir(dir, "run");
-  auto r = test::run_command(gtrain("submit " + shell_quote(base + "/job.toml") + " --run-dir " + shell_quote(run) +
+  auto r = test::run_command(gtrain_cmd("submit " + shell_quote(base + "/job.toml") + " --run-dir " + shell_quote(run) +
                                     " --stages 3 --gpus 2,4,1 --time 00:03:00"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("USR1 45 s before the limit"), std::string::npos) << r.output;
@@ -151,7 +160,7 @@ TEST(SlurmSubmit, ThreeStagesOnTwoFourOneGpusMatchAnUnstagedRun) {
   const double a = want.at("train_loss"), b = got.at("train_loss");
   EXPECT_LE(std::fabs(a - b), 1e-5 * std::fabs(a)) << a << " vs " << b;
 
-  const auto status = test::run_command(gtrain("status " + shell_quote(run)));
+  const auto status = test::run_command(gtrain_cmd("status " + shell_quote(run)));
   EXPECT_NE(status.output.find("chain      slurm, completed"), std::string::npos) << status.output;
   EXPECT_NE(status.output.find("stage 2  job " + c["stages"][1].value("job", "") + "  4 GPU(s)"), std::string::npos)
       << status.output;
@@ -163,7 +172,7 @@ TEST(SlurmSubmit, StageSpansBothNodes) {
   const std::string base = nasty_dir(dir, "cfg");
   test::write_file(base + "/job.toml", job_toml(60));
   const std::string run = nasty_dir(dir, "run");
-  auto r = test::run_command(gtrain("submit " + shell_quote(base + "/job.toml") + " --run-dir " + shell_quote(run) +
+  auto r = test::run_command(gtrain_cmd("submit " + shell_quote(base + "/job.toml") + " --run-dir " + shell_quote(run) +
                                     " --stages 1 --gpus 2 --nodes 2 --time 00:05:00"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto c = wait_chain(run, 120);
@@ -184,7 +193,7 @@ TEST(SlurmSubmit, StageSpansBothNodes) {
 TEST(SlurmSubmit, TooManyGpusIsRefusedWithTheLargestAllowedPlan) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), job_toml(60));
-  auto r = test::run_command(gtrain("submit " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
+  auto r = test::run_command(gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
                                     " --stages 2 --gpus 8 --nodes 2 --time 00:05:00"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("sbatch: error: max 4 GPUs per job"), std::string::npos) << r.output;
@@ -201,7 +210,7 @@ TEST(SlurmSubmit, TimeLimitLeadSignalSavesBeforeTheKill) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), job_toml(100000));
   const std::string run = nasty_dir(dir, "run");
-  auto r = test::run_command(gtrain("submit " + dir.file("job.toml") + " --run-dir " + shell_quote(run) +
+  auto r = test::run_command(gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + shell_quote(run) +
                                     " --stages 1 --gpus 1 --time 00:01:00 --signal-lead 40"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto c = wait_chain(run, 150);
@@ -220,10 +229,10 @@ TEST(SlurmSubmit, CancelStopsTheChain) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), job_toml(60));
   const std::string run = dir.file("run");
-  auto r = test::run_command(gtrain("submit " + dir.file("job.toml") + " --run-dir " + run +
+  auto r = test::run_command(gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + run +
                                     " --stages 2 --time 00:05:00 --sbatch-arg=--hold"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto c = test::run_command(gtrain("cancel " + run));
+  auto c = test::run_command(gtrain_cmd("cancel " + run));
   EXPECT_EQ(c.exit_code, 0) << c.output;
   EXPECT_NE(c.output.find("2 job(s) cancelled"), std::string::npos) << c.output;
   const auto ch = chain(run);
