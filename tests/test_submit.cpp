@@ -113,6 +113,22 @@ TEST(BatchScript, PbsText) {
   EXPECT_EQ(text.find("#SBATCH"), std::string::npos);
   test::write_file(dir.file("s.pbs"), text);
   EXPECT_EQ(test::run_command("bash -n " + dir.file("s.pbs")).exit_code, 0);
+
+  // Run it under a recorded PBS Pro job environment with a fake gtrain: the job id reaches
+  // chain-step, the stage number comes from qsub -v GTRAIN_STAGE, paths arrive intact.
+  fs::create_directories(fs::path(b.gtrain).parent_path());
+  fs::create_directories(b.run_dir);
+  const std::string log = dir.file("args.log");
+  test::write_file(b.gtrain, "#!/bin/bash\necho \"$*\" >> " + shell_quote(log) +
+                                 "\n[ \"$1\" = run ] && exit 3\nexit 0\n");
+  fs::permissions(b.gtrain, fs::perms::owner_all);
+  test::write_file(dir.file("nodes"), "gpu01\ngpu01\ngpu02\ngpu02\n");
+  const auto r = test::run_command("env PBS_JOBID=4242.pbs01 PBS_NODEFILE=" + dir.file("nodes") +
+                                   " PBS_O_WORKDIR=/tmp GTRAIN_STAGE=5 bash " + dir.file("s.pbs"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const std::string got = test::read_file(log);
+  EXPECT_NE(got.find("run " + b.config + " --run-dir " + b.run_dir), std::string::npos) << got;
+  EXPECT_NE(got.find("chain-step " + b.run_dir + " --stage 5 --exit 3 --job 4242.pbs01"), std::string::npos) << got;
 }
 
 // Runs a generated script with a fake gtrain that records its arguments: every path and value
