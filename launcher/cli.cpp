@@ -1,15 +1,17 @@
-// cli.cpp: gtrain subcommands (run, probe, plan, config, models) and their flags, each declared once with its help text.
+// cli.cpp: gtrain subcommands (run, submit, cancel, status, probe, plan, config, models) and their flags, each declared once with its help text.
 #include "launcher/cli.h"
 
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
+#include "launcher/chain.h"
 #include "launcher/plan_command.h"
 #include "launcher/probe_command.h"
 #include "launcher/program_runner.h"
 #include "launcher/run_command.h"
 #include "launcher/stage_commands.h"
+#include "launcher/submit_command.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
 #include "runtime/models/model_registry.h"
@@ -77,6 +79,42 @@ int cli_main(int argc, char** argv) {
   status_cmd->add_option("run_dir", status_dir, "Run directory")->required();
   status_cmd->add_flag("--json", status_json, "Machine-readable output");
 
+  SubmitOptions submit;
+  auto* submit_cmd = app.add_subcommand("submit", "Write Slurm/PBS batch scripts into the run directory and submit them "
+                                                  "as a chain of stages that resume each other.");
+  submit_cmd->add_option("config", submit.config_path, "TOML config file")->required();
+  submit_cmd->add_option("--set", submit.sets, "Override a key (passed on to gtrain run)")->allow_extra_args(false);
+  submit_cmd->add_option("--run-dir", submit.run_dir, "Run directory (default <log.root>/<log.name>)");
+  submit_cmd->add_option("--scheduler", submit.scheduler, "slurm or pbs");
+  submit_cmd->add_flag("--dry-run", submit.dry_run, "Write the scripts and print the commands; submit nothing");
+  submit_cmd->add_option("--stages", submit.stages, "auto (one more stage while resumable) or a fixed number");
+  submit_cmd->add_option("--gpus", submit.gpus, "GPUs per stage, or one count per stage (2,4,1); default: the "
+                                                "quota window's max_gpus, else 1")->type_name("N|LIST");
+  submit_cmd->add_option("--nodes", submit.nodes, "Nodes per stage, or one count per stage")->type_name("N|LIST");
+  submit_cmd->add_option("--time", submit.time, "Time limit of each stage (HH:MM:SS, D-HH:MM:SS)");
+  submit_cmd->add_option("--partition", submit.partition, "Partition (PBS: queue)");
+  submit_cmd->add_option("--account", submit.account, "Account to charge");
+  submit_cmd->add_option("--qos", submit.qos, "Quality of service");
+  submit_cmd->add_option("--sbatch-arg", submit.sbatch_args, "Extra directive, e.g. --constraint=a100 (repeatable)")
+      ->allow_extra_args(false);
+  submit_cmd->add_option("--signal-lead", submit.signal_lead_s, "Seconds before the limit USR1 is sent (default: "
+                                                                "measured save time x safety + margin + 30)");
+  submit_cmd->add_option("--launcher", submit.launcher, "How the job starts ranks: mpirun (default) or srun");
+
+  std::string cancel_dir;
+  auto* cancel_cmd = app.add_subcommand("cancel", "Cancel the queued stages of a submitted chain.");
+  cancel_cmd->add_option("run_dir", cancel_dir, "Run directory")->required();
+
+  // Called by the generated batch scripts, not by people.
+  std::string step_dir, step_job;
+  int step_stage = 0, step_exit = 0;
+  auto* step_cmd = app.add_subcommand("chain-step", "(batch scripts) report a stage's exit code to its chain");
+  step_cmd->group("");
+  step_cmd->add_option("run_dir", step_dir)->required();
+  step_cmd->add_option("--stage", step_stage)->required();
+  step_cmd->add_option("--exit", step_exit)->required();
+  step_cmd->add_option("--job", step_job);
+
   std::string ckpt_path;
   auto* ckpt_cmd = app.add_subcommand("ckpt", "Inspect or verify a checkpoint.");
   ckpt_cmd->require_subcommand(1);
@@ -103,7 +141,20 @@ int cli_main(int argc, char** argv) {
     finish_run_process();
     return out.summary.stopped_early ? kExitResumable : kExitOk;
   }
-  if (status_cmd->parsed()) return status_command(status_dir, status_json);
+  if (status_cmd->parsed()) {
+    const int rc = status_command(status_dir, status_json);
+    if (!status_json && chain_exists(status_dir)) print_chain_status(status_dir, system_command_runner(), std::cout);
+    return rc;
+  }
+  if (submit_cmd->parsed()) {
+    return submit_command(submit, process_environment(), system_command_runner(30.0), std::cout);
+  }
+  if (cancel_cmd->parsed()) return cancel_command(cancel_dir, system_command_runner(30.0), std::cout);
+  if (step_cmd->parsed()) {
+    std::cout << "gtrain chain: " << chain_step(step_dir, step_stage, step_exit, step_job, system_command_runner(30.0))
+              << std::endl;
+    return kExitOk;
+  }
   if (ckpt_cmd->parsed()) return inspect->parsed() ? ckpt_inspect_command(ckpt_path) : ckpt_verify_command(ckpt_path);
   if (config_cmd->parsed()) {
     if (config_cmd->got_subcommand("reference")) {

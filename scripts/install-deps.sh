@@ -9,6 +9,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
   dataset-fashion-mnist
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()

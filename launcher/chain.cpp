@@ -1,0 +1,267 @@
+// chain.cpp: chain.json and the chain's transitions.
+#include "launcher/chain.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace gtrain {
+namespace {
+
+nlohmann::json to_json(const Chain& c) {
+  nlohmann::json st = nlohmann::json::array();
+  for (const auto& s : c.stages) {
+    st.push_back({{"index", s.index}, {"gpus", s.gpus}, {"nodes", s.nodes}, {"script", s.script},
+                  {"submit_argv", s.submit_argv}, {"begin", s.begin}, {"job", s.job}, {"state", s.state},
+                  {"exit", s.exit}});
+  }
+  return {{"scheduler", c.scheduler}, {"auto_stages", c.auto_stages}, {"max_auto_stages", c.max_auto_stages},
+          {"state", c.state}, {"reason", c.reason}, {"stages", st}};
+}
+
+Chain from_json(const nlohmann::json& j) {
+  Chain c;
+  c.scheduler = j.value("scheduler", c.scheduler);
+  c.auto_stages = j.value("auto_stages", false);
+  c.max_auto_stages = j.value("max_auto_stages", c.max_auto_stages);
+  c.state = j.value("state", c.state);
+  c.reason = j.value("reason", "");
+  for (const auto& s : j.value("stages", nlohmann::json::array())) {
+    ChainStage x;
+    x.index = s.value("index", 1);
+    x.gpus = s.value("gpus", 1);
+    x.nodes = s.value("nodes", 1);
+    x.script = s.value("script", "");
+    x.submit_argv = s.value("submit_argv", std::vector<std::string>{});
+    x.begin = s.value("begin", "");
+    x.job = s.value("job", "");
+    x.state = s.value("state", "planned");
+    x.exit = s.value("exit", -1);
+    c.stages.push_back(x);
+  }
+  return c;
+}
+
+// sbatch --parsable prints "JOBID" or "JOBID;CLUSTER"; qsub prints "123.server".
+std::string parse_job_id(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  const auto semi = last.find(';');
+  if (semi != std::string::npos) last = last.substr(0, semi);
+  while (!last.empty() && (last.back() == ' ' || last.back() == '\r')) last.pop_back();
+  return last;
+}
+
+bool is_live(const std::string& state) { return state == "queued"; }
+
+void cancel_after(Chain& c, size_t k, const CommandRunner& runner) {
+  for (size_t i = k + 1; i < c.stages.size(); ++i) {
+    auto& s = c.stages[i];
+    if (!is_live(s.state)) {
+      if (s.state == "planned") s.state = "skipped";
+      continue;
+    }
+    run_merged(runner, {c.scheduler == "pbs" ? "qdel" : "scancel", s.job});
+    s.state = "cancelled";
+  }
+}
+
+}  // namespace
+
+std::string chain_path(const std::string& run_dir) { return (fs::path(run_dir) / "chain.json").string(); }
+bool chain_exists(const std::string& run_dir) { return fs::exists(chain_path(run_dir)); }
+
+Chain read_chain(const std::string& run_dir) {
+  std::ifstream f(chain_path(run_dir));
+  if (!f) throw ConfigError(chain_path(run_dir) + ": no chain (was this run submitted with gtrain submit?)");
+  try {
+    return from_json(nlohmann::json::parse(f));
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(chain_path(run_dir) + ": " + e.what());
+  }
+}
+
+void write_chain(const std::string& run_dir, const Chain& c) {
+  const std::string path = chain_path(run_dir), tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << to_json(c).dump(2) << "\n";
+    if (!f) throw Error(tmp + ": cannot write");
+  }
+  fs::rename(tmp, path);
+}
+
+CommandOutput run_merged(const CommandRunner& runner, const std::vector<std::string>& argv) {
+  // CommandRunner returns stdout only when the command succeeds: wrap it in bash so stderr is
+  // merged and the exit code is printed last, whatever happens.
+  std::vector<std::string> wrapped = {"bash", "-c", "\"$@\" 2>&1; echo \"gtrain-rc=$?\"", "gtrain"};
+  wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+  CommandOutput r;
+  auto out = runner(wrapped);
+  if (!out) {
+    r.text = argv.empty() ? "" : argv[0] + ": could not be run";
+    return r;
+  }
+  const auto pos = out->rfind("gtrain-rc=");
+  if (pos == std::string::npos) {
+    r.text = *out;
+    return r;
+  }
+  r.text = out->substr(0, pos);
+  r.rc = std::atoi(out->c_str() + pos + 10);
+  return r;
+}
+
+CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, const CommandRunner& runner) {
+  auto& s = c.stages.at(k);
+  std::vector<std::string> argv = s.submit_argv;
+  const bool pbs = c.scheduler == "pbs";
+  // The script is the last argument; options go before it.
+  std::vector<std::string> opts;
+  if (!after_job.empty()) {
+    if (pbs) opts = {"-W", "depend=afterany:" + after_job};
+    else opts = {"--dependency=afterany:" + after_job};
+  }
+  if (!s.begin.empty()) {
+    if (pbs) opts.insert(opts.end(), {"-a", s.begin});
+    else opts.push_back("--begin=" + s.begin);
+  }
+  if (pbs) opts.insert(opts.end(), {"-v", "GTRAIN_STAGE=" + std::to_string(s.index)});
+  else opts.push_back("--export=ALL,GTRAIN_STAGE=" + std::to_string(s.index));
+  argv.insert(argv.end() - 1, opts.begin(), opts.end());
+  CommandOutput r = run_merged(runner, argv);
+  if (r.rc == 0) {
+    s.job = parse_job_id(r.text);
+    s.state = "queued";
+  }
+  return r;
+}
+
+std::string chain_step(const std::string& run_dir, int stage, int exit_code, const std::string& job,
+                       const CommandRunner& runner) {
+  Chain c = read_chain(run_dir);
+  size_t k = c.stages.size();
+  for (size_t i = 0; i < c.stages.size(); ++i) {
+    if (c.stages[i].index == stage) k = i;
+  }
+  if (k == c.stages.size()) throw ConfigError(chain_path(run_dir) + ": no stage " + std::to_string(stage));
+  auto& s = c.stages[k];
+  if (!job.empty()) s.job = job;
+  s.exit = exit_code;
+  std::string what;
+  if (exit_code == 0) {
+    s.state = "completed";
+    c.state = "completed";
+    c.reason = "training complete after stage " + std::to_string(stage);
+    cancel_after(c, k, runner);
+    what = c.reason;
+  } else if (exit_code == 3) {
+    s.state = "resumable";
+    if (k + 1 < c.stages.size()) {
+      what = "stage " + std::to_string(stage) + " saved; stage " + std::to_string(c.stages[k + 1].index) +
+             " continues";
+    } else if (c.auto_stages && static_cast<int>(c.stages.size()) < c.max_auto_stages) {
+      ChainStage next = s;
+      next.index = s.index + 1;
+      next.job.clear();
+      next.begin.clear();
+      next.exit = -1;
+      next.state = "planned";
+      c.stages.push_back(next);
+      const CommandOutput r = submit_stage(c, c.stages.size() - 1, c.stages[k].job, runner);
+      if (r.rc != 0) {
+        c.stages.back().state = "failed";
+        c.state = "failed";
+        c.reason = "could not submit stage " + std::to_string(next.index) + ": " + r.text;
+      }
+      what = r.rc == 0 ? "stage " + std::to_string(stage) + " saved; submitted stage " +
+                             std::to_string(next.index) + " as job " + c.stages.back().job
+                       : c.reason;
+    } else {
+      c.state = "stopped";
+      c.reason = "training not complete: all " + std::to_string(c.stages.size()) +
+                 " stages used (resume with gtrain submit again)";
+      what = c.reason;
+    }
+  } else {
+    s.state = "failed";
+    c.state = "failed";
+    c.reason = "stage " + std::to_string(stage) + " failed with exit code " + std::to_string(exit_code) +
+               (exit_code == 2 ? " (bad input)" : "") + "; the rest of the chain is cancelled";
+    cancel_after(c, k, runner);
+    what = c.reason;
+  }
+  write_chain(run_dir, c);
+  return what;
+}
+
+int cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out) {
+  Chain c = read_chain(run_dir);
+  int n = 0;
+  for (auto& s : c.stages) {
+    if (!is_live(s.state)) {
+      if (s.state == "planned") s.state = "skipped";
+      continue;
+    }
+    const CommandOutput r = run_merged(runner, {c.scheduler == "pbs" ? "qdel" : "scancel", s.job});
+    out << "stage " << s.index << " job " << s.job << ": "
+        << (r.rc == 0 ? "cancelled" : "cancel failed: " + r.text) << "\n";
+    if (r.rc == 0) {
+      s.state = "cancelled";
+      ++n;
+    }
+  }
+  if (c.state == "running") {
+    c.state = "cancelled";
+    c.reason = "cancelled by gtrain cancel";
+  }
+  write_chain(run_dir, c);
+  return n;
+}
+
+void print_chain_status(const std::string& run_dir, const CommandRunner& runner, std::ostream& out) {
+  const Chain c = read_chain(run_dir);
+  std::map<std::string, std::string> live;
+  std::string ids;
+  for (const auto& s : c.stages) {
+    if (!s.job.empty()) ids += (ids.empty() ? "" : ",") + s.job;
+  }
+  if (!ids.empty() && c.scheduler == "slurm") {
+    // sacct knows finished jobs (when accounting exists); squeue the pending and running ones.
+    if (auto acct = runner({"sacct", "-n", "-X", "-P", "-j", ids, "-o", "JobID,State"})) {
+      std::istringstream in(*acct);
+      std::string line;
+      while (std::getline(in, line)) {
+        const auto bar = line.find('|');
+        if (bar != std::string::npos) live[line.substr(0, bar)] = line.substr(bar + 1);
+      }
+    }
+    if (auto q = runner({"squeue", "-h", "-j", ids, "-o", "%i %T %r"})) {
+      std::istringstream in(*q);
+      std::string id, state, reason;
+      while (in >> id >> state >> reason) live[id] = state + (reason == "None" ? "" : " (" + reason + ")");
+    }
+  }
+  out << "  chain      " << c.scheduler << ", " << c.state << (c.reason.empty() ? "" : ": " + c.reason) << "\n";
+  for (const auto& s : c.stages) {
+    out << "    stage " << s.index << "  job " << (s.job.empty() ? "-" : s.job) << "  " << s.gpus << " GPU(s) on "
+        << s.nodes << " node(s)  " << s.state;
+    if (s.exit >= 0) out << " (exit " << s.exit << ")";
+    auto it = live.find(s.job);
+    if (it != live.end()) out << "  scheduler: " << it->second;
+    if (!s.begin.empty()) out << "  begin " << s.begin;
+    out << "\n";
+  }
+}
+
+}  // namespace gtrain

@@ -1,0 +1,69 @@
+// chain.h: the chain of batch jobs one `gtrain submit` created, kept in RUN_DIR/chain.json:
+// job ids per stage and how each ended; submitting, stepping (what a stage's script reports when
+// gtrain run exits), status and cancel, all through an injectable CommandRunner so tests replay
+// a fake scheduler.
+//
+// Protocol:
+//   1. `gtrain submit` writes stage-K.{sbatch,pbs} and submits them in order, stage K+1 with
+//      afterany:JOB(K) (and --begin at its window's opening); chain.json records each job id.
+//   2. Each stage's script runs gtrain run and calls `gtrain chain-step RUN_DIR --stage K --exit RC`.
+//   3. chain-step: 0 -> the chain is complete, later stages are cancelled; 3 -> resumable: the
+//      next stage (already queued) continues, or with --stages auto one more stage is submitted;
+//      anything else -> the chain failed, later stages are cancelled, the reason is recorded.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "launcher/program_runner.h"
+
+namespace gtrain {
+
+struct ChainStage {
+  int index = 1;
+  int gpus = 1, nodes = 1;
+  std::string script;                // file name inside the run dir
+  std::vector<std::string> submit_argv;  // the exact sbatch/qsub command (without the dependency)
+  std::string begin;                 // --begin value ("" = none)
+  std::string job;                   // scheduler job id ("" = not submitted)
+  std::string state = "planned";     // planned, queued, resumable, completed, failed, cancelled, skipped
+  int exit = -1;                     // gtrain run's exit code (-1 = not reported)
+};
+
+struct Chain {
+  std::string scheduler = "slurm";   // slurm | pbs
+  bool auto_stages = false;          // submit one more stage whenever the last one ends resumable
+  int max_auto_stages = 100;         // safety bound for auto chains
+  std::string state = "running";     // running, completed, failed, stopped, cancelled
+  std::string reason;                // why the chain stopped
+  std::vector<ChainStage> stages;
+};
+
+std::string chain_path(const std::string& run_dir);
+bool chain_exists(const std::string& run_dir);
+Chain read_chain(const std::string& run_dir);                 // ConfigError when missing/bad
+void write_chain(const std::string& run_dir, const Chain& c);  // atomic (rename)
+
+// A command's exit code and its stdout+stderr together (the scheduler's message verbatim).
+struct CommandOutput {
+  int rc = -1;
+  std::string text;
+};
+CommandOutput run_merged(const CommandRunner& runner, const std::vector<std::string>& argv);
+
+// Submits stage `k` (0-based) after `after_job` ("" = no dependency); records the job id.
+// Returns the command's output; on refusal leaves the stage unsubmitted and returns rc != 0.
+CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, const CommandRunner& runner);
+
+// What a stage's script reports; updates and saves chain.json. Returns a line saying what happened.
+std::string chain_step(const std::string& run_dir, int stage, int exit_code, const std::string& job,
+                       const CommandRunner& runner);
+
+// Cancels every queued stage (scancel/qdel); returns the number cancelled.
+int cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out);
+
+// Chain lines for `gtrain status`: job ids and the scheduler's states (squeue, sacct if present).
+void print_chain_status(const std::string& run_dir, const CommandRunner& runner, std::ostream& out);
+
+}  // namespace gtrain

@@ -1,0 +1,345 @@
+// submit_command.cpp: `gtrain submit` and `gtrain cancel`.
+#include "launcher/submit_command.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/plan_command.h"
+#include "runtime/common/errors.h"
+#include "runtime/config/job_config.h"
+
+namespace fs = std::filesystem;
+
+namespace gtrain {
+namespace {
+
+std::vector<int> parse_counts(const std::string& text, const std::string& what) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!std::regex_match(item, std::regex("[0-9]{1,6}")) || std::stoi(item) < 1)
+      throw ConfigError(what + " '" + text + "': expected a positive count or a comma-separated list of them");
+    out.push_back(std::stoi(item));
+  }
+  if (out.empty()) throw ConfigError(what + " is empty");
+  return out;
+}
+
+void check_name(const std::string& value, const std::string& what) {
+  if (!value.empty() && !std::regex_match(value, std::regex("[A-Za-z0-9_.+-]+")))
+    throw ConfigError(what + " '" + value + "': only letters, digits and _ . + - are allowed");
+}
+
+// The measured save time: the largest save_s of any stage so far (5 s before the first stage).
+double measured_save_seconds(const std::string& run_dir) {
+  std::ifstream f(fs::path(run_dir) / "stages.jsonl");
+  double best = 0;
+  std::string line;
+  while (std::getline(f, line)) {
+    try {
+      best = std::max(best, nlohmann::json::parse(line).value("save_s", 0.0));
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  return best > 0 ? best : 5.0;
+}
+
+std::string run_dir_of(const JobConfig& c, const SubmitOptions& o) {
+  // Same rule as gtrain run: --run-dir, else <log.root>/<log.name or the config's stem>.
+  if (!o.run_dir.empty()) return o.run_dir;
+  std::string name = c.log.name;
+  if (name.empty()) name = fs::path(o.config_path).stem().string();
+  if (name.empty()) name = "run";
+  return (fs::path(c.log.root) / name).string();
+}
+
+std::string self_path() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "gtrain";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// Slurm expands %j, %u, ... in --output: a literal % is %%.
+std::string slurm_pattern_literal(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '%' ? std::string("%%") : std::string(1, c);
+  return out;
+}
+
+// The largest GPU count below `refused` that the scheduler would accept (sbatch --test-only), or 0.
+int largest_accepted(const ChainStage& s, int nodes, const CommandRunner& runner) {
+  for (int g = s.gpus - 1; g >= 1; --g) {
+    const int n = g % nodes == 0 ? nodes : 1;
+    std::vector<std::string> argv = s.submit_argv;
+    argv.insert(argv.end() - 1, {"--test-only", "--nodes=" + std::to_string(n),
+                                 "--gpus-per-node=" + std::to_string(g / n)});
+    if (run_merged(runner, argv).rc == 0) return g;
+  }
+  return 0;
+}
+
+}  // namespace
+
+double parse_slurm_time(const std::string& text) {
+  std::smatch m;
+  if (!std::regex_match(text, m, std::regex("(?:([0-9]+)-)?(?:([0-9]{1,2}):)?([0-9]{1,2}):([0-9]{2})")))
+    throw ConfigError("--time '" + text + "': expected HH:MM:SS, MM:SS or D-HH:MM:SS");
+  const double d = m[1].matched ? std::stod(m[1]) : 0, h = m[2].matched ? std::stod(m[2]) : 0;
+  const double mi = std::stod(m[3]), s = std::stod(m[4]);
+  if (mi >= 60 && m[2].matched) throw ConfigError("--time '" + text + "': minutes must be below 60");
+  if (s >= 60) throw ConfigError("--time '" + text + "': seconds must be below 60");
+  const double total = ((d * 24 + h) * 60 + mi) * 60 + s;
+  if (total < 60) throw ConfigError("--time '" + text + "': Slurm's smallest time limit is one minute");
+  return total;
+}
+
+int validate_submit_options(const SubmitOptions& o) {
+  if (o.scheduler != "slurm" && o.scheduler != "pbs")
+    throw ConfigError("--scheduler '" + o.scheduler + "': expected slurm or pbs");
+  if (o.launcher != "mpirun" && o.launcher != "srun")
+    throw ConfigError("--launcher '" + o.launcher + "': expected mpirun or srun");
+  int stages = 0;
+  if (o.stages != "auto") {
+    if (!std::regex_match(o.stages, std::regex("[0-9]{1,4}")) || std::stoi(o.stages) < 1)
+      throw ConfigError("--stages '" + o.stages + "': expected auto or a positive number");
+    stages = std::stoi(o.stages);
+  }
+  const auto gpus = o.gpus.empty() ? std::vector<int>{} : parse_counts(o.gpus, "--gpus");
+  const auto nodes = parse_counts(o.nodes, "--nodes");
+  for (const auto* list : {&gpus, &nodes}) {
+    if (list->size() > 1 && stages > 0 && static_cast<int>(list->size()) != stages)
+      throw ConfigError((list == &gpus ? "--gpus" : "--nodes") + std::string(" lists ") +
+                        std::to_string(list->size()) + " stages but --stages is " + o.stages);
+  }
+  if (gpus.size() > 1 && nodes.size() > 1 && gpus.size() != nodes.size())
+    throw ConfigError("--gpus and --nodes list different numbers of stages");
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const int n = nodes[nodes.size() > 1 ? i : 0];
+    if (gpus[i] % n != 0)
+      throw ConfigError("--gpus " + std::to_string(gpus[i]) + " cannot be spread evenly over " +
+                        std::to_string(n) + " nodes");
+  }
+  const double limit = parse_slurm_time(o.time);
+  check_name(o.partition, "--partition");
+  check_name(o.account, "--account");
+  check_name(o.qos, "--qos");
+  for (const auto& a : o.sbatch_args) {
+    if (a.rfind("-", 0) != 0 || a.find_first_of("\n\r") != std::string::npos)
+      throw ConfigError("--sbatch-arg '" + a + "': expected one option such as --constraint=a100 (no newlines)");
+  }
+  if (o.signal_lead_s < 0) throw ConfigError("--signal-lead must be >= 0");
+  if (o.signal_lead_s >= limit)
+    throw ConfigError("--signal-lead " + std::to_string(o.signal_lead_s) + " s is not below --time " + o.time);
+  if (o.config_path.empty()) throw ConfigError("gtrain submit needs a config file");
+  return stages;
+}
+
+int signal_lead_seconds(double measured_save_s, double save_safety, double min_lead_s) {
+  return static_cast<int>(std::ceil(measured_save_s * save_safety + min_lead_s + 30.0));
+}
+
+std::vector<StagePlan> plan_stages(const SubmitOptions& o, int stages, const std::vector<Window>& windows,
+                                   double now_unix) {
+  const auto gpus = o.gpus.empty() ? std::vector<int>{} : parse_counts(o.gpus, "--gpus");
+  const auto nodes = parse_counts(o.nodes, "--nodes");
+  int n = stages;
+  if (n == 0) n = static_cast<int>(std::max<size_t>({size_t{1}, gpus.size(), nodes.size()}));
+  const double limit = parse_slurm_time(o.time);
+  std::vector<StagePlan> out;
+  double t = now_unix;
+  for (int i = 0; i < n; ++i) {
+    StagePlan p;
+    p.nodes = nodes[nodes.size() > 1 ? i : 0];
+    if (!windows.empty()) {
+      // Start inside a window: now (or the previous stage's end) when in one, else the next opening.
+      if (window_end(windows, t) == 0) t = next_window_start(windows, t);
+      p.begin_unix = t > now_unix + 1 ? t : 0;
+    }
+    if (!gpus.empty()) {
+      p.gpus = gpus[gpus.size() > 1 ? i : 0];
+    } else {
+      p.gpus = 1;
+      for (const auto& w : windows) {
+        if (w.max_gpus > 0 && window_end({w}, t + 1) != 0) p.gpus = static_cast<int>(w.max_gpus);
+      }
+      if (p.gpus % p.nodes != 0) p.gpus = std::max(p.nodes, p.gpus / p.nodes * p.nodes);
+    }
+    out.push_back(p);
+    t += limit;
+  }
+  return out;
+}
+
+std::string slurm_begin(double unix_time) {
+  const std::time_t t = static_cast<std::time_t>(unix_time);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return buf;
+}
+
+std::string pbs_begin(double unix_time) {
+  const std::time_t t = static_cast<std::time_t>(unix_time);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d%H%M.%S", &tm);
+  return buf;
+}
+
+int submit_command(const SubmitOptions& o, const std::map<std::string, std::string>& env,
+                   const CommandRunner& runner, std::ostream& out) {
+  const int stages = validate_submit_options(o);
+  const JobConfig cfg = load_job_config(o.config_path, o.sets, env);
+  std::vector<Window> windows;
+  for (size_t i = 0; i < cfg.schedule.window.size(); ++i)
+    windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
+  const std::string run_dir = fs::absolute(run_dir_of(cfg, o)).lexically_normal().string();
+  if (chain_exists(run_dir)) {
+    const Chain old = read_chain(run_dir);
+    for (const auto& s : old.stages) {
+      if (s.state == "queued")
+        throw ConfigError(run_dir + ": a chain is still queued (stage " + std::to_string(s.index) + ", job " + s.job +
+                          "); see gtrain status, or gtrain cancel it first");
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec) throw ConfigError(run_dir + ": cannot create run directory: " + ec.message());
+
+  const double now = static_cast<double>(std::time(nullptr));
+  const auto plans = plan_stages(o, stages, windows, now);
+  const int lead = o.signal_lead_s > 0 ? o.signal_lead_s
+                                       : signal_lead_seconds(measured_save_seconds(run_dir), cfg.schedule.save_safety,
+                                                             cfg.schedule.min_lead_s);
+  if (lead >= parse_slurm_time(o.time))
+    throw ConfigError("--time " + o.time + " is too short: the USR1 lead alone is " + std::to_string(lead) +
+                      " s (save time x safety + margin + 30 s signal granularity)");
+  std::string name = cfg.log.name.empty() ? fs::path(o.config_path).stem().string() : cfg.log.name;
+  std::string job_name;
+  for (char c : name) job_name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
+  job_name = "gtrain-" + job_name;
+
+  Chain chain;
+  chain.scheduler = o.scheduler;
+  chain.auto_stages = stages == 0;
+  const bool pbs = o.scheduler == "pbs";
+  for (size_t i = 0; i < plans.size(); ++i) {
+    BatchStage b;
+    b.gtrain = o.gtrain.empty() ? self_path() : fs::absolute(o.gtrain).string();
+    b.config = fs::absolute(o.config_path).lexically_normal().string();
+    b.run_dir = run_dir;
+    for (const auto& s : o.sets) b.run_args.insert(b.run_args.end(), {"--set", s});
+    b.index = static_cast<int>(i) + 1;
+    b.gpus = plans[i].gpus;
+    b.nodes = plans[i].nodes;
+    b.time = o.time;
+    b.signal_lead_s = lead;
+    b.partition = o.partition;
+    b.account = o.account;
+    b.qos = o.qos;
+    b.extra_directives = o.sbatch_args;
+    b.launcher = o.launcher;
+    ChainStage s;
+    s.index = b.index;
+    s.gpus = b.gpus;
+    s.nodes = b.nodes;
+    s.script = "stage-" + std::to_string(b.index) + (pbs ? ".pbs" : ".sbatch");
+    const std::string script_path = (fs::path(run_dir) / s.script).string();
+    {
+      std::ofstream f(script_path);
+      f << (pbs ? pbs_script(b) : slurm_script(b));
+      if (!f) throw ConfigError(script_path + ": cannot write");
+    }
+    fs::permissions(script_path, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
+    if (pbs) {
+      s.submit_argv = {"qsub", "-N", job_name, "-o", (fs::path(run_dir) / "pbs.out").string(), script_path};
+    } else {
+      s.submit_argv = {"sbatch", "--parsable", "--job-name=" + job_name, "--chdir=" + run_dir,
+                       "--output=" + slurm_pattern_literal(run_dir) + "/slurm-%j.out", script_path};
+    }
+    if (plans[i].begin_unix > 0) s.begin = pbs ? pbs_begin(plans[i].begin_unix) : slurm_begin(plans[i].begin_unix);
+    chain.stages.push_back(s);
+  }
+
+  out << "gtrain submit: " << chain.stages.size() << (chain.auto_stages ? " stage(s), more while resumable" : " stage(s)")
+      << ", " << o.time << " each, USR1 " << lead << " s before the limit; run dir " << run_dir << "\n";
+  for (size_t i = 0; i < chain.stages.size(); ++i) {
+    const auto& s = chain.stages[i];
+    out << "  stage " << s.index << ": " << s.gpus << " GPU(s) on " << s.nodes << " node(s)"
+        << (s.begin.empty() ? "" : ", begin " + s.begin) << ", " << s.script << "\n";
+  }
+  if (o.dry_run) {
+    out << "dry run: scripts written, nothing submitted. Commands:\n";
+    for (size_t i = 0; i < chain.stages.size(); ++i) {
+      std::string line;
+      for (const auto& a : chain.stages[i].submit_argv) line += (line.empty() ? "" : " ") + shell_quote(a);
+      out << "  " << line << (i ? (pbs ? "  (-W depend=afterany:<previous>)" : "  (--dependency=afterany:<previous>)") : "")
+          << "\n";
+    }
+    return kExitOk;
+  }
+
+  write_chain(run_dir, chain);
+  std::string previous;
+  for (size_t i = 0; i < chain.stages.size(); ++i) {
+    const CommandOutput r = submit_stage(chain, i, previous, runner);
+    if (r.rc != 0) {
+      std::ostringstream msg;
+      msg << (pbs ? "qsub" : "sbatch") << " refused stage " << chain.stages[i].index << ": " << r.text;
+      std::string hint;
+      if (!pbs && chain.stages[i].gpus > 1) {
+        const int g = largest_accepted(chain.stages[i], chain.stages[i].nodes, runner);
+        if (g > 0) {
+          std::ostringstream plan;
+          PlanOptions po;
+          po.config_path = o.config_path;
+          po.sets = o.sets;
+          po.gpus = std::to_string(g);
+          po.runnable = true;
+          try {
+            run_plan_command(po, env, plan);
+          } catch (const Error&) {
+          }
+          hint = "the largest GPU count the scheduler accepts is " + std::to_string(g) + ": gtrain submit " +
+                 o.config_path + " --gpus " + std::to_string(g) + "; its plan:\n" + plan.str();
+        } else {
+          hint = "no smaller GPU count was accepted either; check the partition, account and QOS";
+        }
+      }
+      chain.stages[i].state = "refused";
+      for (size_t j = 0; j < i; ++j) {
+        run_merged(runner, {pbs ? "qdel" : "scancel", chain.stages[j].job});
+        chain.stages[j].state = "cancelled";
+      }
+      chain.state = "failed";
+      chain.reason = msg.str();
+      write_chain(run_dir, chain);
+      throw ConfigError(msg.str(), hint);
+    }
+    previous = chain.stages[i].job;
+    write_chain(run_dir, chain);
+    out << "  stage " << chain.stages[i].index << " submitted as job " << previous << "\n";
+  }
+  out << "gtrain status " << shell_quote(run_dir) << " follows the chain; gtrain cancel stops it.\n";
+  return kExitOk;
+}
+
+int cancel_command(const std::string& run_dir, const CommandRunner& runner, std::ostream& out) {
+  const int n = cancel_chain(run_dir, runner, out);
+  out << "gtrain cancel: " << n << " job(s) cancelled\n";
+  return kExitOk;
+}
+
+}  // namespace gtrain

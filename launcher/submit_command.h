@@ -1,0 +1,68 @@
+// submit_command.h: `gtrain submit config.toml [--scheduler slurm|pbs] [--dry-run] [--stages auto|N]
+// [--gpus N|LIST] [--nodes N|LIST] [--time HH:MM:SS] [--partition P] [--account A] [--qos Q]
+// [--sbatch-arg ARG]...`: validates the options, plans the stages (GPUs, nodes, begin times from the
+// quota windows, the USR1 lead from the measured save time), writes the batch scripts into the run
+// directory and submits them as a chain (see chain.h). Also `gtrain cancel RUN_DIR`.
+#pragma once
+
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "launcher/batch_script.h"
+#include "launcher/chain.h"
+#include "launcher/program_runner.h"
+#include "runtime/train/schedule.h"
+
+namespace gtrain {
+
+struct SubmitOptions {
+  std::string config_path;
+  std::vector<std::string> sets;         // --set section.key=value, passed on to gtrain run
+  std::string run_dir;                   // "" = <log.root>/<log.name>
+  std::string scheduler = "slurm";       // slurm | pbs
+  bool dry_run = false;                  // write the scripts, print the commands, submit nothing
+  std::string stages = "auto";           // auto | N
+  std::string gpus;                      // "4" or one per stage "2,4,1" ("" = window max_gpus, else 1)
+  std::string nodes = "1";               // "2" or one per stage "1,2,1"
+  std::string time = "01:00:00";         // per-stage time limit
+  std::string partition, account, qos;
+  std::vector<std::string> sbatch_args;  // extra directives, e.g. --constraint=a100
+  int signal_lead_s = 0;                 // 0 = measured save time x safety + margin + 30 s
+  std::string launcher = "mpirun";       // mpirun | srun
+  std::string gtrain;                    // executable path ("" = this one)
+};
+
+// One planned stage, before scripts exist.
+struct StagePlan {
+  int gpus = 1, nodes = 1;
+  double begin_unix = 0;  // 0 = as soon as possible
+};
+
+// "HH:MM:SS", "MM:SS", "D-HH:MM:SS" -> seconds; ConfigError otherwise.
+double parse_slurm_time(const std::string& text);
+
+// Checks every option (throws ConfigError naming the option); returns the stage count (0 = auto).
+int validate_submit_options(const SubmitOptions& o);
+
+// Stage GPUs/nodes/begin times: from the lists, else from the quota window each stage falls in.
+std::vector<StagePlan> plan_stages(const SubmitOptions& o, int stages, const std::vector<Window>& windows,
+                                   double now_unix);
+
+// The USR1 lead: save time x safety + min lead, plus 30 s because Slurm checks signals only about
+// every 30 s; rounded up to whole seconds.
+int signal_lead_seconds(double measured_save_s, double save_safety, double min_lead_s);
+
+// "2026-11-30T18:00:00" (local time) for sbatch --begin; "202611301800.00" for qsub -a.
+std::string slurm_begin(double unix_time);
+std::string pbs_begin(double unix_time);
+
+// The whole command. Returns the exit code; throws ConfigError on bad options or a refusal.
+int submit_command(const SubmitOptions& o, const std::map<std::string, std::string>& env,
+                   const CommandRunner& runner, std::ostream& out);
+
+// `gtrain cancel RUN_DIR`.
+int cancel_command(const std::string& run_dir, const CommandRunner& runner, std::ostream& out);
+
+}  // namespace gtrain

@@ -1,0 +1,241 @@
+// test_slurm.cpp: gtrain submit on a real Slurm (label slurm): the cluster that
+// tests/slurm/slurm_harness.sh starts (two slurmd, 4 fake GPUs each, at most 4 GPUs per job by
+// job_submit/lua); ctest starts it before these tests and stops it after (fixtures).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/batch_script.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using namespace gtrain;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Every client command (and the jobs, which inherit the environment) needs the harness's config.
+const bool kEnvSet = [] {
+  setenv("GTRAIN_SLURM_DIR", GTRAIN_SLURM_DIR, 0);
+  setenv("SLURM_CONF", (std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/etc/slurm.conf").c_str(), 0);
+  setenv("OMP_NUM_THREADS", "1", 0);
+  return true;
+}();
+
+std::string job_toml(int steps) {
+  return "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 64\nseq_len = 32\nvocab = 32\n"
+         "[data]\nkind = \"synthetic\"\n[optimizer]\nlearning_rate = 0.002\neps = 1e-6\n"
+         "[train]\nglobal_batch = 16\nsteps = " + std::to_string(steps) + "\nwarmup_steps = 4\nseed = 11\n"
+         "threads = 1\n[checkpoint]\ninterval = 1000000\n[log]\nprogress = \"none\"\n";
+}
+
+// A directory whose name has spaces, quotes, $ and backticks.
+std::string nasty_dir(const test::TempDir& dir, const std::string& name) {
+  const std::string p = dir.path() + "/" + name + " it's \"q\" $HOME `id`";
+  fs::create_directories(p);
+  return p;
+}
+
+std::string gtrain_cmd(const std::string& args) { return std::string(GTRAIN_BINARY) + " " + args; }
+
+nlohmann::json chain(const std::string& run_dir) {
+  const std::string text = test::read_file(run_dir + "/chain.json");
+  return text.empty() ? nlohmann::json::object() : nlohmann::json::parse(text, nullptr, false);
+}
+
+// Waits until the chain is no longer running (or `timeout_s`); returns chain.json.
+nlohmann::json wait_chain(const std::string& run_dir, int timeout_s) {
+  const auto t0 = Clock::now();
+  nlohmann::json c;
+  while (Clock::now() - t0 < std::chrono::seconds(timeout_s)) {
+    c = chain(run_dir);
+    if (c.is_object() && c.value("state", "running") != "running") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return c;
+}
+
+std::string job_state(const std::string& job) {
+  auto r = test::run_command("scontrol show job " + job + " | grep -o 'JobState=[A-Z_]*' | cut -d= -f2");
+  while (!r.output.empty() && r.output.back() == '\n') r.output.pop_back();
+  return r.output;
+}
+
+int last_step(const std::string& run_dir) {
+  int step = 0;
+  for (const auto& l : test::lines(test::read_file(run_dir + "/metrics.jsonl"))) {
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (!j.is_discarded() && j.value("kind", "") == "train") step = j.at("step");
+  }
+  return step;
+}
+
+nlohmann::json final_record(const std::string& run_dir) {
+  nlohmann::json f;
+  for (const auto& l : test::lines(test::read_file(run_dir + "/metrics.jsonl"))) {
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (!j.is_discarded() && j.value("kind", "") == "final") f = j;
+  }
+  return f;
+}
+
+std::vector<nlohmann::json> ledger(const std::string& run_dir) {
+  std::vector<nlohmann::json> out;
+  for (const auto& l : test::lines(test::read_file(run_dir + "/stages.jsonl"))) out.push_back(nlohmann::json::parse(l));
+  return out;
+}
+
+// Sends USR1 to stage `stage`'s batch shell, as --signal=B:USR1 does, once it runs and training
+// has passed `at_step`.
+bool signal_stage_at(const std::string& run_dir, int stage, int at_step, int timeout_s) {
+  const auto t0 = Clock::now();
+  while (Clock::now() - t0 < std::chrono::seconds(timeout_s)) {
+    const auto c = chain(run_dir);
+    if (c.is_object() && c.contains("stages") && c["stages"].size() >= static_cast<size_t>(stage)) {
+      const std::string job = c["stages"][stage - 1].value("job", "");
+      if (!job.empty() && job_state(job) == "RUNNING" && last_step(run_dir) >= at_step) {
+        return test::run_command("scancel --batch --signal=USR1 " + job).exit_code == 0;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+std::string slurm_out(const std::string& run_dir) {
+  std::string all;
+  for (const auto& e : fs::directory_iterator(run_dir)) {
+    if (e.path().filename().string().rfind("slurm-", 0) == 0) all += test::read_file(e.path().string());
+  }
+  return all;
+}
+
+}  // namespace
+
+// Three stages on 2, 4 and 1 GPUs, each ended by USR1 to the batch shell (what the time-limit lead
+// sends), resume to the same final loss as one unstaged run.
+TEST(SlurmSubmit, ThreeStagesOnTwoFourOneGpusMatchAnUnstagedRun) {
+  test::TempDir dir;
+  const std::string base = nasty_dir(dir, "cfg");
+  test::write_file(base + "/job.toml", job_toml(400));
+  auto ref = test::run_command(gtrain_cmd("run " + shell_quote(base + "/job.toml") + " --ranks 1 --run-dir " +
+                                      shell_quote(dir.file("ref"))));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+
+  const std::string run = nasty_dir(dir, "run");
+  auto r = test::run_command(gtrain_cmd("submit " + shell_quote(base + "/job.toml") + " --run-dir " + shell_quote(run) +
+                                    " --stages 3 --gpus 2,4,1 --time 00:03:00"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("USR1 45 s before the limit"), std::string::npos) << r.output;
+  const std::string script = test::read_file(run + "/stage-1.sbatch");
+  EXPECT_NE(script.find("#SBATCH --signal=B:USR1@45"), std::string::npos);
+  EXPECT_NE(script.find("#SBATCH --requeue"), std::string::npos);
+
+  ASSERT_TRUE(signal_stage_at(run, 1, 60, 120)) << slurm_out(run);
+  ASSERT_TRUE(signal_stage_at(run, 2, 180, 120)) << slurm_out(run);
+  const auto c = wait_chain(run, 180);
+  ASSERT_EQ(c.value("state", ""), "completed") << c.dump(2) << slurm_out(run);
+
+  const auto st = ledger(run);
+  ASSERT_EQ(st.size(), 3u) << slurm_out(run);
+  EXPECT_EQ(st[0].at("world"), 2);
+  EXPECT_EQ(st[1].at("world"), 4);
+  EXPECT_EQ(st[2].at("world"), 1);
+  EXPECT_EQ(st[0].at("exit").get<std::string>().rfind("resumable", 0), 0u) << st[0].dump();
+  EXPECT_EQ(st[2].at("exit"), "completed");
+  EXPECT_EQ(st[2].at("step_to"), 400);
+  EXPECT_EQ(c["stages"][0].value("state", ""), "resumable");
+  EXPECT_EQ(c["stages"][1].value("state", ""), "resumable");
+  EXPECT_EQ(c["stages"][2].value("state", ""), "completed");
+
+  const auto want = final_record(dir.file("ref")), got = final_record(run);
+  ASSERT_FALSE(got.is_null()) << slurm_out(run);
+  EXPECT_EQ(got.at("step"), 400);
+  const double a = want.at("train_loss"), b = got.at("train_loss");
+  EXPECT_LE(std::fabs(a - b), 1e-5 * std::fabs(a)) << a << " vs " << b;
+
+  const auto status = test::run_command(gtrain_cmd("status " + shell_quote(run)));
+  EXPECT_NE(status.output.find("chain      slurm, completed"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find("stage 2  job " + c["stages"][1].value("job", "") + "  4 GPU(s)"), std::string::npos)
+      << status.output;
+}
+
+// One stage over both slurmd nodes: mpirun starts a rank on each (through srun), training completes.
+TEST(SlurmSubmit, StageSpansBothNodes) {
+  test::TempDir dir;
+  const std::string base = nasty_dir(dir, "cfg");
+  test::write_file(base + "/job.toml", job_toml(60));
+  const std::string run = nasty_dir(dir, "run");
+  auto r = test::run_command(gtrain_cmd("submit " + shell_quote(base + "/job.toml") + " --run-dir " + shell_quote(run) +
+                                    " --stages 1 --gpus 2 --nodes 2 --time 00:05:00"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto c = wait_chain(run, 120);
+  ASSERT_EQ(c.value("state", ""), "completed") << c.dump(2) << slurm_out(run);
+  const auto st = ledger(run);
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].at("world"), 2);
+  EXPECT_EQ(st[0].at("allocation").at("nodes"), 2) << st[0].dump();
+  EXPECT_EQ(test::read_file(run + "/hostfile"), "node1 slots=1\nnode2 slots=1\n");
+  // mpirun started its daemon on node2 as a job step there.
+  const std::string job = c["stages"][0].value("job", "");
+  const std::string node2_log = test::read_file(std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/var/log/slurmd-node2.log");
+  EXPECT_NE(node2_log.find("StepId=" + job + ".0"), std::string::npos) << node2_log;
+}
+
+// More GPUs than the cluster allows per job: sbatch's message verbatim, and the largest count it
+// accepts, with its plan.
+TEST(SlurmSubmit, TooManyGpusIsRefusedWithTheLargestAllowedPlan) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), job_toml(60));
+  auto r = test::run_command(gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
+                                    " --stages 2 --gpus 8 --nodes 2 --time 00:05:00"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("sbatch: error: max 4 GPUs per job"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("largest GPU count the scheduler accepts is 4"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--gpus 4"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("dp=4"), std::string::npos) << "the hint carries the plan for 4 GPUs: " << r.output;
+  EXPECT_EQ(chain(dir.file("run")).value("state", ""), "failed");
+  EXPECT_EQ(test::run_command("squeue -h -n gtrain-job").output, "");
+}
+
+// The real time limit: USR1 arrives LEAD seconds before it (give or take Slurm's 30 s signal
+// check), gtrain saves and exits 3 before the kill; with no stage left the chain says why.
+TEST(SlurmSubmit, TimeLimitLeadSignalSavesBeforeTheKill) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), job_toml(100000));
+  const std::string run = nasty_dir(dir, "run");
+  auto r = test::run_command(gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + shell_quote(run) +
+                                    " --stages 1 --gpus 1 --time 00:01:00 --signal-lead 40"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto c = wait_chain(run, 150);
+  ASSERT_EQ(c.value("state", ""), "stopped") << c.dump(2) << slurm_out(run);
+  EXPECT_NE(c.value("reason", "").find("all 1 stages used"), std::string::npos) << c.dump(2);
+  EXPECT_EQ(c["stages"][0].value("exit", -1), 3);
+  const auto st = ledger(run);
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].at("exit").get<std::string>().rfind("resumable", 0), 0u) << st[0].dump();
+  EXPECT_TRUE(fs::exists(run + "/checkpoints")) << slurm_out(run);
+  EXPECT_EQ(job_state(c["stages"][0].value("job", "")), "COMPLETED") << "saved and exited before the kill";
+}
+
+// gtrain cancel stops the queued rest of a chain.
+TEST(SlurmSubmit, CancelStopsTheChain) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), job_toml(60));
+  const std::string run = dir.file("run");
+  auto r = test::run_command(gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + run +
+                                    " --stages 2 --time 00:05:00 --sbatch-arg=--hold"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto c = test::run_command(gtrain_cmd("cancel " + run));
+  EXPECT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find("2 job(s) cancelled"), std::string::npos) << c.output;
+  const auto ch = chain(run);
+  EXPECT_EQ(ch.value("state", ""), "cancelled");
+  EXPECT_EQ(job_state(ch["stages"][1].value("job", "")), "CANCELLED");
+}

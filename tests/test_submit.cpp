@@ -1,0 +1,399 @@
+// test_submit.cpp: gtrain submit without a scheduler: shell quoting, Slurm/PBS script text, option
+// validation, stage planning over quota windows, and the chain's transitions against a fake
+// scheduler (label cpu).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/batch_script.h"
+#include "launcher/chain.h"
+#include "launcher/submit_command.h"
+#include "runtime/common/errors.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using namespace gtrain;
+
+namespace {
+
+const std::vector<std::string> kNasty = {
+    "plain", "with space", "it's", "double \"quoted\"", "$HOME and ${PATH}", "`id` and $(id)", "back\\slash",
+    "new\nline", "semi;colon & amp | pipe", "*?[glob]", "", "'", "%j percent", "tab\there"};
+
+// A scheduler that records every command and answers sbatch with increasing job ids; `refuse`
+// decides which sbatch calls fail (the message is returned verbatim, rc 1).
+struct FakeScheduler {
+  std::vector<std::vector<std::string>> calls;
+  int next_job = 100;
+  std::function<bool(const std::vector<std::string>&)> refuse = [](const std::vector<std::string>&) { return false; };
+
+  CommandRunner runner() {
+    return [this](const std::vector<std::string>& wrapped) -> std::optional<std::string> {
+      // run_merged wraps the command: bash -c SCRIPT gtrain ARGV...
+      std::vector<std::string> argv(wrapped.begin() + (wrapped.size() > 4 && wrapped[0] == "bash" ? 4 : 0),
+                                    wrapped.end());
+      calls.push_back(argv);
+      if (argv[0] == "sbatch" || argv[0] == "qsub") {
+        if (refuse(argv)) return std::string("sbatch: error: max 2 GPUs per job (tres_per_node=gres:gpu:4)\n"
+                                             "sbatch: error: Batch job submission failed: Unspecified error\ngtrain-rc=1");
+        bool test_only = false;
+        for (const auto& a : argv) test_only |= a == "--test-only";
+        if (test_only) return std::string("sbatch: Job 1 to start at now\ngtrain-rc=0");
+        return std::to_string(next_job++) + (argv[0] == "qsub" ? ".pbs01" : "") + "\ngtrain-rc=0";
+      }
+      if (argv[0] == "scancel" || argv[0] == "qdel") return std::string("gtrain-rc=0");
+      return std::nullopt;
+    };
+  }
+  int count(const std::string& program) const {
+    int n = 0;
+    for (const auto& c : calls) n += c[0] == program;
+    return n;
+  }
+};
+
+BatchStage nasty_stage(const std::string& root) {
+  BatchStage b;
+  b.gtrain = root + "/bin dir/gtrain";
+  b.config = root + "/my \"cfg\" $x `y`.toml";
+  b.run_dir = root + "/runs/it's a $run `dir`";
+  b.run_args = {"--set", "log.name=a b'c\"$d`e`"};
+  b.index = 2;
+  b.gpus = 4;
+  b.nodes = 2;
+  b.time = "00:10:00";
+  b.signal_lead_s = 45;
+  b.partition = "gpu";
+  return b;
+}
+
+const char* kMlp =
+    "[model]\nname = \"mlp\"\nhidden = [16]\n[data]\nkind = \"synthetic\"\nsynthetic_samples = 128\n"
+    "[train]\nglobal_batch = 16\nepochs = 1.0\n";
+
+}  // namespace
+
+TEST(ShellQuote, RoundTripsThroughBash) {
+  test::TempDir dir;
+  for (const auto& s : kNasty) {
+    test::write_file(dir.file("q.sh"), "printf '%s' " + shell_quote(s) + "\n");
+    const auto r = test::run_command("bash " + dir.file("q.sh") + " 2>/dev/null");
+    EXPECT_EQ(r.output, s) << shell_quote(s);
+  }
+  EXPECT_EQ(shell_quote("/plain/path-1.toml"), "/plain/path-1.toml");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+}
+
+TEST(BatchScript, SlurmDirectivesAndSyntax) {
+  test::TempDir dir;
+  const std::string text = slurm_script(nasty_stage(dir.path()));
+  for (const char* want : {"#SBATCH --nodes=2\n", "#SBATCH --gpus-per-node=2\n", "#SBATCH --time=00:10:00\n",
+                           "#SBATCH --signal=B:USR1@45\n", "#SBATCH --requeue\n", "#SBATCH --open-mode=append\n",
+                           "#SBATCH --partition=gpu\n", "trap forward USR1 TERM", "chain-step"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  }
+  test::write_file(dir.file("s.sbatch"), text);
+  const auto r = test::run_command("bash -n " + dir.file("s.sbatch"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(BatchScript, PbsText) {
+  test::TempDir dir;
+  BatchStage b = nasty_stage(dir.path());
+  b.partition = "workq";
+  b.account = "proj1";
+  const std::string text = pbs_script(b);
+  for (const char* want : {"#PBS -l select=2:ngpus=2:mpiprocs=2\n", "#PBS -l walltime=00:10:00\n", "#PBS -r y\n",
+                           "#PBS -q workq\n", "#PBS -A proj1\n", "JOB_ID=\"${PBS_JOBID:-}\""}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  }
+  EXPECT_EQ(text.find("#SBATCH"), std::string::npos);
+  test::write_file(dir.file("s.pbs"), text);
+  EXPECT_EQ(test::run_command("bash -n " + dir.file("s.pbs")).exit_code, 0);
+
+  // Run it under a recorded PBS Pro job environment with a fake gtrain: the job id reaches
+  // chain-step, the stage number comes from qsub -v GTRAIN_STAGE, paths arrive intact.
+  fs::create_directories(fs::path(b.gtrain).parent_path());
+  fs::create_directories(b.run_dir);
+  const std::string log = dir.file("args.log");
+  test::write_file(b.gtrain, "#!/bin/bash\necho \"$*\" >> " + shell_quote(log) +
+                                 "\n[ \"$1\" = run ] && exit 3\nexit 0\n");
+  fs::permissions(b.gtrain, fs::perms::owner_all);
+  test::write_file(dir.file("nodes"), "gpu01\ngpu01\ngpu02\ngpu02\n");
+  const auto r = test::run_command("env PBS_JOBID=4242.pbs01 PBS_NODEFILE=" + dir.file("nodes") +
+                                   " PBS_O_WORKDIR=/tmp GTRAIN_STAGE=5 bash " + dir.file("s.pbs"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const std::string got = test::read_file(log);
+  EXPECT_NE(got.find("run " + b.config + " --run-dir " + b.run_dir), std::string::npos) << got;
+  EXPECT_NE(got.find("chain-step " + b.run_dir + " --stage 5 --exit 3 --job 4242.pbs01"), std::string::npos) << got;
+}
+
+// Runs a generated script with a fake gtrain that records its arguments: every path and value
+// arrives intact, and the exit code is reported to chain-step.
+TEST(BatchScript, ExecutesWithNastyPathsAndForwardsExitCodes) {
+  test::TempDir dir;
+  BatchStage b = nasty_stage(dir.path());
+  fs::create_directories(fs::path(b.gtrain).parent_path());
+  fs::create_directories(b.run_dir);
+  const std::string log = dir.file("args.log");
+  for (int rc : {3, 0, 1}) {
+    fs::remove(log);
+    test::write_file(b.gtrain, "#!/bin/bash\nfor a in \"$@\"; do printf '[%s]\\n' \"$a\" >> " + shell_quote(log) +
+                                   "; done\necho --- >> " + shell_quote(log) +
+                                   "\ncase \"$1\" in status) echo '{\"complete\": false}';; run) exit " +
+                                   std::to_string(rc) + ";; esac\nexit 0\n");
+    fs::permissions(b.gtrain, fs::perms::owner_all);
+    test::write_file(dir.file("s.sbatch"), slurm_script(b));
+    const auto r = test::run_command("env SLURM_JOB_ID=77 bash " + dir.file("s.sbatch"));
+    EXPECT_EQ(r.exit_code, rc == 3 ? 0 : rc) << r.output;
+    const std::string got = test::read_file(log);
+    const std::string want = "[status]\n[" + b.run_dir + "]\n[--json]\n---\n[run]\n[" + b.config + "]\n[--run-dir]\n[" +
+                             b.run_dir + "]\n[--set]\n[" + b.run_args[1] + "]\n---\n[chain-step]\n[" + b.run_dir +
+                             "]\n[--stage]\n[2]\n[--exit]\n[" + std::to_string(rc) + "]\n[--job]\n[77]\n---\n";
+    EXPECT_EQ(got, want) << r.output;
+  }
+}
+
+// USR1 sent to the batch shell reaches gtrain run, which the shell then still waits for.
+TEST(BatchScript, ForwardsUsr1ToGtrain) {
+  test::TempDir dir;
+  BatchStage b = nasty_stage(dir.path());
+  fs::create_directories(fs::path(b.gtrain).parent_path());
+  fs::create_directories(b.run_dir);
+  const std::string log = dir.file("log");
+  test::write_file(b.gtrain, "#!/bin/bash\ncase \"$1\" in\n"
+                             "run) trap 'echo got-usr1 >> " + shell_quote(log) + "; exit 3' USR1\n"
+                             "  for i in $(seq 100); do sleep 0.1; done; exit 0;;\n"
+                             "chain-step) echo \"step $*\" >> " + shell_quote(log) + ";;\n"
+                             "esac\nexit 0\n");
+  fs::permissions(b.gtrain, fs::perms::owner_all);
+  test::write_file(dir.file("s.sbatch"), slurm_script(b));
+  const auto r = test::run_command("bash " + shell_quote(dir.file("s.sbatch")) + " & pid=$!; sleep 1; "
+                                   "kill -USR1 $pid; wait $pid");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const std::string got = test::read_file(log);
+  EXPECT_NE(got.find("got-usr1"), std::string::npos) << got << r.output;
+  EXPECT_NE(got.find("--exit 3"), std::string::npos) << got;
+}
+
+TEST(SubmitOptions, RejectsBadValues) {
+  auto bad = [](auto mutate, const std::string& fragment) {
+    SubmitOptions o;
+    o.config_path = "x.toml";
+    mutate(o);
+    try {
+      validate_submit_options(o);
+      ADD_FAILURE() << "accepted; expected " << fragment;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  bad([](SubmitOptions& o) { o.scheduler = "lsf"; }, "--scheduler 'lsf'");
+  bad([](SubmitOptions& o) { o.stages = "0"; }, "--stages '0'");
+  bad([](SubmitOptions& o) { o.stages = "two"; }, "--stages 'two'");
+  bad([](SubmitOptions& o) { o.gpus = "2,x"; }, "--gpus '2,x'");
+  bad([](SubmitOptions& o) { o.gpus = "0"; }, "--gpus '0'");
+  bad([](SubmitOptions& o) { o.stages = "3"; o.gpus = "2,4"; }, "--gpus lists 2 stages but --stages is 3");
+  bad([](SubmitOptions& o) { o.gpus = "3"; o.nodes = "2"; }, "cannot be spread evenly over 2 nodes");
+  bad([](SubmitOptions& o) { o.time = "1h"; }, "--time '1h'");
+  bad([](SubmitOptions& o) { o.time = "00:00:30"; }, "smallest time limit");
+  bad([](SubmitOptions& o) { o.partition = "gpu; rm -rf /"; }, "--partition");
+  bad([](SubmitOptions& o) { o.qos = "a b"; }, "--qos");
+  bad([](SubmitOptions& o) { o.sbatch_args = {"--x=1\n#SBATCH --y"}; }, "--sbatch-arg");
+  bad([](SubmitOptions& o) { o.signal_lead_s = 120; o.time = "00:01:00"; }, "--signal-lead");
+  SubmitOptions ok;
+  ok.config_path = "x.toml";
+  ok.stages = "3";
+  ok.gpus = "2,4,1";
+  ok.time = "1-02:00:00";
+  EXPECT_EQ(validate_submit_options(ok), 3);
+  EXPECT_DOUBLE_EQ(parse_slurm_time("1-02:00:00"), 26 * 3600.0);
+  EXPECT_DOUBLE_EQ(parse_slurm_time("05:00"), 300.0);
+}
+
+TEST(SubmitPlan, GpusFromListsAndWindows) {
+  SubmitOptions o;
+  o.gpus = "2,4,1";
+  o.time = "00:30:00";
+  auto p = plan_stages(o, 3, {}, 1e9);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].gpus, 2);
+  EXPECT_EQ(p[1].gpus, 4);
+  EXPECT_EQ(p[2].gpus, 1);
+  EXPECT_EQ(p[2].begin_unix, 0);
+
+  // Two windows: nights 18:00-08:00 with 8 GPUs, days with 2. Stages of 10 h starting at noon.
+  WindowConfig night{"mon-sun", "18:00-08:00", 8}, day{"mon-sun", "08:00-18:00", 2};
+  const std::vector<Window> ws = {parse_window(night, "n"), parse_window(day, "d")};
+  std::tm tm{};
+  tm.tm_year = 126, tm.tm_mon = 10, tm.tm_mday = 30, tm.tm_hour = 12, tm.tm_isdst = -1;
+  const double noon = static_cast<double>(std::mktime(&tm));
+  SubmitOptions w;
+  w.gpus = "";
+  w.time = "10:00:00";
+  p = plan_stages(w, 2, ws, noon);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].gpus, 2) << "noon is in the day window";
+  EXPECT_EQ(p[0].begin_unix, 0);
+  EXPECT_EQ(p[1].gpus, 8) << "22:00 is in the night window";
+  EXPECT_EQ(p[1].begin_unix, noon + 10 * 3600);
+
+  // Only a night window: a stage asked for at noon begins at 18:00.
+  p = plan_stages(w, 1, {parse_window(night, "n")}, noon);
+  EXPECT_EQ(p[0].begin_unix, noon + 6 * 3600);
+  EXPECT_EQ(p[0].gpus, 8);
+  EXPECT_EQ(slurm_begin(noon + 6 * 3600), "2026-11-30T18:00:00");
+  EXPECT_EQ(pbs_begin(noon + 6 * 3600), "202611301800.00");
+  EXPECT_EQ(signal_lead_seconds(5.0, 2.0, 5.0), 45);
+}
+
+TEST(SubmitChain, SubmitsDependentStagesAndSteps) {
+  test::TempDir dir;
+  const std::string run_dir = dir.path() + "/run 'one'";
+  test::write_file(dir.file("mlp.toml"), kMlp);
+  FakeScheduler fake;
+  SubmitOptions o;
+  o.config_path = dir.file("mlp.toml");
+  o.run_dir = run_dir;
+  o.stages = "3";
+  o.gpus = "2,4,1";
+  o.time = "00:05:00";
+  o.gtrain = "/bin/true";
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  ASSERT_EQ(fake.count("sbatch"), 3) << out.str();
+  EXPECT_EQ(fake.calls[1][fake.calls[1].size() - 3], "--dependency=afterany:100");
+  EXPECT_EQ(fake.calls[2][fake.calls[2].size() - 3], "--dependency=afterany:101");
+  EXPECT_EQ(fake.calls[0].back(), run_dir + "/stage-1.sbatch");
+  EXPECT_TRUE(fs::exists(run_dir + "/stage-3.sbatch"));
+  Chain c = read_chain(run_dir);
+  ASSERT_EQ(c.stages.size(), 3u);
+  EXPECT_EQ(c.stages[2].job, "102");
+  EXPECT_EQ(c.stages[1].gpus, 4);
+
+  // A second submit while stages are queued is refused.
+  EXPECT_THROW(submit_command(o, {}, fake.runner(), out), ConfigError);
+
+  EXPECT_NE(chain_step(run_dir, 1, 3, "100", fake.runner()).find("stage 2 continues"), std::string::npos);
+  EXPECT_NE(chain_step(run_dir, 2, 0, "101", fake.runner()).find("training complete"), std::string::npos);
+  c = read_chain(run_dir);
+  EXPECT_EQ(c.state, "completed");
+  EXPECT_EQ(c.stages[0].state, "resumable");
+  EXPECT_EQ(c.stages[2].state, "cancelled");
+  EXPECT_EQ(fake.calls.back(), (std::vector<std::string>{"scancel", "102"}));
+
+  std::ostringstream status;
+  print_chain_status(run_dir, fake.runner(), status);
+  EXPECT_NE(status.str().find("stage 3  job 102  1 GPU(s) on 1 node(s)  cancelled"), std::string::npos) << status.str();
+}
+
+TEST(SubmitChain, FailureCancelsTheRestAndSaysWhy) {
+  test::TempDir dir;
+  test::write_file(dir.file("mlp.toml"), kMlp);
+  FakeScheduler fake;
+  SubmitOptions o;
+  o.config_path = dir.file("mlp.toml");
+  o.run_dir = dir.path() + "/run";
+  o.stages = "3";
+  o.gtrain = "/bin/true";
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  const std::string why = chain_step(o.run_dir, 1, 2, "100", fake.runner());
+  EXPECT_NE(why.find("stage 1 failed with exit code 2 (bad input)"), std::string::npos) << why;
+  EXPECT_EQ(fake.count("scancel"), 2);
+  const Chain c = read_chain(o.run_dir);
+  EXPECT_EQ(c.state, "failed");
+  EXPECT_EQ(c.stages[1].state, "cancelled");
+}
+
+TEST(SubmitChain, AutoStagesSubmitOneMoreWhileResumable) {
+  test::TempDir dir;
+  test::write_file(dir.file("mlp.toml"), kMlp);
+  FakeScheduler fake;
+  SubmitOptions o;
+  o.config_path = dir.file("mlp.toml");
+  o.run_dir = dir.path() + "/run";
+  o.gtrain = "/bin/true";
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  ASSERT_EQ(fake.count("sbatch"), 1);
+  chain_step(o.run_dir, 1, 3, "100", fake.runner());
+  ASSERT_EQ(fake.count("sbatch"), 2);
+  const auto& call = fake.calls.back();
+  EXPECT_NE(std::find(call.begin(), call.end(), "--dependency=afterany:100"), call.end());
+  EXPECT_NE(std::find(call.begin(), call.end(), "--export=ALL,GTRAIN_STAGE=2"), call.end());
+  chain_step(o.run_dir, 2, 0, "101", fake.runner());
+  const Chain c = read_chain(o.run_dir);
+  EXPECT_EQ(c.stages.size(), 2u);
+  EXPECT_EQ(c.state, "completed");
+  std::ostringstream cancel;
+  EXPECT_EQ(cancel_chain(o.run_dir, fake.runner(), cancel), 0);
+}
+
+TEST(SubmitChain, RefusalShowsTheMessageAndTheLargestAcceptedPlan) {
+  test::TempDir dir;
+  test::write_file(dir.file("mlp.toml"), kMlp);
+  FakeScheduler fake;
+  fake.refuse = [](const std::vector<std::string>& argv) {
+    // Accept at most 2 GPUs: the script asks for 4 unless the command line overrides it.
+    for (const auto& a : argv) {
+      if (a.rfind("--gpus-per-node=", 0) == 0) return std::stoi(a.substr(16)) > 2;
+    }
+    return true;
+  };
+  SubmitOptions o;
+  o.config_path = dir.file("mlp.toml");
+  o.run_dir = dir.path() + "/run";
+  o.gpus = "4";
+  o.gtrain = "/bin/true";
+  std::ostringstream out;
+  try {
+    submit_command(o, {}, fake.runner(), out);
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("sbatch: error: max 2 GPUs per job"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("largest GPU count the scheduler accepts is 2"), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find("--gpus 2"), std::string::npos) << e.hint();
+  }
+  EXPECT_EQ(read_chain(o.run_dir).state, "failed");
+}
+
+TEST(SubmitChain, PbsDependsWithW) {
+  test::TempDir dir;
+  test::write_file(dir.file("mlp.toml"), kMlp);
+  FakeScheduler fake;
+  SubmitOptions o;
+  o.config_path = dir.file("mlp.toml");
+  o.run_dir = dir.path() + "/run";
+  o.scheduler = "pbs";
+  o.stages = "2";
+  o.gpus = "4";
+  o.nodes = "2";
+  o.gtrain = "/bin/true";
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  ASSERT_EQ(fake.count("qsub"), 2);
+  const auto& call = fake.calls[1];
+  EXPECT_NE(std::find(call.begin(), call.end(), "depend=afterany:100.pbs01"), call.end());
+  EXPECT_NE(test::read_file(o.run_dir + "/stage-1.pbs").find("select=2:ngpus=2"), std::string::npos);
+}
+
+TEST(SubmitChain, DryRunSubmitsNothing) {
+  test::TempDir dir;
+  test::write_file(dir.file("mlp.toml"), kMlp);
+  FakeScheduler fake;
+  SubmitOptions o;
+  o.config_path = dir.file("mlp.toml");
+  o.run_dir = dir.path() + "/run $x";
+  o.dry_run = true;
+  o.stages = "2";
+  o.gtrain = "/bin/true";
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  EXPECT_TRUE(fake.calls.empty());
+  EXPECT_TRUE(fs::exists(o.run_dir + "/stage-2.sbatch"));
+  EXPECT_NE(out.str().find("'--chdir=" + o.run_dir + "'"), std::string::npos) << out.str();
+}
