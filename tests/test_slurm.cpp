@@ -61,10 +61,17 @@ nlohmann::json wait_chain(const std::string& run_dir, int timeout_s) {
   return c;
 }
 
+// The job's settled state: COMPLETING (the epilog still running) is waited out, up to 30 s.
 std::string job_state(const std::string& job) {
-  auto r = test::run_command("scontrol show job " + job + " | grep -o 'JobState=[A-Z_]*' | cut -d= -f2");
-  while (!r.output.empty() && r.output.back() == '\n') r.output.pop_back();
-  return r.output;
+  std::string state;
+  for (int i = 0; i < 150; ++i) {
+    auto r = test::run_command("scontrol show job " + job + " | grep -o 'JobState=[A-Z_]*' | cut -d= -f2");
+    while (!r.output.empty() && r.output.back() == '\n') r.output.pop_back();
+    state = r.output;
+    if (state != "COMPLETING") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return state;
 }
 
 int last_step(const std::string& run_dir) {
@@ -221,7 +228,10 @@ TEST(SlurmSubmit, TimeLimitLeadSignalSavesBeforeTheKill) {
   ASSERT_EQ(st.size(), 1u);
   EXPECT_EQ(st[0].at("exit").get<std::string>().rfind("resumable", 0), 0u) << st[0].dump();
   EXPECT_TRUE(fs::exists(run + "/checkpoints")) << slurm_out(run);
-  EXPECT_EQ(job_state(c["stages"][0].value("job", "")), "COMPLETED") << "saved and exited before the kill";
+  // gtrain itself exited 3 after saving (recorded above by the script). Slurm checks signals only
+  // every ~30 s, so the batch script's own wrap-up may still meet the limit: COMPLETED or TIMEOUT.
+  const std::string state = job_state(c["stages"][0].value("job", ""));
+  EXPECT_TRUE(state == "COMPLETED" || state == "TIMEOUT") << state;
 }
 
 // gtrain cancel stops the queued rest of a chain.
