@@ -24,7 +24,7 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	./$(BUILD)/gtrain run examples/quickstart.toml
+	./$(BUILD)/gtrain run examples/quickstart.toml --no-resume
 
 test: build
 	@scripts/run-tests.sh $(BUILD)
