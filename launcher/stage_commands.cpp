@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/text_util.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/errors.h"
 #include "runtime/metrics/progress.h"
@@ -27,16 +28,6 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
     if (!j.is_discarded()) out.push_back(j);
   }
   return out;
-}
-
-std::string when(double unix_time) {
-  if (unix_time <= 0) return "-";
-  time_t t = static_cast<time_t>(unix_time);
-  struct tm lt;
-  localtime_r(&t, &lt);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &lt);
-  return buf;
 }
 
 // A checkpoint directory, or the newest valid one under a checkpoints root / run directory.
@@ -100,8 +91,8 @@ int status_command(const std::string& run_dir, bool json) {
     const auto& s = stages[i];
     const std::string steps = std::to_string(s.value("step_from", 0)) + "-" + std::to_string(s.value("step_to", 0));
     const auto& alloc = s.contains("allocation") ? s.at("allocation") : nlohmann::json::object();
-    std::printf("  %-3zu %-19s %-19s %5d %-10s %8.1fs %8.2f %7.2f %7s  %s\n", i + 1, when(s.value("start", 0.0)).c_str(),
-                when(s.value("end", 0.0)).c_str(), s.value("world", 1), steps.c_str(), s.value("productive_s", 0.0),
+    std::printf("  %-3zu %-19s %-19s %5d %-10s %8.1fs %8.2f %7.2f %7s  %s\n", i + 1, text::local_time(s.value("start", 0.0), "%Y-%m-%d %H:%M:%S").c_str(),
+                text::local_time(s.value("end", 0.0), "%Y-%m-%d %H:%M:%S").c_str(), s.value("world", 1), steps.c_str(), s.value("productive_s", 0.0),
                 s.value("save_s", 0.0), s.value("load_s", 0.0), alloc.value("scheduler", "-").c_str(),
                 s.value("exit", "").c_str());
   }

@@ -1,6 +1,8 @@
 // submit_command.cpp: `gtrain submit` and `gtrain cancel`.
 #include "launcher/submit_command.h"
 
+#include "launcher/text_util.h"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -180,23 +182,10 @@ std::vector<StagePlan> plan_stages(const SubmitOptions& o, int stages, const std
   return out;
 }
 
-std::string slurm_begin(double unix_time) {
-  const std::time_t t = static_cast<std::time_t>(unix_time);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  return buf;
-}
+std::string slurm_begin(double unix_time) { return text::local_time(unix_time, "%Y-%m-%dT%H:%M:%S"); }
 
-std::string pbs_begin(double unix_time) {
-  const std::time_t t = static_cast<std::time_t>(unix_time);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%d%H%M.%S", &tm);
-  return buf;
-}
+std::string pbs_begin(double unix_time) { return text::local_time(unix_time, "%Y%m%d%H%M.%S"); }
+
 
 int submit_command(const SubmitOptions& o, const std::map<std::string, std::string>& env,
                    const CommandRunner& runner, std::ostream& out) {

@@ -1,7 +1,8 @@
-// text_util.h: small string helpers shared by the scheduler parsers (trim, split).
+// text_util.h: small string helpers shared by the launcher (trim, split, local time).
 #pragma once
 
 #include <cctype>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,17 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
   }
   out.push_back(cur);
   return out;
+}
+
+// A unix time as local time in strftime `format` ("-" for a time of 0 or less).
+inline std::string local_time(double unix_time, const char* format) {
+  if (unix_time <= 0) return "-";
+  const std::time_t t = static_cast<std::time_t>(unix_time);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
 }
 
 }  // namespace gtrain::text

@@ -40,14 +40,7 @@ std::pair<double, double> measure(const std::string& extra) {
   test::write_file(dir.file("job.toml"), kGpt);
   auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  double peak = 0, est = 0;
-  for (const auto& l : test::lines(test::read_file(dir.file("run/metrics.jsonl")))) {
-    auto j = nlohmann::json::parse(l);
-    if (j.value("kind", "") != "train") continue;
-    peak = std::max(peak, j.at("peak_mem_mb").get<double>());
-    est = j.at("est_mem_mb").get<double>();
-  }
-  return {peak, est};
+  return test::memory_peak_and_estimate(dir.file("run/metrics.jsonl"));
 }
 
 void expect_within(const std::string& extra, const std::string& what) {

@@ -210,13 +210,7 @@ TEST(MultiRankMemory, DataParallelEstimateWithinFifteenPercent) {
   test::write_file(dir.file("job.toml"), gpt);
   auto r = run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  double peak = 0, est = 0;
-  for (const auto& l : test::lines(test::read_file(dir.file("run/metrics.jsonl")))) {
-    auto j = nlohmann::json::parse(l);
-    if (j.value("kind", "") != "train") continue;
-    peak = std::max(peak, j.at("peak_mem_mb").get<double>());  // rank 0's
-    est = j.at("est_mem_mb").get<double>();
-  }
+  const auto [peak, est] = test::memory_peak_and_estimate(dir.file("run/metrics.jsonl"));  // rank 0's
   EXPECT_NEAR(peak / est, 1.0, 0.15) << "measured " << peak << " MiB, estimated " << est << " MiB";
 }
 

@@ -74,15 +74,6 @@ std::string job_state(const std::string& job) {
   return state;
 }
 
-int last_step(const std::string& run_dir) {
-  int step = 0;
-  for (const auto& l : test::lines(test::read_file(run_dir + "/metrics.jsonl"))) {
-    auto j = nlohmann::json::parse(l, nullptr, false);
-    if (!j.is_discarded() && j.value("kind", "") == "train") step = j.at("step");
-  }
-  return step;
-}
-
 nlohmann::json final_record(const std::string& run_dir) {
   nlohmann::json f;
   for (const auto& l : test::lines(test::read_file(run_dir + "/metrics.jsonl"))) {
@@ -106,7 +97,7 @@ bool signal_stage_at(const std::string& run_dir, int stage, int at_step, int tim
     const auto c = chain(run_dir);
     if (c.is_object() && c.contains("stages") && c["stages"].size() >= static_cast<size_t>(stage)) {
       const std::string job = c["stages"][stage - 1].value("job", "");
-      if (!job.empty() && job_state(job) == "RUNNING" && last_step(run_dir) >= at_step) {
+      if (!job.empty() && job_state(job) == "RUNNING" && test::last_train_step(run_dir + "/metrics.jsonl") >= at_step) {
         return test::run_command("scancel --batch --signal=USR1 " + job).exit_code == 0;
       }
     }

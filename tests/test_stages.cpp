@@ -39,15 +39,6 @@ threads = 1  # the same matmul summation order on every layout
 progress = "none"
 )";
 
-int last_step(const std::string& metrics) {
-  int step = 0;
-  for (const auto& l : test::lines(test::read_file(metrics))) {
-    auto j = nlohmann::json::parse(l, nullptr, false);
-    if (!j.is_discarded() && j.value("kind", "") == "train") step = j.at("step");
-  }
-  return step;
-}
-
 // Starts `cmd`, sends SIGUSR1 to it once metrics.jsonl shows `at_step`, returns exit code and output.
 test::CommandResult run_and_signal(const std::string& cmd, const std::string& metrics, int at_step) {
   std::FILE* p = popen(("exec " + cmd + " 2>&1").c_str(), "r");
@@ -55,7 +46,7 @@ test::CommandResult run_and_signal(const std::string& cmd, const std::string& me
   std::thread watcher([&] {
     const auto t0 = Clock::now();
     while (Clock::now() - t0 < std::chrono::seconds(120)) {
-      if (last_step(metrics) >= at_step) {
+      if (test::last_train_step(metrics) >= at_step) {
         // The shell exec'd gtrain, which exec'd mpirun: signal every process of the command line.
         std::system(("pkill -USR1 -f -- '" + cmd.substr(0, cmd.find(" --ranks")) + "'").c_str());
         return;
@@ -83,11 +74,11 @@ TEST(Stages, ResumeOnFewerRanksKeepsTheTrajectory) {
   const std::string base = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run;
   auto s1 = run_and_signal(base + " --ranks 4", run + "/metrics.jsonl", 15);
   ASSERT_EQ(s1.exit_code, 3) << "stage 1 should end resumable\n" << s1.output;
-  const int stop1 = last_step(run + "/metrics.jsonl");
+  const int stop1 = test::last_train_step(run + "/metrics.jsonl");
   auto s2 = run_and_signal(base + " --ranks 2", run + "/metrics.jsonl", 30);
   ASSERT_EQ(s2.exit_code, 3) << s2.output;
   EXPECT_NE(s2.output.find("resumed from"), std::string::npos) << s2.output;
-  const int stop2 = last_step(run + "/metrics.jsonl");
+  const int stop2 = test::last_train_step(run + "/metrics.jsonl");
   auto s3 = test::run_command(base + " --ranks 1 --set parallel.micro_batch=4");
   ASSERT_EQ(s3.exit_code, 0) << s3.output;
   EXPECT_NE(s3.output.find("micro_batch=4 grad_accum=4"), std::string::npos) << s3.output;
@@ -234,7 +225,7 @@ TEST(Stages, DeadlineStopsAndSavesBeforeTimeLimit) {
   EXPECT_NE(r.output.find("deadline (--time-limit)"), std::string::npos) << r.output;
   auto ckpts = list_checkpoints(dir.file("run/checkpoints"));
   ASSERT_EQ(ckpts.size(), 1u);
-  EXPECT_EQ(ckpts[0].step, last_step(dir.file("run/metrics.jsonl")));
+  EXPECT_EQ(ckpts[0].step, test::last_train_step(dir.file("run/metrics.jsonl")));
 }
 
 TEST(Stages, SecondRunOnSameDirectoryIsRefused) {
@@ -242,7 +233,7 @@ TEST(Stages, SecondRunOnSameDirectoryIsRefused) {
   test::write_file(dir.file("job.toml"), kGpt);
   const std::string base = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run");
   std::FILE* p = popen(("exec " + base + " --set train.steps=100000 > /dev/null 2>&1").c_str(), "r");
-  for (int i = 0; i < 500 && last_step(dir.file("run/metrics.jsonl")) < 1; ++i) {
+  for (int i = 0; i < 500 && test::last_train_step(dir.file("run/metrics.jsonl")) < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto second = test::run_command(base);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace gtrain::test {
 
 // A fresh directory under /tmp removed at scope exit.
@@ -69,6 +71,28 @@ inline std::vector<std::string> lines(const std::string& s) {
     if (!l.empty()) out.push_back(l);
   }
   return out;
+}
+
+// The step of the last training record in a metrics.jsonl (0 when none; partial lines skipped).
+inline int last_train_step(const std::string& metrics_path) {
+  int step = 0;
+  for (const auto& l : lines(read_file(metrics_path))) {
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (!j.is_discarded() && j.value("kind", "") == "train") step = j.at("step");
+  }
+  return step;
+}
+
+// Highest measured peak_mem_mb and the plan's est_mem_mb over the training records.
+inline std::pair<double, double> memory_peak_and_estimate(const std::string& metrics_path) {
+  double peak = 0, est = 0;
+  for (const auto& l : lines(read_file(metrics_path))) {
+    auto j = nlohmann::json::parse(l);
+    if (j.value("kind", "") != "train") continue;
+    peak = std::max(peak, j.at("peak_mem_mb").get<double>());
+    est = j.at("est_mem_mb").get<double>();
+  }
+  return {peak, est};
 }
 
 }  // namespace gtrain::test
