@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/common/startup.h"
+#include "runtime/common/torch_threads.h"
 
 namespace gtrain {
 namespace {

@@ -19,24 +19,12 @@
 namespace gtrain {
 
 int cli_main(int argc, char** argv) {
-  CLI::App app{"gtrain: train on whatever GPUs the scheduler granted, resume on any other count."};
+  CLI::App app{"gtrain: train on whatever GPUs the scheduler granted, resume on any other count.", "gtrain"};
   app.set_version_flag("--version", "gtrain 0.1.0");
   app.require_subcommand(1);
 
   RunOptions run;
-  auto* run_cmd = app.add_subcommand("run", "Train the job a config file describes.");
-  run_cmd->add_option("config", run.config_path, "TOML config file")->required();
-  run_cmd->add_option("--set", run.sets, "Override a key: section.key=value (repeatable; beats env and file)")
-      ->type_name("KEY=VALUE")
-      ->allow_extra_args(false);
-  run_cmd->add_option("--run-dir", run.run_dir, "Run directory (default <log.root>/<log.name>)");
-  run_cmd->add_flag("--quiet", run.quiet, "Only errors on the console");
-  run_cmd->add_option("--resume", run.resume, "Resume from this checkpoint directory (default: the newest valid one)");
-  run_cmd->add_flag("--no-resume", run.no_resume, "Start from step 0 even when the run directory has checkpoints");
-  run_cmd->add_option("--time-limit", run.time_limit,
-                      "Stage wall time (90s, 15m, 2h, HH:MM:SS): stop early enough to save, exit 3");
-  run_cmd->add_option("--ranks", run.ranks, "Ranks to start (default: one per granted GPU; CPU ranks stand in for GPUs)")
-      ->check(CLI::PositiveNumber);
+  auto* run_cmd = add_run_command(app, run);
 
   auto* config_cmd = app.add_subcommand("config", "Show configuration.");
   config_cmd->require_subcommand(1);

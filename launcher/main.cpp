@@ -1,19 +1,55 @@
-// main.cpp: the gtrain executable: start-up tuning, then the CLI; the only place errors are caught.
-#include <c10/util/Exception.h>
+// main.cpp: the gtrain executable, torch-free so a launch does not pay for loading LibTorch: it
+// starts the ranks of `gtrain run` itself (mpirun over gtrain-worker) when it can plan the model
+// without LibTorch, and hands every other command to gtrain-worker. The only place its errors are caught.
+#include <CLI/CLI.hpp>
 
-#include "launcher/cli.h"
+#include <cstring>
+
+#include "launcher/launch.h"
+#include "launcher/run_launch.h"
 #include "runtime/common/errors.h"
 #include "runtime/common/rank_output.h"
 #include "runtime/common/startup.h"
 
+namespace gtrain {
+namespace {
+
+// `gtrain run` when this process launches the ranks and the model's sizes are known from the
+// config: plan and lock here, then exec mpirun (several ranks) or the worker (one rank). Returns
+// when gtrain-worker should handle the command as it is.
+void launch_run_fast(int argc, char** argv) {
+  CLI::App app{"gtrain", "gtrain"};
+  RunOptions run;
+  add_run_command(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Error&) {
+    return;  // help, version and usage errors: the worker prints them
+  }
+  const auto env = process_environment();
+  if (detect_rank_environment(env).launched) return;  // one task of an srun / mpirun launch
+  JobConfig cfg = load_job_config(run.config_path, run.sets, env);
+  if (stage_prepared(env, resolve_run_dir(cfg, run))) return;
+  const auto stats = model_stats_from_config(cfg);
+  if (!stats) return;  // the model must be built (LibTorch) to be planned
+  for (int i = 1; i < argc; ++i) run.argv.push_back(argv[i]);
+  // Bad layouts fail here, once, before any rank starts; several ranks: mpirun replaces us.
+  StageLaunch stage = launch_stage(run, cfg, env, worker_executable(),
+                                   [&](int ranks) { plan_run(cfg, *stats, ranks, ranks); });
+  // One rank: the worker inherits the lock (not close-on-exec) and the stage facts.
+  stage.lock.release();
+}
+
+}  // namespace
+}  // namespace gtrain
+
 int main(int argc, char** argv) {
   gtrain::tune_malloc();
   try {
-    return gtrain::cli_main(argc, argv);
+    if (argc > 1 && std::strcmp(argv[1], "run") == 0) gtrain::launch_run_fast(argc, argv);
+    gtrain::exec_worker(argc, argv);
   } catch (const gtrain::Error& e) {
     return gtrain::fail_process(gtrain::format_error(e), e.exit_code());
-  } catch (const c10::Error& e) {
-    return gtrain::fail_process(std::string("gtrain: torch error: ") + e.what_without_backtrace(), gtrain::kExitFailure);
   } catch (const std::exception& e) {
     return gtrain::fail_process(std::string("gtrain: error: ") + e.what(), gtrain::kExitFailure);
   }

@@ -12,6 +12,7 @@
 
 #include "launcher/allocation.h"
 #include "launcher/calibrate.h"
+#include "launcher/run_launch.h"
 #include "runtime/common/errors.h"
 #include "runtime/data/dataset.h"
 #include "runtime/models/model_registry.h"
@@ -281,22 +282,16 @@ std::vector<int64_t> parse_gpu_counts(const std::string& text, const std::string
 
 JobDescription describe_job(const JobConfig& cfg) {
   JobDescription d;
-  const bool builtin_gpt = cfg.model.name == "gpt" && cfg.model.plugin.empty();
-  int64_t vocab = cfg.model.vocab;
   std::shared_ptr<Dataset> train;
   auto open = [&] {
     if (!train) train = open_datasets(cfg.data, cfg.model, cfg.train.seed).train;
     return train;
   };
-  if (builtin_gpt) {
-    if (vocab <= 0) {
-      if (cfg.data.kind == "text_bytes") vocab = 256;
-      else if (cfg.data.kind == "synthetic") vocab = 64;  // the synthetic token task's default
-      else vocab = open()->spec().vocab;
-    }
-    // Sized from the shape: a 13B model is never built here.
-    d.stats = gpt_stats(cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd, cfg.model.seq_len, vocab,
-                        cfg.model.tied_embeddings);
+  if (auto stats = model_stats_from_config(cfg)) {
+    d.stats = *stats;  // sized from the shape: a 13B model is never built here
+  } else if (cfg.model.name == "gpt" && cfg.model.plugin.empty()) {
+    d.stats = gpt_stats(cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd, cfg.model.seq_len,
+                        open()->spec().vocab, cfg.model.tied_embeddings);
   } else {
     auto& reg = ModelRegistry::global();
     if (!cfg.model.plugin.empty()) reg.load_plugin(cfg.model.plugin);

@@ -12,6 +12,7 @@
 
 #include "runtime/common/errors.h"
 #include "runtime/common/startup.h"
+#include "runtime/common/torch_threads.h"
 #include "runtime/models/model_registry.h"
 #include "launcher/allocation.h"
 #include "launcher/launch.h"
@@ -32,14 +33,6 @@ namespace fs = std::filesystem;
 
 namespace gtrain {
 
-std::string resolve_run_dir(const JobConfig& c, const RunOptions& o) {
-  if (!o.run_dir.empty()) return o.run_dir;
-  std::string name = c.log.name;
-  if (name.empty()) name = fs::path(o.config_path).stem().string();
-  if (name.empty()) name = "run";
-  return (fs::path(c.log.root) / name).string();
-}
-
 JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks) {
   auto& registry = ModelRegistry::global();
   if (!cfg.model.plugin.empty()) registry.load_plugin(cfg.model.plugin);
@@ -52,33 +45,8 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
   parts.model = registry.create(cfg.model, parts.data.train->spec());
   parts.stats = parts.model->stats(parts.data.train->spec());
 
-  // Plan with what this runtime executes (strategies/capabilities.h) and this host's CPU profile
-  // (calibrated by `gtrain plan --calibrate`, else a conservative default).
-  PlannerInput pin = planner_input_for(cfg, parts.stats, world_size);
-  pin.gpus_per_node = world_size;
-  pin.caps = kRunCapabilities;
-  pin.profile = local_cpu_profile(process_environment(), ProcessContext::get().host,
-                                  static_cast<int>(std::thread::hardware_concurrency()));
-  pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
-                                                : 0.8 * available_memory_bytes() / std::max(1, local_ranks);
-  if (cfg.parallel.pp_microbatches > 0 && cfg.parallel.micro_batch == 0) {
-    // m micro-batches per replica: micro_batch = global_batch / (dp * m), dp from the explicit layout.
-    const int64_t tp = cfg.parallel.tp, pp = cfg.parallel.pp;
-    const int64_t dp = cfg.parallel.dp > 0 ? cfg.parallel.dp : std::max<int64_t>(1, world_size / (tp * pp));
-    const int64_t per_replica = cfg.train.global_batch / dp;
-    if (cfg.train.global_batch % dp != 0 || per_replica % cfg.parallel.pp_microbatches != 0) {
-      throw ConfigError("parallel.pp_microbatches = " + std::to_string(cfg.parallel.pp_microbatches) +
-                        " must divide the " + std::to_string(per_replica) + " samples per replica (train.global_batch " +
-                        std::to_string(cfg.train.global_batch) + " / dp " + std::to_string(dp) + ")");
-    }
-    pin.parallel.micro_batch = per_replica / cfg.parallel.pp_microbatches;
-  }
-  parts.plan = plan_job(pin);
+  parts.plan = plan_run(cfg, parts.stats, world_size, local_ranks);
   const Plan& plan = parts.plan;
-  if (plan.tp > 1 && parts.stats.vocab > 0 && parts.stats.vocab % plan.tp != 0) {
-    throw ConfigError("tp = " + std::to_string(plan.tp) + " must divide the vocabulary (" +
-                      std::to_string(parts.stats.vocab) + "); set model.vocab to a multiple of " + std::to_string(plan.tp));
-  }
 
   if (comm) {
     if (comm->size() != world_size) {
@@ -158,23 +126,6 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// The stage deadline: the earliest of the scheduler's end time, --time-limit / schedule.time_limit_s
-// and the end of the quota window we are in.
-Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc) {
-  const double now = unix_now();
-  std::vector<Deadline> ds;
-  if (alloc.end_time_unix > 0) ds.push_back({static_cast<double>(alloc.end_time_unix), alloc.scheduler + " end time"});
-  double limit = cfg.schedule.time_limit_s;
-  if (!o.time_limit.empty()) limit = parse_duration(o.time_limit, "--time-limit");
-  if (limit > 0) ds.push_back({now + limit, o.time_limit.empty() ? "schedule.time_limit_s" : "--time-limit"});
-  std::vector<Window> windows;
-  for (size_t i = 0; i < cfg.schedule.window.size(); ++i) {
-    windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
-  }
-  if (const double end = window_end(windows, now); end > 0) ds.push_back({end, "quota window"});
-  return earliest(ds);
-}
-
 std::string env_or(const std::map<std::string, std::string>& env, const char* key) {
   auto it = env.find(key);
   return it == env.end() ? std::string() : it->second;
@@ -186,52 +137,16 @@ RunOutcome run_job(const RunOptions& o) {
   const auto env = process_environment();
   JobConfig cfg = load_job_config(o.config_path, o.sets, env);
   if (o.quiet) cfg.log.progress = "none";
-  if (!o.time_limit.empty()) parse_duration(o.time_limit, "--time-limit");  // reject bad input early
   const RankEnvironment rank_env = detect_rank_environment(env);
   const std::string run_dir = resolve_run_dir(cfg, o);
   std::unique_ptr<RunLock> lock;
 
-  if (!rank_env.launched) {
-    // One rank per granted GPU (CPU ranks stand in without CUDA), or --ranks.
-    DiscoveryOptions dopt;
-    dopt.ranks = o.ranks;
-    dopt.read_limits = false;
-    const Allocation alloc = discover_allocation(env, system_command_runner(), dopt);
-    const int ranks = alloc.world_size();
-    lock = RunLock::acquire(run_dir);
-    const Deadline deadline = stage_deadline(cfg, o, alloc);
-    // Ranks learn the stage's facts from the launching process.
-    setenv("GTRAIN_INTERNAL_LOCKED", "1", 1);
-    setenv("GTRAIN_INTERNAL_DEADLINE", (std::to_string(deadline.unix_time) + "|" + deadline.source).c_str(), 1);
-    setenv("GTRAIN_INTERNAL_ALLOCATION",
-           nlohmann::json({{"scheduler", alloc.scheduler}, {"job_id", alloc.job_id}, {"nodes", alloc.nodes.size()},
-                           {"gpus", alloc.total_gpus()}, {"ranks", ranks}})
-               .dump()
-               .c_str(),
-           1);
-    if (ranks > 1) {
-      // Validate data, model and plan once here, so bad input is one message, then start the ranks.
-      assemble_job(cfg, ranks, nullptr, ranks);
-      LaunchSpec spec;
-      spec.ranks = ranks;
-      spec.executable = self_executable();
-      spec.args = o.argv;
-      for (const auto& n : alloc.nodes) {
-        spec.hosts.push_back({n.host, n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size())});
-      }
-      if (spec.hosts.size() > 1) {
-        spec.hostfile = (fs::path(run_dir) / "hostfile").string();
-        for (const auto& kv : env) {
-          if (kv.first.rfind("GTRAIN_", 0) == 0) spec.forward_env.push_back(kv.first);
-        }
-        spec.forward_env.insert(spec.forward_env.end(),
-                                {"PATH", "LD_LIBRARY_PATH", "GTRAIN_INTERNAL_LOCKED", "GTRAIN_INTERNAL_DEADLINE",
-                                 "GTRAIN_INTERNAL_ALLOCATION"});
-      } else {
-        spec.hosts.clear();
-      }
-      exec_mpirun(spec);
-    }
+  if (!rank_env.launched && !stage_prepared(env, run_dir)) {
+    // Started as gtrain-worker directly (or by gtrain for a model it cannot size without LibTorch):
+    // launch here; several ranks are validated once (data, model, plan), then mpirun replaces us.
+    lock = launch_stage(o, cfg, env, self_executable(), [&](int ranks) {
+             if (ranks > 1) assemble_job(cfg, ranks, nullptr, ranks);
+           }).lock;
   }
   const auto stage_env = process_environment();
 

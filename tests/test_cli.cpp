@@ -183,3 +183,18 @@ TEST(Cli, PluginModelTrainsFromConfig) {
 
 }  // namespace
 }  // namespace gtrain
+
+// `gtrain` itself does not load LibTorch (it starts in milliseconds and launches the ranks);
+// gtrain-worker next to it does the LibTorch work, and `gtrain` hands it every other command.
+TEST(Cli, LauncherIsTorchFreeAndHandsCommandsToTheWorker) {
+  const auto ldd = gtrain::test::run_command(std::string("ldd ") + GTRAIN_BINARY);
+  ASSERT_EQ(ldd.exit_code, 0) << ldd.output;
+  EXPECT_EQ(ldd.output.find("libtorch"), std::string::npos) << ldd.output;
+  EXPECT_NE(ldd.output.find("libgtrain_runtime_base"), std::string::npos) << ldd.output;
+  const auto models = gtrain::test::run_command(std::string(GTRAIN_BINARY) + " models");
+  EXPECT_EQ(models.exit_code, 0) << models.output;
+  EXPECT_NE(models.output.find("gpt"), std::string::npos) << models.output;
+  const auto missing = gtrain::test::run_command("GTRAIN_WORKER=/nonexistent/gtrain-worker " + std::string(GTRAIN_BINARY) + " models");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("cannot start /nonexistent/gtrain-worker"), std::string::npos) << missing.output;
+}

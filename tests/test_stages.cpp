@@ -47,8 +47,10 @@ test::CommandResult run_and_signal(const std::string& cmd, const std::string& me
     const auto t0 = Clock::now();
     while (Clock::now() - t0 < std::chrono::seconds(120)) {
       if (test::last_train_step(metrics) >= at_step) {
-        // The shell exec'd gtrain, which exec'd mpirun: signal every process of the command line.
-        std::system(("pkill -USR1 -f -- '" + cmd.substr(0, cmd.find(" --ranks")) + "'").c_str());
+        // The shell exec'd gtrain, which exec'd mpirun over gtrain-worker: signal every process whose
+        // command line has these arguments.
+        const size_t args = cmd.find(" run ");
+        std::system(("pkill -USR1 -f -- '" + cmd.substr(args, cmd.find(" --ranks") - args) + "'").c_str());
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

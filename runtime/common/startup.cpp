@@ -1,7 +1,6 @@
-// startup.cpp: malloc tuning, thread counts, memory probe.
+// startup.cpp: malloc tuning and memory probes (torch-free: the launcher uses them too).
 #include "runtime/common/startup.h"
 
-#include <dlfcn.h>
 #include <malloc.h>
 #include <unistd.h>
 
@@ -9,35 +8,11 @@
 #include <string>
 #include <thread>
 
-#include <ATen/Parallel.h>
-
 namespace gtrain {
 
 void tune_malloc() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
-}
-
-int set_torch_threads(int64_t threads, int local_ranks) {
-  int n = static_cast<int>(threads);
-  if (n <= 0) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    n = static_cast<int>(std::max<long>(1, cores / std::max(1, local_ranks)));
-  }
-  at::set_num_threads(n);
-  // OpenBLAS keeps its own pool (sized from the environment at load time); two ranks each with a
-  // pool as large as the machine spin against each other. Size it like torch's.
-  using SetThreads = void (*)(int);
-  if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
-  static bool interop_set = false;  // may be set only once per process, before inter-op work
-  if (!interop_set) {
-    interop_set = true;
-    try {
-      at::set_num_interop_threads(1);
-    } catch (...) {
-    }
-  }
-  return n;
 }
 
 double available_memory_bytes() {

@@ -1,4 +1,5 @@
-// startup.h: process start-up tuning measured on our machines (malloc thresholds, torch threads).
+// startup.h: process start-up tuning measured on our machines (malloc thresholds) and memory probes;
+// torch-free (torch thread pools: runtime/common/torch_threads.h).
 #pragma once
 
 #include <cstdint>
@@ -8,10 +9,6 @@ namespace gtrain {
 // Keeps glibc malloc from returning memory to the OS on every free of a large tensor
 // (measured ~5x slower training, ~10x slower 64 MB MPI allreduce without it).
 void tune_malloc();
-
-// Sets torch intra-op threads (`threads` > 0) or cores / local_ranks, and one inter-op thread.
-// Returns the intra-op thread count in use.
-int set_torch_threads(int64_t threads, int local_ranks);
 
 // Usable memory of this machine in bytes (MemAvailable), 0 when unknown.
 double available_memory_bytes();

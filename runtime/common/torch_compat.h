@@ -17,13 +17,19 @@ inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tenso
 #if GTRAIN_TORCH_AT_LEAST(2, 0)
   return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p, /*is_causal=*/true);
 #else
-  const int64_t T = q.size(-2);
-  auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-  auto mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
-  att = att.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  // One batched GEMM computes scale * q k^T plus the causal bias (0 / -inf, cached per shape), one
+  // softmax, one batched GEMM with v: fewer passes over the [B*H, T, T] scores than matmul, scale,
+  // masked_fill.
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  static thread_local torch::Tensor bias;
+  if (!bias.defined() || bias.size(0) != T || bias.device() != q.device() || bias.scalar_type() != q.scalar_type()) {
+    bias = torch::full({T, T}, -std::numeric_limits<double>::infinity(), q.options().requires_grad(false)).triu(1);
+  }
+  auto att = torch::baddbmm(bias, q.reshape({B * H, T, D}), k.reshape({B * H, T, D}).transpose(1, 2), /*beta=*/1.0,
+                            /*alpha=*/1.0 / std::sqrt(static_cast<double>(D)));
   att = torch::softmax(att, -1);
   if (dropout_p > 0) att = torch::dropout(att, dropout_p, /*train=*/true);
-  return torch::matmul(att, v);
+  return torch::bmm(att, v.reshape({B * H, T, D})).view({B, H, T, D});
 #endif
 }
 

@@ -5,6 +5,7 @@
 
 #include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
+#include "runtime/models/activations.h"
 
 namespace gtrain {
 
@@ -33,7 +34,7 @@ GptMlpImpl::GptMlpImpl(int64_t n_embd, double dropout_) : dropout(dropout_) {
 }
 
 torch::Tensor GptMlpImpl::forward(const torch::Tensor& x) {
-  auto y = proj->forward(torch::gelu(fc->forward(x), "tanh"));
+  auto y = proj->forward(gelu_tanh(fc->forward(x)));
   if (dropout > 0) y = torch::dropout(y, dropout, is_training());
   return y;
 }

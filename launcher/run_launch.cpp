@@ -1,0 +1,192 @@
+// run_launch.cpp: the launching side of `gtrain run` (torch-free; see run_launch.h).
+#include "launcher/run_launch.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/allocation.h"
+#include "launcher/launch.h"
+#include "launcher/program_runner.h"
+#include "runtime/common/errors.h"
+#include "runtime/common/rank_output.h"
+#include "runtime/common/startup.h"
+#include "runtime/train/schedule.h"
+#include "strategies/capabilities.h"
+#include "strategies/hardware_profile.h"
+#include "strategies/planner.h"
+
+namespace fs = std::filesystem;
+
+namespace gtrain {
+
+CLI::App* add_run_command(CLI::App& app, RunOptions& run) {
+  auto* run_cmd = app.add_subcommand("run", "Train the job a config file describes.");
+  run_cmd->add_option("config", run.config_path, "TOML config file")->required();
+  run_cmd->add_option("--set", run.sets, "Override a key: section.key=value (repeatable; beats env and file)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  run_cmd->add_option("--run-dir", run.run_dir, "Run directory (default <log.root>/<log.name>)");
+  run_cmd->add_flag("--quiet", run.quiet, "Only errors on the console");
+  run_cmd->add_option("--resume", run.resume, "Resume from this checkpoint directory (default: the newest valid one)");
+  run_cmd->add_flag("--no-resume", run.no_resume, "Start from step 0 even when the run directory has checkpoints");
+  run_cmd->add_option("--time-limit", run.time_limit,
+                      "Stage wall time (90s, 15m, 2h, HH:MM:SS): stop early enough to save, exit 3");
+  run_cmd->add_option("--ranks", run.ranks, "Ranks to start (default: one per granted GPU; CPU ranks stand in for GPUs)")
+      ->check(CLI::PositiveNumber);
+  return run_cmd;
+}
+
+std::string resolve_run_dir(const JobConfig& c, const RunOptions& o) {
+  if (!o.run_dir.empty()) return o.run_dir;
+  std::string name = c.log.name;
+  if (name.empty()) name = fs::path(o.config_path).stem().string();
+  if (name.empty()) name = "run";
+  return (fs::path(c.log.root) / name).string();
+}
+
+std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
+  if (cfg.model.name != "gpt" || !cfg.model.plugin.empty()) return std::nullopt;
+  int64_t vocab = cfg.model.vocab;
+  if (vocab <= 0) {
+    if (cfg.data.kind == "text_bytes") vocab = 256;
+    else if (cfg.data.kind == "synthetic") vocab = 64;  // the synthetic token task's default
+    else return std::nullopt;                            // the data's vocabulary decides
+  }
+  return gpt_stats(cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd, cfg.model.seq_len, vocab,
+                   cfg.model.tied_embeddings);
+}
+
+Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks) {
+  // Plan with what this runtime executes (strategies/capabilities.h) and this host's CPU profile
+  // (calibrated by `gtrain plan --calibrate`, else a conservative default).
+  PlannerInput pin = planner_input_for(cfg, stats, world_size);
+  pin.gpus_per_node = world_size;
+  pin.caps = kRunCapabilities;
+  pin.profile = local_cpu_profile(process_environment(), ProcessContext::get().host,
+                                  static_cast<int>(std::thread::hardware_concurrency()));
+  pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
+                                                : 0.8 * available_memory_bytes() / std::max(1, local_ranks);
+  if (cfg.parallel.pp_microbatches > 0 && cfg.parallel.micro_batch == 0) {
+    // m micro-batches per replica: micro_batch = global_batch / (dp * m), dp from the explicit layout.
+    const int64_t tp = cfg.parallel.tp, pp = cfg.parallel.pp;
+    const int64_t dp = cfg.parallel.dp > 0 ? cfg.parallel.dp : std::max<int64_t>(1, world_size / (tp * pp));
+    const int64_t per_replica = cfg.train.global_batch / dp;
+    if (cfg.train.global_batch % dp != 0 || per_replica % cfg.parallel.pp_microbatches != 0) {
+      throw ConfigError("parallel.pp_microbatches = " + std::to_string(cfg.parallel.pp_microbatches) +
+                        " must divide the " + std::to_string(per_replica) + " samples per replica (train.global_batch " +
+                        std::to_string(cfg.train.global_batch) + " / dp " + std::to_string(dp) + ")");
+    }
+    pin.parallel.micro_batch = per_replica / cfg.parallel.pp_microbatches;
+  }
+  Plan plan = plan_job(pin);
+  if (plan.tp > 1 && stats.vocab > 0 && stats.vocab % plan.tp != 0) {
+    throw ConfigError("tp = " + std::to_string(plan.tp) + " must divide the vocabulary (" + std::to_string(stats.vocab) +
+                      "); set model.vocab to a multiple of " + std::to_string(plan.tp));
+  }
+  return plan;
+}
+
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The stage deadline: the earliest of the scheduler's end time, --time-limit / schedule.time_limit_s
+// and the end of the quota window we are in.
+Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc) {
+  const double now = unix_now();
+  std::vector<Deadline> ds;
+  if (alloc.end_time_unix > 0) ds.push_back({static_cast<double>(alloc.end_time_unix), alloc.scheduler + " end time"});
+  double limit = cfg.schedule.time_limit_s;
+  if (!o.time_limit.empty()) limit = parse_duration(o.time_limit, "--time-limit");
+  if (limit > 0) ds.push_back({now + limit, o.time_limit.empty() ? "schedule.time_limit_s" : "--time-limit"});
+  std::vector<Window> windows;
+  for (size_t i = 0; i < cfg.schedule.window.size(); ++i) {
+    windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
+  }
+  if (const double end = window_end(windows, now); end > 0) ds.push_back({end, "quota window"});
+  return earliest(ds);
+}
+
+}  // namespace
+
+bool stage_prepared(const std::map<std::string, std::string>& env, const std::string& run_dir) {
+  auto it = env.find("GTRAIN_INTERNAL_LOCKED");
+  return it != env.end() && it->second == run_dir;
+}
+
+StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
+                         const std::string& worker, const std::function<void(int ranks)>& validate) {
+  if (!o.time_limit.empty()) parse_duration(o.time_limit, "--time-limit");  // reject bad input early
+  const std::string run_dir = resolve_run_dir(cfg, o);
+  // One rank per granted GPU (CPU ranks stand in without CUDA), or --ranks.
+  DiscoveryOptions dopt;
+  dopt.ranks = o.ranks;
+  dopt.read_limits = false;
+  const Allocation alloc = discover_allocation(env, system_command_runner(), dopt);
+  StageLaunch out;
+  out.ranks = alloc.world_size();
+  out.lock = RunLock::acquire(run_dir);
+  const Deadline deadline = stage_deadline(cfg, o, alloc);
+  // Ranks learn the stage's facts from the launching process.
+  setenv("GTRAIN_INTERNAL_LOCKED", run_dir.c_str(), 1);
+  setenv("GTRAIN_INTERNAL_DEADLINE", (std::to_string(deadline.unix_time) + "|" + deadline.source).c_str(), 1);
+  setenv("GTRAIN_INTERNAL_ALLOCATION",
+         nlohmann::json({{"scheduler", alloc.scheduler}, {"job_id", alloc.job_id}, {"nodes", alloc.nodes.size()},
+                         {"gpus", alloc.total_gpus()}, {"ranks", out.ranks}})
+             .dump()
+             .c_str(),
+         1);
+  if (validate) validate(out.ranks);
+  if (out.ranks > 1) {
+    LaunchSpec spec;
+    spec.ranks = out.ranks;
+    spec.executable = worker;
+    spec.args = o.argv;
+    for (const auto& n : alloc.nodes) {
+      spec.hosts.push_back({n.host, n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size())});
+    }
+    if (spec.hosts.size() > 1) {
+      spec.hostfile = (fs::path(run_dir) / "hostfile").string();
+      for (const auto& kv : env) {
+        if (kv.first.rfind("GTRAIN_", 0) == 0) spec.forward_env.push_back(kv.first);
+      }
+      spec.forward_env.insert(spec.forward_env.end(),
+                              {"PATH", "LD_LIBRARY_PATH", "GTRAIN_INTERNAL_LOCKED", "GTRAIN_INTERNAL_DEADLINE",
+                               "GTRAIN_INTERNAL_ALLOCATION"});
+    } else {
+      spec.hosts.clear();
+    }
+    exec_mpirun(spec);
+  }
+  return out;
+}
+
+std::string worker_executable() {
+  if (const char* w = std::getenv("GTRAIN_WORKER"); w && *w) return w;
+  return (fs::path(self_executable()).parent_path() / "gtrain-worker").string();
+}
+
+void exec_worker(int argc, char** argv) {
+  const std::string worker = worker_executable();
+  std::vector<char*> args(argv, argv + argc);
+  args.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::execv(worker.c_str(), args.data());
+  throw Error("cannot start " + worker + ": " + std::strerror(errno) +
+              " (gtrain-worker is built next to gtrain; set GTRAIN_WORKER to its path)");
+}
+
+}  // namespace gtrain

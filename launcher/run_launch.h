@@ -1,0 +1,72 @@
+// run_launch.h: the launching side of `gtrain run`, torch-free: run options and their flags, the
+// run directory, the stage deadline, planning from model sizes, and starting the ranks (mpirun over
+// gtrain-worker, or exec of the worker for one rank) with the run directory locked.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/run_lock.h"
+#include "runtime/config/job_config.h"
+#include "runtime/models/model_stats.h"
+#include "strategies/plan.h"
+
+namespace CLI {
+class App;
+}
+
+namespace gtrain {
+
+struct RunOptions {
+  std::string config_path;
+  std::vector<std::string> sets;  // --set section.key=value
+  std::string run_dir;            // --run-dir ("" = <log.root>/<log.name>)
+  bool quiet = false;             // no console output besides errors
+  int ranks = 0;                  // --ranks: ranks to start (0 = one per granted GPU, else 1)
+  std::vector<std::string> argv;  // the command line after the program name, for mpirun
+  std::string resume;             // --resume PATH: this checkpoint (default: the newest valid one)
+  bool no_resume = false;         // --no-resume: start from step 0 even if checkpoints exist
+  std::string time_limit;         // --time-limit: stage wall time (90s, 15m, HH:MM:SS)
+};
+
+// Declares the `run` subcommand and its flags on `app` (once, for gtrain and gtrain-worker).
+CLI::App* add_run_command(CLI::App& app, RunOptions& o);
+
+// The run directory a config resolves to.
+std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);
+
+// Model sizes known from the config alone (the built-in gpt with a known vocabulary), so the
+// launcher can plan without LibTorch or data; nullopt when the model must be built to know them.
+std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg);
+
+// The plan a run uses on `world_size` ranks (`local_ranks` share this machine's memory): the
+// planner with what the runtime executes and this host's CPU profile. Throws ConfigError for an
+// impossible request, naming the factor.
+Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks);
+
+// True when a launching gtrain already prepared this stage (lock held, deadline and allocation in
+// GTRAIN_INTERNAL_*) for `run_dir`, so this process runs as the job's rank(s) directly.
+bool stage_prepared(const std::map<std::string, std::string>& env, const std::string& run_dir);
+
+// The launching side of a stage: discovers the allocation, locks the run directory, hands the
+// deadline and allocation to the ranks (GTRAIN_INTERNAL_*), calls `validate(ranks)` so bad input is
+// one message, then for several ranks execs mpirun over `worker` (never returns). Returns the lock
+// and the rank count (1) otherwise.
+struct StageLaunch {
+  std::unique_ptr<RunLock> lock;
+  int ranks = 1;
+};
+StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
+                         const std::string& worker, const std::function<void(int ranks)>& validate);
+
+// gtrain-worker: the LibTorch half of gtrain (GTRAIN_WORKER, else next to this executable).
+std::string worker_executable();
+
+// Replaces this process with gtrain-worker, same arguments (argv[0] kept for messages).
+[[noreturn]] void exec_worker(int argc, char** argv);
+
+}  // namespace gtrain

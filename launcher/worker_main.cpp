@@ -1,0 +1,21 @@
+// worker_main.cpp: gtrain-worker, the LibTorch half of gtrain (every command; the ranks of a run):
+// start-up tuning, then the CLI; the only place its errors are caught.
+#include <c10/util/Exception.h>
+
+#include "launcher/cli.h"
+#include "runtime/common/errors.h"
+#include "runtime/common/rank_output.h"
+#include "runtime/common/startup.h"
+
+int main(int argc, char** argv) {
+  gtrain::tune_malloc();
+  try {
+    return gtrain::cli_main(argc, argv);
+  } catch (const gtrain::Error& e) {
+    return gtrain::fail_process(gtrain::format_error(e), e.exit_code());
+  } catch (const c10::Error& e) {
+    return gtrain::fail_process(std::string("gtrain: torch error: ") + e.what_without_backtrace(), gtrain::kExitFailure);
+  } catch (const std::exception& e) {
+    return gtrain::fail_process(std::string("gtrain: error: ") + e.what(), gtrain::kExitFailure);
+  }
+}
