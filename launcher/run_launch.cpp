@@ -46,13 +46,15 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& run) {
   return run_cmd;
 }
 
-std::string resolve_run_dir(const JobConfig& c, const RunOptions& o) {
-  if (!o.run_dir.empty()) return o.run_dir;
+std::string resolve_run_dir(const JobConfig& c, const std::string& config_path, const std::string& run_dir) {
+  if (!run_dir.empty()) return run_dir;
   std::string name = c.log.name;
-  if (name.empty()) name = fs::path(o.config_path).stem().string();
+  if (name.empty()) name = fs::path(config_path).stem().string();
   if (name.empty()) name = "run";
   return (fs::path(c.log.root) / name).string();
 }
+
+std::string resolve_run_dir(const JobConfig& c, const RunOptions& o) { return resolve_run_dir(c, o.config_path, o.run_dir); }
 
 std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
   if (cfg.model.name != "gpt" || !cfg.model.plugin.empty()) return std::nullopt;
@@ -171,6 +173,13 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
     exec_mpirun(spec);
   }
   return out;
+}
+
+std::string gtrain_executable() {
+  const fs::path self = self_executable();
+  const fs::path launcher = self.parent_path() / "gtrain";
+  std::error_code ec;
+  return fs::exists(launcher, ec) ? launcher.string() : self.string();
 }
 
 std::string worker_executable() {

@@ -36,7 +36,9 @@ struct RunOptions {
 // Declares the `run` subcommand and its flags on `app` (once, for gtrain and gtrain-worker).
 CLI::App* add_run_command(CLI::App& app, RunOptions& o);
 
-// The run directory a config resolves to.
+// The run directory a config resolves to: `run_dir` (--run-dir) if set, else
+// <log.root>/<log.name, or the config file's stem>.
+std::string resolve_run_dir(const JobConfig& c, const std::string& config_path, const std::string& run_dir);
 std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);
 
 // Model sizes known from the config alone (the built-in gpt with a known vocabulary), so the
@@ -62,6 +64,9 @@ struct StageLaunch {
 };
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
                          const std::string& worker, const std::function<void(int ranks)>& validate);
+
+// The gtrain launcher (for batch scripts): `gtrain` next to this executable, else this executable.
+std::string gtrain_executable();
 
 // gtrain-worker: the LibTorch half of gtrain (GTRAIN_WORKER, else next to this executable).
 std::string worker_executable();

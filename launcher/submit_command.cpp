@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/plan_command.h"
+#include "launcher/run_launch.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
 
@@ -53,22 +54,6 @@ double measured_save_seconds(const std::string& run_dir) {
     }
   }
   return best > 0 ? best : 5.0;
-}
-
-std::string run_dir_of(const JobConfig& c, const SubmitOptions& o) {
-  // Same rule as gtrain run: --run-dir, else <log.root>/<log.name or the config's stem>.
-  if (!o.run_dir.empty()) return o.run_dir;
-  std::string name = c.log.name;
-  if (name.empty()) name = fs::path(o.config_path).stem().string();
-  if (name.empty()) name = "run";
-  return (fs::path(c.log.root) / name).string();
-}
-
-std::string self_path() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "gtrain";
-  return std::string(buf, static_cast<size_t>(n));
 }
 
 // Slurm expands %j, %u, ... in --output: a literal % is %%.
@@ -194,7 +179,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   std::vector<Window> windows;
   for (size_t i = 0; i < cfg.schedule.window.size(); ++i)
     windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
-  const std::string run_dir = fs::absolute(run_dir_of(cfg, o)).lexically_normal().string();
+  const std::string run_dir = fs::absolute(resolve_run_dir(cfg, o.config_path, o.run_dir)).lexically_normal().string();
   if (chain_exists(run_dir)) {
     const Chain old = read_chain(run_dir);
     for (const auto& s : old.stages) {
@@ -226,7 +211,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   const bool pbs = o.scheduler == "pbs";
   for (size_t i = 0; i < plans.size(); ++i) {
     BatchStage b;
-    b.gtrain = o.gtrain.empty() ? self_path() : fs::absolute(o.gtrain).string();
+    b.gtrain = o.gtrain.empty() ? gtrain_executable() : fs::absolute(o.gtrain).string();
     b.config = fs::absolute(o.config_path).lexically_normal().string();
     b.run_dir = run_dir;
     for (const auto& s : o.sets) b.run_args.insert(b.run_args.end(), {"--set", s});
