@@ -74,6 +74,9 @@ int status_command(const std::string& run_dir, bool json) {
     nlohmann::json j = {{"run_dir", run_dir}, {"step", done}, {"total_steps", total}, {"complete", complete},
                         {"goodput", goodput}, {"eta_s", eta}, {"stages", stages},
                         {"latest_checkpoint", ckpts.empty() ? "" : ckpts.back().path}};
+    // A submitted chain (chain.json, as `gtrain submit` and the stages' scripts keep it).
+    std::ifstream chain(fs::path(run_dir) / "chain.json");
+    if (chain) j["chain"] = nlohmann::json::parse(chain, nullptr, /*allow_exceptions=*/false);
     std::cout << j.dump(2) << std::endl;
     return 0;
   }

@@ -162,6 +162,12 @@ TEST(SlurmSubmit, ThreeStagesOnTwoFourOneGpusMatchAnUnstagedRun) {
   EXPECT_NE(status.output.find("chain      slurm, completed"), std::string::npos) << status.output;
   EXPECT_NE(status.output.find("stage 2  job " + c["stages"][1].value("job", "") + "  4 GPU(s)"), std::string::npos)
       << status.output;
+  const auto sj = test::run_command(gtrain_cmd("status --json " + shell_quote(run)));
+  ASSERT_EQ(sj.exit_code, 0) << sj.output;
+  const auto j = nlohmann::json::parse(sj.output.substr(sj.output.find('{')));
+  EXPECT_EQ(j.at("chain").value("state", ""), "completed");
+  EXPECT_EQ(j.at("chain").at("stages").size(), 3u);
+  EXPECT_EQ(j.at("chain").at("stages")[1].value("job", "x"), c["stages"][1].value("job", ""));
 }
 
 // One stage over both slurmd nodes: mpirun starts a rank on each (through srun), training completes.
