@@ -37,7 +37,7 @@ struct JobParts {
   std::unique_ptr<ParallelEngine> engine;
 };
 JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm,
-                      int local_ranks = 1);
+                      int local_ranks = 1, torch::Device device = torch::kCPU);
 
 // The run directory a config resolves to.
 std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);
