@@ -35,7 +35,12 @@ mkdir -p "$OUTDIR"
 SECONDS=0
 log() { echo "[gpu_gpt2 ${SECONDS}s] $*"; }
 # Seconds a phase may take: its own cap, and what the budget has left less a reserve for the rest.
-allow() { local cap=$1 reserve=$2 left=$((BUDGET_S - SECONDS - reserve)); ((left < 10)) && left=10; echo $((cap < left ? cap : left)); }
+allow() {
+  local cap=$1 reserve=$2 left
+  left=$((BUDGET_S - SECONDS - reserve))
+  ((left >= 10)) || left=10
+  echo $((cap < left ? cap : left))
+}
 
 # A python3 that has torch (pyenv shims may shadow the system one).
 PYTHON=${PYTHON:-}
@@ -66,7 +71,8 @@ fi
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "commit: $COMMIT"
   echo "mode: $MODE"
-  echo "host: $(hostname)  cores: $(nproc)"
+  echo "host: $(hostname)"
+  echo "cores: $(nproc)"
   echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo none)"
   echo "python: $PYTHON $("$PYTHON" -c 'import torch,sys;print("torch",torch.__version__,"cuda",torch.version.cuda,"available",torch.cuda.is_available())' 2>&1 | tail -1)"
   echo "compiler: $(c++ --version 2>/dev/null | head -1)  cmake: $(cmake --version 2>/dev/null | head -1)"
