@@ -23,6 +23,7 @@
 #include "runtime/comm/routed_communicator.h"
 #include "runtime/common/cuda_device.h"
 #include "launcher/device_choice.h"
+#include "launcher/hardware_query.h"
 #include "runtime/common/rank_output.h"
 #include "strategies/capabilities.h"
 #include "strategies/data_parallel.h"
@@ -65,10 +66,18 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
                                   static_cast<int>(std::thread::hardware_concurrency()));
   pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
                                                 : 0.8 * available_memory_bytes() / std::max(1, local_ranks);
-  if (device.is_cuda() && cfg.parallel.memory_gb <= 0) {
-    // A CUDA rank's budget is its GPU's memory (NVML), less a margin for the CUDA context.
-    const auto g = cuda::nvml_sample(cuda::nvml_index_for(device.index(), process_environment()));
-    if (g.valid) pin.memory_bytes = 0.9 * g.total_bytes;
+  if (device.is_cuda()) {
+    // A CUDA rank plans with its GPU's profile (by NVML name and memory) and, unless
+    // parallel.memory_gb says otherwise, its GPU's memory less a margin for the CUDA context.
+    const int nvml = cuda::nvml_index_for(device.index(), process_environment());
+    const HardwareInfo hw = query_hardware();
+    if (nvml >= 0 && static_cast<size_t>(nvml) < hw.gpus.size()) {
+      const GpuInfo& g = hw.gpus[static_cast<size_t>(nvml)];
+      const double mem = static_cast<double>(g.memory_bytes);
+      const auto known = find_gpu_profile(g.name, mem);
+      pin.profile = known ? *known : nearest_gpu_profile_by_memory(mem);
+      if (cfg.parallel.memory_gb <= 0 && mem > 0) pin.memory_bytes = 0.9 * mem;
+    }
   }
   if (cfg.parallel.pp_microbatches > 0 && cfg.parallel.micro_batch == 0) {
     // m micro-batches per replica: micro_batch = global_batch / (dp * m), dp from the explicit layout.

@@ -337,7 +337,8 @@ EvalResult Trainer::evaluate() {
 
 bool Trainer::values_needed(int64_t step) const {
   if (!device_.is_cuda()) return true;
-  return step % config_.log.metrics_interval == 0 || step == total_steps_ || progress_->prints(step - 1);
+  // The first step too: where the loss starts is worth knowing.
+  return step == 1 || step % config_.log.metrics_interval == 0 || step == total_steps_ || progress_->prints(step - 1);
 }
 
 void Trainer::add_device_metrics(nlohmann::json& rec) const {
@@ -366,7 +367,7 @@ void Trainer::log_step(const StepResult& r) {
   const double unit_rate = tokens ? rate * static_cast<double>(tokens_per_sample_) : rate;
   progress_->update(r.step - 1, r.loss, unit_rate, tokens ? "tokens" : "samples", r.lr);
   if (!metrics_->enabled()) return;
-  if (r.step % config_.log.metrics_interval != 0 && r.step != total_steps_) return;
+  if (r.step % config_.log.metrics_interval != 0 && r.step != total_steps_ && r.step != 1) return;
   nlohmann::json rec = {{"kind", "train"},
                         {"step", r.step},
                         {"loss", r.loss},

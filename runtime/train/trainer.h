@@ -103,8 +103,8 @@ class Trainer {
 
  private:
   void start_prefetch();
-  // Whether step `step` (1-based, just done) logs or prints its values: on CUDA the loss and norm
-  // are read from the device only then, so other steps never wait for the GPU.
+  // Whether step `step` (1-based, just done) logs or prints its values (and the first step): on CUDA
+  // the loss and norm are read from the device only then, so other steps never wait for the GPU.
   bool values_needed(int64_t step) const;
   void add_device_metrics(nlohmann::json& rec) const;
   void log_step(const StepResult& r);
