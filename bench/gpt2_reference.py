@@ -42,6 +42,7 @@ def parse_args():
     p.add_argument("--warmup-lr-steps", type=int, default=5)
     p.add_argument("--peak-flops", type=float, default=H200_BF16_PEAK)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0 = torch's default)")
     return p.parse_args()
 
 
@@ -202,6 +203,8 @@ def run(a, mode, device):
 def main():
     a = parse_args()
     device = torch.device(a.device)
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
     if device.type == "cuda":
         if not torch.cuda.is_available():
             print(json.dumps({"error": "torch.cuda.is_available() is False"}))
