@@ -169,9 +169,22 @@ if [[ "$BUILD_STATUS" == ok ]]; then
     GTRAIN_STATUS=ok
   else
     GTRAIN_STATUS="failed with exit $? (see gtrain.log)"
+    tail -8 "$OUTDIR/gtrain.log"
+    # Once more without the fused AdamW kernel (the newest LibTorch API this run depends on), when
+    # the budget still has room for it and the reference.
+    if ((BUDGET_S - SECONDS > 200)) && ! ((SMOKE)); then
+      log "gtrain failed; once more with optimizer.fused = false"
+      t=$(allow 90 170 45)
+      if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --run-dir "$RUN_DIR" --no-resume \
+          --set optimizer.fused=false >"$OUTDIR/gtrain-unfused.log" 2>&1; then
+        GTRAIN_STATUS="ok with optimizer.fused = false (the fused run failed: gtrain.log)"
+      else
+        GTRAIN_STATUS="$GTRAIN_STATUS; unfused retry failed too (gtrain-unfused.log)"
+      fi
+    fi
   fi
   grep -E "^gtrain:|^step" "$OUTDIR/gtrain.log" | tail -12 || true
-  [[ "$GTRAIN_STATUS" == ok ]] || tail -15 "$OUTDIR/gtrain.log"
+  [[ "$GTRAIN_STATUS" == ok* ]] || tail -15 "$OUTDIR/gtrain.log"
   log "gtrain: $GTRAIN_STATUS"
 fi
 
@@ -202,7 +215,7 @@ for r in ref:
         for mode in ("eager", "compile"):
             rows[mode] = {"mode": mode, "error": r.get("error", "no result")}
 g = {"mode": "gtrain", "status": status}
-if status == "ok" and os.path.exists(metrics):
+if status.startswith("ok") and os.path.exists(metrics):
     recs = [json.loads(l) for l in open(metrics)]
     train = {r["step"]: r for r in recs if r.get("kind") == "train"}
     last = max(train)

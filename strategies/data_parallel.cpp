@@ -30,7 +30,8 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
       break;
     }
   }
-  fused_ = compat::kHaveFusedAdamW && fopts_.device().is_cuda() && opt_.optimizer.name == "adamw";
+  fused_ = compat::kHaveFusedAdamW && fopts_.device().is_cuda() && opt_.optimizer.name == "adamw" &&
+           opt_.optimizer.fused;
   for (int64_t i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
     const auto& p = params_[i].second;
     if (!p.requires_grad()) continue;

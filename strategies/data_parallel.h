@@ -61,7 +61,8 @@ class DataParallelEngine : public ParallelEngine {
   bool reports_loss() const override { return opt_.reports_loss; }
 
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
-  // Whether steps use the fused AdamW kernel (CUDA parameters, LibTorch >= 2.1, optimizer adamw).
+  // Whether steps use the fused AdamW kernel (CUDA parameters, LibTorch >= 2.1, optimizer adamw and
+  // optimizer.fused).
   bool fused_adamw() const { return fused_; }
   // Elements of optimizer state this rank holds per moment (shrinks with ZeRO).
   int64_t owned_elements() const;
