@@ -34,8 +34,9 @@ void launch_run_fast(int argc, char** argv) {
   if (!stats) return;  // the model must be built (LibTorch) to be planned
   for (int i = 1; i < argc; ++i) run.argv.push_back(argv[i]);
   // Bad layouts fail here, once, before any rank starts; several ranks: mpirun replaces us.
-  StageLaunch stage = launch_stage(run, cfg, env, worker_executable(),
-                                   [&](int ranks) { plan_run(cfg, *stats, ranks, ranks); });
+  StageLaunch stage = launch_stage(run, cfg, env, worker_executable(), [&](const Allocation& alloc) {
+    plan_run(cfg, *stats, alloc.world_size(), alloc.world_size(), launch_nvml_index(cfg, alloc));
+  });
   // One rank: the worker inherits the lock (not close-on-exec) and the stage facts.
   stage.lock.release();
 }

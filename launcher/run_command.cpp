@@ -21,6 +21,10 @@
 #include "runtime/train/schedule.h"
 #include "launcher/program_runner.h"
 #include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/routed_communicator.h"
+#include "runtime/common/cuda_device.h"
+#include "launcher/device_choice.h"
+#include "launcher/hardware_query.h"
 #include "runtime/common/rank_output.h"
 #include "strategies/capabilities.h"
 #include "strategies/data_parallel.h"
@@ -33,7 +37,8 @@ namespace fs = std::filesystem;
 
 namespace gtrain {
 
-JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks) {
+JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks,
+                      torch::Device device) {
   auto& registry = ModelRegistry::global();
   if (!cfg.model.plugin.empty()) registry.load_plugin(cfg.model.plugin);
   if (!registry.has(cfg.model.name)) {
@@ -45,7 +50,9 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
   parts.model = registry.create(cfg.model, parts.data.train->spec());
   parts.stats = parts.model->stats(parts.data.train->spec());
 
-  parts.plan = plan_run(cfg, parts.stats, world_size, local_ranks);
+  // A CUDA rank plans with its GPU's profile and memory (found by its NVML index).
+  parts.plan = plan_run(cfg, parts.stats, world_size, local_ranks,
+                        device.is_cuda() ? cuda::nvml_index_for(device.index(), process_environment()) : -1);
   const Plan& plan = parts.plan;
 
   if (comm) {
@@ -58,6 +65,8 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
     const ProcessGroups groups = make_process_groups(comm, ParallelDims{plan.dp, plan.tp, plan.pp});
     if (plan.tp > 1) parts.model->shard_tensor_parallel(groups.tp);
     if (plan.recompute) parts.model->set_recompute(true);
+    // Built (and initialised) on the CPU from the same seed everywhere, then moved to the rank's device.
+    if (!device.is_cpu()) parts.model->to(device);
     DataParallelOptions dpo;
     dpo.zero_stage = plan.zero;
     dpo.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1e6);
@@ -131,6 +140,29 @@ std::string env_or(const std::map<std::string, std::string>& env, const char* ke
   return it == env.end() ? std::string() : it->second;
 }
 
+// This rank's device (launcher/device_choice.h): train.device, the visible CUDA devices, and, when
+// CUDA_VISIBLE_DEVICES does not already narrow them, the GPUs the allocation granted this node.
+DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re, const std::map<std::string, std::string>& env) {
+  DeviceChoiceInput in;
+  in.requested = cfg.train.device;
+  in.cuda_build = cuda::built_with_cuda();
+  in.device_count = in.requested == "cpu" ? 0 : cuda::device_count();
+  in.local_rank = re.local_rank;
+  in.local_size = re.local_size;
+  const std::string vis = env_or(env, "CUDA_VISIBLE_DEVICES");
+  in.visible_set = env.count("CUDA_VISIBLE_DEVICES") > 0 &&
+                   parse_visible_devices(vis, "CUDA_VISIBLE_DEVICES").kind == VisibleDevices::kList;
+  if (in.cuda_build && in.device_count > 0 && !in.visible_set) {
+    DiscoveryOptions d;
+    d.read_limits = false;
+    const Allocation a = discover_allocation(env, system_command_runner(), d);
+    for (const auto& node : a.nodes) {
+      if (node.host == a.this_host) in.granted = node.gpus;
+    }
+  }
+  return choose_device(in);
+}
+
 }  // namespace
 
 RunOutcome run_job(const RunOptions& o) {
@@ -144,8 +176,12 @@ RunOutcome run_job(const RunOptions& o) {
   if (!rank_env.launched && !stage_prepared(env, run_dir)) {
     // Started as gtrain-worker directly (or by gtrain for a model it cannot size without LibTorch):
     // launch here; several ranks are validated once (data, model, plan), then mpirun replaces us.
-    lock = launch_stage(o, cfg, env, self_executable(), [&](int ranks) {
-             if (ranks > 1) assemble_job(cfg, ranks, nullptr, ranks);
+    lock = launch_stage(o, cfg, env, self_executable(), [&](const Allocation& alloc) {
+             const int ranks = alloc.world_size();
+             if (ranks == 1) return;  // this process is the rank: it builds the job next
+             const int gpu = launch_nvml_index(cfg, alloc);
+             assemble_job(cfg, ranks, nullptr, ranks,
+                          gpu >= 0 ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU));
            }).lock;
   }
   const auto stage_env = process_environment();
@@ -165,6 +201,21 @@ RunOutcome run_job(const RunOptions& o) {
   }
 #endif
   if (!comm) comm = std::make_shared<LocalCommunicator>();
+  // The rank's device; CUDA ranks reduce CUDA tensors over NCCL (MPI keeps CPU tensors and bootstrap).
+  const DeviceChoice dev = rank_device(cfg, rank_env, stage_env);
+  const torch::Device device = dev.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dev.index))
+                                        : torch::Device(torch::kCPU);
+  if (dev.cuda) {
+    cuda::set_device(dev.index);
+#ifdef GTRAIN_WITH_NCCL
+    if (auto mpi = std::dynamic_pointer_cast<MpiCommunicator>(comm)) comm = RoutedCommunicator::create(mpi, dev.index);
+#else
+    if (comm->size() > 1) {
+      throw ConfigError("train.device: " + std::to_string(comm->size()) + " CUDA ranks need NCCL, and this gtrain was "
+                        "built without it", "install NCCL (nccl.h, libnccl) and rebuild, or set train.device = \"cpu\"");
+    }
+#endif
+  }
   const bool main_rank = comm->rank() == 0;
   if (!main_rank) cfg.log.progress = "none";
   // Launched by srun without our launcher: rank 0 holds the lock.
@@ -175,7 +226,7 @@ RunOutcome run_job(const RunOptions& o) {
   // Memory the job adds on top of the loaded program: compared with the planner's estimate.
   reset_peak_resident();
   const double baseline_rss = resident_bytes();
-  JobParts parts = assemble_job(cfg, comm->size(), comm, rank_env.local_size);
+  JobParts parts = assemble_job(cfg, comm->size(), comm, rank_env.local_size, device);
   const Plan& plan = parts.plan;
   const int64_t requested_batch = cfg.train.global_batch;
   cfg.train.global_batch = plan.global_batch();  // differs only within parallel.batch_tolerance
@@ -202,7 +253,7 @@ RunOutcome run_job(const RunOptions& o) {
   if (comm->size() > 1) comm->barrier();  // the run directory exists before any rank writes
 
   const std::string engine_desc = parts.engine->describe();
-  Trainer trainer(cfg, plan, comm, parts.model, parts.data, std::move(parts.engine), paths);
+  Trainer trainer(cfg, plan, comm, parts.model, parts.data, std::move(parts.engine), paths, device);
   trainer.set_memory_baseline(baseline_rss);
   StageOptions stage;
   stage.ledger = (fs::path(run_dir) / "stages.jsonl").string();
@@ -233,7 +284,8 @@ RunOutcome run_job(const RunOptions& o) {
               << (requested_batch != cfg.train.global_batch ? " (requested " + std::to_string(requested_batch) + ")" : "")
               << "  steps " << trainer.total_steps() << "  threads/rank " << threads << "\n"
               << "gtrain: " << plan.estimate_summary() << "\n"
-              << "gtrain: " << engine_desc << " over " << comm->backend() << "\n";
+              << "gtrain: " << engine_desc << " over " << comm->backend() << "\n"
+              << "gtrain: device " << dev.str() << " (" << dev.reason << ")\n";
     if (!resume_from.empty()) {
       std::cout << "gtrain: resumed from " << resume_from << " at step " << trainer.steps_done() << " (probe loss checked, "
                 << stage.load_seconds << " s)\n";

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/allocation.h"
+#include "launcher/hardware_query.h"
 #include "launcher/launch.h"
 #include "launcher/program_runner.h"
 #include "runtime/common/errors.h"
@@ -68,7 +69,7 @@ std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
                    cfg.model.tied_embeddings);
 }
 
-Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks) {
+Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index) {
   // Plan with what this runtime executes (strategies/capabilities.h) and this host's CPU profile
   // (calibrated by `gtrain plan --calibrate`, else a conservative default).
   PlannerInput pin = planner_input_for(cfg, stats, world_size);
@@ -78,6 +79,18 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
                                   static_cast<int>(std::thread::hardware_concurrency()));
   pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
                                                 : 0.8 * available_memory_bytes() / std::max(1, local_ranks);
+  if (nvml_index >= 0) {
+    // By the GPU's NVML name and memory; unless parallel.memory_gb says otherwise, its memory less a
+    // margin for the CUDA context.
+    const HardwareInfo hw = query_hardware();
+    if (static_cast<size_t>(nvml_index) < hw.gpus.size()) {
+      const GpuInfo& g = hw.gpus[static_cast<size_t>(nvml_index)];
+      const double mem = static_cast<double>(g.memory_bytes);
+      const auto known = find_gpu_profile(g.name, mem);
+      pin.profile = known ? *known : nearest_gpu_profile_by_memory(mem);
+      if (cfg.parallel.memory_gb <= 0 && mem > 0) pin.memory_bytes = 0.9 * mem;
+    }
+  }
   if (cfg.parallel.pp_microbatches > 0 && cfg.parallel.micro_batch == 0) {
     // m micro-batches per replica: micro_batch = global_batch / (dp * m), dp from the explicit layout.
     const int64_t tp = cfg.parallel.tp, pp = cfg.parallel.pp;
@@ -96,6 +109,14 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
                       "); set model.vocab to a multiple of " + std::to_string(plan.tp));
   }
   return plan;
+}
+
+int launch_nvml_index(const JobConfig& cfg, const Allocation& alloc) {
+  if (!alloc.cuda_build || cfg.train.device == "cpu" || alloc.total_gpus() == 0) return -1;
+  for (const auto& n : alloc.nodes) {
+    if (!n.gpus.empty()) return n.gpus.front();
+  }
+  return -1;
 }
 
 namespace {
@@ -129,7 +150,7 @@ bool stage_prepared(const std::map<std::string, std::string>& env, const std::st
 }
 
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
-                         const std::string& worker, const std::function<void(int ranks)>& validate) {
+                         const std::string& worker, const std::function<void(const Allocation&)>& validate) {
   if (!o.time_limit.empty()) parse_duration(o.time_limit, "--time-limit");  // reject bad input early
   const std::string run_dir = resolve_run_dir(cfg, o);
   // One rank per granted GPU (CPU ranks stand in without CUDA), or --ranks.
@@ -150,7 +171,7 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
              .dump()
              .c_str(),
          1);
-  if (validate) validate(out.ranks);
+  if (validate) validate(alloc);
   if (out.ranks > 1) {
     LaunchSpec spec;
     spec.ranks = out.ranks;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/allocation.h"
 #include "launcher/run_lock.h"
 #include "runtime/config/job_config.h"
 #include "runtime/models/model_stats.h"
@@ -46,16 +47,21 @@ std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);
 std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg);
 
 // The plan a run uses on `world_size` ranks (`local_ranks` share this machine's memory): the
-// planner with what the runtime executes and this host's CPU profile. Throws ConfigError for an
-// impossible request, naming the factor.
-Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks);
+// planner with what the runtime executes and this host's CPU profile, or, for a CUDA rank
+// (`nvml_index` >= 0), its GPU's profile and memory. Throws ConfigError for an impossible request,
+// naming the factor.
+Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index = -1);
+
+// The NVML index of the GPU the first rank of `alloc` will use (its first granted GPU) when the
+// ranks will run on CUDA (CUDA build, GPUs granted, train.device not "cpu"), else -1.
+int launch_nvml_index(const JobConfig& cfg, const Allocation& alloc);
 
 // True when a launching gtrain already prepared this stage (lock held, deadline and allocation in
 // GTRAIN_INTERNAL_*) for `run_dir`, so this process runs as the job's rank(s) directly.
 bool stage_prepared(const std::map<std::string, std::string>& env, const std::string& run_dir);
 
 // The launching side of a stage: discovers the allocation, locks the run directory, hands the
-// deadline and allocation to the ranks (GTRAIN_INTERNAL_*), calls `validate(ranks)` so bad input is
+// deadline and allocation to the ranks (GTRAIN_INTERNAL_*), calls `validate(alloc)` so bad input is
 // one message, then for several ranks execs mpirun over `worker` (never returns). Returns the lock
 // and the rank count (1) otherwise.
 struct StageLaunch {
@@ -63,7 +69,7 @@ struct StageLaunch {
   int ranks = 1;
 };
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
-                         const std::string& worker, const std::function<void(int ranks)>& validate);
+                         const std::string& worker, const std::function<void(const Allocation&)>& validate);
 
 // The gtrain launcher (for batch scripts): `gtrain` next to this executable, else this executable.
 std::string gtrain_executable();

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "runtime/common/errors.h"
+#include "runtime/common/torch_compat.h"
 
 namespace gtrain {
 
@@ -23,6 +24,14 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
   bucket_of_.assign(params_.size(), -1);
   got_grad_.assign(params_.size(), false);
   const int64_t bucket_elems = std::max<int64_t>(1, opt_.bucket_bytes / 4);
+  for (const auto& kv : params_) {
+    if (kv.second.requires_grad()) {
+      fopts_ = fopts_.device(kv.second.device());
+      break;
+    }
+  }
+  fused_ = compat::kHaveFusedAdamW && fopts_.device().is_cuda() && opt_.optimizer.name == "adamw" &&
+           opt_.optimizer.fused;
   for (int64_t i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
     const auto& p = params_[i].second;
     if (!p.requires_grad()) continue;
@@ -41,7 +50,7 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
   for (auto& b : buckets_) {
     b.padded = (b.numel + dp - 1) / dp * dp;
     b.chunk = b.padded / owners_;
-    b.param = torch::zeros({b.padded}, torch::kFloat);
+    b.param = torch::zeros({b.padded}, fopts_);
     for (const auto& s : b.segments) {
       auto& p = params_[s.param].second;
       auto view = b.param.narrow(0, s.offset, s.numel);
@@ -50,9 +59,9 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
     }
     // Every rank starts from rank 0's parameters.
     if (dp > 1) comm_->broadcast(b.param, 0);
-    if (opt_.zero_stage < 2) b.grad = torch::zeros({b.padded}, torch::kFloat);
+    if (opt_.zero_stage < 2) b.grad = torch::zeros({b.padded}, fopts_);
     // Weight decay applies to matrices only (the same rule as split_decay_params).
-    b.decay = torch::zeros({b.padded}, torch::kFloat);
+    b.decay = torch::zeros({b.padded}, fopts_);
     for (const auto& s : b.segments) {
       if (params_[s.param].second.dim() >= 2) b.decay.narrow(0, s.offset, s.numel).fill_(opt_.optimizer.weight_decay);
     }
@@ -60,17 +69,32 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
     bool any_mirrored = false;
     for (const auto& s : b.segments) any_mirrored = any_mirrored || opt_.mirrored.count(params_[s.param].first) > 0;
     if (any_mirrored) {
-      auto mask = torch::ones({b.padded}, torch::kFloat);
+      auto mask = torch::ones({b.padded}, fopts_);
       for (const auto& s : b.segments) {
         if (opt_.mirrored.count(params_[s.param].first)) mask.narrow(0, s.offset, s.numel).zero_();
       }
       b.norm_mask = mask.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
     }
     if (opt_.optimizer.name == "adamw") {
-      b.exp_avg = torch::zeros({b.chunk}, torch::kFloat);
-      b.exp_avg_sq = torch::zeros({b.chunk}, torch::kFloat);
+      b.exp_avg = torch::zeros({b.chunk}, fopts_);
+      b.exp_avg_sq = torch::zeros({b.chunk}, fopts_);
+    }
+    if (fused_) {
+      // The owned part of each parameter, by weight-decay class; adjacent ranges of a class merge.
+      const int64_t lo = owner_rank_ * b.chunk, hi = lo + b.chunk;
+      for (const auto& s : b.segments) {
+        const int64_t s0 = std::max(lo, s.offset), s1 = std::min(hi, s.offset + s.numel);
+        if (s0 >= s1) continue;
+        auto& r = b.ranges[params_[s.param].second.dim() >= 2 && opt_.optimizer.weight_decay != 0 ? 1 : 0];
+        if (!r.empty() && r.back().first + r.back().second == s0 - lo) {
+          r.back().second += s1 - s0;
+        } else {
+          r.emplace_back(s0 - lo, s1 - s0);
+        }
+      }
     }
   }
+  if (fused_) fused_step_ = torch::zeros({}, fopts_);
 
   for (size_t i = 0; i < params_.size(); ++i) {
     if (bucket_of_[i] < 0) continue;
@@ -110,7 +134,7 @@ void DataParallelEngine::on_gradient(int64_t i, const torch::Tensor& g) {
   if (!sync_ || got_grad_[i]) return;
   torch::NoGradGuard ng;
   auto& b = buckets_[bucket_of_[i]];
-  if (!b.grad.defined()) b.grad = torch::zeros({b.padded}, torch::kFloat);  // stage 2: allocated per step
+  if (!b.grad.defined()) b.grad = torch::zeros({b.padded}, fopts_);  // stage 2: allocated per step
   const auto& seg = *std::find_if(b.segments.begin(), b.segments.end(), [&](const Segment& s) { return s.param == i; });
   auto dst = b.grad.narrow(0, seg.offset, seg.numel);
   const auto& prev = params_[i].second.grad();  // gradient accumulated by earlier micro-batches
@@ -130,7 +154,7 @@ void DataParallelEngine::launch_ready_buckets() {
          buckets_[next_launch_].ready == static_cast<int64_t>(buckets_[next_launch_].segments.size())) {
     auto& b = buckets_[next_launch_];
     if (opt_.zero_stage == 2) {
-      b.grad_shard = torch::empty({b.chunk}, torch::kFloat);
+      b.grad_shard = torch::empty({b.chunk}, fopts_);
       b.work = comm_->reduce_scatter_async(b.grad, b.grad_shard, ReduceOp::kSum);
     } else {
       b.work = comm_->allreduce_async(b.grad, ReduceOp::kSum);
@@ -152,7 +176,7 @@ void DataParallelEngine::end_backward() {
     for (size_t i = 0; i < params_.size(); ++i) {
       if (bucket_of_[i] < 0 || got_grad_[i]) continue;
       auto& b = buckets_[bucket_of_[i]];
-      if (!b.grad.defined()) b.grad = torch::zeros({b.padded}, torch::kFloat);
+      if (!b.grad.defined()) b.grad = torch::zeros({b.padded}, fopts_);
       const auto& prev = params_[i].second.grad();
       if (prev.defined()) {
         const auto& seg = *std::find_if(b.segments.begin(), b.segments.end(),
@@ -192,7 +216,7 @@ bool DataParallelEngine::unscale_gradients(double inv_scale) {
 
 double DataParallelEngine::grad_norm() {
   torch::NoGradGuard ng;
-  auto sq = torch::zeros({1}, torch::kDouble);
+  auto sq = torch::zeros({1}, fopts_.dtype(torch::kDouble));
   for (auto& b : buckets_) {
     auto g2 = owned_grad(b).to(torch::kDouble).pow(2);
     sq += b.norm_mask.defined() ? (g2 * b.norm_mask.to(torch::kDouble)).sum() : g2.sum();
@@ -201,6 +225,68 @@ double DataParallelEngine::grad_norm() {
   // Each element once over the replica: tp slices and pp stages add up, mirrored copies were left out.
   if (opt_.model_comm && opt_.model_comm->size() > 1) opt_.model_comm->allreduce(sq, ReduceOp::kSum);
   return std::sqrt(sq.item<double>());
+}
+
+torch::Tensor DataParallelEngine::grad_norm_tensor() {
+  torch::NoGradGuard ng;
+  std::vector<torch::Tensor> gs;
+  for (auto& b : buckets_) gs.push_back(b.norm_mask.defined() ? owned_grad(b) * b.norm_mask : owned_grad(b));
+  // One multi-tensor kernel for every bucket's norm (float accumulation per bucket), summed in double.
+  auto sq = torch::stack(at::_foreach_norm(gs)).to(torch::kDouble).pow(2).sum().reshape({1});
+  if (owners_ > 1) comm_->allreduce(sq, ReduceOp::kSum);
+  if (opt_.model_comm && opt_.model_comm->size() > 1) opt_.model_comm->allreduce(sq, ReduceOp::kSum);
+  return sq.sqrt();
+}
+
+torch::Tensor DataParallelEngine::clip_and_step(double lr, double clip) {
+  if (!fopts_.device().is_cuda()) return ParallelEngine::clip_and_step(lr, clip);  // CPU: unchanged arithmetic
+  torch::NoGradGuard ng;
+  auto norm = grad_norm_tensor();
+  torch::Tensor divisor;  // gradients are divided by it: (norm + 1e-6) / clip when norm > clip, else 1
+  if (clip > 0) {
+    divisor = torch::where(norm > clip, (norm + 1e-6) / clip, torch::ones_like(norm)).to(torch::kFloat).reshape({});
+  }
+  step_on_device(lr, divisor);
+  return norm;
+}
+
+void DataParallelEngine::step_on_device(double lr, const torch::Tensor& divisor) {
+  torch::NoGradGuard ng;
+  if (!fused_) {  // SGD, or a LibTorch without the fused kernel: the flat update on the device
+    for (auto& b : buckets_) {
+      if (divisor.defined()) owned_grad(b).div_(divisor);
+    }
+    step(lr, 1.0);
+    return;
+  }
+  ++step_count_;
+  const auto& o = opt_.optimizer;
+  std::vector<torch::Tensor> p[2], g[2], m[2], v[2];
+  for (auto& b : buckets_) {
+    auto bp = owned_param(b), bg = owned_grad(b);
+    for (int k = 0; k < 2; ++k) {
+      for (const auto& r : b.ranges[k]) {
+        p[k].push_back(bp.narrow(0, r.first, r.second));
+        g[k].push_back(bg.narrow(0, r.first, r.second));
+        m[k].push_back(b.exp_avg.narrow(0, r.first, r.second));
+        v[k].push_back(b.exp_avg_sq.narrow(0, r.first, r.second));
+      }
+    }
+  }
+  fused_step_.fill_(static_cast<double>(step_count_));  // a device write: no wait
+  for (int k = 0; k < 2; ++k) {
+    if (p[k].empty()) continue;
+    const std::vector<torch::Tensor> steps(p[k].size(), fused_step_);
+    compat::fused_adamw(p[k], g[k], m[k], v[k], steps, lr, o.beta1, o.beta2, k == 1 ? o.weight_decay : 0.0, o.eps,
+                        divisor);
+  }
+  for (auto& b : buckets_) {
+    if (owners_ > 1) {
+      auto mine = owned_param(b).clone();
+      comm_->allgather(mine, b.param);
+    }
+    if (opt_.zero_stage == 2) b.grad_shard = torch::Tensor();
+  }
 }
 
 void DataParallelEngine::step(double lr, double grad_coef) {
@@ -317,7 +403,7 @@ std::vector<TensorShard> DataParallelEngine::state_shards() {
       add_state(b, b.exp_avg_sq, "exp_avg_sq");
     }
     if (opt_.optimizer.name == "sgd" && opt_.optimizer.momentum != 0) {
-      add_state(b, b.momentum.defined() ? b.momentum : torch::zeros({b.chunk}, torch::kFloat), "momentum_buffer");
+      add_state(b, b.momentum.defined() ? b.momentum : torch::zeros({b.chunk}, fopts_), "momentum_buffer");
     }
   }
   const bool step_writer = replica_writer && (!opt_.model_comm || opt_.model_comm->rank() == 0);
@@ -332,7 +418,7 @@ void DataParallelEngine::load_state(const GlobalTensorReader& read) {
   }
   step_count_ = read("optimizer.step").reshape({-1})[0].item<int64_t>();
   auto fill = [&](Bucket& b, torch::Tensor& chunk, const char* suffix) {
-    auto full = torch::zeros({b.padded}, torch::kFloat);
+    auto full = torch::zeros({b.padded}, fopts_);
     for (const auto& seg : b.segments) {
       auto g = local_part(seg.param, read(params_[seg.param].first + "." + suffix));
       full.narrow(0, seg.offset, seg.numel).copy_(g.reshape({-1}));

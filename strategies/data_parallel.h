@@ -12,7 +12,9 @@
 //     all-gathers the updated chunks so every rank holds the full parameters again.
 // Parameters live in per-bucket flat buffers (each parameter is a view), padded to a multiple of
 // dp so chunks are equal; the optimizer (AdamW or SGD, same arithmetic as torch::optim) runs on
-// flat chunks.
+// flat chunks. Buffers live on the parameters' device. On CUDA the step is device-only (the norm,
+// the clipping coefficient and the update never wait on the host), and AdamW is one fused kernel
+// per weight-decay class (at::_fused_adamw_ over the owned parameter ranges) where LibTorch has it.
 #pragma once
 
 #include <map>
@@ -51,6 +53,7 @@ class DataParallelEngine : public ParallelEngine {
   bool unscale_gradients(double inv_scale) override;
   double grad_norm() override;
   void step(double lr, double grad_coef) override;
+  torch::Tensor clip_and_step(double lr, double clip) override;
   std::vector<TensorShard> state_shards() override;
   void load_state(const GlobalTensorReader& read) override;
   std::string describe() const override;
@@ -58,6 +61,9 @@ class DataParallelEngine : public ParallelEngine {
   bool reports_loss() const override { return opt_.reports_loss; }
 
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  // Whether steps use the fused AdamW kernel (CUDA parameters, LibTorch >= 2.1, optimizer adamw and
+  // optimizer.fused).
+  bool fused_adamw() const { return fused_; }
   // Elements of optimizer state this rank holds per moment (shrinks with ZeRO).
   int64_t owned_elements() const;
 
@@ -78,12 +84,17 @@ class DataParallelEngine : public ParallelEngine {
     torch::Tensor exp_avg, exp_avg_sq, momentum;  // [chunk] optimizer state
     int64_t ready = 0;         // parameters whose gradient arrived this step
     std::shared_ptr<Work> work;  // the collective in flight this step
+    // Fused AdamW: owned element ranges [begin, begin + length) of the chunk with weight decay
+    // (index 1) and without (index 0).
+    std::vector<std::pair<int64_t, int64_t>> ranges[2];
   };
 
   void on_gradient(int64_t param_index, const torch::Tensor& grad);
   void launch_ready_buckets();  // in bucket order
   void progress();              // lets in-flight collectives advance
   torch::Tensor owned_grad(Bucket& b);
+  torch::Tensor grad_norm_tensor();          // [1] double on the device, summed over ranks
+  void step_on_device(double lr, const torch::Tensor& grad_divisor);  // CUDA: divisor undefined = 1
   torch::Tensor owned_param(Bucket& b) { return b.param.narrow(0, owner_rank_ * b.chunk, b.chunk); }
   // Shards of elements [begin, begin + data.numel()) of parameter i's local flattening.
   void add_shards(std::vector<TensorShard>& out, int64_t i, const std::string& name, int64_t begin,
@@ -101,6 +112,9 @@ class DataParallelEngine : public ParallelEngine {
   int64_t step_count_ = 0;
   bool sync_ = false;
   int64_t next_launch_ = 0;
+  torch::TensorOptions fopts_ = torch::TensorOptions().dtype(torch::kFloat);  // float on the parameters' device
+  bool fused_ = false;
+  torch::Tensor fused_step_;  // fused AdamW: the step count as a float scalar on the device
 };
 
 }  // namespace gtrain

@@ -90,6 +90,12 @@ PipelineEngine::PipelineEngine(const ProcessGroups& groups, std::shared_ptr<Mode
     tied_comm_ = groups_.pp->split(first_ || last_ ? 0 : 1, static_cast<int>(s));
     if (!(first_ || last_)) tied_comm_.reset();
   }
+  for (const auto& kv : params) {  // activations travel on the stage's device
+    if (kv.second.numel() > 0) {
+      act_opts_ = act_opts_.device(kv.second.device());
+      break;
+    }
+  }
   dp_ = std::make_unique<DataParallelEngine>(groups_.dp, std::move(params), std::move(dpo));
 }
 
@@ -102,7 +108,7 @@ std::string PipelineEngine::describe() const {
 }
 
 torch::Tensor PipelineEngine::recv_activation() {
-  auto t = torch::empty(act_shape_, torch::kFloat);
+  auto t = torch::empty(act_shape_, act_opts_);
   auto t0 = std::chrono::steady_clock::now();
   groups_.pp->recv(t, static_cast<int>(groups_.pp_rank - 1), 0);
   comm_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -110,7 +116,7 @@ torch::Tensor PipelineEngine::recv_activation() {
 }
 
 torch::Tensor PipelineEngine::recv_gradient() {
-  auto t = torch::empty(act_shape_, torch::kFloat);
+  auto t = torch::empty(act_shape_, act_opts_);
   auto t0 = std::chrono::steady_clock::now();
   groups_.pp->recv(t, static_cast<int>(groups_.pp_rank + 1), 0);
   comm_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -134,7 +140,7 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
   act_shape_ = model_->pipeline_activation_shape(batches[0].first);
   dp_->begin_micro_batch(false);  // gradients accumulate; end_backward reduces them once
 
-  torch::Tensor loss_acc = torch::zeros({1}, torch::kDouble);
+  auto loss_acc = torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(act_opts_.device()));
   std::deque<std::pair<torch::Tensor, torch::Tensor>> pending;  // (stage input, stage output) awaiting backward
   int64_t fwd = 0;
   auto timed = [&](auto&& f) {
@@ -153,7 +159,7 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
       out = stage_forward(b.first, received);
       if (last_) {
         auto loss = model_->loss_sum(model_->pipeline_head(out), b.second) * w.inv_batch;
-        loss_acc += loss.detach().to(torch::kCPU, torch::kDouble);
+        loss_acc += loss.detach().to(torch::kDouble);
         out = w.loss_scale != 1.0 ? loss * w.loss_scale : loss;
       }
     }
@@ -191,14 +197,14 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
       auto y = forward(x);
       torch::Tensor g;
       if (!last_) {  // send this activation, receive the gradient of the oldest one
-        g = torch::empty(act_shape_, torch::kFloat);
+        g = torch::empty(act_shape_, act_opts_);
         timed([&] { pcomm.send_recv(y, g, next, 0); });
       }
       auto dx = backward(g);
       if (i == steady - 1) {
         send_bwd(dx);
       } else if (!first_) {  // send this gradient, receive the next activation
-        x = torch::empty(act_shape_, torch::kFloat);
+        x = torch::empty(act_shape_, act_opts_);
         timed([&] { pcomm.send_recv(dx, x, prev, 0); });
       }
     }

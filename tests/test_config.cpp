@@ -182,7 +182,7 @@ TEST(Config, OverrideErrorsNameTheOverride) {
             "--set 'steps': expected section.key=value, e.g. --set train.steps=100");
   EXPECT_EQ(error_of("[train]\nsteps = 3\n", {}, {{"GTRAIN_OPTIMIZER_LR", "0.1"}}),
             "environment GTRAIN_OPTIMIZER_LR=0.1: unknown key 'lr' in [optimizer]; valid keys: name, learning_rate, "
-            "weight_decay, beta1, beta2, eps, momentum, nesterov");
+            "weight_decay, beta1, beta2, eps, momentum, nesterov, fused");
 }
 
 TEST(Config, MissingFileNamesPath) {

@@ -155,6 +155,17 @@ void NcclCommunicator::recv(torch::Tensor& t, int src, int /*tag*/) {
   impl_->end();
 }
 
+void NcclCommunicator::send_recv(const torch::Tensor& out, torch::Tensor& in, int peer, int /*tag*/) {
+  check_cuda_tensor(out, "send_recv");
+  check_cuda_tensor(in, "send_recv");
+  impl_->begin();
+  GT_NCCL_CHECK(ncclGroupStart());
+  GT_NCCL_CHECK(ncclSend(out.data_ptr(), out.numel(), nccl_type(out, "send_recv"), peer, impl_->comm, impl_->stream));
+  GT_NCCL_CHECK(ncclRecv(in.data_ptr(), in.numel(), nccl_type(in, "send_recv"), peer, impl_->comm, impl_->stream));
+  GT_NCCL_CHECK(ncclGroupEnd());
+  impl_->end();
+}
+
 void NcclCommunicator::barrier() {
   auto one = torch::ones({1}, torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA, device_));
   allreduce(one, ReduceOp::kSum);

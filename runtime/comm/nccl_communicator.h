@@ -26,6 +26,8 @@ class NcclCommunicator : public Communicator {
   void reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) override;
   void send(const torch::Tensor& t, int dst, int tag) override;
   void recv(torch::Tensor& t, int src, int tag) override;
+  // Both directions in one NCCL group (a send and a recv issued apart would wait on each other).
+  void send_recv(const torch::Tensor& out, torch::Tensor& in, int peer, int tag) override;
   void barrier() override;
   std::shared_ptr<Communicator> split(int color, int key) override;
   void abort(const std::string& reason) override;

@@ -1,5 +1,7 @@
-// torch_compat.h: the only place that knows LibTorch 1.13 from 2.x (autocast API, SDPA).
+// torch_compat.h: the only place that knows LibTorch 1.13 from 2.x (autocast API, SDPA, fused AdamW).
 #pragma once
+
+#include <cstdlib>
 
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -50,9 +52,40 @@ inline void set_autocast(c10::DeviceType device, bool enabled, c10::ScalarType d
   if (!enabled) at::autocast::clear_cache();
 }
 
-// Deterministic algorithms where the backend has them.
+// Whether at::_fused_adamw_ (one multi-tensor CUDA kernel for the whole AdamW update) exists.
+constexpr bool kHaveFusedAdamW = GTRAIN_TORCH_AT_LEAST(2, 1);
+
+// AdamW on lists of same-device CUDA tensors in one fused kernel: for each i, params[i] *= 1 - lr *
+// weight_decay, then the Adam update with bias corrections from steps[i] (a float scalar tensor the
+// caller advances; the same tensor may repeat). grads[i] is first divided by `grad_scale` (a float
+// scalar tensor on the device; undefined = 1), so gradient clipping costs no extra pass. Only call
+// when kHaveFusedAdamW.
+inline void fused_adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                        at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1,
+                        double beta2, double weight_decay, double eps, const torch::Tensor& grad_scale) {
+#if GTRAIN_TORCH_AT_LEAST(2, 1)
+#if GTRAIN_TORCH_AT_LEAST(2, 4)
+  using Optional = std::optional<at::Tensor>;  // c10::optional became std::optional
+#else
+  using Optional = c10::optional<at::Tensor>;
+#endif
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
+                    weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false,
+                    grad_scale.defined() ? Optional(grad_scale) : Optional(), /*found_inf=*/Optional());
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1, (void)beta2;
+  (void)weight_decay, (void)eps, (void)grad_scale;
+  TORCH_CHECK(false, "fused AdamW needs LibTorch >= 2.1");
+#endif
+}
+
+// Deterministic algorithms where the backend has them (warn-only: an op CUDA has no deterministic
+// kernel for still runs). cuBLAS needs a fixed workspace for reproducible matmuls: set it unless the
+// user did, before the first CUDA matmul creates a handle.
 inline void set_deterministic(bool on) {
   at::globalContext().setDeterministicAlgorithms(on, /*warn_only=*/true);
+  at::globalContext().setDeterministicCuDNN(on);
+  if (on) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
 }
 
 }  // namespace gtrain::compat

@@ -8,9 +8,9 @@
 namespace gtrain {
 
 Prefetcher::Prefetcher(std::shared_ptr<const Dataset> dataset, IndexFn indices, int64_t first, int64_t count,
-                       int64_t depth, int64_t workers)
+                       int64_t depth, int64_t workers, bool pin)
     : dataset_(std::move(dataset)), indices_(std::move(indices)), end_(first + count),
-      depth_(std::max<int64_t>(1, depth)), next_claim_(first), next_deliver_(first) {
+      depth_(std::max<int64_t>(1, depth)), pin_(pin), next_claim_(first), next_deliver_(first) {
   for (int64_t i = 0; i < std::max<int64_t>(1, workers); ++i) threads_.emplace_back([this] { work(); });
 }
 
@@ -36,6 +36,10 @@ void Prefetcher::work() {
     std::exception_ptr err;
     try {
       b = dataset_->collate(indices_(seq));
+      if (pin_) {
+        b.input = b.input.pin_memory();
+        b.target = b.target.pin_memory();
+      }
     } catch (...) {
       err = std::current_exception();
     }

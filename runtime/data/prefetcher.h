@@ -20,8 +20,9 @@ class Prefetcher {
   // Produces item `seq` (0, 1, ... < count): the dataset indices to collate.
   using IndexFn = std::function<std::vector<int64_t>(int64_t seq)>;
 
+  // `pin`: batches come in page-locked memory, so copies to a CUDA device can be non-blocking.
   Prefetcher(std::shared_ptr<const Dataset> dataset, IndexFn indices, int64_t first, int64_t count,
-             int64_t depth, int64_t workers);
+             int64_t depth, int64_t workers, bool pin = false);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -37,6 +38,7 @@ class Prefetcher {
   std::shared_ptr<const Dataset> dataset_;
   IndexFn indices_;
   int64_t end_, depth_;
+  bool pin_ = false;
   std::mutex mu_;
   std::condition_variable cv_;
   int64_t next_claim_;    // next seq a worker will produce

@@ -20,7 +20,8 @@ struct LogConfig {
     v("name", name, "Run name (\"\" = the config file name without .toml).");
     v("root", root, "Parent of run directories: the run directory is <root>/<name>.");
     v("interval", interval, "Steps between plain console lines (used when stdout is not a TTY).", cfg::at_least(1));
-    v("metrics_interval", metrics_interval, "Steps between training records in metrics.jsonl.", cfg::at_least(1));
+    v("metrics_interval", metrics_interval, "Steps between training records in metrics.jsonl (the first and last step "
+      "are always recorded; on CUDA only recorded or printed steps read the loss from the GPU).", cfg::at_least(1));
     v("progress", progress, "Console output: \"auto\" (bar on a TTY, plain lines otherwise), \"bar\", \"plain\", \"none\".",
       cfg::one_of({"auto", "bar", "plain", "none"}));
   }

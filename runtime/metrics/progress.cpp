@@ -61,6 +61,12 @@ void Progress::update(int64_t step, double loss, double rate, const char* unit, 
   bar_drawn_ = true;
 }
 
+bool Progress::prints(int64_t step) const {
+  if (style_ == Style::kNone) return false;
+  const int64_t done = step + 1;
+  return style_ == Style::kBar || done % interval_ == 0 || done == total_;
+}
+
 void Progress::message(const std::string& line) {
   if (style_ == Style::kNone) return;
   if (bar_drawn_) std::fprintf(out_, "\r\x1b[K");

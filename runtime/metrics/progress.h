@@ -18,6 +18,8 @@ class Progress {
   void set_start(int64_t first_step);
   // After each step: loss, throughput (units per second) and the unit name ("samples", "tokens").
   void update(int64_t step, double loss, double rate, const char* unit, double lr);
+  // Whether update() for `step` (0-based) draws anything: callers skip reading values otherwise.
+  bool prints(int64_t step) const;
   void message(const std::string& line);  // a line that does not break the bar
   void finish();
   Style style() const { return style_; }

@@ -16,6 +16,7 @@ struct OptimizerConfig {
   double eps = 1e-8;             // adamw: denominator epsilon
   double momentum = 0.9;         // sgd: momentum
   bool nesterov = false;         // sgd: Nesterov momentum
+  bool fused = true;             // adamw on CUDA: one fused kernel where LibTorch has it
 
   template <class V>
   void visit(V& v) {
@@ -28,6 +29,8 @@ struct OptimizerConfig {
     v("eps", eps, "adamw: epsilon added to the denominator.", cfg::greater_than(0.0));
     v("momentum", momentum, "sgd: momentum factor (0 = plain SGD).", cfg::range(0.0, 0.999999));
     v("nesterov", nesterov, "sgd: use Nesterov momentum.");
+    v("fused", fused, "adamw on CUDA: the update is one fused kernel (at::_fused_adamw_, LibTorch >= 2.1); false = "
+      "the flat element-wise update (CPU always uses it).");
   }
 };
 

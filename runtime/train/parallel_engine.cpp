@@ -6,8 +6,15 @@
 
 namespace gtrain {
 
+torch::Tensor ParallelEngine::clip_and_step(double lr, double clip) {
+  const double norm = grad_norm();
+  const double coef = (clip > 0 && norm > clip) ? clip / (norm + 1e-6) : 1.0;
+  step(lr, coef);
+  return torch::tensor({norm}, torch::kDouble);
+}
+
 torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
-  torch::Tensor loss_acc = torch::zeros({1}, torch::kDouble);
+  torch::Tensor loss_acc;  // on the loss's device: accumulating it never waits for a GPU
   for (int64_t i = 0; i < w.count; ++i) {
     auto batch = w.next();
     torch::Tensor loss;
@@ -18,7 +25,8 @@ torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
     }
     begin_micro_batch(i == w.count - 1);
     (w.loss_scale != 1.0 ? loss * w.loss_scale : loss).backward();
-    loss_acc += loss.detach().to(torch::kCPU, torch::kDouble);
+    if (!loss_acc.defined()) loss_acc = torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(loss.device()));
+    loss_acc += loss.detach().to(torch::kDouble);
   }
   // Gradients are summed over data-parallel ranks (each loss was divided by the global batch).
   end_backward();

@@ -75,6 +75,11 @@ class ParallelEngine {
   virtual double grad_norm() = 0;
   // Scales gradients by `grad_coef` (clipping) and applies the optimizer with learning rate `lr`.
   virtual void step(double lr, double grad_coef) = 0;
+  // Global norm, clipping to `clip` (0 = none: coefficient min(1, clip / (norm + 1e-6))) and the
+  // step. Returns the norm before clipping as a [1] double tensor on the engine's device; engines on
+  // CUDA keep it there, so the host does not wait for the GPU until someone reads it. Default:
+  // grad_norm(), then step().
+  virtual torch::Tensor clip_and_step(double lr, double clip);
 
   // This rank's pieces of the parameters and optimizer state (names: parameter names, and
   // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.momentum_buffer", "optimizer.step"). Not a

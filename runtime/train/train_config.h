@@ -22,6 +22,7 @@ struct TrainConfig {
   int64_t eval_batches = 0;       // cap on eval batches of global_batch samples (0 = whole split)
   int64_t threads = 0;            // torch intra-op threads per rank (0 = cores / local ranks)
   bool deterministic = true;      // use deterministic algorithms where the backend has them
+  std::string device = "auto";    // auto | cpu | cuda: where each rank computes
 
   template <class V>
   void visit(V& v) {
@@ -43,6 +44,9 @@ struct TrainConfig {
     v("threads", threads, "Torch intra-op threads per rank (0 = this machine's cores divided by local ranks).",
       cfg::at_least(0));
     v("deterministic", deterministic, "Use deterministic algorithms where the backend offers them.");
+    v("device", device, "Where each rank computes: \"auto\" (its granted CUDA GPU when this build has CUDA and one "
+      "is visible, else the CPU), \"cpu\", or \"cuda\" (an error when there is no GPU).",
+      cfg::one_of({"auto", "cpu", "cuda"}));
   }
 };
 

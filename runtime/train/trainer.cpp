@@ -6,6 +6,7 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/errors.h"
+#include "runtime/common/cuda_device.h"
 #include "runtime/common/startup.h"
 #include "runtime/common/torch_compat.h"
 #include "runtime/data/rng.h"
@@ -31,14 +32,19 @@ int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t to
 
 Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Communicator> comm,
                  std::shared_ptr<Model> model, DataSplits data, std::unique_ptr<ParallelEngine> engine,
-                 TrainerPaths paths)
+                 TrainerPaths paths, torch::Device device)
     : config_(config), plan_(plan), comm_(std::move(comm)), model_(std::move(model)), data_(std::move(data)),
-      paths_(std::move(paths)), engine_(std::move(engine)) {
+      paths_(std::move(paths)), device_(device), engine_(std::move(engine)) {
   if (plan_.dp * plan_.tp * plan_.pp != comm_->size() || plan_.global_batch() != config_.train.global_batch) {
     throw ConfigError("plan " + plan_.summary() + " does not match world size " + std::to_string(comm_->size()) +
                       " and train.global_batch " + std::to_string(config_.train.global_batch));
   }
   compat::set_deterministic(config_.train.deterministic);
+  if (device_.is_cuda()) {
+    cuda::set_device(device_.index());
+    cuda::reset_peak_memory(device_.index());
+    nvml_index_ = cuda::nvml_index_for(device_.index(), process_environment());
+  }
   GT_CHECK(engine_ != nullptr, "Trainer needs a ParallelEngine");
   model_->train();
   precision_ = std::make_unique<Precision>(config_.precision, device_);
@@ -228,7 +234,7 @@ void Trainer::start_prefetch() {
   };
   const int64_t first = step_ * accum, count = (total_steps_ - step_) * accum;
   prefetch_ = std::make_unique<Prefetcher>(data_.train, indices, first, count, config_.data.prefetch,
-                                           config_.data.workers);
+                                           config_.data.workers, /*pin=*/device_.is_cuda());
 }
 
 StepResult Trainer::train_step() {
@@ -252,7 +258,7 @@ StepResult Trainer::train_step() {
   work.loss_scale = scaler ? scaler->scale() : 1.0;
   work.next = [this]() {
     Batch b = prefetch_->next();
-    return std::make_pair(b.input.to(device_), b.target.to(device_));
+    return std::make_pair(b.input.to(device_, /*non_blocking=*/true), b.target.to(device_, /*non_blocking=*/true));
   };
   torch::Tensor loss_acc = engine_->run_micro_batches(work);
   r.data_wait_s = prefetch_->take_wait_seconds();
@@ -263,19 +269,31 @@ StepResult Trainer::train_step() {
     ok = engine_->unscale_gradients(1.0 / scaler->scale());
     scaler->update(!ok);
   }
-  if (ok) {
-    r.grad_norm = engine_->grad_norm();
-    const double clip = config_.train.grad_clip;
-    const double coef = (clip > 0 && r.grad_norm > clip) ? clip / (r.grad_norm + 1e-6) : 1.0;
-    engine_->step(r.lr, coef);
-  }
+  torch::Tensor norm;
+  if (ok) norm = engine_->clip_and_step(r.lr, config_.train.grad_clip);
   r.skipped = !ok;
-  r.loss = loss_acc.item<double>();
   ++step_;
   r.step = step_;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.values_read = values_needed(step_);
+  if (r.values_read) {
+    // One read of both values (on CUDA the only wait for the GPU this step).
+    auto host = (norm.defined() ? torch::cat({loss_acc.to(torch::kDouble), norm.to(torch::kDouble)}) : loss_acc)
+                    .to(torch::kCPU);
+    r.loss = host[0].item<double>();
+    if (norm.defined()) r.grad_norm = host[1].item<double>();
+  }
+  const auto now = std::chrono::steady_clock::now();
+  r.seconds = std::chrono::duration<double>(now - t0).count();
+  if (device_.is_cuda() && r.values_read) {
+    // The host ran ahead of the GPU since the last read: the steps in between share the time.
+    if (last_read_step_ >= 0 && step_ > last_read_step_) {
+      r.seconds = std::chrono::duration<double>(now - last_read_time_).count() / static_cast<double>(step_ - last_read_step_);
+    }
+    last_read_time_ = now;
+    last_read_step_ = step_;
+  }
   data_wait_total_ += r.data_wait_s;
-  if (!std::isfinite(r.loss)) {
+  if (r.values_read && !std::isfinite(r.loss)) {
     throw Error("training diverged: loss is " + std::to_string(r.loss) + " at step " + std::to_string(step_),
                 "lower optimizer.learning_rate, add train.warmup_steps or set train.grad_clip");
   }
@@ -317,14 +335,39 @@ EvalResult Trainer::evaluate() {
   return res;
 }
 
+bool Trainer::values_needed(int64_t step) const {
+  if (!device_.is_cuda()) return true;
+  // The first step too: where the loss starts is worth knowing.
+  return step == 1 || step % config_.log.metrics_interval == 0 || step == total_steps_ || progress_->prints(step - 1);
+}
+
+void Trainer::add_device_metrics(nlohmann::json& rec) const {
+  constexpr double kMb = 1 << 20;
+  const auto m = cuda::memory_stats(device_.index());
+  rec["cuda_max_allocated_mb"] = m.max_allocated / kMb;
+  rec["cuda_reserved_mb"] = m.reserved / kMb;
+  rec["cuda_max_reserved_mb"] = m.max_reserved / kMb;
+  // The planner's estimate is compared with what torch allocated on the device at most.
+  rec["peak_mem_mb"] = m.max_allocated / kMb;
+  rec["est_mem_mb"] = plan_.est_memory_bytes / kMb;
+  const auto n = cuda::nvml_sample(nvml_index_);
+  if (n.valid) {
+    rec["gpu_util"] = n.gpu_util;
+    rec["gpu_mem_util"] = n.mem_util;
+    rec["gpu_mem_used_mb"] = n.used_bytes / kMb;
+    rec["gpu_mem_total_mb"] = n.total_bytes / kMb;
+  }
+}
+
 void Trainer::log_step(const StepResult& r) {
+  if (!r.values_read) return;  // neither printed nor logged (values_needed)
   const double samples = static_cast<double>(layout_.global_batch);
   const double rate = samples / std::max(r.seconds, 1e-9);
   const bool tokens = tokens_per_sample_ > 0;
   const double unit_rate = tokens ? rate * static_cast<double>(tokens_per_sample_) : rate;
   progress_->update(r.step - 1, r.loss, unit_rate, tokens ? "tokens" : "samples", r.lr);
   if (!metrics_->enabled()) return;
-  if (r.step % config_.log.metrics_interval != 0 && r.step != total_steps_) return;
+  if (r.step % config_.log.metrics_interval != 0 && r.step != total_steps_ && r.step != 1) return;
   nlohmann::json rec = {{"kind", "train"},
                         {"step", r.step},
                         {"loss", r.loss},
@@ -338,8 +381,10 @@ void Trainer::log_step(const StepResult& r) {
                         {"time", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()}};
   if (tokens) rec["tokens_per_s"] = unit_rate;
   if (r.skipped) rec["skipped"] = true;
-  if (memory_baseline_ > 0) {
-    // CPU: the job's resident high-water mark above the baseline (device memory comes with CUDA).
+  if (device_.is_cuda()) {
+    add_device_metrics(rec);
+  } else if (memory_baseline_ > 0) {
+    // CPU: the job's resident high-water mark above the baseline.
     rec["peak_mem_mb"] = (peak_resident_bytes() - memory_baseline_) / (1 << 20);
     rec["est_mem_mb"] = plan_.est_memory_bytes / (1 << 20);
   }
@@ -359,6 +404,8 @@ TrainSummary Trainer::run() {
   start_ = std::chrono::steady_clock::now();
   progress_->set_start(step_);
   const int64_t first = step_;
+  last_read_step_ = step_;
+  last_read_time_ = start_;
   double productive = 0;
   StepResult last;
   while (step_ < total_steps_) {

@@ -32,6 +32,7 @@ struct StepResult {
   double seconds = 0;
   double data_wait_s = 0;    // time this step waited for batches
   bool skipped = false;      // fp16 overflow: no update
+  bool values_read = true;   // false: loss and grad_norm stayed on the GPU (not logged this step)
 };
 
 struct EvalResult {
@@ -69,9 +70,11 @@ struct StageOptions {
 
 class Trainer {
  public:
-  // `engine` synchronises gradients and steps the optimizer (data parallel, ZeRO, ...).
+  // `engine` synchronises gradients and steps the optimizer (data parallel, ZeRO, ...). The model
+  // and engine already live on `device` (assemble_job puts them there); batches are moved to it.
   Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Communicator> comm,
-          std::shared_ptr<Model> model, DataSplits data, std::unique_ptr<ParallelEngine> engine, TrainerPaths paths);
+          std::shared_ptr<Model> model, DataSplits data, std::unique_ptr<ParallelEngine> engine, TrainerPaths paths,
+          torch::Device device = torch::kCPU);
   ~Trainer();
 
   int64_t total_steps() const { return total_steps_; }
@@ -100,6 +103,10 @@ class Trainer {
 
  private:
   void start_prefetch();
+  // Whether step `step` (1-based, just done) logs or prints its values (and the first step): on CUDA
+  // the loss and norm are read from the device only then, so other steps never wait for the GPU.
+  bool values_needed(int64_t step) const;
+  void add_device_metrics(nlohmann::json& rec) const;
   void log_step(const StepResult& r);
   void maybe_checkpoint(bool final);
   std::string stop_check(double last_step_seconds);  // "" = go on
@@ -130,6 +137,9 @@ class Trainer {
   double save_stall_total_ = 0, max_save_seconds_ = 0;
   double stage_start_unix_ = 0;
   double memory_baseline_ = 0;
+  int nvml_index_ = -1;  // NVML index of device_ (CUDA), -1 = none
+  int64_t last_read_step_ = -1;  // CUDA: the last step whose values were read, and when
+  std::chrono::steady_clock::time_point last_read_time_;
 };
 
 // Optimizer steps a config asks for (train.steps, or epochs / tokens rounded up).

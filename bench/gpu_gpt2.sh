@@ -1,0 +1,302 @@
+#!/usr/bin/env bash
+# GPT-2 124M on one CUDA GPU in one call: builds gtrain against python3's CUDA LibTorch, trains
+# 12 layers x 12 heads x 768 wide, vocab 50304, sequence 1024, batch 16, bf16, 30 steps (10 warm-up,
+# 20 timed), then the same model in PyTorch eager and with torch.compile (bench/gpt2_reference.py);
+# prints tokens/s, MFU (H200 bf16 peak 989 TFLOP/s) and the ratios, checks that every loss starts near
+# ln(vocab) and falls, compares the planner's memory estimate with torch's max allocated, and appends
+# a dated section with the commit to bench/RESULTS.md (and writes everything under $OUT).
+#
+# Usage: bench/gpu_gpt2.sh            the GPU benchmark (about 6-9 minutes on 16 cores, build included)
+#        bench/gpu_gpt2.sh --smoke    the same path on CPU with a tiny GPT and the existing CPU build
+#                                     (BUILD=build): proves the script, both programs and the checks
+#        options: --no-build (reuse $BUILD), --no-record (leave RESULTS.md alone)
+# Environment: BUILD (default build-cuda; build for --smoke), OUT (results folder), PYTHON (a python3
+#   with torch), BUDGET_S (total seconds, default 570), JOBS (default nproc), COMMIT (when no .git).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+cd "$ROOT"
+SMOKE=0 BUILD_IT=1 RECORD=1
+for arg in "$@"; do
+  case "$arg" in
+    --smoke) SMOKE=1 ;;
+    --no-build) BUILD_IT=0 ;;
+    --no-record) RECORD=0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "gpu_gpt2.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+BUDGET_S=${BUDGET_S:-570}
+JOBS=${JOBS:-$(nproc)}
+STAMP=$(date -u +%Y%m%d-%H%M%S)
+OUTDIR=${OUT:-$ROOT/bench/out/gpu_gpt2-$STAMP}
+mkdir -p "$OUTDIR"
+SECONDS=0
+log() { echo "[gpu_gpt2 ${SECONDS}s] $*"; }
+# Seconds a phase may take: its own cap, what the budget has left less a reserve for the phases
+# after it, and never less than a floor (a phase cut short measures nothing).
+allow() {
+  local cap=$1 reserve=$2 floor=${3:-10} left
+  left=$((BUDGET_S - SECONDS - reserve))
+  ((left >= floor)) || left=$floor
+  echo $((cap < left ? cap : left))
+}
+
+# A python3 that has torch (pyenv shims may shadow the system one).
+PYTHON=${PYTHON:-}
+if [[ -z "$PYTHON" ]]; then
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import torch' 2>/dev/null; then PYTHON=$p; break; fi
+  done
+fi
+[[ -n "$PYTHON" ]] || { echo "gpu_gpt2.sh: no python3 with torch found (set PYTHON)" >&2; exit 2; }
+
+if ((SMOKE)); then
+  BUILD=${BUILD:-build}
+  L=2 H=2 C=64 T=64 V=512 B=8 STEPS=30 WARM=10 DEVICE=cpu MODE="CPU smoke run (tiny GPT, not a GPU figure)"
+  METRICS_EVERY=1 THREADS=1  # one thread each: steadier on a shared machine
+else
+  BUILD=${BUILD:-build-cuda}
+  L=12 H=12 C=768 T=1024 V=50304 B=16 STEPS=30 WARM=10 DEVICE=cuda MODE="GPU benchmark"
+  METRICS_EVERY=10 THREADS=0
+fi
+
+# ---- 0. facts -------------------------------------------------------------------------------
+# COMMIT may be given (a copy of the tree without .git, as on a lent GPU machine).
+if [[ -z "${COMMIT:-}" ]]; then
+  COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  [[ "$COMMIT" == unknown ]] || git diff --quiet HEAD -- . ':!bench/RESULTS.md' 2>/dev/null || COMMIT="$COMMIT+dirty"
+fi
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "commit: $COMMIT"
+  echo "mode: $MODE"
+  echo "host: $(hostname)"
+  echo "cores: $(nproc)"
+  echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo none)"
+  echo "python: $PYTHON $("$PYTHON" -c 'import torch,sys;print("torch",torch.__version__,"cuda",torch.version.cuda,"available",torch.cuda.is_available())' 2>&1 | tail -1)"
+  echo "compiler: $(c++ --version 2>/dev/null | head -1)  cmake: $(cmake --version 2>/dev/null | head -1)"
+  echo "nvcc: $(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || echo none)"
+} | tee "$OUTDIR/facts.txt"
+
+# ---- 1. build -------------------------------------------------------------------------------
+BUILD_STATUS=ok
+if ((BUILD_IT)) && ! ((SMOKE)); then
+  TORCH_PREFIX=$("$PYTHON" -c 'import torch;print(torch.utils.cmake_prefix_path)')
+  PREFIXES="$TORCH_PREFIX"
+  EXTRA=()
+  # Header-only dependencies a bare machine may lack: bench/gpu_pack_deps.sh copies them from a
+  # machine that has them into bench/.deps (carry that folder along).
+  if [[ -d "$HERE/.deps/usr" ]]; then
+    [[ -f /usr/include/toml++/toml.h && -f /usr/include/nlohmann/json.hpp ]] || PREFIXES="$PREFIXES;$HERE/.deps/usr"
+    if [[ ! -f /usr/include/zlib.h && -f "$HERE/.deps/usr/include/zlib.h" ]]; then
+      zlib_so=$(ls /usr/lib/x86_64-linux-gnu/libz.so* /lib/x86_64-linux-gnu/libz.so* 2>/dev/null | head -1)
+      EXTRA+=(-DZLIB_INCLUDE_DIR="$HERE/.deps/usr/include" -DZLIB_LIBRARY="$zlib_so")
+    fi
+  fi
+  # CUDA toolkit for LibTorch's CMake: /usr/local/cuda, else nvcc on PATH.
+  if [[ -z "${CUDA_HOME:-}" && -x /usr/local/cuda/bin/nvcc ]]; then export CUDA_HOME=/usr/local/cuda; fi
+  [[ -n "${CUDA_HOME:-}" ]] && EXTRA+=(-DCUDAToolkit_ROOT="$CUDA_HOME" -DCMAKE_CUDA_COMPILER="$CUDA_HOME/bin/nvcc")
+  GEN="Unix Makefiles"; command -v ninja >/dev/null && GEN=Ninja
+  log "configuring $BUILD (LibTorch $TORCH_PREFIX, $GEN)"
+  t=$(allow 150 300 60)
+  if ! timeout "$t" cmake -S "$ROOT" -B "$BUILD" -G "$GEN" -DCMAKE_BUILD_TYPE=Release -DGTRAIN_BUILD_TESTS=OFF \
+      -DGTRAIN_WITH_CUDA=ON -DCMAKE_PREFIX_PATH="$PREFIXES" "${EXTRA[@]}" >"$OUTDIR/configure.log" 2>&1; then
+    BUILD_STATUS="configure failed (see configure.log)"
+    tail -25 "$OUTDIR/configure.log"
+  else
+    grep "gtrain:" "$OUTDIR/configure.log" || true
+    t=$(allow 330 240 120)
+    log "building gtrain -j$JOBS (at most ${t}s)"
+    if ! timeout "$t" cmake --build "$BUILD" -j "$JOBS" --target gtrain >"$OUTDIR/build.log" 2>&1; then
+      BUILD_STATUS="build failed or timed out (see build.log)"
+      grep -m 20 -E "error|Error" "$OUTDIR/build.log" || tail -25 "$OUTDIR/build.log"
+    fi
+  fi
+  log "build: $BUILD_STATUS"
+fi
+[[ -x "$BUILD/gtrain" ]] || { [[ "$BUILD_STATUS" == ok ]] && BUILD_STATUS="no $BUILD/gtrain"; }
+
+# ---- 2. gtrain ------------------------------------------------------------------------------
+GTRAIN_STATUS="not run ($BUILD_STATUS)"
+RUN_DIR="$OUTDIR/gtrain-run"
+cat >"$OUTDIR/gpt2.toml" <<TOML
+# gpu_gpt2.sh: GPT-2 124M shape (or the smoke run's tiny GPT), synthetic tokens.
+[model]
+name = "gpt"
+n_layer = $L
+n_head = $H
+n_embd = $C
+seq_len = $T
+vocab = $V
+dropout = 0.0
+[data]
+kind = "synthetic"
+synthetic_samples = 4096
+workers = 2
+prefetch = 4
+[optimizer]
+name = "adamw"
+learning_rate = 6e-4
+weight_decay = 0.1
+beta1 = 0.9
+beta2 = 0.95
+[train]
+global_batch = $B
+steps = $STEPS
+warmup_steps = 5
+grad_clip = 1.0
+eval_batches = 1
+deterministic = false
+device = "$DEVICE"
+threads = $THREADS
+[precision]
+dtype = "bf16"
+[parallel]
+micro_batch = $B
+[checkpoint]
+at_end = false
+[log]
+progress = "plain"
+interval = $METRICS_EVERY
+metrics_interval = $METRICS_EVERY
+TOML
+if [[ "$BUILD_STATUS" == ok ]]; then
+  t=$(allow 120 170 60)
+  log "gtrain: $L layers, $C wide, seq $T, vocab $V, batch $B, bf16, $STEPS steps on $DEVICE (at most ${t}s)"
+  if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --run-dir "$RUN_DIR" --no-resume >"$OUTDIR/gtrain.log" 2>&1; then
+    GTRAIN_STATUS=ok
+  else
+    GTRAIN_STATUS="failed with exit $? (see gtrain.log)"
+    tail -8 "$OUTDIR/gtrain.log"
+    # Once more without the fused AdamW kernel (the newest LibTorch API this run depends on), when
+    # the budget still has room for it and the reference.
+    if ((BUDGET_S - SECONDS > 200)) && ! ((SMOKE)); then
+      log "gtrain failed; once more with optimizer.fused = false"
+      t=$(allow 90 170 45)
+      if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --run-dir "$RUN_DIR" --no-resume \
+          --set optimizer.fused=false >"$OUTDIR/gtrain-unfused.log" 2>&1; then
+        GTRAIN_STATUS="ok with optimizer.fused = false (the fused run failed: gtrain.log)"
+      else
+        GTRAIN_STATUS="$GTRAIN_STATUS; unfused retry failed too (gtrain-unfused.log)"
+      fi
+    fi
+  fi
+  grep -E "^gtrain:|^step" "$OUTDIR/gtrain.log" | tail -12 || true
+  [[ "$GTRAIN_STATUS" == ok* ]] || tail -15 "$OUTDIR/gtrain.log"
+  log "gtrain: $GTRAIN_STATUS"
+fi
+
+# ---- 3. PyTorch eager and torch.compile -----------------------------------------------------
+t=$(allow 240 15 120)
+log "PyTorch reference: eager, compile (at most ${t}s)"
+timeout "$t" "$PYTHON" "$HERE/gpt2_reference.py" --device "$DEVICE" --modes eager,compile --layers $L --heads $H \
+  --width $C --seq $T --vocab $V --batch $B --steps $STEPS --warmup $WARM --threads $THREADS >"$OUTDIR/reference.jsonl" \
+  2>"$OUTDIR/reference.err" || log "reference exited with $? (see reference.err)"
+cat "$OUTDIR/reference.jsonl"
+
+# ---- 4. table, checks, RESULTS.md -----------------------------------------------------------
+set +e
+"$PYTHON" - "$OUTDIR" "$RUN_DIR/metrics.jsonl" "$GTRAIN_STATUS" "$WARM" "$B" "$T" "$V" "$L" "$C" "$SMOKE" \
+  <<'PY'
+import json, math, os, sys
+out, metrics, status, warm, B, T, V, L, C, smoke = sys.argv[1:]
+warm, B, T, V, L, C, smoke = int(warm), int(B), int(T), int(V), int(L), int(C), smoke == "1"
+facts = dict(l.split(": ", 1) for l in open(os.path.join(out, "facts.txt")).read().splitlines() if ": " in l)
+PEAK = 989e12
+ln_v = math.log(V)
+rows, problems, notes = {}, [], []
+ref = [json.loads(l) for l in open(os.path.join(out, "reference.jsonl")) if l.strip().startswith("{")]
+for r in ref:
+    if "mode" in r:
+        rows[r["mode"]] = r
+    else:  # the reference could not start at all
+        for mode in ("eager", "compile"):
+            rows[mode] = {"mode": mode, "error": r.get("error", "no result")}
+g = {"mode": "gtrain", "status": status}
+if status.startswith("ok") and os.path.exists(metrics):
+    recs = [json.loads(l) for l in open(metrics)]
+    train = {r["step"]: r for r in recs if r.get("kind") == "train"}
+    last = max(train)
+    if warm in train and last > warm:
+        dt = train[last]["elapsed_s"] - train[warm]["elapsed_s"]
+        g["tokens_per_s"] = (last - warm) * B * T / dt
+        params = next((r["params"] for r in ref if "params" in r), None)
+        if params:
+            fpt = 6 * params + 12 * L * C * T
+            g["mfu"] = g["tokens_per_s"] * fpt / PEAK
+    g["first_loss"] = train[min(train)]["loss"]
+    g["last_loss"] = train[last]["loss"]
+    for k in ("peak_mem_mb", "est_mem_mb", "cuda_max_allocated_mb", "cuda_max_reserved_mb", "gpu_util"):
+        if k in train[last]:
+            g[k] = train[last][k]
+rows["gtrain"] = g
+
+def fmt(x, spec):
+    return format(x, spec) if isinstance(x, (int, float)) else "-"
+
+lines = ["| run | tokens/s | MFU | vs eager | first loss | last loss | max allocated MB | note |",
+         "|---|---:|---:|---:|---:|---:|---:|---|"]
+eager = rows.get("eager", {}).get("tokens_per_s")
+for name in ("gtrain", "eager", "compile"):
+    r = rows.get(name, {"status": "not run"})
+    tps = r.get("tokens_per_s")
+    ratio = tps / eager if tps and eager else None
+    mem = r.get("cuda_max_allocated_mb", r.get("max_allocated_mb"))
+    note = r.get("skipped") or r.get("error") or ("" if r.get("status", "ok") == "ok" else r.get("status"))
+    if name != "gtrain" and "optimizer" in r:
+        note = (note + " " if note else "") + f"AdamW {r['optimizer']}, attention {r['attention']}"
+    mfu = r.get("mfu") if not smoke else None  # MFU against a GPU peak means nothing on a CPU
+    lines.append(f"| {name} | {fmt(tps, ',.0f')} | {fmt(mfu, '.1%') if mfu else '-'} | "
+                 f"{fmt(ratio, '.2f') + 'x' if ratio else '-'} | {fmt(r.get('first_loss'), '.3f')} | "
+                 f"{fmt(r.get('last_loss'), '.3f')} | {fmt(mem, ',.0f')} | {note} |")
+# Checks: every loss that ran starts near ln(vocab) and falls.
+for name, r in rows.items():
+    if "first_loss" not in r:
+        continue
+    if abs(r["first_loss"] - ln_v) > 0.5:
+        problems.append(f"{name}: first loss {r['first_loss']:.3f} is not near ln({V}) = {ln_v:.2f}")
+    if not r["last_loss"] < r["first_loss"]:
+        problems.append(f"{name}: loss did not fall ({r['first_loss']:.3f} -> {r['last_loss']:.3f})")
+if "first_loss" not in g:
+    problems.append(f"gtrain: no figures ({status})")
+if "est_mem_mb" in g and "cuda_max_allocated_mb" in g:
+    rel = g["est_mem_mb"] / g["cuda_max_allocated_mb"] - 1
+    notes.append(f"planner estimate {g['est_mem_mb']:,.0f} MB vs torch max allocated {g['cuda_max_allocated_mb']:,.0f} MB: "
+                 f"{rel:+.1%} ({'within' if abs(rel) <= 0.15 else 'outside'} the 15% target)")
+elif smoke:
+    notes.append("memory: CPU run, no CUDA max allocated to compare (the CPU resident-memory check is test MemoryEstimate)")
+if eager and g.get("tokens_per_s"):
+    r = g["tokens_per_s"] / eager
+    notes.append(f"gtrain / eager = {r:.2f}x" + (" (CPU smoke run: says nothing about the GPU target)" if smoke else
+                 f" (target >= 1.00x: {'met' if r >= 1.0 else 'NOT met'})"))
+comp = rows.get("compile", {}).get("tokens_per_s")
+if comp and g.get("tokens_per_s"):
+    notes.append(f"gtrain / torch.compile = {g['tokens_per_s'] / comp:.2f}x")
+checks = "all loss checks passed" if not problems else "; ".join(problems)
+title = ("CPU smoke run (tiny GPT on CPU, not a GPU benchmark)" if smoke
+         else "GPU benchmark: GPT-2 124M, bf16, batch 16 x 1024")
+section = [f"## {facts.get('date', '?')} - commit {facts.get('commit', '?')} - {title}", "",
+           f"- machine: {facts.get('host', '?')} ({facts.get('cores', '?')} cores), GPU: {facts.get('gpu', '?')}",
+           f"- {facts.get('python', '?')}",
+           f"- model: {L} layers, {C} wide, seq {T}, vocab {V}, batch {B}; timed steps after {warm} warm-up steps; "
+           f"MFU against 989 TFLOP/s (H200 bf16 dense)", ""] + lines + [""] + \
+          [f"- {n}" for n in notes] + [f"- checks: {checks}", ""]
+text = "\n".join(section)
+print("\n" + text)
+open(os.path.join(out, "results_section.md"), "w").write(text + "\n")
+json.dump({"rows": rows, "problems": problems, "notes": notes}, open(os.path.join(out, "summary.json"), "w"), indent=2)
+sys.exit(1 if problems else 0)
+PY
+rc=$?
+set -e
+if ((RECORD)); then
+  [[ -f "$HERE/RESULTS.md" ]] || printf '# Benchmark results\n\n' >"$HERE/RESULTS.md"
+  { echo; cat "$OUTDIR/results_section.md"; } >>"$HERE/RESULTS.md"
+  cp "$HERE/RESULTS.md" "$OUTDIR/RESULTS.md"
+  log "appended to bench/RESULTS.md (copy in $OUTDIR)"
+fi
+cp "$RUN_DIR/metrics.jsonl" "$OUTDIR/gtrain-metrics.jsonl" 2>/dev/null || true
+log "done in ${SECONDS}s; files in $OUTDIR; exit $rc"
+exit $rc

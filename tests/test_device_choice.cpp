@@ -1,0 +1,119 @@
+// test_device_choice.cpp: each rank's device from train.device, the visible CUDA devices,
+// CUDA_VISIBLE_DEVICES and the allocation's granted GPUs (pure rules, no GPU needed); the CUDA
+// ordinal -> NVML index mapping.
+#include <gtest/gtest.h>
+
+#include "launcher/device_choice.h"
+#include "runtime/common/cuda_device.h"
+#include "runtime/common/errors.h"
+
+namespace gtrain {
+namespace {
+
+DeviceChoiceInput gpus(int count, int local_rank, int local_size) {
+  DeviceChoiceInput in;
+  in.cuda_build = true;
+  in.device_count = count;
+  in.local_rank = local_rank;
+  in.local_size = local_size;
+  return in;
+}
+
+std::string message_of(const DeviceChoiceInput& in) {
+  try {
+    choose_device(in);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DeviceChoice, CpuWhenAskedOrWithoutCuda) {
+  auto in = gpus(4, 1, 4);
+  in.requested = "cpu";
+  EXPECT_FALSE(choose_device(in).cuda);
+  EXPECT_EQ(choose_device(in).str(), "cpu");
+
+  DeviceChoiceInput cpu_build;  // auto on a CPU-only build
+  EXPECT_FALSE(choose_device(cpu_build).cuda);
+  EXPECT_NE(choose_device(cpu_build).reason.find("built without CUDA"), std::string::npos);
+
+  auto none = gpus(0, 0, 1);  // CUDA build, no device visible
+  EXPECT_FALSE(choose_device(none).cuda);
+  EXPECT_NE(choose_device(none).reason.find("no CUDA device"), std::string::npos);
+}
+
+TEST(DeviceChoice, CudaRequestedWithoutDeviceIsAnErrorNamingTheKey) {
+  DeviceChoiceInput in;
+  in.requested = "cuda";
+  EXPECT_NE(message_of(in).find("train.device = \"cuda\" but this gtrain was built without CUDA"), std::string::npos);
+  auto none = gpus(0, 0, 1);
+  none.requested = "cuda";
+  EXPECT_NE(message_of(none).find("no CUDA device is visible"), std::string::npos);
+  auto bad = gpus(1, 0, 1);
+  bad.requested = "tpu";
+  EXPECT_NE(message_of(bad).find("train.device = \"tpu\""), std::string::npos);
+}
+
+TEST(DeviceChoice, LocalRankIndexesTheVisibleDevices) {
+  // CUDA_VISIBLE_DEVICES=4,5,6,7 (granted by the scheduler): the process sees ordinals 0..3.
+  for (int r = 0; r < 4; ++r) {
+    auto in = gpus(4, r, 4);
+    in.visible_set = true;
+    in.granted = {4, 5, 6, 7};  // physical indices: ignored, the visible list already remaps them
+    const auto c = choose_device(in);
+    EXPECT_TRUE(c.cuda);
+    EXPECT_EQ(c.index, r);
+    EXPECT_EQ(c.str(), "cuda:" + std::to_string(r));
+  }
+  // One GPU bound to each task (srun --gpu-bind): every rank sees its own as ordinal 0.
+  auto bound = gpus(1, 3, 4);
+  bound.visible_set = true;
+  EXPECT_EQ(choose_device(bound).index, 0);
+  // More ranks than visible GPUs: an error naming both counts.
+  auto over = gpus(2, 2, 3);
+  over.visible_set = true;
+  EXPECT_NE(message_of(over).find("3 ranks on this node but 2 GPUs visible"), std::string::npos);
+}
+
+TEST(DeviceChoice, GrantedIndicesWhenNothingIsHidden) {
+  // The allocation granted GPUs 2 and 3 of 4 and CUDA_VISIBLE_DEVICES is unset: ordinals are physical.
+  auto r0 = gpus(4, 0, 2), r1 = gpus(4, 1, 2);
+  r0.granted = r1.granted = {2, 3};
+  EXPECT_EQ(choose_device(r0).index, 2);
+  EXPECT_EQ(choose_device(r1).index, 3);
+  EXPECT_NE(choose_device(r1).reason.find("granted GPU 3"), std::string::npos);
+  // A granted index the process cannot see.
+  auto hidden = gpus(2, 0, 1);
+  hidden.granted = {5};
+  EXPECT_NE(message_of(hidden).find("grants GPU 5 but this process sees 2 CUDA devices"), std::string::npos);
+  // More ranks than granted GPUs.
+  auto over = gpus(8, 2, 3);
+  over.granted = {0, 1};
+  EXPECT_NE(message_of(over).find("3 ranks on this node but 2 GPUs granted"), std::string::npos);
+}
+
+TEST(DeviceChoice, NoAllocationFallsBackToTheLocalRank) {
+  EXPECT_EQ(choose_device(gpus(8, 5, 8)).index, 5);
+  EXPECT_EQ(choose_device(gpus(1, 0, 1)).index, 0);
+  EXPECT_EQ(choose_device(gpus(1, 1, 2)).index, 0);  // one GPU shared by two ranks
+  EXPECT_NE(message_of(gpus(2, 3, 4)).find("4 ranks on this node but 2 GPUs visible"), std::string::npos);
+}
+
+TEST(CudaDevice, NvmlIndexFollowsCudaVisibleDevices) {
+  EXPECT_EQ(cuda::nvml_index_for(1, {}), 1);
+  EXPECT_EQ(cuda::nvml_index_for(0, {{"CUDA_VISIBLE_DEVICES", "6,2"}}), 6);
+  EXPECT_EQ(cuda::nvml_index_for(1, {{"CUDA_VISIBLE_DEVICES", "6,2"}}), 2);
+  EXPECT_EQ(cuda::nvml_index_for(2, {{"CUDA_VISIBLE_DEVICES", "6,2"}}), -1);
+  EXPECT_EQ(cuda::nvml_index_for(0, {{"CUDA_VISIBLE_DEVICES", "GPU-8f6c2a1e"}}), -1);
+  // Without a GPU (or NVML) a sample is simply not valid; it never throws.
+  EXPECT_NO_THROW(cuda::nvml_sample(0));
+  if (!cuda::built_with_cuda()) {
+    EXPECT_EQ(cuda::device_count(), 0);
+    EXPECT_EQ(cuda::memory_stats(0).max_allocated, 0.0);
+    EXPECT_THROW(cuda::set_device(0), Error);
+  }
+}
+
+}  // namespace
+}  // namespace gtrain

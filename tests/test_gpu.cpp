@@ -1,0 +1,158 @@
+// test_gpu.cpp (label gpu, CUDA builds only): a tiny GPT trains on cuda:0 in bf16, fp16 (dynamic loss
+// scaling skips overflowing steps) and fp32 (close to the CPU run); checkpoints written from the GPU
+// resume onto it; CUDA and NVML figures reach metrics.jsonl; NCCL on one rank reduces CUDA tensors
+// and names what it refuses.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "launcher/run_command.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/comm/comm_errors.h"
+#include "runtime/common/cuda_device.h"
+#include "runtime/common/torch_compat.h"
+#include "strategies/data_parallel.h"
+#include "tests/test_util.h"
+#ifdef GTRAIN_WITH_NCCL
+#include "runtime/comm/nccl_communicator.h"
+#endif
+
+namespace gtrain {
+namespace {
+
+const torch::Device kGpu(torch::kCUDA, 0);
+
+JobConfig tiny_gpt(const std::string& dtype, int64_t steps) {
+  JobConfig c;
+  c.model.name = "gpt";
+  c.model.n_layer = 2;
+  c.model.n_head = 2;
+  c.model.n_embd = 64;
+  c.model.seq_len = 32;
+  c.model.vocab = 512;
+  c.data.kind = "synthetic";
+  c.data.synthetic_samples = 1024;
+  c.train.global_batch = 16;
+  c.train.steps = steps;
+  c.train.eval_batches = 1;
+  c.train.device = "cuda";
+  c.precision.dtype = dtype;
+  c.optimizer.learning_rate = 3e-3;
+  c.log.progress = "none";
+  c.log.metrics_interval = 1;  // read every step's loss (CUDA reads only logged steps)
+  return c;
+}
+
+std::unique_ptr<Trainer> make_trainer(const JobConfig& c, torch::Device device, TrainerPaths paths = {}) {
+  JobConfig cfg = c;
+  validate_job_config(cfg);
+  auto comm = std::make_shared<LocalCommunicator>();
+  auto parts = assemble_job(cfg, 1, comm, 1, device);
+  return std::make_unique<Trainer>(cfg, parts.plan, comm, parts.model, parts.data, std::move(parts.engine), paths,
+                                   device);
+}
+
+class Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(Gpu, Bf16GptLearnsAndLogsDeviceMemory) {
+  test::TempDir dir;
+  TrainerPaths paths;
+  paths.metrics = dir.file("metrics.jsonl");
+  auto t = make_trainer(tiny_gpt("bf16", 40), kGpu, paths);
+  EXPECT_TRUE(t->model().parameters()[0].is_cuda());
+  auto* dp = dynamic_cast<DataParallelEngine*>(&t->engine());
+  ASSERT_NE(dp, nullptr);
+  EXPECT_EQ(dp->fused_adamw(), compat::kHaveFusedAdamW);
+  const double first = t->train_step().loss;
+  EXPECT_NEAR(first, std::log(512.0), 0.3);
+  const auto s = t->run();
+  EXPECT_LT(s.final_loss, first - 1.0);
+  std::ifstream f(paths.metrics);
+  std::string line, last;
+  while (std::getline(f, line)) {
+    if (line.find("\"train\"") != std::string::npos) last = line;
+  }
+  auto j = nlohmann::json::parse(last);
+  EXPECT_GT(j.at("cuda_max_allocated_mb").get<double>(), 0.0);
+  EXPECT_EQ(j.at("peak_mem_mb").get<double>(), j.at("cuda_max_allocated_mb").get<double>());
+  EXPECT_TRUE(j.contains("est_mem_mb"));
+}
+
+TEST_F(Gpu, Fp16SkipsOverflowingStepsAndHalvesTheScale) {
+  auto c = tiny_gpt("fp16", 30);
+  c.precision.loss_scale_init = std::ldexp(1.0, 60);  // overflows fp16 gradients at first
+  c.precision.loss_scale_window = 1000;
+  auto t = make_trainer(c, kGpu);
+  int skipped = 0;
+  double first = NAN, last = NAN;
+  for (int s = 0; s < 30; ++s) {
+    auto r = t->train_step();
+    skipped += r.skipped ? 1 : 0;
+    if (s == 0) first = r.loss;
+    last = r.loss;
+  }
+  EXPECT_GT(skipped, 0);
+  EXPECT_LT(skipped, 30);
+  EXPECT_LT(last, first);
+}
+
+TEST_F(Gpu, Fp32OnCudaFollowsTheCpuRun) {
+  auto c = tiny_gpt("fp32", 8);
+  c.train.deterministic = true;
+  auto cpu = make_trainer(c, torch::kCPU), gpu = make_trainer(c, kGpu);
+  for (int s = 0; s < 8; ++s) {
+    const double a = cpu->train_step().loss, b = gpu->train_step().loss;
+    EXPECT_NEAR(a, b, 2e-3 * std::abs(a)) << "step " << s;
+  }
+}
+
+TEST_F(Gpu, CheckpointFromTheGpuResumesOntoIt) {
+  test::TempDir dir;
+  auto c = tiny_gpt("bf16", 12);
+  TrainerPaths paths;
+  paths.checkpoints = dir.file("ckpt");
+  auto first = make_trainer(c, kGpu, paths);
+  for (int s = 0; s < 6; ++s) first->train_step();
+  first->save_checkpoint_now();
+  first->finish_saves();
+  auto second = make_trainer(c, kGpu, paths);
+  second->resume(find_latest_valid_checkpoint(paths.checkpoints, nullptr));  // checks the probe loss
+  EXPECT_EQ(second->steps_done(), 6);
+  for (auto& p : second->model().parameters()) EXPECT_TRUE(p.is_cuda());
+  const double a = first->train_step().loss, b = second->train_step().loss;
+  EXPECT_NEAR(a, b, 1e-3 * std::abs(a));
+}
+
+#if defined(GTRAIN_WITH_NCCL) && defined(GTRAIN_WITH_MPI)
+TEST_F(Gpu, NcclWorldOfOneReducesCudaTensorsAndRefusesOthers) {
+  auto world = MpiCommunicator::world(MpiCommOptions{});
+  NcclCommunicator nccl(world, 0);
+  auto t = torch::full({4}, 2.0, torch::TensorOptions().device(kGpu));
+  nccl.allreduce(t, ReduceOp::kSum);
+  EXPECT_TRUE(torch::equal(t.cpu(), torch::full({4}, 2.0)));
+  auto cpu = torch::ones({4});
+  try {
+    nccl.allreduce(cpu, ReduceOp::kSum);
+    ADD_FAILURE() << "a CPU tensor was accepted";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("backend nccl does not support cpu tensors"), std::string::npos) << e.what();
+  }
+  auto flags = torch::ones({4}, torch::TensorOptions().dtype(torch::kBool).device(kGpu));
+  try {
+    nccl.allreduce(flags, ReduceOp::kSum);
+    ADD_FAILURE() << "a bool tensor was accepted";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not support dtype Bool"), std::string::npos) << e.what();
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace gtrain
