@@ -51,20 +51,11 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
     // Every rank starts from rank 0's parameters.
     if (dp > 1) comm_->broadcast(b.param, 0);
     if (opt_.zero_stage < 2) b.grad = torch::zeros({b.padded}, torch::kFloat);
-    // Weight decay applies to matrices only (the same rule as split_decay_params).
-    b.decay = torch::zeros({b.padded}, torch::kFloat);
+    // Weight decay applies to matrices only (the same rule as split_decay_params); mirrored
+    // parameters are counted in the norm by another rank.
     for (const auto& s : b.segments) {
-      if (params_[s.param].second.dim() >= 2) b.decay.narrow(0, s.offset, s.numel).fill_(opt_.optimizer.weight_decay);
-    }
-    b.decay = b.decay.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
-    bool any_mirrored = false;
-    for (const auto& s : b.segments) any_mirrored = any_mirrored || opt_.mirrored.count(params_[s.param].first) > 0;
-    if (any_mirrored) {
-      auto mask = torch::ones({b.padded}, torch::kFloat);
-      for (const auto& s : b.segments) {
-        if (opt_.mirrored.count(params_[s.param].first)) mask.narrow(0, s.offset, s.numel).zero_();
-      }
-      b.norm_mask = mask.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
+      if (params_[s.param].second.dim() >= 2) add_owned_range(b, b.decayed, s);
+      if (opt_.mirrored.count(params_[s.param].first)) add_owned_range(b, b.mirrored, s);
     }
     if (opt_.optimizer.name == "adamw") {
       b.exp_avg = torch::zeros({b.chunk}, torch::kFloat);
@@ -79,6 +70,18 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
 }
 
 DataParallelEngine::~DataParallelEngine() = default;
+
+void DataParallelEngine::add_owned_range(const Bucket& b, std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                         const Segment& s) const {
+  const int64_t lo = owner_rank_ * b.chunk;
+  const int64_t begin = std::max<int64_t>(0, s.offset - lo), end = std::min(b.chunk, s.offset + s.numel - lo);
+  if (begin >= end) return;
+  if (!ranges.empty() && ranges.back().second == begin) {
+    ranges.back().second = end;
+  } else {
+    ranges.emplace_back(begin, end);
+  }
+}
 
 std::string DataParallelEngine::describe() const {
   char buf[160];
@@ -194,8 +197,9 @@ double DataParallelEngine::grad_norm() {
   torch::NoGradGuard ng;
   auto sq = torch::zeros({1}, torch::kDouble);
   for (auto& b : buckets_) {
-    auto g2 = owned_grad(b).to(torch::kDouble).pow(2);
-    sq += b.norm_mask.defined() ? (g2 * b.norm_mask.to(torch::kDouble)).sum() : g2.sum();
+    auto g2 = owned_grad(b).to(torch::kDouble).pow_(2);
+    for (const auto& r : b.mirrored) g2.narrow(0, r.first, r.second - r.first).zero_();
+    sq += g2.sum();
   }
   if (owners_ > 1) comm_->allreduce(sq, ReduceOp::kSum);
   // Each element once over the replica: tp slices and pp stages add up, mirrored copies were left out.
@@ -213,16 +217,19 @@ void DataParallelEngine::step(double lr, double grad_coef) {
     if (grad_coef != 1.0) g.mul_(grad_coef);
     if (o.name == "adamw") {
       // torch::optim::AdamW, element-wise weight decay (0 for biases and norms).
-      p.mul_(1.0 - lr * b.decay);
+      for (const auto& r : b.decayed) p.narrow(0, r.first, r.second - r.first).mul_(1.0 - lr * o.weight_decay);
       b.exp_avg.mul_(o.beta1).add_(g, 1.0 - o.beta1);
       b.exp_avg_sq.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
       const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step_count_));
       const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(step_count_));
-      auto denom = (b.exp_avg_sq.sqrt() / std::sqrt(bc2)).add_(o.eps);
+      auto denom = b.exp_avg_sq.sqrt().div_(std::sqrt(bc2)).add_(o.eps);  // one [chunk] temporary
       p.addcdiv_(b.exp_avg, denom, -lr / bc1);
     } else {
       // torch::optim::SGD: L2 weight decay added to the gradient, then (Nesterov) momentum.
-      auto d = g.add(p * b.decay);
+      auto d = g.clone();
+      for (const auto& r : b.decayed) {
+        d.narrow(0, r.first, r.second - r.first).add_(p.narrow(0, r.first, r.second - r.first) * o.weight_decay);
+      }
       if (o.momentum != 0) {
         if (!b.momentum.defined()) {
           b.momentum = d.clone();

@@ -73,8 +73,9 @@ class DataParallelEngine : public ParallelEngine {
     torch::Tensor param;       // [padded] flat parameters (each parameter is a view)
     torch::Tensor grad;        // [padded] reduced gradients (stage 2: only while in flight)
     torch::Tensor grad_shard;  // stage 2: [chunk] this rank's reduced gradients
-    torch::Tensor decay;       // [chunk] weight-decay coefficient per owned element
-    torch::Tensor norm_mask;   // [chunk] 1 where the element counts in the norm (undefined: all do)
+    // Ranges [begin, end) of the owned chunk: elements with weight decay (matrices), and elements
+    // left out of the gradient norm (mirrored). Ranges, not [chunk] masks: no memory per element.
+    std::vector<std::pair<int64_t, int64_t>> decayed, mirrored;
     torch::Tensor exp_avg, exp_avg_sq, momentum;  // [chunk] optimizer state
     int64_t ready = 0;         // parameters whose gradient arrived this step
     std::shared_ptr<Work> work;  // the collective in flight this step
@@ -84,6 +85,8 @@ class DataParallelEngine : public ParallelEngine {
   void launch_ready_buckets();  // in bucket order
   void progress();              // lets in-flight collectives advance
   torch::Tensor owned_grad(Bucket& b);
+  // Appends segment s's part of this rank's chunk (chunk coordinates) to `ranges`, merging neighbours.
+  void add_owned_range(const Bucket& b, std::vector<std::pair<int64_t, int64_t>>& ranges, const Segment& s) const;
   torch::Tensor owned_param(Bucket& b) { return b.param.narrow(0, owner_rank_ * b.chunk, b.chunk); }
   // Shards of elements [begin, begin + data.numel()) of parameter i's local flattening.
   void add_shards(std::vector<TensorShard>& out, int64_t i, const std::string& name, int64_t begin,
