@@ -51,6 +51,7 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
     // Every rank starts from rank 0's parameters.
     if (dp > 1) comm_->broadcast(b.param, 0);
     if (opt_.zero_stage < 2) b.grad = torch::zeros({b.padded}, torch::kFloat);
+    b.accum = torch::zeros({b.numel}, torch::kFloat);
     // Weight decay applies to matrices only (the same rule as split_decay_params); mirrored
     // parameters are counted in the norm by another rank.
     for (const auto& s : b.segments) {
@@ -63,6 +64,7 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
     }
   }
 
+  attach_accumulators();
   for (size_t i = 0; i < params_.size(); ++i) {
     if (bucket_of_[i] < 0) continue;
     params_[i].second.register_hook([this, i](torch::Tensor g) { on_gradient(static_cast<int64_t>(i), g); });
@@ -96,8 +98,20 @@ int64_t DataParallelEngine::owned_elements() const {
   return n;
 }
 
+void DataParallelEngine::attach_accumulators() {
+  torch::NoGradGuard ng;
+  for (auto& b : buckets_) {
+    b.accum.zero_();
+    for (const auto& s : b.segments) {
+      auto& p = params_[s.param].second;
+      p.mutable_grad() = b.accum.narrow(0, s.offset, s.numel).view(p.sizes());
+    }
+  }
+}
+
 void DataParallelEngine::zero_grad() {
   for (auto& kv : params_) kv.second.mutable_grad() = torch::Tensor();
+  attach_accumulators();
   for (auto& b : buckets_) {
     b.ready = 0;
     b.work.reset();
@@ -196,10 +210,19 @@ bool DataParallelEngine::unscale_gradients(double inv_scale) {
 double DataParallelEngine::grad_norm() {
   torch::NoGradGuard ng;
   auto sq = torch::zeros({1}, torch::kDouble);
+  // Squares in double, a slice at a time: a whole bucket in double would be twice its size again.
+  constexpr int64_t kSlice = 1 << 20;
   for (auto& b : buckets_) {
-    auto g2 = owned_grad(b).to(torch::kDouble).pow_(2);
-    for (const auto& r : b.mirrored) g2.narrow(0, r.first, r.second - r.first).zero_();
-    sq += g2.sum();
+    auto g = owned_grad(b);
+    for (int64_t at = 0; at < b.chunk; at += kSlice) {
+      const int64_t n = std::min(kSlice, b.chunk - at);
+      auto g2 = g.narrow(0, at, n).to(torch::kDouble).pow_(2);
+      for (const auto& r : b.mirrored) {
+        const int64_t lo = std::max(r.first, at), hi = std::min(r.second, at + n);
+        if (lo < hi) g2.narrow(0, lo - at, hi - lo).zero_();
+      }
+      sq += g2.sum();
+    }
   }
   if (owners_ > 1) comm_->allreduce(sq, ReduceOp::kSum);
   // Each element once over the replica: tp slices and pp stages add up, mirrored copies were left out.
@@ -222,8 +245,13 @@ void DataParallelEngine::step(double lr, double grad_coef) {
       b.exp_avg_sq.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
       const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step_count_));
       const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(step_count_));
-      auto denom = b.exp_avg_sq.sqrt().div_(std::sqrt(bc2)).add_(o.eps);  // one [chunk] temporary
-      p.addcdiv_(b.exp_avg, denom, -lr / bc1);
+      // Element-wise, a slice at a time: the temporary stays small enough to reuse freed heap blocks.
+      constexpr int64_t kSlice = 1 << 20;
+      for (int64_t at = 0; at < b.chunk; at += kSlice) {
+        const int64_t n = std::min(kSlice, b.chunk - at);
+        auto denom = b.exp_avg_sq.narrow(0, at, n).sqrt().div_(std::sqrt(bc2)).add_(o.eps);
+        p.narrow(0, at, n).addcdiv_(b.exp_avg.narrow(0, at, n), denom, -lr / bc1);
+      }
     } else {
       // torch::optim::SGD: L2 weight decay added to the gradient, then (Nesterov) momentum.
       auto d = g.clone();

@@ -72,6 +72,9 @@ class DataParallelEngine : public ParallelEngine {
     int64_t numel = 0, padded = 0, chunk = 0;  // chunk = padded / owners
     torch::Tensor param;       // [padded] flat parameters (each parameter is a view)
     torch::Tensor grad;        // [padded] reduced gradients (stage 2: only while in flight)
+    // [numel] what autograd accumulates each parameter's gradient into (param.grad is a view):
+    // allocated once, so backward does not leave per-parameter tensors between its activations.
+    torch::Tensor accum;
     torch::Tensor grad_shard;  // stage 2: [chunk] this rank's reduced gradients
     // Ranges [begin, end) of the owned chunk: elements with weight decay (matrices), and elements
     // left out of the gradient norm (mirrored). Ranges, not [chunk] masks: no memory per element.
@@ -85,6 +88,8 @@ class DataParallelEngine : public ParallelEngine {
   void launch_ready_buckets();  // in bucket order
   void progress();              // lets in-flight collectives advance
   torch::Tensor owned_grad(Bucket& b);
+  // Zeroes the accumulators and points every parameter's .grad at its slice of them.
+  void attach_accumulators();
   // Appends segment s's part of this rank's chunk (chunk coordinates) to `ranges`, merging neighbours.
   void add_owned_range(const Bucket& b, std::vector<std::pair<int64_t, int64_t>>& ranges, const Segment& s) const;
   torch::Tensor owned_param(Bucket& b) { return b.param.narrow(0, owner_rank_ * b.chunk, b.chunk); }
