@@ -66,6 +66,8 @@ json memory_json(const MemoryEstimate& m) {
   return {{"total", m.total()},
           {"params", m.params},
           {"grads", m.grads},
+          {"grad_accumulators", m.grad_accumulators},
+          {"build", m.build},
           {"optimizer", m.optimizer},
           {"activations", m.activations},
           {"workspace", m.workspace},
@@ -473,7 +475,8 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
             << ", within parallel.batch_tolerance)\n";
       }
       out << "  memory per " << unit << "  " << human(me.total()) << " of " << human(usable) << ": params "
-          << human(me.params) << ", grads " << human(me.grads) << ", optimizer " << human(me.optimizer)
+          << human(me.params) << ", grads " << human(me.grads) << " (+ " << human(me.grad_accumulators)
+          << " accumulating), optimizer " << human(me.optimizer)
           << ", activations " << human(me.activations) << " (" << c.plan.micro_batch << " x "
           << human(me.activation_per_sample) << " x " << me.in_flight << " in flight), workspace "
           << human(me.workspace) << "\n";

@@ -226,7 +226,10 @@ RunOutcome run_job(const RunOptions& o) {
   // Memory the job adds on top of the loaded program: compared with the planner's estimate.
   reset_peak_resident();
   const double baseline_rss = resident_bytes();
-  JobParts parts = assemble_job(cfg, comm->size(), comm, rank_env.local_size, device);
+  JobParts parts = [&] {
+    BuildAllocationScope build;  // the whole model is transient: give it back once split
+    return assemble_job(cfg, comm->size(), comm, rank_env.local_size, device);
+  }();
   const Plan& plan = parts.plan;
   const int64_t requested_batch = cfg.train.global_batch;
   cfg.train.global_batch = plan.global_batch();  // differs only within parallel.batch_tolerance

@@ -56,6 +56,7 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
   const double dp = static_cast<double>(std::max<int64_t>(1, l.dp));
   e.params = P * (4.0 + (half(in.precision) ? 2.0 : 0.0));
   e.grads = 4.0 * P / (l.zero >= 2 ? dp : 1.0);
+  e.grad_accumulators = 4.0 * P;
   e.optimizer = optimizer_state_bytes(in) * P / (l.zero >= 1 ? dp : 1.0);
 
   e.in_flight = l.pp > 1 ? std::min(l.pp, l.grad_accum) : 1;
@@ -90,8 +91,12 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
     e.activation_per_sample = l.recompute ? e.activation_per_sample_recompute : e.activation_per_sample_no_recompute;
     e.activations = e.activation_per_sample * mb * static_cast<double>(e.in_flight);
   }
-  const double rest = e.params + e.grads + e.optimizer + e.activations;
-  e.workspace = in.profile.workspace_bytes + in.profile.fragmentation * rest;
+  e.workspace = in.profile.workspace_bytes + in.profile.fragmentation * (e.grad_accumulators + e.activations);
+  // Every rank builds the whole model from the same seed and keeps its part. On a CPU that is the
+  // memory the plan is for; a GPU would receive only the part (the build is in host memory).
+  if ((l.tp > 1 || l.pp > 1) && in.profile.kind == "cpu") {
+    e.build = 4.0 * static_cast<double>(m.params) + in.profile.workspace_bytes;
+  }
   return e;
 }
 

@@ -3,11 +3,16 @@
 //
 // Memory per device (the most loaded pipeline stage):
 //   params     fp32 master weights of this stage / tp (+ a 16-bit autocast copy in bf16/fp16)
-//   grads      fp32, / dp under ZeRO-2
+//   grads      fp32 gradient buckets, / dp under ZeRO-2
+//   grad_accumulators  autograd's per-parameter fp32 gradients (4 B/param), alive from a step's
+//              first backward until the engine copies them into the buckets
 //   optimizer  AdamW 8 B/param, SGD momentum 4 B/param, / dp under ZeRO-1 and 2
 //   activations  per sample x micro_batch x micro-batches in flight (1F1B: stage 0 holds
 //              min(pp, grad_accum)); transformers use the per-block formula split by tp
-//   workspace  the profile's reserve + fragmentation x the rest
+//   workspace  the profile's reserve + fragmentation x what each step allocates and frees
+//              (activations and accumulators; the flat buffers are allocated once, at build)
+//   build      CPU, while a tp or pp rank builds: the whole model in fp32 before it keeps its
+//              part (returned once split); the total is the larger of this and the training sum
 // Time per global batch (seconds):
 //   (grad_accum + pp - 1) x per-micro-batch stage time (compute + kernel overhead + TP allreduces
 //   + PP sends), so the pipeline bubble is (pp-1)/(grad_accum+pp-1) of it; plus the DP gradient
@@ -47,12 +52,14 @@ struct CostModelInput {
 };
 
 struct MemoryEstimate {
-  double params = 0, grads = 0, optimizer = 0, activations = 0, workspace = 0;
+  double params = 0, grads = 0, grad_accumulators = 0, optimizer = 0, activations = 0, workspace = 0;
+  double build = 0;                               // peak while building (0: the model is not split)
   double activation_per_sample = 0;               // this layout (recompute as chosen), one micro-batch sample
   double activation_per_sample_no_recompute = 0;  // the same without recompute
   double activation_per_sample_recompute = 0;     // and with recompute
   int64_t in_flight = 1;                          // micro-batches a stage holds at once
-  double total() const { return params + grads + optimizer + activations + workspace; }
+  double training() const { return params + grads + grad_accumulators + optimizer + activations + workspace; }
+  double total() const { return training() > build ? training() : build; }
 };
 
 struct TimeEstimate {

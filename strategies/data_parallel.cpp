@@ -60,20 +60,12 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
     // Every rank starts from rank 0's parameters.
     if (dp > 1) comm_->broadcast(b.param, 0);
     if (opt_.zero_stage < 2) b.grad = torch::zeros({b.padded}, fopts_);
-    // Weight decay applies to matrices only (the same rule as split_decay_params).
-    b.decay = torch::zeros({b.padded}, fopts_);
+    b.accum = torch::zeros({b.numel}, fopts_);
+    // Weight decay applies to matrices only (the same rule as split_decay_params); mirrored
+    // parameters are counted in the norm by another rank.
     for (const auto& s : b.segments) {
-      if (params_[s.param].second.dim() >= 2) b.decay.narrow(0, s.offset, s.numel).fill_(opt_.optimizer.weight_decay);
-    }
-    b.decay = b.decay.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
-    bool any_mirrored = false;
-    for (const auto& s : b.segments) any_mirrored = any_mirrored || opt_.mirrored.count(params_[s.param].first) > 0;
-    if (any_mirrored) {
-      auto mask = torch::ones({b.padded}, fopts_);
-      for (const auto& s : b.segments) {
-        if (opt_.mirrored.count(params_[s.param].first)) mask.narrow(0, s.offset, s.numel).zero_();
-      }
-      b.norm_mask = mask.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
+      if (params_[s.param].second.dim() >= 2) add_owned_range(b, b.decayed, s);
+      if (opt_.mirrored.count(params_[s.param].first)) add_owned_range(b, b.mirrored, s);
     }
     if (opt_.optimizer.name == "adamw") {
       b.exp_avg = torch::zeros({b.chunk}, fopts_);
@@ -96,6 +88,7 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
   }
   if (fused_) fused_step_ = torch::zeros({}, fopts_);
 
+  attach_accumulators();
   for (size_t i = 0; i < params_.size(); ++i) {
     if (bucket_of_[i] < 0) continue;
     params_[i].second.register_hook([this, i](torch::Tensor g) { on_gradient(static_cast<int64_t>(i), g); });
@@ -103,6 +96,18 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
 }
 
 DataParallelEngine::~DataParallelEngine() = default;
+
+void DataParallelEngine::add_owned_range(const Bucket& b, std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                         const Segment& s) const {
+  const int64_t lo = owner_rank_ * b.chunk;
+  const int64_t begin = std::max<int64_t>(0, s.offset - lo), end = std::min(b.chunk, s.offset + s.numel - lo);
+  if (begin >= end) return;
+  if (!ranges.empty() && ranges.back().second == begin) {
+    ranges.back().second = end;
+  } else {
+    ranges.emplace_back(begin, end);
+  }
+}
 
 std::string DataParallelEngine::describe() const {
   char buf[160];
@@ -117,8 +122,20 @@ int64_t DataParallelEngine::owned_elements() const {
   return n;
 }
 
+void DataParallelEngine::attach_accumulators() {
+  torch::NoGradGuard ng;
+  for (auto& b : buckets_) {
+    b.accum.zero_();
+    for (const auto& s : b.segments) {
+      auto& p = params_[s.param].second;
+      p.mutable_grad() = b.accum.narrow(0, s.offset, s.numel).view(p.sizes());
+    }
+  }
+}
+
 void DataParallelEngine::zero_grad() {
   for (auto& kv : params_) kv.second.mutable_grad() = torch::Tensor();
+  attach_accumulators();
   for (auto& b : buckets_) {
     b.ready = 0;
     b.work.reset();
@@ -217,9 +234,19 @@ bool DataParallelEngine::unscale_gradients(double inv_scale) {
 double DataParallelEngine::grad_norm() {
   torch::NoGradGuard ng;
   auto sq = torch::zeros({1}, fopts_.dtype(torch::kDouble));
+  // Squares in double, a slice at a time: a whole bucket in double would be twice its size again.
+  constexpr int64_t kSlice = 1 << 20;
   for (auto& b : buckets_) {
-    auto g2 = owned_grad(b).to(torch::kDouble).pow(2);
-    sq += b.norm_mask.defined() ? (g2 * b.norm_mask.to(torch::kDouble)).sum() : g2.sum();
+    auto g = owned_grad(b);
+    for (int64_t at = 0; at < b.chunk; at += kSlice) {
+      const int64_t n = std::min(kSlice, b.chunk - at);
+      auto g2 = g.narrow(0, at, n).to(torch::kDouble).pow_(2);
+      for (const auto& r : b.mirrored) {
+        const int64_t lo = std::max(r.first, at), hi = std::min(r.second, at + n);
+        if (lo < hi) g2.narrow(0, lo - at, hi - lo).zero_();
+      }
+      sq += g2.sum();
+    }
   }
   if (owners_ > 1) comm_->allreduce(sq, ReduceOp::kSum);
   // Each element once over the replica: tp slices and pp stages add up, mirrored copies were left out.
@@ -230,7 +257,15 @@ double DataParallelEngine::grad_norm() {
 torch::Tensor DataParallelEngine::grad_norm_tensor() {
   torch::NoGradGuard ng;
   std::vector<torch::Tensor> gs;
-  for (auto& b : buckets_) gs.push_back(b.norm_mask.defined() ? owned_grad(b) * b.norm_mask : owned_grad(b));
+  for (auto& b : buckets_) {
+    if (b.mirrored.empty()) {
+      gs.push_back(owned_grad(b));
+      continue;
+    }
+    auto g = owned_grad(b).clone();  // mirrored elements are counted by another rank
+    for (const auto& r : b.mirrored) g.narrow(0, r.first, r.second - r.first).zero_();
+    gs.push_back(g);
+  }
   // One multi-tensor kernel for every bucket's norm (float accumulation per bucket), summed in double.
   auto sq = torch::stack(at::_foreach_norm(gs)).to(torch::kDouble).pow(2).sum().reshape({1});
   if (owners_ > 1) comm_->allreduce(sq, ReduceOp::kSum);
@@ -299,16 +334,24 @@ void DataParallelEngine::step(double lr, double grad_coef) {
     if (grad_coef != 1.0) g.mul_(grad_coef);
     if (o.name == "adamw") {
       // torch::optim::AdamW, element-wise weight decay (0 for biases and norms).
-      p.mul_(1.0 - lr * b.decay);
+      for (const auto& r : b.decayed) p.narrow(0, r.first, r.second - r.first).mul_(1.0 - lr * o.weight_decay);
       b.exp_avg.mul_(o.beta1).add_(g, 1.0 - o.beta1);
       b.exp_avg_sq.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
       const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step_count_));
       const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(step_count_));
-      auto denom = (b.exp_avg_sq.sqrt() / std::sqrt(bc2)).add_(o.eps);
-      p.addcdiv_(b.exp_avg, denom, -lr / bc1);
+      // Element-wise, a slice at a time: the temporary stays small enough to reuse freed heap blocks.
+      constexpr int64_t kSlice = 1 << 20;
+      for (int64_t at = 0; at < b.chunk; at += kSlice) {
+        const int64_t n = std::min(kSlice, b.chunk - at);
+        auto denom = b.exp_avg_sq.narrow(0, at, n).sqrt().div_(std::sqrt(bc2)).add_(o.eps);
+        p.narrow(0, at, n).addcdiv_(b.exp_avg.narrow(0, at, n), denom, -lr / bc1);
+      }
     } else {
       // torch::optim::SGD: L2 weight decay added to the gradient, then (Nesterov) momentum.
-      auto d = g.add(p * b.decay);
+      auto d = g.clone();
+      for (const auto& r : b.decayed) {
+        d.narrow(0, r.first, r.second - r.first).add_(p.narrow(0, r.first, r.second - r.first) * o.weight_decay);
+      }
       if (o.momentum != 0) {
         if (!b.momentum.defined()) {
           b.momentum = d.clone();

@@ -78,9 +78,13 @@ class DataParallelEngine : public ParallelEngine {
     int64_t numel = 0, padded = 0, chunk = 0;  // chunk = padded / owners
     torch::Tensor param;       // [padded] flat parameters (each parameter is a view)
     torch::Tensor grad;        // [padded] reduced gradients (stage 2: only while in flight)
+    // [numel] what autograd accumulates each parameter's gradient into (param.grad is a view):
+    // allocated once, so backward does not leave per-parameter tensors between its activations.
+    torch::Tensor accum;
     torch::Tensor grad_shard;  // stage 2: [chunk] this rank's reduced gradients
-    torch::Tensor decay;       // [chunk] weight-decay coefficient per owned element
-    torch::Tensor norm_mask;   // [chunk] 1 where the element counts in the norm (undefined: all do)
+    // Ranges [begin, end) of the owned chunk: elements with weight decay (matrices), and elements
+    // left out of the gradient norm (mirrored). Ranges, not [chunk] masks: no memory per element.
+    std::vector<std::pair<int64_t, int64_t>> decayed, mirrored;
     torch::Tensor exp_avg, exp_avg_sq, momentum;  // [chunk] optimizer state
     int64_t ready = 0;         // parameters whose gradient arrived this step
     std::shared_ptr<Work> work;  // the collective in flight this step
@@ -95,6 +99,10 @@ class DataParallelEngine : public ParallelEngine {
   torch::Tensor owned_grad(Bucket& b);
   torch::Tensor grad_norm_tensor();          // [1] double on the device, summed over ranks
   void step_on_device(double lr, const torch::Tensor& grad_divisor);  // CUDA: divisor undefined = 1
+  // Zeroes the accumulators and points every parameter's .grad at its slice of them.
+  void attach_accumulators();
+  // Appends segment s's part of this rank's chunk (chunk coordinates) to `ranges`, merging neighbours.
+  void add_owned_range(const Bucket& b, std::vector<std::pair<int64_t, int64_t>>& ranges, const Segment& s) const;
   torch::Tensor owned_param(Bucket& b) { return b.param.narrow(0, owner_rank_ * b.chunk, b.chunk); }
   // Shards of elements [begin, begin + data.numel()) of parameter i's local flattening.
   void add_shards(std::vector<TensorShard>& out, int64_t i, const std::string& name, int64_t begin,

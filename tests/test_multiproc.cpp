@@ -214,6 +214,40 @@ TEST(MultiRankMemory, DataParallelEstimateWithinFifteenPercent) {
   EXPECT_NEAR(peak / est, 1.0, 0.15) << "measured " << peak << " MiB, estimated " << est << " MiB";
 }
 
+// The same check for model-parallel layouts: a tp rank holds its slice of the weights, gradients
+// and optimizer state, the whole norms, and split activations and logits; a pp rank its stage,
+// with 1F1B keeping up to pp micro-batches in flight on the first stage (rank 0, which writes
+// metrics). The whole model exists only while a rank builds it. Tolerance: within 15% either way.
+constexpr double kMemoryTolerance = 0.15;
+
+void expect_memory_within(int ranks, const std::vector<std::string>& sets, const std::string& what) {
+  const std::string gpt = "[model]\nname = \"gpt\"\nn_layer = 4\nn_head = 4\nn_embd = 256\nseq_len = 128\nvocab = 256\n"
+                          "[data]\nkind = \"synthetic\"\nsynthetic_samples = 256\n[train]\nglobal_batch = 32\nsteps = 3\n"
+                          "threads = 1\neval_batches = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"none\"\n";
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), gpt);
+  std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
+                    std::to_string(ranks) + " --set parallel.mode=explicit";
+  for (const auto& s : sets) cmd += " --set " + s;
+  auto r = run_command(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto [peak, est] = test::memory_peak_and_estimate(dir.file("run/metrics.jsonl"));  // rank 0's
+  ASSERT_GT(est, 0) << what;
+  EXPECT_NEAR(peak / est, 1.0, kMemoryTolerance) << what << ": measured " << peak << " MiB, estimated " << est << " MiB";
+}
+
+TEST(MultiRankMemory, TensorParallelEstimateWithinFifteenPercent) {
+  expect_memory_within(2, {"parallel.tp=2"}, "tp=2");
+}
+
+TEST(MultiRankMemory, PipelineParallelEstimateWithinFifteenPercent) {
+  expect_memory_within(2, {"parallel.pp=2", "parallel.pp_microbatches=4", "parallel.pp_schedule=1f1b"}, "pp=2 1F1B");
+}
+
+TEST(MultiRankMemory, TensorTimesPipelineParallelEstimateWithinFifteenPercent) {
+  expect_memory_within(4, {"parallel.tp=2", "parallel.pp=2", "parallel.pp_microbatches=4"}, "tp=2 x pp=2");
+}
+
 // PIDs of the ranks of a job whose command line contains `marker`, by rank.
 std::map<int, int> rank_pids(const std::string& marker) {
   std::map<int, int> out;

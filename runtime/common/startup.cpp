@@ -10,10 +10,18 @@
 
 namespace gtrain {
 
+namespace {
+constexpr int kTrainingMmapThreshold = 32 << 20;
+constexpr int kBuildMmapThreshold = 64 << 10;
+}  // namespace
+
 void tune_malloc() {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_MMAP_THRESHOLD, kTrainingMmapThreshold);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
+
+BuildAllocationScope::BuildAllocationScope() { mallopt(M_MMAP_THRESHOLD, kBuildMmapThreshold); }
+BuildAllocationScope::~BuildAllocationScope() { mallopt(M_MMAP_THRESHOLD, kTrainingMmapThreshold); }
 
 double available_memory_bytes() {
   std::ifstream f("/proc/meminfo");

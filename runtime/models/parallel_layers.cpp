@@ -17,23 +17,30 @@ Communicator& comm_of(AutogradContext* ctx) {
   return *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
 }
 
+// Both functions work in place, without a copy of the activation: every copy of a [B, T, C]
+// tensor is a block of memory the heap must find again (tests/test_multiproc.cpp measures the peak).
+// Autograd returns an unmodified input as a view of itself; the gradient reaching copy_to_tp is the
+// column-parallel layer's input gradient, which nothing else holds.
 struct CopyToTp : public torch::autograd::Function<CopyToTp> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
     ctx->saved_data["comm"] = comm;
-    return x.clone();
+    return x;
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    auto g = grads[0].contiguous().clone();
+    auto g = grads[0].contiguous();
     comm_of(ctx).allreduce(g, ReduceOp::kSum);
     return {g, torch::Tensor()};
   }
 };
 
+// Sums the partial products in place: `x` is the row-parallel matmul's fresh output (nothing saved
+// it for backward), marked dirty so autograd knows it changed.
 struct ReduceFromTp : public torch::autograd::Function<ReduceFromTp> {
-  static torch::Tensor forward(AutogradContext*, const torch::Tensor& x, int64_t comm) {
-    auto y = x.contiguous().clone();
-    reinterpret_cast<Communicator*>(comm)->allreduce(y, ReduceOp::kSum);
-    return y;
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, int64_t comm) {
+    GT_CHECK(x.is_contiguous(), "reduce_from_tp needs a contiguous tensor");
+    reinterpret_cast<Communicator*>(comm)->allreduce(x, ReduceOp::kSum);
+    ctx->mark_dirty({x});
+    return x;
   }
   static tensor_list backward(AutogradContext*, tensor_list grads) { return {grads[0], torch::Tensor()}; }
 };
@@ -197,7 +204,9 @@ RowParallelLinearImpl::RowParallelLinearImpl(int64_t in, int64_t out, bool with_
 torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& x) {
   if (group.size() == 1) return torch::linear(x, weight, bias);
   auto y = reduce_from_tp(torch::linear(x, weight), group);
-  return bias.defined() ? y + bias : y;
+  if (!bias.defined()) return y;
+  // In place when the types agree (fp32): no second [.., out] tensor; under autocast y + bias promotes.
+  return y.scalar_type() == bias.scalar_type() ? y.add_(bias) : y + bias;
 }
 
 void RowParallelLinearImpl::shard(const TpGroup& g) {

@@ -30,6 +30,8 @@ struct TpGroup {
 };
 
 torch::Tensor copy_to_tp(const torch::Tensor& x, const TpGroup& g);
+// Sums `x` over the group in place (no copy): `x` must be a fresh contiguous tensor that nothing
+// saved for backward, such as a matmul's output.
 torch::Tensor reduce_from_tp(const torch::Tensor& x, const TpGroup& g);
 // Concatenates the ranks' last dimensions (no gradient; evaluation only).
 torch::Tensor gather_last_dim_tp(const torch::Tensor& x, const TpGroup& g);
