@@ -13,8 +13,9 @@ using torch::autograd::variable_list;
 constexpr double kA = 1.5957691216057308;
 constexpr double kB = 1.5957691216057308 * 0.044715;
 
-// sigmoid(x (kA + kB x^2)), fresh tensor.
-torch::Tensor gate(const torch::Tensor& x) { return x.square().mul_(kB).add_(kA).mul_(x).sigmoid_(); }
+// sigmoid(x (kA + kB x^2)), fresh tensor. x * x, not square(): 1.13's CPU square() is pow(x, 2),
+// ~1.7x slower than a multiply here.
+torch::Tensor gate(const torch::Tensor& x) { return torch::mul(x, x).mul_(kB).add_(kA).mul_(x).sigmoid_(); }
 
 struct GeluTanhFunction : public torch::autograd::Function<GeluTanhFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x) {
@@ -25,7 +26,7 @@ struct GeluTanhFunction : public torch::autograd::Function<GeluTanhFunction> {
     const auto x = ctx->get_saved_variables()[0];
     // d/dx [x s(z)] = s + x s (1 - s) z',  z = x (kA + kB x^2),  z' = kA + 3 kB x^2.
     const auto s = gate(x);
-    auto d = x.square().mul_(3.0 * kB).add_(kA).mul_(x);  // x z'
+    auto d = torch::mul(x, x).mul_(3.0 * kB).add_(kA).mul_(x);  // x z'
     d.mul_(s).mul_(1.0 - s).add_(s).mul_(grads[0]);
     return {d};
   }
