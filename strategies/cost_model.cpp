@@ -59,7 +59,7 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
   e.grad_accumulators = 4.0 * P;
   e.optimizer = optimizer_state_bytes(in) * P / (l.zero >= 1 ? dp : 1.0);
 
-  e.in_flight = l.pp > 1 ? std::min(l.pp, l.grad_accum) : 1;
+  e.in_flight = l.pp > 1 ? (l.gpipe ? l.grad_accum : std::min(l.pp, l.grad_accum)) : 1;
   const double mb = static_cast<double>(l.micro_batch);
   if (m.is_transformer() && m.blocks > 0) {
     const double eb = activation_element_bytes(in.precision);
@@ -74,8 +74,9 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
     const double stage = (l.recompute ? stage_recompute : stage_full) * eb;
     e.activation_per_sample = stage + outer * eb;
     // 1F1B: the first stage holds `in_flight` micro-batches; the last one holds one plus the logits.
+    // GPipe: every stage holds all of them, the last one with each micro-batch's logits too.
     const double first = stage * static_cast<double>(e.in_flight) + (l.pp == 1 ? outer * eb : 0.0);
-    const double last = stage + outer * eb;
+    const double last = (stage + outer * eb) * (l.gpipe ? static_cast<double>(e.in_flight) : 1.0);
     // Backward's working set on top of what forward kept: one block's MLP-sized gradients and their
     // temporaries (about 3 x 4TC) and the logits' gradient (2TV), per micro-batch sample. Measured
     // on CPU against the resident high-water mark (tests/test_memory_estimate.cpp).

@@ -34,6 +34,7 @@ struct Layout {
   int64_t micro_batch = 1;
   int64_t grad_accum = 1;
   bool recompute = false;
+  bool gpipe = false;  // pipeline schedule: GPipe keeps every micro-batch in flight, 1F1B at most pp
 };
 
 struct Topology {

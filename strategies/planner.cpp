@@ -285,6 +285,7 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
   }
   Layout l;
   l.dp = dp, l.tp = tp, l.pp = pp, l.zero = pc.zero, l.recompute = pc.recompute;
+  l.gpipe = pc.pp_schedule == "gpipe";
   RankedPlan r = best_micro_batch(c, l, batch, true);
   r.why = "explicit [parallel] layout" + (r.why.empty() ? std::string() : "; " + r.why);
   return {r};
@@ -344,6 +345,7 @@ std::vector<RankedPlan> plan_candidates(const PlannerInput& in) {
         for (int rc = 0; rc <= (can_recompute ? 1 : 0); ++rc) {
           Layout l;
           l.dp = dp, l.tp = tp, l.pp = pp, l.zero = zero, l.recompute = rc == 1;
+          l.gpipe = in.parallel.pp_schedule == "gpipe";
           RankedPlan r = best_micro_batch(c, l, batch, false);
           if (r.feasible && r.plan.requested_global_batch > 0) {
             r.why = "global batch " + num(r.plan.global_batch()) + " instead of " + num(in.train.global_batch) +

@@ -244,6 +244,11 @@ TEST(MultiRankMemory, PipelineParallelEstimateWithinFifteenPercent) {
   expect_memory_within(2, {"parallel.pp=2", "parallel.pp_microbatches=4", "parallel.pp_schedule=1f1b"}, "pp=2 1F1B");
 }
 
+// GPipe keeps every micro-batch's activations until the backwards start (8 here, against 1F1B's 2).
+TEST(MultiRankMemory, GPipeEstimateCountsEveryMicroBatchInFlight) {
+  expect_memory_within(2, {"parallel.pp=2", "parallel.pp_microbatches=8", "parallel.pp_schedule=gpipe"}, "pp=2 GPipe");
+}
+
 TEST(MultiRankMemory, TensorTimesPipelineParallelEstimateWithinFifteenPercent) {
   expect_memory_within(4, {"parallel.tp=2", "parallel.pp=2", "parallel.pp_microbatches=4"}, "tp=2 x pp=2");
 }

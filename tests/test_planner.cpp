@@ -317,6 +317,12 @@ TEST(CostModel, PipelineBubbleAndMemoryTerms) {
   EXPECT_EQ(estimate_memory(c, pp4).in_flight, 4);
   pp4.grad_accum = 2;
   EXPECT_EQ(estimate_memory(c, pp4).in_flight, 2);
+  // GPipe: all forwards before any backward, so every micro-batch is in flight.
+  pp4.grad_accum = 8;
+  const double one_f_one_b = estimate_memory(c, pp4).activations;
+  pp4.gpipe = true;
+  EXPECT_EQ(estimate_memory(c, pp4).in_flight, 8);
+  EXPECT_GT(estimate_memory(c, pp4).activations, 1.9 * one_f_one_b);
 }
 
 TEST(CostModel, GptStatsMatchTheFormula) {
