@@ -246,7 +246,9 @@ RunOutcome run_job(const RunOptions& o) {
     }
     resume_from = o.resume;
   } else if (!o.no_resume) {
-    resume_from = find_latest_valid_checkpoint(paths.checkpoints, &warnings);
+    // Rank 0 verifies (reads every piece once) and tells the others which checkpoint to load.
+    if (main_rank) resume_from = find_latest_valid_checkpoint(paths.checkpoints, &warnings);
+    resume_from = broadcast_string(*comm, resume_from, 0);
   }
   paths.append_metrics = !resume_from.empty();
   if (main_rank) {

@@ -2,6 +2,7 @@
 #include "runtime/comm/communicator.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "runtime/common/errors.h"
@@ -52,5 +53,15 @@ void LocalCommunicator::allgather(const torch::Tensor& in, torch::Tensor& out) {
 void LocalCommunicator::reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp) { out.copy_(in); }
 std::shared_ptr<Communicator> LocalCommunicator::split(int, int) { return std::make_shared<LocalCommunicator>(); }
 void LocalCommunicator::abort(const std::string& reason) { Communicator::abort(reason); }
+
+std::string broadcast_string(Communicator& comm, const std::string& text, int root) {
+  if (comm.size() == 1) return text;
+  auto len = torch::tensor({static_cast<int64_t>(text.size())}, torch::kLong);
+  comm.broadcast(len, root);
+  auto bytes = torch::zeros({len.item<int64_t>()}, torch::kByte);
+  if (comm.rank() == root && !text.empty()) std::memcpy(bytes.data_ptr(), text.data(), text.size());
+  if (bytes.numel() > 0) comm.broadcast(bytes, root);
+  return std::string(reinterpret_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
+}
 
 }  // namespace gtrain

@@ -79,4 +79,7 @@ class LocalCommunicator : public Communicator {
   void abort(const std::string& reason) override;
 };
 
+// `text` from rank `root` on every rank of `comm` (two broadcasts: length, then bytes; CPU tensors).
+std::string broadcast_string(Communicator& comm, const std::string& text, int root);
+
 }  // namespace gtrain
