@@ -13,6 +13,7 @@
 #include "runtime/common/errors.h"
 #include "runtime/common/startup.h"
 #include "runtime/common/torch_threads.h"
+#include "runtime/models/gpt.h"
 #include "runtime/models/model_registry.h"
 #include "launcher/allocation.h"
 #include "launcher/launch.h"
@@ -67,6 +68,11 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
     if (plan.recompute) parts.model->set_recompute(true);
     // Built (and initialised) on the CPU from the same seed everywhere, then moved to the rank's device.
     if (!device.is_cpu()) parts.model->to(device);
+    if (auto gpt = std::dynamic_pointer_cast<Gpt>(parts.model)) {
+      // Fused output layer + loss: on CUDA by default (logits of 50k-token vocabularies dominate
+      // memory traffic there); the CPU keeps the plain layer unless asked.
+      gpt->set_fused_loss(cfg.train.fused_loss == "on" || (cfg.train.fused_loss == "auto" && device.is_cuda()));
+    }
     DataParallelOptions dpo;
     dpo.zero_stage = plan.zero;
     dpo.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1e6);

@@ -65,7 +65,11 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
     const double eb = activation_element_bytes(in.precision);
     const double layers = static_cast<double>(m.blocks / std::max<int64_t>(1, l.pp));
     const double block = transformer_block_activation_elements(m, l.tp);
-    const double outer = transformer_outer_activation_elements(m, l.tp);
+    // Fused output layer + loss (tp = 1): the [T, V] logits and their gradient never exist whole;
+    // what it holds instead is counted in `fused` below.
+    const bool fused = in.fused_loss && l.tp == 1;
+    const double T_ = static_cast<double>(m.seq_len), V_ = static_cast<double>(m.vocab);
+    const double outer = transformer_outer_activation_elements(m, l.tp) - (fused ? 2.0 * T_ * V_ : 0.0);
     const double tc = static_cast<double>(m.seq_len) * static_cast<double>(m.hidden);
     const double stage_full = layers * block;
     const double stage_recompute = layers * tc + block;
@@ -82,8 +86,15 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
     // on CPU against the resident high-water mark (tests/test_memory_estimate.cpp).
     const double T = static_cast<double>(m.seq_len), C = static_cast<double>(m.hidden);
     const double t = static_cast<double>(std::max<int64_t>(1, l.tp));
-    const double backward_ws = (12.0 * T * C / t + 2.0 * T * static_cast<double>(m.vocab) / t) * eb;
+    const double backward_ws = (12.0 * T * C / t + (fused ? 0.0 : 2.0 * T * static_cast<double>(m.vocab) / t)) * eb;
     e.activations = (std::max(first, last) + backward_ws) * mb;
+    if (fused) {
+      // One block of fp32 logits (at most 64 MiB, reused in place for the softmax) and its
+      // product-dtype copy, the input's gradient (fp32) and product-dtype copy, and the fp32
+      // weight gradient.
+      const double block = std::min(4.0 * V_ * T * mb, 64.0 * 1024 * 1024);
+      e.activations += 1.5 * block + (4.0 + 2.0) * T * C * mb + 4.0 * V_ * C;
+    }
   } else {
     const double scale = half(in.precision) ? 0.6 : 1.0;
     const double stages = static_cast<double>(std::max<int64_t>(1, l.pp));

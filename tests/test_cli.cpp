@@ -198,3 +198,34 @@ TEST(Cli, LauncherIsTorchFreeAndHandsCommandsToTheWorker) {
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.output.find("cannot start /nonexistent/gtrain-worker"), std::string::npos) << missing.output;
 }
+
+namespace gtrain {
+namespace {
+
+// train.fused_loss = "on" trains gpt along the same trajectory as the plain output layer.
+TEST(Cli, FusedLossFollowsThePlainTrajectory) {
+  test::TempDir dir;
+  test::write_file(dir.file("g.toml"), "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nseq_len = 16\n"
+                                       "vocab = 64\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 8\nsteps = 15\n"
+                                       "threads = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"none\"\n");
+  std::vector<double> losses[2];
+  int k = 0;
+  for (const char* mode : {"off", "on"}) {
+    const std::string run = dir.file(std::string("run-") + mode);
+    auto r = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + run +
+                         " --set train.fused_loss=" + mode);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const auto& j : read_jsonl(run + "/metrics.jsonl")) {
+      if (j.value("kind", "") == "train") losses[k].push_back(j.at("loss").get<double>());
+    }
+    ++k;
+  }
+  ASSERT_EQ(losses[0].size(), 15u);
+  ASSERT_EQ(losses[1].size(), 15u);
+  for (size_t i = 0; i < losses[0].size(); ++i) {
+    EXPECT_NEAR(losses[1][i], losses[0][i], 1e-5 * std::abs(losses[0][i])) << "step " << i + 1;
+  }
+}
+
+}  // namespace
+}  // namespace gtrain

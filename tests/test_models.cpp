@@ -4,6 +4,8 @@
 
 #include "runtime/common/errors.h"
 #include "runtime/models/activations.h"
+#include "runtime/models/fused_loss.h"
+#include "runtime/common/torch_compat.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/model_registry.h"
 
@@ -201,3 +203,68 @@ TEST(Activations, GeluTanhMatchesATen) {
   auto fd = (gtrain::gelu_tanh(xd.detach() + h) - gtrain::gelu_tanh(xd.detach() - h)) / (2 * h);
   EXPECT_LT((xd.grad() - fd).abs().max().item<double>(), 1e-8);
 }
+
+namespace gtrain {
+namespace {
+
+// The fused output layer + cross-entropy equals the plain one: loss and both gradients, in fp32
+// to rounding (blocks of 7 rows, so several blocks and a ragged last one), and under CPU bf16
+// autocast to bf16 accuracy.
+TEST(FusedLoss, MatchesLinearThenCrossEntropy) {
+  torch::manual_seed(5);
+  const int64_t N = 45, C = 24, V = 37;
+  auto x = torch::randn({N, C}).requires_grad_(true);
+  auto w = (torch::randn({V, C}) * 0.3).requires_grad_(true);
+  auto t = torch::randint(0, V, {N}, torch::kLong);
+  auto xr = x.detach().clone().requires_grad_(true), wr = w.detach().clone().requires_grad_(true);
+  auto loss = gtrain::linear_cross_entropy_sum(x, w, t, 7);
+  auto ref = torch::nn::functional::cross_entropy(torch::mm(xr, wr.t()), t,
+                                                  torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  EXPECT_NEAR(loss.item<double>(), ref.item<double>(), 1e-5 * std::abs(ref.item<double>()));
+  (loss * 0.5).backward();
+  (ref * 0.5).backward();
+  EXPECT_LT((x.grad() - xr.grad()).abs().max().item<double>(), 1e-5);
+  EXPECT_LT((w.grad() - wr.grad()).abs().max().item<double>(), 1e-5);
+
+  gtrain::compat::set_autocast(c10::DeviceType::CPU, true, torch::kBFloat16);
+  auto lb = gtrain::linear_cross_entropy_sum(x.detach(), w.detach(), t);
+  auto rb = torch::nn::functional::cross_entropy(torch::mm(x.detach(), w.detach().t()).to(torch::kFloat), t,
+                                                 torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  gtrain::compat::set_autocast(c10::DeviceType::CPU, false, torch::kBFloat16);
+  EXPECT_NEAR(lb.item<double>(), rb.item<double>(), 1e-2 * std::abs(rb.item<double>()));
+  EXPECT_GT(std::abs(lb.item<double>() - loss.item<double>()), 0.0);  // the products really ran in bf16
+}
+
+// gpt's training loss with the fused layer (tied and untied) equals forward + loss_sum, and so do
+// the gradients of every parameter.
+TEST(FusedLoss, GptTrainLossAndGradientsMatch) {
+  for (bool tied : {true, false}) {
+    ModelConfig c;
+    c.name = "gpt";
+    c.n_layer = 2;
+    c.n_head = 2;
+    c.n_embd = 16;
+    c.seq_len = 8;
+    c.tied_embeddings = tied;
+    torch::manual_seed(1);
+    auto plain = ModelRegistry::global().create(c, token_spec(8, 50));
+    torch::manual_seed(1);
+    auto fused = std::dynamic_pointer_cast<Gpt>(ModelRegistry::global().create(c, token_spec(8, 50)));
+    ASSERT_TRUE(fused);
+    fused->set_fused_loss(true);
+    auto idx = torch::randint(0, 50, {3, 8}, torch::kLong), tgt = torch::randint(0, 50, {3, 8}, torch::kLong);
+    auto a = plain->train_loss_sum(idx, tgt), b = fused->train_loss_sum(idx, tgt);
+    EXPECT_NEAR(a.item<double>(), b.item<double>(), 1e-5 * std::abs(a.item<double>())) << "tied " << tied;
+    a.backward();
+    b.backward();
+    auto pa = plain->named_parameters(), pb = fused->named_parameters();
+    for (const auto& kv : pa) {
+      const auto& gb = pb[kv.key()].grad();
+      ASSERT_TRUE(gb.defined()) << kv.key();
+      EXPECT_LT((kv.value().grad() - gb).abs().max().item<double>(), 1e-5) << kv.key() << " tied " << tied;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gtrain

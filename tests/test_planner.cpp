@@ -399,3 +399,34 @@ TEST(PlanFlags, MemorySizesAndGpuCounts) {
 
 }  // namespace
 }  // namespace gtrain
+
+namespace gtrain {
+namespace {
+
+// The fused output layer + loss holds no whole logits: GPT-2 124M at micro-batch 16 in bf16 saves
+// the [T, V] logits kept for backward and their gradient (4 T V elements per sample) less the
+// blocks and gradients it holds instead; tensor parallelism keeps the vocabulary-parallel loss.
+TEST(CostModel, FusedLossDropsTheWholeLogits) {
+  CostModelInput in;
+  in.model = gpt_stats(12, 12, 768, 1024, 50304, true);
+  in.precision = "bf16";
+  in.profile = *find_gpu_profile("H100-80GB");
+  Layout l;
+  l.micro_batch = 16;
+  const MemoryEstimate plain = estimate_memory(in, l);
+  in.fused_loss = true;
+  const MemoryEstimate fused = estimate_memory(in, l);
+  const double T = 1024, V = 50304, C = 768, mb = 16;
+  const double saved = 4.0 * T * V * 2.4 * mb;  // 2.4: the model's bytes per bf16 activation (with fp32 copies)
+  const double held = 1.5 * 64.0 * 1024 * 1024 + 6.0 * T * C * mb + 4.0 * V * C;
+  EXPECT_NEAR(plain.activations - fused.activations, saved - held, 1e6);
+  EXPECT_GT(plain.total() - fused.total(), 5e9);  // GiB-scale: what the GPU benchmark compares
+  l.tp = 2;
+  EXPECT_DOUBLE_EQ(estimate_memory(in, l).activations, [&] {
+    in.fused_loss = false;
+    return estimate_memory(in, l).activations;
+  }());
+}
+
+}  // namespace
+}  // namespace gtrain

@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 
+#include <optional>
+
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
@@ -76,6 +78,21 @@ inline void fused_adamw(at::TensorList params, at::TensorList grads, at::TensorL
   (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1, (void)beta2;
   (void)weight_decay, (void)eps, (void)grad_scale;
   TORCH_CHECK(false, "fused AdamW needs LibTorch >= 2.1");
+#endif
+}
+
+// The lower-precision dtype autocast computes in on `device`, or nullopt when autocast is off there.
+inline std::optional<c10::ScalarType> autocast_dtype(c10::DeviceType device) {
+#if GTRAIN_TORCH_AT_LEAST(2, 4)
+  if (!at::autocast::is_autocast_enabled(device)) return std::nullopt;
+  return at::autocast::get_autocast_dtype(device);
+#else
+  if (device == c10::DeviceType::CPU) {
+    if (!at::autocast::is_cpu_enabled()) return std::nullopt;
+    return at::autocast::get_autocast_cpu_dtype();
+  }
+  if (!at::autocast::is_enabled()) return std::nullopt;
+  return at::autocast::get_autocast_gpu_dtype();
 #endif
 }
 

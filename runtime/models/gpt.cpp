@@ -6,6 +6,7 @@
 #include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
 #include "runtime/models/activations.h"
+#include "runtime/models/fused_loss.h"
 
 namespace gtrain {
 
@@ -141,6 +142,16 @@ torch::Tensor Gpt::loss_sum(const torch::Tensor& output, const torch::Tensor& ta
   auto l = vocab_parallel_cross_entropy(output.reshape({-1, output.size(2)}), target.reshape({-1}),
                                         wte->vocab_start(), tp_);
   return l.sum() / static_cast<double>(T);
+}
+
+torch::Tensor Gpt::train_loss_sum(const torch::Tensor& idx, const torch::Tensor& target) {
+  if (!fused_loss_ || tp_.size() > 1 || !torch::GradMode::is_enabled()) return loss_sum(forward(idx), target);
+  auto x = pipeline_embed(idx);
+  for (int64_t i = 0; i < static_cast<int64_t>(h->size()); ++i) x = pipeline_block(i, x);
+  x = ln_f->forward(x);
+  const auto& w = config_.tied_embeddings ? wte->weight : lm_head->weight;
+  const int64_t T = idx.size(1);
+  return linear_cross_entropy_sum(x.reshape({-1, x.size(2)}), w, target.reshape({-1})) / static_cast<double>(T);
 }
 
 torch::Tensor Gpt::correct(const torch::Tensor& output, const torch::Tensor& target) {

@@ -54,6 +54,10 @@ class Gpt : public Model {
   std::vector<std::shared_ptr<torch::nn::Module>> blocks() override;
   torch::Tensor loss_sum(const torch::Tensor& output, const torch::Tensor& target) override;
   torch::Tensor correct(const torch::Tensor& output, const torch::Tensor& target) override;
+  // With fused loss on (and tp = 1): the output layer and cross-entropy in row blocks
+  // (runtime/models/fused_loss.h), the same loss without whole logits.
+  torch::Tensor train_loss_sum(const torch::Tensor& idx, const torch::Tensor& target) override;
+  void set_fused_loss(bool on) { fused_loss_ = on; }
 
   // Splits heads, MLP width and vocabulary over `tp` (ConfigError naming the factor that tp does not divide).
   void shard_tensor_parallel(std::shared_ptr<Communicator> tp) override;
@@ -79,6 +83,7 @@ class Gpt : public Model {
   int64_t vocab_;
   TpGroup tp_;
   bool recompute_ = false;
+  bool fused_loss_ = false;
   std::vector<BlockFunction> block_fns_;  // one per block, for recompute (stable addresses)
 };
 

@@ -36,6 +36,12 @@ class Model : public torch::nn::Module {
   // divides by the global batch, so the gradient is the same however the batch is split.
   virtual torch::Tensor loss_sum(const torch::Tensor& output, const torch::Tensor& target);
 
+  // The training loss of a batch, loss_sum(forward(input), target) unless a model fuses its output
+  // layer with the loss (gpt with set_fused_loss).
+  virtual torch::Tensor train_loss_sum(const torch::Tensor& input, const torch::Tensor& target) {
+    return loss_sum(forward(input), target);
+  }
+
   // Correct predictions in the batch (tokens for token models), for accuracy.
   virtual torch::Tensor correct(const torch::Tensor& output, const torch::Tensor& target);
 

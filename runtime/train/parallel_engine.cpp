@@ -20,8 +20,7 @@ torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
     torch::Tensor loss;
     {
       auto scope = w.precision->autocast();
-      auto out = w.model->forward(batch.first);
-      loss = w.model->loss_sum(out, batch.second) * w.inv_batch;
+      loss = w.model->train_loss_sum(batch.first, batch.second) * w.inv_batch;
     }
     begin_micro_batch(i == w.count - 1);
     (w.loss_scale != 1.0 ? loss * w.loss_scale : loss).backward();

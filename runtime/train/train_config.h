@@ -23,6 +23,7 @@ struct TrainConfig {
   int64_t threads = 0;            // torch intra-op threads per rank (0 = cores / local ranks)
   bool deterministic = true;      // use deterministic algorithms where the backend has them
   std::string device = "auto";    // auto | cpu | cuda: where each rank computes
+  std::string fused_loss = "auto";  // auto | on | off: gpt output layer + cross-entropy in row blocks
 
   template <class V>
   void visit(V& v) {
@@ -47,6 +48,10 @@ struct TrainConfig {
     v("device", device, "Where each rank computes: \"auto\" (its granted CUDA GPU when this build has CUDA and one "
       "is visible, else the CPU), \"cpu\", or \"cuda\" (an error when there is no GPU).",
       cfg::one_of({"auto", "cpu", "cuda"}));
+    v("fused_loss", fused_loss, "gpt training loss: output layer and cross-entropy computed a block of rows at a "
+      "time, so the [tokens, vocab] logits and their fp32 copy never exist whole: \"on\", \"off\", or \"auto\" "
+      "(on for CUDA ranks without tensor parallelism; CPU keeps the plain layer).",
+      cfg::one_of({"auto", "on", "off"}));
   }
 };
 

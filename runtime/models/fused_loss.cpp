@@ -1,0 +1,68 @@
+// fused_loss.cpp: linear + cross-entropy a block of rows at a time, gradients computed in forward.
+#include "runtime/models/fused_loss.h"
+
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include "runtime/common/errors.h"
+#include "runtime/common/torch_compat.h"
+
+namespace gtrain {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The dtype the output layer's products run in: autocast's lower precision when it is on for x's
+// device, else x's own.
+c10::ScalarType product_dtype(const torch::Tensor& x) {
+  return compat::autocast_dtype(x.device().type()).value_or(x.scalar_type());
+}
+
+struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& target, int64_t block_rows) {
+    const int64_t N = x.size(0), V = weight.size(0);
+    const auto dt = product_dtype(x);
+    // The products below are explicit about dtypes; autocast must not recast them.
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    const auto xc = x.to(dt), wc = weight.to(dt);
+    auto grad_x = torch::empty_like(x);
+    auto grad_w = torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat));
+    auto loss = torch::zeros({}, x.options().dtype(torch::kFloat));
+    const int64_t rows = block_rows > 0 ? block_rows : std::max<int64_t>(1, (int64_t{64} << 20) / (4 * V));
+    for (int64_t r0 = 0; r0 < N; r0 += rows) {
+      const int64_t n = std::min(rows, N - r0);
+      const auto xb = xc.narrow(0, r0, n);
+      const auto tb = target.narrow(0, r0, n).unsqueeze(1);
+      auto logits = torch::mm(xb, wc.t()).to(torch::kFloat);  // [n, V]
+      const auto lse = torch::logsumexp(logits, 1, /*keepdim=*/true);
+      loss.add_((lse - logits.gather(1, tb)).sum());
+      // d(sum of losses) / d logits = softmax - onehot, in place over the logits.
+      auto p = logits.sub_(lse).exp_();
+      p.scatter_add_(1, tb, torch::full({n, 1}, -1.0, p.options()));
+      const auto pc = p.to(dt);
+      grad_x.narrow(0, r0, n).copy_(torch::mm(pc, wc));
+      grad_w.add_(torch::mm(pc.t(), xb));
+    }
+    ctx->save_for_backward({grad_x, grad_w.to(weight.scalar_type())});
+    return loss;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto g = grads[0];
+    return {saved[0] * g.to(saved[0].scalar_type()), saved[1] * g.to(saved[1].scalar_type()), torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor linear_cross_entropy_sum(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& target,
+                                       int64_t block_rows) {
+  GT_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1) && target.dim() == 1 &&
+               target.size(0) == x.size(0),
+           "linear_cross_entropy_sum: x [N, C], weight [V, C], target [N] expected");
+  return LinearCrossEntropy::apply(x, weight, target.to(torch::kLong), block_rows);
+}
+
+}  // namespace gtrain
