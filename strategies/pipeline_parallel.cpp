@@ -158,7 +158,7 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
       auto scope = w.precision->autocast();
       out = stage_forward(b.first, received);
       if (last_) {
-        auto loss = model_->loss_sum(model_->pipeline_head(out), b.second) * w.inv_batch;
+        auto loss = model_->pipeline_head_loss_sum(out, b.second) * w.inv_batch;
         loss_acc += loss.detach().to(torch::kDouble);
         out = w.loss_scale != 1.0 ? loss * w.loss_scale : loss;
       }

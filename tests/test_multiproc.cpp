@@ -137,6 +137,12 @@ RunResult* ModelParallel::reference_ = nullptr;
 
 TEST_F(ModelParallel, TensorParallel2) { check(2, {"parallel.tp=2"}, "dp=1 tp=2 pp=1", "tp=2"); }
 
+// The fused output layer + loss on the last pipeline stage (and on 1 rank) keeps the trajectory.
+TEST_F(ModelParallel, PipelineParallel2WithFusedLoss) {
+  check(2, {"parallel.pp=2", "train.fused_loss=on"}, "pipeline pp=2", "pp=2 fused loss");
+  check(1, {"train.fused_loss=on"}, "dp=1 tp=1 pp=1", "1 rank fused loss");
+}
+
 TEST_F(ModelParallel, PipelineParallel2) {
   check(2, {"parallel.pp=2"}, "pipeline pp=2 stage 0 blocks [0, 2) schedule 1f1b", "pp=2");
 }

@@ -148,9 +148,14 @@ torch::Tensor Gpt::train_loss_sum(const torch::Tensor& idx, const torch::Tensor&
   if (!fused_loss_ || tp_.size() > 1 || !torch::GradMode::is_enabled()) return loss_sum(forward(idx), target);
   auto x = pipeline_embed(idx);
   for (int64_t i = 0; i < static_cast<int64_t>(h->size()); ++i) x = pipeline_block(i, x);
-  x = ln_f->forward(x);
+  return pipeline_head_loss_sum(x, target);
+}
+
+torch::Tensor Gpt::pipeline_head_loss_sum(const torch::Tensor& x_in, const torch::Tensor& target) {
+  if (!fused_loss_ || tp_.size() > 1 || !torch::GradMode::is_enabled()) return loss_sum(pipeline_head(x_in), target);
+  auto x = ln_f->forward(x_in);
   const auto& w = config_.tied_embeddings ? wte->weight : lm_head->weight;
-  const int64_t T = idx.size(1);
+  const int64_t T = x.size(1);
   return linear_cross_entropy_sum(x.reshape({-1, x.size(2)}), w, target.reshape({-1})) / static_cast<double>(T);
 }
 

@@ -57,6 +57,7 @@ class Gpt : public Model {
   // With fused loss on (and tp = 1): the output layer and cross-entropy in row blocks
   // (runtime/models/fused_loss.h), the same loss without whole logits.
   torch::Tensor train_loss_sum(const torch::Tensor& idx, const torch::Tensor& target) override;
+  torch::Tensor pipeline_head_loss_sum(const torch::Tensor& x, const torch::Tensor& target) override;
   void set_fused_loss(bool on) { fused_loss_ = on; }
 
   // Splits heads, MLP width and vocabulary over `tp` (ConfigError naming the factor that tp does not divide).

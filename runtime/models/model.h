@@ -64,6 +64,11 @@ class Model : public torch::nn::Module {
   virtual torch::Tensor pipeline_embed(const torch::Tensor& input);
   virtual torch::Tensor pipeline_block(int64_t i, const torch::Tensor& x);
   virtual torch::Tensor pipeline_head(const torch::Tensor& x);
+  // The last stage's training loss: loss_sum(pipeline_head(x), target) unless the model fuses its
+  // output layer with the loss (gpt with set_fused_loss).
+  virtual torch::Tensor pipeline_head_loss_sum(const torch::Tensor& x, const torch::Tensor& target) {
+    return loss_sum(pipeline_head(x), target);
+  }
   // Shape of what a block takes and returns for a batch of `input`.
   virtual std::vector<int64_t> pipeline_activation_shape(const torch::Tensor& input);
   // Names of the parameters outside the blocks used by pipeline_embed (head = false) or by
