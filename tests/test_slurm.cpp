@@ -227,7 +227,13 @@ TEST(SlurmSubmit, TimeLimitLeadSignalSavesBeforeTheKill) {
   EXPECT_TRUE(fs::exists(run + "/checkpoints")) << slurm_out(run);
   // gtrain itself exited 3 after saving (recorded above by the script). Slurm checks signals only
   // every ~30 s, so the batch script's own wrap-up may still meet the limit: COMPLETED or TIMEOUT.
-  const std::string state = job_state(c["stages"][0].value("job", ""));
+  // The chain is updated by the script before it exits, so the job may still show RUNNING briefly.
+  std::string state;
+  for (int i = 0; i < 300; ++i) {
+    state = job_state(c["stages"][0].value("job", ""));
+    if (state != "RUNNING") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   EXPECT_TRUE(state == "COMPLETED" || state == "TIMEOUT") << state;
 }
 
