@@ -96,10 +96,12 @@ Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : config_(c) {
   }
 }
 
-torch::Tensor Gpt::forward(const torch::Tensor& idx) {
+torch::Tensor Gpt::forward(const torch::Tensor& idx) { return pipeline_head(trunk(idx)); }
+
+torch::Tensor Gpt::trunk(const torch::Tensor& idx) {
   auto x = pipeline_embed(idx);
   for (int64_t i = 0; i < static_cast<int64_t>(h->size()); ++i) x = pipeline_block(i, x);
-  return pipeline_head(x);
+  return x;
 }
 
 torch::Tensor Gpt::pipeline_embed(const torch::Tensor& idx) {
@@ -145,10 +147,7 @@ torch::Tensor Gpt::loss_sum(const torch::Tensor& output, const torch::Tensor& ta
 }
 
 torch::Tensor Gpt::train_loss_sum(const torch::Tensor& idx, const torch::Tensor& target) {
-  if (!fused_loss_ || tp_.size() > 1 || !torch::GradMode::is_enabled()) return loss_sum(forward(idx), target);
-  auto x = pipeline_embed(idx);
-  for (int64_t i = 0; i < static_cast<int64_t>(h->size()); ++i) x = pipeline_block(i, x);
-  return pipeline_head_loss_sum(x, target);
+  return pipeline_head_loss_sum(trunk(idx), target);
 }
 
 torch::Tensor Gpt::pipeline_head_loss_sum(const torch::Tensor& x_in, const torch::Tensor& target) {

@@ -80,6 +80,8 @@ class Gpt : public Model {
   ColumnParallelLinear lm_head{nullptr};  // only when embeddings are not tied
 
  private:
+  torch::Tensor trunk(const torch::Tensor& idx);  // embedding and every block: [B, T, C]
+
   ModelConfig config_;
   int64_t vocab_;
   TpGroup tp_;
