@@ -159,6 +159,11 @@ DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re, const 
   in.visible_set = env.count("CUDA_VISIBLE_DEVICES") > 0 &&
                    parse_visible_devices(vis, "CUDA_VISIBLE_DEVICES").kind == VisibleDevices::kList;
   if (in.cuda_build && in.device_count > 0 && !in.visible_set) {
+    // The launching gtrain passes what it discovered; discover here only without it (srun ranks).
+    if (auto g = granted_for_host(env_or(env, "GTRAIN_INTERNAL_GRANTED"), ProcessContext::get().host)) {
+      in.granted = *g;
+      return choose_device(in);
+    }
     DiscoveryOptions d;
     d.read_limits = false;
     const Allocation a = discover_allocation(env, system_command_runner(), d);

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/allocation.h"
+#include "launcher/device_choice.h"
 #include "launcher/hardware_query.h"
 #include "launcher/launch.h"
 #include "launcher/program_runner.h"
@@ -171,6 +172,11 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
              .dump()
              .c_str(),
          1);
+  {
+    std::vector<std::pair<std::string, std::vector<int>>> granted;
+    for (const auto& n : alloc.nodes) granted.emplace_back(n.host, n.gpus);
+    setenv("GTRAIN_INTERNAL_GRANTED", format_granted(granted).c_str(), 1);
+  }
   if (validate) validate(alloc);
   if (out.ranks > 1) {
     LaunchSpec spec;
@@ -187,7 +193,7 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
       }
       spec.forward_env.insert(spec.forward_env.end(),
                               {"PATH", "LD_LIBRARY_PATH", "GTRAIN_INTERNAL_LOCKED", "GTRAIN_INTERNAL_DEADLINE",
-                               "GTRAIN_INTERNAL_ALLOCATION"});
+                               "GTRAIN_INTERNAL_ALLOCATION", "GTRAIN_INTERNAL_GRANTED"});
     } else {
       spec.hosts.clear();
     }
