@@ -30,7 +30,6 @@ bool all_digits(const std::string& s) {
   return true;
 }
 
-std::string short_host(const std::string& h) { return h.substr(0, h.find('.')); }
 
 // Reads variables and records each one read in Allocation::sources.
 class EnvReader {
@@ -68,7 +67,7 @@ std::vector<int> iota_list(int n) {
 
 size_t find_this_node(const Allocation& a) {
   for (size_t i = 0; i < a.nodes.size(); ++i) {
-    if (a.nodes[i].host == a.this_host || short_host(a.nodes[i].host) == short_host(a.this_host)) return i;
+    if (same_host(a.nodes[i].host, a.this_host)) return i;
   }
   return a.nodes.size();
 }
@@ -306,7 +305,7 @@ void discover_pbs(Allocation* a, EnvReader& r, const CommandRunner& run, const D
   if (!vnodes.empty()) {
     for (auto& node : a->nodes) {
       for (const auto& v : vnodes) {
-        if (short_host(v.first) == short_host(node.host)) {
+        if (same_host(v.first, node.host)) {
           node.gpus = iota_list(v.second.second);
           if (v.second.first > 0) node.cpus = v.second.first;
           done = true;
@@ -323,7 +322,7 @@ void discover_pbs(Allocation* a, EnvReader& r, const CommandRunner& run, const D
       if (g == std::string::npos || !all_digits(line.substr(g + 4))) continue;
       const std::string host = line.substr(0, g);
       for (auto& node : a->nodes) {
-        if (short_host(node.host) == short_host(host)) node.gpus.push_back(std::stoi(line.substr(g + 4)));
+        if (same_host(node.host, host)) node.gpus.push_back(std::stoi(line.substr(g + 4)));
       }
       done = true;
     }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "launcher/hostlist.h"
 #include "runtime/common/errors.h"
 
 namespace gtrain {
@@ -88,7 +89,6 @@ std::string format_granted(const std::vector<std::pair<std::string, std::vector<
 }
 
 std::optional<std::vector<int>> granted_for_host(const std::string& text, const std::string& host) {
-  auto short_name = [](const std::string& h) { return h.substr(0, h.find('.')); };
   size_t at = 0;
   while (at < text.size()) {
     const size_t end = std::min(text.find(';', at), text.size());
@@ -97,7 +97,7 @@ std::optional<std::vector<int>> granted_for_host(const std::string& text, const 
     const size_t eq = entry.find('=');
     if (eq == std::string::npos || eq == 0) return std::nullopt;
     const std::string name = entry.substr(0, eq);
-    if (name != host && short_name(name) != short_name(host)) continue;
+    if (!same_host(name, host)) continue;
     std::vector<int> gpus;
     size_t p = eq + 1;
     while (p < entry.size()) {

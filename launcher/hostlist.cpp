@@ -205,4 +205,8 @@ std::vector<int> expand_count_list(const std::string& text, const std::string& w
   return out;
 }
 
+bool same_host(const std::string& a, const std::string& b) {
+  return a == b || a.substr(0, a.find('.')) == b.substr(0, b.find('.'));
+}
+
 }  // namespace gtrain

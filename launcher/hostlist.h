@@ -23,4 +23,8 @@ std::string compress_hostlist(const std::vector<std::string>& hosts);
 // "2(x2),1" -> {2, 2, 1}; "72(x3)" -> {72, 72, 72}.
 std::vector<int> expand_count_list(const std::string& text, const std::string& what);
 
+// The same machine: equal names, or equal short names (before the first '.'), as schedulers and
+// gethostname() spell a node differently ("node1" vs "node1.cluster").
+bool same_host(const std::string& a, const std::string& b);
+
 }  // namespace gtrain

@@ -26,6 +26,7 @@
 #include "runtime/common/cuda_device.h"
 #include "launcher/device_choice.h"
 #include "launcher/hardware_query.h"
+#include "launcher/hostlist.h"
 #include "runtime/common/rank_output.h"
 #include "strategies/capabilities.h"
 #include "strategies/data_parallel.h"
@@ -133,14 +134,6 @@ void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Pla
   f << pj.dump(2) << "\n";
 }
 
-}  // namespace
-
-namespace {
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 std::string env_or(const std::map<std::string, std::string>& env, const char* key) {
   auto it = env.find(key);
   return it == env.end() ? std::string() : it->second;
@@ -168,7 +161,7 @@ DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re, const 
     d.read_limits = false;
     const Allocation a = discover_allocation(env, system_command_runner(), d);
     for (const auto& node : a.nodes) {
-      if (node.host == a.this_host) in.granted = node.gpus;
+      if (same_host(node.host, a.this_host)) in.granted = node.gpus;
     }
   }
   return choose_device(in);

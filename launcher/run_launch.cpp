@@ -122,10 +122,6 @@ int launch_nvml_index(const JobConfig& cfg, const Allocation& alloc) {
 
 namespace {
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // The stage deadline: the earliest of the scheduler's end time, --time-limit / schedule.time_limit_s
 // and the end of the quota window we are in.
 Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc) {

@@ -53,6 +53,14 @@ TEST(Hostlist, MalformedListsNameTheVariable) {
   }
 }
 
+TEST(Hostlist, SameHostComparesShortNames) {
+  EXPECT_TRUE(same_host("node1", "node1"));
+  EXPECT_TRUE(same_host("node1", "node1.cluster.example"));
+  EXPECT_TRUE(same_host("node1.a", "node1.b"));
+  EXPECT_FALSE(same_host("node1", "node10"));
+  EXPECT_FALSE(same_host("node1.cluster", "node2.cluster"));
+}
+
 TEST(Hostlist, CompressRoundTrips) {
   for (const std::string s : {"gpu[01-03,07],cpu5", "a1-ib,a2-ib,b3", "n[8-11]", "node[001-002,010]", "login1",
                               "gpu[01-02],cpu[1-3]"}) {

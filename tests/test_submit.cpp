@@ -74,6 +74,16 @@ const char* kMlp =
     "[model]\nname = \"mlp\"\nhidden = [16]\n[data]\nkind = \"synthetic\"\nsynthetic_samples = 128\n"
     "[train]\nglobal_batch = 16\nepochs = 1.0\n";
 
+// Submit options for kMlp (written into `dir`), run directory `run_dir`, a gtrain that does nothing.
+SubmitOptions mlp_submit(const test::TempDir& dir, const std::string& run_dir) {
+  test::write_file(dir.file("mlp.toml"), kMlp);
+  SubmitOptions o;
+  o.config_path = dir.file("mlp.toml");
+  o.run_dir = run_dir;
+  o.gtrain = "/bin/true";
+  return o;
+}
+
 }  // namespace
 
 TEST(ShellQuote, RoundTripsThroughBash) {
@@ -253,15 +263,11 @@ TEST(SubmitPlan, GpusFromListsAndWindows) {
 TEST(SubmitChain, SubmitsDependentStagesAndSteps) {
   test::TempDir dir;
   const std::string run_dir = dir.path() + "/run 'one'";
-  test::write_file(dir.file("mlp.toml"), kMlp);
   FakeScheduler fake;
-  SubmitOptions o;
-  o.config_path = dir.file("mlp.toml");
-  o.run_dir = run_dir;
+  SubmitOptions o = mlp_submit(dir, run_dir);
   o.stages = "3";
   o.gpus = "2,4,1";
   o.time = "00:05:00";
-  o.gtrain = "/bin/true";
   std::ostringstream out;
   ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
   ASSERT_EQ(fake.count("sbatch"), 3) << out.str();
@@ -292,13 +298,9 @@ TEST(SubmitChain, SubmitsDependentStagesAndSteps) {
 
 TEST(SubmitChain, FailureCancelsTheRestAndSaysWhy) {
   test::TempDir dir;
-  test::write_file(dir.file("mlp.toml"), kMlp);
   FakeScheduler fake;
-  SubmitOptions o;
-  o.config_path = dir.file("mlp.toml");
-  o.run_dir = dir.path() + "/run";
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
   o.stages = "3";
-  o.gtrain = "/bin/true";
   std::ostringstream out;
   ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
   const std::string why = chain_step(o.run_dir, 1, 2, "100", fake.runner());
@@ -311,12 +313,8 @@ TEST(SubmitChain, FailureCancelsTheRestAndSaysWhy) {
 
 TEST(SubmitChain, AutoStagesSubmitOneMoreWhileResumable) {
   test::TempDir dir;
-  test::write_file(dir.file("mlp.toml"), kMlp);
   FakeScheduler fake;
-  SubmitOptions o;
-  o.config_path = dir.file("mlp.toml");
-  o.run_dir = dir.path() + "/run";
-  o.gtrain = "/bin/true";
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
   std::ostringstream out;
   ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
   ASSERT_EQ(fake.count("sbatch"), 1);
@@ -335,7 +333,6 @@ TEST(SubmitChain, AutoStagesSubmitOneMoreWhileResumable) {
 
 TEST(SubmitChain, RefusalShowsTheMessageAndTheLargestAcceptedPlan) {
   test::TempDir dir;
-  test::write_file(dir.file("mlp.toml"), kMlp);
   FakeScheduler fake;
   fake.refuse = [](const std::vector<std::string>& argv) {
     // Accept at most 2 GPUs: the script asks for 4 unless the command line overrides it.
@@ -344,11 +341,8 @@ TEST(SubmitChain, RefusalShowsTheMessageAndTheLargestAcceptedPlan) {
     }
     return true;
   };
-  SubmitOptions o;
-  o.config_path = dir.file("mlp.toml");
-  o.run_dir = dir.path() + "/run";
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
   o.gpus = "4";
-  o.gtrain = "/bin/true";
   std::ostringstream out;
   try {
     submit_command(o, {}, fake.runner(), out);
@@ -363,16 +357,12 @@ TEST(SubmitChain, RefusalShowsTheMessageAndTheLargestAcceptedPlan) {
 
 TEST(SubmitChain, PbsDependsWithW) {
   test::TempDir dir;
-  test::write_file(dir.file("mlp.toml"), kMlp);
   FakeScheduler fake;
-  SubmitOptions o;
-  o.config_path = dir.file("mlp.toml");
-  o.run_dir = dir.path() + "/run";
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
   o.scheduler = "pbs";
   o.stages = "2";
   o.gpus = "4";
   o.nodes = "2";
-  o.gtrain = "/bin/true";
   std::ostringstream out;
   ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
   ASSERT_EQ(fake.count("qsub"), 2);
@@ -383,14 +373,10 @@ TEST(SubmitChain, PbsDependsWithW) {
 
 TEST(SubmitChain, DryRunSubmitsNothing) {
   test::TempDir dir;
-  test::write_file(dir.file("mlp.toml"), kMlp);
   FakeScheduler fake;
-  SubmitOptions o;
-  o.config_path = dir.file("mlp.toml");
-  o.run_dir = dir.path() + "/run $x";
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run $x");
   o.dry_run = true;
   o.stages = "2";
-  o.gtrain = "/bin/true";
   std::ostringstream out;
   ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
   EXPECT_TRUE(fake.calls.empty());

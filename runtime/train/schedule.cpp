@@ -1,6 +1,7 @@
 // schedule.cpp: stop signals, quota windows and deadlines.
 #include "runtime/train/schedule.h"
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <sstream>
@@ -8,6 +9,10 @@
 #include "runtime/common/errors.h"
 
 namespace gtrain {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 namespace {
 
 volatile std::sig_atomic_t g_stop_signal = 0;

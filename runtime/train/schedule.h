@@ -26,6 +26,9 @@ struct Window {
 // Parses a window; throws ConfigError naming `where` and the field.
 Window parse_window(const WindowConfig& w, const std::string& where);
 
+// Wall-clock now as unix time (seconds, fractional): what deadlines, windows and records use.
+double unix_now();
+
 // The end (unix time) of the window containing `now`, or 0 when `now` is in none.
 double window_end(const std::vector<Window>& windows, double now_unix);
 // The next start of any window after `now` (unix time), or 0 when there are no windows.

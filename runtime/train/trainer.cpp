@@ -14,12 +14,6 @@
 #include "runtime/train/lr_schedule.h"
 
 namespace gtrain {
-namespace {
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-}  // namespace
-
 int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t tokens_per_sample) {
   if (t.steps > 0) return t.steps;
   if (t.epochs > 0) {
@@ -378,7 +372,7 @@ void Trainer::log_step(const StepResult& r) {
                         {"data_wait_s", r.data_wait_s},
                         {"consumed_samples", r.step * layout_.global_batch},
                         {"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()},
-                        {"time", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()}};
+                        {"time", unix_now()}};
   if (tokens) rec["tokens_per_s"] = unit_rate;
   if (r.skipped) rec["skipped"] = true;
   if (device_.is_cuda()) {
