@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <thread>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 

@@ -53,7 +53,7 @@ TEST(MpiComm, BroadcastFromEveryRoot) {
 
 // What rank 0 decides (a checkpoint path; also empty) reaches every rank, whatever they held.
 TEST(MpiComm, BroadcastStringFromRoot) {
-  for (const std::string text : {std::string("/runs/job/checkpoints/step-000120"), std::string()}) {
+  for (const std::string& text : {std::string("/runs/job/checkpoints/step-000120"), std::string()}) {
     const std::string mine = g_world->rank() == 0 ? text : "stale value " + std::to_string(g_world->rank());
     EXPECT_EQ(broadcast_string(*g_world, mine, 0), text);
   }

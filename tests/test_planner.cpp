@@ -165,7 +165,9 @@ TEST(PlannerReference, Gpt13BOn8x40GBNeedsModelParallelOrZero) {
   EXPECT_GT(run.tp * run.pp, 1) << run.summary();
   EXPECT_LE(run.est_memory_bytes, 40 * kGiB);
   for (const auto& r : all) {
-    if (r.plan.tp == 1 && r.plan.pp == 1) EXPECT_FALSE(r.feasible) << r.plan.summary() << ": " << r.why;
+    if (r.plan.tp == 1 && r.plan.pp == 1) {
+      EXPECT_FALSE(r.feasible) << r.plan.summary() << ": " << r.why;
+    }
   }
 }
 

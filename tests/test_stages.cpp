@@ -195,11 +195,15 @@ TEST(Stages, KilledDuringSavesResumesFromLastCommittedCheckpoint) {
     saves_seen += static_cast<int>(after.size());
     std::vector<std::string> warnings;
     const std::string latest = find_latest_valid_checkpoint(run + "/checkpoints", &warnings);
-    if (!before.empty()) ASSERT_FALSE(latest.empty()) << "a kill lost every checkpoint";
+    if (!before.empty()) {
+      ASSERT_FALSE(latest.empty()) << "a kill lost every checkpoint";
+    }
     if (latest.empty()) continue;
     CheckpointReader ck(latest);
     EXPECT_TRUE(ck.verify().empty());
-    if (!before.empty()) EXPECT_GE(ck.step(), before.back().step) << "went backwards";
+    if (!before.empty()) {
+      EXPECT_GE(ck.step(), before.back().step) << "went backwards";
+    }
     auto probe = test::run_command(GTRAIN_BINARY " ckpt inspect " + latest);
     EXPECT_EQ(probe.exit_code, 0) << probe.output;
   }
