@@ -67,7 +67,7 @@ std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
     else return std::nullopt;                            // the data's vocabulary decides
   }
   return gpt_stats(cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd, cfg.model.seq_len, vocab,
-                   cfg.model.tied_embeddings);
+                   cfg.model.tied_embeddings, cfg.model.dropout);
 }
 
 Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index) {

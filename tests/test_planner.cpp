@@ -327,6 +327,40 @@ TEST(CostModel, PipelineBubbleAndMemoryTerms) {
   EXPECT_GT(estimate_memory(c, pp4).activations, 1.9 * one_f_one_b);
 }
 
+// Attention scores: an explicit softmax keeps 2HT^2 elements a block; SDPA's flash kernels (LibTorch
+// 2.x on GPU, and on CPU without dropout) keep a HT log-sum-exp. The planner asks this build.
+TEST(CostModel, AttentionScoresFollowTheKernel) {
+  ModelStats s = gpt_stats(12, 12, 768, 1024, 50304, true, 0.0);
+  EXPECT_TRUE(s.attention_scores_kept);  // gpt_stats assumes the explicit softmax
+  const double T = 1024, C = 768, H = 12;
+  EXPECT_DOUBLE_EQ(transformer_block_activation_elements(s, 1), 16 * T * C + 2 * H * T * T);
+  s.attention_scores_kept = false;
+  EXPECT_DOUBLE_EQ(transformer_block_activation_elements(s, 1), 16 * T * C + H * T);
+  EXPECT_DOUBLE_EQ(transformer_block_activation_elements(s, 2), 4 * T * C + (12 * T * C + H * T) / 2);
+#if defined(GTRAIN_TORCH_SDPA) && GTRAIN_TORCH_SDPA
+  EXPECT_FALSE(attention_keeps_scores(/*gpu=*/true, 0.1));
+  EXPECT_FALSE(attention_keeps_scores(/*gpu=*/false, 0.0));
+  EXPECT_TRUE(attention_keeps_scores(/*gpu=*/false, 0.1));  // SDPA's CPU math kernel
+  const bool gpu_keeps = false;
+#else
+  EXPECT_TRUE(attention_keeps_scores(/*gpu=*/true, 0.0));
+  EXPECT_TRUE(attention_keeps_scores(/*gpu=*/false, 0.0));
+  const bool gpu_keeps = true;
+#endif
+  // The chosen plan's activations on a GPU follow: GPT-2 124M, bf16, micro-batch 16, one H200.
+  PlannerInput in = gpt_input(12, 12, 768, 1024, 16, 1, "H200");
+  in.model = gpt_stats(12, 12, 768, 1024, 50304, true, 0.0);
+  in.parallel.micro_batch = 16;
+  const std::vector<RankedPlan> ranked = plan_candidates(in);
+  ASSERT_FALSE(ranked.empty());
+  ASSERT_TRUE(ranked[0].feasible) << ranked[0].why;
+  ASSERT_EQ(ranked[0].plan.micro_batch, 16);
+  const double eb = 2.4;  // bf16 autocast bytes per kept element
+  const double blocks = 12 * (16 * T * C + (gpu_keeps ? 2 * H * T * T : H * T)) * eb;
+  // Outside the blocks: the final norm (2TC); a GPU rank's fused loss holds no whole logits.
+  EXPECT_NEAR(ranked[0].memory.activation_per_sample_no_recompute, blocks + 2 * T * C * eb, 1e-6 * blocks);
+}
+
 TEST(CostModel, GptStatsMatchTheFormula) {
   const ModelStats s = gpt_stats(3, 2, 16, 8, 50, true);
   EXPECT_EQ(s.params, 50 * 16 + 8 * 16 + 3 * (12 * 16 * 16 + 13 * 16) + 2 * 16);

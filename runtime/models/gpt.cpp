@@ -179,7 +179,7 @@ void Gpt::shard_tensor_parallel(std::shared_ptr<Communicator> tp) {
 
 ModelStats Gpt::stats(const DataSpec& spec) const {
   ModelStats s = gpt_stats(config_.n_layer, config_.n_head, config_.n_embd, config_.seq_len, vocab_,
-                           config_.tied_embeddings);
+                           config_.tied_embeddings, config_.dropout);
   s.params = num_parameters();  // equal to the formula; counted so a change to the module shows
   return s;
 }

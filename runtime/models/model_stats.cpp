@@ -8,8 +8,18 @@ double transformer_block_activation_elements(const ModelStats& s, int64_t tp) {
   const double H = static_cast<double>(s.heads), t = static_cast<double>(tp < 1 ? 1 : tp);
   // Per block (pre-LN): LN1 input + output, LN2 input + output stay whole on every rank (4TC);
   // q, k, v (3TC), attention output (TC), MLP hidden before and after GELU (8TC) are split by tp,
-  // as are the attention weights and scores (2HT^2).
-  return 4.0 * T * C + (12.0 * T * C + 2.0 * H * T * T) / t;
+  // as are the attention weights and scores (2HT^2), or the flash kernels' log-sum-exp (HT).
+  const double attention = s.attention_scores_kept ? 2.0 * H * T * T : H * T;
+  return 4.0 * T * C + (12.0 * T * C + attention) / t;
+}
+
+bool attention_keeps_scores(bool gpu, double dropout) {
+#if defined(GTRAIN_TORCH_SDPA) && GTRAIN_TORCH_SDPA
+  return !gpu && dropout > 0.0;
+#else
+  (void)gpu, (void)dropout;
+  return true;
+#endif
 }
 
 double transformer_outer_activation_elements(const ModelStats& s, int64_t tp) {
@@ -19,8 +29,9 @@ double transformer_outer_activation_elements(const ModelStats& s, int64_t tp) {
 }
 
 ModelStats gpt_stats(int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t seq_len, int64_t vocab,
-                     bool tied_embeddings) {
+                     bool tied_embeddings, double dropout) {
   ModelStats s;
+  s.dropout = dropout;
   const int64_t C = n_embd;
   // Per block: 2 LayerNorms (4C), qkv (3C^2 + 3C), attention proj (C^2 + C), fc (4C^2 + 4C), proj (4C^2 + C).
   s.params_per_block = 12 * C * C + 13 * C;

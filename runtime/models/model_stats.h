@@ -30,6 +30,12 @@ struct ModelStats {
   int64_t hidden = 0;                       // model width (n_embd)
   int64_t seq_len = 0;                      // tokens per sample
   int64_t vocab = 0;                        // vocabulary size (output layer width)
+  double dropout = 0.0;                     // attention dropout (decides 2.x's CPU attention kernel)
+  // Whether backward keeps each block's [H, T, T] attention scores: true for an explicit softmax
+  // (LibTorch 1.13, and 2.x's math kernel, which CPU ranks use with dropout); false for SDPA's
+  // flash and memory-efficient kernels, which keep only a [H, T] log-sum-exp and recompute the rest.
+  // gpt_stats assumes kept; the planner sets it for the ranks' device (attention_keeps_scores).
+  bool attention_scores_kept = true;
   bool supports_tp = false;                 // the model can be split by tensor parallel
   bool supports_pp = false;                 // the model can be split into pipeline stages
 
@@ -38,11 +44,17 @@ struct ModelStats {
 
 // A GPT's stats from its shape alone (parameters, FLOPs, activations), without building it.
 ModelStats gpt_stats(int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t seq_len, int64_t vocab,
-                     bool tied_embeddings);
+                     bool tied_embeddings, double dropout = 0.0);
+
+// Whether this build's causal attention (runtime/common/torch_compat.h) keeps the [H, T, T] scores
+// for backward on a GPU or CPU rank: always with LibTorch 1.13; with 2.x (SDPA, GTRAIN_TORCH_SDPA)
+// only on CPU with dropout, where SDPA falls back to its math kernel.
+bool attention_keeps_scores(bool gpu, double dropout);
 
 // Activation elements (not bytes) one sample keeps for backward on one rank of a tensor-parallel
 // group of `tp`, for one transformer block: about 4TC replicated (LayerNorm inputs and outputs) +
-// (12TC + 2HT^2)/tp (q, k, v, attention output, MLP input/output, attention weights).
+// (12TC + 2HT^2)/tp (q, k, v, attention output, MLP input/output, attention weights; HT for the
+// log-sum-exp instead of 2HT^2 when the scores are not kept).
 double transformer_block_activation_elements(const ModelStats& s, int64_t tp);
 
 // Activation elements outside the blocks: final norm input/output and the logits with their

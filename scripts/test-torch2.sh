@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# test-torch2.sh: builds gtrain against LibTorch 2.6 and runs its cpu and multiproc tests there.
+#
+# Debian 12 ships LibTorch 1.13; Debian trixie ships 2.6 (built with gcc 14). This script makes a
+# trixie chroot with debootstrap (Debian's packages only), installs the build dependencies in it,
+# clones the committed HEAD of this repository into it, builds, and runs ctest -L 'cpu|multiproc'.
+# Needs root. About 35 minutes on 2 cores, so it is a tool for changes to torch-facing code, not a
+# CI step (CI runs the faster header-only scripts/compile-check-torch2.sh).
+#
+#   scripts/test-torch2.sh [CHROOT_DIR]      (default: /var/tmp/gtrain-trixie)
+#
+# Re-running reuses the chroot and the build tree (only changed files recompile). The ctest log is
+# CHROOT_DIR/src/ctest.log. Environment: CTEST_ARGS, extra arguments for ctest (e.g. -R Memory).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+root=${1:-/var/tmp/gtrain-trixie}
+[[ $(id -u) -eq 0 ]] || { echo "test-torch2: needs root (debootstrap, chroot)" >&2; exit 2; }
+
+if [[ ! -x $root/usr/bin/apt-get ]]; then
+  command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap
+  echo "test-torch2: debootstrap trixie into $root"
+  debootstrap --variant=minbase --include=ca-certificates trixie "$root" http://deb.debian.org/debian >/dev/null
+fi
+
+mounted=()
+cleanup() { for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount "${mounted[$i]}" 2>/dev/null || true; done; }
+trap cleanup EXIT
+bind() {  # bind-mount $1 at the same place inside the chroot, once
+  mkdir -p "$root$1"
+  if ! mountpoint -q "$root$1"; then mount --bind "$1" "$root$1" && mounted+=("$root$1"); fi
+}
+mountpoint -q "$root/proc" || { mount -t proc proc "$root/proc" && mounted+=("$root/proc"); }
+bind /dev; bind /dev/pts; bind /dev/shm
+cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+
+chroot "$root" /bin/bash -c 'set -e; export DEBIAN_FRONTEND=noninteractive
+  if ! dpkg -s libtorch-dev >/dev/null 2>&1; then
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends libtorch-dev libopenmpi-dev openmpi-bin libcli11-dev \
+      libtomlplusplus-dev libgtest-dev nlohmann-json3-dev libopenblas0-pthread cmake ninja-build g++ lld \
+      ccache make python3 procps >/dev/null
+  fi
+  echo "test-torch2: $(dpkg-query -W -f="LibTorch \${Version}" libtorch-dev), $(g++ --version | head -1)"'
+
+# The committed HEAD, as CI would see it.
+mkdir -p "$root/src"
+if [[ -d $root/src/gtrain/.git ]]; then
+  git -C "$root/src/gtrain" fetch -q "$here" HEAD && git -C "$root/src/gtrain" reset -q --hard FETCH_HEAD
+else
+  git clone -q "$here" "$root/src/gtrain"
+fi
+echo "test-torch2: testing $(git -C "$root/src/gtrain" log --oneline -1)"
+
+chroot "$root" /bin/bash -c "set -e; cd /src/gtrain
+  [[ -f build/CMakeCache.txt ]] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/src/configure.log
+  cmake --build build -j \$(nproc) >/src/build.log 2>&1 || { tail -30 /src/build.log; exit 1; }
+  cd build
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  ctest -L '^(cpu|multiproc)\$' --output-on-failure --timeout 900 ${CTEST_ARGS:-} >/src/ctest.log 2>&1 && rc=0 || rc=\$?
+  grep -E 'tests passed|tests failed|\\*\\*\\*Failed|Timeout' /src/ctest.log || true
+  exit \$rc"
