@@ -43,6 +43,8 @@ def parse_args():
     p.add_argument("--peak-flops", type=float, default=H200_BF16_PEAK)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0 = torch's default)")
+    p.add_argument("--profile-steps", default="", help="eager mode: record steps A-B (1-based) with torch.profiler")
+    p.add_argument("--profile-out", default="", help="where the profile's table goes (text)")
     return p.parse_args()
 
 
@@ -139,6 +141,38 @@ def make_optimizer(model, a, device):
     return torch.optim.AdamW(groups, **kw), "default"
 
 
+def start_profile(device):
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+        torch.cuda.synchronize(device)
+    prof = torch.profiler.profile(activities=acts)
+    prof.__enter__()
+    return prof
+
+
+def finish_profile(prof, device, path, steps, label):
+    """Writes the recorded steps' top GPU kernels and host operators, as gtrain's profile does."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    prof.__exit__(None, None, None)
+    try:
+        avg = prof.key_averages()
+        lines = [f"PyTorch eager, steps {label} ({steps} steps; totals over them, in ms)"]
+        keys = ("self_device_time_total", "self_cuda_time_total") if device.type == "cuda" else ("self_cpu_time_total",)
+        for key in keys:
+            try:
+                lines.append(avg.table(sort_by=key, row_limit=30))
+                break
+            except (AttributeError, KeyError, ValueError):
+                continue
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    except Exception as e:  # the benchmark's figures matter more than its profile
+        with open(path, "w") as f:
+            f.write(f"profile failed: {type(e).__name__}: {e}\n")
+
+
 def run(a, mode, device):
     torch.manual_seed(a.seed)
     model = GPT(a).to(device)
@@ -155,7 +189,13 @@ def run(a, mode, device):
         torch.cuda.reset_peak_memory_stats(device)
     losses = []  # device tensors: read once at the end, so no step waits for the GPU
     t_start = None
+    prof, prof_range = None, None
+    if mode == "eager" and a.profile_steps and a.profile_out:
+        first, last = (int(v) for v in a.profile_steps.split("-"))
+        prof_range = (first - 1, last - 1)  # 0-based step indices
     for step in range(a.steps):
+        if prof_range and step == prof_range[0]:
+            prof = start_profile(device)
         if step == a.warmup:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
@@ -173,6 +213,9 @@ def run(a, mode, device):
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(loss.detach())
+        if prof is not None and step == prof_range[1]:
+            finish_profile(prof, device, a.profile_out, prof_range[1] - prof_range[0] + 1, a.profile_steps)
+            prof = None
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - t_start

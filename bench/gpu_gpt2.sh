@@ -118,6 +118,10 @@ if ((BUILD_IT)) && ! ((SMOKE)); then
 fi
 [[ -x "$BUILD/gtrain" ]] || { [[ "$BUILD_STATUS" == ok ]] && BUILD_STATUS="no $BUILD/gtrain"; }
 
+# Warm-up steps 6-8 of both programs run under their profilers (outside the timed steps): where a
+# step's time goes, kernel by kernel, for gtrain and for PyTorch eager side by side.
+PROFILE_FIRST=$((WARM > 8 ? 6 : 0)) PROFILE_COUNT=3
+
 # ---- 2. gtrain ------------------------------------------------------------------------------
 GTRAIN_STATUS="not run ($BUILD_STATUS)"
 RUN_DIR="$OUTDIR/gtrain-run"
@@ -161,6 +165,8 @@ at_end = false
 progress = "plain"
 interval = $METRICS_EVERY
 metrics_interval = $METRICS_EVERY
+profile_start = $PROFILE_FIRST
+profile_steps = $PROFILE_COUNT
 TOML
 if [[ "$BUILD_STATUS" == ok ]]; then
   t=$(allow 120 170 60)
@@ -192,7 +198,8 @@ fi
 t=$(allow 240 15 120)
 log "PyTorch reference: eager, compile (at most ${t}s)"
 timeout "$t" "$PYTHON" "$HERE/gpt2_reference.py" --device "$DEVICE" --modes eager,compile --layers $L --heads $H \
-  --width $C --seq $T --vocab $V --batch $B --steps $STEPS --warmup $WARM --threads $THREADS >"$OUTDIR/reference.jsonl" \
+  --width $C --seq $T --vocab $V --batch $B --steps $STEPS --warmup $WARM --threads $THREADS \
+  --profile-steps "$PROFILE_FIRST-$((PROFILE_FIRST + PROFILE_COUNT - 1))" --profile-out "$OUTDIR/profile-eager.txt" >"$OUTDIR/reference.jsonl" \
   2>"$OUTDIR/reference.err" || log "reference exited with $? (see reference.err)"
 cat "$OUTDIR/reference.jsonl"
 
@@ -294,9 +301,23 @@ set -e
 if ((RECORD)); then
   [[ -f "$HERE/RESULTS.md" ]] || printf '# Benchmark results\n\n' >"$HERE/RESULTS.md"
   { echo; cat "$OUTDIR/results_section.md"; } >>"$HERE/RESULTS.md"
-  cp "$HERE/RESULTS.md" "$OUTDIR/RESULTS.md"
-  log "appended to bench/RESULTS.md (copy in $OUTDIR)"
+  log "appended to bench/RESULTS.md (the section alone: $OUTDIR/results_section.md)"
 fi
 cp "$RUN_DIR/metrics.jsonl" "$OUTDIR/gtrain-metrics.jsonl" 2>/dev/null || true
-log "done in ${SECONDS}s; files in $OUTDIR; exit $rc"
+cp "$RUN_DIR/profile/profile-rank0.txt" "$OUTDIR/profile-gtrain.txt" 2>/dev/null || true
+for f in profile-gtrain.txt profile-eager.txt; do
+  [[ -f "$OUTDIR/$f" ]] && { echo "== $f (top)"; head -22 "$OUTDIR/$f"; }
+done
+# A lent machine sends back at most 8 files: keep the summaries whole and pack the logs, the config
+# and the run directory (less Kineto traces and checkpoints) into logs.tgz.
+packed=()
+for f in configure.log build.log gtrain.log gtrain-unfused.log reference.err gpt2.toml RESULTS.md; do
+  [[ -e "$OUTDIR/$f" ]] && packed+=("$f")
+done
+[[ -d "$RUN_DIR" ]] && packed+=("$(basename "$RUN_DIR")")
+if ((${#packed[@]})); then
+  tar -C "$OUTDIR" --exclude='trace-rank*.json' --exclude='checkpoints' -czf "$OUTDIR/logs.tgz" "${packed[@]}" &&
+    (cd "$OUTDIR" && rm -rf "${packed[@]}")
+fi
+log "done in ${SECONDS}s; files in $OUTDIR: $(cd "$OUTDIR" && ls | tr '\n' ' '); exit $rc"
 exit $rc

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "tests/test_util.h"
@@ -225,6 +226,55 @@ TEST(Cli, FusedLossFollowsThePlainTrajectory) {
   for (size_t i = 0; i < losses[0].size(); ++i) {
     EXPECT_NEAR(losses[1][i], losses[0][i], 1e-5 * std::abs(losses[0][i])) << "step " << i + 1;
   }
+}
+
+// log.profile_start: the profiled steps' summary names the phases and the operators in them, and the
+// trajectory is that of an unprofiled run.
+TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
+  test::TempDir dir;
+  test::write_file(dir.file("g.toml"), "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nseq_len = 16\n"
+                                       "vocab = 64\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 8\nsteps = 6\n"
+                                       "threads = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"plain\"\n");
+  const std::string run = dir.file("run");
+  auto r = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + run +
+                       " --set log.profile_start=3 --set log.profile_steps=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("profile of the steps written: " + run + "/profile/profile-rank0.txt"), std::string::npos)
+      << r.output;
+  const auto j = nlohmann::json::parse(test::read_file(run + "/profile/profile-rank0.json"));
+  EXPECT_EQ(j.at("first_step").get<int>(), 3);
+  EXPECT_EQ(j.at("last_step").get<int>(), 4);
+  const double wall = j.at("wall_us").get<double>();
+  EXPECT_GT(wall, 0.0);
+  std::map<std::string, std::pair<int64_t, double>> host;
+  for (const auto& row : j.at("host")) host[row.at("name")] = {row.at("calls"), row.at("total_us")};
+  for (const char* phase : {"gtrain::forward", "gtrain::backward", "gtrain::grad_sync", "gtrain::optimizer"}) {
+    ASSERT_TRUE(host.count(phase)) << phase << " missing from " << j.dump();
+    EXPECT_EQ(host[phase].first, 2) << phase << ": one per profiled step (one micro-batch each)";
+    EXPECT_GT(host[phase].second, 0.0) << phase;
+    EXPECT_LE(host[phase].second, wall) << phase;
+  }
+  // The products inside forward and backward are recorded, and take less time than the phases.
+  ASSERT_TRUE(host.count("aten::mm") || host.count("aten::addmm") || host.count("aten::bmm")) << j.dump();
+  EXPECT_LT(host["aten::addmm"].second + host["aten::mm"].second,
+            host["gtrain::forward"].second + host["gtrain::backward"].second);
+  EXPECT_TRUE(j.at("gpu").empty());  // a CPU run has no kernels
+  const std::string text = test::read_file(run + "/profile/profile-rank0.txt");
+  EXPECT_NE(text.find("profile of steps 3-4"), std::string::npos) << text;
+  EXPECT_NE(text.find("gtrain::forward"), std::string::npos) << text;
+  // Steps outside 3-4 were not recorded, and profiling changed no value.
+  auto plain = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("plain"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  std::vector<double> a, b;
+  for (const auto& x : read_jsonl(run + "/metrics.jsonl")) if (x.value("kind", "") == "train") a.push_back(x.at("loss"));
+  for (const auto& x : read_jsonl(dir.file("plain") + "/metrics.jsonl")) if (x.value("kind", "") == "train") b.push_back(x.at("loss"));
+  ASSERT_EQ(a.size(), 6u);
+  EXPECT_EQ(a, b);
+  // A bad value is named.
+  auto bad = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("bad") +
+                         " --set log.profile_steps=0");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("log.profile_steps"), std::string::npos) << bad.output;
 }
 
 }  // namespace

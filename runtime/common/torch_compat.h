@@ -1,9 +1,12 @@
-// torch_compat.h: the only place that knows LibTorch 1.13 from 2.x (autocast API, SDPA, fused AdamW).
+// torch_compat.h: the only place that knows LibTorch 1.13 from 2.x (autocast API, SDPA, fused AdamW,
+// profiler event times).
 #pragma once
 
 #include <cstdlib>
 
 #include <optional>
+#include <type_traits>
+#include <utility>
 
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -103,6 +106,21 @@ inline void set_deterministic(bool on) {
   at::globalContext().setDeterministicAlgorithms(on, /*warn_only=*/true);
   at::globalContext().setDeterministicCuDNN(on);
   if (on) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+}
+
+// A profiler event's duration in microseconds: KinetoEvent::durationUs() (1.13) became
+// durationNs() (2.x); whichever the event has is used.
+template <class Event, class = void>
+struct HasDurationNs : std::false_type {};
+template <class Event>
+struct HasDurationNs<Event, std::void_t<decltype(std::declval<const Event&>().durationNs())>> : std::true_type {};
+template <class Event>
+double event_duration_us(const Event& e) {
+  if constexpr (HasDurationNs<Event>::value) {
+    return static_cast<double>(e.durationNs()) / 1000.0;
+  } else {
+    return static_cast<double>(e.durationUs());
+  }
 }
 
 }  // namespace gtrain::compat

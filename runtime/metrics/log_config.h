@@ -14,6 +14,8 @@ struct LogConfig {
   int64_t interval = 10;          // steps between console lines when not on a TTY
   int64_t metrics_interval = 1;   // steps between records in metrics.jsonl
   std::string progress = "auto";  // auto | bar | plain | none
+  int64_t profile_start = 0;      // first step (1-based) recorded by the profiler (0 = off)
+  int64_t profile_steps = 3;      // steps recorded from profile_start
 
   template <class V>
   void visit(V& v) {
@@ -24,6 +26,10 @@ struct LogConfig {
       "are always recorded; on CUDA only recorded or printed steps read the loss from the GPU).", cfg::at_least(1));
     v("progress", progress, "Console output: \"auto\" (bar on a TTY, plain lines otherwise), \"bar\", \"plain\", \"none\".",
       cfg::one_of({"auto", "bar", "plain", "none"}));
+    v("profile_start", profile_start, "First step (1-based) to record with LibTorch's profiler; each rank writes "
+      "<run dir>/profile/profile-rank<r>.txt (time per GPU kernel and per operator) and .json, and a Kineto trace "
+      "where LibTorch has Kineto. 0 = off. Pick a step after warm-up.", cfg::at_least(0));
+    v("profile_steps", profile_steps, "Steps recorded from profile_start.", cfg::at_least(1));
   }
 };
 

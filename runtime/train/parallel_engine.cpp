@@ -1,6 +1,8 @@
 // parallel_engine.cpp: the default micro-batch loop and evaluation forward of every engine.
 #include "runtime/train/parallel_engine.h"
 
+#include <ATen/record_function.h>
+
 #include "runtime/models/model.h"
 #include "runtime/precision/precision.h"
 
@@ -19,16 +21,23 @@ torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
     auto batch = w.next();
     torch::Tensor loss;
     {
+      RECORD_USER_SCOPE("gtrain::forward");
       auto scope = w.precision->autocast();
       loss = w.model->train_loss_sum(batch.first, batch.second) * w.inv_batch;
     }
     begin_micro_batch(i == w.count - 1);
-    (w.loss_scale != 1.0 ? loss * w.loss_scale : loss).backward();
+    {
+      RECORD_USER_SCOPE("gtrain::backward");
+      (w.loss_scale != 1.0 ? loss * w.loss_scale : loss).backward();
+    }
     if (!loss_acc.defined()) loss_acc = torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(loss.device()));
     loss_acc += loss.detach().to(torch::kDouble);
   }
   // Gradients are summed over data-parallel ranks (each loss was divided by the global batch).
-  end_backward();
+  {
+    RECORD_USER_SCOPE("gtrain::grad_sync");
+    end_backward();
+  }
   if (!reports_loss()) loss_acc.zero_();
   return loss_acc;
 }

@@ -4,12 +4,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include <ATen/record_function.h>
+
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/errors.h"
 #include "runtime/common/cuda_device.h"
 #include "runtime/common/startup.h"
 #include "runtime/common/torch_compat.h"
 #include "runtime/data/rng.h"
+#include "runtime/metrics/step_profiler.h"
 #include "runtime/train/schedule.h"
 #include "runtime/train/lr_schedule.h"
 
@@ -55,6 +58,11 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
   writer_ = std::make_unique<CheckpointWriter>(config_.checkpoint.async);
   stage_start_unix_ = unix_now();
   progress_ = std::make_unique<Progress>(config_.log, total_steps_, main_rank);
+  const std::string run_dir =
+      paths_.metrics.empty() ? std::string() : std::filesystem::path(paths_.metrics).parent_path().string();
+  profiler_ = std::make_unique<StepProfiler>(config_.log.profile_start, config_.log.profile_steps,
+                                             run_dir.empty() ? run_dir : run_dir + "/profile", comm_->rank(),
+                                             device_.is_cuda());
   start_ = std::chrono::steady_clock::now();
 }
 
@@ -234,6 +242,7 @@ void Trainer::start_prefetch() {
 StepResult Trainer::train_step() {
   GT_CHECK(step_ < total_steps_, "train_step past the last step");
   if (!prefetch_) start_prefetch();
+  profiler_->before_step(step_ + 1);
   const auto t0 = std::chrono::steady_clock::now();
   StepResult r;
   r.lr = lr_at(config_.train, config_.optimizer.learning_rate, step_, total_steps_);
@@ -264,7 +273,10 @@ StepResult Trainer::train_step() {
     scaler->update(!ok);
   }
   torch::Tensor norm;
-  if (ok) norm = engine_->clip_and_step(r.lr, config_.train.grad_clip);
+  if (ok) {
+    RECORD_USER_SCOPE("gtrain::optimizer");
+    norm = engine_->clip_and_step(r.lr, config_.train.grad_clip);
+  }
   r.skipped = !ok;
   ++step_;
   r.step = step_;
@@ -287,6 +299,8 @@ StepResult Trainer::train_step() {
     last_read_step_ = step_;
   }
   data_wait_total_ += r.data_wait_s;
+  const std::string profile = profiler_->after_step(step_);
+  if (!profile.empty() && comm_->rank() == 0) progress_->message("profile of the steps written: " + profile);
   if (r.values_read && !std::isfinite(r.loss)) {
     throw Error("training diverged: loss is " + std::to_string(r.loss) + " at step " + std::to_string(step_),
                 "lower optimizer.learning_rate, add train.warmup_steps or set train.grad_clip");

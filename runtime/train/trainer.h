@@ -127,6 +127,7 @@ class Trainer {
   std::unique_ptr<Prefetcher> prefetch_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<Progress> progress_;
+  std::unique_ptr<class StepProfiler> profiler_;  // log.profile_start: a few steps under the profiler
   int64_t total_steps_ = 0;
   int64_t step_ = 0;
   int64_t tokens_per_sample_ = 0;

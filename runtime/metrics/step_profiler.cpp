@@ -1,0 +1,153 @@
+// step_profiler.cpp: a few training steps under LibTorch's Kineto profiler, summarised per operator
+// and per GPU kernel (the question "where does the step's time go" without Nsight).
+#include "runtime/metrics/step_profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+#include "runtime/common/cuda_device.h"
+#include "runtime/common/errors.h"
+#include "runtime/common/torch_compat.h"
+
+namespace gtrain {
+namespace {
+
+namespace prof = torch::autograd::profiler;
+namespace impl = torch::profiler::impl;
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::set<impl::ActivityType> activities(bool cuda) {
+  std::set<impl::ActivityType> a{impl::ActivityType::CPU};
+  if (cuda) a.insert(impl::ActivityType::CUDA);
+  return a;
+}
+
+std::vector<ProfileRow> sorted_rows(const std::map<std::string, ProfileRow>& by_name) {
+  std::vector<ProfileRow> rows;
+  for (const auto& [name, row] : by_name) rows.push_back(row);
+  std::sort(rows.begin(), rows.end(), [](const ProfileRow& a, const ProfileRow& b) {
+    return a.total_us != b.total_us ? a.total_us > b.total_us : a.name < b.name;
+  });
+  return rows;
+}
+
+nlohmann::json rows_json(const std::vector<ProfileRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) out.push_back({{"name", r.name}, {"calls", r.calls}, {"total_us", r.total_us}});
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json ProfileSummary::to_json() const {
+  return {{"first_step", first_step}, {"last_step", last_step}, {"wall_us", wall_us}, {"gpu_us", gpu_us},
+          {"host", rows_json(host)}, {"gpu", rows_json(gpu)}, {"trace", trace}};
+}
+
+std::string ProfileSummary::to_text(size_t rows) const {
+  std::string out;
+  char line[512];
+  const double steps = static_cast<double>(std::max<int64_t>(1, last_step - first_step + 1));
+  std::snprintf(line, sizeof(line), "profile of steps %lld-%lld: %.3f ms a step", (long long)first_step,
+                (long long)last_step, wall_us / steps / 1000.0);
+  out += line;
+  if (gpu_us > 0) {
+    std::snprintf(line, sizeof(line), ", GPU kernels busy %.3f ms a step (%.1f%%)", gpu_us / steps / 1000.0,
+                  100.0 * gpu_us / std::max(wall_us, 1e-9));
+    out += line;
+  }
+  out += "\n";
+  auto table = [&](const char* title, const std::vector<ProfileRow>& rs, double whole, const char* whole_name) {
+    if (rs.empty()) return;
+    std::snprintf(line, sizeof(line), "\n%s (ms a step; %% of %s)\n", title, whole_name);
+    out += line;
+    for (size_t i = 0; i < std::min(rows, rs.size()); ++i) {
+      std::snprintf(line, sizeof(line), "  %9.3f  %5.1f%%  %6lld calls  %s\n", rs[i].total_us / steps / 1000.0,
+                    100.0 * rs[i].total_us / std::max(whole, 1e-9), (long long)(rs[i].calls / steps + 0.5),
+                    rs[i].name.substr(0, 120).c_str());
+      out += line;
+    }
+  };
+  table("GPU kernels and copies", gpu, gpu_us, "kernel time");
+  table("host operators, inclusive (nested ones overlap)", host, wall_us, "wall time");
+  if (!trace.empty()) out += "\ntrace: " + trace + " (chrome://tracing, Perfetto)\n";
+  return out;
+}
+
+StepProfiler::StepProfiler(int64_t start, int64_t count, std::string dir, int rank, bool cuda)
+    : start_(dir.empty() ? 0 : start), count_(std::max<int64_t>(1, count)), dir_(std::move(dir)), rank_(rank),
+      cuda_(cuda) {}
+
+StepProfiler::~StepProfiler() {
+  if (active_) {
+    try {
+      prof::disableProfiler();
+    } catch (...) {  // a destructor during unwinding must not throw; the error is already on its way
+    }
+  }
+}
+
+void StepProfiler::before_step(int64_t step) {
+  if (start_ <= 0 || step != start_ || active_) return;
+  const impl::ProfilerConfig config(impl::ProfilerState::KINETO);
+  prof::prepareProfiler(config, activities(cuda_));
+  if (cuda_) cuda::synchronize(-1);  // earlier steps' kernels are not this profile's
+  prof::enableProfiler(config, activities(cuda_));
+  active_ = true;
+  t0_us_ = now_us();
+}
+
+std::string StepProfiler::after_step(int64_t step) {
+  if (!active_ || step < start_ + count_ - 1) return "";
+  const ProfileSummary s = stop(step);
+  std::filesystem::create_directories(dir_);
+  const std::string base = dir_ + "/profile-rank" + std::to_string(rank_);
+  std::ofstream(base + ".json") << s.to_json().dump(1) << "\n";
+  std::ofstream text(base + ".txt");
+  text << s.to_text();
+  if (!text) throw Error("profile: cannot write " + base + ".txt");
+  return base + ".txt";
+}
+
+ProfileSummary StepProfiler::stop(int64_t last_step) {
+  if (cuda_) cuda::synchronize(-1);  // every kernel of the profiled steps has run
+  ProfileSummary s;
+  s.first_step = start_;
+  s.last_step = last_step;
+  s.wall_us = now_us() - t0_us_;
+  active_ = false;
+  std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
+  std::map<std::string, ProfileRow> host, gpu;
+  for (const auto& e : result->events()) {
+    const double us = compat::event_duration_us(e);
+    auto& side = e.deviceType() == c10::DeviceType::CPU ? host : gpu;
+    ProfileRow& row = side[e.name()];
+    row.name = e.name();
+    row.calls += 1;
+    row.total_us += us;
+    if (&side == &gpu) s.gpu_us += us;
+  }
+  s.host = sorted_rows(host);
+  s.gpu = sorted_rows(gpu);
+  // Kineto builds can write a trace; LibTorch builds without Kineto (Debian's 1.13) cannot.
+  const std::string trace = dir_ + "/trace-rank" + std::to_string(rank_) + ".json";
+  try {
+    std::filesystem::create_directories(dir_);
+    result->save(trace);
+    s.trace = trace;
+  } catch (const c10::Error&) {
+  }
+  return s;
+}
+
+}  // namespace gtrain
