@@ -259,9 +259,17 @@ TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
   EXPECT_LT(host["aten::addmm"].second + host["aten::mm"].second,
             host["gtrain::forward"].second + host["gtrain::backward"].second);
   EXPECT_TRUE(j.at("gpu").empty());  // a CPU run has no kernels
+  // Tensor memory: the step's activations and temporaries, beyond the parameters and optimizer
+  // state already live; more than one sample's logits ([16, 64] floats), less than the process's peak.
+  const double tensor_mb = j.at("peak_tensor_mb").at("cpu").get<double>();
+  EXPECT_GT(tensor_mb, 16 * 64 * 4 / 1048576.0);
+  double peak_rss_mb = 0;
+  for (const auto& x : read_jsonl(run + "/metrics.jsonl")) peak_rss_mb = std::max(peak_rss_mb, x.value("peak_mem_mb", 0.0));
+  EXPECT_LT(tensor_mb, peak_rss_mb);
   const std::string text = test::read_file(run + "/profile/profile-rank0.txt");
   EXPECT_NE(text.find("profile of steps 3-4"), std::string::npos) << text;
   EXPECT_NE(text.find("gtrain::forward"), std::string::npos) << text;
+  EXPECT_NE(text.find("tensor memory on cpu: at most"), std::string::npos) << text;
   // Steps outside 3-4 were not recorded, and profiling changed no value.
   auto plain = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("plain"));
   ASSERT_EQ(plain.exit_code, 0) << plain.output;

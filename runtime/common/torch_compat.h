@@ -122,5 +122,14 @@ double event_duration_us(const Event& e) {
     return static_cast<double>(e.durationUs());
   }
 }
+// Its start, in microseconds on the profiler's clock (startUs() then, startNs() now).
+template <class Event>
+double event_start_us(const Event& e) {
+  if constexpr (HasDurationNs<Event>::value) {
+    return static_cast<double>(e.startNs()) / 1000.0;
+  } else {
+    return static_cast<double>(e.startUs());
+  }
+}
 
 }  // namespace gtrain::compat

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 
@@ -50,8 +51,10 @@ nlohmann::json rows_json(const std::vector<ProfileRow>& rows) {
 }  // namespace
 
 nlohmann::json ProfileSummary::to_json() const {
+  nlohmann::json peak = nlohmann::json::object();
+  for (const auto& [device, bytes] : peak_tensor_bytes) peak[device] = bytes / (1024.0 * 1024.0);
   return {{"first_step", first_step}, {"last_step", last_step}, {"wall_us", wall_us}, {"gpu_us", gpu_us},
-          {"host", rows_json(host)}, {"gpu", rows_json(gpu)}, {"trace", trace}};
+          {"peak_tensor_mb", peak}, {"host", rows_json(host)}, {"gpu", rows_json(gpu)}, {"trace", trace}};
 }
 
 std::string ProfileSummary::to_text(size_t rows) const {
@@ -67,6 +70,11 @@ std::string ProfileSummary::to_text(size_t rows) const {
     out += line;
   }
   out += "\n";
+  for (const auto& [device, bytes] : peak_tensor_bytes) {
+    std::snprintf(line, sizeof(line), "tensor memory on %s: at most %.1f MiB live beyond what was live at the start\n",
+                  device.c_str(), bytes / (1024.0 * 1024.0));
+    out += line;
+  }
   auto table = [&](const char* title, const std::vector<ProfileRow>& rs, double whole, const char* whole_name) {
     if (rs.empty()) return;
     std::snprintf(line, sizeof(line), "\n%s (ms a step; %% of %s)\n", title, whole_name);
@@ -99,7 +107,8 @@ StepProfiler::~StepProfiler() {
 
 void StepProfiler::before_step(int64_t step) {
   if (start_ <= 0 || step != start_ || active_) return;
-  const impl::ProfilerConfig config(impl::ProfilerState::KINETO);
+  const impl::ProfilerConfig config(impl::ProfilerState::KINETO, /*report_input_shapes=*/false,
+                                   /*profile_memory=*/true);
   prof::prepareProfiler(config, activities(cuda_));
   if (cuda_) cuda::synchronize(-1);  // earlier steps' kernels are not this profile's
   prof::enableProfiler(config, activities(cuda_));
@@ -128,7 +137,18 @@ ProfileSummary StepProfiler::stop(int64_t last_step) {
   active_ = false;
   std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
   std::map<std::string, ProfileRow> host, gpu;
+  // Allocations and frees ("[memory]" events, bytes signed) in time order give each device's live
+  // tensor bytes relative to the profile's start; the highest point is the step's working set.
+  std::vector<std::tuple<double, std::string, double>> memory;
   for (const auto& e : result->events()) {
+    if (e.name() == "[memory]") {
+      const std::string device = c10::Device(e.deviceType(), e.deviceType() == c10::DeviceType::CPU
+                                                                  ? c10::DeviceIndex(-1)
+                                                                  : static_cast<c10::DeviceIndex>(e.deviceIndex()))
+                                     .str();
+      memory.emplace_back(compat::event_start_us(e), device, static_cast<double>(e.nBytes()));
+      continue;
+    }
     const double us = compat::event_duration_us(e);
     auto& side = e.deviceType() == c10::DeviceType::CPU ? host : gpu;
     ProfileRow& row = side[e.name()];
@@ -139,6 +159,15 @@ ProfileSummary StepProfiler::stop(int64_t last_step) {
   }
   s.host = sorted_rows(host);
   s.gpu = sorted_rows(gpu);
+  std::stable_sort(memory.begin(), memory.end(),
+                   [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  std::map<std::string, double> live;
+  for (const auto& [t, device, bytes] : memory) {
+    (void)t;
+    double& now = live[device];
+    now += bytes;
+    s.peak_tensor_bytes[device] = std::max(s.peak_tensor_bytes[device], now);
+  }
   // Kineto builds can write a trace; LibTorch builds without Kineto (Debian's 1.13) cannot.
   const std::string trace = dir_ + "/trace-rank" + std::to_string(rank_) + ".json";
   try {

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +24,9 @@ struct ProfileSummary {
   double wall_us = 0;                     // the profiled steps, end to end
   double host_us = 0, gpu_us = 0;         // all host-op time (nested ops counted once each) and kernel time
   std::vector<ProfileRow> host, gpu;      // sorted by total time, longest first
+  // Per device ("cpu", "cuda:0"): the most tensor bytes live at once beyond those live when the
+  // profile began (activations and temporaries; parameters and optimizer state were live already).
+  std::map<std::string, double> peak_tensor_bytes;
   std::string trace;                      // the Kineto trace written beside it ("" = none: no Kineto here)
   nlohmann::json to_json() const;
   std::string to_text(size_t rows = 25) const;
