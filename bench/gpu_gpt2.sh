@@ -235,7 +235,8 @@ if status.startswith("ok") and os.path.exists(metrics):
             g["mfu"] = g["tokens_per_s"] * fpt / PEAK
     g["first_loss"] = train[min(train)]["loss"]
     g["last_loss"] = train[last]["loss"]
-    for k in ("peak_mem_mb", "est_mem_mb", "cuda_max_allocated_mb", "cuda_max_reserved_mb", "gpu_util"):
+    for k in ("peak_mem_mb", "est_mem_mb", "est_device_mem_mb", "cuda_max_allocated_mb", "cuda_max_reserved_mb",
+              "gpu_mem_used_mb", "gpu_util"):
         if k in train[last]:
             g[k] = train[last][k]
 rows["gtrain"] = g
@@ -270,7 +271,11 @@ if "first_loss" not in g:
     problems.append(f"gtrain: no figures ({status})")
 if "est_mem_mb" in g and "cuda_max_allocated_mb" in g:
     rel = g["est_mem_mb"] / g["cuda_max_allocated_mb"] - 1
-    notes.append(f"planner estimate {g['est_mem_mb']:,.0f} MB vs torch max allocated {g['cuda_max_allocated_mb']:,.0f} MB: "
+    if "est_device_mem_mb" in g:
+        notes.append(f"planner's whole-GPU estimate (tensors + CUDA context, workspaces, allocator slack) "
+                     f"{g['est_device_mem_mb']:,.0f} MB vs max reserved {g.get('cuda_max_reserved_mb', 0):,.0f} MB"
+                     + (f", NVML used {g['gpu_mem_used_mb']:,.0f} MB" if "gpu_mem_used_mb" in g else ""))
+    notes.append(f"planner estimate of tensors {g['est_mem_mb']:,.0f} MB vs torch max allocated {g['cuda_max_allocated_mb']:,.0f} MB: "
                  f"{rel:+.1%} ({'within' if abs(rel) <= 0.15 else 'outside'} the 15% target)")
 elif smoke:
     notes.append("memory: CPU run, no CUDA max allocated to compare (the CPU resident-memory check is test MemoryEstimate)")

@@ -128,7 +128,7 @@ void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Pla
   nlohmann::json pj = {{"world", plan.world}, {"dp", plan.dp}, {"tp", plan.tp}, {"pp", plan.pp},
                        {"zero", plan.zero}, {"micro_batch", plan.micro_batch}, {"grad_accum", plan.grad_accum},
                        {"recompute", plan.recompute}, {"precision", plan.precision},
-                       {"est_memory_bytes", plan.est_memory_bytes}, {"est_step_seconds", plan.est_step_seconds},
+                       {"est_memory_bytes", plan.est_memory_bytes}, {"est_tensor_bytes", plan.est_tensor_bytes}, {"est_step_seconds", plan.est_step_seconds},
                        {"global_batch", plan.global_batch()}, {"requested_global_batch", requested_batch},
                        {"profile", plan.profile}, {"reason", plan.reason}};
   std::ofstream f(fs::path(run_dir) / "plan.json");

@@ -22,6 +22,7 @@ struct Plan {
   int64_t requested_global_batch = 0;  // train.global_batch when a tolerance changed it (0 = kept)
   std::string profile;                 // hardware profile the estimates assume
   double est_memory_bytes = 0;         // per rank
+  double est_tensor_bytes = 0;         // per rank, tensors only (comparable to torch's max allocated)
   double est_step_seconds = 0;         // per optimizer step (global batch)
   std::string reason;                  // why the planner chose it
 

@@ -92,6 +92,7 @@ RankedPlan make_candidate(const Context& c, const Layout& l, int64_t requested_b
   r.memory = estimate_memory(c.cost, l);
   r.time = estimate_time(c.cost, l);
   p.est_memory_bytes = r.memory.total();
+  p.est_tensor_bytes = r.memory.tensors();
   p.est_step_seconds = r.time.total();
   return r;
 }

@@ -355,9 +355,12 @@ void Trainer::add_device_metrics(nlohmann::json& rec) const {
   rec["cuda_max_allocated_mb"] = m.max_allocated / kMb;
   rec["cuda_reserved_mb"] = m.reserved / kMb;
   rec["cuda_max_reserved_mb"] = m.max_reserved / kMb;
-  // The planner's estimate is compared with what torch allocated on the device at most.
+  // The planner's estimate of the tensors is compared with what torch allocated on the device at
+  // most; its whole figure (plus the CUDA context, library workspaces and the caching allocator's
+  // slack) with what the device had in use.
   rec["peak_mem_mb"] = m.max_allocated / kMb;
-  rec["est_mem_mb"] = plan_.est_memory_bytes / kMb;
+  rec["est_mem_mb"] = plan_.est_tensor_bytes / kMb;
+  rec["est_device_mem_mb"] = plan_.est_memory_bytes / kMb;
   const auto n = cuda::nvml_sample(nvml_index_);
   if (n.valid) {
     rec["gpu_util"] = n.gpu_util;
