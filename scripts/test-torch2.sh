@@ -52,11 +52,12 @@ else
 fi
 echo "test-torch2: testing $(git -C "$root/src/gtrain" log --oneline -1)"
 
+export CTEST_ARGS=${CTEST_ARGS:-}  # word-split inside the chroot, never parsed as shell
 chroot "$root" /bin/bash -c "set -e; cd /src/gtrain
   [[ -f build/CMakeCache.txt ]] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/src/configure.log
   cmake --build build -j \$(nproc) >/src/build.log 2>&1 || { tail -30 /src/build.log; exit 1; }
   cd build
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  ctest -L '^(cpu|multiproc)\$' --output-on-failure --timeout 900 ${CTEST_ARGS:-} >/src/ctest.log 2>&1 && rc=0 || rc=\$?
+  ctest -L '^(cpu|multiproc)\$' --output-on-failure --timeout 900 \${CTEST_ARGS:-} >/src/ctest.log 2>&1 && rc=0 || rc=\$?
   grep -E 'tests passed|tests failed|\\*\\*\\*Failed|Timeout' /src/ctest.log || true
   exit \$rc"
