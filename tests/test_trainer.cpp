@@ -9,6 +9,7 @@
 #include "launcher/run_command.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/errors.h"
+#include "runtime/metrics/step_profiler.h"
 #include "runtime/train/lr_schedule.h"
 #include "strategies/data_parallel.h"
 #include "strategies/planner.h"
@@ -434,6 +435,35 @@ TEST(Checkpoint, ShardsAssembleFromRegionsAndFlatRanges) {
   CheckpointReader ck(dir.file("ck/step_00000001"));
   EXPECT_TRUE(torch::equal(ck.read("w"), global));
   EXPECT_TRUE(ck.verify().empty());
+}
+
+// A profiler that cannot start costs the profile, never the run: here a second one while the first
+// records (LibTorch allows one per thread) reports why once, then stays quiet.
+TEST(StepProfiler, FailureToStartIsReportedAndTrainingGoesOn) {
+  test::TempDir dir;
+  StepProfiler first(1, 2, dir.file("a"), 0, /*cuda=*/false), second(1, 1, dir.file("b"), 0, /*cuda=*/false);
+  first.before_step(1);
+  ASSERT_TRUE(first.active());
+  second.before_step(1);
+  EXPECT_FALSE(second.active());
+  const std::string why = second.after_step(1);
+  EXPECT_EQ(why.rfind("profile: the profiler did not start (", 0), 0u) << why;
+  EXPECT_NE(why.find("training goes on"), std::string::npos) << why;
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+  EXPECT_EQ(second.after_step(2), "");
+  auto x = torch::randn({64, 64}, torch::requires_grad());
+  torch::mm(x, x).sum().backward();
+  EXPECT_EQ(first.after_step(1), "");  // steps 1-2: not done yet
+  EXPECT_EQ(first.after_step(2), "profile of the steps written: " + dir.file("a") + "/profile-rank0.txt");
+  EXPECT_FALSE(first.active());
+  EXPECT_NE(test::read_file(dir.file("a") + "/profile-rank0.txt").find("aten::mm"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("b")));
+  // Off (start 0, or no run directory): nothing happens.
+  StepProfiler off(0, 3, dir.file("c"), 0, false), nowhere(1, 1, "", 0, false);
+  off.before_step(1);
+  nowhere.before_step(1);
+  EXPECT_FALSE(off.active() || nowhere.active());
+  EXPECT_EQ(nowhere.after_step(1), "");
 }
 
 }  // namespace

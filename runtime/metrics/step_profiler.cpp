@@ -23,6 +23,8 @@ namespace {
 namespace prof = torch::autograd::profiler;
 namespace impl = torch::profiler::impl;
 
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -100,32 +102,46 @@ StepProfiler::~StepProfiler() {
   if (active_) {
     try {
       prof::disableProfiler();
-    } catch (...) {  // a destructor during unwinding must not throw; the error is already on its way
+    } catch (...) {  // a destructor must not throw; the run is ending anyway
     }
   }
 }
 
 void StepProfiler::before_step(int64_t step) {
   if (start_ <= 0 || step != start_ || active_) return;
-  const impl::ProfilerConfig config(impl::ProfilerState::KINETO, /*report_input_shapes=*/false,
-                                   /*profile_memory=*/true);
-  prof::prepareProfiler(config, activities(cuda_));
-  if (cuda_) cuda::synchronize(-1);  // earlier steps' kernels are not this profile's
-  prof::enableProfiler(config, activities(cuda_));
-  active_ = true;
-  t0_us_ = now_us();
+  // A profiler that cannot start (no CUPTI in a sandbox, say) costs the profile, never the run.
+  try {
+    const impl::ProfilerConfig config(impl::ProfilerState::KINETO, /*report_input_shapes=*/false,
+                                     /*profile_memory=*/true);
+    prof::prepareProfiler(config, activities(cuda_));
+    if (cuda_) cuda::synchronize(-1);  // earlier steps' kernels are not this profile's
+    prof::enableProfiler(config, activities(cuda_));
+    active_ = true;
+    t0_us_ = now_us();
+  } catch (const std::exception& e) {
+    failure_ = std::string("profile: the profiler did not start (") + first_line(e.what()) + "); training goes on";
+  }
 }
 
 std::string StepProfiler::after_step(int64_t step) {
+  if (!failure_.empty()) {
+    std::string out;
+    std::swap(out, failure_);
+    return out;
+  }
   if (!active_ || step < start_ + count_ - 1) return "";
-  const ProfileSummary s = stop(step);
-  std::filesystem::create_directories(dir_);
-  const std::string base = dir_ + "/profile-rank" + std::to_string(rank_);
-  std::ofstream(base + ".json") << s.to_json().dump(1) << "\n";
-  std::ofstream text(base + ".txt");
-  text << s.to_text();
-  if (!text) throw Error("profile: cannot write " + base + ".txt");
-  return base + ".txt";
+  try {
+    const ProfileSummary s = stop(step);
+    std::filesystem::create_directories(dir_);
+    const std::string base = dir_ + "/profile-rank" + std::to_string(rank_);
+    std::ofstream(base + ".json") << s.to_json().dump(1) << "\n";
+    std::ofstream text(base + ".txt");
+    text << s.to_text();
+    if (!text) return "profile: cannot write " + base + ".txt; training goes on";
+    return "profile of the steps written: " + base + ".txt";
+  } catch (const std::exception& e) {
+    return std::string("profile: could not be summarised (") + first_line(e.what()) + "); training goes on";
+  }
 }
 
 ProfileSummary StepProfiler::stop(int64_t last_step) {
@@ -134,7 +150,7 @@ ProfileSummary StepProfiler::stop(int64_t last_step) {
   s.first_step = start_;
   s.last_step = last_step;
   s.wall_us = now_us() - t0_us_;
-  active_ = false;
+  active_ = false;  // disabled below, even when summarising fails
   std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
   std::map<std::string, ProfileRow> host, gpu;
   // Allocations and frees ("[memory]" events, bytes signed) in time order give each device's live

@@ -43,7 +43,8 @@ class StepProfiler {
 
   // Around each training step (`step` = the 1-based number of the step about to run / just run).
   void before_step(int64_t step);
-  // Returns the summary's text path once the last profiled step is done ("" otherwise).
+  // A line for the console once the last profiled step is done, or when profiling failed (which
+  // never stops training); "" otherwise.
   std::string after_step(int64_t step);
   bool active() const { return active_; }
 
@@ -55,6 +56,7 @@ class StepProfiler {
   bool cuda_;
   bool active_ = false;
   double t0_us_ = 0;
+  std::string failure_;  // why the profiler did not start, reported once
 };
 
 }  // namespace gtrain

@@ -300,7 +300,7 @@ StepResult Trainer::train_step() {
   }
   data_wait_total_ += r.data_wait_s;
   const std::string profile = profiler_->after_step(step_);
-  if (!profile.empty() && comm_->rank() == 0) progress_->message("profile of the steps written: " + profile);
+  if (!profile.empty() && comm_->rank() == 0) progress_->message(profile);
   if (r.values_read && !std::isfinite(r.loss)) {
     throw Error("training diverged: loss is " + std::to_string(r.loss) + " at step " + std::to_string(step_),
                 "lower optimizer.learning_rate, add train.warmup_steps or set train.grad_clip");
