@@ -224,8 +224,8 @@ Context make_context(const PlannerInput& in) {
   Context c{in, {}, usable_memory_bytes(in), in.gpus_per_node > 0 ? std::min(in.gpus_per_node, in.world) : in.world,
             in.profile.kind == "gpu" ? "GPU" : "rank"};
   c.cost.model = in.model;
-  // Whether attention keeps its [H, T, T] scores depends on the ranks' device and this LibTorch.
-  c.cost.model.attention_scores_kept = attention_keeps_scores(in.profile.kind == "gpu", in.model.dropout);
+  // What attention keeps of its [H, T, T] scores depends on the ranks' device and this LibTorch.
+  c.cost.model.attention_score_tensors = attention_score_tensors(in.profile.kind == "gpu", in.model.dropout);
   c.cost.optimizer = in.optimizer.name;
   c.cost.momentum = in.optimizer.momentum;
   c.cost.precision = in.precision.dtype;

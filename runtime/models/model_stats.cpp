@@ -8,17 +8,18 @@ double transformer_block_activation_elements(const ModelStats& s, int64_t tp) {
   const double H = static_cast<double>(s.heads), t = static_cast<double>(tp < 1 ? 1 : tp);
   // Per block (pre-LN): LN1 input + output, LN2 input + output stay whole on every rank (4TC);
   // q, k, v (3TC), attention output (TC), MLP hidden before and after GELU (8TC) are split by tp,
-  // as are the attention weights and scores (2HT^2), or the flash kernels' log-sum-exp (HT).
-  const double attention = s.attention_scores_kept ? 2.0 * H * T * T : H * T;
+  // as are the attention's softmax-sized tensors (k HT^2), or the flash kernels' log-sum-exp (HT).
+  const double k = s.attention_score_tensors;
+  const double attention = k > 0 ? k * H * T * T : H * T;
   return 4.0 * T * C + (12.0 * T * C + attention) / t;
 }
 
-bool attention_keeps_scores(bool gpu, double dropout) {
+double attention_score_tensors(bool gpu, double dropout) {
 #if defined(GTRAIN_TORCH_SDPA) && GTRAIN_TORCH_SDPA
-  return !gpu && dropout > 0.0;
+  return !gpu && dropout > 0.0 ? 2.25 : 0.0;
 #else
-  (void)gpu, (void)dropout;
-  return true;
+  (void)gpu;
+  return dropout > 0.0 ? 2.25 : 1.0;
 #endif
 }
 

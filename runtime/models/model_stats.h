@@ -31,11 +31,12 @@ struct ModelStats {
   int64_t seq_len = 0;                      // tokens per sample
   int64_t vocab = 0;                        // vocabulary size (output layer width)
   double dropout = 0.0;                     // attention dropout (decides 2.x's CPU attention kernel)
-  // Whether backward keeps each block's [H, T, T] attention scores: true for an explicit softmax
-  // (LibTorch 1.13, and 2.x's math kernel, which CPU ranks use with dropout); false for SDPA's
-  // flash and memory-efficient kernels, which keep only a [H, T] log-sum-exp and recompute the rest.
-  // gpt_stats assumes kept; the planner sets it for the ranks' device (attention_keeps_scores).
-  bool attention_scores_kept = true;
+  // How many [H, T, T] score-sized tensors backward keeps per block: 1 for LibTorch 1.13's explicit
+  // softmax (its output; the scores before it are freed), 2.25 with dropout there or in 2.x's math
+  // kernel (softmax output, dropped output, byte mask), 0 for SDPA's flash and memory-efficient
+  // kernels (a [H, T] log-sum-exp; the rest is recomputed). gpt_stats assumes the explicit softmax;
+  // the planner sets it for the ranks' device (attention_score_tensors()).
+  double attention_score_tensors = 1.0;
   bool supports_tp = false;                 // the model can be split by tensor parallel
   bool supports_pp = false;                 // the model can be split into pipeline stages
 
@@ -46,15 +47,15 @@ struct ModelStats {
 ModelStats gpt_stats(int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t seq_len, int64_t vocab,
                      bool tied_embeddings, double dropout = 0.0);
 
-// Whether this build's causal attention (runtime/common/torch_compat.h) keeps the [H, T, T] scores
-// for backward on a GPU or CPU rank: always with LibTorch 1.13; with 2.x (SDPA, GTRAIN_TORCH_SDPA)
-// only on CPU with dropout, where SDPA falls back to its math kernel.
-bool attention_keeps_scores(bool gpu, double dropout);
+// How many [H, T, T] tensors this build's causal attention (runtime/common/torch_compat.h) keeps per
+// block for backward on a GPU or CPU rank: LibTorch 1.13's explicit softmax always keeps some; 2.x
+// (SDPA, GTRAIN_TORCH_SDPA) only on CPU with dropout, where SDPA falls back to its math kernel.
+double attention_score_tensors(bool gpu, double dropout);
 
 // Activation elements (not bytes) one sample keeps for backward on one rank of a tensor-parallel
 // group of `tp`, for one transformer block: about 4TC replicated (LayerNorm inputs and outputs) +
-// (12TC + 2HT^2)/tp (q, k, v, attention output, MLP input/output, attention weights; HT for the
-// log-sum-exp instead of 2HT^2 when the scores are not kept).
+// (12TC + kHT^2)/tp (q, k, v, attention output, MLP input/output, k = attention_score_tensors
+// softmax-sized tensors; HT for the flash kernels' log-sum-exp when k = 0).
 double transformer_block_activation_elements(const ModelStats& s, int64_t tp);
 
 // Activation elements outside the blocks: final norm input/output and the logits with their
