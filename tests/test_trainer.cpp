@@ -438,7 +438,7 @@ TEST(Checkpoint, ShardsAssembleFromRegionsAndFlatRanges) {
 }
 
 // A profiler that cannot start costs the profile, never the run: here a second one while the first
-// records (LibTorch allows one per thread) reports why once, then stays quiet.
+// records (one per thread) reports why once, then stays quiet, and the first one's profile is whole.
 TEST(StepProfiler, FailureToStartIsReportedAndTrainingGoesOn) {
   test::TempDir dir;
   StepProfiler first(1, 2, dir.file("a"), 0, /*cuda=*/false), second(1, 1, dir.file("b"), 0, /*cuda=*/false);

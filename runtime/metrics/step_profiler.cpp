@@ -109,7 +109,13 @@ StepProfiler::~StepProfiler() {
 
 void StepProfiler::before_step(int64_t step) {
   if (start_ <= 0 || step != start_ || active_) return;
-  // A profiler that cannot start (no CUPTI in a sandbox, say) costs the profile, never the run.
+  // A profiler that cannot start (no CUPTI in a sandbox, another one already recording) costs the
+  // profile, never the run. LibTorch 2.x would let a second one take over the first's recording.
+  if (impl::profilerEnabled()) {
+    failure_ = "profile: the profiler did not start (another profiler is already recording in this thread); "
+               "training goes on";
+    return;
+  }
   try {
     const impl::ProfilerConfig config(impl::ProfilerState::KINETO, /*report_input_shapes=*/false,
                                      /*profile_memory=*/true);
