@@ -11,7 +11,8 @@
 #
 #   scripts/compile-check-torch2.sh [BUILD_DIR]     (default: build)
 #
-# Environment: GTRAIN_TORCH2_ROOT, a folder holding an unpacked LibTorch 2.x (usr/include/...) to use
+# Exit: 0 all compile, 1 some do not, 2 usage, 77 the headers could not be fetched (skipped).
+# Environment: GTRAIN_DEBIAN_MIRROR (default http://deb.debian.org/debian); GTRAIN_TORCH2_ROOT, a folder holding an unpacked LibTorch 2.x (usr/include/...) to use
 # instead of the download; JOBS, parallel compiles (default: nproc).
 set -euo pipefail
 
@@ -28,12 +29,19 @@ root=${GTRAIN_TORCH2_ROOT:-$build/torch2-headers}
 if [[ ! -f $root/usr/include/torch/csrc/api/include/torch/version.h ]]; then
   work=$build/torch2-download
   rm -rf "$work" && mkdir -p "$work/lists/partial" "$work/archives/partial"
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main contrib" > "$work/sources.list"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${GTRAIN_DEBIAN_MIRROR:-http://deb.debian.org/debian} trixie main contrib" > "$work/sources.list"
   apt_opts=(-o Dir::Etc::sourcelist="$work/sources.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$work/lists"
             -o Dir::Cache::Archives="$work/archives" -o APT::Sandbox::User=root)
   echo "compile-check-torch2: fetching libtorch-cuda-dev from Debian trixie (headers only)"
-  apt-get "${apt_opts[@]}" -qq update
-  (cd "$work" && apt-get "${apt_opts[@]}" -qq download libtorch-cuda-dev)
+  # Exit 77 (ctest: skipped, and said so) when Debian's archive cannot be reached: no verdict then.
+  fetched=0
+  for try in 1 2 3; do
+    if apt-get "${apt_opts[@]}" -qq update && (cd "$work" && apt-get "${apt_opts[@]}" -qq download libtorch-cuda-dev); then
+      fetched=1 && break
+    fi
+    sleep $((try * 5))
+  done
+  ((fetched)) || { echo "compile-check-torch2: SKIPPED: could not fetch libtorch-cuda-dev from Debian trixie" >&2; exit 77; }
   rm -rf "$root" && mkdir -p "$root"
   dpkg -x "$work"/libtorch-cuda-dev_*.deb "$root"
   rm -rf "$work"
