@@ -4,8 +4,8 @@
 # Debian 12 ships LibTorch 1.13; Debian trixie ships 2.6 (built with gcc 14). This script makes a
 # trixie chroot with debootstrap (Debian's packages only), installs the build dependencies in it,
 # clones the committed HEAD of this repository into it, builds, and runs ctest -L 'cpu|multiproc'.
-# Needs root. About 35 minutes on 2 cores, so it is a tool for changes to torch-facing code, not a
-# CI step (CI runs the faster header-only scripts/compile-check-torch2.sh).
+# Needs root. About half an hour on 2 cores the first time, so it is a tool for changes to
+# torch-facing code, not a CI step (CI runs the header-only scripts/compile-check-torch2.sh).
 #
 #   scripts/test-torch2.sh [CHROOT_DIR]      (default: /var/tmp/gtrain-trixie)
 #
