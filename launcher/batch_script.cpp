@@ -49,7 +49,8 @@ std::string script_body(const BatchStage& s, const std::string& scheduler, const
     << "forward() { [ \"$child\" -gt 0 ] && kill -USR1 \"$child\" 2>/dev/null; }\n"
     << "trap forward USR1 TERM\n";
   if (s.launcher == "srun") {
-    b << "srun --kill-on-bad-exit=1 --ntasks=" << s.gpus << " \"$GTRAIN\" run \"$CONFIG\" --run-dir \"$RUN_DIR\" "
+    // Open MPI ranks started by srun find each other through PMIx; Slurm's default is none.
+    b << "srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=" << s.gpus << " \"$GTRAIN\" run \"$CONFIG\" --run-dir \"$RUN_DIR\" "
       << "\"${RUN_ARGS[@]}\" &\n";
   } else {
     b << "\"$GTRAIN\" run \"$CONFIG\" --run-dir \"$RUN_DIR\" \"${RUN_ARGS[@]}\" &\n";
@@ -77,7 +78,8 @@ std::string slurm_script(const BatchStage& s) {
     << "# directory) and the chain dependency are on the sbatch command line recorded in chain.json.\n"
     << "#SBATCH --nodes=" << s.nodes << "\n"
     << "#SBATCH --gpus-per-node=" << s.gpus / s.nodes << "\n"
-    << "#SBATCH --ntasks-per-node=1\n"
+    // mpirun: one task a node (gtrain starts mpirun, which places the ranks); srun: a task a rank.
+    << "#SBATCH --ntasks-per-node=" << (s.launcher == "srun" ? s.gpus / s.nodes : 1) << "\n"
     << "#SBATCH --time=" << s.time << "\n"
     << "#SBATCH --signal=B:USR1@" << s.signal_lead_s << "\n"
     << "#SBATCH --requeue\n"

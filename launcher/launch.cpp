@@ -38,9 +38,18 @@ RankEnvironment detect_rank_environment(const std::map<std::string, std::string>
     r.rank = int_of(env, "SLURM_PROCID", 0);
     r.local_rank = int_of(env, "SLURM_LOCALID", 0);
     r.local_size = int_of(env, "SLURM_NTASKS_PER_NODE", int_of(env, "SLURM_STEP_NUM_TASKS", r.size));
+    r.pmix = env.count("PMIX_RANK") > 0;
   }
   r.launched = r.size > 1;
   return r;
+}
+
+void require_mpi_wireup(const RankEnvironment& r) {
+  if (r.launcher != "srun" || r.pmix) return;
+  throw ConfigError("started as task " + std::to_string(r.rank) + " of " + std::to_string(r.size) +
+                        " by srun without PMIx, which Open MPI ranks need to find each other: use srun --mpi=pmix",
+                    "Slurm's default (MpiDefault=none) gives none; or run gtrain run once in the allocation and "
+                    "it starts the ranks with mpirun");
 }
 
 std::vector<std::string> mpirun_argv(const LaunchSpec& s) {

@@ -13,9 +13,14 @@ struct RankEnvironment {
   bool launched = false;  // started by mpirun or srun as one of several ranks
   std::string launcher;   // "mpirun", "srun", or ""
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
+  bool pmix = false;      // srun: the step serves PMIx (PMIX_RANK), which Open MPI ranks start from
 };
 
 RankEnvironment detect_rank_environment(const std::map<std::string, std::string>& env);
+
+// Throws ConfigError (one line, exit 2) for ranks that MPI cannot start: srun tasks without PMIx
+// (srun --mpi=none, Slurm's default MpiDefault), where MPI_Init would abort in every rank.
+void require_mpi_wireup(const RankEnvironment& r);
 
 struct HostSlots {
   std::string host;

@@ -175,6 +175,7 @@ RunOutcome run_job(const RunOptions& o) {
   JobConfig cfg = load_job_config(o.config_path, o.sets, env);
   if (o.quiet) cfg.log.progress = "none";
   const RankEnvironment rank_env = detect_rank_environment(env);
+  require_mpi_wireup(rank_env);  // before MPI_Init, which would abort every rank
   const std::string run_dir = resolve_run_dir(cfg, o);
   std::unique_ptr<RunLock> lock;
 

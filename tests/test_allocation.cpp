@@ -6,6 +6,7 @@
 
 #include "launcher/allocation.h"
 #include "launcher/hostlist.h"
+#include "launcher/launch.h"
 #include "launcher/program_runner.h"
 #include "launcher/scheduler_limits.h"
 #include "runtime/common/errors.h"
@@ -157,6 +158,42 @@ void record_slurm_limits(FakeRunner* r) {
       kSacctmgrQos;
   r->outputs["sacctmgr -P -n show assoc where account=proj format=Account,User,Partition,GrpTRES,MaxTRES,MaxWall"] =
       kSacctmgrAssoc;
+}
+
+// Rank detection: mpirun's variables, or one task of a several-task srun step; an srun task without
+// PMIx is refused before MPI_Init would abort it, with the flag that fixes it.
+TEST(RankEnvironment, MpirunSrunAndTheWireUp) {
+  auto m = detect_rank_environment({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"},
+                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  EXPECT_TRUE(m.launched);
+  EXPECT_EQ(m.launcher, "mpirun");
+  EXPECT_EQ(m.rank, 2);
+  EXPECT_NO_THROW(require_mpi_wireup(m));
+  std::map<std::string, std::string> srun = {{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"},
+                                             {"SLURM_LOCALID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"}};
+  auto bare = detect_rank_environment(srun);
+  EXPECT_TRUE(bare.launched);
+  EXPECT_EQ(bare.launcher, "srun");
+  EXPECT_EQ(bare.rank, 1);
+  EXPECT_FALSE(bare.pmix);
+  try {
+    require_mpi_wireup(bare);
+    ADD_FAILURE() << "an srun task without PMIx was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "started as task 1 of 2 by srun without PMIx, which Open MPI ranks need to find each other: use srun "
+              "--mpi=pmix");
+    EXPECT_NE(e.hint().find("MpiDefault=none"), std::string::npos) << e.hint();
+    EXPECT_EQ(e.exit_code(), 2);
+  }
+  srun["PMIX_RANK"] = "1";
+  auto wired = detect_rank_environment(srun);
+  EXPECT_TRUE(wired.pmix);
+  EXPECT_NO_THROW(require_mpi_wireup(wired));
+  // A batch script's shell (no step) and a one-task step are not ranks.
+  EXPECT_FALSE(detect_rank_environment({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}).launched);
+  EXPECT_FALSE(detect_rank_environment({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}).launched);
+  EXPECT_NO_THROW(require_mpi_wireup(detect_rank_environment({})));
 }
 
 TEST(SchedulerParsers, DurationsDatesTres) {

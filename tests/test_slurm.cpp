@@ -192,6 +192,36 @@ TEST(SlurmSubmit, StageSpansBothNodes) {
   EXPECT_NE(node2_log.find("StepId=" + job + ".0"), std::string::npos) << node2_log;
 }
 
+// --launcher srun: the stage's ranks are srun tasks that find each other through PMIx (the script
+// passes --mpi=pmix; this cluster's MpiDefault is none). Started without PMIx, each task says so in
+// one line before MPI_Init would abort it.
+TEST(SlurmSubmit, SrunLauncherStartsRanksThroughPmix) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), job_toml(30));
+  const std::string run = nasty_dir(dir, "run");
+  auto r = test::run_command(gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + shell_quote(run) +
+                                    " --stages 1 --gpus 2 --time 00:05:00 --launcher srun"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto c = wait_chain(run, 120);
+  ASSERT_EQ(c.value("state", ""), "completed") << c.dump(2) << slurm_out(run);
+  const auto st = ledger(run);
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].at("world"), 2) << st[0].dump();
+  EXPECT_EQ(st[0].at("step_to"), 30) << st[0].dump();
+
+  const std::string srun = "srun -N1 -n2 --gres=gpu:2 --time=2 ";
+  auto bare = test::run_command(srun + "--mpi=none " + gtrain_cmd("run " + dir.file("job.toml") + " --run-dir " +
+                                                                  dir.file("bare")));
+  EXPECT_NE(bare.exit_code, 0);
+  EXPECT_NE(bare.output.find("by srun without PMIx"), std::string::npos) << bare.output;
+  EXPECT_NE(bare.output.find("use srun --mpi=pmix"), std::string::npos) << bare.output;
+  EXPECT_EQ(bare.output.find("MPI_Init"), std::string::npos) << "stopped before MPI: " << bare.output;
+  auto wired = test::run_command(srun + "--mpi=pmix " + gtrain_cmd("run " + dir.file("job.toml") + " --run-dir " +
+                                                                   dir.file("wired") + " --set train.steps=4"));
+  ASSERT_EQ(wired.exit_code, 0) << wired.output;
+  EXPECT_NE(wired.output.find("dp=2"), std::string::npos) << wired.output;
+}
+
 // More GPUs than the cluster allows per job: sbatch's message verbatim, and the largest count it
 // accepts, with its plan.
 TEST(SlurmSubmit, TooManyGpusIsRefusedWithTheLargestAllowedPlan) {

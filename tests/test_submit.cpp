@@ -105,9 +105,17 @@ TEST(BatchScript, SlurmDirectivesAndSyntax) {
                            "#SBATCH --partition=gpu\n", "trap forward USR1 TERM", "chain-step"}) {
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
   }
+  EXPECT_NE(text.find("#SBATCH --ntasks-per-node=1\n"), std::string::npos) << "mpirun places the ranks\n" << text;
+  EXPECT_EQ(text.find("srun"), std::string::npos) << text;
   test::write_file(dir.file("s.sbatch"), text);
   const auto r = test::run_command("bash -n " + dir.file("s.sbatch"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  // --launcher srun: a task a GPU, started through PMIx.
+  BatchStage b = nasty_stage(dir.path());
+  b.launcher = "srun";
+  const std::string srun = slurm_script(b);
+  EXPECT_NE(srun.find("#SBATCH --ntasks-per-node=2\n"), std::string::npos) << srun;
+  EXPECT_NE(srun.find("srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=4 \"$GTRAIN\" run"), std::string::npos) << srun;
 }
 
 TEST(BatchScript, PbsText) {
