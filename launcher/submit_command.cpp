@@ -95,6 +95,8 @@ int validate_submit_options(const SubmitOptions& o) {
     throw ConfigError("--scheduler '" + o.scheduler + "': expected slurm or pbs");
   if (o.launcher != "mpirun" && o.launcher != "srun")
     throw ConfigError("--launcher '" + o.launcher + "': expected mpirun or srun");
+  if (o.launcher == "srun" && o.scheduler != "slurm")
+    throw ConfigError("--launcher srun needs --scheduler slurm (got " + o.scheduler + "); PBS stages start ranks with mpirun");
   int stages = 0;
   if (o.stages != "auto") {
     if (!std::regex_match(o.stages, std::regex("[0-9]{1,4}")) || std::stoi(o.stages) < 1)

@@ -210,6 +210,8 @@ TEST(SubmitOptions, RejectsBadValues) {
     }
   };
   bad([](SubmitOptions& o) { o.scheduler = "lsf"; }, "--scheduler 'lsf'");
+  bad([](SubmitOptions& o) { o.launcher = "torchrun"; }, "--launcher 'torchrun': expected mpirun or srun");
+  bad([](SubmitOptions& o) { o.launcher = "srun"; o.scheduler = "pbs"; }, "--launcher srun needs --scheduler slurm");
   bad([](SubmitOptions& o) { o.stages = "0"; }, "--stages '0'");
   bad([](SubmitOptions& o) { o.stages = "two"; }, "--stages 'two'");
   bad([](SubmitOptions& o) { o.gpus = "2,x"; }, "--gpus '2,x'");
