@@ -44,6 +44,11 @@ std::string nasty_dir(const test::TempDir& dir, const std::string& name) {
 
 std::string gtrain_cmd(const std::string& args) { return std::string(GTRAIN_BINARY) + " " + args; }
 
+// `gtrain submit CONFIG --run-dir RUN ARGS` (both paths quoted: they may be awkward on purpose).
+test::CommandResult submit(const std::string& config, const std::string& run, const std::string& args) {
+  return test::run_command(gtrain_cmd("submit " + shell_quote(config) + " --run-dir " + shell_quote(run) + " " + args));
+}
+
 nlohmann::json chain(const std::string& run_dir) {
   const std::string text = test::read_file(run_dir + "/chain.json");
   return text.empty() ? nlohmann::json::object() : nlohmann::json::parse(text, nullptr, false);
@@ -127,8 +132,7 @@ TEST(SlurmSubmit, ThreeStagesOnTwoFourOneGpusMatchAnUnstagedRun) {
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
 
   const std::string run = nasty_dir(dir, "run");
-  auto r = test::run_command(gtrain_cmd("submit " + shell_quote(base + "/job.toml") + " --run-dir " + shell_quote(run) +
-                                    " --stages 3 --gpus 2,4,1 --time 00:03:00"));
+  auto r = submit(base + "/job.toml", run, "--stages 3 --gpus 2,4,1 --time 00:03:00");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("USR1 45 s before the limit"), std::string::npos) << r.output;
   const std::string script = test::read_file(run + "/stage-1.sbatch");
@@ -176,8 +180,7 @@ TEST(SlurmSubmit, StageSpansBothNodes) {
   const std::string base = nasty_dir(dir, "cfg");
   test::write_file(base + "/job.toml", job_toml(60));
   const std::string run = nasty_dir(dir, "run");
-  auto r = test::run_command(gtrain_cmd("submit " + shell_quote(base + "/job.toml") + " --run-dir " + shell_quote(run) +
-                                    " --stages 1 --gpus 2 --nodes 2 --time 00:05:00"));
+  auto r = submit(base + "/job.toml", run, "--stages 1 --gpus 2 --nodes 2 --time 00:05:00");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto c = wait_chain(run, 120);
   ASSERT_EQ(c.value("state", ""), "completed") << c.dump(2) << slurm_out(run);
@@ -199,8 +202,7 @@ TEST(SlurmSubmit, SrunLauncherStartsRanksThroughPmix) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), job_toml(30));
   const std::string run = nasty_dir(dir, "run");
-  auto r = test::run_command(gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + shell_quote(run) +
-                                    " --stages 1 --gpus 2 --time 00:05:00 --launcher srun"));
+  auto r = submit(dir.file("job.toml"), run, "--stages 1 --gpus 2 --time 00:05:00 --launcher srun");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto c = wait_chain(run, 120);
   ASSERT_EQ(c.value("state", ""), "completed") << c.dump(2) << slurm_out(run);
@@ -227,8 +229,7 @@ TEST(SlurmSubmit, SrunLauncherStartsRanksThroughPmix) {
 TEST(SlurmSubmit, TooManyGpusIsRefusedWithTheLargestAllowedPlan) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), job_toml(60));
-  auto r = test::run_command(gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
-                                    " --stages 2 --gpus 8 --nodes 2 --time 00:05:00"));
+  auto r = submit(dir.file("job.toml"), dir.file("run"), "--stages 2 --gpus 8 --nodes 2 --time 00:05:00");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("sbatch: error: max 4 GPUs per job"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("largest GPU count the scheduler accepts is 4"), std::string::npos) << r.output;
@@ -244,8 +245,7 @@ TEST(SlurmSubmit, TimeLimitLeadSignalSavesBeforeTheKill) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), job_toml(100000));
   const std::string run = nasty_dir(dir, "run");
-  auto r = test::run_command(gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + shell_quote(run) +
-                                    " --stages 1 --gpus 1 --time 00:01:00 --signal-lead 40"));
+  auto r = submit(dir.file("job.toml"), run, "--stages 1 --gpus 1 --time 00:01:00 --signal-lead 40");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto c = wait_chain(run, 150);
   ASSERT_EQ(c.value("state", ""), "stopped") << c.dump(2) << slurm_out(run);
@@ -272,8 +272,7 @@ TEST(SlurmSubmit, CancelStopsTheChain) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), job_toml(60));
   const std::string run = dir.file("run");
-  auto r = test::run_command(gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + run +
-                                    " --stages 2 --time 00:05:00 --sbatch-arg=--hold"));
+  auto r = submit(dir.file("job.toml"), run, "--stages 2 --time 00:05:00 --sbatch-arg=--hold");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto c = test::run_command(gtrain_cmd("cancel " + run));
   EXPECT_EQ(c.exit_code, 0) << c.output;
