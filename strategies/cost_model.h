@@ -60,10 +60,10 @@ struct MemoryEstimate {
   double activation_per_sample_no_recompute = 0;  // the same without recompute
   double activation_per_sample_recompute = 0;     // and with recompute
   int64_t in_flight = 1;                          // micro-batches a stage holds at once
-  double training() const { return params + grads + grad_accumulators + optimizer + activations + workspace; }
-  // What the framework's allocator holds at most (torch.cuda.max_memory_allocated on a GPU):
-  // the training figure less the device reserve and fragmentation.
+  // What the framework's allocator holds at most (torch.cuda.max_memory_allocated on a GPU): the
+  // training figure less the device reserve and fragmentation.
   double tensors() const { return params + grads + grad_accumulators + optimizer + activations; }
+  double training() const { return tensors() + workspace; }
   double total() const { return training() > build ? training() : build; }
 };
 

@@ -137,8 +137,7 @@ std::string StepProfiler::after_step(int64_t step) {
   }
   if (!active_ || step < start_ + count_ - 1) return "";
   try {
-    const ProfileSummary s = stop(step);
-    std::filesystem::create_directories(dir_);
+    const ProfileSummary s = stop(step);  // creates dir_
     const std::string base = dir_ + "/profile-rank" + std::to_string(rank_);
     std::ofstream(base + ".json") << s.to_json().dump(1) << "\n";
     std::ofstream text(base + ".txt");
@@ -191,9 +190,9 @@ ProfileSummary StepProfiler::stop(int64_t last_step) {
     s.peak_tensor_bytes[device] = std::max(s.peak_tensor_bytes[device], now);
   }
   // Kineto builds can write a trace; LibTorch builds without Kineto (Debian's 1.13) cannot.
+  std::filesystem::create_directories(dir_);
   const std::string trace = dir_ + "/trace-rank" + std::to_string(rank_) + ".json";
   try {
-    std::filesystem::create_directories(dir_);
     result->save(trace);
     s.trace = trace;
   } catch (const c10::Error&) {
