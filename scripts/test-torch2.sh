@@ -1,26 +1,30 @@
 #!/usr/bin/env bash
-# test-torch2.sh: builds gtrain against LibTorch 2.6 and runs its cpu and multiproc tests there.
+# test-torch2.sh: builds gtrain against LibTorch 2.x and runs its cpu and multiproc tests there.
 #
-# Debian 12 ships LibTorch 1.13; Debian trixie ships 2.6 (built with gcc 14). This script makes a
-# trixie chroot with debootstrap (Debian's packages only), installs the build dependencies in it,
-# clones the committed HEAD of this repository into it, builds, and runs ctest -L 'cpu|multiproc'.
+# Debian 12 ships LibTorch 1.13; Debian trixie ships 2.6 (built with gcc 14), Debian sid 2.14 (gcc
+# 15, C++20). This script makes a chroot of that suite with debootstrap (Debian's packages only),
+# installs the build dependencies in it, clones the committed HEAD of this repository into it,
+# builds, and runs ctest -L 'cpu|multiproc'.
 # Needs root. About half an hour on 2 cores the first time, so it is a tool for changes to
 # torch-facing code, not a CI step (CI runs the header-only scripts/compile-check-torch2.sh).
 #
-#   scripts/test-torch2.sh [CHROOT_DIR]      (default: /var/tmp/gtrain-trixie)
+#   scripts/test-torch2.sh [CHROOT_DIR]      (default: /var/tmp/gtrain-$SUITE)
 #
+# SUITE: trixie (default, LibTorch 2.6) or sid (whatever LibTorch Debian unstable has now).
 # Re-running reuses the chroot and the build tree (only changed files recompile). The ctest log is
 # CHROOT_DIR/src/ctest.log. Environment: CTEST_ARGS, extra arguments for ctest (e.g. -R Memory).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-root=${1:-/var/tmp/gtrain-trixie}
+suite=${SUITE:-trixie}
+[[ $suite == trixie || $suite == sid ]] || { echo "test-torch2: SUITE must be trixie or sid, got '$suite'" >&2; exit 2; }
+root=${1:-/var/tmp/gtrain-$suite}
 [[ $(id -u) -eq 0 ]] || { echo "test-torch2: needs root (debootstrap, chroot)" >&2; exit 2; }
 
 if [[ ! -x $root/usr/bin/apt-get ]]; then
   command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap
-  echo "test-torch2: debootstrap trixie into $root"
-  debootstrap --variant=minbase --include=ca-certificates trixie "$root" http://deb.debian.org/debian >/dev/null
+  echo "test-torch2: debootstrap $suite into $root"
+  debootstrap --variant=minbase --include=ca-certificates "$suite" "$root" http://deb.debian.org/debian >/dev/null
 fi
 
 mounted=()
