@@ -43,7 +43,8 @@ if [[ ! -f $root/usr/include/torch/csrc/api/include/torch/version.h ]]; then
   rm -rf "$work" && mkdir -p "$work/lists/partial" "$work/archives/partial"
   echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${GTRAIN_DEBIAN_MIRROR:-http://deb.debian.org/debian} $suite main contrib" > "$work/sources.list"
   apt_opts=(-o Dir::Etc::sourcelist="$work/sources.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$work/lists"
-            -o Dir::Cache::Archives="$work/archives" -o APT::Sandbox::User=root)
+            -o Dir::Cache::Archives="$work/archives" -o APT::Sandbox::User=root
+            -o Acquire::Check-Valid-Until=false)  # a mirror snapshot's sid Release may be past its date
   echo "compile-check-torch2: fetching $deb from Debian $suite (headers only)"
   # Exit 77 (ctest: skipped, and said so) when Debian's archive cannot be reached, or no longer has
   # the pinned version: no verdict then.

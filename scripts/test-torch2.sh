@@ -40,6 +40,8 @@ cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
 chroot "$root" /bin/bash -c 'set -e; export DEBIAN_FRONTEND=noninteractive
   if ! dpkg -s libtorch-dev >/dev/null 2>&1; then
+    # A mirror snapshot'"'"'s sid Release may be past its Valid-Until date; signatures are still checked.
+    echo "Acquire::Check-Valid-Until \"false\";" > /etc/apt/apt.conf.d/99gtrain-snapshot
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends libtorch-dev libopenmpi-dev openmpi-bin libcli11-dev \
       libtomlplusplus-dev libgtest-dev nlohmann-json3-dev libopenblas0-pthread cmake ninja-build g++ lld \
