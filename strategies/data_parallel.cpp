@@ -30,8 +30,9 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
       break;
     }
   }
-  fused_ = compat::kHaveFusedAdamW && fopts_.device().is_cuda() && opt_.optimizer.name == "adamw" &&
-           opt_.optimizer.fused;
+  const bool kernel = fopts_.device().is_cuda() ? compat::kHaveFusedAdamW
+                                               : opt_.device_step && compat::kHaveFusedAdamWCpu;
+  fused_ = kernel && opt_.optimizer.name == "adamw" && opt_.optimizer.fused;
   for (int64_t i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
     const auto& p = params_[i].second;
     if (!p.requires_grad()) continue;
@@ -274,7 +275,7 @@ torch::Tensor DataParallelEngine::grad_norm_tensor() {
 }
 
 torch::Tensor DataParallelEngine::clip_and_step(double lr, double clip) {
-  if (!fopts_.device().is_cuda()) return ParallelEngine::clip_and_step(lr, clip);  // CPU: unchanged arithmetic
+  if (!fopts_.device().is_cuda() && !opt_.device_step) return ParallelEngine::clip_and_step(lr, clip);
   torch::NoGradGuard ng;
   auto norm = grad_norm_tensor();
   torch::Tensor divisor;  // gradients are divided by it: (norm + 1e-6) / clip when norm > clip, else 1

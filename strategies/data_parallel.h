@@ -38,6 +38,10 @@ struct DataParallelOptions {
                                     // the tied embedding on the last stage): left out of the norm, not written
   std::shared_ptr<Communicator> model_comm;  // the replica's tp x pp ranks: norm and overflow are summed over it
   bool reports_loss = true;         // see ParallelEngine::reports_loss
+  // The step CUDA parameters take (device-side norm and clipping divisor, fused AdamW where LibTorch
+  // has the kernel for the device) on CPU parameters too; CPU runs otherwise keep the host-side
+  // arithmetic of ParallelEngine::clip_and_step. Tests use it to run the CUDA step's logic on CPU.
+  bool device_step = false;
 };
 
 class DataParallelEngine : public ParallelEngine {
@@ -61,8 +65,8 @@ class DataParallelEngine : public ParallelEngine {
   bool reports_loss() const override { return opt_.reports_loss; }
 
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
-  // Whether steps use the fused AdamW kernel (CUDA parameters, LibTorch >= 2.1, optimizer adamw and
-  // optimizer.fused).
+  // Whether steps use the fused AdamW kernel (optimizer adamw and optimizer.fused, and CUDA
+  // parameters with LibTorch >= 2.1, or device_step on CPU with LibTorch >= 2.4).
   bool fused_adamw() const { return fused_; }
   // Elements of optimizer state this rank holds per moment (shrinks with ZeRO).
   int64_t owned_elements() const;

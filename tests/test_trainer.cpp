@@ -9,6 +9,7 @@
 #include "launcher/run_command.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/errors.h"
+#include "runtime/common/torch_compat.h"
 #include "runtime/metrics/step_profiler.h"
 #include "runtime/train/lr_schedule.h"
 #include "strategies/data_parallel.h"
@@ -259,6 +260,77 @@ TEST(DataParallel, FlatOptimizersMatchTorchOptim) {
     EXPECT_TRUE(torch::allclose(w, tw, 1e-5, 1e-6)) << name;
     EXPECT_TRUE(torch::allclose(b, tb, 1e-5, 1e-6)) << name;
   }
+}
+
+// The step CUDA runs take (device-side norm and clipping divisor; the fused AdamW kernel where
+// LibTorch has it), run on CPU: it follows torch::optim::AdamW with clip_grad_norm_, over several
+// buckets whose owned ranges alternate between decayed matrices and undecayed biases. With
+// LibTorch >= 2.4 the fused kernel itself runs here (its CPU version); with 1.13 the flat update.
+TEST(DataParallel, DeviceStepMatchesTorchOptimWithClipping) {
+  for (int zero : {0, 2}) {
+    for (bool fused : {true, false}) {
+      torch::manual_seed(0);
+      const std::vector<std::vector<int64_t>> shapes = {{6, 5}, {5}, {5, 4}, {4}, {4, 3}, {3}};
+      std::vector<std::pair<std::string, torch::Tensor>> mine;
+      std::vector<torch::Tensor> ref_decay, ref_plain, ref_all;
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        auto t0 = torch::randn(shapes[i]);
+        mine.emplace_back("p" + std::to_string(i), t0.clone().requires_grad_());
+        ref_all.push_back(t0.clone().requires_grad_());
+        (t0.dim() >= 2 ? ref_decay : ref_plain).push_back(ref_all.back());
+      }
+      DataParallelOptions o;
+      o.zero_stage = zero;
+      o.bucket_bytes = 40;  // 10 floats: three buckets, each holding a bias and a matrix
+      o.optimizer.name = "adamw";
+      o.optimizer.weight_decay = 0.1;
+      o.optimizer.fused = fused;
+      o.device_step = true;
+      DataParallelEngine e(std::make_shared<LocalCommunicator>(), mine, o);
+      EXPECT_EQ(e.num_buckets(), 3);
+      EXPECT_EQ(e.fused_adamw(), fused && compat::kHaveFusedAdamWCpu);
+      std::vector<torch::optim::OptimizerParamGroup> groups;
+      groups.emplace_back(ref_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                         torch::optim::AdamWOptions(0.05).weight_decay(0.1)));
+      groups.emplace_back(ref_plain, std::make_unique<torch::optim::AdamWOptions>(
+                                         torch::optim::AdamWOptions(0.05).weight_decay(0.0)));
+      torch::optim::AdamW ref(groups, torch::optim::AdamWOptions(0.05));
+      auto loss_of = [](const std::vector<torch::Tensor>& p, const torch::Tensor& x) {
+        auto h = torch::tanh(torch::matmul(x, p[0]) + p[1]);
+        h = torch::tanh(torch::matmul(h, p[2]) + p[3]);
+        return (torch::matmul(h, p[4]) + p[5]).pow(2).sum();
+      };
+      std::vector<torch::Tensor> ours;
+      for (auto& kv : mine) ours.push_back(kv.second);
+      int clipped = 0;
+      for (int s = 0; s < 6; ++s) {
+        auto x = torch::randn({8, 6});
+        const double clip = s % 2 ? 0.5 : 1e6;  // clip every other step
+        e.zero_grad();
+        e.begin_micro_batch(true);
+        loss_of(ours, x).backward();
+        e.end_backward();
+        const double norm = e.clip_and_step(0.05, clip).item<double>();
+        ref.zero_grad();
+        loss_of(ref_all, x).backward();
+        const double ref_norm = torch::nn::utils::clip_grad_norm_(ref_all, clip);
+        EXPECT_NEAR(norm, ref_norm, 1e-5 * ref_norm) << "zero " << zero << " fused " << fused << " step " << s;
+        clipped += ref_norm > clip;
+        ref.step();
+      }
+      EXPECT_EQ(clipped, 3);
+      for (size_t i = 0; i < ours.size(); ++i) {
+        EXPECT_TRUE(torch::allclose(ours[i], ref_all[i], 1e-5, 1e-6))
+            << "zero " << zero << " fused " << fused << " param " << i << ": "
+            << (ours[i] - ref_all[i]).abs().max().item<double>();
+      }
+    }
+  }
+  // Without device_step a CPU engine keeps the host-side step.
+  auto w = torch::ones({2, 2}, torch::requires_grad());
+  DataParallelOptions o;
+  DataParallelEngine plain(std::make_shared<LocalCommunicator>(), {{"w", w}}, o);
+  EXPECT_FALSE(plain.fused_adamw());
 }
 
 PlannerInput planner_input(int64_t world, int64_t batch, double mem) {

@@ -57,10 +57,12 @@ inline void set_autocast(c10::DeviceType device, bool enabled, c10::ScalarType d
   if (!enabled) at::autocast::clear_cache();
 }
 
-// Whether at::_fused_adamw_ (one multi-tensor CUDA kernel for the whole AdamW update) exists.
+// Whether at::_fused_adamw_ (one multi-tensor CUDA kernel for the whole AdamW update) exists, and
+// whether it has a CPU kernel too (LibTorch 2.4).
 constexpr bool kHaveFusedAdamW = GTRAIN_TORCH_AT_LEAST(2, 1);
+constexpr bool kHaveFusedAdamWCpu = GTRAIN_TORCH_AT_LEAST(2, 4);
 
-// AdamW on lists of same-device CUDA tensors in one fused kernel: for each i, params[i] *= 1 - lr *
+// AdamW on lists of same-device CUDA (or, from 2.4, CPU) tensors in one fused kernel: for each i, params[i] *= 1 - lr *
 // weight_decay, then the Adam update with bias corrections from steps[i] (a float scalar tensor the
 // caller advances; the same tensor may repeat). grads[i] is first divided by `grad_scale` (a float
 // scalar tensor on the device; undefined = 1), so gradient clipping costs no extra pass. Only call
