@@ -8,6 +8,7 @@
 #include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
 #include "strategies/data_parallel.h"
+#include "tests/adamw_reference.h"
 
 namespace gtrain {
 namespace {
@@ -136,19 +137,10 @@ TEST(MpiComm, UnsupportedInputsAreClearErrors) {
 // clip_grad_norm_ over the whole batch.
 TEST(MpiDataParallel, DeviceStepShardsMatchOneProcess) {
   const int R = g_world->size(), r = g_world->rank();
-  const std::vector<std::vector<int64_t>> shapes = {{6, 5}, {5}, {5, 4}, {4}, {4, 3}, {3}};
   for (int zero : {0, 1, 2}) {
     for (bool fused : {true, false}) {
       torch::manual_seed(0);
-      std::vector<std::pair<std::string, torch::Tensor>> mine;
-      std::vector<torch::Tensor> ours, ref_all, ref_decay, ref_plain;
-      for (size_t i = 0; i < shapes.size(); ++i) {
-        auto t0 = torch::randn(shapes[i]);
-        mine.emplace_back("p" + std::to_string(i), t0.clone().requires_grad_());
-        ours.push_back(mine.back().second);
-        ref_all.push_back(t0.clone().requires_grad_());
-        (t0.dim() >= 2 ? ref_decay : ref_plain).push_back(ref_all.back());
-      }
+      test::SmallMlp m(0.05, 0.1);
       DataParallelOptions o;
       o.zero_stage = zero;
       o.bucket_bytes = 40;  // three buckets of a bias and a matrix each; owned chunks split them
@@ -156,38 +148,24 @@ TEST(MpiDataParallel, DeviceStepShardsMatchOneProcess) {
       o.optimizer.weight_decay = 0.1;
       o.optimizer.fused = fused;
       o.device_step = true;
-      DataParallelEngine e(g_world, mine, o);
+      DataParallelEngine e(g_world, m.named, o);
       EXPECT_EQ(e.fused_adamw(), fused && compat::kHaveFusedAdamWCpu);
-      std::vector<torch::optim::OptimizerParamGroup> groups;
-      groups.emplace_back(ref_decay, std::make_unique<torch::optim::AdamWOptions>(
-                                         torch::optim::AdamWOptions(0.05).weight_decay(0.1)));
-      groups.emplace_back(ref_plain, std::make_unique<torch::optim::AdamWOptions>(
-                                         torch::optim::AdamWOptions(0.05).weight_decay(0.0)));
-      torch::optim::AdamW ref(groups, torch::optim::AdamWOptions(0.05));
-      auto loss_of = [](const std::vector<torch::Tensor>& p, const torch::Tensor& x) {
-        auto h = torch::tanh(torch::matmul(x, p[0]) + p[1]);
-        h = torch::tanh(torch::matmul(h, p[2]) + p[3]);
-        return (torch::matmul(h, p[4]) + p[5]).pow(2).sum();
-      };
       for (int s = 0; s < 6; ++s) {
         torch::manual_seed(100 + s);
         auto x = torch::randn({4 * R, 6});  // the global batch; this rank trains on rows 4r..4r+3
         const double clip = s % 2 ? 0.5 : 1e6;
         e.zero_grad();
         e.begin_micro_batch(true);
-        loss_of(ours, x.narrow(0, 4 * r, 4)).backward();
+        test::SmallMlp::loss(m.params, x.narrow(0, 4 * r, 4)).backward();
         e.end_backward();
         const double norm = e.clip_and_step(0.05, clip).item<double>();
-        ref.zero_grad();
-        loss_of(ref_all, x).backward();
-        const double ref_norm = torch::nn::utils::clip_grad_norm_(ref_all, clip);
-        ref.step();
+        const double ref_norm = m.ref_step(x, clip);
         EXPECT_NEAR(norm, ref_norm, 1e-5 * ref_norm) << "zero " << zero << " fused " << fused << " step " << s;
       }
-      for (size_t i = 0; i < ours.size(); ++i) {
-        EXPECT_TRUE(torch::allclose(ours[i], ref_all[i], 1e-5, 1e-6))
+      for (size_t i = 0; i < m.params.size(); ++i) {
+        EXPECT_TRUE(torch::allclose(m.params[i], m.ref[i], 1e-5, 1e-6))
             << "rank " << r << " zero " << zero << " fused " << fused << " param " << i << ": "
-            << (ours[i] - ref_all[i]).abs().max().item<double>();
+            << (m.params[i] - m.ref[i]).abs().max().item<double>();
       }
     }
   }
