@@ -62,11 +62,11 @@ inline void set_autocast(c10::DeviceType device, bool enabled, c10::ScalarType d
 constexpr bool kHaveFusedAdamW = GTRAIN_TORCH_AT_LEAST(2, 1);
 constexpr bool kHaveFusedAdamWCpu = GTRAIN_TORCH_AT_LEAST(2, 4);
 
-// AdamW on lists of same-device CUDA (or, from 2.4, CPU) tensors in one fused kernel: for each i, params[i] *= 1 - lr *
-// weight_decay, then the Adam update with bias corrections from steps[i] (a float scalar tensor the
-// caller advances; the same tensor may repeat). grads[i] is first divided by `grad_scale` (a float
-// scalar tensor on the device; undefined = 1), so gradient clipping costs no extra pass. Only call
-// when kHaveFusedAdamW.
+// AdamW on lists of same-device CUDA (from 2.4 also CPU) tensors in one fused kernel: for each i,
+// params[i] *= 1 - lr * weight_decay, then the Adam update with bias corrections from steps[i] (a
+// float scalar tensor the caller advances; the same tensor may repeat). grads[i] is first divided
+// by `grad_scale` (a float scalar tensor on the device; undefined = 1), so gradient clipping costs
+// no extra pass. Only call when kHaveFusedAdamW (and, for CPU tensors, kHaveFusedAdamWCpu).
 inline void fused_adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
                         at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1,
                         double beta2, double weight_decay, double eps, const torch::Tensor& grad_scale) {
