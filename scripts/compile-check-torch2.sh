@@ -75,8 +75,12 @@ if [[ -f $inc/c10/cuda/CUDAMacros.h && ! -f $macros ]]; then
   printf '#pragma once\n// Written by compile-check-torch2.sh: a CUDA build of LibTorch generates this.\n#define C10_CUDA_BUILD_SHARED_LIBS\n' > "$macros"
 fi
 # torch/version.h holds the numbers up to 2.x; later ones keep them in torch/headeronly/version.h.
-version=$(for part in MAJOR MINOR PATCH; do cat "$inc/torch/csrc/api/include/torch/version.h" \
-  "$inc/torch/headeronly/version.h" 2>/dev/null | sed -n "s/^#define TORCH_VERSION_$part \([0-9]*\)/\1/p" | head -1; done | paste -sd. -)
+version_h=()
+for f in torch/csrc/api/include/torch/version.h torch/headeronly/version.h; do
+  [[ -f $inc/$f ]] && version_h+=("$inc/$f")
+done
+version=$(for part in MAJOR MINOR PATCH; do
+  sed -n "s/^#define TORCH_VERSION_$part \([0-9]*\)/\1/p" "${version_h[@]}" | head -1; done | paste -sd. -)
 echo "compile-check-torch2: LibTorch $version headers in $inc, CUDA headers in $cuda_home/include, $jobs jobs"
 
 # One command per source file; the CUDA compile-check target's flavour wins where a file has both.
