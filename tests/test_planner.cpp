@@ -448,6 +448,25 @@ TEST(PlanFlags, MemorySizesAndGpuCounts) {
 namespace gtrain {
 namespace {
 
+// Blocks of the fused output layer + loss: within the budget (64 MiB of fp32 logits on CPU,
+// 512 MiB on a GPU), the fewest that fit, balanced.
+TEST(CostModel, FusedLossBlocksFitTheBudgetAndBalance) {
+  const int64_t V = 50304, N = 16 * 1024;
+  EXPECT_EQ(fused_loss_block_rows(N, V, true), 2341);   // 512 MiB fits 2668 rows: 7 blocks, not 6 + a sliver
+  EXPECT_EQ(fused_loss_block_rows(N, V, false), 328);   // 64 MiB fits 333 rows: 50 blocks
+  for (bool gpu : {false, true}) {
+    for (int64_t n : {1, 7, 333, 334, 2668, 2669, 16384, 100000}) {
+      const int64_t rows = fused_loss_block_rows(n, V, gpu);
+      const int64_t most = static_cast<int64_t>(fused_loss_block_bytes(gpu) / (4.0 * V));
+      const int64_t blocks = (n + rows - 1) / rows;
+      EXPECT_LE(4.0 * V * rows, fused_loss_block_bytes(gpu)) << n;
+      EXPECT_EQ(blocks, (n + most - 1) / most) << n;           // no more blocks than needed
+      EXPECT_GT(n - (blocks - 1) * rows, rows - blocks) << n;  // the last block is nearly full
+    }
+  }
+  EXPECT_EQ(fused_loss_block_rows(5, 1 << 30, true), 1);  // a row larger than the budget: one a block
+}
+
 // The fused output layer + loss holds no whole logits: GPT-2 124M at micro-batch 16 in bf16 saves
 // the [T, V] logits kept for backward and their gradient (4 T V elements per sample) less the
 // blocks and gradients it holds instead; tensor parallelism keeps the vocabulary-parallel loss.
@@ -463,7 +482,8 @@ TEST(CostModel, FusedLossDropsTheWholeLogits) {
   const MemoryEstimate fused = estimate_memory(in, l);
   const double T = 1024, V = 50304, C = 768, mb = 16;
   const double saved = 4.0 * T * V * 2.4 * mb;  // 2.4: the model's bytes per bf16 activation (with fp32 copies)
-  const double held = 1.5 * 64.0 * 1024 * 1024 + 6.0 * T * C * mb + 4.0 * V * C;
+  // A GPU block: 7 blocks of 2341 rows for the 16384 rows (471 MB of fp32 logits each).
+  const double held = 1.5 * 4.0 * V * 2341 + 6.0 * T * C * mb + 4.0 * V * C;
   EXPECT_NEAR(plain.activations - fused.activations, saved - held, 1e6);
   EXPECT_GT(plain.total() - fused.total(), 5e9);  // GiB-scale: what the GPU benchmark compares
   l.tp = 2;

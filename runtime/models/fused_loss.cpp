@@ -5,6 +5,7 @@
 
 #include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
+#include "runtime/models/model_stats.h"
 
 namespace gtrain {
 namespace {
@@ -29,7 +30,7 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
     auto grad_x = torch::empty_like(x);
     auto grad_w = torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat));
     auto loss = torch::zeros({}, x.options().dtype(torch::kFloat));
-    const int64_t rows = block_rows > 0 ? block_rows : std::max<int64_t>(1, (int64_t{64} << 20) / (4 * V));
+    const int64_t rows = block_rows > 0 ? block_rows : fused_loss_block_rows(N, V, x.is_cuda());
     for (int64_t r0 = 0; r0 < N; r0 += rows) {
       const int64_t n = std::min(rows, N - r0);
       const auto xb = xc.narrow(0, r0, n);

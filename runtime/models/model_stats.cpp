@@ -1,6 +1,8 @@
 // model_stats.cpp: GPT sizes from its shape (the formulas Gpt::stats and the planner share).
 #include "runtime/models/model_stats.h"
 
+#include <algorithm>
+
 namespace gtrain {
 
 double transformer_block_activation_elements(const ModelStats& s, int64_t tp) {
@@ -21,6 +23,16 @@ double attention_score_tensors(bool gpu, double dropout) {
   (void)gpu;
   return dropout > 0.0 ? 2.25 : 1.0;
 #endif
+}
+
+double fused_loss_block_bytes(bool gpu) { return (gpu ? 512.0 : 64.0) * 1024 * 1024; }
+
+int64_t fused_loss_block_rows(int64_t rows, int64_t vocab, bool gpu) {
+  const double row_bytes = 4.0 * static_cast<double>(std::max<int64_t>(1, vocab));
+  const int64_t most = std::max<int64_t>(1, static_cast<int64_t>(fused_loss_block_bytes(gpu) / row_bytes));
+  rows = std::max<int64_t>(1, rows);
+  const int64_t blocks = (rows + most - 1) / most;
+  return (rows + blocks - 1) / blocks;
 }
 
 double transformer_outer_activation_elements(const ModelStats& s, int64_t tp) {

@@ -52,6 +52,16 @@ ModelStats gpt_stats(int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t se
 // (SDPA, GTRAIN_TORCH_SDPA) only on CPU with dropout, where SDPA falls back to its math kernel.
 double attention_score_tensors(bool gpu, double dropout);
 
+// The most fp32 logits one block of gpt's fused output layer + loss (runtime/models/fused_loss.h)
+// holds: 64 MiB on CPU; 512 MiB on a GPU, where every block also reads and writes the whole fp32
+// weight gradient [V, C] once (385 MB for GPT-2), so that GPT-2 124M at batch 16 takes 7 blocks,
+// not 49, and that traffic stays a fraction of a millisecond.
+double fused_loss_block_bytes(bool gpu);
+
+// Rows a block for `rows` rows of `vocab` logits within fused_loss_block_bytes(gpu), balanced over
+// the fewest blocks that fit, so that the last block is not a sliver.
+int64_t fused_loss_block_rows(int64_t rows, int64_t vocab, bool gpu);
+
 // Activation elements (not bytes) one sample keeps for backward on one rank of a tensor-parallel
 // group of `tp`, for one transformer block: about 4TC replicated (LayerNorm inputs and outputs) +
 // (12TC + kHT^2)/tp (q, k, v, attention output, MLP input/output, k = attention_score_tensors
