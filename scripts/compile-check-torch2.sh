@@ -74,7 +74,7 @@ macros=$inc/c10/cuda/impl/cuda_cmake_macros.h
 if [[ -f $inc/c10/cuda/CUDAMacros.h && ! -f $macros ]]; then
   printf '#pragma once\n// Written by compile-check-torch2.sh: a CUDA build of LibTorch generates this.\n#define C10_CUDA_BUILD_SHARED_LIBS\n' > "$macros"
 fi
-# torch/version.h holds the numbers up to 2.x; later ones keep them in torch/headeronly/version.h.
+# The version numbers: torch/version.h (2.6), torch/headeronly/version.h (2.14).
 version_h=()
 for f in torch/csrc/api/include/torch/version.h torch/headeronly/version.h; do
   [[ -f $inc/$f ]] && version_h+=("$inc/$f")

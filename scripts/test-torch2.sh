@@ -2,7 +2,7 @@
 # test-torch2.sh: builds gtrain against LibTorch 2.x and runs its cpu and multiproc tests there.
 #
 # Debian 12 ships LibTorch 1.13; Debian trixie ships 2.6 (built with gcc 14), Debian sid 2.14 (gcc
-# 15, C++20). This script makes a chroot of that suite with debootstrap (Debian's packages only),
+# 16, C++20). This script makes a chroot of that suite with debootstrap (Debian's packages only),
 # installs the build dependencies in it, clones the committed HEAD of this repository into it,
 # builds, and runs ctest -L 'cpu|multiproc'.
 # Needs root. About half an hour on 2 cores the first time, so it is a tool for changes to
