@@ -96,12 +96,12 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
     const double backward_ws = (12.0 * T * C / t + (fused ? 0.0 : 2.0 * T * static_cast<double>(m.vocab) / t)) * eb;
     e.activations = (std::max(first, last) + backward_ws) * mb;
     if (fused) {
-      // One block of fp32 logits (fused_loss_block_rows(), reused in place for the softmax) and
-      // its product-dtype copy, the input's gradient (fp32) and product-dtype copy, and the fp32
-      // weight gradient.
+      // Two blocks of fp32 (fused_loss_block_rows(): the logits and their log-softmax, live
+      // together at the block's peak), the input's gradient (fp32) and product-dtype copy, and the
+      // fp32 weight gradient.
       const int64_t rows = fused_loss_block_rows(m.seq_len * l.micro_batch, m.vocab, in.profile.kind == "gpu");
       const double block = 4.0 * V_ * static_cast<double>(rows);
-      e.activations += 1.5 * block + (4.0 + 2.0) * T * C * mb + 4.0 * V_ * C;
+      e.activations += 2.0 * block + (4.0 + 2.0) * T * C * mb + 4.0 * V_ * C;
     }
   } else {
     const double scale = half(in.precision) ? 0.6 : 1.0;

@@ -235,6 +235,39 @@ TEST(FusedLoss, MatchesLinearThenCrossEntropy) {
   EXPECT_GT(std::abs(lb.item<double>() - loss.item<double>()), 0.0);  // the products really ran in bf16
 }
 
+// Under bf16 autocast both gradients equal autocast's unfused layer: products in bf16, softmax -
+// onehot in fp32 from the bf16 logits, cast to bf16 for the backward products. Rows are confident
+// (p(target) above 0.95 on average), where the target's entry p - 1 is all the gradient there is: subtracting the 1
+// after the cast to bf16 would lose it (bf16(0.99) - 1 is -0.0078, not -0.01).
+TEST(FusedLoss, Bf16GradientsMatchAutocastForConfidentRows) {
+  torch::manual_seed(11);
+  const int64_t N = 40, C = 16, V = 37;
+  auto w = torch::randn({V, C});
+  auto t = torch::randint(0, V, {N}, torch::kLong);
+  auto x = (torch::randn({N, C}) * 0.1 + 1.2 * w.index_select(0, t)).requires_grad_(true);
+  auto wf = w.clone().requires_grad_(true);
+  const auto bf = torch::kBFloat16;
+  auto logits = torch::mm(x.detach().to(bf), w.to(bf).t()).to(torch::kFloat);
+  auto g = torch::softmax(logits, 1);
+  const double p_target = g.gather(1, t.unsqueeze(1)).mean().item<double>();
+  ASSERT_GT(p_target, 0.95);  // the confident rows this test is about
+  g.scatter_add_(1, t.unsqueeze(1), torch::full({N, 1}, -1.0));
+  const auto gb = g.to(bf);
+  const auto ref_gx = torch::mm(gb, w.to(bf)).to(torch::kFloat);
+  const auto ref_gw = torch::mm(gb.t(), x.detach().to(bf)).to(torch::kFloat);
+
+  compat::set_autocast(c10::DeviceType::CPU, true, bf);
+  auto loss = linear_cross_entropy_sum(x, wf, t, 7);
+  compat::set_autocast(c10::DeviceType::CPU, false, bf);
+  loss.backward();
+  const auto row_err = (x.grad() - ref_gx).norm(2, {1}) / ref_gx.norm(2, {1});
+  EXPECT_LT(row_err.max().item<double>(), 3e-2);  // one bf16 ulp of an entry; the cast-first mistake errs by ~100%
+  EXPECT_LT(((wf.grad() - ref_gw).norm() / ref_gw.norm()).item<double>(), 1e-2);
+  const double ref_loss = torch::nn::functional::cross_entropy(
+      logits, t, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
+  EXPECT_NEAR(loss.item<double>(), ref_loss, 1e-4 * std::abs(ref_loss) + 1e-4);
+}
+
 // gpt's training loss with the fused layer (tied and untied) equals forward + loss_sum, and so do
 // the gradients of every parameter.
 TEST(FusedLoss, GptTrainLossAndGradientsMatch) {
