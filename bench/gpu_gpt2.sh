@@ -3,7 +3,8 @@
 # 12 layers x 12 heads x 768 wide, vocab 50304, sequence 1024, batch 16, bf16, 30 steps (10 warm-up,
 # 20 timed), then the same model in PyTorch eager and with torch.compile (bench/gpt2_reference.py);
 # prints tokens/s, MFU (H200 bf16 peak 989 TFLOP/s) and the ratios, checks that every loss starts near
-# ln(vocab) and falls, compares the planner's memory estimate with torch's max allocated, and appends
+# ln(vocab) and falls, compares the planner's memory estimate with torch's max allocated, runs gtrain
+# again without its fused loss and without fused AdamW with the time left (what each is worth), appends
 # a dated section with the commit to bench/RESULTS.md (and writes everything under $OUT).
 #
 # Usage: bench/gpu_gpt2.sh            the GPU benchmark (about 6-9 minutes on 16 cores, build included)
@@ -23,7 +24,7 @@ for arg in "$@"; do
     --smoke) SMOKE=1 ;;
     --no-build) BUILD_IT=0 ;;
     --no-record) RECORD=0 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"; exit 0 ;;
     *) echo "gpu_gpt2.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -203,6 +204,33 @@ timeout "$t" "$PYTHON" "$HERE/gpt2_reference.py" --device "$DEVICE" --modes eage
   2>"$OUTDIR/reference.err" || log "reference exited with $? (see reference.err)"
 cat "$OUTDIR/reference.jsonl"
 
+# ---- 3b. gtrain variants --------------------------------------------------------------------
+# With what the budget has left after the main figures: gtrain again without one of its GPU-specific
+# choices at a time, WARM + 10 steps (10 timed), no profiler: what each choice is worth on this GPU.
+VARIANTS=("fused_loss off|train.fused_loss=off" "AdamW not fused|optimizer.fused=false")
+: >"$OUTDIR/variants.tsv"
+if [[ "$GTRAIN_STATUS" == ok ]]; then
+  for v in "${VARIANTS[@]}"; do
+    name=${v%%|*} set=${v#*|}
+    dir="$OUTDIR/variant-${set%%=*}"
+    if ((BUDGET_S - SECONDS < 75)); then
+      log "variant $name: skipped (budget spent)"
+      printf '%s\t%s\t%s\n' "$name" "skipped: budget spent" "$dir/metrics.jsonl" >>"$OUTDIR/variants.tsv"
+      continue
+    fi
+    t=$(allow 60 15 30)
+    log "variant $name (--set $set, at most ${t}s)"
+    if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --run-dir "$dir" --no-resume --set "$set" \
+        --set train.steps=$((WARM + 10)) --set log.profile_start=0 >"$dir.log" 2>&1; then
+      st=ok
+    else
+      st="failed with exit $? (see $(basename "$dir").log)"
+      tail -5 "$dir.log"
+    fi
+    printf '%s\t%s\t%s\n' "$name" "$st" "$dir/metrics.jsonl" >>"$OUTDIR/variants.tsv"
+  done
+fi
+
 # ---- 4. table, checks, RESULTS.md -----------------------------------------------------------
 set +e
 "$PYTHON" - "$OUTDIR" "$RUN_DIR/metrics.jsonl" "$GTRAIN_STATUS" "$WARM" "$B" "$T" "$V" "$L" "$C" "$SMOKE" \
@@ -221,15 +249,22 @@ for r in ref:
     else:  # the reference could not start at all
         for mode in ("eager", "compile"):
             rows[mode] = {"mode": mode, "error": r.get("error", "no result")}
-g = {"mode": "gtrain", "status": status}
-if status.startswith("ok") and os.path.exists(metrics):
+params = next((r["params"] for r in ref if "params" in r), None)
+
+def gtrain_row(name, status, metrics):
+    """A table row from a gtrain run's metrics.jsonl: tokens/s over the steps after warm-up."""
+    g = {"mode": name, "status": status}
+    if not (status.startswith("ok") and os.path.exists(metrics)):
+        return g
     recs = [json.loads(l) for l in open(metrics)]
     train = {r["step"]: r for r in recs if r.get("kind") == "train"}
+    if not train:
+        g["status"] = "no train records in " + os.path.basename(metrics)
+        return g
     last = max(train)
     if warm in train and last > warm:
         dt = train[last]["elapsed_s"] - train[warm]["elapsed_s"]
         g["tokens_per_s"] = (last - warm) * B * T / dt
-        params = next((r["params"] for r in ref if "params" in r), None)
         if params:
             fpt = 6 * params + 12 * L * C * T
             g["mfu"] = g["tokens_per_s"] * fpt / PEAK
@@ -239,7 +274,17 @@ if status.startswith("ok") and os.path.exists(metrics):
               "gpu_mem_used_mb", "gpu_util"):
         if k in train[last]:
             g[k] = train[last][k]
+    return g
+
+g = gtrain_row("gtrain", status, metrics)
 rows["gtrain"] = g
+variants = []
+vpath = os.path.join(out, "variants.tsv")
+for line in (open(vpath).read().splitlines() if os.path.exists(vpath) else []):
+    vname, vstatus, vmetrics = line.split("\t")
+    key = "gtrain, " + vname
+    rows[key] = gtrain_row(key, vstatus, vmetrics)
+    variants.append(key)
 
 def fmt(x, spec):
     return format(x, spec) if isinstance(x, (int, float)) else "-"
@@ -247,7 +292,7 @@ def fmt(x, spec):
 lines = ["| run | tokens/s | MFU | vs eager | first loss | last loss | max allocated MB | note |",
          "|---|---:|---:|---:|---:|---:|---:|---|"]
 eager = rows.get("eager", {}).get("tokens_per_s")
-for name in ("gtrain", "eager", "compile"):
+for name in ["gtrain"] + variants + ["eager", "compile"]:
     r = rows.get(name, {"status": "not run"})
     tps = r.get("tokens_per_s")
     ratio = tps / eager if tps and eager else None
@@ -283,6 +328,11 @@ if eager and g.get("tokens_per_s"):
     r = g["tokens_per_s"] / eager
     notes.append(f"gtrain / eager = {r:.2f}x" + (" (CPU smoke run: says nothing about the GPU target)" if smoke else
                  f" (target >= 1.00x: {'met' if r >= 1.0 else 'NOT met'})"))
+for key in variants:
+    v = rows[key].get("tokens_per_s")
+    if v and g.get("tokens_per_s"):
+        notes.append(f"{key}: {v:,.0f} tokens/s; gtrain's default is {g['tokens_per_s'] / v:.2f}x that "
+                     f"(10 timed steps against 20)")
 comp = rows.get("compile", {}).get("tokens_per_s")
 if comp and g.get("tokens_per_s"):
     notes.append(f"gtrain / torch.compile = {g['tokens_per_s'] / comp:.2f}x")
@@ -316,10 +366,11 @@ done
 # A lent machine sends back at most 8 files: keep the summaries whole and pack the logs, the config
 # and the run directory (less Kineto traces and checkpoints) into logs.tgz.
 packed=()
-for f in configure.log build.log gtrain.log gtrain-unfused.log reference.err gpt2.toml RESULTS.md; do
+for f in configure.log build.log gtrain.log gtrain-unfused.log reference.err gpt2.toml variants.tsv RESULTS.md; do
   [[ -e "$OUTDIR/$f" ]] && packed+=("$f")
 done
 [[ -d "$RUN_DIR" ]] && packed+=("$(basename "$RUN_DIR")")
+for f in "$OUTDIR"/variant-*; do [[ -e "$f" ]] && packed+=("$(basename "$f")"); done
 if ((${#packed[@]})); then
   tar -C "$OUTDIR" --exclude='trace-rank*.json' --exclude='checkpoints' -czf "$OUTDIR/logs.tgz" "${packed[@]}" &&
     (cd "$OUTDIR" && rm -rf "${packed[@]}")
