@@ -3,9 +3,10 @@
 # 12 layers x 12 heads x 768 wide, vocab 50304, sequence 1024, batch 16, bf16, 30 steps (10 warm-up,
 # 20 timed), then the same model in PyTorch eager and with torch.compile (bench/gpt2_reference.py);
 # prints tokens/s, MFU (H200 bf16 peak 989 TFLOP/s) and the ratios, checks that every loss starts near
-# ln(vocab) and falls, compares the planner's memory estimate with torch's max allocated, runs gtrain
-# again without its fused loss and without fused AdamW with the time left (what each is worth), appends
-# a dated section with the commit to bench/RESULTS.md (and writes everything under $OUT).
+# ln(vocab) and falls, compares the planner's memory estimate with torch's max allocated, runs the
+# gpu test suite (tests/test_gpu.cpp), then, with the time left, gtrain without its fused loss and
+# without fused AdamW (what each is worth), and appends a dated section with the commit to
+# bench/RESULTS.md (and writes everything under $OUT).
 #
 # Usage: bench/gpu_gpt2.sh            the GPU benchmark (about 6-9 minutes on 16 cores, build included)
 #        bench/gpu_gpt2.sh --smoke    the same path on CPU with a tiny GPT and the existing CPU build
@@ -90,7 +91,8 @@ if ((BUILD_IT)) && ! ((SMOKE)); then
   # Header-only dependencies a bare machine may lack: bench/gpu_pack_deps.sh copies them from a
   # machine that has them into bench/.deps (carry that folder along).
   if [[ -d "$HERE/.deps/usr" ]]; then
-    [[ -f /usr/include/toml++/toml.h && -f /usr/include/nlohmann/json.hpp ]] || PREFIXES="$PREFIXES;$HERE/.deps/usr"
+    [[ -f /usr/include/toml++/toml.h && -f /usr/include/nlohmann/json.hpp && -f /usr/include/gtest/gtest.h ]] ||
+      PREFIXES="$PREFIXES;$HERE/.deps/usr"
     if [[ ! -f /usr/include/zlib.h && -f "$HERE/.deps/usr/include/zlib.h" ]]; then
       zlib_so=$(ls /usr/lib/x86_64-linux-gnu/libz.so* /lib/x86_64-linux-gnu/libz.so* 2>/dev/null | head -1)
       EXTRA+=(-DZLIB_INCLUDE_DIR="$HERE/.deps/usr/include" -DZLIB_LIBRARY="$zlib_so")
@@ -99,10 +101,12 @@ if ((BUILD_IT)) && ! ((SMOKE)); then
   # CUDA toolkit for LibTorch's CMake: /usr/local/cuda, else nvcc on PATH.
   if [[ -z "${CUDA_HOME:-}" && -x /usr/local/cuda/bin/nvcc ]]; then export CUDA_HOME=/usr/local/cuda; fi
   [[ -n "${CUDA_HOME:-}" ]] && EXTRA+=(-DCUDAToolkit_ROOT="$CUDA_HOME" -DCMAKE_CUDA_COMPILER="$CUDA_HOME/bin/nvcc")
+  # The GPU test suite needs GoogleTest (here, or carried in bench/.deps); without it only gtrain.
+  if [[ -f /usr/include/gtest/gtest.h || -f "$HERE/.deps/usr/include/gtest/gtest.h" ]]; then TESTS=ON; else TESTS=OFF; fi
   GEN="Unix Makefiles"; command -v ninja >/dev/null && GEN=Ninja
   log "configuring $BUILD (LibTorch $TORCH_PREFIX, $GEN)"
   t=$(allow 150 300 60)
-  if ! timeout "$t" cmake -S "$ROOT" -B "$BUILD" -G "$GEN" -DCMAKE_BUILD_TYPE=Release -DGTRAIN_BUILD_TESTS=OFF \
+  if ! timeout "$t" cmake -S "$ROOT" -B "$BUILD" -G "$GEN" -DCMAKE_BUILD_TYPE=Release -DGTRAIN_BUILD_TESTS=$TESTS \
       -DGTRAIN_WITH_CUDA=ON -DCMAKE_PREFIX_PATH="$PREFIXES" "${EXTRA[@]}" >"$OUTDIR/configure.log" 2>&1; then
     BUILD_STATUS="configure failed (see configure.log)"
     tail -25 "$OUTDIR/configure.log"
@@ -204,6 +208,44 @@ timeout "$t" "$PYTHON" "$HERE/gpt2_reference.py" --device "$DEVICE" --modes eage
   2>"$OUTDIR/reference.err" || log "reference exited with $? (see reference.err)"
 cat "$OUTDIR/reference.jsonl"
 
+# ---- 3a. GPU test suite -------------------------------------------------------------------
+# The gpu-labelled GoogleTest suite (tests/test_gpu.cpp: bf16 and fp16 training, fused loss, CUDA
+# memory statistics, profiler, checkpoints, NCCL), built after the timed runs so that the build does
+# not share the machine with them. The smoke run stands in the CPU suite's fused-loss tests.
+if ((SMOKE)); then
+  TEST_BIN=$BUILD/tests/gtrain_cpu_tests TEST_ARGS=(--gtest_filter='FusedLoss.*') TEST_KIND="CPU stand-in (FusedLoss.*)"
+else
+  TEST_BIN=$BUILD/tests/gtrain_gpu_tests TEST_ARGS=() TEST_KIND="gpu suite"
+fi
+TESTS_STATUS="not run"
+rm -f "$OUTDIR/gpu-tests.json"
+if [[ "$BUILD_STATUS" != ok ]]; then
+  TESTS_STATUS="not run ($BUILD_STATUS)"
+elif ! ((SMOKE)) && [[ "${TESTS:-OFF}" != ON ]]; then
+  TESTS_STATUS="not run (no GoogleTest here: run bench/gpu_pack_deps.sh and carry bench/.deps)"
+elif ((BUDGET_S - SECONDS < 90)); then
+  TESTS_STATUS="not run (budget spent)"
+else
+  TESTS_STATUS=built
+  if ! ((SMOKE)); then
+    t=$(allow 150 60 45)
+    log "building gtrain_gpu_tests (at most ${t}s)"
+    timeout "$t" cmake --build "$BUILD" -j "$JOBS" --target gtrain_gpu_tests >"$OUTDIR/build-tests.log" 2>&1 ||
+      { TESTS_STATUS="build failed or timed out (build-tests.log)"; grep -m 10 -E "error|Error" "$OUTDIR/build-tests.log" || true; }
+  fi
+  if [[ "$TESTS_STATUS" == built ]]; then
+    t=$(allow 150 45 30)
+    log "$TEST_KIND (at most ${t}s)"
+    if timeout "$t" "$TEST_BIN" "${TEST_ARGS[@]}" --gtest_output="json:$OUTDIR/gpu-tests.json" >"$OUTDIR/gpu-tests.log" 2>&1; then
+      TESTS_STATUS=ran
+    else
+      TESTS_STATUS="exited with $? (gpu-tests.log)"
+    fi
+    grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]" "$OUTDIR/gpu-tests.log" | tail -20 || true
+  fi
+fi
+log "tests: $TESTS_STATUS"
+
 # ---- 3b. gtrain variants --------------------------------------------------------------------
 # With what the budget has left after the main figures: gtrain again without one of its GPU-specific
 # choices at a time, WARM + 10 steps (10 timed), no profiler: what each choice is worth on this GPU.
@@ -234,9 +276,10 @@ fi
 # ---- 4. table, checks, RESULTS.md -----------------------------------------------------------
 set +e
 "$PYTHON" - "$OUTDIR" "$RUN_DIR/metrics.jsonl" "$GTRAIN_STATUS" "$WARM" "$B" "$T" "$V" "$L" "$C" "$SMOKE" \
+  "$TESTS_STATUS" "$TEST_KIND" \
   <<'PY'
 import json, math, os, sys
-out, metrics, status, warm, B, T, V, L, C, smoke = sys.argv[1:]
+out, metrics, status, warm, B, T, V, L, C, smoke, tests_status, test_kind = sys.argv[1:]
 warm, B, T, V, L, C, smoke = int(warm), int(B), int(T), int(V), int(L), int(C), smoke == "1"
 facts = dict(l.split(": ", 1) for l in open(os.path.join(out, "facts.txt")).read().splitlines() if ": " in l)
 PEAK = 989e12
@@ -336,6 +379,21 @@ for key in variants:
 comp = rows.get("compile", {}).get("tokens_per_s")
 if comp and g.get("tokens_per_s"):
     notes.append(f"gtrain / torch.compile = {g['tokens_per_s'] / comp:.2f}x")
+# The test suite: every test passed or skipped (a GPU test skips only without a device).
+tpath = os.path.join(out, "gpu-tests.json")
+if os.path.exists(tpath):
+    suites = json.load(open(tpath)).get("testsuites", [])
+    cases = [(f"{su['name']}.{c['name']}", c) for su in suites for c in su.get("testsuite", [])]
+    failed = [n for n, c in cases if c.get("failures")]
+    skipped = [n for n, c in cases if c.get("result") == "SKIPPED" and not c.get("failures")]
+    notes.append(f"{test_kind}: {len(cases)} tests, {len(cases) - len(failed) - len(skipped)} passed, "
+                 f"{len(failed)} failed, {len(skipped)} skipped"
+                 + (f" (failed: {', '.join(failed)})" if failed else "")
+                 + (f" (skipped: {', '.join(skipped)})" if skipped else ""))
+    if failed:
+        problems.append(f"{test_kind}: {len(failed)} failed")
+else:
+    notes.append(f"{test_kind}: {tests_status}")
 checks = "all loss checks passed" if not problems else "; ".join(problems)
 title = ("CPU smoke run (tiny GPT on CPU, not a GPU benchmark)" if smoke
          else "GPU benchmark: GPT-2 124M, bf16, batch 16 x 1024")
@@ -366,7 +424,8 @@ done
 # A lent machine sends back at most 8 files: keep the summaries whole and pack the logs, the config
 # and the run directory (less Kineto traces and checkpoints) into logs.tgz.
 packed=()
-for f in configure.log build.log gtrain.log gtrain-unfused.log reference.err gpt2.toml variants.tsv RESULTS.md; do
+for f in configure.log build.log build-tests.log gpu-tests.log gpu-tests.json gtrain.log gtrain-unfused.log \
+    reference.err gpt2.toml variants.tsv RESULTS.md; do
   [[ -e "$OUTDIR/$f" ]] && packed+=("$f")
 done
 [[ -d "$RUN_DIR" ]] && packed+=("$(basename "$RUN_DIR")")

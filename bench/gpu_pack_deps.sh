@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Copies the header-only build dependencies (toml++, nlohmann/json with their CMake configs, zlib.h)
-# from this machine into bench/.deps (git-ignored), for a bare GPU machine without them and without
+# Copies the build dependencies a bare GPU machine may lack (toml++ and nlohmann/json with their
+# CMake configs, zlib.h, and GoogleTest's headers, static libraries and CMake config for the gpu test
+# suite) from this machine into bench/.deps (git-ignored), for a machine without them and without
 # network: carry bench/.deps along and bench/gpu_gpt2.sh adds it to CMAKE_PREFIX_PATH when needed.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -22,4 +23,9 @@ endif()
 set(tomlplusplus_FOUND TRUE)
 CMAKE
 cp -r /usr/share/cmake/nlohmann_json "$D/share/cmake/"
+# GoogleTest (Debian's libgtest-dev: static libraries built with the C++11 ABI, as pip's LibTorch is;
+# its CMake config locates them relative to itself).
+cp -r /usr/include/gtest /usr/include/gmock "$D/include/"
+cp /usr/lib/x86_64-linux-gnu/libgtest*.a /usr/lib/x86_64-linux-gnu/libgmock*.a "$D/lib/x86_64-linux-gnu/"
+cp -r /usr/lib/x86_64-linux-gnu/cmake/GTest "$D/lib/x86_64-linux-gnu/cmake/"
 du -sh "$HERE/.deps"
