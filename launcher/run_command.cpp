@@ -213,7 +213,7 @@ RunOutcome run_job(const RunOptions& o) {
                                         : torch::Device(torch::kCPU);
   if (dev.cuda) {
     cuda::set_device(dev.index);
-#ifdef GTRAIN_WITH_NCCL
+#if defined(GTRAIN_WITH_NCCL) && defined(GTRAIN_WITH_MPI)
     if (auto mpi = std::dynamic_pointer_cast<MpiCommunicator>(comm)) comm = RoutedCommunicator::create(mpi, dev.index);
 #else
     if (comm->size() > 1) {

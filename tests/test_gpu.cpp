@@ -176,13 +176,22 @@ TEST_F(Gpu, CheckpointFromTheGpuResumesOntoIt) {
   EXPECT_NEAR(a, b, 1e-3 * std::abs(a));
 }
 
-#if defined(GTRAIN_WITH_NCCL) && defined(GTRAIN_WITH_MPI)
+#ifdef GTRAIN_WITH_NCCL
+// Bootstrapped over the local communicator, so a build without MPI tests it too.
 TEST_F(Gpu, NcclWorldOfOneReducesCudaTensorsAndRefusesOthers) {
-  auto world = MpiCommunicator::world(MpiCommOptions{});
-  NcclCommunicator nccl(world, 0);
+  NcclCommunicator nccl(std::make_shared<LocalCommunicator>(), 0);
+  EXPECT_EQ(nccl.size(), 1);
+  EXPECT_GE(NcclCommunicator::version(), 20000);
   auto t = torch::full({4}, 2.0, torch::TensorOptions().device(kGpu));
   nccl.allreduce(t, ReduceOp::kSum);
   EXPECT_TRUE(torch::equal(t.cpu(), torch::full({4}, 2.0)));
+  // bf16 (the dtype a bf16 run could reduce in) and a split communicator work too.
+  auto h = torch::full({3}, 1.5, torch::TensorOptions().dtype(torch::kBFloat16).device(kGpu));
+  auto sub = nccl.split(0, 0);
+  EXPECT_EQ(sub->backend(), "nccl");
+  sub->allreduce(h, ReduceOp::kMax);
+  sub->barrier();
+  EXPECT_TRUE(torch::equal(h.cpu(), torch::full({3}, 1.5, torch::kBFloat16)));
   auto cpu = torch::ones({4});
   try {
     nccl.allreduce(cpu, ReduceOp::kSum);

@@ -82,7 +82,7 @@ int NcclCommunicator::version() {
   return v;
 }
 
-NcclCommunicator::NcclCommunicator(std::shared_ptr<MpiCommunicator> bootstrap, int device)
+NcclCommunicator::NcclCommunicator(std::shared_ptr<Communicator> bootstrap, int device)
     : impl_(std::make_unique<Impl>()), bootstrap_(std::move(bootstrap)), device_(device) {
   rank_ = bootstrap_->rank();
   size_ = bootstrap_->size();
@@ -173,8 +173,7 @@ void NcclCommunicator::barrier() {
 }
 
 std::shared_ptr<Communicator> NcclCommunicator::split(int color, int key) {
-  auto sub = std::dynamic_pointer_cast<MpiCommunicator>(bootstrap_->split(color, key));
-  return std::make_shared<NcclCommunicator>(sub, device_);
+  return std::make_shared<NcclCommunicator>(bootstrap_->split(color, key), device_);
 }
 
 void NcclCommunicator::abort(const std::string& reason) {

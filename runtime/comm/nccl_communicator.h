@@ -1,20 +1,22 @@
-// nccl_communicator.h: Communicator over NCCL for CUDA tensors. Bootstrapped over MPI (the
-// ncclUniqueId is broadcast by rank 0); runs on its own CUDA stream, ordered against the compute
-// stream with events. Compiled whenever NCCL is found, also in CPU-only LibTorch builds.
+// nccl_communicator.h: Communicator over NCCL for CUDA tensors. Bootstrapped over a CPU
+// communicator (rank 0 broadcasts the ncclUniqueId): MPI across processes, or the local one for a
+// world of one, so a build without MPI still has it. Runs on its own CUDA stream, ordered against
+// the compute stream with events. Compiled whenever NCCL is found, also in CPU-only LibTorch builds.
 #pragma once
 
 #ifdef GTRAIN_WITH_NCCL
 
 #include <memory>
 
-#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/communicator.h"
 
 namespace gtrain {
 
 class NcclCommunicator : public Communicator {
  public:
-  // Collective over every rank of `bootstrap`, using CUDA device `device`.
-  NcclCommunicator(std::shared_ptr<MpiCommunicator> bootstrap, int device);
+  // Collective over every rank of `bootstrap` (a CPU communicator: MPI, or LocalCommunicator for a
+  // world of one), using CUDA device `device`.
+  NcclCommunicator(std::shared_ptr<Communicator> bootstrap, int device);
   ~NcclCommunicator() override;
 
   std::string backend() const override { return "nccl"; }
@@ -38,7 +40,7 @@ class NcclCommunicator : public Communicator {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  std::shared_ptr<MpiCommunicator> bootstrap_;
+  std::shared_ptr<Communicator> bootstrap_;
   int rank_ = 0, size_ = 1, device_ = 0;
 };
 

@@ -1,7 +1,7 @@
 // routed_communicator.cpp: CUDA tensors to NCCL, CPU tensors to MPI.
 #include "runtime/comm/routed_communicator.h"
 
-#ifdef GTRAIN_WITH_NCCL
+#if defined(GTRAIN_WITH_NCCL) && defined(GTRAIN_WITH_MPI)
 
 namespace gtrain {
 
@@ -43,4 +43,4 @@ void RoutedCommunicator::abort(const std::string& reason) { nccl_->abort(reason)
 
 }  // namespace gtrain
 
-#endif  // GTRAIN_WITH_NCCL
+#endif  // GTRAIN_WITH_NCCL && GTRAIN_WITH_MPI

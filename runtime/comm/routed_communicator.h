@@ -4,7 +4,7 @@
 // agreement, probe) and the bootstrap stay on MPI.
 #pragma once
 
-#ifdef GTRAIN_WITH_NCCL
+#if defined(GTRAIN_WITH_NCCL) && defined(GTRAIN_WITH_MPI)
 
 #include <memory>
 
@@ -45,4 +45,4 @@ class RoutedCommunicator : public Communicator {
 
 }  // namespace gtrain
 
-#endif  // GTRAIN_WITH_NCCL
+#endif  // GTRAIN_WITH_NCCL && GTRAIN_WITH_MPI
