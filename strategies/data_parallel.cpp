@@ -89,10 +89,24 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
   }
   if (fused_) fused_step_ = torch::zeros({}, fopts_);
 
-  attach_accumulators();
+  // A hook after each parameter's AccumulateGrad (not before it, as Tensor::register_hook would): on
+  // the last micro-batch the gradient is then already where autograd put it, and nothing else adds
+  // it anywhere. The nodes are held here: a node nothing holds would be rebuilt without the hook.
+  struct AfterAccumulate : torch::autograd::FunctionPostHook {
+    AfterAccumulate(DataParallelEngine* e, int64_t i) : engine(e), index(i) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                              const torch::autograd::variable_list&) override {
+      engine->on_gradient(index);
+      return outputs;
+    }
+    DataParallelEngine* engine;
+    int64_t index;
+  };
   for (size_t i = 0; i < params_.size(); ++i) {
     if (bucket_of_[i] < 0) continue;
-    params_[i].second.register_hook([this, i](torch::Tensor g) { on_gradient(static_cast<int64_t>(i), g); });
+    auto node = torch::autograd::impl::grad_accumulator(params_[i].second);
+    node->add_post_hook(std::make_unique<AfterAccumulate>(this, static_cast<int64_t>(i)));
+    accumulators_.push_back(std::move(node));
   }
 }
 
@@ -134,33 +148,55 @@ void DataParallelEngine::attach_accumulators() {
   }
 }
 
+// Every element of a bucket's `grad` is written each step (a gradient, an accumulator, or zeros
+// for a parameter that got none) and its padding stays zero, so nothing is zeroed here: with one
+// micro-batch the gradients take one pass, the copy into the buckets.
 void DataParallelEngine::zero_grad() {
   for (auto& kv : params_) kv.second.mutable_grad() = torch::Tensor();
-  attach_accumulators();
   for (auto& b : buckets_) {
     b.ready = 0;
     b.work.reset();
-    if (b.grad.defined()) b.grad.zero_();
   }
   std::fill(got_grad_.begin(), got_grad_.end(), false);
   next_launch_ = 0;
+  accumulated_ = detached_ = false;
 }
 
-void DataParallelEngine::begin_micro_batch(bool last) { sync_ = last; }
+void DataParallelEngine::begin_micro_batch(bool last) {
+  sync_ = last;
+  if (!last && !accumulated_) {
+    attach_accumulators();
+    accumulated_ = true;
+  }
+  if (last && accumulated_ && !detached_) {
+    // The accumulators keep the earlier micro-batches' sum; this one's gradients arrive apart.
+    for (auto& kv : params_) kv.second.mutable_grad() = torch::Tensor();
+    detached_ = true;
+  }
+}
 
-void DataParallelEngine::on_gradient(int64_t i, const torch::Tensor& g) {
-  if (!sync_ || got_grad_[i]) return;
+const DataParallelEngine::Segment& DataParallelEngine::segment(int64_t i) const {
+  const auto& b = buckets_[bucket_of_[i]];
+  return *std::find_if(b.segments.begin(), b.segments.end(), [&](const Segment& s) { return s.param == i; });
+}
+
+void DataParallelEngine::on_gradient(int64_t i) {
+  if (!sync_) return;  // accumulated in place into the accumulator view
+  auto& p = params_[i].second;
+  if (got_grad_[i]) return;  // a second backward through the parameter in one micro-batch: not supported
+  const auto g = p.grad();   // this micro-batch's gradient, as autograd produced it (.grad was empty)
+  if (!g.defined()) return;
   torch::NoGradGuard ng;
   auto& b = buckets_[bucket_of_[i]];
   if (!b.grad.defined()) b.grad = torch::zeros({b.padded}, fopts_);  // stage 2: allocated per step
-  const auto& seg = *std::find_if(b.segments.begin(), b.segments.end(), [&](const Segment& s) { return s.param == i; });
+  const auto& seg = segment(i);
   auto dst = b.grad.narrow(0, seg.offset, seg.numel);
-  const auto& prev = params_[i].second.grad();  // gradient accumulated by earlier micro-batches
-  if (prev.defined()) {
-    torch::add_out(dst, prev.reshape({-1}), g.reshape({-1}));
+  if (detached_) {
+    torch::add_out(dst, b.accum.narrow(0, seg.offset, seg.numel), g.reshape({-1}));
   } else {
     dst.copy_(g.reshape({-1}));
   }
+  p.mutable_grad() = torch::Tensor();  // freed now, not at the end of backward
   got_grad_[i] = true;
   ++b.ready;
   launch_ready_buckets();
@@ -195,11 +231,15 @@ void DataParallelEngine::end_backward() {
       if (bucket_of_[i] < 0 || got_grad_[i]) continue;
       auto& b = buckets_[bucket_of_[i]];
       if (!b.grad.defined()) b.grad = torch::zeros({b.padded}, fopts_);
-      const auto& prev = params_[i].second.grad();
+      const auto& seg = segment(static_cast<int64_t>(i));
+      auto dst = b.grad.narrow(0, seg.offset, seg.numel);
+      const auto& prev = params_[i].second.grad();  // the accumulator view, or what an engine put there
       if (prev.defined()) {
-        const auto& seg = *std::find_if(b.segments.begin(), b.segments.end(),
-                                        [&](const Segment& s) { return s.param == static_cast<int64_t>(i); });
-        b.grad.narrow(0, seg.offset, seg.numel).copy_(prev.reshape({-1}));
+        dst.copy_(prev.reshape({-1}));
+      } else if (detached_) {
+        dst.copy_(b.accum.narrow(0, seg.offset, seg.numel));
+      } else {
+        dst.zero_();
       }
       got_grad_[i] = true;
       ++b.ready;

@@ -3,8 +3,12 @@
 //
 // Protocol per optimizer step:
 //  1. zero_grad(); for each micro-batch: begin_micro_batch(last), forward, backward.
-//  2. On the last micro-batch a hook on every parameter copies its accumulated gradient into its
-//     bucket; a full bucket starts, in bucket order, a non-blocking all-reduce (stage 0/1) or
+//  2. Earlier micro-batches accumulate into flat per-bucket accumulators (param.grad is a view). On
+//     the last one, param.grad starts empty, so autograd hands over the fresh gradient without
+//     adding it anywhere, and a hook after each parameter's gradient accumulation writes it (plus
+//     the accumulator, if earlier micro-batches ran) into its bucket and drops it: one pass over
+//     the gradients when there is one micro-batch. A full bucket starts, in bucket order, a
+//     non-blocking all-reduce (stage 0/1) or
 //     reduce-scatter (stage 2) that proceeds while backward goes on (later hooks drive MPI's
 //     progress; NCCL runs on its own stream). No thread spins on a CPU core meanwhile.
 //  3. end_backward() waits for every bucket. Each rank then updates the part it owns (everything
@@ -82,8 +86,9 @@ class DataParallelEngine : public ParallelEngine {
     int64_t numel = 0, padded = 0, chunk = 0;  // chunk = padded / owners
     torch::Tensor param;       // [padded] flat parameters (each parameter is a view)
     torch::Tensor grad;        // [padded] reduced gradients (stage 2: only while in flight)
-    // [numel] what autograd accumulates each parameter's gradient into (param.grad is a view):
-    // allocated once, so backward does not leave per-parameter tensors between its activations.
+    // [numel] what autograd accumulates each parameter's gradient into before the last
+    // micro-batch (param.grad is a view): allocated once, so backward does not leave per-parameter
+    // tensors between its activations.
     torch::Tensor accum;
     torch::Tensor grad_shard;  // stage 2: [chunk] this rank's reduced gradients
     // Ranges [begin, end) of the owned chunk: elements with weight decay (matrices), and elements
@@ -97,7 +102,8 @@ class DataParallelEngine : public ParallelEngine {
     std::vector<std::pair<int64_t, int64_t>> ranges[2];
   };
 
-  void on_gradient(int64_t param_index, const torch::Tensor& grad);
+  // After autograd accumulated parameter i's gradient (a post hook on its AccumulateGrad node).
+  void on_gradient(int64_t param_index);
   void launch_ready_buckets();  // in bucket order
   void progress();              // lets in-flight collectives advance
   torch::Tensor owned_grad(Bucket& b);
@@ -105,6 +111,8 @@ class DataParallelEngine : public ParallelEngine {
   void step_on_device(double lr, const torch::Tensor& grad_divisor);  // CUDA: divisor undefined = 1
   // Zeroes the accumulators and points every parameter's .grad at its slice of them.
   void attach_accumulators();
+  // Parameter i's segment of its bucket's `grad` and `accum`.
+  const Segment& segment(int64_t i) const;
   // Appends segment s's part of this rank's chunk (chunk coordinates) to `ranges`, merging neighbours.
   void add_owned_range(const Bucket& b, std::vector<std::pair<int64_t, int64_t>>& ranges, const Segment& s) const;
   torch::Tensor owned_param(Bucket& b) { return b.param.narrow(0, owner_rank_ * b.chunk, b.chunk); }
@@ -123,6 +131,10 @@ class DataParallelEngine : public ParallelEngine {
   int64_t owners_ = 1, owner_rank_ = 0;  // ranks that share optimizer state, and ours
   int64_t step_count_ = 0;
   bool sync_ = false;
+  bool accumulated_ = false;  // a micro-batch before the last one ran this step (accumulators attached)
+  bool detached_ = false;     // the last micro-batch runs with .grad detached from the accumulators
+  // AccumulateGrad nodes of the parameters, held so that the hooks on them outlive each graph.
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()))> accumulators_;
   int64_t next_launch_ = 0;
   torch::TensorOptions fopts_ = torch::TensorOptions().dtype(torch::kFloat);  // float on the parameters' device
   bool fused_ = false;

@@ -310,6 +310,44 @@ TEST(DataParallel, DeviceStepMatchesTorchOptimWithClipping) {
   EXPECT_FALSE(plain.fused_adamw());
 }
 
+// Gradients reach the buckets whichever micro-batches use a parameter: all, only earlier ones (the
+// accumulator), only the last, or none (zero, not the previous step's). Plain SGD with lr 1: each
+// step subtracts exactly the summed gradient.
+TEST(DataParallel, GradientsOfParametersUsedInSomeMicroBatchesOnly) {
+  auto w = torch::zeros({2, 2}, torch::requires_grad()), u = torch::zeros({3}, torch::requires_grad());
+  DataParallelOptions o;
+  o.optimizer.name = "sgd";
+  o.optimizer.momentum = 0.0;
+  o.optimizer.weight_decay = 0.0;
+  o.bucket_bytes = 16;  // w and u in separate buckets
+  DataParallelEngine e(std::make_shared<LocalCommunicator>(), {{"w", w}, {"u", u}}, o);
+  torch::manual_seed(3);
+  auto ew = torch::zeros({2, 2}), eu = torch::zeros({3});  // expected values
+  // Per step, per micro-batch: whether w and u take part.
+  const std::vector<std::vector<std::pair<bool, bool>>> steps = {
+      {{true, true}, {true, false}},   // u only before the last micro-batch
+      {{true, false}},                 // u unused: its gradient is zero this step
+      {{true, false}, {false, true}},  // u only in the last one, w only before it
+      {{true, false}, {true, false}},  // u unused over two micro-batches
+      {{true, true}}};
+  for (size_t s = 0; s < steps.size(); ++s) {
+    e.zero_grad();
+    for (size_t k = 0; k < steps[s].size(); ++k) {
+      auto x = torch::randn({2, 2}), y = torch::randn({3});
+      auto loss = torch::zeros({});
+      if (steps[s][k].first) loss = loss + (w * x).sum(), ew -= x;
+      if (steps[s][k].second) loss = loss + (u * y).sum(), eu -= y;
+      e.begin_micro_batch(k + 1 == steps[s].size());
+      loss.backward();
+    }
+    e.end_backward();
+    e.step(1.0, 1.0);
+    EXPECT_TRUE(torch::allclose(w.detach(), ew, 1e-6, 1e-6)) << "step " << s << "\n" << w << "\n" << ew;
+    EXPECT_TRUE(torch::allclose(u.detach(), eu, 1e-6, 1e-6)) << "step " << s << "\n" << u << "\n" << eu;
+    EXPECT_FALSE(w.grad().defined());  // gradients live in the buckets only
+  }
+}
+
 PlannerInput planner_input(int64_t world, int64_t batch, double mem) {
   PlannerInput in;
   in.model.params = 1000000;
