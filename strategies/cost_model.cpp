@@ -56,13 +56,15 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
   const double dp = static_cast<double>(std::max<int64_t>(1, l.dp));
   e.params = P * (4.0 + (half(in.precision) ? 2.0 : 0.0));
   e.grads = 4.0 * P / (l.zero >= 2 ? dp : 1.0);
-  // Autograd computes each parameter's incoming gradient, adds it into the bucket and frees it. A
-  // CPU heap keeps every freed block (4P at its high-water mark); a GPU's caching allocator reuses
-  // them, so there only the largest parameter's counts (a transformer's embedding or MLP matrix).
+  // Autograd computes each parameter's incoming gradient, the engine copies it into the bucket and
+  // frees it. A CPU heap keeps every freed block (4P at its high-water mark); a GPU's caching
+  // allocator reuses them, so there only the largest parameter's counts (a transformer's embedding
+  // or MLP matrix), plus the flat accumulators (4P) when a step has more than one micro-batch.
   e.grad_accumulators = 4.0 * P;
   if (in.profile.kind == "gpu" && m.is_transformer()) {
     const double C = static_cast<double>(m.hidden), t = static_cast<double>(std::max<int64_t>(1, l.tp));
     e.grad_accumulators = std::min(e.grad_accumulators, 4.0 * std::max(static_cast<double>(m.vocab) * C, 4.0 * C * C) / t);
+    if (l.grad_accum > 1) e.grad_accumulators += 4.0 * P;
   }
   e.optimizer = optimizer_state_bytes(in) * P / (l.zero >= 1 ? dp : 1.0);
 

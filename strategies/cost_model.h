@@ -4,8 +4,9 @@
 // Memory per device (the most loaded pipeline stage):
 //   params     fp32 master weights of this stage / tp (+ a 16-bit autocast copy in bf16/fp16)
 //   grads      fp32 gradient buckets, / dp under ZeRO-2
-//   grad_accumulators  autograd's per-parameter fp32 gradients (4 B/param), alive from a step's
-//              first backward until the engine copies them into the buckets
+//   grad_accumulators  autograd's per-parameter fp32 gradients (4 B/param) before the engine
+//              copies them into the buckets, and with more than one micro-batch a step the flat
+//              accumulators they are summed into
 //   optimizer  AdamW 8 B/param, SGD momentum 4 B/param, / dp under ZeRO-1 and 2
 //   activations  per sample x micro_batch x micro-batches in flight (1F1B: stage 0 holds
 //              min(pp, grad_accum)); transformers use the per-block formula split by tp

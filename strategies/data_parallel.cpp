@@ -61,7 +61,6 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
     // Every rank starts from rank 0's parameters.
     if (dp > 1) comm_->broadcast(b.param, 0);
     if (opt_.zero_stage < 2) b.grad = torch::zeros({b.padded}, fopts_);
-    b.accum = torch::zeros({b.numel}, fopts_);
     // Weight decay applies to matrices only (the same rule as split_decay_params); mirrored
     // parameters are counted in the norm by another rank.
     for (const auto& s : b.segments) {
@@ -140,7 +139,12 @@ int64_t DataParallelEngine::owned_elements() const {
 void DataParallelEngine::attach_accumulators() {
   torch::NoGradGuard ng;
   for (auto& b : buckets_) {
-    b.accum.zero_();
+    // Allocated at the first step with more than one micro-batch: one micro-batch needs none.
+    if (b.accum.defined()) {
+      b.accum.zero_();
+    } else {
+      b.accum = torch::zeros({b.numel}, fopts_);
+    }
     for (const auto& s : b.segments) {
       auto& p = params_[s.param].second;
       p.mutable_grad() = b.accum.narrow(0, s.offset, s.numel).view(p.sizes());

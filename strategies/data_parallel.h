@@ -87,8 +87,8 @@ class DataParallelEngine : public ParallelEngine {
     torch::Tensor param;       // [padded] flat parameters (each parameter is a view)
     torch::Tensor grad;        // [padded] reduced gradients (stage 2: only while in flight)
     // [numel] what autograd accumulates each parameter's gradient into before the last
-    // micro-batch (param.grad is a view): allocated once, so backward does not leave per-parameter
-    // tensors between its activations.
+    // micro-batch (param.grad is a view): allocated once, at the first step that has more than one
+    // micro-batch, so backward does not leave per-parameter tensors between its activations.
     torch::Tensor accum;
     torch::Tensor grad_shard;  // stage 2: [chunk] this rank's reduced gradients
     // Ranges [begin, end) of the owned chunk: elements with weight decay (matrices), and elements

@@ -470,6 +470,23 @@ TEST(CostModel, FusedLossBlocksFitTheBudgetAndBalance) {
 // The fused output layer + loss holds no whole logits: GPT-2 124M at micro-batch 16 in bf16 saves
 // the [T, V] logits kept for backward and their gradient (4 T V elements per sample) less the
 // blocks and gradients it holds instead; tensor parallelism keeps the vocabulary-parallel loss.
+// On a GPU the flat gradient accumulators exist only when a step has more than one micro-batch
+// (one micro-batch hands each gradient straight to its bucket).
+TEST(CostModel, GpuAccumulatorsOnlyWithSeveralMicroBatches) {
+  CostModelInput in;
+  in.model = gpt_stats(12, 12, 768, 1024, 50304, true);
+  in.precision = "bf16";
+  in.profile = *find_gpu_profile("H100-80GB");
+  Layout l;
+  l.micro_batch = 8;
+  const MemoryEstimate one = estimate_memory(in, l);
+  l.grad_accum = 4;
+  const MemoryEstimate four = estimate_memory(in, l);
+  const double P = static_cast<double>(in.model.params);
+  EXPECT_NEAR(four.grad_accumulators - one.grad_accumulators, 4.0 * P, 1.0);
+  EXPECT_NEAR(one.grad_accumulators, 4.0 * 50304 * 768, 1.0);  // the largest parameter, the embedding
+}
+
 TEST(CostModel, FusedLossDropsTheWholeLogits) {
   CostModelInput in;
   in.model = gpt_stats(12, 12, 768, 1024, 50304, true);
