@@ -90,7 +90,8 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
 
   // A hook after each parameter's AccumulateGrad (not before it, as Tensor::register_hook would): on
   // the last micro-batch the gradient is then already where autograd put it, and nothing else adds
-  // it anywhere. The nodes are held here: a node nothing holds would be rebuilt without the hook.
+  // it anywhere. The nodes are held here (a node nothing holds would be rebuilt without the hook),
+  // and the hooks go with the engine (another engine may take over the same parameters).
   struct AfterAccumulate : torch::autograd::FunctionPostHook {
     AfterAccumulate(DataParallelEngine* e, int64_t i) : engine(e), index(i) {}
     torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
@@ -104,12 +105,14 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
   for (size_t i = 0; i < params_.size(); ++i) {
     if (bucket_of_[i] < 0) continue;
     auto node = torch::autograd::impl::grad_accumulator(params_[i].second);
-    node->add_post_hook(std::make_unique<AfterAccumulate>(this, static_cast<int64_t>(i)));
-    accumulators_.push_back(std::move(node));
+    const uintptr_t key = node->add_post_hook(std::make_unique<AfterAccumulate>(this, static_cast<int64_t>(i)));
+    accumulators_.emplace_back(std::move(node), key);
   }
 }
 
-DataParallelEngine::~DataParallelEngine() = default;
+DataParallelEngine::~DataParallelEngine() {
+  for (auto& [node, key] : accumulators_) node->del_post_hook(key);
+}
 
 void DataParallelEngine::add_owned_range(const Bucket& b, std::vector<std::pair<int64_t, int64_t>>& ranges,
                                          const Segment& s) const {

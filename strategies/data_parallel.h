@@ -133,8 +133,10 @@ class DataParallelEngine : public ParallelEngine {
   bool sync_ = false;
   bool accumulated_ = false;  // a micro-batch before the last one ran this step (accumulators attached)
   bool detached_ = false;     // the last micro-batch runs with .grad detached from the accumulators
-  // AccumulateGrad nodes of the parameters, held so that the hooks on them outlive each graph.
-  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()))> accumulators_;
+  // AccumulateGrad nodes of the parameters with the key of the hook on each: held so that the
+  // hooks outlive each graph, and removed with the engine.
+  using NodePtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
+  std::vector<std::pair<NodePtr, uintptr_t>> accumulators_;
   int64_t next_launch_ = 0;
   torch::TensorOptions fopts_ = torch::TensorOptions().dtype(torch::kFloat);  // float on the parameters' device
   bool fused_ = false;

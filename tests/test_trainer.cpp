@@ -348,6 +348,28 @@ TEST(DataParallel, GradientsOfParametersUsedInSomeMicroBatchesOnly) {
   }
 }
 
+// The engine's hooks sit on the parameters' AccumulateGrad nodes and go with the engine: a later
+// engine over the same parameters (a resharded stage) is the only one they call.
+TEST(DataParallel, HooksGoWithTheEngine) {
+  auto w = torch::ones({4}, torch::requires_grad());
+  auto node = torch::autograd::impl::grad_accumulator(w);
+  DataParallelOptions o;
+  o.optimizer.name = "sgd";
+  {
+    DataParallelEngine a(std::make_shared<LocalCommunicator>(), {{"w", w}}, o);
+    EXPECT_EQ(node->post_hooks().size(), 1u);
+  }
+  EXPECT_EQ(node->post_hooks().size(), 0u);
+  DataParallelEngine b(std::make_shared<LocalCommunicator>(), {{"w", w}}, o);
+  EXPECT_EQ(node->post_hooks().size(), 1u);
+  b.zero_grad();
+  b.begin_micro_batch(true);
+  (w * 2.0).sum().backward();
+  b.end_backward();
+  b.step(0.5, 1.0);
+  EXPECT_TRUE(torch::allclose(w.detach(), torch::zeros({4})));  // 1 - 0.5 * 2
+}
+
 PlannerInput planner_input(int64_t world, int64_t batch, double mem) {
   PlannerInput in;
   in.model.params = 1000000;
