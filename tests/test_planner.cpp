@@ -467,16 +467,19 @@ TEST(CostModel, FusedLossBlocksFitTheBudgetAndBalance) {
   EXPECT_EQ(fused_loss_block_rows(5, 1 << 30, true), 1);  // a row larger than the budget: one a block
 }
 
-// The fused output layer + loss holds no whole logits: GPT-2 124M at micro-batch 16 in bf16 saves
-// the [T, V] logits kept for backward and their gradient (4 T V elements per sample) less the
-// blocks and gradients it holds instead; tensor parallelism keeps the vocabulary-parallel loss.
-// On a GPU the flat gradient accumulators exist only when a step has more than one micro-batch
-// (one micro-batch hands each gradient straight to its bucket).
-TEST(CostModel, GpuAccumulatorsOnlyWithSeveralMicroBatches) {
+// GPT-2 124M in bf16 on an H100 profile.
+CostModelInput gpt2_bf16_on_h100() {
   CostModelInput in;
   in.model = gpt_stats(12, 12, 768, 1024, 50304, true);
   in.precision = "bf16";
   in.profile = *find_gpu_profile("H100-80GB");
+  return in;
+}
+
+// On a GPU the flat gradient accumulators exist only when a step has more than one micro-batch
+// (one micro-batch hands each gradient straight to its bucket).
+TEST(CostModel, GpuAccumulatorsOnlyWithSeveralMicroBatches) {
+  const CostModelInput in = gpt2_bf16_on_h100();
   Layout l;
   l.micro_batch = 8;
   const MemoryEstimate one = estimate_memory(in, l);
@@ -487,11 +490,11 @@ TEST(CostModel, GpuAccumulatorsOnlyWithSeveralMicroBatches) {
   EXPECT_NEAR(one.grad_accumulators, 4.0 * 50304 * 768, 1.0);  // the largest parameter, the embedding
 }
 
+// The fused output layer + loss holds no whole logits: GPT-2 124M at micro-batch 16 in bf16 saves
+// the [T, V] logits kept for backward and their gradient (4 T V elements per sample) less the
+// blocks and gradients it holds instead; tensor parallelism keeps the vocabulary-parallel loss.
 TEST(CostModel, FusedLossDropsTheWholeLogits) {
-  CostModelInput in;
-  in.model = gpt_stats(12, 12, 768, 1024, 50304, true);
-  in.precision = "bf16";
-  in.profile = *find_gpu_profile("H100-80GB");
+  CostModelInput in = gpt2_bf16_on_h100();
   Layout l;
   l.micro_batch = 16;
   const MemoryEstimate plain = estimate_memory(in, l);
