@@ -221,13 +221,15 @@ TESTS_STATUS="not run"
 rm -f "$OUTDIR/gpu-tests.json"
 if [[ "$BUILD_STATUS" != ok ]]; then
   TESTS_STATUS="not run ($BUILD_STATUS)"
-elif ! ((SMOKE)) && [[ "${TESTS:-OFF}" != ON ]]; then
+elif ! ((SMOKE)) && ((BUILD_IT)) && [[ "${TESTS:-OFF}" != ON ]]; then
   TESTS_STATUS="not run (no GoogleTest here: run bench/gpu_pack_deps.sh and carry bench/.deps)"
+elif ! ((BUILD_IT)) && [[ ! -x "$TEST_BIN" ]]; then
+  TESTS_STATUS="not run (--no-build and no $TEST_BIN)"
 elif ((BUDGET_S - SECONDS < 90)); then
   TESTS_STATUS="not run (budget spent)"
 else
   TESTS_STATUS=built
-  if ! ((SMOKE)); then
+  if ! ((SMOKE)) && ((BUILD_IT)); then
     t=$(allow 150 60 45)
     log "building gtrain_gpu_tests (at most ${t}s)"
     timeout "$t" cmake --build "$BUILD" -j "$JOBS" --target gtrain_gpu_tests >"$OUTDIR/build-tests.log" 2>&1 ||
