@@ -166,7 +166,7 @@ void DataParallelEngine::zero_grad() {
   }
   std::fill(got_grad_.begin(), got_grad_.end(), false);
   next_launch_ = 0;
-  accumulated_ = detached_ = false;
+  accumulated_ = false;
 }
 
 void DataParallelEngine::begin_micro_batch(bool last) {
@@ -175,10 +175,9 @@ void DataParallelEngine::begin_micro_batch(bool last) {
     attach_accumulators();
     accumulated_ = true;
   }
-  if (last && accumulated_ && !detached_) {
+  if (last && accumulated_) {
     // The accumulators keep the earlier micro-batches' sum; this one's gradients arrive apart.
     for (auto& kv : params_) kv.second.mutable_grad() = torch::Tensor();
-    detached_ = true;
   }
 }
 
@@ -198,7 +197,7 @@ void DataParallelEngine::on_gradient(int64_t i) {
   if (!b.grad.defined()) b.grad = torch::zeros({b.padded}, fopts_);  // stage 2: allocated per step
   const auto& seg = segment(i);
   auto dst = b.grad.narrow(0, seg.offset, seg.numel);
-  if (detached_) {
+  if (accumulated_) {
     torch::add_out(dst, b.accum.narrow(0, seg.offset, seg.numel), g.reshape({-1}));
   } else {
     dst.copy_(g.reshape({-1}));
@@ -243,7 +242,7 @@ void DataParallelEngine::end_backward() {
       const auto& prev = params_[i].second.grad();  // the accumulator view, or what an engine put there
       if (prev.defined()) {
         dst.copy_(prev.reshape({-1}));
-      } else if (detached_) {
+      } else if (accumulated_) {  // detached for the last micro-batch
         dst.copy_(b.accum.narrow(0, seg.offset, seg.numel));
       } else {
         dst.zero_();

@@ -131,8 +131,9 @@ class DataParallelEngine : public ParallelEngine {
   int64_t owners_ = 1, owner_rank_ = 0;  // ranks that share optimizer state, and ours
   int64_t step_count_ = 0;
   bool sync_ = false;
-  bool accumulated_ = false;  // a micro-batch before the last one ran this step (accumulators attached)
-  bool detached_ = false;     // the last micro-batch runs with .grad detached from the accumulators
+  // A micro-batch before the last one ran this step: the accumulators hold its gradients (the last
+  // micro-batch runs with .grad detached from them).
+  bool accumulated_ = false;
   // AccumulateGrad nodes of the parameters with the key of the hook on each: held so that the
   // hooks outlive each graph, and removed with the engine.
   using NodePtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
