@@ -255,16 +255,16 @@ VARIANTS=("fused_loss off|train.fused_loss=off" "AdamW not fused|optimizer.fused
 : >"$OUTDIR/variants.tsv"
 if [[ "$GTRAIN_STATUS" == ok ]]; then
   for v in "${VARIANTS[@]}"; do
-    name=${v%%|*} set=${v#*|}
-    dir="$OUTDIR/variant-${set%%=*}"
+    name=${v%%|*} override=${v#*|}
+    dir="$OUTDIR/variant-${override%%=*}"
     if ((BUDGET_S - SECONDS < 75)); then
       log "variant $name: skipped (budget spent)"
       printf '%s\t%s\t%s\n' "$name" "skipped: budget spent" "$dir/metrics.jsonl" >>"$OUTDIR/variants.tsv"
       continue
     fi
     t=$(allow 60 15 30)
-    log "variant $name (--set $set, at most ${t}s)"
-    if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --run-dir "$dir" --no-resume --set "$set" \
+    log "variant $name (--set $override, at most ${t}s)"
+    if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --run-dir "$dir" --no-resume --set "$override" \
         --set train.steps=$((WARM + 10)) --set log.profile_start=0 >"$dir.log" 2>&1; then
       st=ok
     else
