@@ -1,7 +1,9 @@
 // adamw_reference.h: a small tanh MLP and torch::optim::AdamW with decay for matrices only, the
-// reference the data-parallel step tests compare gtrain's sharded, fused step with.
+// reference the data-parallel step tests compare gtrain's sharded, fused step with, and the engine
+// options those tests share.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <memory>
@@ -9,7 +11,23 @@
 #include <utility>
 #include <vector>
 
+#include "strategies/data_parallel.h"
+
 namespace gtrain::test {
+
+// The device step (device_step) with AdamW, decay 0.1 on matrices, ZeRO `zero`, fused or not, over
+// three buckets of 10 floats: each holds a bias and a matrix of SmallMlp, so owned ranges alternate
+// between the weight-decay classes.
+inline DataParallelOptions device_step_options(int zero, bool fused) {
+  DataParallelOptions o;
+  o.zero_stage = zero;
+  o.bucket_bytes = 40;
+  o.optimizer.name = "adamw";
+  o.optimizer.weight_decay = 0.1;
+  o.optimizer.fused = fused;
+  o.device_step = true;
+  return o;
+}
 
 // Parameters of a 6 -> 5 -> 4 -> 3 MLP: weight, bias per layer, in that order.
 struct SmallMlp {
@@ -50,6 +68,14 @@ struct SmallMlp {
     const double norm = torch::nn::utils::clip_grad_norm_(ref, clip);
     ref_opt->step();
     return norm;
+  }
+
+  // Every parameter equals its reference copy; `what` names the case in a failure.
+  void expect_matches_reference(const std::string& what) const {
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(params[i], ref[i], 1e-5, 1e-6))
+          << what << " param " << i << ": " << (params[i] - ref[i]).abs().max().item<double>();
+    }
   }
 };
 

@@ -141,14 +141,7 @@ TEST(MpiDataParallel, DeviceStepShardsMatchOneProcess) {
     for (bool fused : {true, false}) {
       torch::manual_seed(0);
       test::SmallMlp m(0.05, 0.1);
-      DataParallelOptions o;
-      o.zero_stage = zero;
-      o.bucket_bytes = 40;  // three buckets of a bias and a matrix each; owned chunks split them
-      o.optimizer.name = "adamw";
-      o.optimizer.weight_decay = 0.1;
-      o.optimizer.fused = fused;
-      o.device_step = true;
-      DataParallelEngine e(g_world, m.named, o);
+      DataParallelEngine e(g_world, m.named, test::device_step_options(zero, fused));  // owned chunks split buckets
       EXPECT_EQ(e.fused_adamw(), fused && compat::kHaveFusedAdamWCpu);
       for (int s = 0; s < 6; ++s) {
         torch::manual_seed(100 + s);
@@ -162,11 +155,8 @@ TEST(MpiDataParallel, DeviceStepShardsMatchOneProcess) {
         const double ref_norm = m.ref_step(x, clip);
         EXPECT_NEAR(norm, ref_norm, 1e-5 * ref_norm) << "zero " << zero << " fused " << fused << " step " << s;
       }
-      for (size_t i = 0; i < m.params.size(); ++i) {
-        EXPECT_TRUE(torch::allclose(m.params[i], m.ref[i], 1e-5, 1e-6))
-            << "rank " << r << " zero " << zero << " fused " << fused << " param " << i << ": "
-            << (m.params[i] - m.ref[i]).abs().max().item<double>();
-      }
+      m.expect_matches_reference("rank " + std::to_string(r) + " zero " + std::to_string(zero) + " fused " +
+                                 std::to_string(fused));
     }
   }
 }

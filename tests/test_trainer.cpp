@@ -272,14 +272,7 @@ TEST(DataParallel, DeviceStepMatchesTorchOptimWithClipping) {
     for (bool fused : {true, false}) {
       torch::manual_seed(0);
       test::SmallMlp m(0.05, 0.1);
-      DataParallelOptions o;
-      o.zero_stage = zero;
-      o.bucket_bytes = 40;  // 10 floats: three buckets, each holding a bias and a matrix
-      o.optimizer.name = "adamw";
-      o.optimizer.weight_decay = 0.1;
-      o.optimizer.fused = fused;
-      o.device_step = true;
-      DataParallelEngine e(std::make_shared<LocalCommunicator>(), m.named, o);
+      DataParallelEngine e(std::make_shared<LocalCommunicator>(), m.named, test::device_step_options(zero, fused));
       EXPECT_EQ(e.num_buckets(), 3);
       EXPECT_EQ(e.fused_adamw(), fused && compat::kHaveFusedAdamWCpu);
       int clipped = 0;
@@ -296,11 +289,7 @@ TEST(DataParallel, DeviceStepMatchesTorchOptimWithClipping) {
         clipped += ref_norm > clip;
       }
       EXPECT_EQ(clipped, 3);
-      for (size_t i = 0; i < m.params.size(); ++i) {
-        EXPECT_TRUE(torch::allclose(m.params[i], m.ref[i], 1e-5, 1e-6))
-            << "zero " << zero << " fused " << fused << " param " << i << ": "
-            << (m.params[i] - m.ref[i]).abs().max().item<double>();
-      }
+      m.expect_matches_reference("zero " + std::to_string(zero) + " fused " + std::to_string(fused));
     }
   }
   // Without device_step a CPU engine keeps the host-side step.
