@@ -396,6 +396,8 @@ if os.path.exists(tpath):
         problems.append(f"{test_kind}: {len(failed)} failed")
 else:
     notes.append(f"{test_kind}: {tests_status}")
+    if tests_status.startswith("exited"):  # stopped before writing its report: a crash or the timeout
+        problems.append(f"{test_kind}: {tests_status}")
 checks = "all loss checks passed" if not problems else "; ".join(problems)
 title = ("CPU smoke run (tiny GPT on CPU, not a GPU benchmark)" if smoke
          else "GPU benchmark: GPT-2 124M, bf16, batch 16 x 1024")
