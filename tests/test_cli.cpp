@@ -251,9 +251,15 @@ TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
   for (const char* phase : {"gtrain::forward", "gtrain::backward", "gtrain::grad_sync", "gtrain::optimizer"}) {
     ASSERT_TRUE(host.count(phase)) << phase << " missing from " << j.dump();
     EXPECT_EQ(host[phase].first, 2) << phase << ": one per profiled step (one micro-batch each)";
-    EXPECT_GT(host[phase].second, 0.0) << phase;
     EXPECT_LE(host[phase].second, wall) << phase;
   }
+  // Every phase but grad_sync does measurable work. On one rank with one micro-batch the backward's
+  // hooks already wrote the buckets, so grad_sync only finds its collectives done: often under the
+  // profiler's microsecond (LibTorch 1.13), and always less than the backward that did the work.
+  for (const char* phase : {"gtrain::forward", "gtrain::backward", "gtrain::optimizer"}) {
+    EXPECT_GT(host[phase].second, 0.0) << phase;
+  }
+  EXPECT_LT(host["gtrain::grad_sync"].second, host["gtrain::backward"].second);
   // The products inside forward and backward are recorded, and take less time than the phases.
   ASSERT_TRUE(host.count("aten::mm") || host.count("aten::addmm") || host.count("aten::bmm")) << j.dump();
   EXPECT_LT(host["aten::addmm"].second + host["aten::mm"].second,
