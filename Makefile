@@ -1,13 +1,14 @@
 # gtrain: the README's two set-up commands.
 #   make run   install missing Debian packages, build, train examples/quickstart.toml
 #   make test  same set-up, then ctest with every label this machine can run
+#   make format apply .clang-format to every C++ file (ctest's Style.clang_format checks it)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 # ccache must ignore the precompiled header's timestamps to reuse results.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all deps configure build run test clean
+.PHONY: all deps configure build run test format clean
 
 all: build
 
@@ -28,6 +29,9 @@ run: build
 
 test: build
 	@scripts/run-tests.sh $(BUILD)
+
+format:
+	@scripts/check-format.sh --fix
 
 clean:
 	rm -rf $(BUILD)

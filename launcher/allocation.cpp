@@ -431,6 +431,15 @@ std::string Allocation::world_size_reason() const {
          (from_tasks ? "one per scheduler task" : "one rank using every core (--ranks N for more)");
 }
 
+namespace {
+void check_distinct(const std::vector<int>& v, const std::string& what, const std::string& text) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (std::find(v.begin(), v.begin() + i, v[i]) != v.begin() + i)
+      throw ConfigError(what + "='" + text + "': GPU " + std::to_string(v[i]) + " is listed twice");
+  }
+}
+}  // namespace
+
 VisibleDevices parse_visible_devices(const std::string& text, const std::string& what) {
   VisibleDevices d;
   const std::string t = trim(text);
@@ -448,7 +457,7 @@ VisibleDevices parse_visible_devices(const std::string& text, const std::string&
   int pos = 0;
   for (const auto& raw : split(t, ',')) {
     const std::string e = trim(raw);
-    if (all_digits(e)) {
+    if (all_digits(e) && e.size() <= 6) {
       d.indices.push_back(std::stoi(e));
     } else if ((e.rfind("GPU-", 0) == 0 || e.rfind("MIG-", 0) == 0) && e.size() > 4) {
       d.uuids.push_back(e);
@@ -458,6 +467,12 @@ VisibleDevices parse_visible_devices(const std::string& text, const std::string&
     }
     ++pos;
   }
+  // Two ranks on one GPU is never what a scheduler meant (and NCCL refuses it).
+  for (size_t i = 0; i < d.uuids.size(); ++i) {
+    if (std::find(d.uuids.begin(), d.uuids.begin() + i, d.uuids[i]) != d.uuids.begin() + i)
+      throw ConfigError(what + "='" + text + "': GPU " + d.uuids[i] + " is listed twice");
+  }
+  if (d.uuids.empty()) check_distinct(d.indices, what, text);
   return d;
 }
 
@@ -469,11 +484,13 @@ std::vector<int> parse_index_list(const std::string& text, const std::string& wh
     const std::string e = trim(raw);
     const size_t dash = e.find('-');
     const std::string lo = e.substr(0, dash), hi = dash == std::string::npos ? lo : e.substr(dash + 1);
-    if (!all_digits(lo) || !all_digits(hi) || std::stoi(hi) < std::stoi(lo) || std::stoi(hi) - std::stoi(lo) > 4096) {
+    if (!all_digits(lo) || !all_digits(hi) || lo.size() > 6 || hi.size() > 6 || std::stoi(hi) < std::stoi(lo) ||
+        std::stoi(hi) - std::stoi(lo) > 4096) {
       throw ConfigError(what + "='" + text + "': expected GPU indices such as 0,1,2 or 0-3");
     }
     for (int v = std::stoi(lo); v <= std::stoi(hi); ++v) out.push_back(v);
   }
+  check_distinct(out, what, text);
   return out;
 }
 

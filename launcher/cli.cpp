@@ -53,7 +53,7 @@ int cli_main(int argc, char** argv) {
                                                     "H100-80GB, H200, L40S");
   plan_cmd->add_flag("--json", plan.json, "Print JSON instead of text");
   plan_cmd->add_flag("--explain", plan.explain, "List every candidate and the estimate breakdown");
-  plan_cmd->add_flag("--runnable", plan.runnable, "Only layouts gtrain run executes today (dp, no ZeRO, no recompute)");
+  plan_cmd->add_flag("--runnable", plan.runnable, "Only layouts gtrain run executes (today every layout the planner knows: dp, ZeRO 1-2, tp, pp, recompute)");
   plan_cmd->add_flag("--calibrate", plan.calibrate, "Measure this machine (matmul rate, bandwidth) and save its "
                                                     "profile for later plans");
 
@@ -111,6 +111,24 @@ int cli_main(int argc, char** argv) {
   auto* verify = ckpt_cmd->add_subcommand("verify", "Check every piece's size and CRC32; exit 1 on a problem.");
   verify->add_option("path", ckpt_path, "Checkpoint directory (or a run / checkpoints directory: the newest)")->required();
 
+  // CLI11 reports a misspelt command as "A subcommand is required": name it instead.
+  {
+    const CLI::App* cur = &app;
+    std::string path = "gtrain";
+    for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+      const auto subs = cur->get_subcommands([](const CLI::App*) { return true; });
+      if (subs.empty()) break;
+      const CLI::App* next = nullptr;
+      std::string names;
+      for (const auto* a : subs) {
+        if (a->check_name(argv[i])) next = a;
+        if (!a->get_group().empty()) names += (names.empty() ? "" : ", ") + a->get_name();
+      }
+      if (!next) throw ConfigError(path + ": unknown command '" + argv[i] + "'; expected one of " + names);
+      cur = next;
+      path += " " + next->get_name();
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -126,6 +144,7 @@ int cli_main(int argc, char** argv) {
   if (run_cmd->parsed()) {
     for (int i = 1; i < argc; ++i) run.argv.push_back(argv[i]);
     const RunOutcome out = run_job(run);
+    if (out.launcher_exit >= 0) return out.launcher_exit;
     finish_run_process();
     return out.summary.stopped_early ? kExitResumable : kExitOk;
   }

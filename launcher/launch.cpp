@@ -1,9 +1,13 @@
 // launch.cpp: rank detection and mpirun command construction.
 #include "launcher/launch.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -68,7 +72,7 @@ std::vector<std::string> mpirun_argv(const LaunchSpec& s) {
   return argv;
 }
 
-void exec_mpirun(const LaunchSpec& spec) {
+int run_mpirun(const LaunchSpec& spec) {
   auto argv = mpirun_argv(spec);
   if (geteuid() == 0) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
@@ -86,11 +90,58 @@ void exec_mpirun(const LaunchSpec& spec) {
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+
+  // The stop signals wait, blocked, for sigtimedwait below; the child takes them back.
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int sig : spec.stop_signals) sigaddset(&stops, sig);
+  sigset_t before;
+  pthread_sigmask(SIG_BLOCK, &stops, &before);
   std::fflush(stdout);
   std::fflush(stderr);
-  execvp("mpirun", cargv.data());
-  throw ConfigError(std::string("cannot start mpirun: ") + std::strerror(errno) +
-                    " (install openmpi-bin, or run with --ranks 1)");
+  const pid_t child = ::fork();
+  if (child < 0) {
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    throw Error(std::string("cannot start mpirun: fork failed: ") + std::strerror(errno));
+  }
+  if (child == 0) {
+    for (int sig : spec.stop_signals) std::signal(sig, SIG_DFL);
+    pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
+    execvp("mpirun", cargv.data());
+    dprintf(2, "gtrain: config error: cannot start mpirun: %s\n  hint: install openmpi-bin, or run with --ranks 1\n",
+            std::strerror(errno));
+    _exit(kExitUsage);
+  }
+  // mpirun runs the ranks; a stop signal becomes the stop file, which rank 0 reads after each step and
+  // all ranks agree on, so every rank saves and exits 3, whatever the ranks were doing when it came.
+  int requests = 0;
+  for (;;) {
+    int status = 0;
+    const pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child) {
+      pthread_sigmask(SIG_SETMASK, &before, nullptr);
+      if (!spec.stop_file.empty()) ::unlink(spec.stop_file.c_str());
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (done < 0 && errno != EINTR) {
+      pthread_sigmask(SIG_SETMASK, &before, nullptr);
+      throw Error(std::string("waiting for mpirun failed: ") + std::strerror(errno));
+    }
+    struct timespec tick {0, 100 * 1000 * 1000};
+    const int sig = sigtimedwait(&stops, nullptr, &tick);
+    if (sig <= 0) continue;
+    const char* name = strsignal(sig);
+    if (++requests == 1) {
+      std::ofstream f(spec.stop_file, std::ios::trunc);
+      f << "signal " << sig << "\n";
+      std::fprintf(stderr, "gtrain: %s: every rank finishes its step, saves and exits 3 (TERM or INT again aborts "
+                           "the ranks without saving)\n", name);
+    } else if (sig == SIGTERM || sig == SIGINT) {
+      std::fprintf(stderr, "gtrain: %s again: aborting the ranks without saving (the last committed checkpoint "
+                           "stays valid)\n", name);
+      ::kill(child, SIGTERM);
+    }
+  }
 }
 
 std::string self_executable() {

@@ -35,14 +35,17 @@ struct LaunchSpec {
   std::vector<std::string> forward_env;  // variable names to forward to remote ranks (-x)
   std::string executable;             // this program
   std::vector<std::string> args;      // its arguments (after the executable)
+  std::vector<int> stop_signals;      // schedule.stop_signals: each asks the ranks to save and stop
+  std::string stop_file;              // written on the first stop signal; rank 0 reads it after each step
 };
 
 // The mpirun argv for a launch (writes the hostfile when there are several hosts).
 std::vector<std::string> mpirun_argv(const LaunchSpec& spec);
 
-// Sets Open MPI's run-as-root permission when root, then execs mpirun. Returns only on failure
-// (throws ConfigError naming the program when mpirun cannot be started).
-[[noreturn]] void exec_mpirun(const LaunchSpec& spec);
+// Sets Open MPI's run-as-root permission when root, starts mpirun as a child and stays its parent:
+// the first stop signal writes spec.stop_file (the ranks save at their next step and exit 3), TERM or
+// INT again aborts them. Returns mpirun's exit code (128 + signal when it was killed).
+int run_mpirun(const LaunchSpec& spec);
 
 // Path of the running executable.
 std::string self_executable();

@@ -10,35 +10,39 @@
 #include "runtime/common/errors.h"
 #include "runtime/common/rank_output.h"
 #include "runtime/common/startup.h"
+#include "runtime/train/schedule.h"
 
 namespace gtrain {
 namespace {
 
 // `gtrain run` when this process launches the ranks and the model's sizes are known from the
-// config: plan and lock here, then exec mpirun (several ranks) or the worker (one rank). Returns
-// when gtrain-worker should handle the command as it is.
-void launch_run_fast(int argc, char** argv) {
+// config: plan and lock here, then run mpirun (several ranks: returns its exit code) or return -1
+// for the worker to handle the command as it is (one rank, or a model LibTorch must size).
+int launch_run_fast(int argc, char** argv) {
   CLI::App app{"gtrain", "gtrain"};
   RunOptions run;
   add_run_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Error&) {
-    return;  // help, version and usage errors: the worker prints them
+    return -1;  // help, version and usage errors: the worker prints them
   }
   const auto env = process_environment();
-  if (detect_rank_environment(env).launched) return;  // one task of an srun / mpirun launch
+  if (detect_rank_environment(env).launched) return -1;  // one task of an srun / mpirun launch
   JobConfig cfg = load_job_config(run.config_path, run.sets, env);
-  if (stage_prepared(env, resolve_run_dir(cfg, run))) return;
+  if (stage_prepared(env, resolve_run_dir(cfg, run))) return -1;
+  keep_checkpoint_batch(cfg, run, resolve_run_dir(cfg, run));  // the worker says so
   const auto stats = model_stats_from_config(cfg);
-  if (!stats) return;  // the model must be built (LibTorch) to be planned
+  if (!stats) return -1;  // the model must be built (LibTorch) to be planned
   for (int i = 1; i < argc; ++i) run.argv.push_back(argv[i]);
   // Bad layouts fail here, once, before any rank starts; several ranks: mpirun replaces us.
   StageLaunch stage = launch_stage(run, cfg, env, worker_executable(), [&](const Allocation& alloc) {
     plan_run(cfg, *stats, alloc.world_size(), alloc.world_size(), launch_nvml_index(cfg, alloc));
   });
+  if (stage.exit_code >= 0) return stage.exit_code;  // several ranks ran under mpirun
   // One rank: the worker inherits the lock (not close-on-exec) and the stage facts.
   stage.lock.release();
+  return -1;
 }
 
 }  // namespace
@@ -47,7 +51,12 @@ void launch_run_fast(int argc, char** argv) {
 int main(int argc, char** argv) {
   gtrain::tune_malloc();
   try {
-    if (argc > 1 && std::strcmp(argv[1], "run") == 0) gtrain::launch_run_fast(argc, argv);
+    if (argc > 1 && std::strcmp(argv[1], "run") == 0) {
+      // From the first moment: a stop signal is a request to stop (schedule.h), never lost or fatal.
+      gtrain::install_stop_signals(gtrain::ScheduleConfig{}.stop_signals);
+      const int rc = gtrain::launch_run_fast(argc, argv);
+      if (rc >= 0) return rc;
+    }
     gtrain::exec_worker(argc, argv);
   } catch (const gtrain::Error& e) {
     return gtrain::fail_process(gtrain::format_error(e), e.exit_code());

@@ -460,8 +460,10 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
         << cfg.precision.dtype << ", " << (std::isinf(usable) ? std::string("unlimited") : gib(usable) + " GiB")
         << " usable per " << unit << ", links " << fmt("%.1f", s.profile.intra_node_bw / 1e9) << " GB/s in node / "
         << fmt("%.1f", s.profile.inter_node_bw / 1e9) << " GB/s per node across\n";
+    const std::string run_caps = caps_text(kRunCapabilities);
     out << "  executors " << caps_text(in.caps)
-        << (o.runnable ? " (what gtrain run executes today)" : " (gtrain run executes dp only today; --runnable plans for that)")
+        << (caps_text(in.caps) == run_caps ? " (all executed by gtrain run)"
+                                           : " (gtrain run executes " + run_caps + "; --runnable plans for that)")
         << "\n";
     for (const auto& n : s.notes) out << "  note      " << n << "\n";
     out << "\n";

@@ -23,7 +23,7 @@ struct PlanOptions {
   std::string gpu_type;            // --gpu-type "A100-40GB", "h100", ...
   bool json = false;
   bool explain = false;            // every candidate and the estimate breakdown
-  bool runnable = false;           // plan only with what `gtrain run` executes today
+  bool runnable = false;           // plan only with what `gtrain run` executes (kRunCapabilities)
   bool calibrate = false;          // measure this machine and save its profile first
 };
 

@@ -49,6 +49,12 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
   }
   JobParts parts;
   parts.data = open_datasets(cfg.data, cfg.model, cfg.train.seed);
+  if (cfg.train.global_batch > parts.data.train->size()) {
+    throw ConfigError("train.global_batch = " + std::to_string(cfg.train.global_batch) + " exceeds the " +
+                          std::to_string(parts.data.train->size()) + " samples of the training split (data.kind = \"" +
+                          cfg.data.kind + "\"): one step would draw samples more than once",
+                      "lower train.global_batch, or give the job more data");
+  }
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
   parts.model = registry.create(cfg.model, parts.data.train->spec());
   parts.stats = parts.model->stats(parts.data.train->spec());
@@ -177,18 +183,25 @@ RunOutcome run_job(const RunOptions& o) {
   const RankEnvironment rank_env = detect_rank_environment(env);
   require_mpi_wireup(rank_env);  // before MPI_Init, which would abort every rank
   const std::string run_dir = resolve_run_dir(cfg, o);
+  const std::string batch_note = keep_checkpoint_batch(cfg, o, run_dir);
   std::unique_ptr<RunLock> lock;
 
   if (!rank_env.launched && !stage_prepared(env, run_dir)) {
     // Started as gtrain-worker directly (or by gtrain for a model it cannot size without LibTorch):
     // launch here; several ranks are validated once (data, model, plan), then mpirun replaces us.
-    lock = launch_stage(o, cfg, env, self_executable(), [&](const Allocation& alloc) {
-             const int ranks = alloc.world_size();
-             if (ranks == 1) return;  // this process is the rank: it builds the job next
-             const int gpu = launch_nvml_index(cfg, alloc);
-             assemble_job(cfg, ranks, nullptr, ranks,
-                          gpu >= 0 ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU));
-           }).lock;
+    StageLaunch stage = launch_stage(o, cfg, env, self_executable(), [&](const Allocation& alloc) {
+      const int ranks = alloc.world_size();
+      if (ranks == 1) return;  // this process is the rank: it builds the job next
+      const int gpu = launch_nvml_index(cfg, alloc);
+      assemble_job(cfg, ranks, nullptr, ranks, gpu >= 0 ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU));
+    });
+    if (stage.exit_code >= 0) {  // several ranks ran under mpirun
+      RunOutcome done;
+      done.run_dir = run_dir;
+      done.launcher_exit = stage.exit_code;
+      return done;
+    }
+    lock = std::move(stage.lock);
   }
   const auto stage_env = process_environment();
 
@@ -259,6 +272,7 @@ RunOutcome run_job(const RunOptions& o) {
   paths.append_metrics = !resume_from.empty();
   if (main_rank) {
     for (const auto& w : warnings) std::cerr << "gtrain: warning: " << w << std::endl;
+    if (!batch_note.empty() && !o.quiet) std::cout << "gtrain: " << batch_note << std::endl;
     write_run_files(run_dir, cfg, plan, requested_batch);
   }
   if (comm->size() > 1) comm->barrier();  // the run directory exists before any rank writes
@@ -274,6 +288,7 @@ RunOutcome run_job(const RunOptions& o) {
       stage.deadline_unix = std::atof(d.c_str());
       stage.deadline_source = d.substr(d.find('|') + 1);
     }
+    stage.stop_file = env_or(stage_env, "GTRAIN_INTERNAL_STOP_FILE");
     const std::string a = env_or(stage_env, "GTRAIN_INTERNAL_ALLOCATION");
     stage.allocation = a.empty() ? nlohmann::json::object() : nlohmann::json::parse(a, nullptr, false);
   }
@@ -310,7 +325,10 @@ RunOutcome run_job(const RunOptions& o) {
   RunOutcome out;
   out.run_dir = run_dir;
   out.summary = trainer.run();
-  if (!o.quiet && main_rank) {
+  if (!o.quiet && main_rank && out.summary.already_complete) {
+    std::cout << "gtrain: " << run_dir << " is complete (step " << out.summary.steps << " of "
+              << trainer.total_steps() << "); nothing to do" << std::endl;
+  } else if (!o.quiet && main_rank) {
     const auto& s = out.summary;
     char buf[256];
     std::snprintf(buf, sizeof(buf), "gtrain: %s %lld steps in %.1f s (%.0f samples/s, data wait %.2f s)  train loss %.4f",

@@ -14,6 +14,7 @@ namespace gtrain {
 struct RunOutcome {
   std::string run_dir;
   TrainSummary summary;
+  int launcher_exit = -1;  // this process launched the ranks (mpirun): their exit code
 };
 
 // What a rank builds from a config before training: data, model (seeded), plan, and the parallel

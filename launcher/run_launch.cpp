@@ -7,9 +7,12 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -44,7 +47,13 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& run) {
   run_cmd->add_option("--time-limit", run.time_limit,
                       "Stage wall time (90s, 15m, 2h, HH:MM:SS): stop early enough to save, exit 3");
   run_cmd->add_option("--ranks", run.ranks, "Ranks to start (default: one per granted GPU; CPU ranks stand in for GPUs)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1)
+              return "expected a whole number of ranks from 1 to 999999, got '" + v + "'";
+            return "";
+          },
+          "N"));
   return run_cmd;
 }
 
@@ -57,6 +66,37 @@ std::string resolve_run_dir(const JobConfig& c, const std::string& config_path, 
 }
 
 std::string resolve_run_dir(const JobConfig& c, const RunOptions& o) { return resolve_run_dir(c, o.config_path, o.run_dir); }
+
+std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std::string& run_dir) {
+  if (o.no_resume) return "";
+  std::string path = o.resume;
+  if (path.empty()) {  // the newest committed checkpoint (the resume verifies it, and falls back, later)
+    const fs::path dir = cfg.checkpoint.dir.empty() ? fs::path(run_dir) / "checkpoints" : fs::path(cfg.checkpoint.dir);
+    int64_t newest = -1;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string n = e.path().filename().string();
+      if (n.size() <= 5 || n.rfind("step_", 0) != 0 || n.find_first_not_of("0123456789", 5) != std::string::npos ||
+          !fs::exists(e.path() / "manifest.json", ec)) {
+        continue;
+      }
+      const int64_t step = std::atoll(n.c_str() + 5);
+      if (step > newest) newest = step, path = e.path().string();
+    }
+  }
+  if (path.empty()) return "";
+  std::ifstream f(fs::path(path) / "manifest.json");
+  const auto m = nlohmann::json::parse(f, nullptr, false);
+  if (!m.is_object() || !m.contains("global_batch") || !m["global_batch"].is_number_integer()) return "";
+  const int64_t saved = m["global_batch"].get<int64_t>(), asked = cfg.train.global_batch;
+  if (saved == asked && cfg.parallel.batch_tolerance == 0) return "";
+  const double off = std::abs(static_cast<double>(saved - asked)) / static_cast<double>(std::max<int64_t>(asked, 1));
+  if (off > cfg.parallel.batch_tolerance + 1e-12) return "";  // a changed batch: the resume refuses it, naming both
+  cfg.train.global_batch = saved;
+  cfg.parallel.batch_tolerance = 0;
+  return "resuming with the checkpoint's global batch " + std::to_string(saved) + " exactly (train.global_batch " +
+         std::to_string(asked) + ", parallel.batch_tolerance applies to fresh starts only)";
+}
 
 std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
   if (cfg.model.name != "gpt" || !cfg.model.plugin.empty()) return std::nullopt;
@@ -189,11 +229,24 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
       }
       spec.forward_env.insert(spec.forward_env.end(),
                               {"PATH", "LD_LIBRARY_PATH", "GTRAIN_INTERNAL_LOCKED", "GTRAIN_INTERNAL_DEADLINE",
-                               "GTRAIN_INTERNAL_ALLOCATION", "GTRAIN_INTERNAL_GRANTED"});
+                               "GTRAIN_INTERNAL_ALLOCATION", "GTRAIN_INTERNAL_GRANTED", "GTRAIN_INTERNAL_STOP_FILE"});
     } else {
       spec.hosts.clear();
     }
-    exec_mpirun(spec);
+    // This process stays mpirun's parent and turns stop signals into a stop request (launch.h).
+    spec.stop_signals = stop_signal_numbers(cfg.schedule.stop_signals);
+    spec.stop_file = (fs::path(run_dir) / ".stop-request").string();
+    std::error_code ec;
+    fs::remove(spec.stop_file, ec);  // a request left by an earlier stage is not this stage's
+    setenv("GTRAIN_INTERNAL_STOP_FILE", spec.stop_file.c_str(), 1);
+    block_stop_signals(true);
+    if (const int sig = stop_signal_received()) {
+      std::cerr << "gtrain: " << strsignal(sig) << " before the ranks started: nothing to save; exit 3 (run the same "
+                << "command to continue)" << std::endl;
+      out.exit_code = kExitResumable;
+      return out;
+    }
+    out.exit_code = run_mpirun(spec);
   }
   return out;
 }
@@ -212,11 +265,15 @@ std::string worker_executable() {
 
 void exec_worker(int argc, char** argv) {
   const std::string worker = worker_executable();
+  // A stop signal caught so far stays pending for the worker, which unblocks it once its handlers are in.
+  block_stop_signals(true);
+  hand_on_stop_signal();
   std::vector<char*> args(argv, argv + argc);
   args.push_back(nullptr);
   std::fflush(stdout);
   std::fflush(stderr);
   ::execv(worker.c_str(), args.data());
+  block_stop_signals(false);
   throw Error("cannot start " + worker + ": " + std::strerror(errno) +
               " (gtrain-worker is built next to gtrain; set GTRAIN_WORKER to its path)");
 }

@@ -42,6 +42,12 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o);
 std::string resolve_run_dir(const JobConfig& c, const std::string& config_path, const std::string& run_dir);
 std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);
 
+// A resume keeps the global batch its checkpoint was written with: when the newest committed
+// checkpoint (or --resume's) has a batch within parallel.batch_tolerance of train.global_batch, the
+// config takes it exactly, tolerance 0, so the plan on any rank count keeps the trajectory (or
+// fails, naming every factor). Returns a line saying so, or "" when nothing changed.
+std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std::string& run_dir);
+
 // Model sizes known from the config alone (the built-in gpt with a known vocabulary), so the
 // launcher can plan without LibTorch or data; nullopt when the model must be built to know them.
 std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg);
@@ -67,6 +73,7 @@ bool stage_prepared(const std::map<std::string, std::string>& env, const std::st
 struct StageLaunch {
   std::unique_ptr<RunLock> lock;
   int ranks = 1;
+  int exit_code = -1;  // several ranks: mpirun's exit code once they ended (-1: this process is the rank)
 };
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
                          const std::string& worker, const std::function<void(const Allocation&)>& validate);

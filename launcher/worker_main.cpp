@@ -2,13 +2,19 @@
 // start-up tuning, then the CLI; the only place its errors are caught.
 #include <c10/util/Exception.h>
 
+#include <string>
+
 #include "launcher/cli.h"
 #include "runtime/common/errors.h"
 #include "runtime/common/rank_output.h"
 #include "runtime/common/startup.h"
+#include "runtime/train/schedule.h"
 
 int main(int argc, char** argv) {
   gtrain::tune_malloc();
+  // gtrain hands on a stop signal it caught, blocked (pending); `run` records it, the rest act as usual.
+  if (argc > 1 && std::string(argv[1]) == "run") gtrain::install_stop_signals(gtrain::ScheduleConfig{}.stop_signals);
+  gtrain::block_stop_signals(false);
   try {
     return gtrain::cli_main(argc, argv);
   } catch (const gtrain::Error& e) {

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(
-  build-essential cmake make ninja-build pkg-config ccache lld
+  build-essential cmake make ninja-build pkg-config ccache lld clang-format
   libtorch-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev zlib1g-dev

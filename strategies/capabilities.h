@@ -1,5 +1,5 @@
 // capabilities.h: Capabilities, which parallel executors exist, so the planner only proposes
-// layouts that can run; kRunCapabilities is what `gtrain run` executes today (later issues flip it).
+// layouts that can run; kRunCapabilities is what `gtrain run` executes (today all of them).
 #pragma once
 
 #include <cstdint>

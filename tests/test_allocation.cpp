@@ -493,6 +493,13 @@ TEST(VisibleDevices, IndicesUuidsEmptyNoneAll) {
   EXPECT_EQ(parse_visible_devices("all", "X").kind, VisibleDevices::kAll);
   EXPECT_NE(error_of([] { parse_visible_devices("0,x", "CUDA_VISIBLE_DEVICES"); }).find("CUDA_VISIBLE_DEVICES='0,x'"),
             std::string::npos);
+  // One GPU twice would put two ranks on it (NCCL refuses that): named, never granted.
+  EXPECT_EQ(error_of([] { parse_visible_devices("1,0,1", "CUDA_VISIBLE_DEVICES"); }),
+            "CUDA_VISIBLE_DEVICES='1,0,1': GPU 1 is listed twice");
+  EXPECT_EQ(error_of([] { parse_visible_devices("GPU-a,GPU-b,GPU-a", "X"); }), "X='GPU-a,GPU-b,GPU-a': GPU GPU-a is listed twice");
+  EXPECT_EQ(error_of([] { parse_index_list("0-2,2", "SLURM_JOB_GPUS"); }), "SLURM_JOB_GPUS='0-2,2': GPU 2 is listed twice");
+  EXPECT_NE(error_of([] { parse_visible_devices("99999999999", "X"); }).find("expected GPU indices"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_index_list("0-99999999999", "X"); }).find("expected GPU indices"), std::string::npos);
 }
 
 TEST(CudaEnvAllocation, FromVisibleDevicesWithoutScheduler) {

@@ -92,6 +92,44 @@ TEST(Cli, RunWritesRunDirectoryAndMetrics) {
   auto again = run_command("cd " + dir.path() + " && " GTRAIN_BINARY " run tiny.toml");
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("resumed from"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("is complete (step 20 of 20); nothing to do"), std::string::npos) << again.output;
+  // ... and leaves the finished run's records as they were: one final record, one completed stage.
+  int finals_after = 0;
+  for (const auto& j : read_jsonl(run + "/metrics.jsonl")) finals_after += j.at("kind") == "final";
+  EXPECT_EQ(finals_after, 1);
+  EXPECT_EQ(read_jsonl(run + "/stages.jsonl").size(), 1u);
+}
+
+// Resuming with another optimizer is refused by name; a changed seed or precision is named (as a
+// warning when the resume check passes, in the error when it does not).
+TEST(Cli, ResumeNamesChangedOptimizerSeedAndPrecision) {
+  test::TempDir dir;
+  test::write_file(dir.file("tiny.toml"), kTiny);
+  const std::string base = GTRAIN_BINARY " run " + dir.file("tiny.toml") + " --run-dir " + dir.file("run");
+  auto r = run_command(base + " --set train.steps=4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(base + " --set train.steps=8 --set optimizer.name=sgd");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("was written with optimizer.name = adamw, this run has sgd"), std::string::npos) << r.output;
+  r = run_command(base + " --set train.steps=8 --set train.seed=99 --set precision.dtype=bf16");
+  EXPECT_NE(r.output.find("train.seed 1234 -> 99, precision.dtype fp32 -> bf16"), std::string::npos) << r.output;
+  EXPECT_EQ(r.exit_code, r.output.find("warning: resumed with") != std::string::npos ? 0 : 1) << r.output;
+}
+
+// A stage that fails still goes in the ledger, saying how, so gtrain status can show it.
+TEST(Cli, FailedStageIsRecordedInTheLedger) {
+  test::TempDir dir;
+  test::write_file(dir.file("tiny.toml"), kTiny);
+  test::write_file(dir.file("a_file"), "not a directory");
+  auto r = run_command(GTRAIN_BINARY " run " + dir.file("tiny.toml") + " --run-dir " + dir.file("run") +
+                       " --set checkpoint.dir=" + dir.file("a_file/ckpt") +
+                       " --set checkpoint.interval=3 --set checkpoint.async=false");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  auto stages = read_jsonl(dir.file("run/stages.jsonl"));
+  ASSERT_EQ(stages.size(), 1u) << r.output;
+  EXPECT_EQ(stages[0].at("exit").get<std::string>(),
+            "failed: " + dir.file("a_file/ckpt") + ": cannot create checkpoint directory: Not a directory");
+  EXPECT_EQ(stages[0].at("step_to"), 3);
 }
 
 TEST(Cli, SetOverridesAndRunDirFlag) {
@@ -132,6 +170,37 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
   r = run_command(GTRAIN_BINARY " run " + dir.file("model.toml"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("unknown model 'resnet'"), std::string::npos) << r.output;
+
+  // Each of these names what is wrong in one line, exit 2.
+  test::write_file(dir.file("ok.toml"), "[train]\nsteps = 2\nglobal_batch = 8\n[model]\nname = \"mlp\"\n[data]\n"
+                                        "kind = \"synthetic\"\nsynthetic_samples = 64\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"bogus", "gtrain: config error: gtrain: unknown command 'bogus'; expected one of run, config, probe, plan, "
+                "models, status, submit, cancel, ckpt"},
+      {"ckpt bogus", "gtrain: config error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, verify"},
+      {"run " + dir.file("ok.toml") + " --ranks 0",
+       "gtrain: config error: --ranks: expected a whole number of ranks from 1 to 999999, got '0' (see gtrain --help)"},
+      {"run " + dir.file("ok.toml") + " --ranks abc",
+       "gtrain: config error: --ranks: expected a whole number of ranks from 1 to 999999, got 'abc' (see gtrain --help)"},
+      {"run " + dir.path(), "gtrain: config error: " + dir.path() + ": is a directory, expected a TOML config file"},
+      {"run " + dir.file("ok.toml") + " --time-limit 1:75:00",
+       "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h or [D-]HH:MM:SS above 0 and at most "
+       "366 days, got '1:75:00'"},
+      {"run " + dir.file("ok.toml") + " --set train.threads=5000",
+       "gtrain: config error: --set train.threads=5000: train.threads: expected an integer in [0, 1024], got 5000 "
+       "(integer)"},
+  };
+  for (const auto& [args, want] : cases) {
+    r = run_command(GTRAIN_BINARY " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(r.output, want + "\n") << args;
+  }
+  // A global batch the training split cannot fill once.
+  r = run_command(GTRAIN_BINARY " run " + dir.file("ok.toml") + " --run-dir " + dir.file("gb") +
+                  " --set train.global_batch=100");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("train.global_batch = 100 exceeds the "), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("gb/checkpoints"))) << r.output;
 }
 
 TEST(Cli, EnvironmentOverridesFileButNotSet) {

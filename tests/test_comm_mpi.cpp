@@ -116,13 +116,39 @@ TEST(MpiComm, SplitByColour) {
   sub->barrier();
 }
 
+// bf16/fp16 (tensor-parallel activations under bf16 on CPU ranks): each element is reduced in fp32
+// and rounded to the 16-bit type, so small integers are exact and fractions round as the type does.
+TEST(MpiComm, SixteenBitReductions) {
+  const int R = g_world->size(), r = g_world->rank();
+  for (auto type : {torch::kBFloat16, torch::kHalf}) {
+    for (int64_t n : {1, 1000, 1 << 17}) {
+      auto t = pattern(n, type, 0) * (r + 1);
+      g_world->allreduce(t, ReduceOp::kSum);
+      EXPECT_TRUE(torch::equal(t, (pattern(n, torch::kDouble, 0) * (R * (R + 1) / 2)).to(type))) << c10::toString(type);
+      auto mx = pattern(n, type, r), mn = pattern(n, type, r);
+      g_world->allreduce(mx, ReduceOp::kMax);
+      g_world->allreduce(mn, ReduceOp::kMin);
+      EXPECT_TRUE(torch::equal(mx, pattern(n, type, R - 1)));
+      EXPECT_TRUE(torch::equal(mn, pattern(n, type, 0)));
+      // Fractions: 0.1 * (r + 1) summed in fp32 per element, then rounded once per reduction step.
+      auto f = torch::full({n}, 0.1 * (r + 1), torch::kFloat).to(type);
+      g_world->allreduce_async(f, ReduceOp::kAvg)->wait();
+      const double want = 0.1 * (R + 1) / 2;
+      EXPECT_NEAR(f[0].item<float>(), want, want * (type == torch::kBFloat16 ? 2e-2 : 2e-3));
+      auto in = pattern(n * R, type, 0), out = torch::empty({n}, type);
+      g_world->reduce_scatter(in, out, ReduceOp::kSum);
+      EXPECT_TRUE(torch::equal(out, (pattern(n * R, torch::kDouble, 0).narrow(0, r * n, n) * R).to(type)));
+    }
+  }
+}
+
 TEST(MpiComm, UnsupportedInputsAreClearErrors) {
-  auto bf = torch::ones({4}, torch::kBFloat16);
+  auto b = torch::ones({4}, torch::kBool);
   try {
-    g_world->allreduce(bf, ReduceOp::kSum);
+    g_world->allreduce(b, ReduceOp::kSum);
     FAIL();
   } catch (const CommError& e) {
-    EXPECT_NE(std::string(e.what()).find("backend mpi does not support dtype BFloat16 for allreduce"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("backend mpi does not support dtype Bool for allreduce"), std::string::npos);
   }
   auto strided = torch::ones({4, 4}).t();
   EXPECT_THROW(g_world->allreduce(strided, ReduceOp::kSum), CommError);

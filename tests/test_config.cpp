@@ -183,6 +183,14 @@ TEST(Config, OverrideErrorsNameTheOverride) {
   EXPECT_EQ(error_of("[train]\nsteps = 3\n", {}, {{"GTRAIN_OPTIMIZER_LR", "0.1"}}),
             "environment GTRAIN_OPTIMIZER_LR=0.1: unknown key 'lr' in [optimizer]; valid keys: name, learning_rate, "
             "weight_decay, beta1, beta2, eps, momentum, nesterov, fused");
+  // A misspelt section in a variable's name is named, not silently ignored; gtrain's own variables pass.
+  EXPECT_EQ(error_of("[train]\nsteps = 3\n", {}, {{"GTRAIN_OPTIMISER_LEARNING_RATE", "0.1"}}),
+            "environment GTRAIN_OPTIMISER_LEARNING_RATE: no config section [optimiser]; did you mean "
+            "GTRAIN_OPTIMIZER_LEARNING_RATE?");
+  EXPECT_EQ(error_of("[train]\nsteps = 3\n", {},
+                     {{"GTRAIN_PROFILE_DIR", "/x"}, {"GTRAIN_INTERNAL_LOCKED", "/r"}, {"GTRAIN_WORKER", "w"},
+                      {"GTRAIN_SLURM_DIR", "/s"}, {"GTRAIN_STAGE", "2"}}),
+            "(no error)");
 }
 
 TEST(Config, MissingFileNamesPath) {

@@ -2,6 +2,8 @@
 // number of ranks with the same trajectory; crash safety of saves.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -232,6 +234,98 @@ TEST(Stages, DeadlineStopsAndSavesBeforeTimeLimit) {
   auto ckpts = list_checkpoints(dir.file("run/checkpoints"));
   ASSERT_EQ(ckpts.size(), 1u);
   EXPECT_EQ(ckpts[0].step, test::last_train_step(dir.file("run/metrics.jsonl")));
+}
+
+// parallel.batch_tolerance lets a fresh start fit the batch to its ranks (10 asked, 9 on 3 ranks); a
+// resume on another count keeps the checkpoint's 9 exactly, and with it the trajectory.
+TEST(Stages, ResumeKeepsTheCheckpointsGlobalBatch) {
+  const std::vector<std::string> common = {"train.global_batch=10", "parallel.batch_tolerance=0.25"};
+  auto with = [&](int steps) {
+    auto v = common;
+    v.push_back("train.steps=" + std::to_string(steps));
+    return v;
+  };
+  const RunResult ref = run_gtrain(kGpt, 3, with(12));
+  EXPECT_NE(ref.output.find("global_batch 9 (requested 10)"), std::string::npos) << ref.output;
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), kGpt);
+  auto cmd = [&](int ranks, int steps) {
+    std::string s = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
+                    std::to_string(ranks);
+    for (const auto& x : with(steps)) s += " --set " + x;
+    return s;
+  };
+  auto a = test::run_command(cmd(3, 6));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto b = test::run_command(cmd(1, 12));  // alone, a fresh start would take 10
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("resuming with the checkpoint's global batch 9 exactly"), std::string::npos) << b.output;
+  RunResult got;
+  got.output = b.output;
+  got.losses = train_losses(dir.file("run/metrics.jsonl"));
+  got.params = final_params(dir.file("run"));
+  expect_same_run(ref, got, "3 ranks (batch 9) -> 1 rank");
+}
+
+// Starts the launcher alone (no shell), returns its pid; output goes to `log`.
+pid_t spawn_gtrain(const std::string& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " GTRAIN_BINARY " " + args + " > " + log + " 2>&1").c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A stop signal to the launcher alone (what Slurm's scancel --signal or a shell's Ctrl-C does),
+// whichever signal of the stop list and whenever it comes, ends the stage the same way: every rank
+// saves at the same step, and the launcher exits 3 with the ledger naming that signal.
+TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    test::TempDir dir;
+    test::write_file(dir.file("job.toml"), kGpt);
+    const pid_t pid = spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
+                                       " --ranks 2 --set train.steps=100000",
+                                   dir.file("out.log"));
+    for (int i = 0; i < 3000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 2; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid, sig);
+    const int rc = wait_exit(pid);
+    const std::string out = test::read_file(dir.file("out.log"));
+    EXPECT_EQ(rc, 3) << out;
+    const auto ledger = test::lines(test::read_file(dir.file("run/stages.jsonl")));
+    ASSERT_FALSE(ledger.empty()) << out;
+    const auto last = nlohmann::json::parse(ledger.back());
+    EXPECT_EQ(last.at("exit").get<std::string>(), "resumable: signal " + std::to_string(sig)) << ledger.back();
+    auto ckpts = list_checkpoints(dir.file("run/checkpoints"));
+    ASSERT_EQ(ckpts.size(), 1u) << out;
+    EXPECT_EQ(ckpts[0].step, last.at("step_to").get<int64_t>());
+    EXPECT_FALSE(fs::exists(dir.file("run/.stop-request"))) << "the stop request is the stage's own";
+  }
+}
+
+// A stop signal during start-up (before any handler of the ranks exists) is neither fatal nor lost.
+TEST(Stages, StopSignalDuringStartUpIsNotLost) {
+  for (int ranks : {1, 2}) {
+    test::TempDir dir;
+    test::write_file(dir.file("job.toml"), kGpt);
+    const pid_t pid = spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
+                                       std::to_string(ranks) + " --set train.steps=100000",
+                                   dir.file("out.log"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    kill(pid, SIGUSR1);
+    const int rc = wait_exit(pid);
+    EXPECT_EQ(rc, 3) << ranks << " ranks\n" << test::read_file(dir.file("out.log"));
+    // Either it stopped before the ranks started, or they saved after their first steps.
+    EXPECT_LT(test::last_train_step(dir.file("run/metrics.jsonl")), 50) << test::read_file(dir.file("out.log"));
+  }
 }
 
 TEST(Stages, SecondRunOnSameDirectoryIsRefused) {

@@ -20,7 +20,8 @@ int64_t now_ns() {
       .count();
 }
 
-// Reductions need a real MPI type; bf16/fp16 have none in MPI.
+// Reductions need an MPI type. bf16/fp16 have none: they travel as 16-bit words and reduce with
+// user-defined operations that compute each element in fp32 and round once (as NCCL does).
 MPI_Datatype reduce_type(const torch::Tensor& t, const char* op, const std::string& backend) {
   switch (t.scalar_type()) {
     case torch::kFloat: return MPI_FLOAT;
@@ -29,18 +30,43 @@ MPI_Datatype reduce_type(const torch::Tensor& t, const char* op, const std::stri
     case torch::kInt: return MPI_INT32_T;
     case torch::kByte: return MPI_UINT8_T;
     case torch::kChar: return MPI_INT8_T;
+    case torch::kBFloat16:
+    case torch::kHalf: return MPI_UINT16_T;
     default:
       throw CommError("backend " + backend + " does not support dtype " + std::string(c10::toString(t.scalar_type())) +
-                      " for " + op + " (use float32/float64/int32/int64, or NCCL on GPUs)");
+                      " for " + op + " (use float32/float64/bfloat16/float16/int32/int64, or NCCL on GPUs)");
   }
 }
 
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kMin: return MPI_MIN;
-    default: return MPI_SUM;
+template <typename T, int kKind>  // kKind: 0 sum, 1 max, 2 min
+void reduce_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = static_cast<float>(a[i]), y = static_cast<float>(b[i]);
+    b[i] = static_cast<T>(kKind == 0 ? x + y : kKind == 1 ? (x > y || x != x ? x : y) : (x < y || x != x ? x : y));
   }
+}
+
+struct SixteenBitOps {
+  MPI_Op op[2][3];  // [bf16, fp16][sum, max, min]
+  SixteenBitOps() {
+    GT_MPI_CHECK(MPI_Op_create(&reduce_16bit<c10::BFloat16, 0>, 1, &op[0][0]));
+    GT_MPI_CHECK(MPI_Op_create(&reduce_16bit<c10::BFloat16, 1>, 1, &op[0][1]));
+    GT_MPI_CHECK(MPI_Op_create(&reduce_16bit<c10::BFloat16, 2>, 1, &op[0][2]));
+    GT_MPI_CHECK(MPI_Op_create(&reduce_16bit<c10::Half, 0>, 1, &op[1][0]));
+    GT_MPI_CHECK(MPI_Op_create(&reduce_16bit<c10::Half, 1>, 1, &op[1][1]));
+    GT_MPI_CHECK(MPI_Op_create(&reduce_16bit<c10::Half, 2>, 1, &op[1][2]));
+  }
+};
+
+MPI_Op mpi_op(ReduceOp op, c10::ScalarType dtype) {
+  const int kind = op == ReduceOp::kMax ? 1 : op == ReduceOp::kMin ? 2 : 0;
+  if (dtype == torch::kBFloat16 || dtype == torch::kHalf) {
+    static const SixteenBitOps ops;  // created on first use, after MPI_Init; freed by MPI_Finalize
+    return ops.op[dtype == torch::kHalf ? 1 : 0][kind];
+  }
+  return kind == 1 ? MPI_MAX : kind == 2 ? MPI_MIN : MPI_SUM;
 }
 
 int count_of(int64_t n, const char* what) {
@@ -166,7 +192,7 @@ void MpiCommunicator::allreduce(torch::Tensor& t, ReduceOp op) {
   MPI_Datatype type = reduce_type(t, "allreduce", backend());
   if (op == ReduceOp::kAvg && !t.is_floating_point()) throw CommError("backend mpi: allreduce(avg) needs a floating tensor");
   Guard g(*shared_, "allreduce");
-  GT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t.numel(), "allreduce"), type, mpi_op(op), comm_));
+  GT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t.numel(), "allreduce"), type, mpi_op(op, t.scalar_type()), comm_));
   if (op == ReduceOp::kAvg) t.div_(size_);
 }
 
@@ -214,7 +240,7 @@ std::shared_ptr<Work> MpiCommunicator::allreduce_async(torch::Tensor& t, ReduceO
   if (op == ReduceOp::kAvg && !t.is_floating_point()) throw CommError("backend mpi: allreduce(avg) needs a floating tensor");
   auto req = std::make_shared<Request>(shared_, "allreduce", std::vector<torch::Tensor>{t},
                                        op == ReduceOp::kAvg ? t : torch::Tensor(), size_);
-  GT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t.numel(), "allreduce"), type, mpi_op(op), comm_,
+  GT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t.numel(), "allreduce"), type, mpi_op(op, t.scalar_type()), comm_,
                               req->handle()));
   return req;
 }
@@ -229,7 +255,7 @@ std::shared_ptr<Work> MpiCommunicator::reduce_scatter_async(const torch::Tensor&
   auto req = std::make_shared<Request>(shared_, "reduce_scatter", std::vector<torch::Tensor>{in, out},
                                        op == ReduceOp::kAvg ? out : torch::Tensor(), size_);
   GT_MPI_CHECK(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), count_of(out.numel(), "reduce_scatter"), type,
-                                         mpi_op(op), comm_, req->handle()));
+                                         mpi_op(op, in.scalar_type()), comm_, req->handle()));
   return req;
 }
 
@@ -259,7 +285,7 @@ void MpiCommunicator::reduce_scatter(const torch::Tensor& in, torch::Tensor& out
   MPI_Datatype type = reduce_type(in, "reduce_scatter", backend());
   Guard g(*shared_, "reduce_scatter");
   GT_MPI_CHECK(MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), count_of(out.numel(), "reduce_scatter"), type,
-                                        mpi_op(op), comm_));
+                                        mpi_op(op, in.scalar_type()), comm_));
   if (op == ReduceOp::kAvg) out.div_(size_);
 }
 

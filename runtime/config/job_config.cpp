@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -26,6 +27,11 @@ std::string fmt_num(double v) {
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
   return s;
 }
 
@@ -261,12 +267,22 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
   for (const auto& [name, value] : env) {
     if (name.rfind("GTRAIN_", 0) != 0) continue;
     std::string rest = lower(name.substr(7));
+    bool matched = false;
     for (const auto& s : sections) {
       if (rest.rfind(s + "_", 0) == 0 && rest.size() > s.size() + 1) {
         std::string key = rest.substr(s.size() + 1);
         set_override(root, s, key, value);
         origins.overridden[s + "." + key] = "environment " + name + "=" + value;
+        matched = true;
       }
+    }
+    // GTRAIN_OPTIMISER_LR would otherwise change nothing, silently. gtrain's own variables
+    // (GTRAIN_WORKER, GTRAIN_PROFILE_DIR, GTRAIN_INTERNAL_*, ...) are no near miss of a section.
+    const std::string head = rest.substr(0, rest.find('_'));
+    const std::string near = matched || head == rest ? std::string() : cfg::closest_match(head, sections);
+    if (!near.empty() && head != "internal" && head != "profile" && head != "worker" && head != "slurm") {
+      throw ConfigError("environment " + name + ": no config section [" + head + "]; did you mean GTRAIN_" +
+                        upper(near) + "_" + name.substr(8 + head.size()) + "?");
     }
   }
   for (const auto& set : sets) {
@@ -319,6 +335,8 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
 
 JobConfig load_job_config(const std::string& path, const std::vector<std::string>& sets,
                           const std::map<std::string, std::string>& env) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw ConfigError(path + ": is a directory, expected a TOML config file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot open config file (does it exist and is it readable?)");
   std::stringstream ss;

@@ -1,9 +1,13 @@
 // schedule.cpp: stop signals, quota windows and deadlines.
 #include "runtime/train/schedule.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <regex>
 #include <sstream>
 
 #include "runtime/common/errors.h"
@@ -17,7 +21,22 @@ namespace {
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 
-void on_stop_signal(int sig) { g_stop_signal = sig; }
+// The first stop signal asks for a stop at the next step; TERM or INT once more ends the process
+// the default way (a stuck or very long step must still be killable; committed checkpoints are safe).
+void on_stop_signal(int sig) {
+  if (g_stop_signal != 0 && (sig == SIGTERM || sig == SIGINT)) {
+    static const char kMsg[] = "gtrain: second stop signal: exiting now without saving (the last committed "
+                               "checkpoint stays valid)\n";
+    ssize_t ignored = ::write(2, kMsg, sizeof(kMsg) - 1);
+    (void)ignored;
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  g_stop_signal = sig;
+}
+
+const char* kStopCandidates[] = {"USR1", "USR2", "TERM", "INT", "HUP"};
 
 const char* kDays[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
 
@@ -50,15 +69,43 @@ int signal_number(const std::string& name) {
 }
 
 void install_stop_signals(const std::vector<std::string>& names) {
+  std::vector<int> sigs;
   for (const auto& n : names) {
     const int sig = signal_number(n);
     if (sig < 0) throw ConfigError("schedule.stop_signals: unknown signal '" + n + "' (expected USR1, USR2, TERM, INT, HUP)");
+    sigs.push_back(sig);
+  }
+  for (const char* c : kStopCandidates) {
+    const int sig = signal_number(c);
+    const bool stop = std::find(sigs.begin(), sigs.end(), sig) != sigs.end();
     struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
+    sa.sa_handler = stop ? on_stop_signal : SIG_DFL;  // a signal left out of the list acts as usual
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    sigaction(sig, &sa, nullptr);
+    struct sigaction was {};
+    sigaction(sig, nullptr, &was);
+    if (stop || was.sa_handler == on_stop_signal) sigaction(sig, &sa, nullptr);
   }
+}
+
+std::vector<int> stop_signal_numbers(const std::vector<std::string>& names) {
+  std::vector<int> out;
+  for (const auto& n : names) {
+    const int sig = signal_number(n);
+    if (sig > 0) out.push_back(sig);
+  }
+  return out;
+}
+
+void block_stop_signals(bool block) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const char* c : kStopCandidates) sigaddset(&set, signal_number(c));
+  sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
+}
+
+void hand_on_stop_signal() {
+  if (g_stop_signal != 0) std::raise(g_stop_signal);  // blocked: stays pending across exec
 }
 
 int stop_signal_received() { return g_stop_signal; }
@@ -158,36 +205,27 @@ Deadline earliest(const std::vector<Deadline>& ds) {
 namespace gtrain {
 
 double parse_duration(const std::string& text, const std::string& what) {
-  const std::string expected = what + ": expected a duration like 90s, 15m, 2h or HH:MM:SS, got '" + text + "'";
-  if (text.empty()) throw ConfigError(expected);
-  if (text.find(':') != std::string::npos) {
-    std::vector<double> parts;
-    std::stringstream ss(text);
-    std::string p;
-    while (std::getline(ss, p, ':')) {
-      if (p.empty() || p.find_first_not_of("0123456789") != std::string::npos) throw ConfigError(expected);
-      parts.push_back(std::stod(p));
-    }
-    if (parts.size() < 2 || parts.size() > 3) throw ConfigError(expected);
-    double s = 0;
-    for (double v : parts) s = s * 60 + v;
-    return s;
-  }
-  size_t used = 0;
-  double v;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
+  const std::string expected = what + ": expected a duration like 90s, 15m, 2h or [D-]HH:MM:SS above 0 and at most " +
+                               "366 days, got '" + text + "'";
+  // Plain decimal numbers only: no hex, exponents, inf or nan; minutes and seconds fields below 60.
+  static const std::regex kUnits(R"(^([0-9]+(\.[0-9]+)?)([smh]?)$)");
+  static const std::regex kClock(R"(^(([0-9]+)-)?(([0-9]+):)?([0-9]+):([0-9]{1,2})$)");
+  std::smatch m;
+  double s = 0;
+  if (std::regex_match(text, m, kUnits)) {
+    const std::string unit = m[3].str();
+    s = std::stod(m[1].str()) * (unit == "h" ? 3600 : unit == "m" ? 60 : 1);
+  } else if (std::regex_match(text, m, kClock)) {
+    // MM:SS, HH:MM:SS or D-HH:MM:SS (as Slurm reads them): seconds, and minutes after hours, below 60.
+    const double d = m[2].matched ? std::stod(m[2].str()) : 0, h = m[4].matched ? std::stod(m[4].str()) : 0;
+    const double mi = std::stod(m[5].str()), sec = std::stod(m[6].str());
+    if (sec >= 60 || (m[4].matched && mi >= 60) || (m[2].matched && !m[4].matched)) throw ConfigError(expected);
+    s = ((d * 24 + h) * 60 + mi) * 60 + sec;
+  } else {
     throw ConfigError(expected);
   }
-  const std::string unit = text.substr(used);
-  double mult = 1;
-  if (unit == "" || unit == "s") mult = 1;
-  else if (unit == "m") mult = 60;
-  else if (unit == "h") mult = 3600;
-  else throw ConfigError(expected);
-  if (!(v > 0)) throw ConfigError(expected);
-  return v * mult;
+  if (!(s > 0) || s > 366.0 * 86400) throw ConfigError(expected);
+  return s;
 }
 
 }  // namespace gtrain

@@ -14,6 +14,13 @@ namespace gtrain {
 void install_stop_signals(const std::vector<std::string>& names);
 int stop_signal_received();   // 0 = none
 void clear_stop_signal();
+std::vector<int> stop_signal_numbers(const std::vector<std::string>& names);  // known names only
+// Blocks (or unblocks) every signal a stop list may name: a blocked signal stays pending, across
+// exec too, until the next program installs its handlers and unblocks it.
+void block_stop_signals(bool block);
+// With the stop signals blocked: raises the recorded stop signal again so that it is pending for the
+// program this process is about to exec.
+void hand_on_stop_signal();
 int signal_number(const std::string& name);  // "USR1" -> SIGUSR1; -1 when unknown
 
 // A parsed quota window. Days: bit d set for weekday d (0 = Sunday). Minutes since midnight.

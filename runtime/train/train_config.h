@@ -43,7 +43,7 @@ struct TrainConfig {
     v("eval_batches", eval_batches, "At most this many eval batches of global_batch samples (0 = whole split).",
       cfg::at_least(0));
     v("threads", threads, "Torch intra-op threads per rank (0 = this machine's cores divided by local ranks).",
-      cfg::at_least(0));
+      cfg::range(0, 1024));
     v("deterministic", deterministic, "Use deterministic algorithms where the backend offers them.");
     v("device", device, "Where each rank computes: \"auto\" (its granted CUDA GPU when this build has CUDA and one "
       "is visible, else the CPU), \"cpu\", or \"cuda\" (an error when there is no GPU).",

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include <ATen/record_function.h>
 
@@ -170,6 +171,26 @@ void Trainer::resume(const std::string& path) {
                               ", this run has " + std::to_string(layout_.global_batch),
                           "keep the global batch across stages (the planner keeps it on any GPU count)");
   }
+  // The optimizer's state cannot carry over to another optimizer: say so before reading any tensor.
+  const auto text_of = [&m](const char* key) {
+    return m.contains(key) && m.at(key).is_string() ? m.at(key).get<std::string>() : std::string();
+  };
+  const std::string saved_optimizer = text_of("optimizer");
+  if (!saved_optimizer.empty() && saved_optimizer != config_.optimizer.name) {
+    throw CheckpointError(path + " was written with optimizer.name = " + saved_optimizer + ", this run has " +
+                              config_.optimizer.name,
+                          "its optimizer state cannot carry over: use optimizer.name = " + saved_optimizer +
+                              ", or --no-resume to start over");
+  }
+  // Settings that change the trajectory (not the tensors): named in the resume check's verdict.
+  std::string drift;
+  if (m.contains("seed") && m.at("seed").is_number_integer() && m.at("seed").get<int64_t>() != config_.train.seed) {
+    drift = "train.seed " + std::to_string(m.at("seed").get<int64_t>()) + " -> " + std::to_string(config_.train.seed);
+  }
+  const std::string saved_dtype = text_of("precision");
+  if (!saved_dtype.empty() && saved_dtype != config_.precision.dtype) {
+    drift += (drift.empty() ? "" : ", ") + std::string("precision.dtype ") + saved_dtype + " -> " + config_.precision.dtype;
+  }
   engine_->load_state(ck.reader());
   step_ = ck.step();
   if (ck.consumed_samples() != step_ * layout_.global_batch) {
@@ -180,11 +201,20 @@ void Trainer::resume(const std::string& path) {
   const double saved = m.at("probe_loss").get<double>(), now = probe_loss();
   const double rel = std::abs(now - saved) / std::max(std::abs(saved), 1e-12);
   if (!(rel <= config_.checkpoint.probe_tolerance)) {
-    throw CheckpointError("resume check failed: the probe batch's loss is " + std::to_string(now) + " after loading " +
-                              path + " on plan " + plan_.summary() + ", " + std::to_string(saved) + " at save (relative " +
-                              std::to_string(rel) + " > checkpoint.probe_tolerance " +
-                              std::to_string(config_.checkpoint.probe_tolerance) + ")",
-                          "the checkpoint did not load into this layout correctly; report it, or --no-resume");
+    const std::string what = "resume check failed: the probe batch's loss is " + std::to_string(now) +
+                             " after loading " + path + " on plan " + plan_.summary() + ", " + std::to_string(saved) +
+                             " at save (relative " + std::to_string(rel) + " > checkpoint.probe_tolerance " +
+                             std::to_string(config_.checkpoint.probe_tolerance) + ")";
+    if (!drift.empty()) {
+      throw CheckpointError(what + "; changed since the checkpoint: " + drift,
+                            "restore those settings, raise checkpoint.probe_tolerance to accept the change, or "
+                            "--no-resume to start over");
+    }
+    throw CheckpointError(what, "the checkpoint did not load into this layout correctly; report it, or --no-resume");
+  }
+  if (!drift.empty() && comm_->rank() == 0) {
+    std::cerr << "gtrain: warning: resumed with " << drift << " changed since " << path
+              << ": the trajectory differs from an uninterrupted run" << std::endl;
   }
   metrics_->write({{"kind", "resume"}, {"step", step_}, {"path", path}, {"probe_loss", now}, {"probe_loss_saved", saved},
                    {"plan", plan_.summary()}});
@@ -194,6 +224,10 @@ std::string Trainer::stop_check(double last_step_seconds) {
   int code = 0;
   std::string reason;
   if (const int sig = stop_signal_received()) code = 1, reason = "signal " + std::to_string(sig);
+  if (!code && comm_->rank() == 0 && !stage_.stop_file.empty()) {
+    std::ifstream f(stage_.stop_file);  // the launcher's stop request: "signal N"
+    if (f && std::getline(f, reason) && !reason.empty()) code = 1;
+  }
   if (!code && stage_.deadline_unix > 0 && comm_->rank() == 0) {
     const double lead = last_step_seconds + std::max(max_save_seconds_, 1.0) * config_.schedule.save_safety +
                         config_.schedule.min_lead_s;
@@ -224,7 +258,9 @@ void Trainer::write_ledger(const TrainSummary& s, int64_t first_step, double pro
                         {"productive_s", productive_s},
                         {"save_s", save_stall_total_},
                         {"load_s", stage_.load_seconds},
-                        {"exit", s.stopped_early ? "resumable: " + s.stop_reason : std::string("completed")}};
+                        {"exit", s.stop_reason.rfind("failed: ", 0) == 0 ? s.stop_reason
+                                 : s.stopped_early                       ? "resumable: " + s.stop_reason
+                                                                         : std::string("completed")}};
   std::ofstream f(stage_.ledger, std::ios::app);
   f << rec.dump() << "\n";
 }
@@ -411,13 +447,36 @@ void Trainer::maybe_checkpoint(bool final) {
 }
 
 TrainSummary Trainer::run() {
+  const int64_t first = step_;
+  if (step_ >= total_steps_ && step_ > 0) {  // a finished run started again: leave its records alone
+    TrainSummary done;
+    done.steps = step_;
+    done.already_complete = true;
+    return done;
+  }
+  try {
+    return run_stage();
+  } catch (const std::exception& e) {
+    // The stage still goes in the ledger, with how it failed (gtrain status shows it); main() reports it.
+    TrainSummary failed;
+    failed.steps = step_;
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    failed.stop_reason = "failed: " + what;
+    write_ledger(failed, first, productive_s_);
+    throw;
+  }
+}
+
+TrainSummary Trainer::run_stage() {
   TrainSummary s;
   start_ = std::chrono::steady_clock::now();
   progress_->set_start(step_);
   const int64_t first = step_;
   last_read_step_ = step_;
   last_read_time_ = start_;
-  double productive = 0;
+  double& productive = productive_s_;
+  productive = 0;
   StepResult last;
   while (step_ < total_steps_) {
     last = train_step();

@@ -49,6 +49,7 @@ struct TrainSummary {
   double samples_per_s = 0;
   double data_wait_s = 0;
   bool stopped_early = false;  // a stage ended (signal or deadline) after saving: resumable
+  bool already_complete = false;  // resumed at the last step: nothing ran, nothing was written
   std::string stop_reason;
 };
 
@@ -66,6 +67,7 @@ struct StageOptions {
   nlohmann::json allocation;    // scheduler, job id, world size: recorded in the ledger
   std::string save_token;       // same on every rank: names temporary checkpoint directories
   double load_seconds = 0;      // time spent resuming, recorded in the ledger
+  std::string stop_file;        // the launcher writes it on a stop signal; rank 0 checks it each step
 };
 
 class Trainer {
@@ -111,6 +113,8 @@ class Trainer {
   void maybe_checkpoint(bool final);
   std::string stop_check(double last_step_seconds);  // "" = go on
   void write_ledger(const TrainSummary& s, int64_t first_step, double productive_s);
+  TrainSummary run_stage();   // run()'s loop; run() adds a ledger record when it throws
+  double productive_s_ = 0;   // seconds of this stage spent in training steps
   nlohmann::json checkpoint_meta();
 
   JobConfig config_;
