@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <numeric>
@@ -13,6 +14,8 @@
 #include "launcher/hostlist.h"
 #include "launcher/text_util.h"
 #include "runtime/common/errors.h"
+
+namespace fs = std::filesystem;
 
 namespace gtrain {
 namespace {
@@ -174,6 +177,10 @@ void discover_slurm(Allocation* a, EnvReader& r, const CommandRunner& run, const
     const auto tasks = expand_count_list(trim(r.str("SLURM_TASKS_PER_NODE")), "SLURM_TASKS_PER_NODE");
     if (tasks.size() == n) {
       for (size_t i = 0; i < n; ++i) a->nodes[i].tasks = tasks[i];
+    } else {
+      a->notes.push_back("SLURM_TASKS_PER_NODE '" + trim(r.str("SLURM_TASKS_PER_NODE")) + "' lists " +
+                         std::to_string(tasks.size()) + " node(s) but the job has " + std::to_string(n) +
+                         ": tasks per node ignored");
     }
   }
 
@@ -261,20 +268,28 @@ void discover_pbs(Allocation* a, EnvReader& r, const CommandRunner& run, const D
   a->scheduler = "pbs";
   a->job_id = r.str("PBS_JOBID");
   // PBS_NODEFILE: one line per process slot; hosts in order of first appearance.
+  std::string nodefile_problem;  // what is wrong with PBS_NODEFILE, if set and unusable
   if (r.has("PBS_NODEFILE")) {
     const std::string path = r.str("PBS_NODEFILE");
-    std::ifstream f(path);
-    if (!f) {
-      a->notes.push_back("PBS_NODEFILE " + path + " cannot be read");
+    std::error_code ec;
+    std::ifstream f;
+    if (!fs::exists(path, ec)) nodefile_problem = "PBS_NODEFILE " + path + " does not exist";
+    else if (fs::is_directory(path, ec)) nodefile_problem = "PBS_NODEFILE " + path + " is a directory, not a file";
+    else {
+      f.open(path);
+      if (!f) nodefile_problem = "PBS_NODEFILE " + path + " cannot be read";
     }
     std::string line;
-    while (std::getline(f, line)) {
-      line = trim(line);
-      if (line.empty()) continue;
-      auto it = std::find_if(a->nodes.begin(), a->nodes.end(), [&](const NodeAllocation& x) { return x.host == line; });
-      if (it == a->nodes.end()) a->nodes.push_back({line, {}, 0, 1});
+    while (f.is_open() && std::getline(f, line)) {
+      // One process slot a line; the host is the first field (some sites append more).
+      std::istringstream fields(line);
+      std::string host;
+      if (!(fields >> host)) continue;
+      auto it = std::find_if(a->nodes.begin(), a->nodes.end(), [&](const NodeAllocation& x) { return x.host == host; });
+      if (it == a->nodes.end()) a->nodes.push_back({host, {}, 0, 1});
       else ++it->tasks;
     }
+    if (f.is_open() && a->nodes.empty()) nodefile_problem = "PBS_NODEFILE " + path + " lists no hosts";
   }
   std::map<std::string, std::string> q;
   if (o.read_limits && !a->job_id.empty()) {
@@ -292,10 +307,12 @@ void discover_pbs(Allocation* a, EnvReader& r, const CommandRunner& run, const D
   const auto vnodes = parse_pbs_exec_vnode(qget("exec_vnode"));
   if (a->nodes.empty()) {
     for (const auto& v : vnodes) a->nodes.push_back({v.first, {}, 0, 0});
+    if (!nodefile_problem.empty() && !a->nodes.empty()) a->notes.push_back(nodefile_problem + ": hosts from qstat's exec_vnode");
   }
   if (a->nodes.empty()) {
     a->nodes.push_back({a->this_host, {}, 0, 0});
-    a->notes.push_back("no PBS_NODEFILE and no exec_vnode: assuming this node only");
+    a->notes.push_back(nodefile_problem.empty() ? "no PBS_NODEFILE and no exec_vnode: assuming this node only"
+                                                : nodefile_problem + "; no exec_vnode either: assuming this node only");
   }
   size_t me = find_this_node(*a);
   if (me == a->nodes.size()) me = 0;

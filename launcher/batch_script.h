@@ -12,6 +12,7 @@ struct BatchStage {
   std::string gtrain;              // absolute path of the gtrain executable
   std::string config;              // absolute path of the config file
   std::string run_dir;             // absolute run directory
+  std::string work_dir;            // absolute directory `gtrain submit` ran in: the stage runs there
   std::vector<std::string> run_args;  // extra `gtrain run` arguments (--set k=v ...)
   int index = 1;                   // 1-based stage number
   int gpus = 1;                    // GPUs of this stage (all nodes together)

@@ -71,8 +71,8 @@ void cancel_after(Chain& c, size_t k, const CommandRunner& runner) {
       if (s.state == "planned") s.state = "skipped";
       continue;
     }
-    run_merged(runner, {c.scheduler == "pbs" ? "qdel" : "scancel", s.job});
-    s.state = "cancelled";
+    // A stage the scheduler would not cancel stays queued (its script exits at once: the chain ended).
+    if (run_merged(runner, {c.scheduler == "pbs" ? "qdel" : "scancel", s.job}).rc == 0) s.state = "cancelled";
   }
 }
 
@@ -122,8 +122,12 @@ CommandOutput run_merged(const CommandRunner& runner, const std::vector<std::str
   return r;
 }
 
-CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, const CommandRunner& runner) {
-  auto& s = c.stages.at(k);
+std::string pbs_output_path(const std::string& run_dir, int index) {
+  return (fs::path(run_dir) / ("pbs-stage-" + std::to_string(index) + ".out")).string();
+}
+
+std::vector<std::string> stage_submit_argv(const Chain& c, size_t k, const std::string& after_job) {
+  const auto& s = c.stages.at(k);
   std::vector<std::string> argv = s.submit_argv;
   const bool pbs = c.scheduler == "pbs";
   // The script is the last argument; options go before it.
@@ -139,7 +143,12 @@ CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, con
   if (pbs) opts.insert(opts.end(), {"-v", "GTRAIN_STAGE=" + std::to_string(s.index)});
   else opts.push_back("--export=ALL,GTRAIN_STAGE=" + std::to_string(s.index));
   argv.insert(argv.end() - 1, opts.begin(), opts.end());
-  CommandOutput r = run_merged(runner, argv);
+  return argv;
+}
+
+CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, const CommandRunner& runner) {
+  auto& s = c.stages.at(k);
+  CommandOutput r = run_merged(runner, stage_submit_argv(c, k, after_job));
   if (r.rc == 0) {
     s.job = parse_job_id(r.text);
     s.state = "queued";
@@ -177,6 +186,12 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
       next.begin.clear();
       next.exit = -1;
       next.state = "planned";
+      if (c.scheduler == "pbs") {
+        // Each stage its own log (qsub -o has no job-id pattern).
+        for (size_t i = 0; i + 1 < next.submit_argv.size(); ++i) {
+          if (next.submit_argv[i] == "-o") next.submit_argv[i + 1] = pbs_output_path(run_dir, next.index);
+        }
+      }
       c.stages.push_back(next);
       const CommandOutput r = submit_stage(c, c.stages.size() - 1, c.stages[k].job, runner);
       if (r.rc != 0) {
@@ -205,23 +220,26 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
   return what;
 }
 
-int cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out) {
+CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out) {
   Chain c = read_chain(run_dir);
-  int n = 0;
+  CancelResult n;
   for (auto& s : c.stages) {
     if (!is_live(s.state)) {
       if (s.state == "planned") s.state = "skipped";
       continue;
     }
     const CommandOutput r = run_merged(runner, {c.scheduler == "pbs" ? "qdel" : "scancel", s.job});
-    out << "stage " << s.index << " job " << s.job << ": "
-        << (r.rc == 0 ? "cancelled" : "cancel failed: " + r.text) << "\n";
+    std::string why = r.text;
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    out << "stage " << s.index << " job " << s.job << ": " << (r.rc == 0 ? "cancelled" : "cancel failed: " + why) << "\n";
     if (r.rc == 0) {
       s.state = "cancelled";
-      ++n;
+      ++n.cancelled;
+    } else {
+      ++n.failed;  // still queued as far as we know: the chain stays running
     }
   }
-  if (c.state == "running") {
+  if (c.state == "running" && n.failed == 0) {
     c.state = "cancelled";
     c.reason = "cancelled by gtrain cancel";
   }

@@ -52,6 +52,13 @@ struct CommandOutput {
 };
 CommandOutput run_merged(const CommandRunner& runner, const std::vector<std::string>& argv);
 
+// The exact sbatch/qsub command for stage `k` (0-based) after `after_job` ("" = no dependency):
+// the recorded submit_argv plus the dependency, --begin/-a and GTRAIN_STAGE, before the script.
+std::vector<std::string> stage_submit_argv(const Chain& c, size_t k, const std::string& after_job);
+
+// RUN_DIR/pbs-stage-K.out: a PBS stage's joined output (qsub -o has no job-id pattern).
+std::string pbs_output_path(const std::string& run_dir, int index);
+
 // Submits stage `k` (0-based) after `after_job` ("" = no dependency); records the job id.
 // Returns the command's output; on refusal leaves the stage unsubmitted and returns rc != 0.
 CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, const CommandRunner& runner);
@@ -60,8 +67,13 @@ CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, con
 std::string chain_step(const std::string& run_dir, int stage, int exit_code, const std::string& job,
                        const CommandRunner& runner);
 
-// Cancels every queued stage (scancel/qdel); returns the number cancelled.
-int cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out);
+// Cancels every queued stage (scancel/qdel), printing a line per stage. Only stages the scheduler
+// cancelled are marked so; the chain is marked cancelled only when none failed.
+struct CancelResult {
+  int cancelled = 0;  // scancel/qdel succeeded
+  int failed = 0;     // scancel/qdel failed: the stage may still be queued
+};
+CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out);
 
 // Chain lines for `gtrain status`: job ids and the scheduler's states (squeue, sacct if present).
 void print_chain_status(const std::string& run_dir, const CommandRunner& runner, std::ostream& out);

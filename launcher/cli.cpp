@@ -47,7 +47,14 @@ int cli_main(int argc, char** argv) {
   plan_cmd->add_option("--set", plan.sets, "Override a key: section.key=value")->allow_extra_args(false);
   plan_cmd->add_option("--gpus", plan.gpus, "Plan for N GPUs, or for each of a list (1,2,4,8) instead of what was granted")
       ->type_name("N|LIST");
-  plan_cmd->add_option("--nodes", plan.nodes, "Nodes the GPUs are spread over (default: 8 GPUs per node)");
+  plan_cmd->add_option("--nodes", plan.nodes, "Nodes the GPUs are spread over (default: 8 GPUs per node)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.find_first_not_of("0123456789") == std::string::npos && v.find_first_not_of('0') != std::string::npos
+                       ? std::string()
+                       : "expected a node count >= 1, got '" + v + "'";
+          },
+          "N>=1"));
   plan_cmd->add_option("--gpu-mem", plan.gpu_mem, "Memory per GPU, e.g. 80GiB, 40GB, 81920MiB")->type_name("SIZE");
   plan_cmd->add_option("--gpu-type", plan.gpu_type, "GPU model for the rates: V100-32GB, A100-40GB, A100-80GB, "
                                                     "H100-80GB, H200, L40S");

@@ -273,6 +273,8 @@ std::vector<int64_t> parse_gpu_counts(const std::string& text, const std::string
       if (item.empty() || item.size() > 6 || !std::all_of(item.begin(), item.end(), ::isdigit)) fail();
       const int64_t n = std::stoll(item);
       if (n < 1 || n > 65536) fail();
+      if (std::find(out.begin(), out.end(), n) != out.end())
+        throw ConfigError(what + " '" + text + "': " + std::to_string(n) + " is listed twice");
       out.push_back(n);
       item.clear();
     } else if (text[i] != ' ') {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -75,6 +76,66 @@ int largest_accepted(const ChainStage& s, int nodes, const CommandRunner& runner
   return 0;
 }
 
+// The GPU cap at unix time `t`: the max_gpus of the (last listed) capped window containing it, 0 = none.
+int64_t window_cap(const std::vector<Window>& windows, double t) {
+  int64_t cap = 0;
+  for (const auto& w : windows) {
+    if (w.max_gpus > 0 && window_end({w}, t + 1) != 0) cap = w.max_gpus;
+  }
+  return cap;
+}
+
+// When a stage predicted to start at `t` (inside a window) must wait for a different window than
+// the one the previous stage started in (at `prev`): that window's opening. 0 when the windows run on
+// from `prev` to `t` without a gap or a change of GPU cap, so the stage just follows on afterany.
+double opening_since(const std::vector<Window>& windows, double prev, double t) {
+  double opening = 0, x = prev;
+  for (int guard = 0; guard < 10000 && x < t; ++guard) {
+    const double end = window_end(windows, x);
+    if (end == 0) {  // a gap: the stage waits for the next window
+      x = next_window_start(windows, x);
+      if (x == 0 || x > t) break;
+      opening = x;
+      continue;
+    }
+    if (end > t || end <= x) break;
+    if (window_end(windows, end) == 0 || window_cap(windows, end) != window_cap(windows, x)) opening = end;
+    x = end;
+  }
+  return opening;
+}
+
+// True when the submit command failed before the scheduler judged the job: it could not be run,
+// or it could not reach the controller / server.
+bool scheduler_unreachable(const CommandOutput& r) {
+  if (r.rc < 0 || r.rc == 126 || r.rc == 127) return true;
+  static const std::regex kUnreachable(
+      "unable to contact slurm controller|slurm controller not responding|socket timed out|connection refused|"
+      "connection timed out|no route to host|zero bytes were transmitted|cannot connect to (specified )?server|"
+      "communication connection failure|could not be run",
+      std::regex::icase);
+  return std::regex_search(r.text, kUnreachable);
+}
+
+// Exactly what the dry run would submit, as bash lines: JOBk=$(COMMAND), stage k+1 depending on $JOBk.
+std::string dry_run_commands(const Chain& chain) {
+  const std::string mark = "\x01PREVIOUS\x01";
+  std::string text;
+  for (size_t i = 0; i < chain.stages.size(); ++i) {
+    std::string line;
+    for (const auto& a : stage_submit_argv(chain, i, i ? mark : "")) {
+      const auto pos = a.find(mark);
+      std::string word = shell_quote(a);
+      if (pos != std::string::npos) {
+        word = "\"" + a.substr(0, pos) + "$JOB" + std::to_string(i) + a.substr(pos + mark.size()) + "\"";
+      }
+      line += (line.empty() ? "" : " ") + word;
+    }
+    text += "  JOB" + std::to_string(i + 1) + "=$(" + line + ")\n";
+  }
+  return text;
+}
+
 }  // namespace
 
 double parse_slurm_time(const std::string& text) {
@@ -95,6 +156,8 @@ int validate_submit_options(const SubmitOptions& o) {
     throw ConfigError("--scheduler '" + o.scheduler + "': expected slurm or pbs");
   if (o.launcher != "mpirun" && o.launcher != "srun")
     throw ConfigError("--launcher '" + o.launcher + "': expected mpirun or srun");
+  if (o.scheduler == "pbs" && !o.qos.empty())
+    throw ConfigError("--qos '" + o.qos + "': PBS has no QOS; choose the queue with --partition (qsub -q) instead");
   if (o.launcher == "srun" && o.scheduler != "slurm")
     throw ConfigError("--launcher srun needs --scheduler slurm (got " + o.scheduler + "); PBS stages start ranks with mpirun");
   int stages = 0;
@@ -145,22 +208,26 @@ std::vector<StagePlan> plan_stages(const SubmitOptions& o, int stages, const std
   if (n == 0) n = static_cast<int>(std::max<size_t>({size_t{1}, gpus.size(), nodes.size()}));
   const double limit = parse_slurm_time(o.time);
   std::vector<StagePlan> out;
-  double t = now_unix;
+  // t: the stage's predicted start (the previous one ran its whole limit), which picks its window.
+  // A begin time only where the stage must wait for a different window: that window's opening.
+  double t = now_unix, prev = now_unix;
   for (int i = 0; i < n; ++i) {
     StagePlan p;
     p.nodes = nodes[nodes.size() > 1 ? i : 0];
     if (!windows.empty()) {
-      // Start inside a window: now (or the previous stage's end) when in one, else the next opening.
-      if (window_end(windows, t) == 0) t = next_window_start(windows, t);
-      p.begin_unix = t > now_unix + 1 ? t : 0;
+      if (window_end(windows, t) == 0) {
+        t = next_window_start(windows, t);
+        p.begin_unix = t;
+      } else if (i > 0) {
+        p.begin_unix = opening_since(windows, prev, t);
+      }
+      prev = t;
     }
     if (!gpus.empty()) {
       p.gpus = gpus[gpus.size() > 1 ? i : 0];
     } else {
       p.gpus = 1;
-      for (const auto& w : windows) {
-        if (w.max_gpus > 0 && window_end({w}, t + 1) != 0) p.gpus = static_cast<int>(w.max_gpus);
-      }
+      if (const int64_t cap = window_cap(windows, t); cap > 0) p.gpus = static_cast<int>(cap);
       if (p.gpus % p.nodes != 0) p.gpus = std::max(p.nodes, p.gpus / p.nodes * p.nodes);
     }
     out.push_back(p);
@@ -190,12 +257,24 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
                           "); see gtrain status, or gtrain cancel it first");
     }
   }
+  const double now = static_cast<double>(std::time(nullptr));
+  const auto plans = plan_stages(o, stages, windows, now);
+
+  // What `gtrain run` would refuse at once fails here, before anything is written: the model (an
+  // unknown name, a plugin that does not load), the data, and a layout for each stage's GPU count.
+  // Memory is not judged here: the stage's own hardware decides it.
+  {
+    const JobDescription job = describe_job(cfg);
+    JobConfig layout = cfg;
+    if (layout.parallel.memory_gb <= 0) layout.parallel.memory_gb = 1e9;
+    std::set<std::pair<int, int>> checked;
+    for (const auto& p : plans) {
+      if (checked.insert({p.gpus, p.nodes}).second) plan_run(layout, job.stats, p.gpus, p.gpus / p.nodes);
+    }
+  }
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw ConfigError(run_dir + ": cannot create run directory: " + ec.message());
-
-  const double now = static_cast<double>(std::time(nullptr));
-  const auto plans = plan_stages(o, stages, windows, now);
   const int lead = o.signal_lead_s > 0 ? o.signal_lead_s
                                        : signal_lead_seconds(measured_save_seconds(run_dir), cfg.schedule.save_safety,
                                                              cfg.schedule.min_lead_s);
@@ -211,12 +290,18 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   chain.scheduler = o.scheduler;
   chain.auto_stages = stages == 0;
   const bool pbs = o.scheduler == "pbs";
+  const double limit_s = parse_slurm_time(o.time);
+  // PBS sends no signal before the walltime: gtrain run stops itself `lead` seconds before it.
+  const std::string pbs_time_limit = std::to_string(static_cast<int64_t>(limit_s) - lead) + "s";
+  const std::string work_dir = fs::current_path().string();
   for (size_t i = 0; i < plans.size(); ++i) {
     BatchStage b;
     b.gtrain = o.gtrain.empty() ? gtrain_executable() : fs::absolute(o.gtrain).string();
     b.config = fs::absolute(o.config_path).lexically_normal().string();
     b.run_dir = run_dir;
+    b.work_dir = work_dir;
     for (const auto& s : o.sets) b.run_args.insert(b.run_args.end(), {"--set", s});
+    if (pbs) b.run_args.insert(b.run_args.end(), {"--time-limit", pbs_time_limit});
     b.index = static_cast<int>(i) + 1;
     b.gpus = plans[i].gpus;
     b.nodes = plans[i].nodes;
@@ -240,7 +325,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     }
     fs::permissions(script_path, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
     if (pbs) {
-      s.submit_argv = {"qsub", "-N", job_name, "-o", (fs::path(run_dir) / "pbs.out").string(), script_path};
+      s.submit_argv = {"qsub", "-N", job_name, "-o", pbs_output_path(run_dir, b.index), script_path};
     } else {
       s.submit_argv = {"sbatch", "--parsable", "--job-name=" + job_name, "--chdir=" + run_dir,
                        "--output=" + slurm_pattern_literal(run_dir) + "/slurm-%j.out", script_path};
@@ -250,20 +335,18 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   }
 
   out << "gtrain submit: " << chain.stages.size() << (chain.auto_stages ? " stage(s), more while resumable" : " stage(s)")
-      << ", " << o.time << " each, USR1 " << lead << " s before the limit; run dir " << run_dir << "\n";
+      << ", " << o.time << " each, "
+      << (pbs ? "gtrain run --time-limit " + pbs_time_limit + " (saves " + std::to_string(lead) +
+                    " s before the walltime; PBS sends no early signal)"
+              : "USR1 " + std::to_string(lead) + " s before the limit")
+      << "; run dir " << run_dir << "\n";
   for (size_t i = 0; i < chain.stages.size(); ++i) {
     const auto& s = chain.stages[i];
     out << "  stage " << s.index << ": " << s.gpus << " GPU(s) on " << s.nodes << " node(s)"
         << (s.begin.empty() ? "" : ", begin " + s.begin) << ", " << s.script << "\n";
   }
   if (o.dry_run) {
-    out << "dry run: scripts written, nothing submitted. Commands:\n";
-    for (size_t i = 0; i < chain.stages.size(); ++i) {
-      std::string line;
-      for (const auto& a : chain.stages[i].submit_argv) line += (line.empty() ? "" : " ") + shell_quote(a);
-      out << "  " << line << (i ? (pbs ? "  (-W depend=afterany:<previous>)" : "  (--dependency=afterany:<previous>)") : "")
-          << "\n";
-    }
+    out << "dry run: scripts written, nothing submitted. Commands (bash):\n" << dry_run_commands(chain);
     return kExitOk;
   }
 
@@ -271,6 +354,21 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   std::string previous;
   for (size_t i = 0; i < chain.stages.size(); ++i) {
     const CommandOutput r = submit_stage(chain, i, previous, runner);
+    if (r.rc != 0 && scheduler_unreachable(r)) {
+      // Not a verdict on the job: the command or the scheduler was not there. A runtime failure.
+      chain.stages[i].state = "failed";
+      for (size_t j = 0; j < i; ++j) {
+        if (run_merged(runner, {pbs ? "qdel" : "scancel", chain.stages[j].job}).rc == 0) chain.stages[j].state = "cancelled";
+      }
+      const std::string program = pbs ? "qsub" : "sbatch";
+      chain.state = "failed";
+      chain.reason = program + " could not submit stage " + std::to_string(chain.stages[i].index) +
+                     " (scheduler unreachable, exit " + std::to_string(r.rc) + ")";
+      write_chain(run_dir, chain);
+      std::string text = r.text;
+      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+      throw Error(chain.reason + "; try again when it answers. " + program + " said:\n" + text);
+    }
     if (r.rc != 0) {
       std::ostringstream msg;
       msg << (pbs ? "qsub" : "sbatch") << " refused stage " << chain.stages[i].index << ": " << r.text;
@@ -296,8 +394,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
       }
       chain.stages[i].state = "refused";
       for (size_t j = 0; j < i; ++j) {
-        run_merged(runner, {pbs ? "qdel" : "scancel", chain.stages[j].job});
-        chain.stages[j].state = "cancelled";
+        if (run_merged(runner, {pbs ? "qdel" : "scancel", chain.stages[j].job}).rc == 0) chain.stages[j].state = "cancelled";
       }
       chain.state = "failed";
       chain.reason = msg.str();
@@ -313,8 +410,11 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
 }
 
 int cancel_command(const std::string& run_dir, const CommandRunner& runner, std::ostream& out) {
-  const int n = cancel_chain(run_dir, runner, out);
-  out << "gtrain cancel: " << n << " job(s) cancelled\n";
+  const CancelResult n = cancel_chain(run_dir, runner, out);
+  out << "gtrain cancel: " << n.cancelled << " job(s) cancelled\n";
+  if (n.failed > 0)
+    throw Error("gtrain cancel: " + std::to_string(n.failed) + " job(s) could not be cancelled (see above); the chain "
+                "stays running: try gtrain cancel " + shell_quote(run_dir) + " again");
   return kExitOk;
 }
 

@@ -444,6 +444,60 @@ TEST(PbsAllocation, ProFromNodefileAndQstat) {
   EXPECT_EQ(vn[0].second.first, 8);
 }
 
+// An unusable PBS_NODEFILE gives one note saying what is wrong with it; extra fields on a line
+// (some sites append slot counts) are not part of the host name.
+TEST(PbsAllocation, NodefileProblemsAreOneAccurateNote) {
+  test::TempDir dir;
+  auto notes_for = [&](const std::string& nodefile) {
+    Env env = {{"PBS_JOBID", "1.srv"}, {"PBS_NODEFILE", nodefile}};
+    FakeRunner r;
+    DiscoveryOptions o = with(cpu_machine("here", 4));
+    o.read_limits = false;
+    return discover_allocation(env, r.runner(), o).notes;
+  };
+  auto expect_one = [](const Strings& notes, const std::string& want) {
+    int pbs_notes = 0;
+    for (const auto& n : notes) pbs_notes += n.find("PBS_NODEFILE") != std::string::npos;
+    EXPECT_EQ(pbs_notes, 1) << ::testing::PrintToString(notes);
+    bool found = false;
+    for (const auto& n : notes) found |= n == want;
+    EXPECT_TRUE(found) << want << "\n" << ::testing::PrintToString(notes);
+  };
+  expect_one(notes_for(dir.file("missing")),
+             "PBS_NODEFILE " + dir.file("missing") + " does not exist; no exec_vnode either: assuming this node only");
+  expect_one(notes_for(dir.path()),
+             "PBS_NODEFILE " + dir.path() + " is a directory, not a file; no exec_vnode either: assuming this node only");
+  test::write_file(dir.file("empty"), "\n  \n");
+  expect_one(notes_for(dir.file("empty")),
+             "PBS_NODEFILE " + dir.file("empty") + " lists no hosts; no exec_vnode either: assuming this node only");
+
+  test::write_file(dir.file("nodes"), "n1 extra\nn1\n  n2\textra 2\n");
+  Env env = {{"PBS_JOBID", "1.srv"}, {"PBS_NODEFILE", dir.file("nodes")}};
+  FakeRunner r;
+  DiscoveryOptions o = with(cpu_machine("n1", 4));
+  o.read_limits = false;
+  const Allocation a = discover_allocation(env, r.runner(), o);
+  ASSERT_EQ(a.nodes.size(), 2u);
+  EXPECT_EQ(a.nodes[0].host, "n1");
+  EXPECT_EQ(a.nodes[0].tasks, 2);
+  EXPECT_EQ(a.nodes[1].host, "n2");
+  for (const auto& n : a.notes) EXPECT_EQ(n.find("PBS_NODEFILE"), std::string::npos) << n;
+}
+
+// SLURM_TASKS_PER_NODE that does not match the node list is named in a note, not dropped silently.
+TEST(SlurmAllocation, TasksPerNodeMismatchIsNoted) {
+  Env env = {{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NODELIST", "c[1-3]"}, {"SLURMD_NODENAME", "c1"},
+             {"SLURM_TASKS_PER_NODE", "2(x9)"}};
+  FakeRunner r;
+  DiscoveryOptions o = with(cpu_machine("c1", 4));
+  o.read_limits = false;
+  const Allocation a = discover_allocation(env, r.runner(), o);
+  ASSERT_EQ(a.nodes.size(), 3u);
+  bool found = false;
+  for (const auto& n : a.notes) found |= n == "SLURM_TASKS_PER_NODE '2(x9)' lists 9 node(s) but the job has 3: tasks per node ignored";
+  EXPECT_TRUE(found) << ::testing::PrintToString(a.notes);
+}
+
 TEST(PbsAllocation, TorqueGpuFileAndWalltime) {
   test::TempDir dir;
   test::write_file(dir.file("nodes"), "t1\nt2\n");

@@ -208,6 +208,8 @@ TEST(PlanCli, BadFlagsExitTwoNamingTheFlag) {
            {"--gpus 1,,2", "--gpus '1,,2'"},
            {"--gpus 8 --gpu-mem 80XB", "--gpu-mem '80XB'"},
            {"--gpus 8 --nodes 3", "--nodes 3 must divide the GPU count 8"},
+           {"--gpus 8 --nodes 0", "--nodes: expected a node count >= 1, got '0'"},
+           {"--gpus 1,2,2", "--gpus '1,2,2': 2 is listed twice"},
            {"--gpus 8 --gpu-type tpu-v5", "--gpu-type 'tpu-v5': unknown GPU"},
            {"--gpus 8 --set parallel.mode=explicit --set parallel.tp=5", "tp = 5 must divide the 12 attention heads"}}) {
     auto r = run_command(base + " " + flags);

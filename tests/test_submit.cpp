@@ -3,8 +3,10 @@
 // scheduler (label cpu).
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +31,8 @@ struct FakeScheduler {
   std::vector<std::vector<std::string>> calls;
   int next_job = 100;
   std::function<bool(const std::vector<std::string>&)> refuse = [](const std::vector<std::string>&) { return false; };
+  // When set and it returns a value: the merged output (ending in gtrain-rc=N) instead of the above.
+  std::function<std::optional<std::string>(const std::vector<std::string>&)> answer;
 
   CommandRunner runner() {
     return [this](const std::vector<std::string>& wrapped) -> std::optional<std::string> {
@@ -36,6 +40,9 @@ struct FakeScheduler {
       std::vector<std::string> argv(wrapped.begin() + (wrapped.size() > 4 && wrapped[0] == "bash" ? 4 : 0),
                                     wrapped.end());
       calls.push_back(argv);
+      if (answer) {
+        if (auto a = answer(argv)) return a;
+      }
       if (argv[0] == "sbatch" || argv[0] == "qsub") {
         if (refuse(argv)) return std::string("sbatch: error: max 2 GPUs per job (tres_per_node=gres:gpu:4)\n"
                                              "sbatch: error: Batch job submission failed: Unspecified error\ngtrain-rc=1");
@@ -60,6 +67,7 @@ BatchStage nasty_stage(const std::string& root) {
   b.gtrain = root + "/bin dir/gtrain";
   b.config = root + "/my \"cfg\" $x `y`.toml";
   b.run_dir = root + "/runs/it's a $run `dir`";
+  b.work_dir = b.run_dir;  // the scripts cd there: it must exist
   b.run_args = {"--set", "log.name=a b'c\"$d`e`"};
   b.index = 2;
   b.gpus = 4;
@@ -161,14 +169,15 @@ TEST(BatchScript, ExecutesWithNastyPathsAndForwardsExitCodes) {
     fs::remove(log);
     test::write_file(b.gtrain, "#!/bin/bash\nfor a in \"$@\"; do printf '[%s]\\n' \"$a\" >> " + shell_quote(log) +
                                    "; done\necho --- >> " + shell_quote(log) +
-                                   "\ncase \"$1\" in status) echo '{\"complete\": false}';; run) exit " +
+                                   "\ncase \"$1\" in status) echo '{\"complete\": true}';; run) exit " +
                                    std::to_string(rc) + ";; esac\nexit 0\n");
     fs::permissions(b.gtrain, fs::perms::owner_all);
     test::write_file(dir.file("s.sbatch"), slurm_script(b));
     const auto r = test::run_command("env SLURM_JOB_ID=77 bash " + dir.file("s.sbatch"));
     EXPECT_EQ(r.exit_code, rc == 3 ? 0 : rc) << r.output;
     const std::string got = test::read_file(log);
-    const std::string want = "[status]\n[" + b.run_dir + "]\n[--json]\n---\n[run]\n[" + b.config + "]\n[--run-dir]\n[" +
+    // The old ledger says complete: gtrain run still decides (it exits 0 at once when nothing is left).
+    const std::string want = "[run]\n[" + b.config + "]\n[--run-dir]\n[" +
                              b.run_dir + "]\n[--set]\n[" + b.run_args[1] + "]\n---\n[chain-step]\n[" + b.run_dir +
                              "]\n[--stage]\n[2]\n[--exit]\n[" + std::to_string(rc) + "]\n[--job]\n[77]\n---\n";
     EXPECT_EQ(got, want) << r.output;
@@ -259,7 +268,7 @@ TEST(SubmitPlan, GpusFromListsAndWindows) {
   EXPECT_EQ(p[0].gpus, 2) << "noon is in the day window";
   EXPECT_EQ(p[0].begin_unix, 0);
   EXPECT_EQ(p[1].gpus, 8) << "22:00 is in the night window";
-  EXPECT_EQ(p[1].begin_unix, noon + 10 * 3600);
+  EXPECT_EQ(p[1].begin_unix, noon + 6 * 3600) << "the night window opens at 18:00";
 
   // Only a night window: a stage asked for at noon begins at 18:00.
   p = plan_stages(w, 1, {parse_window(night, "n")}, noon);
@@ -338,7 +347,7 @@ TEST(SubmitChain, AutoStagesSubmitOneMoreWhileResumable) {
   EXPECT_EQ(c.stages.size(), 2u);
   EXPECT_EQ(c.state, "completed");
   std::ostringstream cancel;
-  EXPECT_EQ(cancel_chain(o.run_dir, fake.runner(), cancel), 0);
+  EXPECT_EQ(cancel_chain(o.run_dir, fake.runner(), cancel).cancelled, 0);
 }
 
 TEST(SubmitChain, RefusalShowsTheMessageAndTheLargestAcceptedPlan) {
@@ -392,4 +401,282 @@ TEST(SubmitChain, DryRunSubmitsNothing) {
   EXPECT_TRUE(fake.calls.empty());
   EXPECT_TRUE(fs::exists(o.run_dir + "/stage-2.sbatch"));
   EXPECT_NE(out.str().find("'--chdir=" + o.run_dir + "'"), std::string::npos) << out.str();
+}
+
+namespace {
+
+// Runs the test body with `dir` as the working directory, then restores it.
+struct InDirectory {
+  fs::path old = fs::current_path();
+  explicit InDirectory(const std::string& dir) { fs::current_path(dir); }
+  ~InDirectory() { fs::current_path(old); }
+};
+
+// A fake gtrain at `path` that logs its working directory and arguments to `log`, exits `rc` for run.
+void write_fake_gtrain(const std::string& path, const std::string& log, int rc) {
+  fs::create_directories(fs::path(path).parent_path());
+  test::write_file(path, "#!/bin/bash\necho \"pwd=$(pwd) argc=$# $*\" >> " + shell_quote(log) +
+                             "\n[ \"$1\" = run ] && exit " + std::to_string(rc) + "\nexit 0\n");
+  fs::permissions(path, fs::perms::owner_all);
+}
+
+}  // namespace
+
+// Relative paths in the config (data, plugin, log.root) and the config path itself mean what they
+// meant where `gtrain submit` ran: the stage runs gtrain there, with absolute config and run dir.
+TEST(SubmitScript, StagesRunFromTheSubmitDirectory) {
+  test::TempDir dir;
+  fs::create_directories(dir.file("work"));
+  test::write_file(dir.file("work/job.toml"), std::string(kMlp) + "[log]\nroot = \"runs\"\n");
+  const std::string log = dir.file("log");
+  write_fake_gtrain(dir.file("bin/gtrain"), log, 3);
+  SubmitOptions o;
+  o.config_path = "job.toml";
+  o.gtrain = dir.file("bin/gtrain");
+  o.dry_run = true;
+  o.stages = "1";
+  FakeScheduler fake;
+  std::ostringstream out;
+  {
+    InDirectory in(dir.file("work"));
+    ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
+  }
+  const std::string run_dir = dir.file("work/runs/job");
+  const std::string script = test::read_file(run_dir + "/stage-1.sbatch");
+  EXPECT_NE(script.find("WORK_DIR=" + shell_quote(dir.file("work")) + "\n"), std::string::npos) << script;
+  EXPECT_NE(script.find("cd \"$WORK_DIR\" || exit 1"), std::string::npos) << script;
+  // Run it from elsewhere, as the scheduler would (sbatch --chdir is the run dir).
+  const auto r = test::run_command("cd " + shell_quote(run_dir) + " && env SLURM_JOB_ID=5 bash stage-1.sbatch");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const auto calls = test::lines(test::read_file(log));
+  ASSERT_EQ(calls.size(), 2u) << test::read_file(log);
+  EXPECT_EQ(calls[0], "pwd=" + dir.file("work") + " argc=4 run " + dir.file("work/job.toml") + " --run-dir " + run_dir);
+  EXPECT_EQ(calls[1], "pwd=" + dir.file("work") + " argc=8 chain-step " + run_dir + " --stage 1 --exit 3 --job 5");
+}
+
+// No --set: RUN_ARGS is empty, which `set -u` calls unbound in bash before 4.4 unless every
+// expansion is guarded; gtrain run then gets no empty argument either.
+TEST(SubmitScript, EmptyRunArgsExpandSafely) {
+  test::TempDir dir;
+  BatchStage b = nasty_stage(dir.path());
+  b.run_args.clear();
+  for (const auto& launcher : {"mpirun", "srun"}) {
+    b.launcher = launcher;
+    for (const std::string& text : {slurm_script(b), pbs_script(b)}) {
+      EXPECT_EQ(text.find("\"${RUN_ARGS[@]}\" "), std::string::npos) << text;
+      size_t uses = 0;
+      for (size_t at = text.find("${RUN_ARGS[@]+\"${RUN_ARGS[@]}\"}"); at != std::string::npos;
+           at = text.find("${RUN_ARGS[@]+\"${RUN_ARGS[@]}\"}", at + 1))
+        ++uses;
+      EXPECT_EQ(uses, 1u) << text;
+      // Every array expansion in the script is the guarded one.
+      for (size_t at = text.find("[@]"); at != std::string::npos; at = text.find("[@]", at + 1))
+        EXPECT_TRUE(text.compare(at - 10, 10, "${RUN_ARGS") == 0 || text.compare(at - 9, 9, "\"${RUN_ARGS") == 0)
+            << text.substr(at - 20, 40);
+    }
+  }
+  b.launcher = "mpirun";
+  fs::create_directories(b.run_dir);
+  const std::string log = dir.file("log");
+  write_fake_gtrain(b.gtrain, log, 0);
+  test::write_file(dir.file("s.sbatch"), slurm_script(b));
+  const auto r = test::run_command("bash " + dir.file("s.sbatch"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(test::read_file(log).find("argc=4 run "), std::string::npos) << test::read_file(log);
+}
+
+// Windows mon-fri 08:00-20:00 (8 GPUs) and 20:00-08:00 (32), 2 h stages submitted at 14:28 on a
+// Monday: stages 2 and 3 follow on afterany in the day window, stage 4 waits for 20:00 exactly,
+// stage 5 follows it in the night window.
+TEST(SubmitPlan, BeginOnlyWhereAStageWaitsForAnotherWindow) {
+  WindowConfig day{"mon-fri", "08:00-20:00", 8}, night{"mon-fri", "20:00-08:00", 32};
+  const std::vector<Window> ws = {parse_window(day, "d"), parse_window(night, "n")};
+  std::tm tm{};
+  tm.tm_year = 126, tm.tm_mon = 10, tm.tm_mday = 30, tm.tm_hour = 14, tm.tm_min = 28, tm.tm_isdst = -1;
+  const double now = static_cast<double>(std::mktime(&tm));
+  ASSERT_EQ(tm.tm_wday, 1) << "2026-11-30 is a Monday";
+  SubmitOptions o;
+  o.time = "02:00:00";
+  const auto p = plan_stages(o, 5, ws, now);
+  ASSERT_EQ(p.size(), 5u);
+  const std::vector<int> gpus = {8, 8, 8, 32, 32};
+  const std::vector<double> begin = {0, 0, 0, now + 5 * 3600 + 32 * 60, 0};  // 20:00 = 14:28 + 5 h 32 min
+  for (size_t i = 0; i < p.size(); ++i) {
+    EXPECT_EQ(p[i].gpus, gpus[i]) << "stage " << i + 1;
+    EXPECT_EQ(p[i].begin_unix, begin[i]) << "stage " << i + 1;
+  }
+  EXPECT_EQ(slurm_begin(p[3].begin_unix), "2026-11-30T20:00:00");
+  // Outside every window, the first stage waits for the next opening (Tuesday 08:00).
+  tm = {};
+  tm.tm_year = 126, tm.tm_mon = 11, tm.tm_mday = 1, tm.tm_hour = 8, tm.tm_isdst = -1;
+  const double tuesday8 = static_cast<double>(std::mktime(&tm));
+  const auto q = plan_stages(o, 1, {parse_window(day, "d")}, now + 6 * 3600);
+  EXPECT_EQ(q[0].begin_unix, tuesday8);
+}
+
+// The dry run prints the exact commands, with --begin and GTRAIN_STAGE, each stage after $JOB(k-1).
+TEST(SubmitChain, DryRunPrintsTheExactCommands) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  // A window that opens in two hours' time (whole hours, local time): stage 1 begins then.
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char hours[32];
+  std::snprintf(hours, sizeof hours, "%02d:00-%02d:00", (local.tm_hour + 2) % 24, (local.tm_hour + 3) % 24);
+  test::write_file(o.config_path, std::string(kMlp) + "[[schedule.window]]\nhours = \"" + hours + "\"\nmax_gpus = 2\n");
+  o.dry_run = true;
+  o.stages = "2";
+  o.time = "00:10:00";  // stage 2 follows in the same window: no --begin of its own
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
+  const std::string text = out.str();
+  EXPECT_NE(text.find("  JOB1=$(sbatch --parsable"), std::string::npos) << text;
+  EXPECT_NE(text.find("--begin="), std::string::npos) << text;
+  EXPECT_NE(text.find("--export=ALL,GTRAIN_STAGE=1 " + o.run_dir + "/stage-1.sbatch)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"--dependency=afterany:$JOB1\" --export=ALL,GTRAIN_STAGE=2 " + o.run_dir + "/stage-2.sbatch)\n"),
+            std::string::npos)
+      << text;
+  // The lines run as they are against a fake sbatch that echoes a job id and its arguments.
+  fs::create_directories(dir.file("bin"));
+  test::write_file(dir.file("bin/sbatch"), "#!/bin/bash\necho \"$*\" >> " + dir.file("sbatch.log") + "\necho $RANDOM\n");
+  fs::permissions(dir.file("bin/sbatch"), fs::perms::owner_all);
+  std::string commands;
+  for (const auto& line : test::lines(text)) {
+    if (line.rfind("  JOB", 0) == 0) commands += line + "\n";
+  }
+  test::write_file(dir.file("cmds.sh"), "set -eu\n" + commands + "echo \"$JOB1 $JOB2\"\n");
+  const auto r = test::run_command("PATH=" + dir.file("bin") + ":$PATH bash " + dir.file("cmds.sh"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const auto calls = test::lines(test::read_file(dir.file("sbatch.log")));
+  ASSERT_EQ(calls.size(), 2u);
+  const auto ids = test::lines(r.output);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_NE(calls[1].find("--dependency=afterany:" + ids.back().substr(0, ids.back().find(' '))), std::string::npos)
+      << calls[1] << "\n" << r.output;
+}
+
+// What gtrain run refuses at once, submit refuses before writing anything.
+TEST(SubmitChain, RefusesWhatRunWouldRefuseBeforeWritingScripts) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  auto expect_refused = [&](const std::string& config, const std::vector<std::string>& sets, const std::string& needle) {
+    SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+    test::write_file(o.config_path, config);
+    o.sets = sets;
+    o.dry_run = true;
+    std::ostringstream out;
+    try {
+      submit_command(o, {}, fake.runner(), out);
+      ADD_FAILURE() << "accepted; expected " << needle << "\n" << out.str();
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(o.run_dir + "/stage-1.sbatch"));
+  };
+  std::string unknown = kMlp;
+  unknown.replace(unknown.find("\"mlp\""), 5, "\"resnet9000\"");
+  expect_refused(unknown, {}, "resnet9000");
+  expect_refused(kMlp, {"parallel.micro_batch=7"}, "micro_batch");
+  EXPECT_TRUE(fake.calls.empty());
+}
+
+// A cancel the scheduler refuses: exit 1 (runtime), the stage stays queued, the chain running.
+TEST(SubmitChain, CancelThatFailsSaysSoAndKeepsTheChain) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  o.stages = "2";
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "scancel" && argv[1] == "101")
+      return std::string("scancel: error: Unable to contact slurm controller (connect failure)\ngtrain-rc=1");
+    return std::nullopt;
+  };
+  std::ostringstream cancel;
+  try {
+    cancel_command(o.run_dir, fake.runner(), cancel);
+    ADD_FAILURE() << "cancel succeeded\n" << cancel.str();
+  } catch (const ConfigError& e) {
+    ADD_FAILURE() << "a failed scancel is not bad input: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 1);
+    EXPECT_NE(std::string(e.what()).find("1 job(s) could not be cancelled"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(cancel.str().find("gtrain cancel: 1 job(s) cancelled"), std::string::npos) << cancel.str();
+  const Chain c = read_chain(o.run_dir);
+  EXPECT_EQ(c.state, "running");
+  EXPECT_EQ(c.stages[0].state, "cancelled");
+  EXPECT_EQ(c.stages[1].state, "queued");
+}
+
+// sbatch that cannot reach the controller is a runtime failure (exit 1) with sbatch's message, not
+// a refusal of the job's options (exit 2).
+TEST(SubmitChain, UnreachableControllerIsARuntimeError) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "sbatch")
+      return std::string("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect "
+                         "failure)\ngtrain-rc=1");
+    return std::nullopt;
+  };
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  std::ostringstream out;
+  try {
+    submit_command(o, {}, fake.runner(), out);
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    ADD_FAILURE() << "reported as bad input: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 1);
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("sbatch could not submit stage 1 (scheduler unreachable, exit 1)", 0), 0u) << what;
+    EXPECT_NE(what.find("\nsbatch: error: Batch job submission failed: Unable to contact slurm controller"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(fake.count("sbatch"), 1) << "no --test-only probing of a scheduler that is not there";
+  EXPECT_EQ(read_chain(o.run_dir).state, "failed");
+}
+
+// PBS: no QOS; a log per stage; the summary says how a stage stops (no early signal on PBS).
+TEST(SubmitChain, PbsQosLogsAndStopping) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  o.scheduler = "pbs";
+  o.qos = "high";
+  EXPECT_THROW(
+      {
+        try {
+          validate_submit_options(o);
+        } catch (const ConfigError& e) {
+          EXPECT_NE(std::string(e.what()).find("--qos 'high': PBS has no QOS"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      ConfigError);
+  o.qos.clear();
+  o.stages = "auto";
+  o.time = "01:00:00";
+  o.signal_lead_s = 45;
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
+  EXPECT_EQ(out.str().find("USR1"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("gtrain run --time-limit 3555s (saves 45 s before the walltime; PBS sends no early signal)"),
+            std::string::npos)
+      << out.str();
+  const std::string script = test::read_file(o.run_dir + "/stage-1.pbs");
+  EXPECT_NE(script.find("RUN_ARGS=(--time-limit 3555s)"), std::string::npos) << script;
+  chain_step(o.run_dir, 1, 3, "100.pbs01", fake.runner());  // auto: one more stage
+  ASSERT_EQ(fake.count("qsub"), 2);
+  auto output_of = [](const std::vector<std::string>& call) {
+    auto it = std::find(call.begin(), call.end(), "-o");
+    return it == call.end() ? std::string() : *(it + 1);
+  };
+  EXPECT_EQ(output_of(fake.calls[0]), o.run_dir + "/pbs-stage-1.out");
+  EXPECT_EQ(output_of(fake.calls.back()), o.run_dir + "/pbs-stage-2.out");
 }
