@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
     r.shards = shards;
     r.keep = 1;
     r.token = "bench";
+    r.meta = {{"model", nlohmann::json::object()}};
     return r;
   };
   // dd: the same random bytes (from a page-cached file, so only the write is timed), same disk,

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -26,24 +27,59 @@ nlohmann::json to_json(const Chain& c) {
           {"state", c.state}, {"reason", c.reason}, {"stages", st}};
 }
 
-Chain from_json(const nlohmann::json& j) {
+// Key `key` of the object `obj` (`path` names it in messages), `fallback` when absent; a ConfigError
+// naming the file and the key when it holds another type.
+template <class T>
+T field(const nlohmann::json& obj, const std::string& key, T fallback, const std::string& where, const std::string& path) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return fallback;
+  const auto& v = *it;
+  const char* expected = nullptr;
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) expected = "a string";
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) expected = "true or false";
+  } else if constexpr (std::is_same_v<T, int>) {
+    if (!v.is_number_integer()) expected = "an integer";
+  } else {
+    bool ok = v.is_array();
+    for (const auto& x : v) ok = ok && x.is_string();
+    if (!ok) expected = "an array of strings";
+  }
+  if (expected) {
+    throw ConfigError(where + ": key '" + path + key + "' must be " + expected + ", got " + std::string(v.type_name()));
+  }
+  return v.get<T>();
+}
+
+Chain from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) {
+    throw ConfigError(where + ": must be a JSON object (as gtrain submit writes it), got " + std::string(j.type_name()));
+  }
   Chain c;
-  c.scheduler = j.value("scheduler", c.scheduler);
-  c.auto_stages = j.value("auto_stages", false);
-  c.max_auto_stages = j.value("max_auto_stages", c.max_auto_stages);
-  c.state = j.value("state", c.state);
-  c.reason = j.value("reason", "");
-  for (const auto& s : j.value("stages", nlohmann::json::array())) {
+  c.scheduler = field(j, "scheduler", c.scheduler, where, "");
+  c.auto_stages = field(j, "auto_stages", false, where, "");
+  c.max_auto_stages = field(j, "max_auto_stages", c.max_auto_stages, where, "");
+  c.state = field(j, "state", c.state, where, "");
+  c.reason = field(j, "reason", std::string(), where, "");
+  const auto stages = j.find("stages");
+  if (stages != j.end() && !stages->is_array()) {
+    throw ConfigError(where + ": key 'stages' must be an array, got " + std::string(stages->type_name()));
+  }
+  for (size_t i = 0; stages != j.end() && i < stages->size(); ++i) {
+    const auto& s = (*stages)[i];
+    const std::string at = "stages[" + std::to_string(i) + "]";
+    if (!s.is_object()) throw ConfigError(where + ": key '" + at + "' must be an object, got " + std::string(s.type_name()));
     ChainStage x;
-    x.index = s.value("index", 1);
-    x.gpus = s.value("gpus", 1);
-    x.nodes = s.value("nodes", 1);
-    x.script = s.value("script", "");
-    x.submit_argv = s.value("submit_argv", std::vector<std::string>{});
-    x.begin = s.value("begin", "");
-    x.job = s.value("job", "");
-    x.state = s.value("state", "planned");
-    x.exit = s.value("exit", -1);
+    x.index = field(s, "index", 1, where, at + ".");
+    x.gpus = field(s, "gpus", 1, where, at + ".");
+    x.nodes = field(s, "nodes", 1, where, at + ".");
+    x.script = field(s, "script", std::string(), where, at + ".");
+    x.submit_argv = field(s, "submit_argv", std::vector<std::string>{}, where, at + ".");
+    x.begin = field(s, "begin", std::string(), where, at + ".");
+    x.job = field(s, "job", std::string(), where, at + ".");
+    x.state = field(s, "state", std::string("planned"), where, at + ".");
+    x.exit = field(s, "exit", -1, where, at + ".");
     c.stages.push_back(x);
   }
   return c;
@@ -84,11 +120,13 @@ bool chain_exists(const std::string& run_dir) { return fs::exists(chain_path(run
 Chain read_chain(const std::string& run_dir) {
   std::ifstream f(chain_path(run_dir));
   if (!f) throw ConfigError(chain_path(run_dir) + ": no chain (was this run submitted with gtrain submit?)");
+  nlohmann::json j;
   try {
-    return from_json(nlohmann::json::parse(f));
+    j = nlohmann::json::parse(f);
   } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(chain_path(run_dir) + ": " + e.what());
+    throw ConfigError(chain_path(run_dir) + ": not valid JSON (" + std::string(e.what()) + ")");
   }
+  return from_json(j, chain_path(run_dir));
 }
 
 void write_chain(const std::string& run_dir, const Chain& c) {

@@ -273,6 +273,20 @@ RunOutcome run_job(const RunOptions& o) {
   if (main_rank) {
     for (const auto& w : warnings) std::cerr << "gtrain: warning: " << w << std::endl;
     if (!batch_note.empty() && !o.quiet) std::cout << "gtrain: " << batch_note << std::endl;
+    // Checkpoints newer than where this run starts belong to another trajectory: moved aside (never
+    // deleted), so that pruning keeps this run's checkpoints and the next start resumes this run.
+    const int64_t resume_step = resume_from.empty() ? -1 : CheckpointReader(resume_from).step();
+    const auto moved = supersede_checkpoints(paths.checkpoints, resume_step, resume_from);
+    if (!moved.steps.empty()) {
+      std::string steps;
+      for (auto s : moved.steps) steps += (steps.empty() ? "" : ", ") + std::to_string(s);
+      const std::string why = o.no_resume ? "--no-resume starts the run over"
+                              : !o.resume.empty() ? "resuming from the older checkpoint " + resume_from
+                              : resume_from.empty() ? "they are invalid and no valid checkpoint remains"
+                                                    : "they are invalid; resuming from " + resume_from;
+      std::cerr << "gtrain: warning: moved " << moved.steps.size() << " checkpoint(s) (step " << steps << ") aside to "
+                << moved.folder << ": " << why << std::endl;
+    }
     write_run_files(run_dir, cfg, plan, requested_batch);
   }
   if (comm->size() > 1) comm->barrier();  // the run directory exists before any rank writes

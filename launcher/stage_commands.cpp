@@ -8,9 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/chain.h"
 #include "launcher/text_util.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/errors.h"
+#include "runtime/config/job_config.h"
 #include "runtime/metrics/progress.h"
 
 namespace fs = std::filesystem;
@@ -18,17 +20,67 @@ namespace fs = std::filesystem;
 namespace gtrain {
 namespace {
 
-std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
+enum class Want { kInt, kNumber, kString, kObject };
+
+bool has_type(const nlohmann::json& v, Want w) {
+  switch (w) {
+    case Want::kInt: return v.is_number_integer();
+    case Want::kNumber: return v.is_number();
+    case Want::kString: return v.is_string();
+    case Want::kObject: return v.is_object();
+  }
+  return false;
+}
+
+const char* want_name(Want w) {
+  switch (w) {
+    case Want::kInt: return "an integer";
+    case Want::kNumber: return "a number";
+    case Want::kString: return "a string";
+    case Want::kObject: return "an object";
+  }
+  return "";
+}
+
+// The records of a JSON-lines file. A line that does not parse (the partial last line of a killed
+// run) is skipped silently; a line that parses but is not a record of the expected shape (an object
+// whose keys in `keys` have their types) is skipped with a warning naming the file, line and key.
+std::vector<nlohmann::json> read_jsonl(const fs::path& p, const std::vector<std::pair<std::string, Want>>& keys) {
   std::vector<nlohmann::json> out;
   std::ifstream f(p);
   std::string line;
-  while (std::getline(f, line)) {
+  for (int n = 1; std::getline(f, line); ++n) {
     if (line.empty()) continue;
     auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded()) out.push_back(j);
+    if (j.is_discarded()) continue;
+    std::string bad;
+    if (!j.is_object()) {
+      bad = "expected a JSON object, got " + std::string(j.type_name());
+    } else {
+      for (const auto& [key, want] : keys) {
+        auto it = j.find(key);
+        if (it != j.end() && !has_type(*it, want)) {
+          bad = "key '" + key + "' must be " + want_name(want) + ", got " + std::string(it->type_name());
+          break;
+        }
+      }
+    }
+    if (!bad.empty()) {
+      std::cerr << "gtrain: warning: " << p.string() << ":" << n << ": " << bad << "; line skipped" << std::endl;
+      continue;
+    }
+    out.push_back(j);
   }
   return out;
 }
+
+const std::vector<std::pair<std::string, Want>> kStageKeys = {
+    {"total_steps", Want::kInt}, {"step_from", Want::kInt},     {"step_to", Want::kInt},
+    {"world", Want::kInt},       {"productive_s", Want::kNumber}, {"start", Want::kNumber},
+    {"end", Want::kNumber},      {"save_s", Want::kNumber},     {"load_s", Want::kNumber},
+    {"exit", Want::kString},     {"allocation", Want::kObject}};
+const std::vector<std::pair<std::string, Want>> kMetricKeys = {
+    {"kind", Want::kString}, {"step", Want::kInt}, {"loss", Want::kNumber}};
 
 // A checkpoint directory, or the newest valid one under a checkpoints root / run directory.
 std::string checkpoint_path(const std::string& path) {
@@ -44,13 +96,32 @@ std::string checkpoint_path(const std::string& path) {
 
 int status_command(const std::string& run_dir, bool json) {
   if (!fs::is_directory(run_dir)) throw ConfigError(run_dir + ": no such run directory");
-  const auto stages = read_jsonl(fs::path(run_dir) / "stages.jsonl");
-  const auto metrics = read_jsonl(fs::path(run_dir) / "metrics.jsonl");
+  const fs::path dir(run_dir);
+  const bool has_config = fs::exists(dir / "config.toml");
+  if (!has_config && !fs::exists(dir / "metrics.jsonl") && !fs::exists(dir / "stages.jsonl") &&
+      !fs::exists(dir / "checkpoints") && !fs::exists(dir / "chain.json")) {
+    throw ConfigError(run_dir + ": not a gtrain run directory (no config.toml, metrics.jsonl or checkpoints)");
+  }
+  if (chain_exists(run_dir)) read_chain(run_dir);  // a bad chain.json: one clear error before any report
+  // The resolved config the run wrote at start: total steps and the checkpoint directory.
+  int64_t config_steps = 0;
+  std::string ckpt_dir = (dir / "checkpoints").string();
+  if (has_config) {
+    try {
+      const JobConfig cfg = load_job_config((dir / "config.toml").string(), {}, {});
+      config_steps = cfg.train.steps;
+      if (!cfg.checkpoint.dir.empty()) ckpt_dir = cfg.checkpoint.dir;
+    } catch (const Error& e) {
+      std::cerr << "gtrain: warning: " << e.what() << " (total steps unknown)" << std::endl;
+    }
+  }
+  const auto stages = read_jsonl(dir / "stages.jsonl", kStageKeys);
+  const auto metrics = read_jsonl(dir / "metrics.jsonl", kMetricKeys);
   nlohmann::json last_train;
   for (const auto& m : metrics) {
     if (m.value("kind", "") == "train") last_train = m;
   }
-  auto ckpts = list_checkpoints((fs::path(run_dir) / "checkpoints").string());
+  const std::string latest = find_latest_complete_checkpoint(ckpt_dir);
   int64_t total = 0, done = 0;
   double productive_rank_s = 0, wall_rank_s = 0;
   for (const auto& s : stages) {
@@ -59,6 +130,14 @@ int status_command(const std::string& run_dir, bool json) {
     const double world = s.value("world", 1);
     productive_rank_s += s.value("productive_s", 0.0) * world;
     wall_rank_s += (s.value("end", 0.0) - s.value("start", 0.0)) * world;
+  }
+  if (total == 0) total = config_steps;
+  if (total == 0 && !latest.empty()) {
+    // Epoch- or token-based runs: the trainer's resolved total, stored in its checkpoints.
+    try {
+      total = CheckpointReader(latest).manifest().value("total_steps", int64_t{0});
+    } catch (const std::exception&) {
+    }
   }
   if (!last_train.is_null()) done = std::max<int64_t>(done, last_train.value("step", 0));
   const bool complete = !stages.empty() && stages.back().value("exit", "") == "completed";
@@ -69,23 +148,30 @@ int status_command(const std::string& run_dir, bool json) {
     const int64_t steps = s.value("step_to", 0) - s.value("step_from", 0);
     if (steps > 0) eta = (s.value("productive_s", 0.0) / steps) * static_cast<double>(total - done);
   }
+  // Goodput needs the ledger (a run killed before its first stage ended has none).
   const double goodput = wall_rank_s > 0 ? productive_rank_s / wall_rank_s : 0;
   if (json) {
     nlohmann::json j = {{"run_dir", run_dir}, {"step", done}, {"total_steps", total}, {"complete", complete},
-                        {"goodput", goodput}, {"eta_s", eta}, {"stages", stages},
-                        {"latest_checkpoint", ckpts.empty() ? "" : ckpts.back().path}};
-    // A submitted chain (chain.json, as `gtrain submit` and the stages' scripts keep it).
-    std::ifstream chain(fs::path(run_dir) / "chain.json");
-    if (chain) j["chain"] = nlohmann::json::parse(chain, nullptr, /*allow_exceptions=*/false);
+                        {"goodput", stages.empty() ? nlohmann::json() : nlohmann::json(goodput)}, {"eta_s", eta},
+                        {"stages", stages}, {"latest_checkpoint", latest}};
+    // A submitted chain (chain.json, as `gtrain submit` and the stages' scripts keep it; checked).
+    if (chain_exists(run_dir)) {
+      read_chain(run_dir);
+      std::ifstream chain(chain_path(run_dir));
+      j["chain"] = nlohmann::json::parse(chain);
+    }
     std::cout << j.dump(2) << std::endl;
     return 0;
   }
   std::printf("gtrain status: %s\n", run_dir.c_str());
-  std::printf("  progress   step %lld / %lld%s\n", (long long)done, (long long)total,
-              complete ? "  (complete)" : "");
+  if (total > 0) {
+    std::printf("  progress   step %lld / %lld%s\n", (long long)done, (long long)total, complete ? "  (complete)" : "");
+  } else {
+    std::printf("  progress   step %lld / unknown\n", (long long)done);
+  }
   if (!last_train.is_null()) std::printf("  last loss  %.4f\n", last_train.value("loss", 0.0));
-  std::printf("  checkpoint %s\n", ckpts.empty() ? "none" : ckpts.back().path.c_str());
-  std::printf("  goodput    %.1f%% of rank-time in training steps\n", 100.0 * goodput);
+  std::printf("  checkpoint %s\n", latest.empty() ? "none" : latest.c_str());
+  if (!stages.empty()) std::printf("  goodput    %.1f%% of rank-time in training steps\n", 100.0 * goodput);
   if (!complete) std::printf("  eta        %s at the last stage's speed\n", eta >= 0 ? Progress::format_duration(eta).c_str() : "unknown");
   std::printf("  stages     %zu\n", stages.size());
   std::printf("  %-3s %-19s %-19s %5s %-10s %9s %8s %7s %7s  %s\n", "#", "start", "end", "ranks", "steps", "productive",
@@ -93,10 +179,12 @@ int status_command(const std::string& run_dir, bool json) {
   for (size_t i = 0; i < stages.size(); ++i) {
     const auto& s = stages[i];
     const std::string steps = std::to_string(s.value("step_from", 0)) + "-" + std::to_string(s.value("step_to", 0));
-    const auto& alloc = s.contains("allocation") ? s.at("allocation") : nlohmann::json::object();
+    const auto alloc = s.contains("allocation") ? s.at("allocation") : nlohmann::json::object();
+    const auto sched = alloc.find("scheduler");
+    const std::string scheduler = sched != alloc.end() && sched->is_string() ? sched->get<std::string>() : "-";
     std::printf("  %-3zu %-19s %-19s %5d %-10s %8.1fs %8.2f %7.2f %7s  %s\n", i + 1, text::local_time(s.value("start", 0.0), "%Y-%m-%d %H:%M:%S").c_str(),
                 text::local_time(s.value("end", 0.0), "%Y-%m-%d %H:%M:%S").c_str(), s.value("world", 1), steps.c_str(), s.value("productive_s", 0.0),
-                s.value("save_s", 0.0), s.value("load_s", 0.0), alloc.value("scheduler", "-").c_str(),
+                s.value("save_s", 0.0), s.value("load_s", 0.0), scheduler.c_str(),
                 s.value("exit", "").c_str());
   }
   return 0;

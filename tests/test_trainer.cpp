@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "launcher/run_command.h"
@@ -522,6 +524,7 @@ TEST(Checkpoint, ShardsAssembleFromRegionsAndFlatRanges) {
     r.rank = rank;
     r.world = 2;
     r.token = "t";
+    if (rank == 0) r.meta = {{"model", nlohmann::json::object()}};
     auto half = global.narrow(1, rank * 3, 3).contiguous().view({-1});
     r.shards.push_back({"w", {4, 6}, {0, rank * 3}, {4, 3}, 0, half.narrow(0, 0, 5), true});
     r.shards.push_back({"w", {4, 6}, {0, rank * 3}, {4, 3}, 5, half.narrow(0, 5, 7), true});
@@ -533,6 +536,162 @@ TEST(Checkpoint, ShardsAssembleFromRegionsAndFlatRanges) {
   CheckpointReader ck(dir.file("ck/step_00000001"));
   EXPECT_TRUE(torch::equal(ck.read("w"), global));
   EXPECT_TRUE(ck.verify().empty());
+}
+
+// A small committed checkpoint (one 2x3 tensor) at `step`, written with `keep`.
+void tiny_checkpoint(const std::string& dir, int64_t step, int64_t keep, const std::string& token = "t") {
+  SaveRequest r;
+  r.dir = dir;
+  r.step = step;
+  r.consumed_samples = step * 4;
+  r.keep = keep;
+  r.token = token;
+  r.meta = {{"model", nlohmann::json::object()}};
+  auto w = torch::arange(6, torch::kFloat).reshape({2, 3}) + static_cast<double>(step);
+  r.shards.push_back({"w", {2, 3}, {0, 0}, {2, 3}, 0, w.view({-1}), true});
+  write_checkpoint(r);
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Pruning deletes only checkpoints older than the one just committed: newer ones (another
+// trajectory's) are not its to delete, and must not push its own out of `keep`.
+TEST(Checkpoint, PruningOnlyDeletesOlderCheckpoints) {
+  test::TempDir dir;
+  const std::string ck = dir.file("ck");
+  tiny_checkpoint(ck, 0, 10);
+  tiny_checkpoint(ck, 1, 10);
+  tiny_checkpoint(ck, 7, 10);
+  tiny_checkpoint(ck, 2, 2);  // keeps itself and step 1; step 7 is not older, so untouched
+  EXPECT_EQ(entries(ck), (std::vector<std::string>{"step_00000001", "step_00000002", "step_00000007"}));
+  EXPECT_EQ(CheckpointReader(ck + "/step_00000002").read("w")[0][0].item<float>(), 2.0f);
+  EXPECT_EQ(CheckpointReader(ck + "/step_00000007").step(), 7);
+}
+
+// A crash while pruning leaves a half-deleted step directory (no manifest) or a *.tmp-* rename of
+// one; the next commit removes both.
+TEST(Checkpoint, CommitCleansIncompleteStepDirectories) {
+  test::TempDir dir;
+  const std::string ck = dir.file("ck");
+  tiny_checkpoint(ck, 1, 5);
+  std::filesystem::create_directories(ck + "/step_00000009");
+  test::write_file(ck + "/step_00000009/shard_1.json", "[]");
+  std::filesystem::create_directories(ck + "/step_00000003.tmp-retired-old");
+  test::write_file(ck + "/step_00000003.tmp-retired-old/shard_0.bin", "x");
+  tiny_checkpoint(ck, 2, 5);
+  EXPECT_EQ(entries(ck), (std::vector<std::string>{"step_00000001", "step_00000002"}));
+  // Pruned directories leave nothing behind either.
+  tiny_checkpoint(ck, 3, 1);
+  EXPECT_EQ(entries(ck), (std::vector<std::string>{"step_00000003"}));
+}
+
+// Checkpoints newer than the resume step are moved aside, never deleted.
+TEST(Checkpoint, SupersedeMovesNewerCheckpointsAside) {
+  test::TempDir dir;
+  const std::string ck = dir.file("ck");
+  for (int s = 1; s <= 4; ++s) tiny_checkpoint(ck, s, 10);
+  auto moved = supersede_checkpoints(ck, 2, ck + "/step_00000002");
+  EXPECT_EQ(moved.steps, (std::vector<int64_t>{3, 4}));
+  ASSERT_EQ(moved.folder.rfind(ck + "/superseded-", 0), 0u) << moved.folder;
+  EXPECT_EQ(entries(moved.folder), (std::vector<std::string>{"step_00000003", "step_00000004"}));
+  EXPECT_EQ(CheckpointReader(moved.folder + "/step_00000004").step(), 4);
+  ASSERT_EQ(list_checkpoints(ck).size(), 2u);
+  EXPECT_EQ(list_checkpoints(ck).back().step, 2);
+  EXPECT_TRUE(supersede_checkpoints(ck, 2).steps.empty());
+  // A later commit keeps the superseded folder (not a leftover to clean).
+  tiny_checkpoint(ck, 3, 1);
+  EXPECT_TRUE(std::filesystem::exists(moved.folder + "/step_00000004/manifest.json"));
+  // Starting over: every checkpoint goes, into a second folder when the first name is taken.
+  auto all = supersede_checkpoints(ck, -1);
+  EXPECT_EQ(all.steps, (std::vector<int64_t>{3}));
+  EXPECT_NE(all.folder, moved.folder);
+  EXPECT_TRUE(list_checkpoints(ck).empty());
+}
+
+// Manifests that parse but have the wrong shape are refused with the manifest's path and the key,
+// and auto-resume falls back to the previous checkpoint (as it does for a checksum mismatch).
+TEST(Checkpoint, MalformedManifestIsRefusedAndSkipped) {
+  test::TempDir dir;
+  auto c = synthetic_mlp(4, 16);
+  c.checkpoint.interval = 2;
+  TrainerPaths paths;
+  paths.checkpoints = dir.file("ckpt");
+  make_trainer(c, 0, paths)->run();
+  auto all = list_checkpoints(paths.checkpoints);
+  ASSERT_EQ(all.size(), 2u);
+  const std::string manifest = all[1].path + "/manifest.json";
+  const std::string pristine = test::read_file(manifest);
+  const auto good = nlohmann::json::parse(pristine);
+  const std::string t0 = good.at("tensors").begin().key();
+  const std::string p0 = "tensors." + t0 + ".pieces[0]";
+  using J = nlohmann::json;
+  struct Case {
+    std::string key;
+    std::function<void(J&)> change;
+  };
+  const std::vector<Case> cases = {
+      {"must be a JSON object", [](J& m) { m = J::array({1, 2}); }},
+      {"'step'", [](J& m) { m["step"] = "5"; }},
+      {"'step'", [](J& m) { m["step"] = -1; }},
+      {"'consumed_samples'", [](J& m) { m.erase("consumed_samples"); }},
+      {"'consumed_samples'", [](J& m) { m["consumed_samples"] = 1.5; }},
+      {"'model'", [](J& m) { m["model"] = nullptr; }},
+      {"'model'", [](J& m) { m["model"] = J::array(); }},
+      {"'tensors'", [](J& m) { m["tensors"] = J::object(); }},
+      {"'tensors'", [](J& m) { m["tensors"] = J::array({1}); }},
+      {"'tensors." + t0 + ".dtype'", [&](J& m) { m["tensors"][t0]["dtype"] = 3; }},
+      {"'tensors." + t0 + ".shape'", [&](J& m) { m["tensors"][t0]["shape"] = J::array({-1}); }},
+      {"'tensors." + t0 + ".pieces'", [&](J& m) { m["tensors"][t0]["pieces"] = J::object(); }},
+      {"'" + p0 + ".file'", [&](J& m) { m["tensors"][t0]["pieces"][0]["file"] = "../../../etc/passwd"; }},
+      {"'" + p0 + ".file'", [&](J& m) { m["tensors"][t0]["pieces"][0]["file"] = "/etc/passwd"; }},
+      {"'" + p0 + ".file'", [&](J& m) { m["tensors"][t0]["pieces"][0]["file"] = 7; }},
+      {"'" + p0 + ".offset'", [&](J& m) { m["tensors"][t0]["pieces"][0]["offset"] = -4; }},
+      {"'" + p0 + ".nbytes'", [&](J& m) { m["tensors"][t0]["pieces"][0]["nbytes"] = "8"; }},
+      {"'" + p0 + ".crc32c'", [&](J& m) { m["tensors"][t0]["pieces"][0]["crc32c"] = -1; }},
+      {"'" + p0 + ".crc32c'", [&](J& m) { m["tensors"][t0]["pieces"][0]["crc32c"] = 1ll << 33; }},
+      {"'" + p0 + ".region_offsets'", [&](J& m) { m["tensors"][t0]["pieces"][0]["region_offsets"] = J::array({0, 0, 0, 0, 0}); }},
+      {"'" + p0 + ".region_shape'", [&](J& m) { m["tensors"][t0]["pieces"][0]["region_shape"] = "x"; }},
+  };
+  for (const auto& k : cases) {
+    J m = good;
+    k.change(m);
+    test::write_file(manifest, m.dump());
+    try {
+      CheckpointReader r(all[1].path);
+      ADD_FAILURE() << "accepted a manifest with a bad " << k.key;
+    } catch (const CheckpointError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(manifest), std::string::npos) << what;
+      EXPECT_NE(what.find(k.key), std::string::npos) << what;
+      EXPECT_EQ(what.find("json.exception"), std::string::npos) << what;
+    }
+    std::vector<std::string> warnings;
+    EXPECT_EQ(find_latest_valid_checkpoint(paths.checkpoints, &warnings), all[0].path) << k.key;
+    ASSERT_EQ(warnings.size(), 1u) << k.key;
+    EXPECT_NE(warnings[0].find(k.key), std::string::npos) << warnings[0];
+  }
+  // The tools: inspect prints one clear line (no half report); verify of 0 tensors is not OK.
+  J m = good;
+  m["tensors"][t0]["pieces"][0]["nbytes"] = "8";
+  test::write_file(manifest, m.dump());
+  auto inspect = test::run_command(GTRAIN_BINARY " ckpt inspect " + all[1].path);
+  EXPECT_NE(inspect.exit_code, 0) << inspect.output;
+  EXPECT_EQ(test::lines(inspect.output).size(), 1u) << inspect.output;
+  EXPECT_NE(inspect.output.find(manifest + ": key '" + p0 + ".nbytes'"), std::string::npos) << inspect.output;
+  m = good;
+  m["tensors"] = J::object();
+  test::write_file(manifest, m.dump());
+  auto verify = test::run_command(GTRAIN_BINARY " ckpt verify " + all[1].path);
+  EXPECT_NE(verify.exit_code, 0) << verify.output;
+  EXPECT_EQ(verify.output.find("OK"), std::string::npos) << verify.output;
+  // Restored, it is the newest valid one again.
+  test::write_file(manifest, pristine);
+  EXPECT_EQ(find_latest_valid_checkpoint(paths.checkpoints, nullptr), all[1].path);
 }
 
 // A profiler that cannot start costs the profile, never the run: here a second one while the first

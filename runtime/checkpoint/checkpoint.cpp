@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -93,6 +94,151 @@ nlohmann::json read_json(const fs::path& p) {
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(p.string() + ": unreadable JSON (" + std::string(e.what()) + ")");
   }
+}
+
+// ---- manifest validation: every key the readers use, with its type, checked before any is used ----
+
+const char* json_kind(const nlohmann::json& j) {
+  if (j.is_null()) return "null";
+  if (j.is_boolean()) return "a boolean";
+  if (j.is_number_integer()) return j.is_number_unsigned() || j.get<int64_t>() >= 0 ? "an integer" : "a negative integer";
+  if (j.is_number()) return "a fractional number";
+  if (j.is_string()) return "a string";
+  if (j.is_array()) return "an array";
+  return "an object";
+}
+
+[[noreturn]] void bad_key(const std::string& where, const std::string& key, const std::string& expected,
+                          const nlohmann::json* got) {
+  if (!got) throw CheckpointError(where + ": key '" + key + "' is missing");
+  throw CheckpointError(where + ": key '" + key + "' must be " + expected + ", got " + json_kind(*got));
+}
+
+bool is_count(const nlohmann::json& j) {
+  return j.is_number_unsigned() || (j.is_number_integer() && j.get<int64_t>() >= 0);
+}
+
+const nlohmann::json& require(const std::string& where, const nlohmann::json& obj, const std::string& key,
+                              const std::string& path) {
+  auto it = obj.find(key);
+  if (it == obj.end()) bad_key(where, path, "", nullptr);
+  return *it;
+}
+
+int64_t require_count(const std::string& where, const nlohmann::json& obj, const std::string& key,
+                      const std::string& path) {
+  const auto& v = require(where, obj, key, path);
+  if (!is_count(v)) bad_key(where, path, "a non-negative integer", &v);
+  return v.get<int64_t>();
+}
+
+std::vector<int64_t> require_counts(const std::string& where, const nlohmann::json& obj, const std::string& key,
+                                    const std::string& path, int64_t rank) {
+  const auto& v = require(where, obj, key, path);
+  const std::string expected = "an array of " + (rank >= 0 ? std::to_string(rank) + " " : std::string()) +
+                               "non-negative integers";
+  if (!v.is_array() || (rank >= 0 && static_cast<int64_t>(v.size()) != rank)) bad_key(where, path, expected, &v);
+  std::vector<int64_t> out;
+  for (const auto& x : v) {
+    if (!is_count(x)) bad_key(where, path, expected, &v);
+    out.push_back(x.get<int64_t>());
+  }
+  return out;
+}
+
+void optional_type(const std::string& where, const nlohmann::json& m, const std::string& key, bool (*ok)(const nlohmann::json&),
+                   const std::string& expected) {
+  auto it = m.find(key);
+  if (it != m.end() && !ok(*it)) bad_key(where, key, expected, &*it);
+}
+
+// A piece's data file: a plain name inside the checkpoint directory.
+bool plain_file_name(const std::string& f) {
+  return !f.empty() && f != "." && f != ".." && f.find('/') == std::string::npos && f.find('\\') == std::string::npos &&
+         f.find('\0') == std::string::npos;
+}
+
+void validate_manifest(const nlohmann::json& m, const std::string& where) {
+  if (!m.is_object()) throw CheckpointError(where + ": must be a JSON object, got " + json_kind(m));
+  const auto fmt = m.find("format");
+  if (fmt == m.end() || !fmt->is_string() || fmt->get<std::string>() != "gtrain-checkpoint") {
+    throw CheckpointError(where + ": not a gtrain checkpoint (key 'format' is not \"gtrain-checkpoint\")");
+  }
+  const auto ver = m.find("version");
+  if (ver == m.end() || !ver->is_number_integer()) bad_key(where, "version", "an integer", ver == m.end() ? nullptr : &*ver);
+  const int version = ver->get<int>();
+  if (version != kCheckpointFormatVersion) {
+    throw CheckpointError(where + ": format version " + std::to_string(version) + ", this gtrain reads version " +
+                          std::to_string(kCheckpointFormatVersion));
+  }
+  require_count(where, m, "step", "step");
+  require_count(where, m, "consumed_samples", "consumed_samples");
+  const auto& model = require(where, m, "model", "model");
+  if (!model.is_object()) bad_key(where, "model", "an object (the model config the checkpoint was written for)", &model);
+  for (const auto& [k, v] : model.items()) {
+    if (!v.is_string()) bad_key(where, "model." + k, "a string", &v);
+  }
+  optional_type(where, m, "world", is_count, "a non-negative integer");
+  optional_type(where, m, "global_batch", is_count, "a non-negative integer");
+  optional_type(where, m, "probe_loss", [](const nlohmann::json& j) { return j.is_number(); }, "a number");
+  optional_type(where, m, "plan", [](const nlohmann::json& j) { return j.is_string(); }, "a string");
+  optional_type(where, m, "stage_ledger", [](const nlohmann::json& j) { return j.is_array(); }, "an array");
+  const auto& tensors = require(where, m, "tensors", "tensors");
+  if (!tensors.is_object() || tensors.empty()) bad_key(where, "tensors", "a non-empty object", &tensors);
+  for (const auto& [name, t] : tensors.items()) {
+    const std::string tk = "tensors." + name;
+    if (!t.is_object()) bad_key(where, tk, "an object", &t);
+    const auto& dtype = require(where, t, "dtype", tk + ".dtype");
+    if (!dtype.is_string()) bad_key(where, tk + ".dtype", "a string", &dtype);
+    dtype_of(dtype.get<std::string>(), where + ": key '" + tk + ".dtype'");
+    const auto shape = require_counts(where, t, "shape", tk + ".shape", -1);
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    const auto& pieces = require(where, t, "pieces", tk + ".pieces");
+    if (!pieces.is_array()) bad_key(where, tk + ".pieces", "an array", &pieces);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const auto& p = pieces[i];
+      const std::string pk = tk + ".pieces[" + std::to_string(i) + "]";
+      if (!p.is_object()) bad_key(where, pk, "an object", &p);
+      const auto& file = require(where, p, "file", pk + ".file");
+      if (!file.is_string() || !plain_file_name(file.get<std::string>())) {
+        bad_key(where, pk + ".file", "a plain file name in the checkpoint directory (no '/', no '..')", &file);
+      }
+      require_count(where, p, "offset", pk + ".offset");
+      require_count(where, p, "nbytes", pk + ".nbytes");
+      const auto& crc = require(where, p, "crc32c", pk + ".crc32c");
+      if (!crc.is_number_unsigned() && !(crc.is_number_integer() && crc.get<int64_t>() >= 0)) {
+        bad_key(where, pk + ".crc32c", "an unsigned 32-bit integer", &crc);
+      }
+      if (crc.get<uint64_t>() > 0xffffffffull) bad_key(where, pk + ".crc32c", "an unsigned 32-bit integer", &crc);
+      const auto off = require_counts(where, p, "region_offsets", pk + ".region_offsets", rank);
+      const auto rshape = require_counts(where, p, "region_shape", pk + ".region_shape", rank);
+      int64_t region_numel = 1;
+      for (int64_t d = 0; d < rank; ++d) {
+        if (off[d] + rshape[d] > shape[d]) {
+          throw CheckpointError(where + ": key '" + pk + "': region exceeds the tensor's shape in dimension " +
+                                std::to_string(d));
+        }
+        region_numel *= rshape[d];
+      }
+      const int64_t flat_begin = require_count(where, p, "flat_begin", pk + ".flat_begin");
+      const int64_t numel = require_count(where, p, "numel", pk + ".numel");
+      if (flat_begin + numel > region_numel) {
+        throw CheckpointError(where + ": key '" + pk + "': flat range " + std::to_string(flat_begin) + "+" +
+                              std::to_string(numel) + " exceeds its region of " + std::to_string(region_numel) +
+                              " elements");
+      }
+    }
+  }
+}
+
+// Takes a checkpoint directory out of the committed set, then deletes it: renamed first (atomic) to a
+// *.tmp-* name, so a crash while deleting leaves a leftover that the next commit cleans up, never a
+// half-deleted step_* directory that looks committed.
+void retire_dir(const fs::path& p, const std::string& token) {
+  std::error_code ec;
+  const fs::path doomed = p.string() + ".tmp-retired-" + token;
+  fs::rename(p, doomed, ec);
+  fs::remove_all(ec ? p : doomed, ec);
 }
 
 // The directory entries of committed checkpoints, oldest first.
@@ -243,18 +389,31 @@ void CheckpointWriter::write(SaveRequest& r) {
     write_file_atomic(tmp / "manifest.json", manifest.dump(1));
     fsync_path(tmp);
     const fs::path final_dir = fs::path(r.dir) / step_name(r.step);
-    if (fs::exists(final_dir)) fs::remove_all(final_dir, ec);  // a re-save of the same step
+    if (fs::exists(final_dir)) retire_dir(final_dir, r.token);  // a re-save of the same step
     fs::rename(tmp, final_dir, ec);
     if (ec) throw CheckpointError(final_dir.string() + ": commit (rename) failed: " + ec.message());
     fsync_path(r.dir);
-    // 3. Prune only now that the new checkpoint is committed; clean leftovers of crashed saves.
-    auto all = committed_dirs(r.dir);
-    for (size_t i = 0; i + static_cast<size_t>(r.keep) < all.size(); ++i) fs::remove_all(all[i].second, ec);
+    // 3. Prune only now that the new checkpoint is committed, and only checkpoints older than it
+    //    (newer ones belong to another trajectory: the run moves those aside when it starts).
+    std::vector<fs::path> older;
+    for (const auto& [step, path] : committed_dirs(r.dir)) {
+      if (step < r.step) older.push_back(path);
+    }
+    const size_t keep_older = static_cast<size_t>(std::max<int64_t>(r.keep - 1, 0));
+    for (size_t i = 0; i + keep_older < older.size(); ++i) retire_dir(older[i], r.token);
+    //    Clean leftovers of crashed saves and prunes: *.tmp-* of other saves, step_* without a manifest.
+    std::vector<fs::path> leftovers;
     for (const auto& e : fs::directory_iterator(r.dir, ec)) {
       const std::string name = e.path().filename().string();
-      if (name.find(".tmp-") != std::string::npos && name.find(".tmp-" + r.token) == std::string::npos) {
-        fs::remove_all(e.path(), ec);
-      }
+      const bool tmp = name.find(".tmp-") != std::string::npos && name.find(".tmp-" + r.token) == std::string::npos;
+      const bool incomplete = name.rfind("step_", 0) == 0 && name.size() == 13 &&
+                              name.find_first_not_of("0123456789", 5) == std::string::npos &&
+                              !fs::exists(e.path() / "manifest.json");
+      if (tmp || incomplete) leftovers.push_back(e.path());
+    }
+    for (const auto& p : leftovers) {
+      if (p.filename().string().find(".tmp-") != std::string::npos) fs::remove_all(p, ec);
+      else retire_dir(p, r.token);
     }
   }
   last_write_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -272,13 +431,7 @@ CheckpointInfo write_checkpoint(SaveRequest request) {
 
 CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
   manifest_ = read_json(fs::path(path) / "manifest.json");
-  const std::string where = (fs::path(path) / "manifest.json").string();
-  if (manifest_.value("format", "") != "gtrain-checkpoint") throw CheckpointError(where + ": not a gtrain checkpoint");
-  const int version = manifest_.value("version", 0);
-  if (version != kCheckpointFormatVersion) {
-    throw CheckpointError(where + ": format version " + std::to_string(version) + ", this gtrain reads version " +
-                          std::to_string(kCheckpointFormatVersion));
-  }
+  validate_manifest(manifest_, (fs::path(path) / "manifest.json").string());
   for (const auto& [name, t] : manifest_.at("tensors").items()) tensors_[name] = &t;
 }
 
@@ -354,6 +507,73 @@ std::vector<std::string> CheckpointReader::verify() const {
     }
   }
   return problems;
+}
+
+std::vector<std::string> CheckpointReader::check_files() const {
+  std::map<std::string, int64_t> ends;
+  for (const auto& kv : tensors_) {
+    for (const auto& p : kv.second->at("pieces")) {
+      auto& end = ends[p.at("file").get<std::string>()];
+      end = std::max(end, p.at("offset").get<int64_t>() + p.at("nbytes").get<int64_t>());
+    }
+  }
+  std::vector<std::string> problems;
+  for (const auto& [file, end] : ends) {
+    const fs::path f = fs::path(path_) / file;
+    std::error_code ec;
+    const auto size = fs::file_size(f, ec);
+    if (ec) {
+      problems.push_back(f.string() + ": missing data file");
+    } else if (static_cast<int64_t>(size) != end) {
+      problems.push_back(f.string() + ": " + std::to_string(size) + " bytes, the manifest's pieces need " +
+                         std::to_string(end));
+    }
+  }
+  return problems;
+}
+
+std::string find_latest_complete_checkpoint(const std::string& dir) {
+  auto all = committed_dirs(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      if (CheckpointReader(it->second.string()).check_files().empty()) return it->second.string();
+    } catch (const Error&) {
+    }
+  }
+  return "";
+}
+
+SupersededCheckpoints supersede_checkpoints(const std::string& dir, int64_t resume_step, const std::string& keep_path) {
+  SupersededCheckpoints out;
+  std::vector<std::pair<int64_t, fs::path>> moving;
+  for (const auto& [step, path] : committed_dirs(dir)) {
+    std::error_code ec;
+    if (!keep_path.empty() && fs::equivalent(path, keep_path, ec)) continue;
+    if (resume_step < 0 || step > resume_step) moving.emplace_back(step, path);
+  }
+  if (moving.empty()) return out;
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+  fs::path folder = fs::path(dir) / (std::string("superseded-") + stamp);
+  for (int n = 2; fs::exists(folder); ++n) folder = fs::path(dir) / (std::string("superseded-") + stamp + "-" + std::to_string(n));
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) throw CheckpointError(folder.string() + ": cannot create: " + ec.message());
+  for (const auto& [step, path] : moving) {
+    fs::rename(path, folder / path.filename(), ec);
+    if (ec) {
+      throw CheckpointError(path.string() + ": cannot move it aside to " + folder.string() + ": " + ec.message(),
+                            "move or delete the checkpoints newer than the one this run resumes from, then start again");
+    }
+    out.steps.push_back(step);
+  }
+  fsync_path(folder);
+  fsync_path(dir);
+  out.folder = folder.string();
+  return out;
 }
 
 std::string find_latest_valid_checkpoint(const std::string& dir, std::vector<std::string>* warnings) {

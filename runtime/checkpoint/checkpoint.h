@@ -4,14 +4,16 @@
 // tensor from the pieces, so a checkpoint written by one dp/tp/pp/ZeRO layout loads into any other.
 //
 // Directory layout:  <dir>/step_<NNNNNNNN>/manifest.json, shard_<rank>.bin
+//                    <dir>/superseded-<UTC time>/step_<NNNNNNNN>/  (another trajectory's, moved aside)
 // Commit protocol (no collective, so it can run in a background thread):
 //  1. every rank writes shard_<r>.bin into <dir>/step_<N>.tmp-<token>/, fsyncs it, then publishes
 //     shard_<r>.json (its pieces: name, global shape, region, flat range, byte range, crc32c) by an
 //     atomic rename;
 //  2. rank 0 waits for all shard_<r>.json, writes manifest.json (+ fsync), renames the directory
-//     to step_<N> (atomic), fsyncs the parent, and only then deletes checkpoints beyond `keep`.
+//     to step_<N> (atomic), fsyncs the parent, and only then deletes checkpoints older than step N
+//     beyond `keep` (each renamed to a *.tmp-* name first, then deleted).
 // A crash at any point leaves either the previous checkpoints or a complete new one; *.tmp-*
-// directories are ignored and cleaned up.
+// directories, and step_* directories without a manifest, are ignored and cleaned up.
 #pragma once
 
 #include <torch/torch.h>
@@ -81,7 +83,8 @@ CheckpointInfo write_checkpoint(SaveRequest request);
 // A committed checkpoint opened for reading.
 class CheckpointReader {
  public:
-  // Reads and checks the manifest; throws CheckpointError naming the file.
+  // Reads and checks the manifest (every key the readers use, with its type); throws CheckpointError
+  // naming the file and the key.
   explicit CheckpointReader(const std::string& path);
   const nlohmann::json& manifest() const { return manifest_; }
   int64_t step() const { return manifest_.at("step").get<int64_t>(); }
@@ -95,6 +98,9 @@ class CheckpointReader {
   }
   // Checks every piece of every tensor (sizes, CRC-32C, full coverage). Returns problems, one a line.
   std::vector<std::string> verify() const;
+  // Checks that every piece's data file exists and has the size the pieces add up to (no
+  // checksums). Returns problems, one a line.
+  std::vector<std::string> check_files() const;
   const std::string& path() const { return path_; }
 
  private:
@@ -106,5 +112,20 @@ class CheckpointReader {
 // The newest checkpoint in `dir` that opens and verifies; a bad one is skipped with a warning
 // naming the file (written to `warnings`). Returns "" when there is none.
 std::string find_latest_valid_checkpoint(const std::string& dir, std::vector<std::string>* warnings);
+
+// The newest checkpoint in `dir` whose manifest is well formed and whose data files all exist with
+// the sizes the manifest gives (no checksums read: cheap enough for `gtrain status`). "" when none.
+std::string find_latest_complete_checkpoint(const std::string& dir);
+
+struct SupersededCheckpoints {
+  std::vector<int64_t> steps;  // the steps moved aside, oldest first (empty: nothing moved)
+  std::string folder;          // where they went
+};
+
+// Moves every committed checkpoint in `dir` with a step above `resume_step` (every one when
+// resume_step < 0), except `keep_path`, into <dir>/superseded-<UTC yyyymmdd-HHMMSS>/: a run that
+// starts over or resumes from an older checkpoint must not prune its own new checkpoints in favour
+// of the old trajectory's, nor resume the old trajectory later. Nothing is deleted.
+SupersededCheckpoints supersede_checkpoints(const std::string& dir, int64_t resume_step, const std::string& keep_path = "");
 
 }  // namespace gtrain

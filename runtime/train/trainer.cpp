@@ -155,6 +155,11 @@ void Trainer::finish_saves() {
 void Trainer::resume(const std::string& path) {
   CheckpointReader ck(path);
   const auto& m = ck.manifest();
+  for (const char* key : {"global_batch", "probe_loss"}) {
+    if (!m.contains(key)) {
+      throw CheckpointError(path + "/manifest.json: key '" + key + "' is missing (not written by a training run)");
+    }
+  }
   // The model must be the one that was saved: name every field that changed.
   std::string changed;
   for (const auto& f : cfg::list_fields(config_.model)) {
