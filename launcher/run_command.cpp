@@ -20,6 +20,7 @@
 #include "launcher/launch.h"
 #include "launcher/run_lock.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/metrics/metrics_log.h"
 #include "runtime/train/schedule.h"
 #include "launcher/program_runner.h"
 #include "runtime/comm/mpi_communicator.h"
@@ -277,6 +278,13 @@ RunOutcome run_job(const RunOptions& o) {
     // deleted), so that pruning keeps this run's checkpoints and the next start resumes this run.
     const int64_t resume_step = resume_from.empty() ? -1 : CheckpointReader(resume_from).step();
     const auto moved = supersede_checkpoints(paths.checkpoints, resume_step, resume_from);
+    if (resume_step >= 0) {
+      const int64_t dropped = drop_records_after(paths.metrics, resume_step);
+      if (dropped > 0) {
+        std::cerr << "gtrain: warning: " << paths.metrics << ": dropped " << dropped << " record(s) after step "
+                  << resume_step << ", which the previous stage ran past its last checkpoint" << std::endl;
+      }
+    }
     if (!moved.steps.empty()) {
       std::string steps;
       for (auto s : moved.steps) steps += (steps.empty() ? "" : ", ") + std::to_string(s);

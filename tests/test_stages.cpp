@@ -219,6 +219,15 @@ TEST(Stages, KilledDuringSavesResumesFromLastCommittedCheckpoint) {
                              " --set train.steps=100000 --time-limit 2s");
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("resumed from " + latest + " at step " + std::to_string(step)), std::string::npos) << r.output;
+  // metrics.jsonl tells one trajectory: steps the killed stages ran past their last checkpoint are
+  // dropped before the resumed stage runs them again, so every step has exactly one train record.
+  std::vector<int64_t> steps;
+  for (const auto& l : test::lines(test::read_file(run + "/metrics.jsonl"))) {
+    const auto j = nlohmann::json::parse(l);  // a torn line would throw here
+    if (j.at("kind") == "train") steps.push_back(j.at("step").get<int64_t>());
+  }
+  ASSERT_FALSE(steps.empty());
+  for (size_t i = 0; i < steps.size(); ++i) ASSERT_EQ(steps[i], steps[0] + static_cast<int64_t>(i)) << "record " << i;
 }
 
 TEST(Stages, DeadlineStopsAndSavesBeforeTimeLimit) {
@@ -239,7 +248,9 @@ TEST(Stages, DeadlineStopsAndSavesBeforeTimeLimit) {
 // parallel.batch_tolerance lets a fresh start fit the batch to its ranks (10 asked, 9 on 3 ranks); a
 // resume on another count keeps the checkpoint's 9 exactly, and with it the trajectory.
 TEST(Stages, ResumeKeepsTheCheckpointsGlobalBatch) {
-  const std::vector<std::string> common = {"train.global_batch=10", "parallel.batch_tolerance=0.25"};
+  // Constant LR: the 6-step first stage and the 12-step run share a schedule.
+  const std::vector<std::string> common = {"train.global_batch=10", "parallel.batch_tolerance=0.25",
+                                           "train.warmup_steps=0", "train.lr_schedule=constant"};
   auto with = [&](int steps) {
     auto v = common;
     v.push_back("train.steps=" + std::to_string(steps));

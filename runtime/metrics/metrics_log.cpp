@@ -2,7 +2,9 @@
 #include "runtime/metrics/metrics_log.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "runtime/common/errors.h"
 
@@ -24,6 +26,35 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::lock_guard<std::mutex> lock(mu_);
   std::fwrite(line.data(), 1, line.size(), f_);
   std::fflush(f_);
+}
+
+int64_t drop_records_after(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return 0;
+  std::string kept, line;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    // A torn last line (a kill mid-write) goes too; anything else without a later step stays.
+    if (j.is_discarded() ||
+        (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step)) {
+      ++dropped;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  if (dropped == 0) return 0;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    if (!out.flush()) throw Error(tmp + ": cannot write metrics file: " + std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw Error(path + ": cannot replace metrics file: " + std::strerror(errno));
+  }
+  return dropped;
 }
 
 }  // namespace gtrain

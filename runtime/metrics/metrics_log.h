@@ -9,6 +9,11 @@
 
 namespace gtrain {
 
+// Before a resume appends to `path`: removes the records of steps after `step` (a stage killed
+// after its last checkpoint ran them; the resumed stage runs them again) and a torn last line.
+// Returns how many lines went.
+int64_t drop_records_after(const std::string& path, int64_t step);
+
 class MetricsLog {
  public:
   // An empty path disables logging (non-zero ranks).
