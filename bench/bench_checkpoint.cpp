@@ -15,7 +15,9 @@
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
-static double secs_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+static double secs_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 int main(int argc, char** argv) {
   gtrain::tune_malloc();
@@ -47,8 +49,8 @@ int main(int argc, char** argv) {
     for (const auto& s : shards) std::fwrite(s.data.data_ptr(), 1, s.data.nbytes(), f);
     std::fclose(f);
   }
-  const std::string dd = "dd if=" + dir + "/src.bin of=" + dir + "/dd.bin bs=1M count=" + std::to_string(mb) +
-                         " conv=fsync status=none";
+  const std::string dd =
+      "dd if=" + dir + "/src.bin of=" + dir + "/dd.bin bs=1M count=" + std::to_string(mb) + " conv=fsync status=none";
   double dd_s = 1e9, sync_s = 1e9, stall_s = 1e9, load_s = 1e9;
   for (int rep = 0; rep < 3; ++rep) {
     auto t0 = Clock::now();

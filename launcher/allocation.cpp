@@ -33,7 +33,6 @@ bool all_digits(const std::string& s) {
   return true;
 }
 
-
 // Reads variables and records each one read in Allocation::sources.
 class EnvReader {
  public:
@@ -132,11 +131,13 @@ std::optional<VisibleDevices> visible_devices(EnvReader& r, Allocation* a, std::
 
 std::vector<int> visible_list(const VisibleDevices& d, const HardwareInfo& hw, Allocation* a, const std::string& var) {
   switch (d.kind) {
-    case VisibleDevices::kList: return d.indices;
+    case VisibleDevices::kList:
+      return d.indices;
     case VisibleDevices::kAll:
       if (hw.gpus.empty()) a->notes.push_back(var + "=all but no GPU is known to NVML here");
       return iota_list(static_cast<int>(hw.gpus.size()));
-    default: return {};
+    default:
+      return {};
   }
 }
 
@@ -197,7 +198,8 @@ void discover_slurm(Allocation* a, EnvReader& r, const CommandRunner& run, const
   if (my_count < 0 && r.has("SLURM_GPUS_ON_NODE")) my_count = r.integer("SLURM_GPUS_ON_NODE", 0);
   std::string type;
   int per_node = -1, total = -1;
-  if (r.has("SLURM_GPUS_PER_NODE")) per_node = parse_gpu_count(r.str("SLURM_GPUS_PER_NODE"), "SLURM_GPUS_PER_NODE", &type);
+  if (r.has("SLURM_GPUS_PER_NODE"))
+    per_node = parse_gpu_count(r.str("SLURM_GPUS_PER_NODE"), "SLURM_GPUS_PER_NODE", &type);
   if (r.has("SLURM_GPUS")) total = parse_gpu_count(r.str("SLURM_GPUS"), "SLURM_GPUS", type.empty() ? &type : nullptr);
   if (my_count < 0) {
     // Older Slurm with --gres only sets CUDA_VISIBLE_DEVICES.
@@ -252,8 +254,8 @@ void discover_slurm(Allocation* a, EnvReader& r, const CommandRunner& run, const
     if (a->limits.job_time_limit_s.known()) a->time_limit_s = a->limits.job_time_limit_s.value;
     if (a->gpu_model.empty()) a->gpu_model = a->limits.job_gpu_type;
     if (a->limits.job_gpus >= 0 && a->limits.job_gpus != a->total_gpus()) {
-      a->notes.push_back("scontrol reports " + std::to_string(a->limits.job_gpus) + " GPUs for the job, the environment " +
-                         std::to_string(a->total_gpus()));
+      a->notes.push_back("scontrol reports " + std::to_string(a->limits.job_gpus) +
+                         " GPUs for the job, the environment " + std::to_string(a->total_gpus()));
     }
   }
   if (a->end_time_unix == 0) {
@@ -273,8 +275,10 @@ void discover_pbs(Allocation* a, EnvReader& r, const CommandRunner& run, const D
     const std::string path = r.str("PBS_NODEFILE");
     std::error_code ec;
     std::ifstream f;
-    if (!fs::exists(path, ec)) nodefile_problem = "PBS_NODEFILE " + path + " does not exist";
-    else if (fs::is_directory(path, ec)) nodefile_problem = "PBS_NODEFILE " + path + " is a directory, not a file";
+    if (!fs::exists(path, ec))
+      nodefile_problem = "PBS_NODEFILE " + path + " does not exist";
+    else if (fs::is_directory(path, ec))
+      nodefile_problem = "PBS_NODEFILE " + path + " is a directory, not a file";
     else {
       f.open(path);
       if (!f) nodefile_problem = "PBS_NODEFILE " + path + " cannot be read";
@@ -286,8 +290,10 @@ void discover_pbs(Allocation* a, EnvReader& r, const CommandRunner& run, const D
       std::string host;
       if (!(fields >> host)) continue;
       auto it = std::find_if(a->nodes.begin(), a->nodes.end(), [&](const NodeAllocation& x) { return x.host == host; });
-      if (it == a->nodes.end()) a->nodes.push_back({host, {}, 0, 1});
-      else ++it->tasks;
+      if (it == a->nodes.end())
+        a->nodes.push_back({host, {}, 0, 1});
+      else
+        ++it->tasks;
     }
     if (f.is_open() && a->nodes.empty()) nodefile_problem = "PBS_NODEFILE " + path + " lists no hosts";
   }
@@ -297,7 +303,8 @@ void discover_pbs(Allocation* a, EnvReader& r, const CommandRunner& run, const D
       q = parse_qstat_full(*out);
       a->sources.push_back("qstat -f " + a->job_id);
     } else {
-      a->notes.push_back("qstat -f " + a->job_id + " gave nothing: walltime and per-node GPUs from the environment only");
+      a->notes.push_back("qstat -f " + a->job_id +
+                         " gave nothing: walltime and per-node GPUs from the environment only");
     }
   }
   auto qget = [&](const std::string& k) {
@@ -307,7 +314,8 @@ void discover_pbs(Allocation* a, EnvReader& r, const CommandRunner& run, const D
   const auto vnodes = parse_pbs_exec_vnode(qget("exec_vnode"));
   if (a->nodes.empty()) {
     for (const auto& v : vnodes) a->nodes.push_back({v.first, {}, 0, 0});
-    if (!nodefile_problem.empty() && !a->nodes.empty()) a->notes.push_back(nodefile_problem + ": hosts from qstat's exec_vnode");
+    if (!nodefile_problem.empty() && !a->nodes.empty())
+      a->notes.push_back(nodefile_problem + ": hosts from qstat's exec_vnode");
   }
   if (a->nodes.empty()) {
     a->nodes.push_back({a->this_host, {}, 0, 0});
@@ -356,8 +364,7 @@ void discover_pbs(Allocation* a, EnvReader& r, const CommandRunner& run, const D
     } else {
       assign_gpus(a, me, mine, static_cast<int>(mine.size()), true);
     }
-  } else if (vis && vis->kind == VisibleDevices::kList &&
-             vis->indices.size() == a->nodes[me].gpus.size()) {
+  } else if (vis && vis->kind == VisibleDevices::kList && vis->indices.size() == a->nodes[me].gpus.size()) {
     a->nodes[me].gpus = vis->indices;  // the actual indices on this node
   }
   const int ncpus = r.integer("NCPUS", 0);
@@ -391,7 +398,8 @@ void discover_lsf(Allocation* a, EnvReader& r, const HardwareInfo& hw) {
     std::string host, slots;
     while (is >> host) {
       if (!(is >> slots) || !all_digits(slots)) {
-        throw ConfigError("LSB_MCPU_HOSTS='" + text + "': expected pairs of host and slot count, e.g. 'hostA 4 hostB 4'");
+        throw ConfigError("LSB_MCPU_HOSTS='" + text +
+                          "': expected pairs of host and slot count, e.g. 'hostA 4 hostB 4'");
       }
       const int s = std::stoi(slots);
       a->nodes.push_back({host, {}, s, s});

@@ -37,18 +37,18 @@ struct NodeAllocation {
 };
 
 struct Allocation {
-  std::string scheduler = "local";   // "slurm", "pbs", "lsf", "cuda_env", "local"
+  std::string scheduler = "local";  // "slurm", "pbs", "lsf", "cuda_env", "local"
   std::string job_id;
   std::vector<NodeAllocation> nodes;
-  std::string gpu_model;             // "NVIDIA A100-SXM4-80GB" (NVML) or a scheduler GPU type ("a100"); "" = unknown
-  int64_t gpu_memory_bytes = 0;      // per GPU (NVML); 0 = unknown
+  std::string gpu_model;               // "NVIDIA A100-SXM4-80GB" (NVML) or a scheduler GPU type ("a100"); "" = unknown
+  int64_t gpu_memory_bytes = 0;        // per GPU (NVML); 0 = unknown
   std::vector<std::string> gpu_uuids;  // when the visible devices were given as UUIDs
-  int nvlink_links = -1;             // active NVLink links of the first granted GPU (-1 = unknown)
-  int nvlink_peers = -1;             // GPUs it reaches over NVLink (-1 = unknown)
-  int tasks = 0;                     // tasks in the job (SLURM_NTASKS, ...); 0 = unknown
-  int64_t time_limit_s = 0;          // the job's time limit; 0 = unknown (or unlimited)
-  int64_t end_time_unix = 0;         // when the scheduler ends the job; 0 = unknown
-  std::string partition;             // Slurm partition, PBS/LSF queue
+  int nvlink_links = -1;               // active NVLink links of the first granted GPU (-1 = unknown)
+  int nvlink_peers = -1;               // GPUs it reaches over NVLink (-1 = unknown)
+  int tasks = 0;                       // tasks in the job (SLURM_NTASKS, ...); 0 = unknown
+  int64_t time_limit_s = 0;            // the job's time limit; 0 = unknown (or unlimited)
+  int64_t end_time_unix = 0;           // when the scheduler ends the job; 0 = unknown
+  std::string partition;               // Slurm partition, PBS/LSF queue
   std::string account;
   std::string qos;
   std::string user;
@@ -62,7 +62,7 @@ struct Allocation {
   SchedulerLimits limits;
 
   int total_gpus() const;
-  int gpus_per_node() const;         // the largest per-node GPU count
+  int gpus_per_node() const;  // the largest per-node GPU count
   // Ranks to start: --ranks when given; else one per granted GPU (CUDA ranks, or on a CPU-only
   // build one CPU rank per GPU); else cpu_ranks.
   int world_size() const;
@@ -70,9 +70,9 @@ struct Allocation {
 };
 
 struct DiscoveryOptions {
-  int ranks = 0;                          // --ranks N (0 = from the allocation)
-  bool read_limits = true;                // run scontrol / sacctmgr / squeue / qstat
-  std::optional<HardwareInfo> hardware;   // tests inject this; default: query_hardware()
+  int ranks = 0;                         // --ranks N (0 = from the allocation)
+  bool read_limits = true;               // run scontrol / sacctmgr / squeue / qstat
+  std::optional<HardwareInfo> hardware;  // tests inject this; default: query_hardware()
 };
 
 // Reads the allocation from `env` (usually process_environment()) and the scheduler's commands
@@ -85,8 +85,8 @@ Allocation discover_allocation(const std::map<std::string, std::string>& env, co
 struct VisibleDevices {
   enum Kind { kUnset, kNone, kAll, kList };
   Kind kind = kUnset;
-  std::vector<int> indices;         // kList: the indices (UUID entries get their position)
-  std::vector<std::string> uuids;   // kList: UUID entries ("GPU-...", "MIG-...")
+  std::vector<int> indices;        // kList: the indices (UUID entries get their position)
+  std::vector<std::string> uuids;  // kList: UUID entries ("GPU-...", "MIG-...")
 };
 // CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES: "0,1", "GPU-8f6c...,GPU-1a2b...", "", "none",
 // "void", "NoDevFiles", "-1", "all". Anything else is a ConfigError naming `what`.

@@ -9,19 +9,19 @@ namespace gtrain {
 
 // One stage of a submitted chain, as its batch script needs it.
 struct BatchStage {
-  std::string gtrain;              // absolute path of the gtrain executable
-  std::string config;              // absolute path of the config file
-  std::string run_dir;             // absolute run directory
-  std::string work_dir;            // absolute directory `gtrain submit` ran in: the stage runs there
+  std::string gtrain;                 // absolute path of the gtrain executable
+  std::string config;                 // absolute path of the config file
+  std::string run_dir;                // absolute run directory
+  std::string work_dir;               // absolute directory `gtrain submit` ran in: the stage runs there
   std::vector<std::string> run_args;  // extra `gtrain run` arguments (--set k=v ...)
-  int index = 1;                   // 1-based stage number
-  int gpus = 1;                    // GPUs of this stage (all nodes together)
+  int index = 1;                      // 1-based stage number
+  int gpus = 1;                       // GPUs of this stage (all nodes together)
   int nodes = 1;
-  std::string time;                // HH:MM:SS or D-HH:MM:SS
-  int signal_lead_s = 60;          // USR1 this long before the time limit
-  std::string partition, account, qos;  // validated names ("" = the site's default)
+  std::string time;                           // HH:MM:SS or D-HH:MM:SS
+  int signal_lead_s = 60;                     // USR1 this long before the time limit
+  std::string partition, account, qos;        // validated names ("" = the site's default)
   std::vector<std::string> extra_directives;  // --sbatch-arg values, one directive each
-  std::string launcher = "mpirun";  // mpirun (gtrain starts it) or srun
+  std::string launcher = "mpirun";            // mpirun (gtrain starts it) or srun
 };
 
 // Quotes `s` for bash: the result expands to exactly `s` (spaces, quotes, $, backticks, newlines).

@@ -17,7 +17,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 void sync(const torch::Device& d) {
 #ifdef GTRAIN_WITH_CUDA
@@ -116,8 +118,9 @@ Calibration calibrate_this_machine(const HardwareInfo& hw, double budget_s) {
     p.bf16_flops = c.matmul_bf16_flops;
     p.fp16_flops = c.matmul_bf16_flops;
     p.memory_bw = c.copy_bw;
-    p.note = "matmul rates and device copy bandwidth measured; NVLink and network bandwidths from the table "
-             "(allreduce is measured once the NCCL communicator exists)";
+    p.note =
+        "matmul rates and device copy bandwidth measured; NVLink and network bandwidths from the table "
+        "(allreduce is measured once the NCCL communicator exists)";
     c.profile = p;
     c.device = name;
 #endif
@@ -134,12 +137,14 @@ Calibration calibrate_this_machine(const HardwareInfo& hw, double budget_s) {
     p.efficiency = 0.6;  // a training step reaches about 60% of a large matmul
     p.memory_bw = c.copy_bw;
     p.intra_node_bw = c.copy_bw / 2.0;
-    p.note = "allreduce bandwidth is a memcpy proxy (half the copy bandwidth) until the MPI communicator can "
-             "measure it; network bandwidth not measured (10 GbE assumed)";
+    p.note =
+        "allreduce bandwidth is a memcpy proxy (half the copy bandwidth) until the MPI communicator can "
+        "measure it; network bandwidth not measured (10 GbE assumed)";
     c.profile = p;
     c.device = "cpu (" + std::to_string(threads) + " threads)";
   }
-  c.profile.source = "calibrated on " + (hw.hostname.empty() ? std::string("this host") : hw.hostname) + " at " + now_iso();
+  c.profile.source =
+      "calibrated on " + (hw.hostname.empty() ? std::string("this host") : hw.hostname) + " at " + now_iso();
   c.seconds = since(t0);
   return c;
 }

@@ -11,11 +11,11 @@ namespace gtrain {
 
 struct Calibration {
   HardwareProfile profile;
-  std::string device;           // "cpu (2 threads)" or the GPU name
-  double matmul_fp32_flops = 0; // measured
-  double matmul_bf16_flops = 0; // measured
-  double copy_bw = 0;           // bytes/s moved by a large memcpy (read + write)
-  double seconds = 0;           // time spent measuring
+  std::string device;            // "cpu (2 threads)" or the GPU name
+  double matmul_fp32_flops = 0;  // measured
+  double matmul_bf16_flops = 0;  // measured
+  double copy_bw = 0;            // bytes/s moved by a large memcpy (read + write)
+  double seconds = 0;            // time spent measuring
 };
 
 // Times square matmuls (fp32 and bf16) and a large memory copy for about `budget_s` seconds in

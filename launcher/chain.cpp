@@ -19,18 +19,25 @@ namespace {
 nlohmann::json to_json(const Chain& c) {
   nlohmann::json st = nlohmann::json::array();
   for (const auto& s : c.stages) {
-    st.push_back({{"index", s.index}, {"gpus", s.gpus}, {"nodes", s.nodes}, {"script", s.script},
-                  {"submit_argv", s.submit_argv}, {"begin", s.begin}, {"job", s.job}, {"state", s.state},
+    st.push_back({{"index", s.index},
+                  {"gpus", s.gpus},
+                  {"nodes", s.nodes},
+                  {"script", s.script},
+                  {"submit_argv", s.submit_argv},
+                  {"begin", s.begin},
+                  {"job", s.job},
+                  {"state", s.state},
                   {"exit", s.exit}});
   }
   return {{"scheduler", c.scheduler}, {"auto_stages", c.auto_stages}, {"max_auto_stages", c.max_auto_stages},
-          {"state", c.state}, {"reason", c.reason}, {"stages", st}};
+          {"state", c.state},         {"reason", c.reason},           {"stages", st}};
 }
 
 // Key `key` of the object `obj` (`path` names it in messages), `fallback` when absent; a ConfigError
 // naming the file and the key when it holds another type.
 template <class T>
-T field(const nlohmann::json& obj, const std::string& key, T fallback, const std::string& where, const std::string& path) {
+T field(const nlohmann::json& obj, const std::string& key, T fallback, const std::string& where,
+        const std::string& path) {
   auto it = obj.find(key);
   if (it == obj.end()) return fallback;
   const auto& v = *it;
@@ -54,7 +61,8 @@ T field(const nlohmann::json& obj, const std::string& key, T fallback, const std
 
 Chain from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) {
-    throw ConfigError(where + ": must be a JSON object (as gtrain submit writes it), got " + std::string(j.type_name()));
+    throw ConfigError(where + ": must be a JSON object (as gtrain submit writes it), got " +
+                      std::string(j.type_name()));
   }
   Chain c;
   c.scheduler = field(j, "scheduler", c.scheduler, where, "");
@@ -69,7 +77,8 @@ Chain from_json(const nlohmann::json& j, const std::string& where) {
   for (size_t i = 0; stages != j.end() && i < stages->size(); ++i) {
     const auto& s = (*stages)[i];
     const std::string at = "stages[" + std::to_string(i) + "]";
-    if (!s.is_object()) throw ConfigError(where + ": key '" + at + "' must be an object, got " + std::string(s.type_name()));
+    if (!s.is_object())
+      throw ConfigError(where + ": key '" + at + "' must be an object, got " + std::string(s.type_name()));
     ChainStage x;
     x.index = field(s, "index", 1, where, at + ".");
     x.gpus = field(s, "gpus", 1, where, at + ".");
@@ -98,7 +107,9 @@ std::string parse_job_id(const std::string& text) {
   return last;
 }
 
-bool is_live(const std::string& state) { return state == "queued"; }
+bool is_live(const std::string& state) {
+  return state == "queued";
+}
 
 void cancel_after(Chain& c, size_t k, const CommandRunner& runner) {
   for (size_t i = k + 1; i < c.stages.size(); ++i) {
@@ -114,8 +125,12 @@ void cancel_after(Chain& c, size_t k, const CommandRunner& runner) {
 
 }  // namespace
 
-std::string chain_path(const std::string& run_dir) { return (fs::path(run_dir) / "chain.json").string(); }
-bool chain_exists(const std::string& run_dir) { return fs::exists(chain_path(run_dir)); }
+std::string chain_path(const std::string& run_dir) {
+  return (fs::path(run_dir) / "chain.json").string();
+}
+bool chain_exists(const std::string& run_dir) {
+  return fs::exists(chain_path(run_dir));
+}
 
 Chain read_chain(const std::string& run_dir) {
   std::ifstream f(chain_path(run_dir));
@@ -171,15 +186,21 @@ std::vector<std::string> stage_submit_argv(const Chain& c, size_t k, const std::
   // The script is the last argument; options go before it.
   std::vector<std::string> opts;
   if (!after_job.empty()) {
-    if (pbs) opts = {"-W", "depend=afterany:" + after_job};
-    else opts = {"--dependency=afterany:" + after_job};
+    if (pbs)
+      opts = {"-W", "depend=afterany:" + after_job};
+    else
+      opts = {"--dependency=afterany:" + after_job};
   }
   if (!s.begin.empty()) {
-    if (pbs) opts.insert(opts.end(), {"-a", s.begin});
-    else opts.push_back("--begin=" + s.begin);
+    if (pbs)
+      opts.insert(opts.end(), {"-a", s.begin});
+    else
+      opts.push_back("--begin=" + s.begin);
   }
-  if (pbs) opts.insert(opts.end(), {"-v", "GTRAIN_STAGE=" + std::to_string(s.index)});
-  else opts.push_back("--export=ALL,GTRAIN_STAGE=" + std::to_string(s.index));
+  if (pbs)
+    opts.insert(opts.end(), {"-v", "GTRAIN_STAGE=" + std::to_string(s.index)});
+  else
+    opts.push_back("--export=ALL,GTRAIN_STAGE=" + std::to_string(s.index));
   argv.insert(argv.end() - 1, opts.begin(), opts.end());
   return argv;
 }
@@ -215,8 +236,7 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
   } else if (exit_code == 3) {
     s.state = "resumable";
     if (k + 1 < c.stages.size()) {
-      what = "stage " + std::to_string(stage) + " saved; stage " + std::to_string(c.stages[k + 1].index) +
-             " continues";
+      what = "stage " + std::to_string(stage) + " saved; stage " + std::to_string(c.stages[k + 1].index) + " continues";
     } else if (c.auto_stages && static_cast<int>(c.stages.size()) < c.max_auto_stages) {
       ChainStage next = s;
       next.index = s.index + 1;
@@ -237,8 +257,8 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
         c.state = "failed";
         c.reason = "could not submit stage " + std::to_string(next.index) + ": " + r.text;
       }
-      what = r.rc == 0 ? "stage " + std::to_string(stage) + " saved; submitted stage " +
-                             std::to_string(next.index) + " as job " + c.stages.back().job
+      what = r.rc == 0 ? "stage " + std::to_string(stage) + " saved; submitted stage " + std::to_string(next.index) +
+                             " as job " + c.stages.back().job
                        : c.reason;
     } else {
       c.state = "stopped";
@@ -269,7 +289,8 @@ CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runne
     const CommandOutput r = run_merged(runner, {c.scheduler == "pbs" ? "qdel" : "scancel", s.job});
     std::string why = r.text;
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-    out << "stage " << s.index << " job " << s.job << ": " << (r.rc == 0 ? "cancelled" : "cancel failed: " + why) << "\n";
+    out << "stage " << s.index << " job " << s.job << ": " << (r.rc == 0 ? "cancelled" : "cancel failed: " + why)
+        << "\n";
     if (r.rc == 0) {
       s.state = "cancelled";
       ++n.cancelled;

@@ -23,26 +23,26 @@ namespace gtrain {
 struct ChainStage {
   int index = 1;
   int gpus = 1, nodes = 1;
-  std::string script;                // file name inside the run dir
+  std::string script;                    // file name inside the run dir
   std::vector<std::string> submit_argv;  // the exact sbatch/qsub command (without the dependency)
-  std::string begin;                 // --begin value ("" = none)
-  std::string job;                   // scheduler job id ("" = not submitted)
-  std::string state = "planned";     // planned, queued, resumable, completed, failed, cancelled, skipped
-  int exit = -1;                     // gtrain run's exit code (-1 = not reported)
+  std::string begin;                     // --begin value ("" = none)
+  std::string job;                       // scheduler job id ("" = not submitted)
+  std::string state = "planned";         // planned, queued, resumable, completed, failed, cancelled, skipped
+  int exit = -1;                         // gtrain run's exit code (-1 = not reported)
 };
 
 struct Chain {
-  std::string scheduler = "slurm";   // slurm | pbs
-  bool auto_stages = false;          // submit one more stage whenever the last one ends resumable
-  int max_auto_stages = 100;         // safety bound for auto chains
-  std::string state = "running";     // running, completed, failed, stopped, cancelled
-  std::string reason;                // why the chain stopped
+  std::string scheduler = "slurm";  // slurm | pbs
+  bool auto_stages = false;         // submit one more stage whenever the last one ends resumable
+  int max_auto_stages = 100;        // safety bound for auto chains
+  std::string state = "running";    // running, completed, failed, stopped, cancelled
+  std::string reason;               // why the chain stopped
   std::vector<ChainStage> stages;
 };
 
 std::string chain_path(const std::string& run_dir);
 bool chain_exists(const std::string& run_dir);
-Chain read_chain(const std::string& run_dir);                 // ConfigError when missing/bad
+Chain read_chain(const std::string& run_dir);                  // ConfigError when missing/bad
 void write_chain(const std::string& run_dir, const Chain& c);  // atomic (rename)
 
 // A command's exit code and its stdout+stderr together (the scheduler's message verbatim).

@@ -1,4 +1,5 @@
-// cli.cpp: gtrain subcommands (run, submit, cancel, status, probe, plan, config, models) and their flags, each declared once with its help text.
+// cli.cpp: gtrain subcommands (run, submit, cancel, status, probe, plan, config, models) and their flags, each declared
+// once with its help text.
 #include "launcher/cli.h"
 
 #include <CLI/CLI.hpp>
@@ -36,33 +37,41 @@ int cli_main(int argc, char** argv) {
   show->add_option("--set", show_sets, "Override a key: section.key=value")->allow_extra_args(false);
 
   ProbeOptions probe;
-  auto* probe_cmd = app.add_subcommand("probe", "Show what the scheduler granted (nodes, GPUs, CPUs, time) and the limits that bind.");
+  auto* probe_cmd = app.add_subcommand(
+      "probe", "Show what the scheduler granted (nodes, GPUs, CPUs, time) and the limits that bind.");
   probe_cmd->add_flag("--json", probe.json, "Print JSON instead of text");
   probe_cmd->add_flag("!--no-limits", probe.read_limits, "Do not run squeue/scontrol/sacctmgr/qstat");
 
   PlanOptions plan;
-  auto* plan_cmd = app.add_subcommand("plan", "Choose the parallel layout (dp/tp/pp/ZeRO/micro-batch) for a config, "
-                                              "with estimates, alternatives and a what-if table over GPU counts.");
+  auto* plan_cmd = app.add_subcommand("plan",
+                                      "Choose the parallel layout (dp/tp/pp/ZeRO/micro-batch) for a config, "
+                                      "with estimates, alternatives and a what-if table over GPU counts.");
   plan_cmd->add_option("config", plan.config_path, "TOML config file (optional with --calibrate)");
   plan_cmd->add_option("--set", plan.sets, "Override a key: section.key=value")->allow_extra_args(false);
-  plan_cmd->add_option("--gpus", plan.gpus, "Plan for N GPUs, or for each of a list (1,2,4,8) instead of what was granted")
+  plan_cmd
+      ->add_option("--gpus", plan.gpus, "Plan for N GPUs, or for each of a list (1,2,4,8) instead of what was granted")
       ->type_name("N|LIST");
   plan_cmd->add_option("--nodes", plan.nodes, "Nodes the GPUs are spread over (default: 8 GPUs per node)")
       ->check(CLI::Validator(
           [](std::string& v) {
-            return v.find_first_not_of("0123456789") == std::string::npos && v.find_first_not_of('0') != std::string::npos
+            return v.find_first_not_of("0123456789") == std::string::npos &&
+                           v.find_first_not_of('0') != std::string::npos
                        ? std::string()
                        : "expected a node count >= 1, got '" + v + "'";
           },
           "N>=1"));
   plan_cmd->add_option("--gpu-mem", plan.gpu_mem, "Memory per GPU, e.g. 80GiB, 40GB, 81920MiB")->type_name("SIZE");
-  plan_cmd->add_option("--gpu-type", plan.gpu_type, "GPU model for the rates: V100-32GB, A100-40GB, A100-80GB, "
-                                                    "H100-80GB, H200, L40S");
+  plan_cmd->add_option("--gpu-type", plan.gpu_type,
+                       "GPU model for the rates: V100-32GB, A100-40GB, A100-80GB, "
+                       "H100-80GB, H200, L40S");
   plan_cmd->add_flag("--json", plan.json, "Print JSON instead of text");
   plan_cmd->add_flag("--explain", plan.explain, "List every candidate and the estimate breakdown");
-  plan_cmd->add_flag("--runnable", plan.runnable, "Only layouts gtrain run executes (today every layout the planner knows: dp, ZeRO 1-2, tp, pp, recompute)");
-  plan_cmd->add_flag("--calibrate", plan.calibrate, "Measure this machine (matmul rate, bandwidth) and save its "
-                                                    "profile for later plans");
+  plan_cmd->add_flag(
+      "--runnable", plan.runnable,
+      "Only layouts gtrain run executes (today every layout the planner knows: dp, ZeRO 1-2, tp, pp, recompute)");
+  plan_cmd->add_flag("--calibrate", plan.calibrate,
+                     "Measure this machine (matmul rate, bandwidth) and save its "
+                     "profile for later plans");
 
   std::string plugin;
   auto* models_cmd = app.add_subcommand("models", "List registered models.");
@@ -75,16 +84,20 @@ int cli_main(int argc, char** argv) {
   status_cmd->add_flag("--json", status_json, "Machine-readable output");
 
   SubmitOptions submit;
-  auto* submit_cmd = app.add_subcommand("submit", "Write Slurm/PBS batch scripts into the run directory and submit them "
-                                                  "as a chain of stages that resume each other.");
+  auto* submit_cmd = app.add_subcommand("submit",
+                                        "Write Slurm/PBS batch scripts into the run directory and submit them "
+                                        "as a chain of stages that resume each other.");
   submit_cmd->add_option("config", submit.config_path, "TOML config file")->required();
   submit_cmd->add_option("--set", submit.sets, "Override a key (passed on to gtrain run)")->allow_extra_args(false);
   submit_cmd->add_option("--run-dir", submit.run_dir, "Run directory (default <log.root>/<log.name>)");
   submit_cmd->add_option("--scheduler", submit.scheduler, "slurm or pbs");
   submit_cmd->add_flag("--dry-run", submit.dry_run, "Write the scripts and print the commands; submit nothing");
   submit_cmd->add_option("--stages", submit.stages, "auto (one more stage while resumable) or a fixed number");
-  submit_cmd->add_option("--gpus", submit.gpus, "GPUs per stage, or one count per stage (2,4,1); default: the "
-                                                "quota window's max_gpus, else 1")->type_name("N|LIST");
+  submit_cmd
+      ->add_option("--gpus", submit.gpus,
+                   "GPUs per stage, or one count per stage (2,4,1); default: the "
+                   "quota window's max_gpus, else 1")
+      ->type_name("N|LIST");
   submit_cmd->add_option("--nodes", submit.nodes, "Nodes per stage, or one count per stage")->type_name("N|LIST");
   submit_cmd->add_option("--time", submit.time, "Time limit of each stage (HH:MM:SS, D-HH:MM:SS)");
   submit_cmd->add_option("--partition", submit.partition, "Partition (PBS: queue)");
@@ -92,8 +105,9 @@ int cli_main(int argc, char** argv) {
   submit_cmd->add_option("--qos", submit.qos, "Quality of service");
   submit_cmd->add_option("--sbatch-arg", submit.sbatch_args, "Extra directive, e.g. --constraint=a100 (repeatable)")
       ->allow_extra_args(false);
-  submit_cmd->add_option("--signal-lead", submit.signal_lead_s, "Seconds before the limit USR1 is sent (default: "
-                                                                "measured save time x safety + margin + 30)");
+  submit_cmd->add_option("--signal-lead", submit.signal_lead_s,
+                         "Seconds before the limit USR1 is sent (default: "
+                         "measured save time x safety + margin + 30)");
   submit_cmd->add_option("--launcher", submit.launcher, "How the job starts ranks: mpirun (default) or srun");
 
   std::string cancel_dir;
@@ -114,9 +128,11 @@ int cli_main(int argc, char** argv) {
   auto* ckpt_cmd = app.add_subcommand("ckpt", "Inspect or verify a checkpoint.");
   ckpt_cmd->require_subcommand(1);
   auto* inspect = ckpt_cmd->add_subcommand("inspect", "Print a checkpoint's manifest summary.");
-  inspect->add_option("path", ckpt_path, "Checkpoint directory (or a run / checkpoints directory: the newest)")->required();
+  inspect->add_option("path", ckpt_path, "Checkpoint directory (or a run / checkpoints directory: the newest)")
+      ->required();
   auto* verify = ckpt_cmd->add_subcommand("verify", "Check every piece's size and CRC32; exit 1 on a problem.");
-  verify->add_option("path", ckpt_path, "Checkpoint directory (or a run / checkpoints directory: the newest)")->required();
+  verify->add_option("path", ckpt_path, "Checkpoint directory (or a run / checkpoints directory: the newest)")
+      ->required();
 
   // CLI11 reports a misspelt command as "A subcommand is required": name it instead.
   {

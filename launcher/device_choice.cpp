@@ -9,7 +9,9 @@
 namespace gtrain {
 namespace {
 
-std::string n_of(int n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
+std::string n_of(int n, const char* what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
 
 [[noreturn]] void too_many_ranks(const DeviceChoiceInput& in, int devices, const std::string& where) {
   throw ConfigError(n_of(in.local_size, "rank") + " on this node but " + n_of(devices, "GPU") + " " + where +
@@ -43,7 +45,8 @@ DeviceChoice choose_device(const DeviceChoiceInput& in) {
   if (in.visible_set) {
     if (in.device_count == 1) {
       c.index = 0;
-      c.reason = "CUDA_VISIBLE_DEVICES shows one GPU" + std::string(in.local_size > 1 ? " (shared by this node's ranks)" : "");
+      c.reason =
+          "CUDA_VISIBLE_DEVICES shows one GPU" + std::string(in.local_size > 1 ? " (shared by this node's ranks)" : "");
     } else if (r < in.device_count) {
       c.index = r;
       c.reason = "local rank " + std::to_string(r) + " of " + std::to_string(in.local_size) + " -> visible GPU " +

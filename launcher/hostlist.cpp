@@ -172,9 +172,7 @@ std::string compress_hostlist(const std::vector<std::string>& hosts) {
 
 std::vector<int> expand_count_list(const std::string& text, const std::string& what) {
   std::vector<int> out;
-  auto fail = [&] {
-    throw ConfigError(what + "='" + text + "': expected counts such as 2(x2),1 or 72(x3)");
-  };
+  auto fail = [&] { throw ConfigError(what + "='" + text + "': expected counts such as 2(x2),1 or 72(x3)"); };
   if (text.empty()) fail();
   size_t pos = 0;
   while (pos <= text.size()) {

@@ -127,18 +127,24 @@ int run_mpirun(const LaunchSpec& spec) {
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
       throw Error(std::string("waiting for mpirun failed: ") + std::strerror(errno));
     }
-    struct timespec tick {0, 100 * 1000 * 1000};
+    struct timespec tick {
+      0, 100 * 1000 * 1000
+    };
     const int sig = sigtimedwait(&stops, nullptr, &tick);
     if (sig <= 0) continue;
     const char* name = strsignal(sig);
     if (++requests == 1) {
       std::ofstream f(spec.stop_file, std::ios::trunc);
       f << "signal " << sig << "\n";
-      std::fprintf(stderr, "gtrain: %s: every rank finishes its step, saves and exits 3 (TERM or INT again aborts "
-                           "the ranks without saving)\n", name);
+      std::fprintf(stderr,
+                   "gtrain: %s: every rank finishes its step, saves and exits 3 (TERM or INT again aborts "
+                   "the ranks without saving)\n",
+                   name);
     } else if (sig == SIGTERM || sig == SIGINT) {
-      std::fprintf(stderr, "gtrain: %s again: aborting the ranks without saving (the last committed checkpoint "
-                           "stays valid)\n", name);
+      std::fprintf(stderr,
+                   "gtrain: %s again: aborting the ranks without saving (the last committed checkpoint "
+                   "stays valid)\n",
+                   name);
       ::kill(child, SIGTERM);
     }
   }

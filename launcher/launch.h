@@ -13,7 +13,7 @@ struct RankEnvironment {
   bool launched = false;  // started by mpirun or srun as one of several ranks
   std::string launcher;   // "mpirun", "srun", or ""
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
-  bool pmix = false;      // srun: the step serves PMIx (PMIX_RANK), which Open MPI ranks start from
+  bool pmix = false;  // srun: the step serves PMIx (PMIX_RANK), which Open MPI ranks start from
 };
 
 RankEnvironment detect_rank_environment(const std::map<std::string, std::string>& env);
@@ -29,14 +29,14 @@ struct HostSlots {
 
 struct LaunchSpec {
   int ranks = 1;
-  std::vector<HostSlots> hosts;       // empty: all ranks on this machine
-  std::string hostfile;               // where to write the hostfile (multi-host)
-  bool oversubscribe = true;          // CPU ranks may share cores
+  std::vector<HostSlots> hosts;          // empty: all ranks on this machine
+  std::string hostfile;                  // where to write the hostfile (multi-host)
+  bool oversubscribe = true;             // CPU ranks may share cores
   std::vector<std::string> forward_env;  // variable names to forward to remote ranks (-x)
-  std::string executable;             // this program
-  std::vector<std::string> args;      // its arguments (after the executable)
-  std::vector<int> stop_signals;      // schedule.stop_signals: each asks the ranks to save and stop
-  std::string stop_file;              // written on the first stop signal; rank 0 reads it after each step
+  std::string executable;                // this program
+  std::vector<std::string> args;         // its arguments (after the executable)
+  std::vector<int> stop_signals;         // schedule.stop_signals: each asks the ranks to save and stop
+  std::string stop_file;                 // written on the first stop signal; rank 0 reads it after each step
 };
 
 // The mpirun argv for a launch (writes the hostfile when there are several hosts).

@@ -31,7 +31,9 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-std::string gib(double bytes) { return std::isinf(bytes) ? "unlimited" : fmt("%.2f", bytes / kGiB); }
+std::string gib(double bytes) {
+  return std::isinf(bytes) ? "unlimited" : fmt("%.2f", bytes / kGiB);
+}
 
 // Bytes in a unit that shows them: "512.0 KiB", "37.5 MiB", "45.56 GiB".
 std::string human(double bytes) {
@@ -50,8 +52,12 @@ std::string duration(double s) {
   return fmt("%.1f days", s / 86400);
 }
 
-std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
-std::string rpad(const std::string& s, size_t w) { return s.size() >= w ? " " + s : std::string(w - s.size(), ' ') + s; }
+std::string pad(const std::string& s, size_t w) {
+  return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' ');
+}
+std::string rpad(const std::string& s, size_t w) {
+  return s.size() >= w ? " " + s : std::string(w - s.size(), ' ') + s;
+}
 
 std::string short_layout(const Plan& p) {
   if (p.micro_batch <= 0) {
@@ -78,16 +84,22 @@ json memory_json(const MemoryEstimate& m) {
 }
 
 json time_json(const TimeEstimate& t) {
-  return {{"total", t.total()},      {"compute", t.compute}, {"overhead", t.overhead},
-          {"tp_comm", t.tp_comm},    {"pp_comm", t.pp_comm}, {"bubble", t.bubble},
-          {"bubble_fraction", t.bubble_fraction},            {"dp_comm", t.dp_comm},
-          {"zero_comm", t.zero_comm}, {"optimizer", t.optimizer}};
+  return {{"total", t.total()},
+          {"compute", t.compute},
+          {"overhead", t.overhead},
+          {"tp_comm", t.tp_comm},
+          {"pp_comm", t.pp_comm},
+          {"bubble", t.bubble},
+          {"bubble_fraction", t.bubble_fraction},
+          {"dp_comm", t.dp_comm},
+          {"zero_comm", t.zero_comm},
+          {"optimizer", t.optimizer}};
 }
 
 json candidate_json(const RankedPlan& r) {
   const Plan& p = r.plan;
-  json j = {{"rank", r.rank},   {"feasible", r.feasible}, {"dp", p.dp},          {"tp", p.tp},
-            {"pp", p.pp},       {"zero", p.zero},         {"recompute", p.recompute}, {"why", r.why}};
+  json j = {{"rank", r.rank}, {"feasible", r.feasible},   {"dp", p.dp},  {"tp", p.tp}, {"pp", p.pp},
+            {"zero", p.zero}, {"recompute", p.recompute}, {"why", r.why}};
   if (p.micro_batch > 0) {
     j["micro_batch"] = p.micro_batch;
     j["grad_accum"] = p.grad_accum;
@@ -105,12 +117,12 @@ json candidate_json(const RankedPlan& r) {
 struct Setup {
   int64_t world = 1;
   int64_t gpus_per_node = 1;
-  bool gpu = false;                 // planning GPU ranks (else CPU ranks)
+  bool gpu = false;  // planning GPU ranks (else CPU ranks)
   HardwareProfile profile;
-  double memory_per_rank = 0;       // PlannerInput::memory_bytes (0 = the profile's)
-  std::vector<int64_t> what_if;     // GPU counts for the table
+  double memory_per_rank = 0;    // PlannerInput::memory_bytes (0 = the profile's)
+  std::vector<int64_t> what_if;  // GPU counts for the table
   std::vector<std::string> notes;
-  std::string source;               // "granted: slurm job 123" or "--gpus 8"
+  std::string source;  // "granted: slurm job 123" or "--gpus 8"
 };
 
 std::vector<int64_t> ladder(int64_t world) {
@@ -195,14 +207,16 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
   if (mem_flag > 0) s.profile.memory_bytes = mem_flag;
   if (!s.gpu) {
     // CPU ranks share the host's memory.
-    s.memory_per_rank = 0.8 * static_cast<double>(hw.memory_bytes) / static_cast<double>(std::max<int64_t>(1, s.gpus_per_node));
+    s.memory_per_rank =
+        0.8 * static_cast<double>(hw.memory_bytes) / static_cast<double>(std::max<int64_t>(1, s.gpus_per_node));
   }
   if (cfg.parallel.memory_gb > 0) s.memory_per_rank = cfg.parallel.memory_gb * kGiB;
   s.what_if = counts.size() > 1 ? counts : ladder(s.world);
   return s;
 }
 
-PlannerInput planner_input(const JobConfig& cfg, const JobDescription& d, const Setup& s, int64_t world, bool runnable) {
+PlannerInput planner_input(const JobConfig& cfg, const JobDescription& d, const Setup& s, int64_t world,
+                           bool runnable) {
   PlannerInput in = planner_input_for(cfg, d.stats, world);
   in.gpus_per_node = std::min(world, s.gpus_per_node);
   in.memory_bytes = s.memory_per_rank;
@@ -230,7 +244,9 @@ struct WhatIfRow {
   std::string why;
 };
 
-std::string cpu_or_gpu(const Setup& s) { return s.gpu ? "GPU" : "rank"; }
+std::string cpu_or_gpu(const Setup& s) {
+  return s.gpu ? "GPU" : "rank";
+}
 
 }  // namespace
 
@@ -248,13 +264,20 @@ double parse_memory_size(const std::string& text, const std::string& what) {
   if (number.empty() || number == "." || std::count(number.begin(), number.end(), '.') > 1) return fail();
   const double v = std::stod(number);
   double mult = 0;
-  if (unit.empty() || unit == "gib" || unit == "g" || unit == "gi") mult = kGiB;
-  else if (unit == "gb") mult = 1e9;
-  else if (unit == "mib" || unit == "m" || unit == "mi") mult = 1024.0 * 1024.0;
-  else if (unit == "mb") mult = 1e6;
-  else if (unit == "tib" || unit == "t" || unit == "ti") mult = kGiB * 1024.0;
-  else if (unit == "tb") mult = 1e12;
-  else return fail();
+  if (unit.empty() || unit == "gib" || unit == "g" || unit == "gi")
+    mult = kGiB;
+  else if (unit == "gb")
+    mult = 1e9;
+  else if (unit == "mib" || unit == "m" || unit == "mi")
+    mult = 1024.0 * 1024.0;
+  else if (unit == "mb")
+    mult = 1e6;
+  else if (unit == "tib" || unit == "t" || unit == "ti")
+    mult = kGiB * 1024.0;
+  else if (unit == "tb")
+    mult = 1e12;
+  else
+    return fail();
   const double bytes = v * mult;
   if (!(bytes >= 64.0 * 1024 * 1024)) {
     throw ConfigError(what + " '" + text + "': too small; expected at least 64MiB per GPU");
@@ -294,8 +317,8 @@ JobDescription describe_job(const JobConfig& cfg) {
   if (auto stats = model_stats_from_config(cfg)) {
     d.stats = *stats;  // sized from the shape: a 13B model is never built here
   } else if (cfg.model.name == "gpt" && cfg.model.plugin.empty()) {
-    d.stats = gpt_stats(cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd, cfg.model.seq_len,
-                        open()->spec().vocab, cfg.model.tied_embeddings, cfg.model.dropout);
+    d.stats = gpt_stats(cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd, cfg.model.seq_len, open()->spec().vocab,
+                        cfg.model.tied_embeddings, cfg.model.dropout);
   } else {
     auto& reg = ModelRegistry::global();
     if (!cfg.model.plugin.empty()) reg.load_plugin(cfg.model.plugin);
@@ -404,8 +427,9 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
   if (o.json) {
     const auto& m = d.stats;
     doc["config"] = o.config_path;
-    doc["model"] = {{"name", cfg.model.name}, {"params", m.params},     {"blocks", m.blocks},
-                    {"heads", m.heads},       {"hidden", m.hidden},     {"seq_len", m.seq_len},
+    doc["model"] = {{"name", cfg.model.name}, {"params", m.params},
+                    {"blocks", m.blocks},     {"heads", m.heads},
+                    {"hidden", m.hidden},     {"seq_len", m.seq_len},
                     {"vocab", m.vocab},       {"flops_per_sample", m.flops_per_sample}};
     doc["global_batch"] = cfg.train.global_batch;
     doc["steps"] = d.total_steps > 0 ? json(d.total_steps) : json(nullptr);
@@ -434,8 +458,9 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
         x["step_seconds"] = step;
         x["memory_bytes"] = r.best.memory.total();
         x["finish_seconds"] = d.total_steps > 0 ? json(step * static_cast<double>(d.total_steps)) : json(nullptr);
-        x["gpu_hours"] = d.total_steps > 0 ? json(step * static_cast<double>(d.total_steps) * static_cast<double>(r.gpus) / 3600.0)
-                                           : json(nullptr);
+        x["gpu_hours"] = d.total_steps > 0
+                             ? json(step * static_cast<double>(d.total_steps) * static_cast<double>(r.gpus) / 3600.0)
+                             : json(nullptr);
       } else {
         x["why"] = r.why;
       }
@@ -457,8 +482,8 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
         << cfg.precision.dtype << ", " << cfg.optimizer.name << "\n";
     out << "  devices   " << s.world << " " << unit << (s.world == 1 ? "" : "s") << " (" << s.source << "), "
         << in.gpus_per_node << " per node\n";
-    out << "  profile   " << s.profile.name << " (" << s.profile.source << "): "
-        << fmt("%.1f", s.profile.achievable_flops(cfg.precision.dtype) / 1e12) << " TFLOP/s achievable in "
+    out << "  profile   " << s.profile.name << " (" << s.profile.source
+        << "): " << fmt("%.1f", s.profile.achievable_flops(cfg.precision.dtype) / 1e12) << " TFLOP/s achievable in "
         << cfg.precision.dtype << ", " << (std::isinf(usable) ? std::string("unlimited") : gib(usable) + " GiB")
         << " usable per " << unit << ", links " << fmt("%.1f", s.profile.intra_node_bw / 1e9) << " GB/s in node / "
         << fmt("%.1f", s.profile.inter_node_bw / 1e9) << " GB/s per node across\n";
@@ -480,24 +505,23 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
       }
       out << "  memory per " << unit << "  " << human(me.total()) << " of " << human(usable) << ": params "
           << human(me.params) << ", grads " << human(me.grads) << " (+ " << human(me.grad_accumulators)
-          << " accumulating), optimizer " << human(me.optimizer)
-          << ", activations " << human(me.activations) << " (" << c.plan.micro_batch << " x "
-          << human(me.activation_per_sample) << " x " << me.in_flight << " in flight), workspace "
-          << human(me.workspace) << "\n";
-      out << "  time per step   " << fmt("%.4g", te.total()) << " s: compute " << fmt("%.3g", te.compute) << ", overhead "
-          << fmt("%.3g", te.overhead) << ", tp comm " << fmt("%.3g", te.tp_comm) << ", pp comm " << fmt("%.3g", te.pp_comm)
-          << ", bubble " << fmt("%.3g", te.bubble) << " (" << fmt("%.0f", 100 * te.bubble_fraction) << "%), dp comm "
-          << fmt("%.3g", te.dp_comm) << ", ZeRO " << fmt("%.3g", te.zero_comm) << ", optimizer " << fmt("%.3g", te.optimizer)
-          << "\n";
+          << " accumulating), optimizer " << human(me.optimizer) << ", activations " << human(me.activations) << " ("
+          << c.plan.micro_batch << " x " << human(me.activation_per_sample) << " x " << me.in_flight
+          << " in flight), workspace " << human(me.workspace) << "\n";
+      out << "  time per step   " << fmt("%.4g", te.total()) << " s: compute " << fmt("%.3g", te.compute)
+          << ", overhead " << fmt("%.3g", te.overhead) << ", tp comm " << fmt("%.3g", te.tp_comm) << ", pp comm "
+          << fmt("%.3g", te.pp_comm) << ", bubble " << fmt("%.3g", te.bubble) << " ("
+          << fmt("%.0f", 100 * te.bubble_fraction) << "%), dp comm " << fmt("%.3g", te.dp_comm) << ", ZeRO "
+          << fmt("%.3g", te.zero_comm) << ", optimizer " << fmt("%.3g", te.optimizer) << "\n";
       if (d.total_steps > 0) {
         const double finish = te.total() * static_cast<double>(d.total_steps);
-        out << "  to finish       " << duration(finish) << ", " << fmt("%.1f", finish * static_cast<double>(s.world) / 3600.0)
-            << " " << unit << "-hours\n";
+        out << "  to finish       " << duration(finish) << ", "
+            << fmt("%.1f", finish * static_cast<double>(s.world) / 3600.0) << " " << unit << "-hours\n";
       }
       out << "  why             " << c.why << "\n";
       if (o.explain) {
-        out << "  activations     per sample " << human(me.activation_per_sample_no_recompute)
-            << " without recompute, " << human(me.activation_per_sample_recompute) << " with\n";
+        out << "  activations     per sample " << human(me.activation_per_sample_no_recompute) << " without recompute, "
+            << human(me.activation_per_sample_recompute) << " with\n";
         out << "  profile         " << profile_to_json(s.profile).dump() << "\n";
       }
     } else {
@@ -511,12 +535,13 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
     size_t shown = 0;
     if (feasible > 1) {
       out << "\nalternatives" << (o.explain ? "" : " (fastest first; --explain lists every candidate)") << ":\n";
-      out << "  " << pad("#", 4) << pad("layout", 30) << rpad("GiB/" + unit, 10) << rpad("s/step", 10) << "   why it lost\n";
+      out << "  " << pad("#", 4) << pad("layout", 30) << rpad("GiB/" + unit, 10) << rpad("s/step", 10)
+          << "   why it lost\n";
       for (const auto& r : cands) {
         if (!r.feasible || r.rank == 1) continue;
         if (shown++ >= max_rows) break;
-        out << "  " << pad(std::to_string(r.rank), 4) << pad(short_layout(r.plan), 30) << rpad(gib(r.memory.total()), 10)
-            << rpad(fmt("%.4g", r.time.total()), 10) << "   " << r.why << "\n";
+        out << "  " << pad(std::to_string(r.rank), 4) << pad(short_layout(r.plan), 30)
+            << rpad(gib(r.memory.total()), 10) << rpad(fmt("%.4g", r.time.total()), 10) << "   " << r.why << "\n";
       }
     }
     shown = 0;
@@ -530,7 +555,8 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
       }
     }
 
-    out << "\nwhat-if over " << unit << " counts (parallel.mode = auto, global_batch " << cfg.train.global_batch << "):\n";
+    out << "\nwhat-if over " << unit << " counts (parallel.mode = auto, global_batch " << cfg.train.global_batch
+        << "):\n";
     out << "  " << rpad(unit + "s", 6) << rpad("nodes", 7) << "  " << pad("layout", 28) << rpad("s/step", 10)
         << rpad("to finish", 12) << rpad(unit + "-hours", 12) << rpad("GiB/" + unit, 10) << "\n";
     for (const auto& r : rows) {

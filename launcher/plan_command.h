@@ -15,16 +15,16 @@
 namespace gtrain {
 
 struct PlanOptions {
-  std::string config_path;         // "" only with --calibrate
-  std::vector<std::string> sets;   // --set section.key=value
-  std::string gpus;                // --gpus "8" or "1,2,4,8" ("" = what was granted)
-  int64_t nodes = 0;               // --nodes (0 = 8 GPUs per node, or the allocation's)
-  std::string gpu_mem;             // --gpu-mem "80GiB" (memory per GPU)
-  std::string gpu_type;            // --gpu-type "A100-40GB", "h100", ...
+  std::string config_path;        // "" only with --calibrate
+  std::vector<std::string> sets;  // --set section.key=value
+  std::string gpus;               // --gpus "8" or "1,2,4,8" ("" = what was granted)
+  int64_t nodes = 0;              // --nodes (0 = 8 GPUs per node, or the allocation's)
+  std::string gpu_mem;            // --gpu-mem "80GiB" (memory per GPU)
+  std::string gpu_type;           // --gpu-type "A100-40GB", "h100", ...
   bool json = false;
-  bool explain = false;            // every candidate and the estimate breakdown
-  bool runnable = false;           // plan only with what `gtrain run` executes (kRunCapabilities)
-  bool calibrate = false;          // measure this machine and save its profile first
+  bool explain = false;    // every candidate and the estimate breakdown
+  bool runnable = false;   // plan only with what `gtrain run` executes (kRunCapabilities)
+  bool calibrate = false;  // measure this machine and save its profile first
 };
 
 // What the planner needs from a job config: the model's sizes (GPT sized from its shape without

@@ -31,7 +31,9 @@ std::string index_list(const std::vector<int>& v) {
   return s;
 }
 
-std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
+std::string pad(const std::string& s, size_t w) {
+  return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' ');
+}
 
 }  // namespace
 
@@ -41,7 +43,8 @@ nlohmann::json allocation_to_json(const Allocation& a, int64_t now_unix) {
   auto pos_or_null = [](int64_t v) { return v > 0 ? json(v) : json(nullptr); };
   json nodes = json::array();
   for (const auto& n : a.nodes) {
-    nodes.push_back({{"host", n.host}, {"gpus", n.gpus}, {"cpus", pos_or_null(n.cpus)}, {"tasks", pos_or_null(n.tasks)}});
+    nodes.push_back(
+        {{"host", n.host}, {"gpus", n.gpus}, {"cpus", pos_or_null(n.cpus)}, {"tasks", pos_or_null(n.tasks)}});
   }
   std::vector<std::string> hosts;
   for (const auto& n : a.nodes) hosts.push_back(n.host);
@@ -88,12 +91,15 @@ std::string allocation_to_text(const Allocation& a, int64_t now_unix) {
   std::vector<std::string> hosts;
   for (const auto& n : a.nodes) hosts.push_back(n.host);
   o += "gtrain probe: " + a.scheduler + (a.job_id.empty() ? std::string() : " job " + a.job_id) + " on " +
-       std::to_string(a.nodes.size()) + " node" + (a.nodes.size() == 1 ? "" : "s") + " (" + compress_hostlist(hosts) + ")\n";
+       std::to_string(a.nodes.size()) + " node" + (a.nodes.size() == 1 ? "" : "s") + " (" + compress_hostlist(hosts) +
+       ")\n";
   const size_t shown = std::min<size_t>(a.nodes.size(), 16);
   for (size_t i = 0; i < shown; ++i) {
     const auto& n = a.nodes[i];
-    std::string line = "  " + pad(n.host, 14) + pad(std::to_string(n.gpus.size()) + " GPU" + (n.gpus.size() == 1 ? "" : "s") +
-                                                     (n.gpus.empty() ? "" : " [" + index_list(n.gpus) + "]"), 22);
+    std::string line = "  " + pad(n.host, 14) +
+                       pad(std::to_string(n.gpus.size()) + " GPU" + (n.gpus.size() == 1 ? "" : "s") +
+                               (n.gpus.empty() ? "" : " [" + index_list(n.gpus) + "]"),
+                           22);
     line += pad(n.cpus > 0 ? std::to_string(n.cpus) + " CPUs" : "CPUs unknown", 14);
     line += n.tasks > 0 ? std::to_string(n.tasks) + " task" + (n.tasks == 1 ? "" : "s") : "tasks unknown";
     o += line + "\n";
@@ -115,7 +121,8 @@ std::string allocation_to_text(const Allocation& a, int64_t now_unix) {
     o += "  queue      partition " + or_unknown(a.partition) + ", account " + or_unknown(a.account) + ", QOS " +
          or_unknown(a.qos) + ", user " + or_unknown(a.user) + "\n";
   }
-  std::string t = "  time       limit " + (a.time_limit_s > 0 ? format_duration(a.time_limit_s) : std::string("unknown"));
+  std::string t =
+      "  time       limit " + (a.time_limit_s > 0 ? format_duration(a.time_limit_s) : std::string("unknown"));
   if (a.end_time_unix > 0) {
     t += "; ends " + local_time(a.end_time_unix);
     const int64_t left = a.end_time_unix - now_unix;

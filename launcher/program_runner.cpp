@@ -44,7 +44,8 @@ std::optional<std::string> run_program(const std::vector<std::string>& argv, dou
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   char buf[8192];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;

@@ -1,41 +1,41 @@
 // run_command.cpp: the body of `gtrain run` for one rank.
 #include "launcher/run_command.h"
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/common/errors.h"
-#include "runtime/common/startup.h"
-#include "runtime/common/torch_threads.h"
-#include "runtime/models/gpt.h"
-#include "runtime/models/model_registry.h"
 #include "launcher/allocation.h"
-#include "launcher/launch.h"
-#include "launcher/run_lock.h"
-#include "runtime/checkpoint/checkpoint.h"
-#include "runtime/metrics/metrics_log.h"
-#include "runtime/train/schedule.h"
-#include "launcher/program_runner.h"
-#include "runtime/comm/mpi_communicator.h"
-#include "runtime/comm/routed_communicator.h"
-#include "runtime/common/cuda_device.h"
 #include "launcher/device_choice.h"
 #include "launcher/hardware_query.h"
 #include "launcher/hostlist.h"
+#include "launcher/launch.h"
+#include "launcher/program_runner.h"
+#include "launcher/run_lock.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/routed_communicator.h"
+#include "runtime/common/cuda_device.h"
+#include "runtime/common/errors.h"
 #include "runtime/common/rank_output.h"
+#include "runtime/common/startup.h"
+#include "runtime/common/torch_threads.h"
+#include "runtime/metrics/metrics_log.h"
+#include "runtime/models/gpt.h"
+#include "runtime/models/model_registry.h"
+#include "runtime/train/schedule.h"
 #include "strategies/capabilities.h"
 #include "strategies/data_parallel.h"
-#include "strategies/pipeline_parallel.h"
-#include "strategies/process_groups.h"
 #include "strategies/hardware_profile.h"
+#include "strategies/pipeline_parallel.h"
 #include "strategies/planner.h"
+#include "strategies/process_groups.h"
 
 namespace fs = std::filesystem;
 
@@ -105,8 +105,8 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
       std::vector<double> cost(nblocks, block);
       PipelineOptions po;
       po.schedule = cfg.parallel.pp_schedule;
-      parts.engine = std::make_unique<PipelineEngine>(groups, parts.model, balance_stages(cost, 0.0, head, plan.pp),
-                                                      dpo, po);
+      parts.engine =
+          std::make_unique<PipelineEngine>(groups, parts.model, balance_stages(cost, 0.0, head, plan.pp), dpo, po);
     } else {
       std::vector<std::pair<std::string, torch::Tensor>> named;
       for (const auto& kv : parts.model->named_parameters()) named.emplace_back(kv.key(), kv.value());
@@ -115,7 +115,8 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
   } else if (plan.pp > 1) {
     // Validation before the ranks start: the model must expose its blocks and stages.
     const int64_t nblocks = static_cast<int64_t>(parts.model->blocks().size());
-    if (nblocks == 0) throw ConfigError("pp = " + std::to_string(plan.pp) + ": this model has no blocks to split into stages");
+    if (nblocks == 0)
+      throw ConfigError("pp = " + std::to_string(plan.pp) + ": this model has no blocks to split into stages");
     balance_stages(std::vector<double>(nblocks, 1.0), 0, 0, plan.pp);
   }
   return parts;
@@ -132,12 +133,22 @@ void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Pla
     f << to_toml(cfg);
     if (!f) throw Error(run_dir + "/config.toml: cannot write");
   }
-  nlohmann::json pj = {{"world", plan.world}, {"dp", plan.dp}, {"tp", plan.tp}, {"pp", plan.pp},
-                       {"zero", plan.zero}, {"micro_batch", plan.micro_batch}, {"grad_accum", plan.grad_accum},
-                       {"recompute", plan.recompute}, {"precision", plan.precision},
-                       {"est_memory_bytes", plan.est_memory_bytes}, {"est_tensor_bytes", plan.est_tensor_bytes}, {"est_step_seconds", plan.est_step_seconds},
-                       {"global_batch", plan.global_batch()}, {"requested_global_batch", requested_batch},
-                       {"profile", plan.profile}, {"reason", plan.reason}};
+  nlohmann::json pj = {{"world", plan.world},
+                       {"dp", plan.dp},
+                       {"tp", plan.tp},
+                       {"pp", plan.pp},
+                       {"zero", plan.zero},
+                       {"micro_batch", plan.micro_batch},
+                       {"grad_accum", plan.grad_accum},
+                       {"recompute", plan.recompute},
+                       {"precision", plan.precision},
+                       {"est_memory_bytes", plan.est_memory_bytes},
+                       {"est_tensor_bytes", plan.est_tensor_bytes},
+                       {"est_step_seconds", plan.est_step_seconds},
+                       {"global_batch", plan.global_batch()},
+                       {"requested_global_batch", requested_batch},
+                       {"profile", plan.profile},
+                       {"reason", plan.reason}};
   std::ofstream f(fs::path(run_dir) / "plan.json");
   f << pj.dump(2) << "\n";
 }
@@ -149,7 +160,8 @@ std::string env_or(const std::map<std::string, std::string>& env, const char* ke
 
 // This rank's device (launcher/device_choice.h): train.device, the visible CUDA devices, and, when
 // CUDA_VISIBLE_DEVICES does not already narrow them, the GPUs the allocation granted this node.
-DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re, const std::map<std::string, std::string>& env) {
+DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re,
+                         const std::map<std::string, std::string>& env) {
   DeviceChoiceInput in;
   in.requested = cfg.train.device;
   in.cuda_build = cuda::built_with_cuda();
@@ -216,23 +228,25 @@ RunOutcome run_job(const RunOptions& o) {
   }
 #else
   if (rank_env.launched) {
-    throw ConfigError("this gtrain was built without MPI, so it cannot run as one of " +
-                      std::to_string(rank_env.size) + " ranks (rebuild with libopenmpi-dev installed)");
+    throw ConfigError("this gtrain was built without MPI, so it cannot run as one of " + std::to_string(rank_env.size) +
+                      " ranks (rebuild with libopenmpi-dev installed)");
   }
 #endif
   if (!comm) comm = std::make_shared<LocalCommunicator>();
   // The rank's device; CUDA ranks reduce CUDA tensors over NCCL (MPI keeps CPU tensors and bootstrap).
   const DeviceChoice dev = rank_device(cfg, rank_env, stage_env);
-  const torch::Device device = dev.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dev.index))
-                                        : torch::Device(torch::kCPU);
+  const torch::Device device =
+      dev.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dev.index)) : torch::Device(torch::kCPU);
   if (dev.cuda) {
     cuda::set_device(dev.index);
 #if defined(GTRAIN_WITH_NCCL) && defined(GTRAIN_WITH_MPI)
     if (auto mpi = std::dynamic_pointer_cast<MpiCommunicator>(comm)) comm = RoutedCommunicator::create(mpi, dev.index);
 #else
     if (comm->size() > 1) {
-      throw ConfigError("train.device: " + std::to_string(comm->size()) + " CUDA ranks need NCCL, and this gtrain was "
-                        "built without it", "install NCCL (nccl.h, libnccl) and rebuild, or set train.device = \"cpu\"");
+      throw ConfigError("train.device: " + std::to_string(comm->size()) +
+                            " CUDA ranks need NCCL, and this gtrain was "
+                            "built without it",
+                        "install NCCL (nccl.h, libnccl) and rebuild, or set train.device = \"cpu\"");
     }
 #endif
   }
@@ -288,8 +302,8 @@ RunOutcome run_job(const RunOptions& o) {
     if (!moved.steps.empty()) {
       std::string steps;
       for (auto s : moved.steps) steps += (steps.empty() ? "" : ", ") + std::to_string(s);
-      const std::string why = o.no_resume ? "--no-resume starts the run over"
-                              : !o.resume.empty() ? "resuming from the older checkpoint " + resume_from
+      const std::string why = o.no_resume           ? "--no-resume starts the run over"
+                              : !o.resume.empty()   ? "resuming from the older checkpoint " + resume_from
                               : resume_from.empty() ? "they are invalid and no valid checkpoint remains"
                                                     : "they are invalid; resuming from " + resume_from;
       std::cerr << "gtrain: warning: moved " << moved.steps.size() << " checkpoint(s) (step " << steps << ") aside to "
@@ -315,8 +329,8 @@ RunOutcome run_job(const RunOptions& o) {
     stage.allocation = a.empty() ? nlohmann::json::object() : nlohmann::json::parse(a, nullptr, false);
   }
   // Same token on every rank: rank 0's clock and pid.
-  auto token = torch::tensor({static_cast<int64_t>(unix_now() * 1000) ^ (static_cast<int64_t>(::getpid()) << 40)},
-                             torch::kLong);
+  auto token =
+      torch::tensor({static_cast<int64_t>(unix_now() * 1000) ^ (static_cast<int64_t>(::getpid()) << 40)}, torch::kLong);
   if (comm->size() > 1) comm->broadcast(token, 0);
   stage.save_token = std::to_string(token.item<int64_t>());
   if (!resume_from.empty()) {
@@ -329,14 +343,15 @@ RunOutcome run_job(const RunOptions& o) {
     std::cout << "gtrain: run " << run_dir << "  model " << cfg.model.name << " (" << parts.stats.params
               << " params)  data " << cfg.data.kind << " (" << parts.data.train->size() << " train samples)\n"
               << "gtrain: plan " << plan.summary() << "  global_batch " << cfg.train.global_batch
-              << (requested_batch != cfg.train.global_batch ? " (requested " + std::to_string(requested_batch) + ")" : "")
+              << (requested_batch != cfg.train.global_batch ? " (requested " + std::to_string(requested_batch) + ")"
+                                                            : "")
               << "  steps " << trainer.total_steps() << "  threads/rank " << threads << "\n"
               << "gtrain: " << plan.estimate_summary() << "\n"
               << "gtrain: " << engine_desc << " over " << comm->backend() << "\n"
               << "gtrain: device " << dev.str() << " (" << dev.reason << ")\n";
     if (!resume_from.empty()) {
-      std::cout << "gtrain: resumed from " << resume_from << " at step " << trainer.steps_done() << " (probe loss checked, "
-                << stage.load_seconds << " s)\n";
+      std::cout << "gtrain: resumed from " << resume_from << " at step " << trainer.steps_done()
+                << " (probe loss checked, " << stage.load_seconds << " s)\n";
     }
     if (stage.deadline_unix > 0) {
       std::cout << "gtrain: stage deadline in " << static_cast<int64_t>(stage.deadline_unix - unix_now()) << " s ("
@@ -348,12 +363,13 @@ RunOutcome run_job(const RunOptions& o) {
   out.run_dir = run_dir;
   out.summary = trainer.run();
   if (!o.quiet && main_rank && out.summary.already_complete) {
-    std::cout << "gtrain: " << run_dir << " is complete (step " << out.summary.steps << " of "
-              << trainer.total_steps() << "); nothing to do" << std::endl;
+    std::cout << "gtrain: " << run_dir << " is complete (step " << out.summary.steps << " of " << trainer.total_steps()
+              << "); nothing to do" << std::endl;
   } else if (!o.quiet && main_rank) {
     const auto& s = out.summary;
     char buf[256];
-    std::snprintf(buf, sizeof(buf), "gtrain: %s %lld steps in %.1f s (%.0f samples/s, data wait %.2f s)  train loss %.4f",
+    std::snprintf(buf, sizeof(buf),
+                  "gtrain: %s %lld steps in %.1f s (%.0f samples/s, data wait %.2f s)  train loss %.4f",
                   s.stopped_early ? "stage ended at" : "done", (long long)s.steps, s.seconds, s.samples_per_s,
                   s.data_wait_s, s.final_loss);
     std::cout << buf;

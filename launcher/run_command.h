@@ -26,8 +26,8 @@ struct JobParts {
   Plan plan;
   std::unique_ptr<ParallelEngine> engine;
 };
-JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm,
-                      int local_ranks = 1, torch::Device device = torch::kCPU);
+JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks = 1,
+                      torch::Device device = torch::kCPU);
 
 // Runs one job in this process (one rank). Throws gtrain::Error on failure.
 RunOutcome run_job(const RunOptions& options);

@@ -46,7 +46,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& run) {
   run_cmd->add_flag("--no-resume", run.no_resume, "Start from step 0 even when the run directory has checkpoints");
   run_cmd->add_option("--time-limit", run.time_limit,
                       "Stage wall time (90s, 15m, 2h, HH:MM:SS): stop early enough to save, exit 3");
-  run_cmd->add_option("--ranks", run.ranks, "Ranks to start (default: one per granted GPU; CPU ranks stand in for GPUs)")
+  run_cmd
+      ->add_option("--ranks", run.ranks, "Ranks to start (default: one per granted GPU; CPU ranks stand in for GPUs)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
             if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1)
@@ -65,7 +66,9 @@ std::string resolve_run_dir(const JobConfig& c, const std::string& config_path, 
   return (fs::path(c.log.root) / name).string();
 }
 
-std::string resolve_run_dir(const JobConfig& c, const RunOptions& o) { return resolve_run_dir(c, o.config_path, o.run_dir); }
+std::string resolve_run_dir(const JobConfig& c, const RunOptions& o) {
+  return resolve_run_dir(c, o.config_path, o.run_dir);
+}
 
 std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std::string& run_dir) {
   if (o.no_resume) return "";
@@ -102,9 +105,12 @@ std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
   if (cfg.model.name != "gpt" || !cfg.model.plugin.empty()) return std::nullopt;
   int64_t vocab = cfg.model.vocab;
   if (vocab <= 0) {
-    if (cfg.data.kind == "text_bytes") vocab = 256;
-    else if (cfg.data.kind == "synthetic") vocab = 64;  // the synthetic token task's default
-    else return std::nullopt;                            // the data's vocabulary decides
+    if (cfg.data.kind == "text_bytes")
+      vocab = 256;
+    else if (cfg.data.kind == "synthetic")
+      vocab = 64;  // the synthetic token task's default
+    else
+      return std::nullopt;  // the data's vocabulary decides
   }
   return gpt_stats(cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd, cfg.model.seq_len, vocab,
                    cfg.model.tied_embeddings, cfg.model.dropout);
@@ -139,15 +145,16 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
     const int64_t per_replica = cfg.train.global_batch / dp;
     if (cfg.train.global_batch % dp != 0 || per_replica % cfg.parallel.pp_microbatches != 0) {
       throw ConfigError("parallel.pp_microbatches = " + std::to_string(cfg.parallel.pp_microbatches) +
-                        " must divide the " + std::to_string(per_replica) + " samples per replica (train.global_batch " +
-                        std::to_string(cfg.train.global_batch) + " / dp " + std::to_string(dp) + ")");
+                        " must divide the " + std::to_string(per_replica) +
+                        " samples per replica (train.global_batch " + std::to_string(cfg.train.global_batch) +
+                        " / dp " + std::to_string(dp) + ")");
     }
     pin.parallel.micro_batch = per_replica / cfg.parallel.pp_microbatches;
   }
   Plan plan = plan_job(pin);
   if (plan.tp > 1 && stats.vocab > 0 && stats.vocab % plan.tp != 0) {
-    throw ConfigError("tp = " + std::to_string(plan.tp) + " must divide the vocabulary (" + std::to_string(stats.vocab) +
-                      "); set model.vocab to a multiple of " + std::to_string(plan.tp));
+    throw ConfigError("tp = " + std::to_string(plan.tp) + " must divide the vocabulary (" +
+                      std::to_string(stats.vocab) + "); set model.vocab to a multiple of " + std::to_string(plan.tp));
   }
   return plan;
 }
@@ -203,8 +210,11 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   setenv("GTRAIN_INTERNAL_LOCKED", run_dir.c_str(), 1);
   setenv("GTRAIN_INTERNAL_DEADLINE", (std::to_string(deadline.unix_time) + "|" + deadline.source).c_str(), 1);
   setenv("GTRAIN_INTERNAL_ALLOCATION",
-         nlohmann::json({{"scheduler", alloc.scheduler}, {"job_id", alloc.job_id}, {"nodes", alloc.nodes.size()},
-                         {"gpus", alloc.total_gpus()}, {"ranks", out.ranks}})
+         nlohmann::json({{"scheduler", alloc.scheduler},
+                         {"job_id", alloc.job_id},
+                         {"nodes", alloc.nodes.size()},
+                         {"gpus", alloc.total_gpus()},
+                         {"ranks", out.ranks}})
              .dump()
              .c_str(),
          1);

@@ -27,7 +27,8 @@ std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir) {
     std::ifstream(path) >> holder;
     ::close(fd);
     throw ConfigError("run directory " + run_dir + " is in use by another gtrain run" +
-                      (holder.empty() ? "" : " (pid " + holder + ")") + "; wait for it to end or choose another --run-dir");
+                      (holder.empty() ? "" : " (pid " + holder + ")") +
+                      "; wait for it to end or choose another --run-dir");
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) == 0) {

@@ -51,9 +51,12 @@ std::string get(const std::map<std::string, std::string>& m, const std::string& 
 
 std::string LimitValue::str(bool as_duration) const {
   switch (kind) {
-    case kUnknown: return "unknown";
-    case kUnlimited: return "unlimited";
-    default: return as_duration ? format_duration(value) : std::to_string(value);
+    case kUnknown:
+      return "unknown";
+    case kUnlimited:
+      return "unlimited";
+    default:
+      return as_duration ? format_duration(value) : std::to_string(value);
   }
 }
 
@@ -62,7 +65,8 @@ std::string format_duration(int64_t s) {
   char buf[64];
   const int64_t d = s / 86400, h = (s % 86400) / 3600, m = (s % 3600) / 60, sec = s % 60;
   if (d > 0) {
-    std::snprintf(buf, sizeof(buf), "%lld-%02lld:%02lld:%02lld", (long long)d, (long long)h, (long long)m, (long long)sec);
+    std::snprintf(buf, sizeof(buf), "%lld-%02lld:%02lld:%02lld", (long long)d, (long long)h, (long long)m,
+                  (long long)sec);
   } else {
     std::snprintf(buf, sizeof(buf), "%02lld:%02lld:%02lld", (long long)h, (long long)m, (long long)sec);
   }
@@ -203,8 +207,10 @@ SchedulerLimits read_slurm_limits(const std::string& job_id, const std::string& 
       if (rec.count("PartitionName")) {
         L.partition_max_time_s = parse_slurm_duration(get(rec, "MaxTime"));
         const std::string mn = upper(get(rec, "MaxNodes"));
-        if (mn == "UNLIMITED") L.partition_max_nodes = LimitValue::unlimited();
-        else if (all_digits(mn)) L.partition_max_nodes = LimitValue::of(std::stoll(mn));
+        if (mn == "UNLIMITED")
+          L.partition_max_nodes = LimitValue::unlimited();
+        else if (all_digits(mn))
+          L.partition_max_nodes = LimitValue::of(std::stoll(mn));
         const std::string pq = get(rec, "QoS");
         if (!pq.empty() && pq != "N/A") L.partition_qos = pq;
       }
@@ -221,7 +227,8 @@ SchedulerLimits read_slurm_limits(const std::string& job_id, const std::string& 
     auto out = run({"sacctmgr", "-P", "-n", "show", "qos", "where", "name=" + name,
                     "format=Name,MaxWall,MaxTRESPerJob,MaxTRESPerUser,GrpTRES"});
     if (!out) {
-      L.notes.push_back("sacctmgr show qos " + name + " gave nothing (sacctmgr missing or not permitted): QOS limits unknown");
+      L.notes.push_back("sacctmgr show qos " + name +
+                        " gave nothing (sacctmgr missing or not permitted): QOS limits unknown");
       return;
     }
     for (const auto& line : split(*out, '\n')) {
@@ -270,7 +277,8 @@ SchedulerLimits read_slurm_limits(const std::string& job_id, const std::string& 
       }
       if (!user_row) L.notes.push_back("no association of user " + L.user + " in account " + L.account + " listed");
     } else {
-      L.notes.push_back("sacctmgr show assoc gave nothing (sacctmgr missing or not permitted): association limits unknown");
+      L.notes.push_back(
+          "sacctmgr show assoc gave nothing (sacctmgr missing or not permitted): association limits unknown");
     }
   } else {
     L.notes.push_back("account unknown: association limits unknown");
@@ -290,8 +298,8 @@ std::vector<LimitLine> SchedulerLimits::lines(int64_t granted_gpus, int64_t gran
     out.push_back(l);
   };
   const std::string qscope = "QOS " + (qos.empty() ? std::string("?") : qos);
-  const std::string ascope = "association " + (account.empty() ? std::string("?") : account) + "/" +
-                             (user.empty() ? std::string("?") : user);
+  const std::string ascope =
+      "association " + (account.empty() ? std::string("?") : account) + "/" + (user.empty() ? std::string("?") : user);
 
   // Time: the job's limit is what ends the run; a partition or QOS maximum binds when the job
   // already asked for it.

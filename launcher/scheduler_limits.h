@@ -44,16 +44,16 @@ struct LimitLine {
 
 struct SchedulerLimits {
   std::string user, account, partition, qos, partition_qos;
-  LimitValue job_time_limit_s;       // the job's own TimeLimit
-  int64_t job_end_time_unix = 0;     // from scontrol EndTime (0 = unknown)
-  int64_t job_gpus = -1;             // gres/gpu in the job's TRES (-1 = unknown)
-  std::string job_gpu_type;          // "a100" from TresPerNode gres/gpu:a100:4 ("" = unknown)
+  LimitValue job_time_limit_s;    // the job's own TimeLimit
+  int64_t job_end_time_unix = 0;  // from scontrol EndTime (0 = unknown)
+  int64_t job_gpus = -1;          // gres/gpu in the job's TRES (-1 = unknown)
+  std::string job_gpu_type;       // "a100" from TresPerNode gres/gpu:a100:4 ("" = unknown)
   LimitValue partition_max_time_s, partition_max_nodes;
   LimitValue qos_max_wall_s, qos_max_gpus_per_job, qos_max_gpus_per_user, qos_grp_gpus;
   LimitValue partition_qos_max_gpus_per_job, partition_qos_max_gpus_per_user;
-  LimitValue assoc_grp_gpus, assoc_max_gpus_per_job, assoc_max_wall_s;      // user's association
-  LimitValue account_grp_gpus;                                               // account's own row
-  std::vector<std::string> notes;    // what could not be read, and why
+  LimitValue assoc_grp_gpus, assoc_max_gpus_per_job, assoc_max_wall_s;  // user's association
+  LimitValue account_grp_gpus;                                          // account's own row
+  std::vector<std::string> notes;                                       // what could not be read, and why
 
   // The limits as lines, marking those that bind given what was granted.
   std::vector<LimitLine> lines(int64_t granted_gpus, int64_t granted_nodes) const;

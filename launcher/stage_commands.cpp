@@ -24,20 +24,28 @@ enum class Want { kInt, kNumber, kString, kObject };
 
 bool has_type(const nlohmann::json& v, Want w) {
   switch (w) {
-    case Want::kInt: return v.is_number_integer();
-    case Want::kNumber: return v.is_number();
-    case Want::kString: return v.is_string();
-    case Want::kObject: return v.is_object();
+    case Want::kInt:
+      return v.is_number_integer();
+    case Want::kNumber:
+      return v.is_number();
+    case Want::kString:
+      return v.is_string();
+    case Want::kObject:
+      return v.is_object();
   }
   return false;
 }
 
 const char* want_name(Want w) {
   switch (w) {
-    case Want::kInt: return "an integer";
-    case Want::kNumber: return "a number";
-    case Want::kString: return "a string";
-    case Want::kObject: return "an object";
+    case Want::kInt:
+      return "an integer";
+    case Want::kNumber:
+      return "a number";
+    case Want::kString:
+      return "a string";
+    case Want::kObject:
+      return "an object";
   }
   return "";
 }
@@ -75,10 +83,9 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& p, const std::vector<std:
 }
 
 const std::vector<std::pair<std::string, Want>> kStageKeys = {
-    {"total_steps", Want::kInt}, {"step_from", Want::kInt},     {"step_to", Want::kInt},
-    {"world", Want::kInt},       {"productive_s", Want::kNumber}, {"start", Want::kNumber},
-    {"end", Want::kNumber},      {"save_s", Want::kNumber},     {"load_s", Want::kNumber},
-    {"exit", Want::kString},     {"allocation", Want::kObject}};
+    {"total_steps", Want::kInt},     {"step_from", Want::kInt}, {"step_to", Want::kInt},      {"world", Want::kInt},
+    {"productive_s", Want::kNumber}, {"start", Want::kNumber},  {"end", Want::kNumber},       {"save_s", Want::kNumber},
+    {"load_s", Want::kNumber},       {"exit", Want::kString},   {"allocation", Want::kObject}};
 const std::vector<std::pair<std::string, Want>> kMetricKeys = {
     {"kind", Want::kString}, {"step", Want::kInt}, {"loss", Want::kNumber}};
 
@@ -151,9 +158,14 @@ int status_command(const std::string& run_dir, bool json) {
   // Goodput needs the ledger (a run killed before its first stage ended has none).
   const double goodput = wall_rank_s > 0 ? productive_rank_s / wall_rank_s : 0;
   if (json) {
-    nlohmann::json j = {{"run_dir", run_dir}, {"step", done}, {"total_steps", total}, {"complete", complete},
-                        {"goodput", stages.empty() ? nlohmann::json() : nlohmann::json(goodput)}, {"eta_s", eta},
-                        {"stages", stages}, {"latest_checkpoint", latest}};
+    nlohmann::json j = {{"run_dir", run_dir},
+                        {"step", done},
+                        {"total_steps", total},
+                        {"complete", complete},
+                        {"goodput", stages.empty() ? nlohmann::json() : nlohmann::json(goodput)},
+                        {"eta_s", eta},
+                        {"stages", stages},
+                        {"latest_checkpoint", latest}};
     // A submitted chain (chain.json, as `gtrain submit` and the stages' scripts keep it; checked).
     if (chain_exists(run_dir)) {
       read_chain(run_dir);
@@ -172,7 +184,9 @@ int status_command(const std::string& run_dir, bool json) {
   if (!last_train.is_null()) std::printf("  last loss  %.4f\n", last_train.value("loss", 0.0));
   std::printf("  checkpoint %s\n", latest.empty() ? "none" : latest.c_str());
   if (!stages.empty()) std::printf("  goodput    %.1f%% of rank-time in training steps\n", 100.0 * goodput);
-  if (!complete) std::printf("  eta        %s at the last stage's speed\n", eta >= 0 ? Progress::format_duration(eta).c_str() : "unknown");
+  if (!complete)
+    std::printf("  eta        %s at the last stage's speed\n",
+                eta >= 0 ? Progress::format_duration(eta).c_str() : "unknown");
   std::printf("  stages     %zu\n", stages.size());
   std::printf("  %-3s %-19s %-19s %5s %-10s %9s %8s %7s %7s  %s\n", "#", "start", "end", "ranks", "steps", "productive",
               "save s", "load s", "sched", "exit");
@@ -182,9 +196,10 @@ int status_command(const std::string& run_dir, bool json) {
     const auto alloc = s.contains("allocation") ? s.at("allocation") : nlohmann::json::object();
     const auto sched = alloc.find("scheduler");
     const std::string scheduler = sched != alloc.end() && sched->is_string() ? sched->get<std::string>() : "-";
-    std::printf("  %-3zu %-19s %-19s %5d %-10s %8.1fs %8.2f %7.2f %7s  %s\n", i + 1, text::local_time(s.value("start", 0.0), "%Y-%m-%d %H:%M:%S").c_str(),
-                text::local_time(s.value("end", 0.0), "%Y-%m-%d %H:%M:%S").c_str(), s.value("world", 1), steps.c_str(), s.value("productive_s", 0.0),
-                s.value("save_s", 0.0), s.value("load_s", 0.0), scheduler.c_str(),
+    std::printf("  %-3zu %-19s %-19s %5d %-10s %8.1fs %8.2f %7.2f %7s  %s\n", i + 1,
+                text::local_time(s.value("start", 0.0), "%Y-%m-%d %H:%M:%S").c_str(),
+                text::local_time(s.value("end", 0.0), "%Y-%m-%d %H:%M:%S").c_str(), s.value("world", 1), steps.c_str(),
+                s.value("productive_s", 0.0), s.value("save_s", 0.0), s.value("load_s", 0.0), scheduler.c_str(),
                 s.value("exit", "").c_str());
   }
   return 0;

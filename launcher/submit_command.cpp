@@ -69,8 +69,8 @@ int largest_accepted(const ChainStage& s, int nodes, const CommandRunner& runner
   for (int g = s.gpus - 1; g >= 1; --g) {
     const int n = g % nodes == 0 ? nodes : 1;
     std::vector<std::string> argv = s.submit_argv;
-    argv.insert(argv.end() - 1, {"--test-only", "--nodes=" + std::to_string(n),
-                                 "--gpus-per-node=" + std::to_string(g / n)});
+    argv.insert(argv.end() - 1,
+                {"--test-only", "--nodes=" + std::to_string(n), "--gpus-per-node=" + std::to_string(g / n)});
     if (run_merged(runner, argv).rc == 0) return g;
   }
   return 0;
@@ -159,7 +159,8 @@ int validate_submit_options(const SubmitOptions& o) {
   if (o.scheduler == "pbs" && !o.qos.empty())
     throw ConfigError("--qos '" + o.qos + "': PBS has no QOS; choose the queue with --partition (qsub -q) instead");
   if (o.launcher == "srun" && o.scheduler != "slurm")
-    throw ConfigError("--launcher srun needs --scheduler slurm (got " + o.scheduler + "); PBS stages start ranks with mpirun");
+    throw ConfigError("--launcher srun needs --scheduler slurm (got " + o.scheduler +
+                      "); PBS stages start ranks with mpirun");
   int stages = 0;
   if (o.stages != "auto") {
     if (!std::regex_match(o.stages, std::regex("[0-9]{1,4}")) || std::stoi(o.stages) < 1)
@@ -170,16 +171,16 @@ int validate_submit_options(const SubmitOptions& o) {
   const auto nodes = parse_counts(o.nodes, "--nodes");
   for (const auto* list : {&gpus, &nodes}) {
     if (list->size() > 1 && stages > 0 && static_cast<int>(list->size()) != stages)
-      throw ConfigError((list == &gpus ? "--gpus" : "--nodes") + std::string(" lists ") +
-                        std::to_string(list->size()) + " stages but --stages is " + o.stages);
+      throw ConfigError((list == &gpus ? "--gpus" : "--nodes") + std::string(" lists ") + std::to_string(list->size()) +
+                        " stages but --stages is " + o.stages);
   }
   if (gpus.size() > 1 && nodes.size() > 1 && gpus.size() != nodes.size())
     throw ConfigError("--gpus and --nodes list different numbers of stages");
   for (size_t i = 0; i < gpus.size(); ++i) {
     const int n = nodes[nodes.size() > 1 ? i : 0];
     if (gpus[i] % n != 0)
-      throw ConfigError("--gpus " + std::to_string(gpus[i]) + " cannot be spread evenly over " +
-                        std::to_string(n) + " nodes");
+      throw ConfigError("--gpus " + std::to_string(gpus[i]) + " cannot be spread evenly over " + std::to_string(n) +
+                        " nodes");
   }
   const double limit = parse_slurm_time(o.time);
   check_name(o.partition, "--partition");
@@ -236,13 +237,16 @@ std::vector<StagePlan> plan_stages(const SubmitOptions& o, int stages, const std
   return out;
 }
 
-std::string slurm_begin(double unix_time) { return text::local_time(unix_time, "%Y-%m-%dT%H:%M:%S"); }
+std::string slurm_begin(double unix_time) {
+  return text::local_time(unix_time, "%Y-%m-%dT%H:%M:%S");
+}
 
-std::string pbs_begin(double unix_time) { return text::local_time(unix_time, "%Y%m%d%H%M.%S"); }
+std::string pbs_begin(double unix_time) {
+  return text::local_time(unix_time, "%Y%m%d%H%M.%S");
+}
 
-
-int submit_command(const SubmitOptions& o, const std::map<std::string, std::string>& env,
-                   const CommandRunner& runner, std::ostream& out) {
+int submit_command(const SubmitOptions& o, const std::map<std::string, std::string>& env, const CommandRunner& runner,
+                   std::ostream& out) {
   const int stages = validate_submit_options(o);
   const JobConfig cfg = load_job_config(o.config_path, o.sets, env);
   std::vector<Window> windows;
@@ -327,15 +331,19 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     if (pbs) {
       s.submit_argv = {"qsub", "-N", job_name, "-o", pbs_output_path(run_dir, b.index), script_path};
     } else {
-      s.submit_argv = {"sbatch", "--parsable", "--job-name=" + job_name, "--chdir=" + run_dir,
-                       "--output=" + slurm_pattern_literal(run_dir) + "/slurm-%j.out", script_path};
+      s.submit_argv = {"sbatch",
+                       "--parsable",
+                       "--job-name=" + job_name,
+                       "--chdir=" + run_dir,
+                       "--output=" + slurm_pattern_literal(run_dir) + "/slurm-%j.out",
+                       script_path};
     }
     if (plans[i].begin_unix > 0) s.begin = pbs ? pbs_begin(plans[i].begin_unix) : slurm_begin(plans[i].begin_unix);
     chain.stages.push_back(s);
   }
 
-  out << "gtrain submit: " << chain.stages.size() << (chain.auto_stages ? " stage(s), more while resumable" : " stage(s)")
-      << ", " << o.time << " each, "
+  out << "gtrain submit: " << chain.stages.size()
+      << (chain.auto_stages ? " stage(s), more while resumable" : " stage(s)") << ", " << o.time << " each, "
       << (pbs ? "gtrain run --time-limit " + pbs_time_limit + " (saves " + std::to_string(lead) +
                     " s before the walltime; PBS sends no early signal)"
               : "USR1 " + std::to_string(lead) + " s before the limit")
@@ -358,7 +366,8 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
       // Not a verdict on the job: the command or the scheduler was not there. A runtime failure.
       chain.stages[i].state = "failed";
       for (size_t j = 0; j < i; ++j) {
-        if (run_merged(runner, {pbs ? "qdel" : "scancel", chain.stages[j].job}).rc == 0) chain.stages[j].state = "cancelled";
+        if (run_merged(runner, {pbs ? "qdel" : "scancel", chain.stages[j].job}).rc == 0)
+          chain.stages[j].state = "cancelled";
       }
       const std::string program = pbs ? "qsub" : "sbatch";
       chain.state = "failed";
@@ -394,7 +403,8 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
       }
       chain.stages[i].state = "refused";
       for (size_t j = 0; j < i; ++j) {
-        if (run_merged(runner, {pbs ? "qdel" : "scancel", chain.stages[j].job}).rc == 0) chain.stages[j].state = "cancelled";
+        if (run_merged(runner, {pbs ? "qdel" : "scancel", chain.stages[j].job}).rc == 0)
+          chain.stages[j].state = "cancelled";
       }
       chain.state = "failed";
       chain.reason = msg.str();
@@ -413,8 +423,10 @@ int cancel_command(const std::string& run_dir, const CommandRunner& runner, std:
   const CancelResult n = cancel_chain(run_dir, runner, out);
   out << "gtrain cancel: " << n.cancelled << " job(s) cancelled\n";
   if (n.failed > 0)
-    throw Error("gtrain cancel: " + std::to_string(n.failed) + " job(s) could not be cancelled (see above); the chain "
-                "stays running: try gtrain cancel " + shell_quote(run_dir) + " again");
+    throw Error("gtrain cancel: " + std::to_string(n.failed) +
+                " job(s) could not be cancelled (see above); the chain "
+                "stays running: try gtrain cancel " +
+                shell_quote(run_dir) + " again");
   return kExitOk;
 }
 

@@ -19,14 +19,14 @@ namespace gtrain {
 
 struct SubmitOptions {
   std::string config_path;
-  std::vector<std::string> sets;         // --set section.key=value, passed on to gtrain run
-  std::string run_dir;                   // "" = <log.root>/<log.name>
-  std::string scheduler = "slurm";       // slurm | pbs
-  bool dry_run = false;                  // write the scripts, print the commands, submit nothing
-  std::string stages = "auto";           // auto | N
-  std::string gpus;                      // "4" or one per stage "2,4,1" ("" = window max_gpus, else 1)
-  std::string nodes = "1";               // "2" or one per stage "1,2,1"
-  std::string time = "01:00:00";         // per-stage time limit
+  std::vector<std::string> sets;    // --set section.key=value, passed on to gtrain run
+  std::string run_dir;              // "" = <log.root>/<log.name>
+  std::string scheduler = "slurm";  // slurm | pbs
+  bool dry_run = false;             // write the scripts, print the commands, submit nothing
+  std::string stages = "auto";      // auto | N
+  std::string gpus;                 // "4" or one per stage "2,4,1" ("" = window max_gpus, else 1)
+  std::string nodes = "1";          // "2" or one per stage "1,2,1"
+  std::string time = "01:00:00";    // per-stage time limit
   std::string partition, account, qos;
   std::vector<std::string> sbatch_args;  // extra directives, e.g. --constraint=a100
   int signal_lead_s = 0;                 // 0 = measured save time x safety + margin + 30 s
@@ -59,8 +59,8 @@ std::string slurm_begin(double unix_time);
 std::string pbs_begin(double unix_time);
 
 // The whole command. Returns the exit code; throws ConfigError on bad options or a refusal.
-int submit_command(const SubmitOptions& o, const std::map<std::string, std::string>& env,
-                   const CommandRunner& runner, std::ostream& out);
+int submit_command(const SubmitOptions& o, const std::map<std::string, std::string>& env, const CommandRunner& runner,
+                   std::ostream& out);
 
 // `gtrain cancel RUN_DIR`.
 int cancel_command(const std::string& run_dir, const CommandRunner& runner, std::ostream& out);

@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   } catch (const gtrain::Error& e) {
     return gtrain::fail_process(gtrain::format_error(e), e.exit_code());
   } catch (const c10::Error& e) {
-    return gtrain::fail_process(std::string("gtrain: torch error: ") + e.what_without_backtrace(), gtrain::kExitFailure);
+    return gtrain::fail_process(std::string("gtrain: torch error: ") + e.what_without_backtrace(),
+                                gtrain::kExitFailure);
   } catch (const std::exception& e) {
     return gtrain::fail_process(std::string("gtrain: error: ") + e.what(), gtrain::kExitFailure);
   }

@@ -7,10 +7,10 @@
 namespace gtrain {
 
 struct Capabilities {
-  int64_t max_zero = 2;            // highest ZeRO stage an executor implements (0, 1, 2)
-  bool tensor_parallel = true;     // tp > 1
-  bool pipeline_parallel = true;   // pp > 1
-  bool recompute = true;           // per-block activation recompute
+  int64_t max_zero = 2;           // highest ZeRO stage an executor implements (0, 1, 2)
+  bool tensor_parallel = true;    // tp > 1
+  bool pipeline_parallel = true;  // pp > 1
+  bool recompute = true;          // per-block activation recompute
 };
 
 // Everything the planner knows how to cost: what `gtrain plan` shows by default.

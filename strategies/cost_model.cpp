@@ -7,14 +7,20 @@
 namespace gtrain {
 namespace {
 
-bool half(const std::string& precision) { return precision == "bf16" || precision == "fp16"; }
+bool half(const std::string& precision) {
+  return precision == "bf16" || precision == "fp16";
+}
 
 // Bytes per activation element kept for backward: fp32 4; under autocast most saved tensors are
 // 16-bit but norms, softmax and the loss keep fp32 copies (about 60% of fp32 overall).
-double activation_element_bytes(const std::string& precision) { return half(precision) ? 2.4 : 4.0; }
+double activation_element_bytes(const std::string& precision) {
+  return half(precision) ? 2.4 : 4.0;
+}
 
 // Bytes per element sent between ranks (activations and their gradients).
-double wire_bytes(const std::string& precision) { return half(precision) ? 2.0 : 4.0; }
+double wire_bytes(const std::string& precision) {
+  return half(precision) ? 2.0 : 4.0;
+}
 
 double optimizer_state_bytes(const CostModelInput& in) {
   if (in.optimizer == "adamw") return 8.0;  // two fp32 moments
@@ -63,7 +69,8 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
   e.grad_accumulators = 4.0 * P;
   if (in.profile.kind == "gpu" && m.is_transformer()) {
     const double C = static_cast<double>(m.hidden), t = static_cast<double>(std::max<int64_t>(1, l.tp));
-    e.grad_accumulators = std::min(e.grad_accumulators, 4.0 * std::max(static_cast<double>(m.vocab) * C, 4.0 * C * C) / t);
+    e.grad_accumulators =
+        std::min(e.grad_accumulators, 4.0 * std::max(static_cast<double>(m.vocab) * C, 4.0 * C * C) / t);
     if (l.grad_accum > 1) e.grad_accumulators += 4.0 * P;
   }
   e.optimizer = optimizer_state_bytes(in) * P / (l.zero >= 1 ? dp : 1.0);
@@ -118,8 +125,8 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
   // a sequential or GPipe step's did (pp=2 and tp2 x pp2 read 1.16-1.17 at the base fraction, GPipe
   // 0.88-0.95; tests/test_multiproc.cpp MultiRankMemory, LibTorch 1.13 and 2.6).
   const double interleaved = l.pp > 1 && !l.gpipe ? 1.5 : 1.0;
-  e.workspace = in.profile.workspace_bytes +
-                interleaved * in.profile.fragmentation * (e.grad_accumulators + e.activations);
+  e.workspace =
+      in.profile.workspace_bytes + interleaved * in.profile.fragmentation * (e.grad_accumulators + e.activations);
   // Every rank builds the whole model from the same seed and keeps its part. On a CPU that is the
   // memory the plan is for; a GPU would receive only the part (the build is in host memory).
   if ((l.tp > 1 || l.pp > 1) && in.profile.kind == "cpu") {

@@ -51,7 +51,7 @@ struct CostModelInput {
   std::string precision = "fp32";   // fp32 | bf16 | fp16
   HardwareProfile profile;
   Topology topology;
-  bool fused_loss = false;          // output layer + loss in row blocks (tp = 1): no whole logits
+  bool fused_loss = false;  // output layer + loss in row blocks (tp = 1): no whole logits
 };
 
 struct MemoryEstimate {

@@ -30,8 +30,8 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
       break;
     }
   }
-  const bool kernel = fopts_.device().is_cuda() ? compat::kHaveFusedAdamW
-                                               : opt_.device_step && compat::kHaveFusedAdamWCpu;
+  const bool kernel =
+      fopts_.device().is_cuda() ? compat::kHaveFusedAdamW : opt_.device_step && compat::kHaveFusedAdamWCpu;
   fused_ = kernel && opt_.optimizer.name == "adamw" && opt_.optimizer.fused;
   for (int64_t i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
     const auto& p = params_[i].second;
@@ -437,8 +437,9 @@ void DataParallelEngine::add_shards(std::vector<TensorShard>& out, int64_t i, co
     int64_t n = 1;
     for (auto d : r.shape) n *= d;
     const int64_t s0 = std::max(begin, at), s1 = std::min(end, at + n);
-    if (s0 < s1) out.push_back({name, pl->second.global_shape, r.offsets, r.shape, s0 - at,
-                                data.narrow(0, s0 - begin, s1 - s0), write});
+    if (s0 < s1)
+      out.push_back(
+          {name, pl->second.global_shape, r.offsets, r.shape, s0 - at, data.narrow(0, s0 - begin, s1 - s0), write});
     at += n;
   }
 }
@@ -454,8 +455,8 @@ torch::Tensor DataParallelEngine::local_part(int64_t i, const torch::Tensor& glo
     return global.reshape(p.sizes());
   }
   if (!global.sizes().equals(pl->second.global_shape)) {
-    throw CheckpointError("'" + params_[i].first + "' has shape " + c10::str(global.sizes()) +
-                          " in the checkpoint, " + c10::str(pl->second.global_shape) + " in the model");
+    throw CheckpointError("'" + params_[i].first + "' has shape " + c10::str(global.sizes()) + " in the checkpoint, " +
+                          c10::str(pl->second.global_shape) + " in the model");
   }
   std::vector<torch::Tensor> parts;
   for (const auto& r : pl->second.regions) {

@@ -33,15 +33,15 @@
 namespace gtrain {
 
 struct DataParallelOptions {
-  int64_t zero_stage = 0;                 // 0, 1 or 2
-  int64_t bucket_bytes = 25 << 20;        // gradient bucket size
+  int64_t zero_stage = 0;           // 0, 1 or 2
+  int64_t bucket_bytes = 25 << 20;  // gradient bucket size
   OptimizerConfig optimizer;
   // With tensor / pipeline parallel (the engine then runs over one replica's dp group):
   std::map<std::string, TensorPlacement> placements;  // parameters that are slices of a larger tensor
-  std::set<std::string> mirrored;   // held and counted by another rank of the replica too (tp replicas,
-                                    // the tied embedding on the last stage): left out of the norm, not written
+  std::set<std::string> mirrored;            // held and counted by another rank of the replica too (tp replicas,
+                                             // the tied embedding on the last stage): left out of the norm, not written
   std::shared_ptr<Communicator> model_comm;  // the replica's tp x pp ranks: norm and overflow are summed over it
-  bool reports_loss = true;         // see ParallelEngine::reports_loss
+  bool reports_loss = true;                  // see ParallelEngine::reports_loss
   // The step CUDA parameters take (device-side norm and clipping divisor, fused AdamW where LibTorch
   // has the kernel for the device) on CPU parameters too; CPU runs otherwise keep the host-side
   // arithmetic of ParallelEngine::clip_and_step. Tests use it to run the CUDA step's logic on CPU.
@@ -84,8 +84,8 @@ class DataParallelEngine : public ParallelEngine {
   struct Bucket {
     std::vector<Segment> segments;
     int64_t numel = 0, padded = 0, chunk = 0;  // chunk = padded / owners
-    torch::Tensor param;       // [padded] flat parameters (each parameter is a view)
-    torch::Tensor grad;        // [padded] reduced gradients (stage 2: only while in flight)
+    torch::Tensor param;                       // [padded] flat parameters (each parameter is a view)
+    torch::Tensor grad;                        // [padded] reduced gradients (stage 2: only while in flight)
     // [numel] what autograd accumulates each parameter's gradient into before the last
     // micro-batch (param.grad is a view): allocated once, at the first step that has more than one
     // micro-batch, so backward does not leave per-parameter tensors between its activations.
@@ -95,8 +95,8 @@ class DataParallelEngine : public ParallelEngine {
     // left out of the gradient norm (mirrored). Ranges, not [chunk] masks: no memory per element.
     std::vector<std::pair<int64_t, int64_t>> decayed, mirrored;
     torch::Tensor exp_avg, exp_avg_sq, momentum;  // [chunk] optimizer state
-    int64_t ready = 0;         // parameters whose gradient arrived this step
-    std::shared_ptr<Work> work;  // the collective in flight this step
+    int64_t ready = 0;                            // parameters whose gradient arrived this step
+    std::shared_ptr<Work> work;                   // the collective in flight this step
     // Fused AdamW: owned element ranges [begin, begin + length) of the chunk with weight decay
     // (index 1) and without (index 0).
     std::vector<std::pair<int64_t, int64_t>> ranges[2];
@@ -107,7 +107,7 @@ class DataParallelEngine : public ParallelEngine {
   void launch_ready_buckets();  // in bucket order
   void progress();              // lets in-flight collectives advance
   torch::Tensor owned_grad(Bucket& b);
-  torch::Tensor grad_norm_tensor();          // [1] double on the device, summed over ranks
+  torch::Tensor grad_norm_tensor();                                   // [1] double on the device, summed over ranks
   void step_on_device(double lr, const torch::Tensor& grad_divisor);  // CUDA: divisor undefined = 1
   // Zeroes the accumulators and points every parameter's .grad at its slice of them.
   void attach_accumulators();

@@ -177,7 +177,8 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& or
   if (!j.is_object()) throw ConfigError(origin + ": a hardware profile must be a JSON object");
   str("name", &p.name);
   str("kind", &p.kind);
-  if (p.kind != "cpu" && p.kind != "gpu") throw ConfigError(origin + ": hardware profile 'kind' must be \"cpu\" or \"gpu\"");
+  if (p.kind != "cpu" && p.kind != "gpu")
+    throw ConfigError(origin + ": hardware profile 'kind' must be \"cpu\" or \"gpu\"");
   num("memory_bytes", &p.memory_bytes);
   num("fp32_flops", &p.fp32_flops);
   num("bf16_flops", &p.bf16_flops);
@@ -228,7 +229,8 @@ std::optional<HardwareProfile> load_profile(const std::string& path) {
   return profile_from_json(j, path);
 }
 
-HardwareProfile local_cpu_profile(const std::map<std::string, std::string>& env, const std::string& hostname, int cores) {
+HardwareProfile local_cpu_profile(const std::map<std::string, std::string>& env, const std::string& hostname,
+                                  int cores) {
   auto saved = load_profile(profile_path(env, hostname));
   if (saved && saved->kind == "cpu") return *saved;
   return default_cpu_profile(cores);

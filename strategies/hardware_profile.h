@@ -17,22 +17,22 @@
 namespace gtrain {
 
 struct HardwareProfile {
-  std::string name = "cpu";        // "A100-80GB", "H100-80GB", "cpu", ...
-  std::string kind = "cpu";        // "gpu" or "cpu"
-  double memory_bytes = 0;         // per device (0 = decided at planning time: host memory per rank)
-  double fp32_flops = 50e9;        // peak dense matmul FLOP/s per device
+  std::string name = "cpu";  // "A100-80GB", "H100-80GB", "cpu", ...
+  std::string kind = "cpu";  // "gpu" or "cpu"
+  double memory_bytes = 0;   // per device (0 = decided at planning time: host memory per rank)
+  double fp32_flops = 50e9;  // peak dense matmul FLOP/s per device
   double bf16_flops = 25e9;
   double fp16_flops = 25e9;
-  double efficiency = 0.5;         // fraction of peak a training step reaches
-  double memory_bw = 10e9;         // device memory bytes/s (optimizer step)
-  double intra_node_bw = 5e9;      // allreduce bus bandwidth among devices of one node, bytes/s
-  double inter_node_bw = 1.25e9;   // network bandwidth per node, bytes/s
-  double latency_s = 20e-6;        // per collective
-  double launch_overhead_s = 10e-6;  // fixed cost per kernel / op
+  double efficiency = 0.5;                      // fraction of peak a training step reaches
+  double memory_bw = 10e9;                      // device memory bytes/s (optimizer step)
+  double intra_node_bw = 5e9;                   // allreduce bus bandwidth among devices of one node, bytes/s
+  double inter_node_bw = 1.25e9;                // network bandwidth per node, bytes/s
+  double latency_s = 20e-6;                     // per collective
+  double launch_overhead_s = 10e-6;             // fixed cost per kernel / op
   double workspace_bytes = 64.0 * 1024 * 1024;  // reserved per device (context, workspaces)
-  double fragmentation = 0.0;      // extra fraction of the estimate lost to allocator fragmentation
-  std::string source = "default";  // "table", "default", or "calibrated on HOST at TIME"
-  std::string note;                // caveats, e.g. how the bandwidth was measured
+  double fragmentation = 0.0;                   // extra fraction of the estimate lost to allocator fragmentation
+  std::string source = "default";               // "table", "default", or "calibrated on HOST at TIME"
+  std::string note;                             // caveats, e.g. how the bandwidth was measured
 
   // FLOP/s a training step reaches in this precision ("fp32", "bf16", "fp16").
   double achievable_flops(const std::string& precision) const;
@@ -62,7 +62,8 @@ nlohmann::json profile_to_json(const HardwareProfile& p);
 HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& origin);
 
 // This host's CPU profile: the saved calibration when it is a CPU one, else default_cpu_profile.
-HardwareProfile local_cpu_profile(const std::map<std::string, std::string>& env, const std::string& hostname, int cores);
+HardwareProfile local_cpu_profile(const std::map<std::string, std::string>& env, const std::string& hostname,
+                                  int cores);
 
 // Writes the profile (creating the directory). Throws Error when it cannot be written.
 void save_profile(const HardwareProfile& p, const std::string& path);

@@ -48,8 +48,8 @@ double pipeline_bubble_fraction(int64_t pp, int64_t m) {
   return static_cast<double>(pp - 1) / static_cast<double>(m + pp - 1);
 }
 
-PipelineEngine::PipelineEngine(const ProcessGroups& groups, std::shared_ptr<Model> model,
-                               std::vector<int64_t> bounds, DataParallelOptions dpo, PipelineOptions options)
+PipelineEngine::PipelineEngine(const ProcessGroups& groups, std::shared_ptr<Model> model, std::vector<int64_t> bounds,
+                               DataParallelOptions dpo, PipelineOptions options)
     : groups_(groups), model_(std::move(model)), opt_(std::move(options)) {
   const int64_t pp = groups_.dims.pp, s = groups_.pp_rank;
   GT_CHECK(static_cast<int64_t>(bounds.size()) == pp + 1, "stage bounds do not match pp");

@@ -74,7 +74,7 @@ class PipelineEngine : public ParallelEngine {
   bool first_ = false, last_ = false;
   PipelineOptions opt_;
   std::unique_ptr<DataParallelEngine> dp_;
-  std::vector<torch::Tensor> tied_;        // parameters held by the first and the last stage
+  std::vector<torch::Tensor> tied_;          // parameters held by the first and the last stage
   std::shared_ptr<Communicator> tied_comm_;  // {first, last} stage of this pipeline
   std::vector<int64_t> act_shape_;
   torch::TensorOptions act_opts_ = torch::TensorOptions().dtype(torch::kFloat);  // float on the stage's device

@@ -10,7 +10,8 @@ namespace gtrain {
 void Plan::validate(int64_t expected_world, int64_t expected_global_batch) const {
   auto factors = [&] {
     char buf[256];
-    std::snprintf(buf, sizeof(buf), "dp=%lld tp=%lld pp=%lld (dp*tp*pp=%lld), world=%lld; micro_batch=%lld "
+    std::snprintf(buf, sizeof(buf),
+                  "dp=%lld tp=%lld pp=%lld (dp*tp*pp=%lld), world=%lld; micro_batch=%lld "
                   "grad_accum=%lld (dp*micro_batch*grad_accum=%lld), global_batch=%lld",
                   (long long)dp, (long long)tp, (long long)pp, (long long)(dp * tp * pp), (long long)expected_world,
                   (long long)micro_batch, (long long)grad_accum, (long long)global_batch(),
@@ -26,7 +27,8 @@ void Plan::validate(int64_t expected_world, int64_t expected_global_batch) const
   if (global_batch() != expected_global_batch) {
     throw ConfigError("invalid plan: dp*micro_batch*grad_accum must equal train.global_batch: " + factors());
   }
-  if (zero < 0 || zero > 2) throw ConfigError("invalid plan: zero must be 0, 1 or 2 (got " + std::to_string(zero) + ")");
+  if (zero < 0 || zero > 2)
+    throw ConfigError("invalid plan: zero must be 0, 1 or 2 (got " + std::to_string(zero) + ")");
 }
 
 std::string Plan::summary() const {

@@ -23,7 +23,9 @@ std::vector<int64_t> divisors(int64_t n) {
   return lo;
 }
 
-std::string num(int64_t v) { return std::to_string(v); }
+std::string num(int64_t v) {
+  return std::to_string(v);
+}
 
 std::string seconds(double s) {
   char buf[32];
@@ -199,7 +201,8 @@ void explain_ranking(std::vector<RankedPlan>* all, const Context& c) {
     if (!r.feasible) continue;
     r.rank = ++rank;
     if (rank == 1) {
-      std::string why = "least time per global batch of " + num(feasible) + " feasible layout" + (feasible == 1 ? "" : "s");
+      std::string why =
+          "least time per global batch of " + num(feasible) + " feasible layout" + (feasible == 1 ? "" : "s");
       if (!r.why.empty()) why += "; " + r.why;
       r.why = why;
       continue;
@@ -221,7 +224,10 @@ void explain_ranking(std::vector<RankedPlan>* all, const Context& c) {
 Context make_context(const PlannerInput& in) {
   if (in.world < 1) throw ConfigError("planner: the world size must be >= 1 (got " + num(in.world) + ")");
   if (in.train.global_batch < 1) throw ConfigError("train.global_batch must be >= 1");
-  Context c{in, {}, usable_memory_bytes(in), in.gpus_per_node > 0 ? std::min(in.gpus_per_node, in.world) : in.world,
+  Context c{in,
+            {},
+            usable_memory_bytes(in),
+            in.gpus_per_node > 0 ? std::min(in.gpus_per_node, in.world) : in.world,
             in.profile.kind == "gpu" ? "GPU" : "rank"};
   c.cost.model = in.model;
   // What attention keeps of its [H, T, T] scores depends on the ranks' device and this LibTorch.
@@ -238,8 +244,8 @@ Context make_context(const PlannerInput& in) {
 }
 
 std::string batch_reason(const PlannerInput& in, int64_t dp) {
-  return "global_batch " + num(in.train.global_batch) + " is not divisible by dp=" + num(dp) + " (nearest valid: " +
-         join(nearest_valid_global_batches(in.train.global_batch, dp), ", ") + ")";
+  return "global_batch " + num(in.train.global_batch) + " is not divisible by dp=" + num(dp) +
+         " (nearest valid: " + join(nearest_valid_global_batches(in.train.global_batch, dp), ", ") + ")";
 }
 
 // Explicit mode: one layout, every wrong factor named in one error.
@@ -251,20 +257,28 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
   const int64_t dp = pc.dp > 0 ? pc.dp : (in.world % (tp * pp) == 0 ? in.world / (tp * pp) : 0);
   std::vector<std::string> problems;
   if (pc.dp == 0 && dp == 0) {
-    problems.push_back("tp*pp = " + num(tp * pp) + " must divide the " + num(in.world) + " granted ranks (dp = 0 takes the rest)");
+    problems.push_back("tp*pp = " + num(tp * pp) + " must divide the " + num(in.world) +
+                       " granted ranks (dp = 0 takes the rest)");
   } else if (dp * tp * pp != in.world) {
     problems.push_back("dp*tp*pp = " + num(dp * tp * pp) + " must equal the " + num(in.world) + " granted ranks");
   }
   if (tp > 1) {
-    if (!in.caps.tensor_parallel) problems.push_back("tp = " + num(tp) + ": tensor parallel cannot run yet (tp = 1 only)");
-    if (!m.supports_tp || m.heads <= 0) problems.push_back("tp = " + num(tp) + ": this model does not support tensor parallel");
-    else if (m.heads % tp != 0) problems.push_back("tp = " + num(tp) + " must divide the " + num(m.heads) + " attention heads");
-    if (tp > c.gpn || c.gpn % tp != 0) problems.push_back("tp = " + num(tp) + " must fit within a node of " + num(c.gpn) + " " + c.unit + "s");
+    if (!in.caps.tensor_parallel)
+      problems.push_back("tp = " + num(tp) + ": tensor parallel cannot run yet (tp = 1 only)");
+    if (!m.supports_tp || m.heads <= 0)
+      problems.push_back("tp = " + num(tp) + ": this model does not support tensor parallel");
+    else if (m.heads % tp != 0)
+      problems.push_back("tp = " + num(tp) + " must divide the " + num(m.heads) + " attention heads");
+    if (tp > c.gpn || c.gpn % tp != 0)
+      problems.push_back("tp = " + num(tp) + " must fit within a node of " + num(c.gpn) + " " + c.unit + "s");
   }
   if (pp > 1) {
-    if (!in.caps.pipeline_parallel) problems.push_back("pp = " + num(pp) + ": pipeline parallel cannot run yet (pp = 1 only)");
-    if (!m.supports_pp || m.blocks <= 0) problems.push_back("pp = " + num(pp) + ": this model cannot be split into stages");
-    else if (m.blocks % pp != 0) problems.push_back("pp = " + num(pp) + " must divide the " + num(m.blocks) + " blocks");
+    if (!in.caps.pipeline_parallel)
+      problems.push_back("pp = " + num(pp) + ": pipeline parallel cannot run yet (pp = 1 only)");
+    if (!m.supports_pp || m.blocks <= 0)
+      problems.push_back("pp = " + num(pp) + ": this model cannot be split into stages");
+    else if (m.blocks % pp != 0)
+      problems.push_back("pp = " + num(pp) + " must divide the " + num(m.blocks) + " blocks");
   }
   if (pc.zero > in.caps.max_zero) {
     problems.push_back("zero = " + num(pc.zero) + ": ZeRO above stage " + num(in.caps.max_zero) + " cannot run yet");
@@ -275,8 +289,9 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
   if (dp >= 1) {
     batch = batch_for(in, dp);
     if (batch < 0) {
-      problems.push_back("train.global_batch = " + num(in.train.global_batch) + " must be divisible by dp = " + num(dp) +
-                         " (nearest valid: " + join(nearest_valid_global_batches(in.train.global_batch, dp), ", ") + ")");
+      problems.push_back(
+          "train.global_batch = " + num(in.train.global_batch) + " must be divisible by dp = " + num(dp) +
+          " (nearest valid: " + join(nearest_valid_global_batches(in.train.global_batch, dp), ", ") + ")");
     } else if (pc.micro_batch > 0 && (batch / dp) % pc.micro_batch != 0) {
       problems.push_back("micro_batch = " + num(pc.micro_batch) + " must divide the per-rank batch " + num(batch / dp));
     }

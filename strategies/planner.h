@@ -31,12 +31,12 @@ struct PlannerInput {
   OptimizerConfig optimizer;
   ParallelConfig parallel;
   PrecisionConfig precision;
-  int64_t world = 1;              // ranks granted
-  int64_t gpus_per_node = 0;      // ranks per node (0 = all on one node)
-  double memory_bytes = 0;        // usable memory per rank (0 = the profile's; both 0 = unlimited)
-  HardwareProfile profile;        // default: a conservative CPU
+  int64_t world = 1;          // ranks granted
+  int64_t gpus_per_node = 0;  // ranks per node (0 = all on one node)
+  double memory_bytes = 0;    // usable memory per rank (0 = the profile's; both 0 = unlimited)
+  HardwareProfile profile;    // default: a conservative CPU
   Capabilities caps = kAllCapabilities;
-  std::string model_name;         // for messages ("gpt")
+  std::string model_name;  // for messages ("gpt")
 };
 
 struct RankedPlan {

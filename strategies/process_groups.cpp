@@ -7,8 +7,8 @@ namespace gtrain {
 
 void ParallelDims::validate(int64_t world) const {
   if (dp < 1 || tp < 1 || pp < 1 || dp * tp * pp != world) {
-    throw ConfigError("parallel dims dp=" + std::to_string(dp) + " x tp=" + std::to_string(tp) + " x pp=" +
-                      std::to_string(pp) + " = " + std::to_string(dp * tp * pp) + " must equal the " +
+    throw ConfigError("parallel dims dp=" + std::to_string(dp) + " x tp=" + std::to_string(tp) +
+                      " x pp=" + std::to_string(pp) + " = " + std::to_string(dp * tp * pp) + " must equal the " +
                       std::to_string(world) + " ranks, each factor at least 1");
   }
 }

@@ -47,10 +47,10 @@ struct SmallMlp {
       (t0.dim() >= 2 ? decay : plain).push_back(ref.back());
     }
     std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                   torch::optim::AdamWOptions(lr).weight_decay(weight_decay)));
-    groups.emplace_back(plain, std::make_unique<torch::optim::AdamWOptions>(
-                                   torch::optim::AdamWOptions(lr).weight_decay(0.0)));
+    groups.emplace_back(
+        decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).weight_decay(weight_decay)));
+    groups.emplace_back(plain,
+                        std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr).weight_decay(0.0)));
     ref_opt = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(lr));
   }
 

@@ -63,8 +63,8 @@ TEST(Hostlist, SameHostComparesShortNames) {
 }
 
 TEST(Hostlist, CompressRoundTrips) {
-  for (const std::string s : {"gpu[01-03,07],cpu5", "a1-ib,a2-ib,b3", "n[8-11]", "node[001-002,010]", "login1",
-                              "gpu[01-02],cpu[1-3]"}) {
+  for (const std::string s :
+       {"gpu[01-03,07],cpu5", "a1-ib,a2-ib,b3", "n[8-11]", "node[001-002,010]", "login1", "gpu[01-02],cpu[1-3]"}) {
     const auto hosts = expand_hostlist(s, "X");
     EXPECT_EQ(expand_hostlist(compress_hostlist(hosts), "X"), hosts) << s << " -> " << compress_hostlist(hosts);
   }
@@ -163,14 +163,19 @@ void record_slurm_limits(FakeRunner* r) {
 // Rank detection: mpirun's variables, or one task of a several-task srun step; an srun task without
 // PMIx is refused before MPI_Init would abort it, with the flag that fixes it.
 TEST(RankEnvironment, MpirunSrunAndTheWireUp) {
-  auto m = detect_rank_environment({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"},
-                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  auto m = detect_rank_environment({{"OMPI_COMM_WORLD_SIZE", "4"},
+                                    {"OMPI_COMM_WORLD_RANK", "2"},
+                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
   EXPECT_TRUE(m.launched);
   EXPECT_EQ(m.launcher, "mpirun");
   EXPECT_EQ(m.rank, 2);
   EXPECT_NO_THROW(require_mpi_wireup(m));
-  std::map<std::string, std::string> srun = {{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"},
-                                             {"SLURM_LOCALID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"}};
+  std::map<std::string, std::string> srun = {{"SLURM_STEP_ID", "0"},
+                                             {"SLURM_PROCID", "1"},
+                                             {"SLURM_NTASKS", "2"},
+                                             {"SLURM_LOCALID", "1"},
+                                             {"SLURM_STEP_NUM_TASKS", "2"}};
   auto bare = detect_rank_environment(srun);
   EXPECT_TRUE(bare.launched);
   EXPECT_EQ(bare.launcher, "srun");
@@ -192,7 +197,8 @@ TEST(RankEnvironment, MpirunSrunAndTheWireUp) {
   EXPECT_NO_THROW(require_mpi_wireup(wired));
   // A batch script's shell (no step) and a one-task step are not ranks.
   EXPECT_FALSE(detect_rank_environment({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}).launched);
-  EXPECT_FALSE(detect_rank_environment({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}).launched);
+  EXPECT_FALSE(
+      detect_rank_environment({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}).launched);
   EXPECT_NO_THROW(require_mpi_wireup(detect_rank_environment({})));
 }
 
@@ -274,12 +280,23 @@ TEST(SchedulerLimits, MissingProgramsLeaveEverythingUnknown) {
 // ---- Slurm ----
 
 Env slurm_single_node() {
-  return {{"SLURM_JOB_ID", "4242"},          {"SLURM_JOB_NODELIST", "gpu07"},     {"SLURMD_NODENAME", "gpu07"},
-          {"SLURM_JOB_GPUS", "0,1,2,3"},     {"SLURM_GPUS_ON_NODE", "4"},         {"SLURM_CPUS_ON_NODE", "32"},
-          {"SLURM_JOB_CPUS_PER_NODE", "32"}, {"SLURM_NTASKS", "1"},               {"SLURM_TASKS_PER_NODE", "1"},
-          {"SLURM_JOB_PARTITION", "gpu"},    {"SLURM_JOB_ACCOUNT", "proj"},       {"SLURM_JOB_QOS", "normal"},
-          {"SLURM_JOB_USER", "alice"},       {"SLURM_JOB_START_TIME", "1714559400"},
-          {"SLURM_JOB_END_TIME", "1714573800"}, {"CUDA_VISIBLE_DEVICES", "0,1,2,3"}, {"HOME", "/home/alice"}};
+  return {{"SLURM_JOB_ID", "4242"},
+          {"SLURM_JOB_NODELIST", "gpu07"},
+          {"SLURMD_NODENAME", "gpu07"},
+          {"SLURM_JOB_GPUS", "0,1,2,3"},
+          {"SLURM_GPUS_ON_NODE", "4"},
+          {"SLURM_CPUS_ON_NODE", "32"},
+          {"SLURM_JOB_CPUS_PER_NODE", "32"},
+          {"SLURM_NTASKS", "1"},
+          {"SLURM_TASKS_PER_NODE", "1"},
+          {"SLURM_JOB_PARTITION", "gpu"},
+          {"SLURM_JOB_ACCOUNT", "proj"},
+          {"SLURM_JOB_QOS", "normal"},
+          {"SLURM_JOB_USER", "alice"},
+          {"SLURM_JOB_START_TIME", "1714559400"},
+          {"SLURM_JOB_END_TIME", "1714573800"},
+          {"CUDA_VISIBLE_DEVICES", "0,1,2,3"},
+          {"HOME", "/home/alice"}};
 }
 
 TEST(SlurmAllocation, SingleNodeFromVariables) {
@@ -306,12 +323,12 @@ TEST(SlurmAllocation, SingleNodeFromVariables) {
 }
 
 TEST(SlurmAllocation, MultiNodeWithStepGpusSqueueAndLimits) {
-  Env env = {{"SLURM_JOB_ID", "4242"},           {"SLURM_JOB_NODELIST", "gpu[01-02]"},
-             {"SLURMD_NODENAME", "gpu01"},       {"SLURM_GPUS_PER_NODE", "a100:4"},
-             {"SLURM_STEP_GPUS", "4,5,6,7"},     {"SLURM_JOB_CPUS_PER_NODE", "64(x2)"},
-             {"SLURM_TASKS_PER_NODE", "1(x2)"},  {"SLURM_NTASKS", "2"},
-             {"SLURM_JOB_PARTITION", "gpu"},     {"SLURM_JOB_ACCOUNT", "proj"},
-             {"SLURM_JOB_QOS", "normal"},        {"SLURM_JOB_USER", "alice"}};
+  Env env = {{"SLURM_JOB_ID", "4242"},          {"SLURM_JOB_NODELIST", "gpu[01-02]"},
+             {"SLURMD_NODENAME", "gpu01"},      {"SLURM_GPUS_PER_NODE", "a100:4"},
+             {"SLURM_STEP_GPUS", "4,5,6,7"},    {"SLURM_JOB_CPUS_PER_NODE", "64(x2)"},
+             {"SLURM_TASKS_PER_NODE", "1(x2)"}, {"SLURM_NTASKS", "2"},
+             {"SLURM_JOB_PARTITION", "gpu"},    {"SLURM_JOB_ACCOUNT", "proj"},
+             {"SLURM_JOB_QOS", "normal"},       {"SLURM_JOB_USER", "alice"}};
   FakeRunner r;
   record_slurm_limits(&r);
   r.outputs["squeue -h -j 4242 -o %e"] = "2024-05-01T14:30:00\n";
@@ -342,8 +359,9 @@ TEST(SlurmAllocation, MultiNodeWithStepGpusSqueueAndLimits) {
 }
 
 TEST(SlurmAllocation, Slurm2205GpusOnNodeOnlyAssumesOtherNodes) {
-  Env env = {{"SLURM_JOB_ID", "7"},    {"SLURM_JOB_NODELIST", "n[1-3]"}, {"SLURMD_NODENAME", "n2"},
-             {"SLURM_GPUS_ON_NODE", "2"}, {"SLURM_NTASKS", "3"},      {"SLURM_JOB_CPUS_PER_NODE", "2(x2),1"}};
+  Env env = {{"SLURM_JOB_ID", "7"},     {"SLURM_JOB_NODELIST", "n[1-3]"},
+             {"SLURMD_NODENAME", "n2"}, {"SLURM_GPUS_ON_NODE", "2"},
+             {"SLURM_NTASKS", "3"},     {"SLURM_JOB_CPUS_PER_NODE", "2(x2),1"}};
   const Allocation a = discover_allocation(env, no_command_runner(), with(cpu_machine("n2", 8)));
   ASSERT_EQ(a.nodes.size(), 3u);
   EXPECT_EQ(a.total_gpus(), 6);
@@ -360,8 +378,11 @@ TEST(SlurmAllocation, Slurm2205GpusOnNodeOnlyAssumesOtherNodes) {
 }
 
 TEST(SlurmAllocation, CpuOnlyJobRunsOneRankPerTask) {
-  Env env = {{"SLURM_JOB_ID", "8"}, {"SLURM_JOB_NODELIST", "c[1-2]"}, {"SLURM_NTASKS", "4"},
-             {"SLURM_TASKS_PER_NODE", "2(x2)"}, {"SLURMD_NODENAME", "c1"}};
+  Env env = {{"SLURM_JOB_ID", "8"},
+             {"SLURM_JOB_NODELIST", "c[1-2]"},
+             {"SLURM_NTASKS", "4"},
+             {"SLURM_TASKS_PER_NODE", "2(x2)"},
+             {"SLURMD_NODENAME", "c1"}};
   const Allocation a = discover_allocation(env, no_command_runner(), with(cpu_machine("c1", 16), false));
   EXPECT_EQ(a.total_gpus(), 0);
   EXPECT_EQ(a.world_size(), 4);
@@ -465,8 +486,8 @@ TEST(PbsAllocation, NodefileProblemsAreOneAccurateNote) {
   };
   expect_one(notes_for(dir.file("missing")),
              "PBS_NODEFILE " + dir.file("missing") + " does not exist; no exec_vnode either: assuming this node only");
-  expect_one(notes_for(dir.path()),
-             "PBS_NODEFILE " + dir.path() + " is a directory, not a file; no exec_vnode either: assuming this node only");
+  expect_one(notes_for(dir.path()), "PBS_NODEFILE " + dir.path() +
+                                        " is a directory, not a file; no exec_vnode either: assuming this node only");
   test::write_file(dir.file("empty"), "\n  \n");
   expect_one(notes_for(dir.file("empty")),
              "PBS_NODEFILE " + dir.file("empty") + " lists no hosts; no exec_vnode either: assuming this node only");
@@ -486,7 +507,9 @@ TEST(PbsAllocation, NodefileProblemsAreOneAccurateNote) {
 
 // SLURM_TASKS_PER_NODE that does not match the node list is named in a note, not dropped silently.
 TEST(SlurmAllocation, TasksPerNodeMismatchIsNoted) {
-  Env env = {{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NODELIST", "c[1-3]"}, {"SLURMD_NODENAME", "c1"},
+  Env env = {{"SLURM_JOB_ID", "9"},
+             {"SLURM_JOB_NODELIST", "c[1-3]"},
+             {"SLURMD_NODENAME", "c1"},
              {"SLURM_TASKS_PER_NODE", "2(x9)"}};
   FakeRunner r;
   DiscoveryOptions o = with(cpu_machine("c1", 4));
@@ -494,7 +517,8 @@ TEST(SlurmAllocation, TasksPerNodeMismatchIsNoted) {
   const Allocation a = discover_allocation(env, r.runner(), o);
   ASSERT_EQ(a.nodes.size(), 3u);
   bool found = false;
-  for (const auto& n : a.notes) found |= n == "SLURM_TASKS_PER_NODE '2(x9)' lists 9 node(s) but the job has 3: tasks per node ignored";
+  for (const auto& n : a.notes)
+    found |= n == "SLURM_TASKS_PER_NODE '2(x9)' lists 9 node(s) but the job has 3: tasks per node ignored";
   EXPECT_TRUE(found) << ::testing::PrintToString(a.notes);
 }
 
@@ -502,8 +526,11 @@ TEST(PbsAllocation, TorqueGpuFileAndWalltime) {
   test::TempDir dir;
   test::write_file(dir.file("nodes"), "t1\nt2\n");
   test::write_file(dir.file("gpus"), "t1-gpu0\nt1-gpu1\nt2-gpu0\nt2-gpu1\n");
-  Env env = {{"PBS_JOBID", "55.torque"}, {"PBS_NODEFILE", dir.file("nodes")}, {"PBS_GPUFILE", dir.file("gpus")},
-             {"PBS_WALLTIME", "3600"}, {"PBS_QUEUE", "batch"}};
+  Env env = {{"PBS_JOBID", "55.torque"},
+             {"PBS_NODEFILE", dir.file("nodes")},
+             {"PBS_GPUFILE", dir.file("gpus")},
+             {"PBS_WALLTIME", "3600"},
+             {"PBS_QUEUE", "batch"}};
   const Allocation a = discover_allocation(env, no_command_runner(), with(cpu_machine("t1", 8)));
   EXPECT_EQ(a.total_gpus(), 4);
   EXPECT_EQ(a.nodes[1].gpus, (std::vector<int>{0, 1}));
@@ -514,8 +541,11 @@ TEST(PbsAllocation, TorqueGpuFileAndWalltime) {
 // ---- LSF ----
 
 TEST(LsfAllocation, McpuHostsAndVisibleDevices) {
-  Env env = {{"LSB_JOBID", "77"}, {"LSB_MCPU_HOSTS", "hostA 4 hostB 4"}, {"CUDA_VISIBLE_DEVICES", "0,1"},
-             {"LSB_QUEUE", "gpuq"}, {"LSB_PROJECT_NAME", "projx"}};
+  Env env = {{"LSB_JOBID", "77"},
+             {"LSB_MCPU_HOSTS", "hostA 4 hostB 4"},
+             {"CUDA_VISIBLE_DEVICES", "0,1"},
+             {"LSB_QUEUE", "gpuq"},
+             {"LSB_PROJECT_NAME", "projx"}};
   const Allocation a = discover_allocation(env, no_command_runner(), with(cpu_machine("hostA", 8)));
   EXPECT_EQ(a.scheduler, "lsf");
   ASSERT_EQ(a.nodes.size(), 2u);
@@ -525,8 +555,9 @@ TEST(LsfAllocation, McpuHostsAndVisibleDevices) {
   EXPECT_EQ(a.partition, "gpuq");
   EXPECT_EQ(a.account, "projx");
   env["LSB_MCPU_HOSTS"] = "hostA four";
-  EXPECT_NE(error_of([&] { discover_allocation(env, no_command_runner(), with(cpu_machine("hostA", 8))); })
-                .find("LSB_MCPU_HOSTS='hostA four'"),
+  EXPECT_NE(error_of([&] {
+              discover_allocation(env, no_command_runner(), with(cpu_machine("hostA", 8)));
+            }).find("LSB_MCPU_HOSTS='hostA four'"),
             std::string::npos);
 }
 
@@ -550,14 +581,18 @@ TEST(VisibleDevices, IndicesUuidsEmptyNoneAll) {
   // One GPU twice would put two ranks on it (NCCL refuses that): named, never granted.
   EXPECT_EQ(error_of([] { parse_visible_devices("1,0,1", "CUDA_VISIBLE_DEVICES"); }),
             "CUDA_VISIBLE_DEVICES='1,0,1': GPU 1 is listed twice");
-  EXPECT_EQ(error_of([] { parse_visible_devices("GPU-a,GPU-b,GPU-a", "X"); }), "X='GPU-a,GPU-b,GPU-a': GPU GPU-a is listed twice");
-  EXPECT_EQ(error_of([] { parse_index_list("0-2,2", "SLURM_JOB_GPUS"); }), "SLURM_JOB_GPUS='0-2,2': GPU 2 is listed twice");
-  EXPECT_NE(error_of([] { parse_visible_devices("99999999999", "X"); }).find("expected GPU indices"), std::string::npos);
+  EXPECT_EQ(error_of([] { parse_visible_devices("GPU-a,GPU-b,GPU-a", "X"); }),
+            "X='GPU-a,GPU-b,GPU-a': GPU GPU-a is listed twice");
+  EXPECT_EQ(error_of([] { parse_index_list("0-2,2", "SLURM_JOB_GPUS"); }),
+            "SLURM_JOB_GPUS='0-2,2': GPU 2 is listed twice");
+  EXPECT_NE(error_of([] { parse_visible_devices("99999999999", "X"); }).find("expected GPU indices"),
+            std::string::npos);
   EXPECT_NE(error_of([] { parse_index_list("0-99999999999", "X"); }).find("expected GPU indices"), std::string::npos);
 }
 
 TEST(CudaEnvAllocation, FromVisibleDevicesWithoutScheduler) {
-  Allocation a = discover_allocation({{"CUDA_VISIBLE_DEVICES", "2,3"}}, no_command_runner(), with(cuda_machine("w", 4)));
+  Allocation a =
+      discover_allocation({{"CUDA_VISIBLE_DEVICES", "2,3"}}, no_command_runner(), with(cuda_machine("w", 4)));
   EXPECT_EQ(a.scheduler, "cuda_env");
   EXPECT_EQ(a.nodes[0].gpus, (std::vector<int>{2, 3}));
   EXPECT_EQ(a.world_size(), 2);

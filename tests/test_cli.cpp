@@ -136,8 +136,8 @@ TEST(Cli, FailedStageIsRecordedInTheLedger) {
 TEST(Cli, SetOverridesAndRunDirFlag) {
   test::TempDir dir;
   test::write_file(dir.file("tiny.toml"), kTiny);
-  auto r = run_command(GTRAIN_BINARY " run " + dir.file("tiny.toml") + " --set train.steps=7 --set log.progress=none --run-dir " +
-                       dir.file("out"));
+  auto r = run_command(GTRAIN_BINARY " run " + dir.file("tiny.toml") +
+                       " --set train.steps=7 --set log.progress=none --run-dir " + dir.file("out"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   int train = 0;
   for (const auto& j : read_jsonl(dir.file("out/metrics.jsonl"))) train += j.at("kind") == "train";
@@ -153,7 +153,9 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
   EXPECT_EQ(r.output, "gtrain: config error: " + dir.file("bad.toml") +
                           ":4:1: unknown key 'lerning_rate' in [optimizer]; did you mean 'learning_rate'?\n");
 
-  test::write_file(dir.file("nodata.toml"), "[train]\nsteps = 5\n[data]\nkind = \"tokens\"\npath = \"/no/such/tokens.bin\"\n[model]\nname = \"gpt\"\n");
+  test::write_file(
+      dir.file("nodata.toml"),
+      "[train]\nsteps = 5\n[data]\nkind = \"tokens\"\npath = \"/no/such/tokens.bin\"\n[model]\nname = \"gpt\"\n");
   r = run_command(GTRAIN_BINARY " run " + dir.file("nodata.toml"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("/no/such/tokens.bin"), std::string::npos) << r.output;
@@ -167,22 +169,26 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--bogus-flag"), std::string::npos) << r.output;
 
-  test::write_file(dir.file("model.toml"), "[train]\nsteps = 5\n[model]\nname = \"resnet\"\n[data]\nkind = \"synthetic\"\n");
+  test::write_file(dir.file("model.toml"),
+                   "[train]\nsteps = 5\n[model]\nname = \"resnet\"\n[data]\nkind = \"synthetic\"\n");
   r = run_command(GTRAIN_BINARY " run " + dir.file("model.toml"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("unknown model 'resnet'"), std::string::npos) << r.output;
 
   // Each of these names what is wrong in one line, exit 2.
-  test::write_file(dir.file("ok.toml"), "[train]\nsteps = 2\nglobal_batch = 8\n[model]\nname = \"mlp\"\n[data]\n"
-                                        "kind = \"synthetic\"\nsynthetic_samples = 64\n");
+  test::write_file(dir.file("ok.toml"),
+                   "[train]\nsteps = 2\nglobal_batch = 8\n[model]\nname = \"mlp\"\n[data]\n"
+                   "kind = \"synthetic\"\nsynthetic_samples = 64\n");
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"bogus", "gtrain: config error: gtrain: unknown command 'bogus'; expected one of run, config, probe, plan, "
-                "models, status, submit, cancel, ckpt"},
+      {"bogus",
+       "gtrain: config error: gtrain: unknown command 'bogus'; expected one of run, config, probe, plan, "
+       "models, status, submit, cancel, ckpt"},
       {"ckpt bogus", "gtrain: config error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, verify"},
       {"run " + dir.file("ok.toml") + " --ranks 0",
        "gtrain: config error: --ranks: expected a whole number of ranks from 1 to 999999, got '0' (see gtrain --help)"},
       {"run " + dir.file("ok.toml") + " --ranks abc",
-       "gtrain: config error: --ranks: expected a whole number of ranks from 1 to 999999, got 'abc' (see gtrain --help)"},
+       "gtrain: config error: --ranks: expected a whole number of ranks from 1 to 999999, got 'abc' (see gtrain "
+       "--help)"},
       {"run " + dir.path(), "gtrain: config error: " + dir.path() + ": is a directory, expected a TOML config file"},
       {"run " + dir.file("ok.toml") + " --time-limit 1:75:00",
        "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h or [D-]HH:MM:SS above 0 and at most "
@@ -210,7 +216,8 @@ TEST(Cli, EnvironmentOverridesFileButNotSet) {
   auto r = run_command("GTRAIN_TRAIN_STEPS=4 " GTRAIN_BINARY " config show " + dir.file("tiny.toml"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("steps = 4\n"), std::string::npos);
-  r = run_command("GTRAIN_TRAIN_STEPS=4 " GTRAIN_BINARY " config show " + dir.file("tiny.toml") + " --set train.steps=9");
+  r = run_command("GTRAIN_TRAIN_STEPS=4 " GTRAIN_BINARY " config show " + dir.file("tiny.toml") +
+                  " --set train.steps=9");
   EXPECT_NE(r.output.find("steps = 9\n"), std::string::npos);
 }
 
@@ -239,9 +246,12 @@ TEST(Cli, PluginModelTrainsFromConfig) {
     test::write_file(dir.file(std::string(split) + "-images-idx3-ubyte"), img);
     test::write_file(dir.file(std::string(split) + "-labels-idx1-ubyte"), lab);
   }
-  test::write_file(dir.file("plugin.toml"), "[model]\nname = \"tiny_resnet\"\nplugin = \"" GTRAIN_PLUGIN "\"\nchannels = [4]\n"
-                   "[data]\nkind = \"idx\"\npath = \"" + dir.path() + "\"\n[train]\nglobal_batch = 16\nsteps = 40\n"
-                   "[optimizer]\nlearning_rate = 0.01\n[log]\nprogress = \"none\"\n");
+  test::write_file(dir.file("plugin.toml"), "[model]\nname = \"tiny_resnet\"\nplugin = \"" GTRAIN_PLUGIN
+                                            "\"\nchannels = [4]\n"
+                                            "[data]\nkind = \"idx\"\npath = \"" +
+                                                dir.path() +
+                                                "\"\n[train]\nglobal_batch = 16\nsteps = 40\n"
+                                                "[optimizer]\nlearning_rate = 0.01\n[log]\nprogress = \"none\"\n");
   auto r = run_command(GTRAIN_BINARY " run " + dir.file("plugin.toml") + " --run-dir " + dir.file("run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto recs = read_jsonl(dir.file("run/metrics.jsonl"));
@@ -265,7 +275,8 @@ TEST(Cli, LauncherIsTorchFreeAndHandsCommandsToTheWorker) {
   const auto models = gtrain::test::run_command(std::string(GTRAIN_BINARY) + " models");
   EXPECT_EQ(models.exit_code, 0) << models.output;
   EXPECT_NE(models.output.find("gpt"), std::string::npos) << models.output;
-  const auto missing = gtrain::test::run_command("GTRAIN_WORKER=/nonexistent/gtrain-worker " + std::string(GTRAIN_BINARY) + " models");
+  const auto missing =
+      gtrain::test::run_command("GTRAIN_WORKER=/nonexistent/gtrain-worker " + std::string(GTRAIN_BINARY) + " models");
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.output.find("cannot start /nonexistent/gtrain-worker"), std::string::npos) << missing.output;
 }
@@ -276,9 +287,10 @@ namespace {
 // train.fused_loss = "on" trains gpt along the same trajectory as the plain output layer.
 TEST(Cli, FusedLossFollowsThePlainTrajectory) {
   test::TempDir dir;
-  test::write_file(dir.file("g.toml"), "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nseq_len = 16\n"
-                                       "vocab = 64\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 8\nsteps = 15\n"
-                                       "threads = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"none\"\n");
+  test::write_file(dir.file("g.toml"),
+                   "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nseq_len = 16\n"
+                   "vocab = 64\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 8\nsteps = 15\n"
+                   "threads = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"none\"\n");
   std::vector<double> losses[2];
   int k = 0;
   for (const char* mode : {"off", "on"}) {
@@ -302,9 +314,10 @@ TEST(Cli, FusedLossFollowsThePlainTrajectory) {
 // trajectory is that of an unprofiled run.
 TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
   test::TempDir dir;
-  test::write_file(dir.file("g.toml"), "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nseq_len = 16\n"
-                                       "vocab = 64\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 8\nsteps = 6\n"
-                                       "threads = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"plain\"\n");
+  test::write_file(dir.file("g.toml"),
+                   "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nseq_len = 16\n"
+                   "vocab = 64\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 8\nsteps = 6\n"
+                   "threads = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"plain\"\n");
   const std::string run = dir.file("run");
   auto r = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + run +
                        " --set log.profile_start=3 --set log.profile_steps=2");
@@ -340,18 +353,22 @@ TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
   const double tensor_mb = j.at("peak_tensor_mb").at("cpu").get<double>();
   EXPECT_GT(tensor_mb, 16 * 64 * 4 / 1048576.0);
   double peak_rss_mb = 0;
-  for (const auto& x : read_jsonl(run + "/metrics.jsonl")) peak_rss_mb = std::max(peak_rss_mb, x.value("peak_mem_mb", 0.0));
+  for (const auto& x : read_jsonl(run + "/metrics.jsonl"))
+    peak_rss_mb = std::max(peak_rss_mb, x.value("peak_mem_mb", 0.0));
   EXPECT_LT(tensor_mb, peak_rss_mb);
   const std::string text = test::read_file(run + "/profile/profile-rank0.txt");
   EXPECT_NE(text.find("profile of steps 3-4"), std::string::npos) << text;
   EXPECT_NE(text.find("gtrain::forward"), std::string::npos) << text;
   EXPECT_NE(text.find("tensor memory on cpu: at most"), std::string::npos) << text;
   // Steps outside 3-4 were not recorded, and profiling changed no value.
-  auto plain = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("plain"));
+  auto plain =
+      run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("plain"));
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   std::vector<double> a, b;
-  for (const auto& x : read_jsonl(run + "/metrics.jsonl")) if (x.value("kind", "") == "train") a.push_back(x.at("loss"));
-  for (const auto& x : read_jsonl(dir.file("plain") + "/metrics.jsonl")) if (x.value("kind", "") == "train") b.push_back(x.at("loss"));
+  for (const auto& x : read_jsonl(run + "/metrics.jsonl"))
+    if (x.value("kind", "") == "train") a.push_back(x.at("loss"));
+  for (const auto& x : read_jsonl(dir.file("plain") + "/metrics.jsonl"))
+    if (x.value("kind", "") == "train") b.push_back(x.at("loss"));
   ASSERT_EQ(a.size(), 6u);
   EXPECT_EQ(a, b);
   // A bad value is named.
@@ -389,7 +406,8 @@ TEST(Cli, StartingOverMovesNewerCheckpointsAside) {
   auto over = run_command(base + " --set train.steps=3 --no-resume");
   ASSERT_EQ(over.exit_code, 0) << over.output;
   EXPECT_NE(over.output.find("gtrain: warning: moved 2 checkpoint(s) (step 4, 5) aside to " + ck + "/superseded-"),
-            std::string::npos) << over.output;
+            std::string::npos)
+      << over.output;
   EXPECT_NE(over.output.find("--no-resume starts the run over"), std::string::npos) << over.output;
   auto names = names_in(ck);
   ASSERT_EQ(names.size(), 3u) << over.output;
@@ -461,8 +479,10 @@ TEST(Cli, StatusWithoutLedgerAndWithBrokenNewestCheckpoint) {
   std::filesystem::create_directories(dir.file("empty"));
   auto none = run_command(GTRAIN_BINARY " status " + dir.file("empty"));
   EXPECT_EQ(none.exit_code, 2) << none.output;
-  EXPECT_NE(none.output.find(dir.file("empty") + ": not a gtrain run directory (no config.toml, metrics.jsonl or checkpoints)"),
-            std::string::npos) << none.output;
+  EXPECT_NE(none.output.find(dir.file("empty") +
+                             ": not a gtrain run directory (no config.toml, metrics.jsonl or checkpoints)"),
+            std::string::npos)
+      << none.output;
 
   test::write_file(dir.file("tiny.toml"), kTiny);
   const std::string run = dir.file("run");

@@ -50,7 +50,8 @@ dir = "/tmp/x"
 interval = 5
 [log]
 progress = "plain"
-)", "config.toml", {}, kNoEnv);
+)",
+                            "config.toml", {}, kNoEnv);
   EXPECT_EQ(c.model.name, "gpt");
   EXPECT_EQ(c.model.n_layer, 2);
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{64, 32}));
@@ -79,7 +80,8 @@ hours = "18:00-08:00"
 max_gpus = 4
 [[schedule.window]]
 days = "sat,sun"
-)", "c.toml", {}, kNoEnv);
+)",
+                            "c.toml", {}, kNoEnv);
   ASSERT_EQ(c.schedule.window.size(), 2u);
   EXPECT_EQ(c.schedule.window[0].hours, "18:00-08:00");
   EXPECT_EQ(c.schedule.window[0].max_gpus, 4);
@@ -89,7 +91,8 @@ days = "sat,sun"
   EXPECT_EQ(to_toml(again), to_toml(c));
   EXPECT_EQ(error_of("[train]\nsteps = 1\n[[schedule.window]]\ndays = \"mon\"\nhour = \"08:00-09:00\"\n"),
             "config.toml:5:1: unknown key 'hour' in [schedule.window]; did you mean 'hours'?");
-  EXPECT_NE(error_of("[train]\nsteps = 1\n[[schedule.window]]\ndays = \"someday\"\n").find("schedule.window[0].days: unknown day 'someday'"),
+  EXPECT_NE(error_of("[train]\nsteps = 1\n[[schedule.window]]\ndays = \"someday\"\n")
+                .find("schedule.window[0].days: unknown day 'someday'"),
             std::string::npos);
 }
 
@@ -105,7 +108,9 @@ TEST(Config, UnknownKeyNamesFileLineColumnAndSuggests) {
 
 TEST(Config, UnknownKeyWithoutCloseMatchListsValidKeys) {
   std::string e = error_of("[train]\nsteps = 3\nzzzzzzzzzz = 1\n");
-  EXPECT_NE(e.find("config.toml:3:1: unknown key 'zzzzzzzzzz' in [train]; valid keys: global_batch, steps"), std::string::npos) << e;
+  EXPECT_NE(e.find("config.toml:3:1: unknown key 'zzzzzzzzzz' in [train]; valid keys: global_batch, steps"),
+            std::string::npos)
+      << e;
 }
 
 TEST(Config, UnknownSectionSuggests) {
@@ -122,7 +127,8 @@ TEST(Config, WrongTypeNamesKeyAndExpectation) {
             "config.toml:3:16: train.global_batch: expected an integer >= 1, got 'big' (string)");
   EXPECT_EQ(error_of("[train]\nsteps = 3\ndeterministic = 1\n"),
             "config.toml:3:17: train.deterministic: expected true or false, got 1 (integer)");
-  EXPECT_EQ(error_of("[train]\nsteps = 2.5\n"), "config.toml:2:9: train.steps: expected an integer >= 0, got 2.5 (float)");
+  EXPECT_EQ(error_of("[train]\nsteps = 2.5\n"),
+            "config.toml:2:9: train.steps: expected an integer >= 0, got 2.5 (float)");
   EXPECT_EQ(error_of("[train]\nsteps = 3\n[model]\nhidden = [1, \"a\"]\n"),
             "config.toml:4:10: model.hidden: expected an array of integers, got [ 1, 'a' ] (array)");
 }
@@ -156,17 +162,18 @@ TEST(Config, CrossFieldRules) {
   EXPECT_NE(error_of("[train]\nsteps = 3\n[model]\nname = \"gpt\"\nn_embd = 30\nn_head = 4\n")
                 .find("model.n_head = 4 must divide model.n_embd = 30"),
             std::string::npos);
-  EXPECT_NE(error_of("[train]\nsteps = 3\n[parallel]\ntp = 2\n").find("parallel.mode = \"explicit\""), std::string::npos);
+  EXPECT_NE(error_of("[train]\nsteps = 3\n[parallel]\ntp = 2\n").find("parallel.mode = \"explicit\""),
+            std::string::npos);
 }
 
 TEST(Config, PrecedenceCliOverEnvironmentOverFile) {
   const std::string file = "[train]\nsteps = 10\nglobal_batch = 8\nseed = 1\n";
-  std::map<std::string, std::string> env = {{"GTRAIN_TRAIN_STEPS", "20"}, {"GTRAIN_TRAIN_SEED", "5"},
-                                            {"GTRAIN_RANK", "3"} /* not a section: ignored */};
+  std::map<std::string, std::string> env = {
+      {"GTRAIN_TRAIN_STEPS", "20"}, {"GTRAIN_TRAIN_SEED", "5"}, {"GTRAIN_RANK", "3"} /* not a section: ignored */};
   auto c = parse_job_config(file, "c.toml", {"train.steps=30", "model.hidden=[8, 4]", "data.path=/some/where"}, env);
-  EXPECT_EQ(c.train.steps, 30);       // --set beats env and file
-  EXPECT_EQ(c.train.seed, 5);         // env beats file
-  EXPECT_EQ(c.train.global_batch, 8); // file beats default
+  EXPECT_EQ(c.train.steps, 30);        // --set beats env and file
+  EXPECT_EQ(c.train.seed, 5);          // env beats file
+  EXPECT_EQ(c.train.global_batch, 8);  // file beats default
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{8, 4}));
   EXPECT_EQ(c.data.path, "/some/where");  // a bare word becomes a string
 }
@@ -188,8 +195,11 @@ TEST(Config, OverrideErrorsNameTheOverride) {
             "environment GTRAIN_OPTIMISER_LEARNING_RATE: no config section [optimiser]; did you mean "
             "GTRAIN_OPTIMIZER_LEARNING_RATE?");
   EXPECT_EQ(error_of("[train]\nsteps = 3\n", {},
-                     {{"GTRAIN_PROFILE_DIR", "/x"}, {"GTRAIN_INTERNAL_LOCKED", "/r"}, {"GTRAIN_WORKER", "w"},
-                      {"GTRAIN_SLURM_DIR", "/s"}, {"GTRAIN_STAGE", "2"}}),
+                     {{"GTRAIN_PROFILE_DIR", "/x"},
+                      {"GTRAIN_INTERNAL_LOCKED", "/r"},
+                      {"GTRAIN_WORKER", "w"},
+                      {"GTRAIN_SLURM_DIR", "/s"},
+                      {"GTRAIN_STAGE", "2"}}),
             "(no error)");
 }
 
@@ -203,8 +213,9 @@ TEST(Config, MissingFileNamesPath) {
 }
 
 TEST(Config, ResolvedTomlRoundTrips) {
-  auto c = parse_job_config("[train]\nsteps = 9\n[model]\nname = \"cnn\"\nchannels = [4]\n[log]\nname = \"a \\\"q\\\" b\"\n",
-                            "c.toml", {}, kNoEnv);
+  auto c =
+      parse_job_config("[train]\nsteps = 9\n[model]\nname = \"cnn\"\nchannels = [4]\n[log]\nname = \"a \\\"q\\\" b\"\n",
+                       "c.toml", {}, kNoEnv);
   auto again = parse_job_config(to_toml(c), "resolved.toml", {}, kNoEnv);
   EXPECT_EQ(to_toml(again), to_toml(c));
   EXPECT_EQ(again.log.name, "a \"q\" b");
@@ -229,7 +240,8 @@ TEST(Config, ReferenceTomlAgreesWithStructs) {
     ASSERT_NE(header, file_lines.end()) << "section [" << name << "] missing from reference.toml";
     for (const auto& f : cfg::list_fields(section)) {
       std::regex key_re("^" + f.key + " = ");
-      auto it = std::find_if(header, file_lines.end(), [&](const std::string& l) { return std::regex_search(l, key_re); });
+      auto it =
+          std::find_if(header, file_lines.end(), [&](const std::string& l) { return std::regex_search(l, key_re); });
       ASSERT_NE(it, file_lines.end()) << name << "." << f.key << " is not documented in reference.toml";
       ASSERT_NE(it, file_lines.begin());
       EXPECT_EQ((it - 1)->rfind("# ", 0), 0u) << name << "." << f.key << " has no comment line above it";

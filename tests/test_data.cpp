@@ -156,7 +156,8 @@ TEST(Synthetic, DeterministicAndSplitsDiffer) {
 TEST(Sampler, GlobalBatchIndependentOfLayout) {
   SampleOrder order(1000, 42, false);
   const int64_t B = 24;
-  std::vector<BatchLayout> layouts = {{B, 1, 24, 1}, {B, 1, 6, 4}, {B, 2, 12, 1}, {B, 2, 3, 4}, {B, 4, 6, 1}, {B, 3, 4, 2}};
+  std::vector<BatchLayout> layouts = {{B, 1, 24, 1}, {B, 1, 6, 4}, {B, 2, 12, 1},
+                                      {B, 2, 3, 4},  {B, 4, 6, 1}, {B, 3, 4, 2}};
   for (int64_t step : {0, 7, 41, 42}) {  // step 41/42 straddle the epoch boundary (1000 / 24)
     std::multiset<int64_t> ref;
     for (int64_t g = step * B; g < (step + 1) * B; ++g) ref.insert(order.dataset_index(g));
@@ -202,7 +203,12 @@ class CountingDataset : public Dataset {
 
 TEST(Prefetcher, DeliversInOrderWithSeveralWorkers) {
   auto ds = std::make_shared<CountingDataset>();
-  Prefetcher p(ds, [](int64_t seq) { return std::vector<int64_t>{seq * 2, seq * 2 + 1}; }, 5, 50, 3, 4);
+  Prefetcher p(
+      ds,
+      [](int64_t seq) {
+        return std::vector<int64_t>{seq * 2, seq * 2 + 1};
+      },
+      5, 50, 3, 4);
   for (int64_t seq = 5; seq < 55; ++seq) {
     auto b = p.next();
     ASSERT_EQ(b.input[0].item<int64_t>(), seq * 2);
@@ -213,7 +219,8 @@ TEST(Prefetcher, DeliversInOrderWithSeveralWorkers) {
 
 TEST(Prefetcher, WorkerErrorReachesTheTrainer) {
   auto ds = std::make_shared<CountingDataset>();
-  Prefetcher p(ds, [](int64_t seq) { return std::vector<int64_t>{seq == 3 ? 666 : seq}; }, 0, 10, 2, 2);
+  Prefetcher p(
+      ds, [](int64_t seq) { return std::vector<int64_t>{seq == 3 ? 666 : seq}; }, 0, 10, 2, 2);
   for (int i = 0; i < 3; ++i) p.next();
   EXPECT_THROW(p.next(), DataError);
 }

@@ -120,9 +120,9 @@ TEST_F(Gpu, FusedLossMatchesThePlainLayerInBf16) {
   auto xr = x.detach().clone().requires_grad_(true);
   compat::set_autocast(c10::DeviceType::CUDA, true, torch::kBFloat16);
   auto fused = linear_cross_entropy_sum(x, w, t, 64);
-  auto plain = torch::nn::functional::cross_entropy(
-      torch::mm(xr, w.detach().t()).to(torch::kFloat), t,
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  auto plain =
+      torch::nn::functional::cross_entropy(torch::mm(xr, w.detach().t()).to(torch::kFloat), t,
+                                           torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
   compat::set_autocast(c10::DeviceType::CUDA, false, torch::kBFloat16);
   EXPECT_NEAR(fused.item<double>(), plain.item<double>(), 1e-2 * std::abs(plain.item<double>()));
   fused.backward();

@@ -40,7 +40,8 @@ progress = "none"
 std::pair<double, double> measure(const std::string& extra) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
-  auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " " + extra);
+  auto r =
+      test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return test::memory_peak_and_estimate(dir.file("run/metrics.jsonl"));
 }
@@ -53,9 +54,10 @@ void expect_within(const std::string& extra, const std::string& what) {
 
 TEST(MemoryEstimate, GptShapesWithinFifteenPercent) {
   expect_within("", "4 layers x 256 wide, seq 128, micro-batch 32");
-  expect_within("--set model.n_layer=3 --set model.n_embd=320 --set model.n_head=5 --set model.seq_len=64 "
-                "--set train.global_batch=48",
-                "3 layers x 320 wide, seq 64, micro-batch 48");
+  expect_within(
+      "--set model.n_layer=3 --set model.n_embd=320 --set model.n_head=5 --set model.seq_len=64 "
+      "--set train.global_batch=48",
+      "3 layers x 320 wide, seq 64, micro-batch 48");
   expect_within("--set model.n_layer=2 --set model.n_embd=192 --set model.seq_len=96 --set train.global_batch=24",
                 "2 layers x 192 wide, seq 96, micro-batch 24");
 }

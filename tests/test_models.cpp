@@ -3,9 +3,9 @@
 #include <torch/torch.h>
 
 #include "runtime/common/errors.h"
+#include "runtime/common/torch_compat.h"
 #include "runtime/models/activations.h"
 #include "runtime/models/fused_loss.h"
-#include "runtime/common/torch_compat.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/model_registry.h"
 
@@ -218,8 +218,8 @@ TEST(FusedLoss, MatchesLinearThenCrossEntropy) {
   auto t = torch::randint(0, V, {N}, torch::kLong);
   auto xr = x.detach().clone().requires_grad_(true), wr = w.detach().clone().requires_grad_(true);
   auto loss = gtrain::linear_cross_entropy_sum(x, w, t, 7);
-  auto ref = torch::nn::functional::cross_entropy(torch::mm(xr, wr.t()), t,
-                                                  torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  auto ref = torch::nn::functional::cross_entropy(
+      torch::mm(xr, wr.t()), t, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
   EXPECT_NEAR(loss.item<double>(), ref.item<double>(), 1e-5 * std::abs(ref.item<double>()));
   (loss * 0.5).backward();
   (ref * 0.5).backward();
@@ -228,8 +228,9 @@ TEST(FusedLoss, MatchesLinearThenCrossEntropy) {
 
   gtrain::compat::set_autocast(c10::DeviceType::CPU, true, torch::kBFloat16);
   auto lb = gtrain::linear_cross_entropy_sum(x.detach(), w.detach(), t);
-  auto rb = torch::nn::functional::cross_entropy(torch::mm(x.detach(), w.detach().t()).to(torch::kFloat), t,
-                                                 torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  auto rb =
+      torch::nn::functional::cross_entropy(torch::mm(x.detach(), w.detach().t()).to(torch::kFloat), t,
+                                           torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
   gtrain::compat::set_autocast(c10::DeviceType::CPU, false, torch::kBFloat16);
   EXPECT_NEAR(lb.item<double>(), rb.item<double>(), 1e-2 * std::abs(rb.item<double>()));
   EXPECT_GT(std::abs(lb.item<double>() - loss.item<double>()), 0.0);  // the products really ran in bf16
@@ -264,7 +265,8 @@ TEST(FusedLoss, Bf16GradientsMatchAutocastForConfidentRows) {
   EXPECT_LT(row_err.max().item<double>(), 3e-2);  // one bf16 ulp of an entry; the cast-first mistake errs by ~100%
   EXPECT_LT(((wf.grad() - ref_gw).norm() / ref_gw.norm()).item<double>(), 1e-2);
   const double ref_loss = torch::nn::functional::cross_entropy(
-      logits, t, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
+                              logits, t, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                              .item<double>();
   EXPECT_NEAR(loss.item<double>(), ref_loss, 1e-4 * std::abs(ref_loss) + 1e-4);
 }
 

@@ -52,9 +52,13 @@ TEST_F(MultiRank, ReferenceRunLearns) {
   EXPECT_LT(reference_->losses.back(), 0.8 * reference_->losses.front());
 }
 
-TEST_F(MultiRank, TwoRanksMatchOne) { expect_same_run(*reference_, run_gtrain(kMlp, 2, {}), "2 ranks"); }
+TEST_F(MultiRank, TwoRanksMatchOne) {
+  expect_same_run(*reference_, run_gtrain(kMlp, 2, {}), "2 ranks");
+}
 
-TEST_F(MultiRank, FourRanksMatchOne) { expect_same_run(*reference_, run_gtrain(kMlp, 4, {}), "4 ranks"); }
+TEST_F(MultiRank, FourRanksMatchOne) {
+  expect_same_run(*reference_, run_gtrain(kMlp, 4, {}), "4 ranks");
+}
 
 TEST_F(MultiRank, TwoRanksWithAccumulationMatchOne) {
   auto r = run_gtrain(kMlp, 2, {"parallel.micro_batch=8"});
@@ -66,8 +70,8 @@ TEST_F(MultiRank, ZeroStagesMatchPlainDataParallel) {
   for (int ranks : {2, 4}) {
     for (int zero : {1, 2}) {
       // Small buckets: several reduce-scatters / all-gathers, padding in the last chunk.
-      auto r = run_gtrain(kMlp, ranks, {"parallel.mode=explicit", "parallel.zero=" + std::to_string(zero),
-                                        "parallel.bucket_mb=0.001"});
+      auto r = run_gtrain(
+          kMlp, ranks, {"parallel.mode=explicit", "parallel.zero=" + std::to_string(zero), "parallel.bucket_mb=0.001"});
       EXPECT_NE(r.output.find("zero=" + std::to_string(zero)), std::string::npos) << r.output;
       expect_same_run(*reference_, r, std::to_string(ranks) + " ranks, ZeRO-" + std::to_string(zero));
     }
@@ -135,7 +139,9 @@ class ModelParallel : public ::testing::Test {
 };
 RunResult* ModelParallel::reference_ = nullptr;
 
-TEST_F(ModelParallel, TensorParallel2) { check(2, {"parallel.tp=2"}, "dp=1 tp=2 pp=1", "tp=2"); }
+TEST_F(ModelParallel, TensorParallel2) {
+  check(2, {"parallel.tp=2"}, "dp=1 tp=2 pp=1", "tp=2");
+}
 
 // The fused output layer + loss on the last pipeline stage (and on 1 rank) keeps the trajectory.
 TEST_F(ModelParallel, PipelineParallel2WithFusedLoss) {
@@ -170,8 +176,8 @@ TEST_F(ModelParallel, DataTimesPipelineParallelWithZero1) {
 // tp=2 x pp=2 ranks' state_shards() and must equal the single-rank parameters.
 TEST_F(ModelParallel, TensorTimesPipelineParallelWithRecompute) {
   check(4, {"parallel.tp=2", "parallel.pp=2", "parallel.pp_microbatches=4"}, "tp=2 pp=2", "tp=2 x pp=2");
-  check(4, {"parallel.tp=2", "parallel.pp=2", "parallel.pp_microbatches=4", "parallel.recompute=true"},
-        "recompute=on", "tp=2 x pp=2 with recompute");
+  check(4, {"parallel.tp=2", "parallel.pp=2", "parallel.pp_microbatches=4", "parallel.recompute=true"}, "recompute=on",
+        "tp=2 x pp=2 with recompute");
 }
 
 // Recompute reruns blocks in backward with the first run's random state: dropout matches exactly.
@@ -216,9 +222,10 @@ constexpr double kMemoryTolerance = 0.15;
 
 void expect_memory_within(int ranks, const std::vector<std::string>& sets, const std::string& what,
                           bool explicit_layout = true) {
-  const std::string gpt = "[model]\nname = \"gpt\"\nn_layer = 4\nn_head = 4\nn_embd = 256\nseq_len = 128\nvocab = 256\n"
-                          "[data]\nkind = \"synthetic\"\nsynthetic_samples = 256\n[train]\nglobal_batch = 32\nsteps = 8\n"
-                          "threads = 1\neval_batches = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"none\"\n";
+  const std::string gpt =
+      "[model]\nname = \"gpt\"\nn_layer = 4\nn_head = 4\nn_embd = 256\nseq_len = 128\nvocab = 256\n"
+      "[data]\nkind = \"synthetic\"\nsynthetic_samples = 256\n[train]\nglobal_batch = 32\nsteps = 8\n"
+      "threads = 1\neval_batches = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"none\"\n";
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), gpt);
   std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
@@ -228,7 +235,8 @@ void expect_memory_within(int ranks, const std::vector<std::string>& sets, const
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto [peak, est] = test::memory_peak_and_estimate(dir.file("run/metrics.jsonl"));  // rank 0's
   ASSERT_GT(est, 0) << what;
-  EXPECT_NEAR(peak / est, 1.0, kMemoryTolerance) << what << ": measured " << peak << " MiB, estimated " << est << " MiB";
+  EXPECT_NEAR(peak / est, 1.0, kMemoryTolerance)
+      << what << ": measured " << peak << " MiB, estimated " << est << " MiB";
 }
 
 // 2 data-parallel ranks with the layout the planner chooses.

@@ -138,7 +138,8 @@ dtype = "bf16"
 TEST(PlanCli, Gpt2On8x80GBJson) {
   test::TempDir dir;
   test::write_file(dir.file("gpt2.toml"), kGpt2);
-  auto r = run_command(clean_env("") + GTRAIN_BINARY " plan " + dir.file("gpt2.toml") + " --gpus 8 --gpu-mem 80GiB --json");
+  auto r =
+      run_command(clean_env("") + GTRAIN_BINARY " plan " + dir.file("gpt2.toml") + " --gpus 8 --gpu-mem 80GiB --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   const auto& c = j.at("chosen");
@@ -211,7 +212,8 @@ TEST(PlanCli, BadFlagsExitTwoNamingTheFlag) {
            {"--gpus 8 --nodes 0", "--nodes: expected a node count >= 1, got '0'"},
            {"--gpus 1,2,2", "--gpus '1,2,2': 2 is listed twice"},
            {"--gpus 8 --gpu-type tpu-v5", "--gpu-type 'tpu-v5': unknown GPU"},
-           {"--gpus 8 --set parallel.mode=explicit --set parallel.tp=5", "tp = 5 must divide the 12 attention heads"}}) {
+           {"--gpus 8 --set parallel.mode=explicit --set parallel.tp=5",
+            "tp = 5 must divide the 12 attention heads"}}) {
     auto r = run_command(base + " " + flags);
     EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
     EXPECT_EQ(test::lines(r.output).size(), 1u) << flags << "\n" << r.output;
@@ -254,7 +256,8 @@ TEST(RunCli, PrintsThePlanAndRefusesWhatItCannotExecute) {
   auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " run " + dir.file("tiny.toml") +
                        " --run-dir " + dir.file("run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("gtrain: plan dp=1 tp=1 pp=1 zero=0 micro_batch=8 grad_accum=1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("gtrain: plan dp=1 tp=1 pp=1 zero=0 micro_batch=8 grad_accum=1"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("gtrain: est "), std::string::npos) << r.output;
   const auto plan = nlohmann::json::parse(test::read_file(dir.file("run/plan.json")));
   EXPECT_GT(plan.at("est_step_seconds").get<double>(), 0);

@@ -31,7 +31,9 @@ PlannerInput gpt_input(int64_t layers, int64_t heads, int64_t hidden, int64_t se
   return in;
 }
 
-PlannerInput gpt2_on(int64_t world) { return gpt_input(12, 12, 768, 1024, 512, world, "A100-80GB"); }
+PlannerInput gpt2_on(int64_t world) {
+  return gpt_input(12, 12, 768, 1024, 512, world, "A100-80GB");
+}
 
 std::string error_of(const PlannerInput& in) {
   try {
@@ -65,7 +67,9 @@ void check_invariants(const PlannerInput& in, const std::vector<RankedPlan>& all
       EXPECT_EQ(p.requested_global_batch, 0);
     } else {
       EXPECT_LE(std::llabs(p.global_batch() - B), in.parallel.batch_tolerance * B + 1e-9);
-      if (p.global_batch() != B) { EXPECT_EQ(p.requested_global_batch, B); }
+      if (p.global_batch() != B) {
+        EXPECT_EQ(p.requested_global_batch, B);
+      }
     }
     EXPECT_EQ(in.model.heads % p.tp, 0) << p.summary();
     EXPECT_EQ(in.model.blocks % p.pp, 0) << p.summary();
@@ -74,10 +78,18 @@ void check_invariants(const PlannerInput& in, const std::vector<RankedPlan>& all
     EXPECT_LE(r.memory.total(), usable) << p.summary();
     EXPECT_NEAR(p.est_memory_bytes, r.memory.total(), 1.0);
     EXPECT_LE(p.zero, in.caps.max_zero);
-    if (!in.caps.tensor_parallel) { EXPECT_EQ(p.tp, 1); }
-    if (!in.caps.pipeline_parallel) { EXPECT_EQ(p.pp, 1); }
-    if (!in.caps.recompute) { EXPECT_FALSE(p.recompute); }
-    if (p.dp == 1) { EXPECT_EQ(p.zero, 0); }
+    if (!in.caps.tensor_parallel) {
+      EXPECT_EQ(p.tp, 1);
+    }
+    if (!in.caps.pipeline_parallel) {
+      EXPECT_EQ(p.pp, 1);
+    }
+    if (!in.caps.recompute) {
+      EXPECT_FALSE(p.recompute);
+    }
+    if (p.dp == 1) {
+      EXPECT_EQ(p.zero, 0);
+    }
     EXPECT_GT(r.time.total(), 0);
   }
   // plan_job agrees: the first feasible, or an error when there is none.
@@ -175,7 +187,8 @@ TEST(PlannerReference, ModelThatCannotFitSaysHowMuchIsMissing) {
   PlannerInput in = gpt_input(96, 96, 12288, 2048, 1024, 8, "A100-40GB");  // ~175B
   const std::string e = error_of(in);
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(e, m, std::regex("needs ([0-9.]+) GiB per GPU, 40\\.0 GiB usable: ([0-9.]+) GiB missing")))
+  ASSERT_TRUE(
+      std::regex_search(e, m, std::regex("needs ([0-9.]+) GiB per GPU, 40\\.0 GiB usable: ([0-9.]+) GiB missing")))
       << e;
   EXPECT_NEAR(std::stod(m[1]) - 40.0, std::stod(m[2]), 0.11);
   EXPECT_GT(std::stod(m[2]), 100.0);
@@ -244,7 +257,9 @@ TEST(PlannerConstraints, TensorParallelStaysWithinANode) {
       EXPECT_FALSE(r.feasible);
       EXPECT_NE(r.why.find("does not fit within a node of 4 GPUs"), std::string::npos) << r.why;
     }
-    if (r.feasible) { EXPECT_LE(r.plan.tp, 4); }
+    if (r.feasible) {
+      EXPECT_LE(r.plan.tp, 4);
+    }
   }
   EXPECT_TRUE(saw);
 }
@@ -258,11 +273,15 @@ TEST(PlannerConstraints, ClassifiersAreDataParallelOnly) {
   in.train.global_batch = 64;
   in.world = 4;
   for (const auto& r : plan_candidates(in)) {
-    if (r.plan.tp > 1) { EXPECT_NE(r.why.find("model mlp does not support tensor parallel"), std::string::npos); }
+    if (r.plan.tp > 1) {
+      EXPECT_NE(r.why.find("model mlp does not support tensor parallel"), std::string::npos);
+    }
     if (r.plan.pp > 1 && r.plan.tp == 1) {
       EXPECT_NE(r.why.find("cannot be split into pipeline stages"), std::string::npos);
     }
-    if (r.feasible) { EXPECT_FALSE(r.plan.recompute); }
+    if (r.feasible) {
+      EXPECT_FALSE(r.plan.recompute);
+    }
   }
   EXPECT_EQ(plan_job(in).dp, 4);
 }
@@ -452,8 +471,8 @@ namespace {
 // 512 MiB on a GPU), the fewest that fit, balanced.
 TEST(CostModel, FusedLossBlocksFitTheBudgetAndBalance) {
   const int64_t V = 50304, N = 16 * 1024;
-  EXPECT_EQ(fused_loss_block_rows(N, V, true), 2341);   // 512 MiB fits 2668 rows: 7 blocks, not 6 + a sliver
-  EXPECT_EQ(fused_loss_block_rows(N, V, false), 328);   // 64 MiB fits 333 rows: 50 blocks
+  EXPECT_EQ(fused_loss_block_rows(N, V, true), 2341);  // 512 MiB fits 2668 rows: 7 blocks, not 6 + a sliver
+  EXPECT_EQ(fused_loss_block_rows(N, V, false), 328);  // 64 MiB fits 333 rows: 50 blocks
   for (bool gpu : {false, true}) {
     for (int64_t n : {1, 7, 333, 334, 2668, 2669, 16384, 100000}) {
       const int64_t rows = fused_loss_block_rows(n, V, gpu);

@@ -1,8 +1,8 @@
 // test_schedule.cpp: quota windows, deadlines and durations for stages.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <csignal>
+#include <cstdlib>
 #include <ctime>
 
 #include "runtime/common/errors.h"
@@ -48,13 +48,13 @@ TEST(Schedule, BadWindowsNameTheField) {
 TEST(Schedule, WindowEndAndNextStart) {
   // Nights on weekdays: Monday 2026-11-30 18:00 to Tuesday 08:00, and so on.
   std::vector<Window> nights = {parse_window({"mon-fri", "18:00-08:00", 4}, "w")};
-  EXPECT_EQ(window_end(nights, at(2026, 11, 30, 20, 0)), at(2026, 12, 1, 8, 0));   // Monday evening
+  EXPECT_EQ(window_end(nights, at(2026, 11, 30, 20, 0)), at(2026, 12, 1, 8, 0));  // Monday evening
   EXPECT_EQ(window_end(nights, at(2026, 12, 1, 3, 0)), at(2026, 12, 1, 8, 0));    // Tuesday early morning
-  EXPECT_EQ(window_end(nights, at(2026, 12, 1, 12, 0)), 0);                        // Tuesday noon: outside
+  EXPECT_EQ(window_end(nights, at(2026, 12, 1, 12, 0)), 0);                       // Tuesday noon: outside
   EXPECT_EQ(next_window_start(nights, at(2026, 12, 1, 12, 0)), at(2026, 12, 1, 18, 0));
   // Friday night's window starts Friday; Saturday has none: next start is Monday 18:00.
   EXPECT_EQ(next_window_start(nights, at(2026, 12, 5, 12, 0)), at(2026, 12, 7, 18, 0));
-  EXPECT_EQ(window_end(nights, at(2026, 12, 5, 7, 0)), at(2026, 12, 5, 8, 0));    // Saturday 07:00, from Friday
+  EXPECT_EQ(window_end(nights, at(2026, 12, 5, 7, 0)), at(2026, 12, 5, 8, 0));  // Saturday 07:00, from Friday
 }
 
 TEST(Schedule, EarliestDeadlineWins) {

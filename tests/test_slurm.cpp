@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -31,7 +31,9 @@ const bool kEnvSet = [] {
 std::string job_toml(int steps) {
   return "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 64\nseq_len = 32\nvocab = 32\n"
          "[data]\nkind = \"synthetic\"\n[optimizer]\nlearning_rate = 0.002\neps = 1e-6\n"
-         "[train]\nglobal_batch = 16\nsteps = " + std::to_string(steps) + "\nwarmup_steps = 4\nseed = 11\n"
+         "[train]\nglobal_batch = 16\nsteps = " +
+         std::to_string(steps) +
+         "\nwarmup_steps = 4\nseed = 11\n"
          "threads = 1\n[checkpoint]\ninterval = 1000000\n[log]\nprogress = \"none\"\n";
 }
 
@@ -42,7 +44,9 @@ std::string nasty_dir(const test::TempDir& dir, const std::string& name) {
   return p;
 }
 
-std::string gtrain_cmd(const std::string& args) { return std::string(GTRAIN_BINARY) + " " + args; }
+std::string gtrain_cmd(const std::string& args) {
+  return std::string(GTRAIN_BINARY) + " " + args;
+}
 
 // `gtrain submit CONFIG --run-dir RUN ARGS` (both paths quoted: they may be awkward on purpose).
 test::CommandResult submit(const std::string& config, const std::string& run, const std::string& args) {
@@ -127,8 +131,8 @@ TEST(SlurmSubmit, ThreeStagesOnTwoFourOneGpusMatchAnUnstagedRun) {
   test::TempDir dir;
   const std::string base = nasty_dir(dir, "cfg");
   test::write_file(base + "/job.toml", job_toml(400));
-  auto ref = test::run_command(gtrain_cmd("run " + shell_quote(base + "/job.toml") + " --ranks 1 --run-dir " +
-                                      shell_quote(dir.file("ref"))));
+  auto ref = test::run_command(
+      gtrain_cmd("run " + shell_quote(base + "/job.toml") + " --ranks 1 --run-dir " + shell_quote(dir.file("ref"))));
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
 
   const std::string run = nasty_dir(dir, "run");
@@ -191,7 +195,8 @@ TEST(SlurmSubmit, StageSpansBothNodes) {
   EXPECT_EQ(test::read_file(run + "/hostfile"), "node1 slots=1\nnode2 slots=1\n");
   // mpirun started its daemon on node2 as a job step there.
   const std::string job = c["stages"][0].value("job", "");
-  const std::string node2_log = test::read_file(std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/var/log/slurmd-node2.log");
+  const std::string node2_log =
+      test::read_file(std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/var/log/slurmd-node2.log");
   EXPECT_NE(node2_log.find("StepId=" + job + ".0"), std::string::npos) << node2_log;
 }
 
@@ -212,14 +217,15 @@ TEST(SlurmSubmit, SrunLauncherStartsRanksThroughPmix) {
   EXPECT_EQ(st[0].at("step_to"), 30) << st[0].dump();
 
   const std::string srun = "srun -N1 -n2 --gres=gpu:2 --time=2 ";
-  auto bare = test::run_command(srun + "--mpi=none " + gtrain_cmd("run " + dir.file("job.toml") + " --run-dir " +
-                                                                  dir.file("bare")));
+  auto bare = test::run_command(srun + "--mpi=none " +
+                                gtrain_cmd("run " + dir.file("job.toml") + " --run-dir " + dir.file("bare")));
   EXPECT_NE(bare.exit_code, 0);
   EXPECT_NE(bare.output.find("by srun without PMIx"), std::string::npos) << bare.output;
   EXPECT_NE(bare.output.find("use srun --mpi=pmix"), std::string::npos) << bare.output;
   EXPECT_EQ(bare.output.find("MPI_Init"), std::string::npos) << "stopped before MPI: " << bare.output;
-  auto wired = test::run_command(srun + "--mpi=pmix " + gtrain_cmd("run " + dir.file("job.toml") + " --run-dir " +
-                                                                   dir.file("wired") + " --set train.steps=4"));
+  auto wired = test::run_command(
+      srun + "--mpi=pmix " +
+      gtrain_cmd("run " + dir.file("job.toml") + " --run-dir " + dir.file("wired") + " --set train.steps=4"));
   ASSERT_EQ(wired.exit_code, 0) << wired.output;
   EXPECT_NE(wired.output.find("dp=2"), std::string::npos) << wired.output;
 }

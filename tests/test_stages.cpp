@@ -137,9 +137,16 @@ TEST(Stages, ReshardAcrossDataParallelAndZeroLayouts) {
       // Tensor / pipeline parallel layouts (issue 5) in and out.
       {2, {"parallel.mode=explicit", "parallel.tp=2"}, 1, {}, false},
       {1, {}, 2, {"parallel.mode=explicit", "parallel.pp=2"}, false},
-      {4, {"parallel.mode=explicit", "parallel.tp=2", "parallel.pp=2"}, 2, {"parallel.mode=explicit", "parallel.zero=1"}, false},
-      {2, {"parallel.mode=explicit", "parallel.pp=2"}, 4, {"parallel.mode=explicit", "parallel.tp=2", "parallel.dp=2",
-                                                           "parallel.zero=1"}, false},
+      {4,
+       {"parallel.mode=explicit", "parallel.tp=2", "parallel.pp=2"},
+       2,
+       {"parallel.mode=explicit", "parallel.zero=1"},
+       false},
+      {2,
+       {"parallel.mode=explicit", "parallel.pp=2"},
+       4,
+       {"parallel.mode=explicit", "parallel.tp=2", "parallel.dp=2", "parallel.zero=1"},
+       false},
   };
   for (const auto& c : cases) {
     test::TempDir dir;
@@ -167,7 +174,8 @@ TEST(Stages, ReshardAcrossDataParallelAndZeroLayouts) {
       // Same layout both times: compare with an uninterrupted run of that layout, exactly.
       const RunResult same = run_gtrain(cfg, c.ranks_b, with(c.b, 20));
       ASSERT_EQ(same.losses.size(), got.losses.size());
-      for (size_t i = 0; i < got.losses.size(); ++i) EXPECT_EQ(got.losses[i], same.losses[i]) << what << " step " << i + 1;
+      for (size_t i = 0; i < got.losses.size(); ++i)
+        EXPECT_EQ(got.losses[i], same.losses[i]) << what << " step " << i + 1;
     }
   }
 }
@@ -218,7 +226,8 @@ TEST(Stages, KilledDuringSavesResumesFromLastCommittedCheckpoint) {
   auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run +
                              " --set train.steps=100000 --time-limit 2s");
   EXPECT_EQ(r.exit_code, 3) << r.output;
-  EXPECT_NE(r.output.find("resumed from " + latest + " at step " + std::to_string(step)), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + latest + " at step " + std::to_string(step)), std::string::npos)
+      << r.output;
   // metrics.jsonl tells one trajectory: steps the killed stages ran past their last checkpoint are
   // dropped before the resumed stage runs them again, so every step has exactly one train record.
   std::vector<int64_t> steps;
@@ -301,9 +310,9 @@ TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
   for (int sig : {SIGTERM, SIGINT}) {
     test::TempDir dir;
     test::write_file(dir.file("job.toml"), kGpt);
-    const pid_t pid = spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
-                                       " --ranks 2 --set train.steps=100000",
-                                   dir.file("out.log"));
+    const pid_t pid = spawn_gtrain(
+        "run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks 2 --set train.steps=100000",
+        dir.file("out.log"));
     for (int i = 0; i < 3000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 2; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }

@@ -21,9 +21,20 @@ using namespace gtrain;
 
 namespace {
 
-const std::vector<std::string> kNasty = {
-    "plain", "with space", "it's", "double \"quoted\"", "$HOME and ${PATH}", "`id` and $(id)", "back\\slash",
-    "new\nline", "semi;colon & amp | pipe", "*?[glob]", "", "'", "%j percent", "tab\there"};
+const std::vector<std::string> kNasty = {"plain",
+                                         "with space",
+                                         "it's",
+                                         "double \"quoted\"",
+                                         "$HOME and ${PATH}",
+                                         "`id` and $(id)",
+                                         "back\\slash",
+                                         "new\nline",
+                                         "semi;colon & amp | pipe",
+                                         "*?[glob]",
+                                         "",
+                                         "'",
+                                         "%j percent",
+                                         "tab\there"};
 
 // A scheduler that records every command and answers sbatch with increasing job ids; `refuse`
 // decides which sbatch calls fail (the message is returned verbatim, rc 1).
@@ -44,8 +55,10 @@ struct FakeScheduler {
         if (auto a = answer(argv)) return a;
       }
       if (argv[0] == "sbatch" || argv[0] == "qsub") {
-        if (refuse(argv)) return std::string("sbatch: error: max 2 GPUs per job (tres_per_node=gres:gpu:4)\n"
-                                             "sbatch: error: Batch job submission failed: Unspecified error\ngtrain-rc=1");
+        if (refuse(argv))
+          return std::string(
+              "sbatch: error: max 2 GPUs per job (tres_per_node=gres:gpu:4)\n"
+              "sbatch: error: Batch job submission failed: Unspecified error\ngtrain-rc=1");
         bool test_only = false;
         for (const auto& a : argv) test_only |= a == "--test-only";
         if (test_only) return std::string("sbatch: Job 1 to start at now\ngtrain-rc=0");
@@ -145,8 +158,8 @@ TEST(BatchScript, PbsText) {
   fs::create_directories(fs::path(b.gtrain).parent_path());
   fs::create_directories(b.run_dir);
   const std::string log = dir.file("args.log");
-  test::write_file(b.gtrain, "#!/bin/bash\necho \"$*\" >> " + shell_quote(log) +
-                                 "\n[ \"$1\" = run ] && exit 3\nexit 0\n");
+  test::write_file(b.gtrain,
+                   "#!/bin/bash\necho \"$*\" >> " + shell_quote(log) + "\n[ \"$1\" = run ] && exit 3\nexit 0\n");
   fs::permissions(b.gtrain, fs::perms::owner_all);
   test::write_file(dir.file("nodes"), "gpu01\ngpu01\ngpu02\ngpu02\n");
   const auto r = test::run_command("env PBS_JOBID=4242.pbs01 PBS_NODEFILE=" + dir.file("nodes") +
@@ -177,9 +190,9 @@ TEST(BatchScript, ExecutesWithNastyPathsAndForwardsExitCodes) {
     EXPECT_EQ(r.exit_code, rc == 3 ? 0 : rc) << r.output;
     const std::string got = test::read_file(log);
     // The old ledger says complete: gtrain run still decides (it exits 0 at once when nothing is left).
-    const std::string want = "[run]\n[" + b.config + "]\n[--run-dir]\n[" +
-                             b.run_dir + "]\n[--set]\n[" + b.run_args[1] + "]\n---\n[chain-step]\n[" + b.run_dir +
-                             "]\n[--stage]\n[2]\n[--exit]\n[" + std::to_string(rc) + "]\n[--job]\n[77]\n---\n";
+    const std::string want = "[run]\n[" + b.config + "]\n[--run-dir]\n[" + b.run_dir + "]\n[--set]\n[" + b.run_args[1] +
+                             "]\n---\n[chain-step]\n[" + b.run_dir + "]\n[--stage]\n[2]\n[--exit]\n[" +
+                             std::to_string(rc) + "]\n[--job]\n[77]\n---\n";
     EXPECT_EQ(got, want) << r.output;
   }
 }
@@ -191,14 +204,20 @@ TEST(BatchScript, ForwardsUsr1ToGtrain) {
   fs::create_directories(fs::path(b.gtrain).parent_path());
   fs::create_directories(b.run_dir);
   const std::string log = dir.file("log");
-  test::write_file(b.gtrain, "#!/bin/bash\ncase \"$1\" in\n"
-                             "run) trap 'echo got-usr1 >> " + shell_quote(log) + "; exit 3' USR1\n"
-                             "  for i in $(seq 100); do sleep 0.1; done; exit 0;;\n"
-                             "chain-step) echo \"step $*\" >> " + shell_quote(log) + ";;\n"
-                             "esac\nexit 0\n");
+  test::write_file(b.gtrain,
+                   "#!/bin/bash\ncase \"$1\" in\n"
+                   "run) trap 'echo got-usr1 >> " +
+                       shell_quote(log) +
+                       "; exit 3' USR1\n"
+                       "  for i in $(seq 100); do sleep 0.1; done; exit 0;;\n"
+                       "chain-step) echo \"step $*\" >> " +
+                       shell_quote(log) +
+                       ";;\n"
+                       "esac\nexit 0\n");
   fs::permissions(b.gtrain, fs::perms::owner_all);
   test::write_file(dir.file("s.sbatch"), slurm_script(b));
-  const auto r = test::run_command("bash " + shell_quote(dir.file("s.sbatch")) + " & pid=$!; sleep 1; "
+  const auto r = test::run_command("bash " + shell_quote(dir.file("s.sbatch")) +
+                                   " & pid=$!; sleep 1; "
                                    "kill -USR1 $pid; wait $pid");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const std::string got = test::read_file(log);
@@ -220,19 +239,39 @@ TEST(SubmitOptions, RejectsBadValues) {
   };
   bad([](SubmitOptions& o) { o.scheduler = "lsf"; }, "--scheduler 'lsf'");
   bad([](SubmitOptions& o) { o.launcher = "torchrun"; }, "--launcher 'torchrun': expected mpirun or srun");
-  bad([](SubmitOptions& o) { o.launcher = "srun"; o.scheduler = "pbs"; }, "--launcher srun needs --scheduler slurm");
+  bad(
+      [](SubmitOptions& o) {
+        o.launcher = "srun";
+        o.scheduler = "pbs";
+      },
+      "--launcher srun needs --scheduler slurm");
   bad([](SubmitOptions& o) { o.stages = "0"; }, "--stages '0'");
   bad([](SubmitOptions& o) { o.stages = "two"; }, "--stages 'two'");
   bad([](SubmitOptions& o) { o.gpus = "2,x"; }, "--gpus '2,x'");
   bad([](SubmitOptions& o) { o.gpus = "0"; }, "--gpus '0'");
-  bad([](SubmitOptions& o) { o.stages = "3"; o.gpus = "2,4"; }, "--gpus lists 2 stages but --stages is 3");
-  bad([](SubmitOptions& o) { o.gpus = "3"; o.nodes = "2"; }, "cannot be spread evenly over 2 nodes");
+  bad(
+      [](SubmitOptions& o) {
+        o.stages = "3";
+        o.gpus = "2,4";
+      },
+      "--gpus lists 2 stages but --stages is 3");
+  bad(
+      [](SubmitOptions& o) {
+        o.gpus = "3";
+        o.nodes = "2";
+      },
+      "cannot be spread evenly over 2 nodes");
   bad([](SubmitOptions& o) { o.time = "1h"; }, "--time '1h'");
   bad([](SubmitOptions& o) { o.time = "00:00:30"; }, "smallest time limit");
   bad([](SubmitOptions& o) { o.partition = "gpu; rm -rf /"; }, "--partition");
   bad([](SubmitOptions& o) { o.qos = "a b"; }, "--qos");
   bad([](SubmitOptions& o) { o.sbatch_args = {"--x=1\n#SBATCH --y"}; }, "--sbatch-arg");
-  bad([](SubmitOptions& o) { o.signal_lead_s = 120; o.time = "00:01:00"; }, "--signal-lead");
+  bad(
+      [](SubmitOptions& o) {
+        o.signal_lead_s = 120;
+        o.time = "00:01:00";
+      },
+      "--signal-lead");
   SubmitOptions ok;
   ok.config_path = "x.toml";
   ok.stages = "3";
@@ -535,12 +574,14 @@ TEST(SubmitChain, DryRunPrintsTheExactCommands) {
   EXPECT_NE(text.find("  JOB1=$(sbatch --parsable"), std::string::npos) << text;
   EXPECT_NE(text.find("--begin="), std::string::npos) << text;
   EXPECT_NE(text.find("--export=ALL,GTRAIN_STAGE=1 " + o.run_dir + "/stage-1.sbatch)\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("\"--dependency=afterany:$JOB1\" --export=ALL,GTRAIN_STAGE=2 " + o.run_dir + "/stage-2.sbatch)\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("\"--dependency=afterany:$JOB1\" --export=ALL,GTRAIN_STAGE=2 " + o.run_dir + "/stage-2.sbatch)\n"),
+      std::string::npos)
       << text;
   // The lines run as they are against a fake sbatch that echoes a job id and its arguments.
   fs::create_directories(dir.file("bin"));
-  test::write_file(dir.file("bin/sbatch"), "#!/bin/bash\necho \"$*\" >> " + dir.file("sbatch.log") + "\necho $RANDOM\n");
+  test::write_file(dir.file("bin/sbatch"),
+                   "#!/bin/bash\necho \"$*\" >> " + dir.file("sbatch.log") + "\necho $RANDOM\n");
   fs::permissions(dir.file("bin/sbatch"), fs::perms::owner_all);
   std::string commands;
   for (const auto& line : test::lines(text)) {
@@ -554,14 +595,16 @@ TEST(SubmitChain, DryRunPrintsTheExactCommands) {
   const auto ids = test::lines(r.output);
   ASSERT_FALSE(ids.empty());
   EXPECT_NE(calls[1].find("--dependency=afterany:" + ids.back().substr(0, ids.back().find(' '))), std::string::npos)
-      << calls[1] << "\n" << r.output;
+      << calls[1] << "\n"
+      << r.output;
 }
 
 // What gtrain run refuses at once, submit refuses before writing anything.
 TEST(SubmitChain, RefusesWhatRunWouldRefuseBeforeWritingScripts) {
   test::TempDir dir;
   FakeScheduler fake;
-  auto expect_refused = [&](const std::string& config, const std::vector<std::string>& sets, const std::string& needle) {
+  auto expect_refused = [&](const std::string& config, const std::vector<std::string>& sets,
+                            const std::string& needle) {
     SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
     test::write_file(o.config_path, config);
     o.sets = sets;
@@ -619,8 +662,9 @@ TEST(SubmitChain, UnreachableControllerIsARuntimeError) {
   FakeScheduler fake;
   fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
     if (argv[0] == "sbatch")
-      return std::string("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect "
-                         "failure)\ngtrain-rc=1");
+      return std::string(
+          "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect "
+          "failure)\ngtrain-rc=1");
     return std::nullopt;
   };
   SubmitOptions o = mlp_submit(dir, dir.path() + "/run");

@@ -243,10 +243,11 @@ TEST(DataParallel, FlatOptimizersMatchTorchOptim) {
       ref = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(0.05));
     } else {
       std::vector<torch::optim::OptimizerParamGroup> groups;
-      groups.emplace_back(std::vector<torch::Tensor>{tw}, std::make_unique<torch::optim::SGDOptions>(
-                                                              torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.1)));
-      groups.emplace_back(std::vector<torch::Tensor>{tb}, std::make_unique<torch::optim::SGDOptions>(
-                                                              torch::optim::SGDOptions(0.05).momentum(0.9)));
+      groups.emplace_back(
+          std::vector<torch::Tensor>{tw},
+          std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.1)));
+      groups.emplace_back(std::vector<torch::Tensor>{tb},
+                          std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(0.05).momentum(0.9)));
       ref = std::make_unique<torch::optim::SGD>(groups, torch::optim::SGDOptions(0.05));
     }
     auto x = torch::randn({5, 4});
@@ -635,7 +636,10 @@ TEST(Checkpoint, MalformedManifestIsRefusedAndSkipped) {
     std::function<void(J&)> change;
   };
   const std::vector<Case> cases = {
-      {"must be a JSON object", [](J& m) { m = J::array({1, 2}); }},
+      {"must be a JSON object",
+       [](J& m) {
+         m = J::array({1, 2});
+       }},
       {"'step'", [](J& m) { m["step"] = "5"; }},
       {"'step'", [](J& m) { m["step"] = -1; }},
       {"'consumed_samples'", [](J& m) { m.erase("consumed_samples"); }},
@@ -654,7 +658,10 @@ TEST(Checkpoint, MalformedManifestIsRefusedAndSkipped) {
       {"'" + p0 + ".nbytes'", [&](J& m) { m["tensors"][t0]["pieces"][0]["nbytes"] = "8"; }},
       {"'" + p0 + ".crc32c'", [&](J& m) { m["tensors"][t0]["pieces"][0]["crc32c"] = -1; }},
       {"'" + p0 + ".crc32c'", [&](J& m) { m["tensors"][t0]["pieces"][0]["crc32c"] = 1ll << 33; }},
-      {"'" + p0 + ".region_offsets'", [&](J& m) { m["tensors"][t0]["pieces"][0]["region_offsets"] = J::array({0, 0, 0, 0, 0}); }},
+      {"'" + p0 + ".region_offsets'",
+       [&](J& m) {
+         m["tensors"][t0]["pieces"][0]["region_offsets"] = J::array({0, 0, 0, 0, 0});
+       }},
       {"'" + p0 + ".region_shape'", [&](J& m) { m["tensors"][t0]["pieces"][0]["region_shape"] = "x"; }},
   };
   for (const auto& k : cases) {

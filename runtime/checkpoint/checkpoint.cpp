@@ -37,18 +37,28 @@ void fsync_path(const fs::path& p) {
   }
 }
 
-uint32_t crc_of(const void* data, size_t n) { return crc32c(data, n); }
+uint32_t crc_of(const void* data, size_t n) {
+  return crc32c(data, n);
+}
 
 std::string dtype_name(c10::ScalarType t) {
   switch (t) {
-    case torch::kFloat: return "float32";
-    case torch::kDouble: return "float64";
-    case torch::kHalf: return "float16";
-    case torch::kBFloat16: return "bfloat16";
-    case torch::kLong: return "int64";
-    case torch::kInt: return "int32";
-    case torch::kByte: return "uint8";
-    default: throw CheckpointError(std::string("cannot checkpoint dtype ") + c10::toString(t));
+    case torch::kFloat:
+      return "float32";
+    case torch::kDouble:
+      return "float64";
+    case torch::kHalf:
+      return "float16";
+    case torch::kBFloat16:
+      return "bfloat16";
+    case torch::kLong:
+      return "int64";
+    case torch::kInt:
+      return "int32";
+    case torch::kByte:
+      return "uint8";
+    default:
+      throw CheckpointError(std::string("cannot checkpoint dtype ") + c10::toString(t));
   }
 }
 
@@ -101,7 +111,8 @@ nlohmann::json read_json(const fs::path& p) {
 const char* json_kind(const nlohmann::json& j) {
   if (j.is_null()) return "null";
   if (j.is_boolean()) return "a boolean";
-  if (j.is_number_integer()) return j.is_number_unsigned() || j.get<int64_t>() >= 0 ? "an integer" : "a negative integer";
+  if (j.is_number_integer())
+    return j.is_number_unsigned() || j.get<int64_t>() >= 0 ? "an integer" : "a negative integer";
   if (j.is_number()) return "a fractional number";
   if (j.is_string()) return "a string";
   if (j.is_array()) return "an array";
@@ -135,8 +146,8 @@ int64_t require_count(const std::string& where, const nlohmann::json& obj, const
 std::vector<int64_t> require_counts(const std::string& where, const nlohmann::json& obj, const std::string& key,
                                     const std::string& path, int64_t rank) {
   const auto& v = require(where, obj, key, path);
-  const std::string expected = "an array of " + (rank >= 0 ? std::to_string(rank) + " " : std::string()) +
-                               "non-negative integers";
+  const std::string expected =
+      "an array of " + (rank >= 0 ? std::to_string(rank) + " " : std::string()) + "non-negative integers";
   if (!v.is_array() || (rank >= 0 && static_cast<int64_t>(v.size()) != rank)) bad_key(where, path, expected, &v);
   std::vector<int64_t> out;
   for (const auto& x : v) {
@@ -146,8 +157,8 @@ std::vector<int64_t> require_counts(const std::string& where, const nlohmann::js
   return out;
 }
 
-void optional_type(const std::string& where, const nlohmann::json& m, const std::string& key, bool (*ok)(const nlohmann::json&),
-                   const std::string& expected) {
+void optional_type(const std::string& where, const nlohmann::json& m, const std::string& key,
+                   bool (*ok)(const nlohmann::json&), const std::string& expected) {
   auto it = m.find(key);
   if (it != m.end() && !ok(*it)) bad_key(where, key, expected, &*it);
 }
@@ -165,7 +176,8 @@ void validate_manifest(const nlohmann::json& m, const std::string& where) {
     throw CheckpointError(where + ": not a gtrain checkpoint (key 'format' is not \"gtrain-checkpoint\")");
   }
   const auto ver = m.find("version");
-  if (ver == m.end() || !ver->is_number_integer()) bad_key(where, "version", "an integer", ver == m.end() ? nullptr : &*ver);
+  if (ver == m.end() || !ver->is_number_integer())
+    bad_key(where, "version", "an integer", ver == m.end() ? nullptr : &*ver);
   const int version = ver->get<int>();
   if (version != kCheckpointFormatVersion) {
     throw CheckpointError(where + ": format version " + std::to_string(version) + ", this gtrain reads version " +
@@ -174,15 +186,19 @@ void validate_manifest(const nlohmann::json& m, const std::string& where) {
   require_count(where, m, "step", "step");
   require_count(where, m, "consumed_samples", "consumed_samples");
   const auto& model = require(where, m, "model", "model");
-  if (!model.is_object()) bad_key(where, "model", "an object (the model config the checkpoint was written for)", &model);
+  if (!model.is_object())
+    bad_key(where, "model", "an object (the model config the checkpoint was written for)", &model);
   for (const auto& [k, v] : model.items()) {
     if (!v.is_string()) bad_key(where, "model." + k, "a string", &v);
   }
   optional_type(where, m, "world", is_count, "a non-negative integer");
   optional_type(where, m, "global_batch", is_count, "a non-negative integer");
-  optional_type(where, m, "probe_loss", [](const nlohmann::json& j) { return j.is_number(); }, "a number");
-  optional_type(where, m, "plan", [](const nlohmann::json& j) { return j.is_string(); }, "a string");
-  optional_type(where, m, "stage_ledger", [](const nlohmann::json& j) { return j.is_array(); }, "an array");
+  optional_type(
+      where, m, "probe_loss", [](const nlohmann::json& j) { return j.is_number(); }, "a number");
+  optional_type(
+      where, m, "plan", [](const nlohmann::json& j) { return j.is_string(); }, "a string");
+  optional_type(
+      where, m, "stage_ledger", [](const nlohmann::json& j) { return j.is_array(); }, "an array");
   const auto& tensors = require(where, m, "tensors", "tensors");
   if (!tensors.is_object() || tensors.empty()) bad_key(where, "tensors", "a non-empty object", &tensors);
   for (const auto& [name, t] : tensors.items()) {
@@ -368,7 +384,8 @@ void CheckpointWriter::write(SaveRequest& r) {
       const fs::path part = tmp / ("shard_" + std::to_string(k) + ".json");
       while (!fs::exists(part)) {
         if (Clock::now() > deadline) {
-          throw CheckpointError(part.string() + ": rank " + std::to_string(k) + " did not finish its part of the "
+          throw CheckpointError(part.string() + ": rank " + std::to_string(k) +
+                                " did not finish its part of the "
                                 "checkpoint in time; the checkpoint was not committed");
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -412,8 +429,10 @@ void CheckpointWriter::write(SaveRequest& r) {
       if (tmp || incomplete) leftovers.push_back(e.path());
     }
     for (const auto& p : leftovers) {
-      if (p.filename().string().find(".tmp-") != std::string::npos) fs::remove_all(p, ec);
-      else retire_dir(p, r.token);
+      if (p.filename().string().find(".tmp-") != std::string::npos)
+        fs::remove_all(p, ec);
+      else
+        retire_dir(p, r.token);
     }
   }
   last_write_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -441,7 +460,9 @@ std::vector<std::string> CheckpointReader::tensor_names() const {
   return out;
 }
 
-bool CheckpointReader::has(const std::string& name) const { return tensors_.count(name) > 0; }
+bool CheckpointReader::has(const std::string& name) const {
+  return tensors_.count(name) > 0;
+}
 
 torch::Tensor CheckpointReader::read(const std::string& name) const {
   auto it = tensors_.find(name);
@@ -462,7 +483,8 @@ torch::Tensor CheckpointReader::read(const std::string& name) const {
       }
       const int64_t numel = p.at("numel").get<int64_t>(), nbytes = p.at("nbytes").get<int64_t>();
       auto buf = torch::empty({numel}, dtype);
-      if (static_cast<int64_t>(buf.nbytes()) != nbytes) throw CheckpointError(fpath + ": piece of '" + name + "' has a bad size");
+      if (static_cast<int64_t>(buf.nbytes()) != nbytes)
+        throw CheckpointError(fpath + ": piece of '" + name + "' has a bad size");
       const ssize_t got = ::pread(fds[file], buf.data_ptr(), nbytes, p.at("offset").get<int64_t>());
       if (got != nbytes) throw CheckpointError(fpath + ": truncated (piece of '" + name + "')");
       if (crc_of(buf.data_ptr(), nbytes) != p.at("crc32c").get<uint32_t>()) {
@@ -558,15 +580,17 @@ SupersededCheckpoints supersede_checkpoints(const std::string& dir, int64_t resu
   gmtime_r(&now, &tm);
   std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
   fs::path folder = fs::path(dir) / (std::string("superseded-") + stamp);
-  for (int n = 2; fs::exists(folder); ++n) folder = fs::path(dir) / (std::string("superseded-") + stamp + "-" + std::to_string(n));
+  for (int n = 2; fs::exists(folder); ++n)
+    folder = fs::path(dir) / (std::string("superseded-") + stamp + "-" + std::to_string(n));
   std::error_code ec;
   fs::create_directories(folder, ec);
   if (ec) throw CheckpointError(folder.string() + ": cannot create: " + ec.message());
   for (const auto& [step, path] : moving) {
     fs::rename(path, folder / path.filename(), ec);
     if (ec) {
-      throw CheckpointError(path.string() + ": cannot move it aside to " + folder.string() + ": " + ec.message(),
-                            "move or delete the checkpoints newer than the one this run resumes from, then start again");
+      throw CheckpointError(
+          path.string() + ": cannot move it aside to " + folder.string() + ": " + ec.message(),
+          "move or delete the checkpoints newer than the one this run resumes from, then start again");
     }
     out.steps.push_back(step);
   }

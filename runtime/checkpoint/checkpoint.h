@@ -45,15 +45,15 @@ struct CheckpointInfo {
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
 
 struct SaveRequest {
-  std::string dir;                  // checkpoint root
+  std::string dir;  // checkpoint root
   int64_t step = 0;
   int64_t consumed_samples = 0;
   nlohmann::json meta;              // rank 0: job facts stored in the manifest (plan, probe loss, ...)
   std::vector<TensorShard> shards;  // this rank's pieces (only those with write = true are written)
   int rank = 0, world = 1;
   int64_t keep = 2;
-  std::string token;                // same on every rank of a job: names the temporary directory
-  double commit_timeout_s = 600;    // rank 0 waits this long for the other ranks' files
+  std::string token;              // same on every rank of a job: names the temporary directory
+  double commit_timeout_s = 600;  // rank 0 waits this long for the other ranks' files
 };
 
 class CheckpointWriter {
@@ -126,6 +126,7 @@ struct SupersededCheckpoints {
 // resume_step < 0), except `keep_path`, into <dir>/superseded-<UTC yyyymmdd-HHMMSS>/: a run that
 // starts over or resumes from an older checkpoint must not prune its own new checkpoints in favour
 // of the old trajectory's, nor resume the old trajectory later. Nothing is deleted.
-SupersededCheckpoints supersede_checkpoints(const std::string& dir, int64_t resume_step, const std::string& keep_path = "");
+SupersededCheckpoints supersede_checkpoints(const std::string& dir, int64_t resume_step,
+                                            const std::string& keep_path = "");
 
 }  // namespace gtrain

@@ -9,11 +9,11 @@
 namespace gtrain {
 
 struct CheckpointConfig {
-  std::string dir;        // "" = <run dir>/checkpoints
-  int64_t interval = 0;   // steps between saves (0 = only at the end)
-  int64_t keep = 2;       // newest checkpoints kept on disk
-  bool at_end = true;     // save when training finishes
-  bool async = true;      // write in a background thread while training continues
+  std::string dir;                // "" = <run dir>/checkpoints
+  int64_t interval = 0;           // steps between saves (0 = only at the end)
+  int64_t keep = 2;               // newest checkpoints kept on disk
+  bool at_end = true;             // save when training finishes
+  bool async = true;              // write in a background thread while training continues
   double probe_tolerance = 1e-4;  // relative: probe loss after resume vs at save
 
   template <class V>
@@ -22,9 +22,11 @@ struct CheckpointConfig {
     v("interval", interval, "Steps between checkpoints (0 = only at the end).", cfg::at_least(0));
     v("keep", keep, "Newest checkpoints kept; older ones are deleted after a newer one is complete.", cfg::at_least(1));
     v("at_end", at_end, "Save a checkpoint when training finishes.");
-    v("async", async, "Copy state to host memory, then write it in a background thread while training continues "
+    v("async", async,
+      "Copy state to host memory, then write it in a background thread while training continues "
       "(at most one save in flight).");
-    v("probe_tolerance", probe_tolerance, "Relative difference allowed between the loss of a fixed probe batch at "
+    v("probe_tolerance", probe_tolerance,
+      "Relative difference allowed between the loss of a fixed probe batch at "
       "save and after loading (any layout); larger stops the run: the resume would be silently wrong.",
       cfg::greater_than(0.0));
   }

@@ -11,10 +11,14 @@ namespace gtrain {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
   }
   return "?";
 }
@@ -23,7 +27,9 @@ void Communicator::unsupported(const std::string& what) const {
   throw CommError("backend " + backend() + " does not support " + what);
 }
 
-void Communicator::allreduce(torch::Tensor&, ReduceOp op) { unsupported(std::string("allreduce(") + reduce_op_name(op) + ")"); }
+void Communicator::allreduce(torch::Tensor&, ReduceOp op) {
+  unsupported(std::string("allreduce(") + reduce_op_name(op) + ")");
+}
 std::shared_ptr<Work> Communicator::allreduce_async(torch::Tensor& t, ReduceOp op) {
   allreduce(t, op);
   return std::make_shared<CompletedWork>();
@@ -32,14 +38,30 @@ std::shared_ptr<Work> Communicator::reduce_scatter_async(const torch::Tensor& in
   reduce_scatter(in, out, op);
   return std::make_shared<CompletedWork>();
 }
-void Communicator::broadcast(torch::Tensor&, int) { unsupported("broadcast"); }
-void Communicator::allgather(const torch::Tensor&, torch::Tensor&) { unsupported("allgather"); }
-void Communicator::reduce_scatter(const torch::Tensor&, torch::Tensor&, ReduceOp) { unsupported("reduce_scatter"); }
-void Communicator::send(const torch::Tensor&, int, int) { unsupported("send"); }
-void Communicator::recv(torch::Tensor&, int, int) { unsupported("recv"); }
-void Communicator::send_recv(const torch::Tensor&, torch::Tensor&, int, int) { unsupported("send_recv"); }
-void Communicator::barrier() { unsupported("barrier"); }
-std::shared_ptr<Communicator> Communicator::split(int, int) { unsupported("split"); }
+void Communicator::broadcast(torch::Tensor&, int) {
+  unsupported("broadcast");
+}
+void Communicator::allgather(const torch::Tensor&, torch::Tensor&) {
+  unsupported("allgather");
+}
+void Communicator::reduce_scatter(const torch::Tensor&, torch::Tensor&, ReduceOp) {
+  unsupported("reduce_scatter");
+}
+void Communicator::send(const torch::Tensor&, int, int) {
+  unsupported("send");
+}
+void Communicator::recv(torch::Tensor&, int, int) {
+  unsupported("recv");
+}
+void Communicator::send_recv(const torch::Tensor&, torch::Tensor&, int, int) {
+  unsupported("send_recv");
+}
+void Communicator::barrier() {
+  unsupported("barrier");
+}
+std::shared_ptr<Communicator> Communicator::split(int, int) {
+  unsupported("split");
+}
 void Communicator::abort(const std::string& reason) {
   std::cerr << "gtrain: aborting: " << reason << std::endl;
   std::_Exit(kExitFailure);
@@ -49,10 +71,18 @@ void LocalCommunicator::allreduce(torch::Tensor&, ReduceOp) {}
 void LocalCommunicator::broadcast(torch::Tensor&, int root) {
   if (root != 0) throw CommError("broadcast root " + std::to_string(root) + " out of range for world size 1");
 }
-void LocalCommunicator::allgather(const torch::Tensor& in, torch::Tensor& out) { out.copy_(in); }
-void LocalCommunicator::reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp) { out.copy_(in); }
-std::shared_ptr<Communicator> LocalCommunicator::split(int, int) { return std::make_shared<LocalCommunicator>(); }
-void LocalCommunicator::abort(const std::string& reason) { Communicator::abort(reason); }
+void LocalCommunicator::allgather(const torch::Tensor& in, torch::Tensor& out) {
+  out.copy_(in);
+}
+void LocalCommunicator::reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp) {
+  out.copy_(in);
+}
+std::shared_ptr<Communicator> LocalCommunicator::split(int, int) {
+  return std::make_shared<LocalCommunicator>();
+}
+void LocalCommunicator::abort(const std::string& reason) {
+  Communicator::abort(reason);
+}
 
 std::string broadcast_string(Communicator& comm, const std::string& text, int root) {
   if (comm.size() == 1) return text;

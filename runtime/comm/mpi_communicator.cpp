@@ -24,14 +24,21 @@ int64_t now_ns() {
 // user-defined operations that compute each element in fp32 and round once (as NCCL does).
 MPI_Datatype reduce_type(const torch::Tensor& t, const char* op, const std::string& backend) {
   switch (t.scalar_type()) {
-    case torch::kFloat: return MPI_FLOAT;
-    case torch::kDouble: return MPI_DOUBLE;
-    case torch::kLong: return MPI_INT64_T;
-    case torch::kInt: return MPI_INT32_T;
-    case torch::kByte: return MPI_UINT8_T;
-    case torch::kChar: return MPI_INT8_T;
+    case torch::kFloat:
+      return MPI_FLOAT;
+    case torch::kDouble:
+      return MPI_DOUBLE;
+    case torch::kLong:
+      return MPI_INT64_T;
+    case torch::kInt:
+      return MPI_INT32_T;
+    case torch::kByte:
+      return MPI_UINT8_T;
+    case torch::kChar:
+      return MPI_INT8_T;
     case torch::kBFloat16:
-    case torch::kHalf: return MPI_UINT16_T;
+    case torch::kHalf:
+      return MPI_UINT16_T;
     default:
       throw CommError("backend " + backend + " does not support dtype " + std::string(c10::toString(t.scalar_type())) +
                       " for " + op + " (use float32/float64/bfloat16/float16/int32/int64, or NCCL on GPUs)");
@@ -70,7 +77,8 @@ MPI_Op mpi_op(ReduceOp op, c10::ScalarType dtype) {
 }
 
 int count_of(int64_t n, const char* what) {
-  if (n > INT_MAX) throw CommError(std::string(what) + ": tensor of " + std::to_string(n) + " elements exceeds MPI's int count");
+  if (n > INT_MAX)
+    throw CommError(std::string(what) + ": tensor of " + std::to_string(n) + " elements exceeds MPI's int count");
   return static_cast<int>(n);
 }
 
@@ -190,9 +198,11 @@ MpiCommunicator::~MpiCommunicator() {
 void MpiCommunicator::allreduce(torch::Tensor& t, ReduceOp op) {
   check_cpu(t, "allreduce");
   MPI_Datatype type = reduce_type(t, "allreduce", backend());
-  if (op == ReduceOp::kAvg && !t.is_floating_point()) throw CommError("backend mpi: allreduce(avg) needs a floating tensor");
+  if (op == ReduceOp::kAvg && !t.is_floating_point())
+    throw CommError("backend mpi: allreduce(avg) needs a floating tensor");
   Guard g(*shared_, "allreduce");
-  GT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t.numel(), "allreduce"), type, mpi_op(op, t.scalar_type()), comm_));
+  GT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t.numel(), "allreduce"), type,
+                             mpi_op(op, t.scalar_type()), comm_));
   if (op == ReduceOp::kAvg) t.div_(size_);
 }
 
@@ -237,11 +247,12 @@ class MpiCommunicator::Request : public Work {
 std::shared_ptr<Work> MpiCommunicator::allreduce_async(torch::Tensor& t, ReduceOp op) {
   check_cpu(t, "allreduce");
   MPI_Datatype type = reduce_type(t, "allreduce", backend());
-  if (op == ReduceOp::kAvg && !t.is_floating_point()) throw CommError("backend mpi: allreduce(avg) needs a floating tensor");
+  if (op == ReduceOp::kAvg && !t.is_floating_point())
+    throw CommError("backend mpi: allreduce(avg) needs a floating tensor");
   auto req = std::make_shared<Request>(shared_, "allreduce", std::vector<torch::Tensor>{t},
                                        op == ReduceOp::kAvg ? t : torch::Tensor(), size_);
-  GT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t.numel(), "allreduce"), type, mpi_op(op, t.scalar_type()), comm_,
-                              req->handle()));
+  GT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t.numel(), "allreduce"), type,
+                              mpi_op(op, t.scalar_type()), comm_, req->handle()));
   return req;
 }
 

@@ -17,25 +17,38 @@ namespace {
 
 ncclDataType_t nccl_type(const torch::Tensor& t, const char* op) {
   switch (t.scalar_type()) {
-    case torch::kFloat: return ncclFloat32;
-    case torch::kDouble: return ncclFloat64;
-    case torch::kHalf: return ncclFloat16;
-    case torch::kBFloat16: return ncclBfloat16;
-    case torch::kLong: return ncclInt64;
-    case torch::kInt: return ncclInt32;
-    case torch::kByte: return ncclUint8;
-    case torch::kChar: return ncclInt8;
+    case torch::kFloat:
+      return ncclFloat32;
+    case torch::kDouble:
+      return ncclFloat64;
+    case torch::kHalf:
+      return ncclFloat16;
+    case torch::kBFloat16:
+      return ncclBfloat16;
+    case torch::kLong:
+      return ncclInt64;
+    case torch::kInt:
+      return ncclInt32;
+    case torch::kByte:
+      return ncclUint8;
+    case torch::kChar:
+      return ncclInt8;
     default:
-      throw CommError("backend nccl does not support dtype " + std::string(c10::toString(t.scalar_type())) + " for " + op);
+      throw CommError("backend nccl does not support dtype " + std::string(c10::toString(t.scalar_type())) + " for " +
+                      op);
   }
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kAvg: return ncclAvg;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kMin: return ncclMin;
-    default: return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+    default:
+      return ncclSum;
   }
 }
 
@@ -126,15 +139,16 @@ void NcclCommunicator::allgather(const torch::Tensor& in, torch::Tensor& out) {
   check_cuda_tensor(out, "allgather");
   if (out.numel() != in.numel() * size_) throw CommError("backend nccl: allgather output must hold world_size x input");
   impl_->begin();
-  GT_NCCL_CHECK(ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in, "allgather"), impl_->comm,
-                              impl_->stream));
+  GT_NCCL_CHECK(
+      ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in, "allgather"), impl_->comm, impl_->stream));
   impl_->end();
 }
 
 void NcclCommunicator::reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) {
   check_cuda_tensor(in, "reduce_scatter");
   check_cuda_tensor(out, "reduce_scatter");
-  if (in.numel() != out.numel() * size_) throw CommError("backend nccl: reduce_scatter input must hold world_size x output");
+  if (in.numel() != out.numel() * size_)
+    throw CommError("backend nccl: reduce_scatter input must hold world_size x output");
   impl_->begin();
   GT_NCCL_CHECK(ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in, "reduce_scatter"),
                                   nccl_op(op), impl_->comm, impl_->stream));

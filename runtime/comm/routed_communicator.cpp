@@ -14,7 +14,9 @@ std::shared_ptr<RoutedCommunicator> RoutedCommunicator::create(std::shared_ptr<M
   return std::make_shared<RoutedCommunicator>(std::move(mpi), std::move(nccl), device);
 }
 
-void RoutedCommunicator::allreduce(torch::Tensor& t, ReduceOp op) { on(t).allreduce(t, op); }
+void RoutedCommunicator::allreduce(torch::Tensor& t, ReduceOp op) {
+  on(t).allreduce(t, op);
+}
 std::shared_ptr<Work> RoutedCommunicator::allreduce_async(torch::Tensor& t, ReduceOp op) {
   return on(t).allreduce_async(t, op);
 }
@@ -22,24 +24,36 @@ std::shared_ptr<Work> RoutedCommunicator::reduce_scatter_async(const torch::Tens
                                                                ReduceOp op) {
   return on(in).reduce_scatter_async(in, out, op);
 }
-void RoutedCommunicator::broadcast(torch::Tensor& t, int root) { on(t).broadcast(t, root); }
-void RoutedCommunicator::allgather(const torch::Tensor& in, torch::Tensor& out) { on(in).allgather(in, out); }
+void RoutedCommunicator::broadcast(torch::Tensor& t, int root) {
+  on(t).broadcast(t, root);
+}
+void RoutedCommunicator::allgather(const torch::Tensor& in, torch::Tensor& out) {
+  on(in).allgather(in, out);
+}
 void RoutedCommunicator::reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) {
   on(in).reduce_scatter(in, out, op);
 }
-void RoutedCommunicator::send(const torch::Tensor& t, int dst, int tag) { on(t).send(t, dst, tag); }
-void RoutedCommunicator::recv(torch::Tensor& t, int src, int tag) { on(t).recv(t, src, tag); }
+void RoutedCommunicator::send(const torch::Tensor& t, int dst, int tag) {
+  on(t).send(t, dst, tag);
+}
+void RoutedCommunicator::recv(torch::Tensor& t, int src, int tag) {
+  on(t).recv(t, src, tag);
+}
 void RoutedCommunicator::send_recv(const torch::Tensor& out, torch::Tensor& in, int peer, int tag) {
   on(out).send_recv(out, in, peer, tag);
 }
-void RoutedCommunicator::barrier() { mpi_->barrier(); }
+void RoutedCommunicator::barrier() {
+  mpi_->barrier();
+}
 
 std::shared_ptr<Communicator> RoutedCommunicator::split(int color, int key) {
   auto sub = std::dynamic_pointer_cast<MpiCommunicator>(mpi_->split(color, key));
   return create(std::move(sub), device_);
 }
 
-void RoutedCommunicator::abort(const std::string& reason) { nccl_->abort(reason); }
+void RoutedCommunicator::abort(const std::string& reason) {
+  nccl_->abort(reason);
+}
 
 }  // namespace gtrain
 

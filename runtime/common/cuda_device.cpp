@@ -82,8 +82,12 @@ namespace {
 // The few NVML entry points used, declared here (no nvml.h needed).
 struct Nvml {
   using Device = void*;
-  struct Utilization { unsigned gpu, memory; };
-  struct Memory { unsigned long long total, free, used; };
+  struct Utilization {
+    unsigned gpu, memory;
+  };
+  struct Memory {
+    unsigned long long total, free, used;
+  };
   int (*init)() = nullptr;
   int (*handle)(unsigned, Device*) = nullptr;
   int (*utilization)(Device, Utilization*) = nullptr;

@@ -29,8 +29,8 @@ void reset_peak_memory(int index);
 // NVML's view of a device. `valid` is false when libnvidia-ml.so.1 or the device is not there.
 struct NvmlSample {
   bool valid = false;
-  double gpu_util = 0;     // percent of the last sample period a kernel ran
-  double mem_util = 0;     // percent of it device memory was read or written
+  double gpu_util = 0;  // percent of the last sample period a kernel ran
+  double mem_util = 0;  // percent of it device memory was read or written
   double used_bytes = 0, total_bytes = 0;
 };
 // `cuda_index` is a CUDA ordinal; `nvml_index` maps it (see nvml_index_for).

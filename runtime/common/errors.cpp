@@ -54,8 +54,8 @@ namespace gtrain {
 void throw_comm_error(const char* library, const char* call, const std::string& detail, const char* hint,
                       const char* file, int line) {
   const auto& ctx = ProcessContext::get();
-  throw CommError(std::string(library) + " call " + call + " failed: " + detail + " (rank " +
-                      std::to_string(ctx.rank) + " on " + ctx.host + ")",
+  throw CommError(std::string(library) + " call " + call + " failed: " + detail + " (rank " + std::to_string(ctx.rank) +
+                      " on " + ctx.host + ")",
                   hint, file, line);
 }
 

@@ -13,9 +13,9 @@ namespace gtrain {
 // Process exit codes, documented in README.md.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitFailure = 1,      // a runtime failure (communication, checkpoint, internal)
-  kExitUsage = 2,        // bad configuration, flag or input file
-  kExitResumable = 3,    // a stage ended early (signal or deadline) after saving; resume later
+  kExitFailure = 1,    // a runtime failure (communication, checkpoint, internal)
+  kExitUsage = 2,      // bad configuration, flag or input file
+  kExitResumable = 3,  // a stage ended early (signal or deadline) after saving; resume later
 };
 
 // Who is reporting: set once at start-up, then by the communicator when ranks are known.
@@ -80,9 +80,9 @@ std::string format_error(const Error& e);
 }  // namespace gtrain
 
 // Throw an internal error with file:line when a condition fails.
-#define GT_CHECK(cond, msg)                                                   \
-  do {                                                                        \
-    if (!(cond)) throw ::gtrain::Error((msg), {}, __FILE__, __LINE__);        \
+#define GT_CHECK(cond, msg)                                            \
+  do {                                                                 \
+    if (!(cond)) throw ::gtrain::Error((msg), {}, __FILE__, __LINE__); \
   } while (0)
 
 #define GT_THROW(Type, msg, hint) throw Type((msg), (hint), __FILE__, __LINE__)

@@ -20,8 +20,12 @@ void tune_malloc() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
-BuildAllocationScope::BuildAllocationScope() { mallopt(M_MMAP_THRESHOLD, kBuildMmapThreshold); }
-BuildAllocationScope::~BuildAllocationScope() { mallopt(M_MMAP_THRESHOLD, kTrainingMmapThreshold); }
+BuildAllocationScope::BuildAllocationScope() {
+  mallopt(M_MMAP_THRESHOLD, kBuildMmapThreshold);
+}
+BuildAllocationScope::~BuildAllocationScope() {
+  mallopt(M_MMAP_THRESHOLD, kTrainingMmapThreshold);
+}
 
 double available_memory_bytes() {
   std::ifstream f("/proc/meminfo");
@@ -53,8 +57,12 @@ double status_kb(const char* key) {
 }
 }  // namespace
 
-double resident_bytes() { return status_kb("VmRSS:"); }
-double peak_resident_bytes() { return status_kb("VmHWM:"); }
+double resident_bytes() {
+  return status_kb("VmRSS:");
+}
+double peak_resident_bytes() {
+  return status_kb("VmHWM:");
+}
 void reset_peak_resident() {
   std::ofstream f("/proc/self/clear_refs");
   f << "5";

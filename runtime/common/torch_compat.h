@@ -8,9 +8,9 @@
 #include <type_traits>
 #include <utility>
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
-#include <ATen/autocast_mode.h>
 
 #define GTRAIN_TORCH_AT_LEAST(maj, min) \
   (TORCH_VERSION_MAJOR > (maj) || (TORCH_VERSION_MAJOR == (maj) && TORCH_VERSION_MINOR >= (min)))
@@ -19,8 +19,8 @@ namespace gtrain::compat {
 
 // Causal self-attention on [B, H, T, D] tensors. Uses scaled_dot_product_attention (flash /
 // memory-efficient kernels on CUDA) where LibTorch has it, else the explicit masked softmax.
-inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                      const torch::Tensor& v, double dropout_p) {
+inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      double dropout_p) {
 #if GTRAIN_TORCH_AT_LEAST(2, 0)
   return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p, /*is_causal=*/true);
 #else
@@ -68,16 +68,16 @@ constexpr bool kHaveFusedAdamWCpu = GTRAIN_TORCH_AT_LEAST(2, 4);
 // by `grad_scale` (a float scalar tensor on the device; undefined = 1), so gradient clipping costs
 // no extra pass. Only call when kHaveFusedAdamW (and, for CPU tensors, kHaveFusedAdamWCpu).
 inline void fused_adamw(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
-                        at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1,
-                        double beta2, double weight_decay, double eps, const torch::Tensor& grad_scale) {
+                        at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1, double beta2,
+                        double weight_decay, double eps, const torch::Tensor& grad_scale) {
 #if GTRAIN_TORCH_AT_LEAST(2, 1)
 #if GTRAIN_TORCH_AT_LEAST(2, 4)
   using Optional = std::optional<at::Tensor>;  // c10::optional became std::optional
 #else
   using Optional = c10::optional<at::Tensor>;
 #endif
-  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
-                    weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false,
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2, weight_decay,
+                    eps, /*amsgrad=*/false, /*maximize=*/false,
                     grad_scale.defined() ? Optional(grad_scale) : Optional(), /*found_inf=*/Optional());
 #else
   (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1, (void)beta2;

@@ -37,8 +37,8 @@ std::string upper(std::string s) {
 
 // Where a value came from: "file:line:col", or the override that set it.
 struct Origins {
-  std::string file;                                // shown for values read from the file
-  std::map<std::string, std::string> overridden;   // "section.key" -> "--set ..." / "environment ..."
+  std::string file;                               // shown for values read from the file
+  std::map<std::string, std::string> overridden;  // "section.key" -> "--set ..." / "environment ..."
 
   std::string of(const std::string& dotted, const toml::source_region& src) const {
     auto it = overridden.find(dotted);
@@ -69,13 +69,27 @@ std::string render(const toml::node& n) {
   n.visit([&](auto&& x) { os << x; });
   std::string type;
   switch (n.type()) {
-    case toml::node_type::string: type = "string"; break;
-    case toml::node_type::integer: type = "integer"; break;
-    case toml::node_type::floating_point: type = "float"; break;
-    case toml::node_type::boolean: type = "boolean"; break;
-    case toml::node_type::array: type = "array"; break;
-    case toml::node_type::table: type = "table"; break;
-    default: type = "date/time"; break;
+    case toml::node_type::string:
+      type = "string";
+      break;
+    case toml::node_type::integer:
+      type = "integer";
+      break;
+    case toml::node_type::floating_point:
+      type = "float";
+      break;
+    case toml::node_type::boolean:
+      type = "boolean";
+      break;
+    case toml::node_type::array:
+      type = "array";
+      break;
+    case toml::node_type::table:
+      type = "table";
+      break;
+    default:
+      type = "date/time";
+      break;
   }
   std::string v = os.str();
   if (v.size() > 60) v = v.substr(0, 57) + "...";
@@ -109,11 +123,13 @@ class SectionReader {
     for (auto&& [k, v] : *tbl_) {
       std::string name(k.str());
       if (std::find(known_.begin(), known_.end(), name) != known_.end()) continue;
-      std::string msg = origins_.of(section_ + "." + name, k.source()) + ": unknown key '" + name +
-                        "' in [" + section_ + "]";
+      std::string msg =
+          origins_.of(section_ + "." + name, k.source()) + ": unknown key '" + name + "' in [" + section_ + "]";
       std::string near = cfg::closest_match(name, known_);
-      if (!near.empty()) msg += "; did you mean '" + near + "'?";
-      else msg += "; valid keys: " + join_known();
+      if (!near.empty())
+        msg += "; did you mean '" + near + "'?";
+      else
+        msg += "; valid keys: " + join_known();
       throw ConfigError(msg);
     }
   }
@@ -127,8 +143,8 @@ class SectionReader {
 
   [[noreturn]] void fail(const char* key, const toml::node& n, const std::string& expected) const {
     std::string dotted = section_ + "." + key;
-    throw ConfigError(origins_.of(dotted, n.source()) + ": " + dotted + ": expected " + expected +
-                      ", got " + render(n));
+    throw ConfigError(origins_.of(dotted, n.source()) + ": " + dotted + ": expected " + expected + ", got " +
+                      render(n));
   }
 
   void read(const char* key, const toml::node& n, int64_t& out, const cfg::Spec& s) {
@@ -147,9 +163,12 @@ class SectionReader {
   void read(const char* key, const toml::node& n, double& out, const cfg::Spec& s) {
     std::string expected = describe_spec("a number", s);
     double v;
-    if (auto f = n.as_floating_point()) v = f->get();
-    else if (auto i = n.as_integer()) v = static_cast<double>(i->get());
-    else fail(key, n, expected);
+    if (auto f = n.as_floating_point())
+      v = f->get();
+    else if (auto i = n.as_integer())
+      v = static_cast<double>(i->get());
+    else
+      fail(key, n, expected);
     if (!std::isfinite(v) || !in_range(v, s)) fail(key, n, expected);
     out = v;
   }
@@ -162,8 +181,7 @@ class SectionReader {
     auto str = n.as_string();
     std::string expected = describe_spec("a string", s);
     if (!str) fail(key, n, expected);
-    if (!s.choices.empty() &&
-        std::find(s.choices.begin(), s.choices.end(), str->get()) == s.choices.end()) {
+    if (!s.choices.empty() && std::find(s.choices.begin(), s.choices.end(), str->get()) == s.choices.end()) {
       std::string near = cfg::closest_match(str->get(), s.choices);
       fail(key, n, expected + (near.empty() ? "" : " (did you mean \"" + near + "\"?)"));
     }
@@ -217,8 +235,7 @@ class SectionReader {
 };
 
 // Parses an override value as a TOML value; a bare word that is not TOML becomes a string.
-void set_override(toml::table& root, const std::string& section, const std::string& key,
-                  const std::string& value) {
+void set_override(toml::table& root, const std::string& section, const std::string& key, const std::string& value) {
   toml::table* sec = root[section].as_table();
   if (!sec) {
     root.insert_or_assign(section, toml::table{});
@@ -236,7 +253,9 @@ void set_override(toml::table& root, const std::string& section, const std::stri
 struct SectionCollector {
   std::vector<std::string> names;
   template <class S>
-  void operator()(const char* name, S&, const char*) { names.push_back(name); }
+  void operator()(const char* name, S&, const char*) {
+    names.push_back(name);
+  }
 };
 
 }  // namespace
@@ -249,8 +268,7 @@ std::vector<std::string> section_names() {
 }
 
 JobConfig parse_job_config(const std::string& toml_text, const std::string& origin,
-                           const std::vector<std::string>& sets,
-                           const std::map<std::string, std::string>& env) {
+                           const std::vector<std::string>& sets, const std::map<std::string, std::string>& env) {
   Origins origins;
   origins.file = origin;
   toml::table root;
@@ -258,8 +276,7 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
     root = toml::parse(toml_text, origin);
   } catch (const toml::parse_error& err) {
     throw ConfigError(origin + ":" + std::to_string(err.source().begin.line) + ":" +
-                      std::to_string(err.source().begin.column) + ": invalid TOML: " +
-                      std::string(err.description()));
+                      std::to_string(err.source().begin.column) + ": invalid TOML: " + std::string(err.description()));
   }
   const std::vector<std::string> sections = section_names();
 
@@ -306,8 +323,8 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
     std::string name(k.str());
     if (std::find(sections.begin(), sections.end(), name) != sections.end()) {
       if (!v.is_table()) {
-        throw ConfigError(origins.of(name, k.source()) + ": '" + name + "' must be a [" + name +
-                          "] table, got " + render(v));
+        throw ConfigError(origins.of(name, k.source()) + ": '" + name + "' must be a [" + name + "] table, got " +
+                          render(v));
       }
       continue;
     }
@@ -317,8 +334,7 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
       throw ConfigError(where + ": unknown section [" + name + "]" +
                         (near.empty() ? "" : "; did you mean [" + near + "]?"));
     }
-    throw ConfigError(where + ": unknown top-level key '" + name +
-                      "'; keys belong in a section such as [train]");
+    throw ConfigError(where + ": unknown top-level key '" + name + "'; keys belong in a section such as [train]");
   }
 
   JobConfig cfg;
@@ -336,7 +352,8 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
 JobConfig load_job_config(const std::string& path, const std::vector<std::string>& sets,
                           const std::map<std::string, std::string>& env) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw ConfigError(path + ": is a directory, expected a TOML config file");
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(path + ": is a directory, expected a TOML config file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot open config file (does it exist and is it readable?)");
   std::stringstream ss;
@@ -361,7 +378,8 @@ void validate_job_config(const JobConfig& c) {
                       " must divide model.n_embd = " + std::to_string(c.model.n_embd));
   }
   if (t.tokens > 0 && c.model.name != "gpt" && c.data.kind != "tokens" && c.data.kind != "text_bytes") {
-    throw ConfigError(where + ": [train]: train.tokens needs a token model and data (data.kind = "
+    throw ConfigError(where +
+                      ": [train]: train.tokens needs a token model and data (data.kind = "
                       "\"tokens\" or \"text_bytes\"); use train.steps or train.epochs");
   }
   for (const auto& sig : c.schedule.stop_signals) {
@@ -375,9 +393,10 @@ void validate_job_config(const JobConfig& c) {
   }
   if (c.parallel.mode == "auto") {
     const ParallelConfig d;
-    if (c.parallel.tp != d.tp || c.parallel.pp != d.pp || c.parallel.dp != d.dp ||
-        c.parallel.zero != d.zero || c.parallel.recompute != d.recompute) {
-      throw ConfigError(where + ": [parallel]: dp, tp, pp, zero and recompute are chosen by the planner "
+    if (c.parallel.tp != d.tp || c.parallel.pp != d.pp || c.parallel.dp != d.dp || c.parallel.zero != d.zero ||
+        c.parallel.recompute != d.recompute) {
+      throw ConfigError(where +
+                        ": [parallel]: dp, tp, pp, zero and recompute are chosen by the planner "
                         "when parallel.mode = \"auto\"; set parallel.mode = \"explicit\" to fix them");
     }
   }

@@ -58,8 +58,7 @@ JobConfig load_job_config(const std::string& path, const std::vector<std::string
 
 // Same, from TOML text (tests; `origin` stands in for the file name in messages).
 JobConfig parse_job_config(const std::string& toml_text, const std::string& origin,
-                           const std::vector<std::string>& sets,
-                           const std::map<std::string, std::string>& env);
+                           const std::vector<std::string>& sets, const std::map<std::string, std::string>& env);
 
 // Cross-field rules (one of steps/epochs/tokens, heads divide width, ...). Throws ConfigError.
 void validate_job_config(const JobConfig& c);

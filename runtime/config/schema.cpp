@@ -7,7 +7,9 @@
 
 namespace gtrain::cfg {
 
-std::string toml_literal(int64_t v) { return std::to_string(v); }
+std::string toml_literal(int64_t v) {
+  return std::to_string(v);
+}
 
 std::string toml_literal(double v) {
   char buf[64];
@@ -18,17 +20,28 @@ std::string toml_literal(double v) {
   return s;
 }
 
-std::string toml_literal(bool v) { return v ? "true" : "false"; }
+std::string toml_literal(bool v) {
+  return v ? "true" : "false";
+}
 
 std::string toml_literal(const std::string& v) {
   std::string out = "\"";
   for (char c : v) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default: out += c;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        out += c;
     }
   }
   return out + "\"";

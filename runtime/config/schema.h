@@ -16,9 +16,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
-#include <string>
 #include <vector>
 
 namespace gtrain::cfg {
@@ -31,10 +31,28 @@ struct Spec {
   std::vector<std::string> choices;  // for strings: allowed values (empty = any)
 };
 
-inline Spec at_least(double v) { Spec s; s.min = v; return s; }
-inline Spec greater_than(double v) { Spec s; s.min = v; s.min_exclusive = true; return s; }
-inline Spec range(double lo, double hi) { Spec s; s.min = lo; s.max = hi; return s; }
-inline Spec one_of(std::vector<std::string> c) { Spec s; s.choices = std::move(c); return s; }
+inline Spec at_least(double v) {
+  Spec s;
+  s.min = v;
+  return s;
+}
+inline Spec greater_than(double v) {
+  Spec s;
+  s.min = v;
+  s.min_exclusive = true;
+  return s;
+}
+inline Spec range(double lo, double hi) {
+  Spec s;
+  s.min = lo;
+  s.max = hi;
+  return s;
+}
+inline Spec one_of(std::vector<std::string> c) {
+  Spec s;
+  s.choices = std::move(c);
+  return s;
+}
 
 // One field as text: the key, its value rendered as TOML, and its documentation.
 struct FieldText {

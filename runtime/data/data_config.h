@@ -9,21 +9,22 @@
 namespace gtrain {
 
 struct DataConfig {
-  std::string kind = "idx";  // idx | tokens | text_bytes | synthetic
+  std::string kind = "idx";                                // idx | tokens | text_bytes | synthetic
   std::string path = "/usr/share/datasets/fashion-mnist";  // idx: directory; tokens/text_bytes: file
-  std::string train_prefix = "train";  // idx: <prefix>-images-idx3-ubyte[.gz] for training
-  std::string eval_prefix = "t10k";    // idx: held-out split ("" = none)
-  std::string token_dtype = "uint16";  // tokens: element type of the flat binary file
-  double eval_fraction = 0.1;          // tokens/text_bytes: tail of the file held out for eval
-  int64_t synthetic_samples = 16384;   // synthetic: training samples (eval gets a quarter)
-  int64_t synthetic_features = 32;     // synthetic: input features (classification task)
-  int64_t synthetic_classes = 10;      // synthetic: classes (classification task)
-  int64_t prefetch = 4;                // micro-batches prepared ahead of the trainer
-  int64_t workers = 1;                 // background threads preparing batches
+  std::string train_prefix = "train";                      // idx: <prefix>-images-idx3-ubyte[.gz] for training
+  std::string eval_prefix = "t10k";                        // idx: held-out split ("" = none)
+  std::string token_dtype = "uint16";                      // tokens: element type of the flat binary file
+  double eval_fraction = 0.1;                              // tokens/text_bytes: tail of the file held out for eval
+  int64_t synthetic_samples = 16384;                       // synthetic: training samples (eval gets a quarter)
+  int64_t synthetic_features = 32;                         // synthetic: input features (classification task)
+  int64_t synthetic_classes = 10;                          // synthetic: classes (classification task)
+  int64_t prefetch = 4;                                    // micro-batches prepared ahead of the trainer
+  int64_t workers = 1;                                     // background threads preparing batches
 
   template <class V>
   void visit(V& v) {
-    v("kind", kind, "Dataset reader: \"idx\" (MNIST/Fashion-MNIST files), \"tokens\" (flat binary token file), "
+    v("kind", kind,
+      "Dataset reader: \"idx\" (MNIST/Fashion-MNIST files), \"tokens\" (flat binary token file), "
       "\"text_bytes\" (byte-level LM on any file), \"synthetic\" (deterministic, for tests and benchmarks).",
       cfg::one_of({"idx", "tokens", "text_bytes", "synthetic"}));
     v("path", path, "idx: directory of the IDX files (gzipped or not); tokens/text_bytes: the file.");
@@ -34,7 +35,8 @@ struct DataConfig {
       cfg::range(0.0, 0.5));
     v("synthetic_samples", synthetic_samples, "synthetic: number of training samples; eval gets a quarter as many.",
       cfg::at_least(1));
-    v("synthetic_features", synthetic_features, "synthetic: input features of the classification task.", cfg::at_least(1));
+    v("synthetic_features", synthetic_features, "synthetic: input features of the classification task.",
+      cfg::at_least(1));
     v("synthetic_classes", synthetic_classes, "synthetic: classes of the classification task.", cfg::at_least(2));
     v("prefetch", prefetch, "Micro-batches prepared ahead of the trainer by background threads.", cfg::at_least(1));
     v("workers", workers, "Background threads that prepare batches.", cfg::range(1, 64));

@@ -1,9 +1,9 @@
 // idx_dataset.cpp: MNIST / Fashion-MNIST IDX image and label files, gzipped or not (zlib reads both).
 #include <zlib.h>
 
+#include <sys/stat.h>
 #include <cstdint>
 #include <cstring>
-#include <sys/stat.h>
 
 #include "runtime/common/errors.h"
 #include "runtime/data/dataset.h"

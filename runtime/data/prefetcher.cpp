@@ -9,8 +9,13 @@ namespace gtrain {
 
 Prefetcher::Prefetcher(std::shared_ptr<const Dataset> dataset, IndexFn indices, int64_t first, int64_t count,
                        int64_t depth, int64_t workers, bool pin)
-    : dataset_(std::move(dataset)), indices_(std::move(indices)), end_(first + count),
-      depth_(std::max<int64_t>(1, depth)), pin_(pin), next_claim_(first), next_deliver_(first) {
+    : dataset_(std::move(dataset)),
+      indices_(std::move(indices)),
+      end_(first + count),
+      depth_(std::max<int64_t>(1, depth)),
+      pin_(pin),
+      next_claim_(first),
+      next_deliver_(first) {
   for (int64_t i = 0; i < std::max<int64_t>(1, workers); ++i) threads_.emplace_back([this] { work(); });
 }
 
@@ -45,8 +50,10 @@ void Prefetcher::work() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (err) errors_.emplace(seq, err);
-      else ready_.emplace(seq, std::move(b));
+      if (err)
+        errors_.emplace(seq, err);
+      else
+        ready_.emplace(seq, std::move(b));
     }
     cv_.notify_all();
   }

@@ -21,8 +21,8 @@ class Prefetcher {
   using IndexFn = std::function<std::vector<int64_t>(int64_t seq)>;
 
   // `pin`: batches come in page-locked memory, so copies to a CUDA device can be non-blocking.
-  Prefetcher(std::shared_ptr<const Dataset> dataset, IndexFn indices, int64_t first, int64_t count,
-             int64_t depth, int64_t workers, bool pin = false);
+  Prefetcher(std::shared_ptr<const Dataset> dataset, IndexFn indices, int64_t first, int64_t count, int64_t depth,
+             int64_t workers, bool pin = false);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;

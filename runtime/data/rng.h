@@ -14,8 +14,12 @@ inline uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-inline uint64_t hash(uint64_t a, uint64_t b) { return mix(mix(a) ^ (b * 0xd1b54a32d192ed03ull)); }
-inline uint64_t hash(uint64_t a, uint64_t b, uint64_t c) { return hash(hash(a, b), c); }
+inline uint64_t hash(uint64_t a, uint64_t b) {
+  return mix(mix(a) ^ (b * 0xd1b54a32d192ed03ull));
+}
+inline uint64_t hash(uint64_t a, uint64_t b, uint64_t c) {
+  return hash(hash(a, b), c);
+}
 
 // Sequential generator for a stream identified by a key.
 class Stream {

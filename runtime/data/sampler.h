@@ -42,7 +42,7 @@ struct BatchLayout {
 int64_t first_sample(const BatchLayout& l, int64_t step, int64_t dp_rank, int64_t micro_step);
 
 // Dataset indices of that micro-batch.
-std::vector<int64_t> micro_batch_indices(const SampleOrder& order, const BatchLayout& l, int64_t step,
-                                         int64_t dp_rank, int64_t micro_step);
+std::vector<int64_t> micro_batch_indices(const SampleOrder& order, const BatchLayout& l, int64_t step, int64_t dp_rank,
+                                         int64_t micro_step);
 
 }  // namespace gtrain

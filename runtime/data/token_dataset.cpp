@@ -83,8 +83,8 @@ std::shared_ptr<Dataset> open_token_file(const std::string& path, const std::str
   auto bytes = read_file(path);
   const size_t width = dtype == "uint32" ? 4 : 2;
   if (bytes.size() % width != 0) {
-    throw DataError(path + ": size " + std::to_string(bytes.size()) + " is not a multiple of " +
-                    std::to_string(width) + " bytes (data.token_dtype = \"" + dtype + "\")");
+    throw DataError(path + ": size " + std::to_string(bytes.size()) + " is not a multiple of " + std::to_string(width) +
+                    " bytes (data.token_dtype = \"" + dtype + "\")");
   }
   const size_t n = bytes.size() / width;
   auto [b, e] = split_range(n, begin_fraction, end_fraction);
@@ -111,8 +111,8 @@ std::shared_ptr<Dataset> open_token_file(const std::string& path, const std::str
   }
   const int64_t vocab = vocab_hint > 0 ? vocab_hint : max_tok + 1;
   if (max_tok >= vocab) {
-    throw DataError(path + ": token id " + std::to_string(max_tok) + " is not below model.vocab = " +
-                    std::to_string(vocab));
+    throw DataError(path + ": token id " + std::to_string(max_tok) +
+                    " is not below model.vocab = " + std::to_string(vocab));
   }
   return make_windows(path, std::move(toks), seq_len, vocab, eval_split);
 }

@@ -22,13 +22,18 @@ struct LogConfig {
     v("name", name, "Run name (\"\" = the config file name without .toml).");
     v("root", root, "Parent of run directories: the run directory is <root>/<name>.");
     v("interval", interval, "Steps between plain console lines (used when stdout is not a TTY).", cfg::at_least(1));
-    v("metrics_interval", metrics_interval, "Steps between training records in metrics.jsonl (the first and last step "
-      "are always recorded; on CUDA only recorded or printed steps read the loss from the GPU).", cfg::at_least(1));
-    v("progress", progress, "Console output: \"auto\" (bar on a TTY, plain lines otherwise), \"bar\", \"plain\", \"none\".",
+    v("metrics_interval", metrics_interval,
+      "Steps between training records in metrics.jsonl (the first and last step "
+      "are always recorded; on CUDA only recorded or printed steps read the loss from the GPU).",
+      cfg::at_least(1));
+    v("progress", progress,
+      "Console output: \"auto\" (bar on a TTY, plain lines otherwise), \"bar\", \"plain\", \"none\".",
       cfg::one_of({"auto", "bar", "plain", "none"}));
-    v("profile_start", profile_start, "First step (1-based) to record with LibTorch's profiler; each rank writes "
+    v("profile_start", profile_start,
+      "First step (1-based) to record with LibTorch's profiler; each rank writes "
       "<run dir>/profile/profile-rank<r>.txt (time per GPU kernel and per operator) and .json, and a Kineto trace "
-      "where LibTorch has Kineto. 0 = off. Pick a step after warm-up.", cfg::at_least(0));
+      "where LibTorch has Kineto. 0 = off. Pick a step after warm-up.",
+      cfg::at_least(0));
     v("profile_steps", profile_steps, "Steps recorded from profile_start.", cfg::at_least(1));
   }
 };

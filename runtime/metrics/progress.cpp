@@ -9,10 +9,14 @@ namespace gtrain {
 
 Progress::Progress(const LogConfig& c, int64_t total_steps, bool enabled, std::FILE* out)
     : total_(total_steps), interval_(c.interval), out_(out), start_(std::chrono::steady_clock::now()) {
-  if (!enabled || c.progress == "none") style_ = Style::kNone;
-  else if (c.progress == "bar") style_ = Style::kBar;
-  else if (c.progress == "plain") style_ = Style::kPlain;
-  else style_ = isatty(fileno(out)) ? Style::kBar : Style::kPlain;
+  if (!enabled || c.progress == "none")
+    style_ = Style::kNone;
+  else if (c.progress == "bar")
+    style_ = Style::kBar;
+  else if (c.progress == "plain")
+    style_ = Style::kPlain;
+  else
+    style_ = isatty(fileno(out)) ? Style::kBar : Style::kPlain;
 }
 
 void Progress::set_start(int64_t first_step) {
@@ -24,16 +28,22 @@ std::string Progress::format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "--:--";
   auto t = static_cast<int64_t>(s + 0.5);
   char buf[32];
-  if (t >= 3600) std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60), (long long)(t % 60));
-  else std::snprintf(buf, sizeof(buf), "%02lld:%02lld", (long long)(t / 60), (long long)(t % 60));
+  if (t >= 3600)
+    std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60),
+                  (long long)(t % 60));
+  else
+    std::snprintf(buf, sizeof(buf), "%02lld:%02lld", (long long)(t / 60), (long long)(t % 60));
   return buf;
 }
 
 std::string Progress::format_rate(double r) {
   char buf[32];
-  if (r >= 1e6) std::snprintf(buf, sizeof(buf), "%.2fM", r / 1e6);
-  else if (r >= 1e4) std::snprintf(buf, sizeof(buf), "%.1fk", r / 1e3);
-  else std::snprintf(buf, sizeof(buf), "%.1f", r);
+  if (r >= 1e6)
+    std::snprintf(buf, sizeof(buf), "%.2fM", r / 1e6);
+  else if (r >= 1e4)
+    std::snprintf(buf, sizeof(buf), "%.1fk", r / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f", r);
   return buf;
 }
 

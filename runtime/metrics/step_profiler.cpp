@@ -23,7 +23,9 @@ namespace {
 namespace prof = torch::autograd::profiler;
 namespace impl = torch::profiler::impl;
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
 
 double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -55,8 +57,8 @@ nlohmann::json rows_json(const std::vector<ProfileRow>& rows) {
 nlohmann::json ProfileSummary::to_json() const {
   nlohmann::json peak = nlohmann::json::object();
   for (const auto& [device, bytes] : peak_tensor_bytes) peak[device] = bytes / (1024.0 * 1024.0);
-  return {{"first_step", first_step}, {"last_step", last_step}, {"wall_us", wall_us}, {"gpu_us", gpu_us},
-          {"peak_tensor_mb", peak}, {"host", rows_json(host)}, {"gpu", rows_json(gpu)}, {"trace", trace}};
+  return {{"first_step", first_step}, {"last_step", last_step},  {"wall_us", wall_us},    {"gpu_us", gpu_us},
+          {"peak_tensor_mb", peak},   {"host", rows_json(host)}, {"gpu", rows_json(gpu)}, {"trace", trace}};
 }
 
 std::string ProfileSummary::to_text(size_t rows) const {
@@ -95,7 +97,10 @@ std::string ProfileSummary::to_text(size_t rows) const {
 }
 
 StepProfiler::StepProfiler(int64_t start, int64_t count, std::string dir, int rank, bool cuda)
-    : start_(dir.empty() ? 0 : start), count_(std::max<int64_t>(1, count)), dir_(std::move(dir)), rank_(rank),
+    : start_(dir.empty() ? 0 : start),
+      count_(std::max<int64_t>(1, count)),
+      dir_(std::move(dir)),
+      rank_(rank),
       cuda_(cuda) {}
 
 StepProfiler::~StepProfiler() {
@@ -112,13 +117,14 @@ void StepProfiler::before_step(int64_t step) {
   // A profiler that cannot start (no CUPTI in a sandbox, another one already recording) costs the
   // profile, never the run. LibTorch 2.x would let a second one take over the first's recording.
   if (impl::profilerEnabled()) {
-    failure_ = "profile: the profiler did not start (another profiler is already recording in this thread); "
-               "training goes on";
+    failure_ =
+        "profile: the profiler did not start (another profiler is already recording in this thread); "
+        "training goes on";
     return;
   }
   try {
     const impl::ProfilerConfig config(impl::ProfilerState::KINETO, /*report_input_shapes=*/false,
-                                     /*profile_memory=*/true);
+                                      /*profile_memory=*/true);
     prof::prepareProfiler(config, activities(cuda_));
     if (cuda_) cuda::synchronize(-1);  // earlier steps' kernels are not this profile's
     prof::enableProfiler(config, activities(cuda_));
@@ -164,8 +170,8 @@ ProfileSummary StepProfiler::stop(int64_t last_step) {
   for (const auto& e : result->events()) {
     if (e.name() == "[memory]") {
       const std::string device = c10::Device(e.deviceType(), e.deviceType() == c10::DeviceType::CPU
-                                                                  ? c10::DeviceIndex(-1)
-                                                                  : static_cast<c10::DeviceIndex>(e.deviceIndex()))
+                                                                 ? c10::DeviceIndex(-1)
+                                                                 : static_cast<c10::DeviceIndex>(e.deviceIndex()))
                                      .str();
       memory.emplace_back(compat::event_start_us(e), device, static_cast<double>(e.nBytes()));
       continue;

@@ -27,7 +27,7 @@ struct ProfileSummary {
   // Per device ("cpu", "cuda:0"): the most tensor bytes live at once beyond those live when the
   // profile began (activations and temporaries; parameters and optimizer state were live already).
   std::map<std::string, double> peak_tensor_bytes;
-  std::string trace;                      // the Kineto trace written beside it ("" = none: no Kineto here)
+  std::string trace;  // the Kineto trace written beside it ("" = none: no Kineto here)
   nlohmann::json to_json() const;
   std::string to_text(size_t rows = 25) const;
 };

@@ -15,7 +15,9 @@ constexpr double kB = 1.5957691216057308 * 0.044715;
 
 // sigmoid(x (kA + kB x^2)), fresh tensor. x * x, not square(): 1.13's CPU square() is pow(x, 2),
 // ~1.7x slower than a multiply here.
-torch::Tensor gate(const torch::Tensor& x) { return torch::mul(x, x).mul_(kB).add_(kA).mul_(x).sigmoid_(); }
+torch::Tensor gate(const torch::Tensor& x) {
+  return torch::mul(x, x).mul_(kB).add_(kA).mul_(x).sigmoid_();
+}
 
 struct GeluTanhFunction : public torch::autograd::Function<GeluTanhFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x) {

@@ -21,8 +21,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const int64_t C = C3 / 3, hd = C / n_head;  // this rank's heads and width
   auto parts = qkv->forward(x).split(C, -1);
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head, hd}).transpose(1, 2); };
-  auto y = compat::causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]),
-                                    is_training() ? dropout : 0.0);
+  auto y = compat::causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), is_training() ? dropout : 0.0);
   y = y.transpose(1, 2).contiguous().view({B, T, C});
   y = proj->forward(y);
   if (dropout > 0) y = torch::dropout(y, dropout, is_training());
@@ -54,7 +53,8 @@ torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
 
 Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : config_(c) {
   if (!spec.tokens) {
-    throw ConfigError("model.name = \"gpt\" needs token data (data.kind = \"tokens\", \"text_bytes\" or \"synthetic\")");
+    throw ConfigError(
+        "model.name = \"gpt\" needs token data (data.kind = \"tokens\", \"text_bytes\" or \"synthetic\")");
   }
   vocab_ = c.vocab > 0 ? c.vocab : spec.vocab;
   if (vocab_ < spec.vocab) {
@@ -62,8 +62,8 @@ Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : config_(c) {
                       std::to_string(spec.vocab) + ")");
   }
   if (c.n_embd % c.n_head != 0) {
-    throw ConfigError("model.n_head = " + std::to_string(c.n_head) + " must divide model.n_embd = " +
-                      std::to_string(c.n_embd));
+    throw ConfigError("model.n_head = " + std::to_string(c.n_head) +
+                      " must divide model.n_embd = " + std::to_string(c.n_embd));
   }
   wte = register_module("wte", VocabParallelEmbedding(vocab_, c.n_embd));
   wpe = register_module("wpe", torch::nn::Embedding(c.seq_len, c.n_embd));
@@ -84,8 +84,10 @@ Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : config_(c) {
     const std::string& name = kv.key();
     auto& p = kv.value();
     if (name.find("ln") != std::string::npos) {
-      if (name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0) p.fill_(1.0);
-      else p.zero_();
+      if (name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0)
+        p.fill_(1.0);
+      else
+        p.zero_();
     } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
       p.zero_();
     } else if (name.find("proj.weight") != std::string::npos) {
@@ -96,7 +98,9 @@ Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : config_(c) {
   }
 }
 
-torch::Tensor Gpt::forward(const torch::Tensor& idx) { return pipeline_head(trunk(idx)); }
+torch::Tensor Gpt::forward(const torch::Tensor& idx) {
+  return pipeline_head(trunk(idx));
+}
 
 torch::Tensor Gpt::trunk(const torch::Tensor& idx) {
   auto x = pipeline_embed(idx);
@@ -107,8 +111,8 @@ torch::Tensor Gpt::trunk(const torch::Tensor& idx) {
 torch::Tensor Gpt::pipeline_embed(const torch::Tensor& idx) {
   const int64_t T = idx.size(1);
   if (T > config_.seq_len) {
-    throw ConfigError("gpt: input of " + std::to_string(T) + " tokens exceeds model.seq_len = " +
-                      std::to_string(config_.seq_len));
+    throw ConfigError("gpt: input of " + std::to_string(T) +
+                      " tokens exceeds model.seq_len = " + std::to_string(config_.seq_len));
   }
   auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
   auto x = wte->forward(idx) + wpe->forward(pos);
@@ -141,8 +145,8 @@ std::vector<std::string> Gpt::pipeline_outer_parameters(bool head) {
 torch::Tensor Gpt::loss_sum(const torch::Tensor& output, const torch::Tensor& target) {
   if (tp_.size() == 1) return Model::loss_sum(output, target);
   const int64_t T = output.size(1);
-  auto l = vocab_parallel_cross_entropy(output.reshape({-1, output.size(2)}), target.reshape({-1}),
-                                        wte->vocab_start(), tp_);
+  auto l =
+      vocab_parallel_cross_entropy(output.reshape({-1, output.size(2)}), target.reshape({-1}), wte->vocab_start(), tp_);
   return l.sum() / static_cast<double>(T);
 }
 

@@ -10,18 +10,18 @@
 namespace gtrain {
 
 struct ModelConfig {
-  std::string name = "mlp";            // registered model: mlp, cnn, gpt, or a plugin's
-  std::string plugin;                  // shared library that registers more models ("" = none)
-  std::vector<int64_t> hidden = {256};  // mlp: hidden layer widths
+  std::string name = "mlp";                  // registered model: mlp, cnn, gpt, or a plugin's
+  std::string plugin;                        // shared library that registers more models ("" = none)
+  std::vector<int64_t> hidden = {256};       // mlp: hidden layer widths
   std::vector<int64_t> channels = {32, 64};  // cnn: channels of each conv block
-  int64_t n_layer = 4;                 // gpt: transformer blocks
-  int64_t n_head = 4;                  // gpt: attention heads (tensor parallel splits these)
-  int64_t n_embd = 128;                // gpt: model width
-  int64_t seq_len = 128;               // gpt: context length (tokens per sample)
-  int64_t vocab = 0;                   // gpt: vocabulary size (0 = from the data)
-  bool tied_embeddings = true;         // gpt: output head shares the token embedding
-  double dropout = 0.0;                // dropout probability (mlp, cnn, gpt)
-  double init_std = 0.02;              // gpt: std of the normal weight init
+  int64_t n_layer = 4;                       // gpt: transformer blocks
+  int64_t n_head = 4;                        // gpt: attention heads (tensor parallel splits these)
+  int64_t n_embd = 128;                      // gpt: model width
+  int64_t seq_len = 128;                     // gpt: context length (tokens per sample)
+  int64_t vocab = 0;                         // gpt: vocabulary size (0 = from the data)
+  bool tied_embeddings = true;               // gpt: output head shares the token embedding
+  double dropout = 0.0;                      // dropout probability (mlp, cnn, gpt)
+  double init_std = 0.02;                    // gpt: std of the normal weight init
 
   template <class V>
   void visit(V& v) {

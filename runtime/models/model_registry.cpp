@@ -68,8 +68,8 @@ void ModelRegistry::load_plugin(const std::string& path) {
   using Entry = void (*)(ModelRegistry&);
   auto entry = reinterpret_cast<Entry>(dlsym(handle, GTRAIN_PLUGIN_ENTRY_NAME));
   if (!entry) {
-    throw ConfigError("model.plugin: '" + path + "' has no " GTRAIN_PLUGIN_ENTRY_NAME
-                      " entry point (define it with GTRAIN_PLUGIN_ENTRY)");
+    throw ConfigError("model.plugin: '" + path +
+                      "' has no " GTRAIN_PLUGIN_ENTRY_NAME " entry point (define it with GTRAIN_PLUGIN_ENTRY)");
   }
   entry(*this);
   std::lock_guard<std::mutex> lock(mu_);

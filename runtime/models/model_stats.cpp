@@ -25,7 +25,9 @@ double attention_score_tensors(bool gpu, double dropout) {
 #endif
 }
 
-double fused_loss_block_bytes(bool gpu) { return (gpu ? 512.0 : 64.0) * 1024 * 1024; }
+double fused_loss_block_bytes(bool gpu) {
+  return (gpu ? 512.0 : 64.0) * 1024 * 1024;
+}
 
 int64_t fused_loss_block_rows(int64_t rows, int64_t vocab, bool gpu) {
   const double row_bytes = 4.0 * static_cast<double>(std::max<int64_t>(1, vocab));

@@ -19,26 +19,26 @@ struct DataSpec {
 
 // Sizes the planner and the metrics need.
 struct ModelStats {
-  int64_t params = 0;                       // trainable parameters
-  double flops_per_sample = 0;              // forward + backward
-  double activation_bytes_per_sample = 0;   // fp32 activations kept for backward, no recompute
-  double recompute_bytes_per_sample = 0;    // activations kept with per-block recompute
-  int64_t blocks = 0;                       // blocks a pipeline can split (0 = not splittable)
-  int64_t params_per_block = 0;             // parameters in one block (0 = unknown)
+  int64_t params = 0;                      // trainable parameters
+  double flops_per_sample = 0;             // forward + backward
+  double activation_bytes_per_sample = 0;  // fp32 activations kept for backward, no recompute
+  double recompute_bytes_per_sample = 0;   // activations kept with per-block recompute
+  int64_t blocks = 0;                      // blocks a pipeline can split (0 = not splittable)
+  int64_t params_per_block = 0;            // parameters in one block (0 = unknown)
   // Transformer shape, for tensor/pipeline sizing (0 = not a transformer).
-  int64_t heads = 0;                        // attention heads (tensor parallel splits these)
-  int64_t hidden = 0;                       // model width (n_embd)
-  int64_t seq_len = 0;                      // tokens per sample
-  int64_t vocab = 0;                        // vocabulary size (output layer width)
-  double dropout = 0.0;                     // attention dropout (decides 2.x's CPU attention kernel)
+  int64_t heads = 0;     // attention heads (tensor parallel splits these)
+  int64_t hidden = 0;    // model width (n_embd)
+  int64_t seq_len = 0;   // tokens per sample
+  int64_t vocab = 0;     // vocabulary size (output layer width)
+  double dropout = 0.0;  // attention dropout (decides 2.x's CPU attention kernel)
   // How many [H, T, T] score-sized tensors backward keeps per block: 1 for LibTorch 1.13's explicit
   // softmax (its output; the scores before it are freed), 2.25 with dropout there or in 2.x's math
   // kernel (softmax output, dropped output, byte mask), 0 for SDPA's flash and memory-efficient
   // kernels (a [H, T] log-sum-exp; the rest is recomputed). gpt_stats assumes the explicit softmax;
   // the planner sets it for the ranks' device (attention_score_tensors()).
   double attention_score_tensors = 1.0;
-  bool supports_tp = false;                 // the model can be split by tensor parallel
-  bool supports_pp = false;                 // the model can be split into pipeline stages
+  bool supports_tp = false;  // the model can be split by tensor parallel
+  bool supports_pp = false;  // the model can be split into pipeline stages
 
   bool is_transformer() const { return heads > 0 && hidden > 0 && seq_len > 0; }
 };

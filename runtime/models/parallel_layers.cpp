@@ -12,7 +12,9 @@ namespace {
 
 // The communicator travels through the autograd context as an address: the layer that owns the
 // TpGroup outlives every graph it builds.
-int64_t comm_id(const TpGroup& g) { return reinterpret_cast<int64_t>(g.comm.get()); }
+int64_t comm_id(const TpGroup& g) {
+  return reinterpret_cast<int64_t>(g.comm.get());
+}
 Communicator& comm_of(AutogradContext* ctx) {
   return *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
 }

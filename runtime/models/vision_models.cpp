@@ -65,9 +65,9 @@ class Cnn : public Model {
     int64_t ch = spec.input_shape[0], h = spec.input_shape[1], w = spec.input_shape[2];
     for (int64_t out : c.channels) {
       if (out < 1) throw ConfigError("model.channels: each entry must be >= 1");
-      if (h < 2 || w < 2) throw ConfigError("model.channels: too many conv blocks for " +
-                                            std::to_string(spec.input_shape[1]) + "x" +
-                                            std::to_string(spec.input_shape[2]) + " images");
+      if (h < 2 || w < 2)
+        throw ConfigError("model.channels: too many conv blocks for " + std::to_string(spec.input_shape[1]) + "x" +
+                          std::to_string(spec.input_shape[2]) + " images");
       features_->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(ch, out, 3).padding(1)));
       features_->push_back(torch::nn::ReLU());
       features_->push_back(torch::nn::MaxPool2d(2));

@@ -8,15 +8,15 @@
 namespace gtrain {
 
 struct OptimizerConfig {
-  std::string name = "adamw";    // adamw | sgd
-  double learning_rate = 1e-3;   // peak learning rate (after warmup)
-  double weight_decay = 0.01;    // decoupled weight decay (not applied to biases and norms)
-  double beta1 = 0.9;            // adamw: first-moment decay
-  double beta2 = 0.999;          // adamw: second-moment decay
-  double eps = 1e-8;             // adamw: denominator epsilon
-  double momentum = 0.9;         // sgd: momentum
-  bool nesterov = false;         // sgd: Nesterov momentum
-  bool fused = true;             // adamw on CUDA: one fused kernel where LibTorch has it
+  std::string name = "adamw";   // adamw | sgd
+  double learning_rate = 1e-3;  // peak learning rate (after warmup)
+  double weight_decay = 0.01;   // decoupled weight decay (not applied to biases and norms)
+  double beta1 = 0.9;           // adamw: first-moment decay
+  double beta2 = 0.999;         // adamw: second-moment decay
+  double eps = 1e-8;            // adamw: denominator epsilon
+  double momentum = 0.9;        // sgd: momentum
+  bool nesterov = false;        // sgd: Nesterov momentum
+  bool fused = true;            // adamw on CUDA: one fused kernel where LibTorch has it
 
   template <class V>
   void visit(V& v) {
@@ -29,7 +29,8 @@ struct OptimizerConfig {
     v("eps", eps, "adamw: epsilon added to the denominator.", cfg::greater_than(0.0));
     v("momentum", momentum, "sgd: momentum factor (0 = plain SGD).", cfg::range(0.0, 0.999999));
     v("nesterov", nesterov, "sgd: use Nesterov momentum.");
-    v("fused", fused, "adamw on CUDA: the update is one fused kernel (at::_fused_adamw_, LibTorch >= 2.1); false = "
+    v("fused", fused,
+      "adamw on CUDA: the update is one fused kernel (at::_fused_adamw_, LibTorch >= 2.1); false = "
       "the flat element-wise update (CPU always uses it).");
   }
 };

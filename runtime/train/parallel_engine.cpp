@@ -30,7 +30,8 @@ torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
       RECORD_USER_SCOPE("gtrain::backward");
       (w.loss_scale != 1.0 ? loss * w.loss_scale : loss).backward();
     }
-    if (!loss_acc.defined()) loss_acc = torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(loss.device()));
+    if (!loss_acc.defined())
+      loss_acc = torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(loss.device()));
     loss_acc += loss.detach().to(torch::kDouble);
   }
   // Gradients are summed over data-parallel ranks (each loss was divided by the global batch).
@@ -42,6 +43,8 @@ torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
   return loss_acc;
 }
 
-torch::Tensor ParallelEngine::forward_only(Model& model, const torch::Tensor& input) { return model.forward(input); }
+torch::Tensor ParallelEngine::forward_only(Model& model, const torch::Tensor& input) {
+  return model.forward(input);
+}
 
 }  // namespace gtrain

@@ -33,13 +33,13 @@ struct MicroBatchWork {
 // tensor is one region covering everything; a tensor-parallel slice is a smaller region; a ZeRO
 // chunk is a flat range inside its region.
 struct TensorShard {
-  std::string name;                    // "h.0.attn.qkv.weight", "h.0.attn.qkv.weight.exp_avg", "optimizer.step"
+  std::string name;  // "h.0.attn.qkv.weight", "h.0.attn.qkv.weight.exp_avg", "optimizer.step"
   std::vector<int64_t> global_shape;
   std::vector<int64_t> region_offsets;
   std::vector<int64_t> region_shape;
   int64_t flat_begin = 0;
-  torch::Tensor data;                  // 1-D contiguous
-  bool write = true;                   // false when another rank writes the same elements (replicas)
+  torch::Tensor data;  // 1-D contiguous
+  bool write = true;   // false when another rank writes the same elements (replicas)
 };
 
 // Produces the full (unsharded) tensor of a name from a checkpoint; throws when it is missing.

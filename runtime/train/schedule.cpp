@@ -25,8 +25,9 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 // the default way (a stuck or very long step must still be killable; committed checkpoints are safe).
 void on_stop_signal(int sig) {
   if (g_stop_signal != 0 && (sig == SIGTERM || sig == SIGINT)) {
-    static const char kMsg[] = "gtrain: second stop signal: exiting now without saving (the last committed "
-                               "checkpoint stays valid)\n";
+    static const char kMsg[] =
+        "gtrain: second stop signal: exiting now without saving (the last committed "
+        "checkpoint stays valid)\n";
     ssize_t ignored = ::write(2, kMsg, sizeof(kMsg) - 1);
     (void)ignored;
     std::signal(sig, SIG_DFL);
@@ -72,7 +73,8 @@ void install_stop_signals(const std::vector<std::string>& names) {
   std::vector<int> sigs;
   for (const auto& n : names) {
     const int sig = signal_number(n);
-    if (sig < 0) throw ConfigError("schedule.stop_signals: unknown signal '" + n + "' (expected USR1, USR2, TERM, INT, HUP)");
+    if (sig < 0)
+      throw ConfigError("schedule.stop_signals: unknown signal '" + n + "' (expected USR1, USR2, TERM, INT, HUP)");
     sigs.push_back(sig);
   }
   for (const char* c : kStopCandidates) {
@@ -108,8 +110,12 @@ void hand_on_stop_signal() {
   if (g_stop_signal != 0) std::raise(g_stop_signal);  // blocked: stays pending across exec
 }
 
-int stop_signal_received() { return g_stop_signal; }
-void clear_stop_signal() { g_stop_signal = 0; }
+int stop_signal_received() {
+  return g_stop_signal;
+}
+void clear_stop_signal() {
+  g_stop_signal = 0;
+}
 
 Window parse_window(const WindowConfig& w, const std::string& where) {
   Window out;

@@ -12,7 +12,7 @@ namespace gtrain {
 
 // Installs handlers that only record the signal; training notices between steps.
 void install_stop_signals(const std::vector<std::string>& names);
-int stop_signal_received();   // 0 = none
+int stop_signal_received();  // 0 = none
 void clear_stop_signal();
 std::vector<int> stop_signal_numbers(const std::vector<std::string>& names);  // known names only
 // Blocks (or unblocks) every signal a stop list may name: a blocked signal stays pending, across

@@ -26,21 +26,27 @@ struct WindowConfig {
 
 struct ScheduleConfig {
   std::vector<std::string> stop_signals = {"USR1", "TERM", "INT"};  // end the stage: save, exit 3
-  double time_limit_s = 0;        // stage wall-time limit from start (0 = none; --time-limit)
-  double save_safety = 2.0;       // stop when remaining time < step time + save time x this
-  double min_lead_s = 5.0;        // and keep at least this much in hand
+  double time_limit_s = 0;           // stage wall-time limit from start (0 = none; --time-limit)
+  double save_safety = 2.0;          // stop when remaining time < step time + save time x this
+  double min_lead_s = 5.0;           // and keep at least this much in hand
   std::vector<WindowConfig> window;  // quota windows ([[schedule.window]])
 
   template <class V>
   void visit(V& v) {
-    v("stop_signals", stop_signals, "Signals that end a stage: finish the step, save, exit with code 3 "
+    v("stop_signals", stop_signals,
+      "Signals that end a stage: finish the step, save, exit with code 3 "
       "(resumable). Any of USR1, USR2, TERM, INT, HUP.");
-    v("time_limit_s", time_limit_s, "Wall-time limit of a stage in seconds from its start (0 = none; "
-      "--time-limit overrides).", cfg::at_least(0.0));
-    v("save_safety", save_safety, "Stop early enough for the final save: remaining time must exceed the next "
-      "step's time plus the measured save time times this factor.", cfg::at_least(1.0));
+    v("time_limit_s", time_limit_s,
+      "Wall-time limit of a stage in seconds from its start (0 = none; "
+      "--time-limit overrides).",
+      cfg::at_least(0.0));
+    v("save_safety", save_safety,
+      "Stop early enough for the final save: remaining time must exceed the next "
+      "step's time plus the measured save time times this factor.",
+      cfg::at_least(1.0));
     v("min_lead_s", min_lead_s, "Seconds always kept in hand before a deadline.", cfg::at_least(0.0));
-    v("window", window, "Quota windows: [[schedule.window]] tables with days, hours and max_gpus; a stage that "
+    v("window", window,
+      "Quota windows: [[schedule.window]] tables with days, hours and max_gpus; a stage that "
       "runs inside one stops before it closes, and gtrain submit starts stages at their openings.");
   }
 };

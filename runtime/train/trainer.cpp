@@ -8,14 +8,14 @@
 #include <ATen/record_function.h>
 
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/common/errors.h"
 #include "runtime/common/cuda_device.h"
+#include "runtime/common/errors.h"
 #include "runtime/common/startup.h"
 #include "runtime/common/torch_compat.h"
 #include "runtime/data/rng.h"
 #include "runtime/metrics/step_profiler.h"
-#include "runtime/train/schedule.h"
 #include "runtime/train/lr_schedule.h"
+#include "runtime/train/schedule.h"
 
 namespace gtrain {
 int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t tokens_per_sample) {
@@ -31,8 +31,14 @@ int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t to
 Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Communicator> comm,
                  std::shared_ptr<Model> model, DataSplits data, std::unique_ptr<ParallelEngine> engine,
                  TrainerPaths paths, torch::Device device)
-    : config_(config), plan_(plan), comm_(std::move(comm)), model_(std::move(model)), data_(std::move(data)),
-      paths_(std::move(paths)), device_(device), engine_(std::move(engine)) {
+    : config_(config),
+      plan_(plan),
+      comm_(std::move(comm)),
+      model_(std::move(model)),
+      data_(std::move(data)),
+      paths_(std::move(paths)),
+      device_(device),
+      engine_(std::move(engine)) {
   if (plan_.dp * plan_.tp * plan_.pp != comm_->size() || plan_.global_batch() != config_.train.global_batch) {
     throw ConfigError("plan " + plan_.summary() + " does not match world size " + std::to_string(comm_->size()) +
                       " and train.global_batch " + std::to_string(config_.train.global_batch));
@@ -136,7 +142,8 @@ double Trainer::save_checkpoint_now() {
   writer_->save(std::move(r));
   const double stall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   save_stall_total_ += stall;
-  nlohmann::json rec = {{"kind", "checkpoint"}, {"step", step_}, {"stall_s", stall}, {"async", config_.checkpoint.async}};
+  nlohmann::json rec = {
+      {"kind", "checkpoint"}, {"step", step_}, {"stall_s", stall}, {"async", config_.checkpoint.async}};
   if (writer_->last_write_seconds() != before_write || !config_.checkpoint.async) {
     rec["previous_write_s"] = writer_->last_write_seconds();
   }
@@ -165,16 +172,18 @@ void Trainer::resume(const std::string& path) {
   for (const auto& f : cfg::list_fields(config_.model)) {
     if (f.key == "plugin" || !m.at("model").contains(f.key)) continue;
     const std::string was = m.at("model").at(f.key).get<std::string>();
-    if (was != f.value) changed += (changed.empty() ? "" : ", ") + std::string("model.") + f.key + " " + was + " -> " + f.value;
+    if (was != f.value)
+      changed += (changed.empty() ? "" : ", ") + std::string("model.") + f.key + " " + was + " -> " + f.value;
   }
   if (!changed.empty()) {
     throw CheckpointError(path + " was written for a different model (" + changed + ")",
                           "use the model config the run started with, or --no-resume to start over");
   }
   if (m.at("global_batch").get<int64_t>() != layout_.global_batch) {
-    throw CheckpointError(path + " was written with train.global_batch = " + std::to_string(m.at("global_batch").get<int64_t>()) +
-                              ", this run has " + std::to_string(layout_.global_batch),
-                          "keep the global batch across stages (the planner keeps it on any GPU count)");
+    throw CheckpointError(
+        path + " was written with train.global_batch = " + std::to_string(m.at("global_batch").get<int64_t>()) +
+            ", this run has " + std::to_string(layout_.global_batch),
+        "keep the global batch across stages (the planner keeps it on any GPU count)");
   }
   // The optimizer's state cannot carry over to another optimizer: say so before reading any tensor.
   const auto text_of = [&m](const char* key) {
@@ -182,10 +191,10 @@ void Trainer::resume(const std::string& path) {
   };
   const std::string saved_optimizer = text_of("optimizer");
   if (!saved_optimizer.empty() && saved_optimizer != config_.optimizer.name) {
-    throw CheckpointError(path + " was written with optimizer.name = " + saved_optimizer + ", this run has " +
-                              config_.optimizer.name,
-                          "its optimizer state cannot carry over: use optimizer.name = " + saved_optimizer +
-                              ", or --no-resume to start over");
+    throw CheckpointError(
+        path + " was written with optimizer.name = " + saved_optimizer + ", this run has " + config_.optimizer.name,
+        "its optimizer state cannot carry over: use optimizer.name = " + saved_optimizer +
+            ", or --no-resume to start over");
   }
   // Settings that change the trajectory (not the tensors): named in the resume check's verdict.
   std::string drift;
@@ -194,12 +203,14 @@ void Trainer::resume(const std::string& path) {
   }
   const std::string saved_dtype = text_of("precision");
   if (!saved_dtype.empty() && saved_dtype != config_.precision.dtype) {
-    drift += (drift.empty() ? "" : ", ") + std::string("precision.dtype ") + saved_dtype + " -> " + config_.precision.dtype;
+    drift +=
+        (drift.empty() ? "" : ", ") + std::string("precision.dtype ") + saved_dtype + " -> " + config_.precision.dtype;
   }
   engine_->load_state(ck.reader());
   step_ = ck.step();
   if (ck.consumed_samples() != step_ * layout_.global_batch) {
-    throw CheckpointError(path + ": consumed_samples " + std::to_string(ck.consumed_samples()) + " is not step x global_batch");
+    throw CheckpointError(path + ": consumed_samples " + std::to_string(ck.consumed_samples()) +
+                          " is not step x global_batch");
   }
   prefetch_.reset();  // restart the data stream at the resumed step
   // Guard against silently wrong resumes: the probe batch must give the saved loss.
@@ -221,7 +232,11 @@ void Trainer::resume(const std::string& path) {
     std::cerr << "gtrain: warning: resumed with " << drift << " changed since " << path
               << ": the trajectory differs from an uninterrupted run" << std::endl;
   }
-  metrics_->write({{"kind", "resume"}, {"step", step_}, {"path", path}, {"probe_loss", now}, {"probe_loss_saved", saved},
+  metrics_->write({{"kind", "resume"},
+                   {"step", step_},
+                   {"path", path},
+                   {"probe_loss", now},
+                   {"probe_loss_saved", saved},
                    {"plan", plan_.summary()}});
 }
 
@@ -334,7 +349,8 @@ StepResult Trainer::train_step() {
   if (device_.is_cuda() && r.values_read) {
     // The host ran ahead of the GPU since the last read: the steps in between share the time.
     if (last_read_step_ >= 0 && step_ > last_read_step_) {
-      r.seconds = std::chrono::duration<double>(now - last_read_time_).count() / static_cast<double>(step_ - last_read_step_);
+      r.seconds =
+          std::chrono::duration<double>(now - last_read_time_).count() / static_cast<double>(step_ - last_read_step_);
     }
     last_read_time_ = now;
     last_read_step_ = step_;
@@ -487,12 +503,13 @@ TrainSummary Trainer::run_stage() {
     last = train_step();
     productive += last.seconds;
     log_step(last);
-    const bool eval_due = config_.train.eval_interval > 0 && step_ % config_.train.eval_interval == 0 &&
-                          step_ != total_steps_;
+    const bool eval_due =
+        config_.train.eval_interval > 0 && step_ % config_.train.eval_interval == 0 && step_ != total_steps_;
     if (eval_due) {
       auto e = evaluate();
       if (data_.eval) {
-        metrics_->write({{"kind", "eval"}, {"step", step_}, {"loss", e.loss}, {"accuracy", e.accuracy}, {"samples", e.samples}});
+        metrics_->write(
+            {{"kind", "eval"}, {"step", step_}, {"loss", e.loss}, {"accuracy", e.accuracy}, {"samples", e.samples}});
         char buf[160];
         std::snprintf(buf, sizeof(buf), "eval @ step %lld: loss %.4f  accuracy %.2f%%", (long long)step_, e.loss,
                       100.0 * e.accuracy);
@@ -527,7 +544,10 @@ TrainSummary Trainer::run_stage() {
   s.data_wait_s = data_wait_total_;
   s.eval = evaluate();
   if (data_.eval) {
-    metrics_->write({{"kind", "eval"}, {"step", step_}, {"loss", s.eval.loss}, {"accuracy", s.eval.accuracy},
+    metrics_->write({{"kind", "eval"},
+                     {"step", step_},
+                     {"loss", s.eval.loss},
+                     {"accuracy", s.eval.accuracy},
                      {"samples", s.eval.samples}});
   }
   if (step_ > first || first == 0) maybe_checkpoint(true);

@@ -25,14 +25,14 @@
 namespace gtrain {
 
 struct StepResult {
-  int64_t step = 0;          // steps completed after this one
-  double loss = NAN;         // mean per-sample loss over the global batch
-  double grad_norm = NAN;    // global L2 norm before clipping
+  int64_t step = 0;        // steps completed after this one
+  double loss = NAN;       // mean per-sample loss over the global batch
+  double grad_norm = NAN;  // global L2 norm before clipping
   double lr = 0;
   double seconds = 0;
-  double data_wait_s = 0;    // time this step waited for batches
-  bool skipped = false;      // fp16 overflow: no update
-  bool values_read = true;   // false: loss and grad_norm stayed on the GPU (not logged this step)
+  double data_wait_s = 0;   // time this step waited for batches
+  bool skipped = false;     // fp16 overflow: no update
+  bool values_read = true;  // false: loss and grad_norm stayed on the GPU (not logged this step)
 };
 
 struct EvalResult {
@@ -48,14 +48,14 @@ struct TrainSummary {
   double seconds = 0;
   double samples_per_s = 0;
   double data_wait_s = 0;
-  bool stopped_early = false;  // a stage ended (signal or deadline) after saving: resumable
+  bool stopped_early = false;     // a stage ended (signal or deadline) after saving: resumable
   bool already_complete = false;  // resumed at the last step: nothing ran, nothing was written
   std::string stop_reason;
 };
 
 struct TrainerPaths {
-  std::string metrics;      // metrics.jsonl ("" = none)
-  std::string checkpoints;  // checkpoint directory ("" = no checkpoints)
+  std::string metrics;          // metrics.jsonl ("" = none)
+  std::string checkpoints;      // checkpoint directory ("" = no checkpoints)
   bool append_metrics = false;  // a resumed run appends to metrics.jsonl
 };
 
@@ -74,8 +74,8 @@ class Trainer {
  public:
   // `engine` synchronises gradients and steps the optimizer (data parallel, ZeRO, ...). The model
   // and engine already live on `device` (assemble_job puts them there); batches are moved to it.
-  Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Communicator> comm,
-          std::shared_ptr<Model> model, DataSplits data, std::unique_ptr<ParallelEngine> engine, TrainerPaths paths,
+  Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Communicator> comm, std::shared_ptr<Model> model,
+          DataSplits data, std::unique_ptr<ParallelEngine> engine, TrainerPaths paths,
           torch::Device device = torch::kCPU);
   ~Trainer();
 
@@ -113,8 +113,8 @@ class Trainer {
   void maybe_checkpoint(bool final);
   std::string stop_check(double last_step_seconds);  // "" = go on
   void write_ledger(const TrainSummary& s, int64_t first_step, double productive_s);
-  TrainSummary run_stage();   // run()'s loop; run() adds a ledger record when it throws
-  double productive_s_ = 0;   // seconds of this stage spent in training steps
+  TrainSummary run_stage();  // run()'s loop; run() adds a ledger record when it throws
+  double productive_s_ = 0;  // seconds of this stage spent in training steps
   nlohmann::json checkpoint_meta();
 
   JobConfig config_;
@@ -142,7 +142,7 @@ class Trainer {
   double save_stall_total_ = 0, max_save_seconds_ = 0;
   double stage_start_unix_ = 0;
   double memory_baseline_ = 0;
-  int nvml_index_ = -1;  // NVML index of device_ (CUDA), -1 = none
+  int nvml_index_ = -1;          // NVML index of device_ (CUDA), -1 = none
   int64_t last_read_step_ = -1;  // CUDA: the last step whose values were read, and when
   std::chrono::steady_clock::time_point last_read_time_;
 };
