@@ -492,16 +492,21 @@ TEST(Checkpoint, ChangedModelOrBatchIsRefused) {
   EXPECT_THROW(make_trainer(bigger)->resume(path), CheckpointError);
 }
 
+// A 4-step run of the small MLP that saves at steps 2 and 4 into dir/ckpt (paths->checkpoints).
+std::vector<CheckpointInfo> two_checkpoints(const test::TempDir& dir, TrainerPaths* paths) {
+  auto c = synthetic_mlp(4, 16);
+  c.checkpoint.interval = 2;
+  paths->checkpoints = dir.file("ckpt");
+  make_trainer(c, 0, *paths)->run();
+  return list_checkpoints(paths->checkpoints);
+}
+
 // A flipped byte is caught by its checksum and the previous checkpoint is used, with a warning
 // naming the file.
 TEST(Checkpoint, CorruptShardFallsBackToPrevious) {
   test::TempDir dir;
-  auto c = synthetic_mlp(4, 16);
-  c.checkpoint.interval = 2;
   TrainerPaths paths;
-  paths.checkpoints = dir.file("ckpt");
-  make_trainer(c, 0, paths)->run();
-  auto all = list_checkpoints(paths.checkpoints);
+  const auto all = two_checkpoints(dir, &paths);
   ASSERT_EQ(all.size(), 2u);
   const std::string shard = all[1].path + "/shard_0.bin";
   std::string bytes = test::read_file(shard);
@@ -618,12 +623,8 @@ TEST(Checkpoint, SupersedeMovesNewerCheckpointsAside) {
 // and auto-resume falls back to the previous checkpoint (as it does for a checksum mismatch).
 TEST(Checkpoint, MalformedManifestIsRefusedAndSkipped) {
   test::TempDir dir;
-  auto c = synthetic_mlp(4, 16);
-  c.checkpoint.interval = 2;
   TrainerPaths paths;
-  paths.checkpoints = dir.file("ckpt");
-  make_trainer(c, 0, paths)->run();
-  auto all = list_checkpoints(paths.checkpoints);
+  const auto all = two_checkpoints(dir, &paths);
   ASSERT_EQ(all.size(), 2u);
   const std::string manifest = all[1].path + "/manifest.json";
   const std::string pristine = test::read_file(manifest);
