@@ -114,13 +114,14 @@ int run_mpirun(const LaunchSpec& spec) {
   }
   // mpirun runs the ranks; a stop signal becomes the stop file, which rank 0 reads after each step and
   // all ranks agree on, so every rank saves and exits 3, whatever the ranks were doing when it came.
-  int requests = 0;
+  int requests = 0, aborted_by = 0;
   for (;;) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
     if (done == child) {
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
       if (!spec.stop_file.empty()) ::unlink(spec.stop_file.c_str());
+      if (aborted_by) return 128 + aborted_by;  // as if the signal had ended this process
       return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
     if (done < 0 && errno != EINTR) {
@@ -146,6 +147,7 @@ int run_mpirun(const LaunchSpec& spec) {
                    "stays valid)\n",
                    name);
       ::kill(child, SIGTERM);
+      aborted_by = sig;
     }
   }
 }
