@@ -1,6 +1,7 @@
 // launch.cpp: rank detection and mpirun command construction.
 #include "launcher/launch.h"
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,22 +92,26 @@ int run_mpirun(const LaunchSpec& spec) {
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
 
-  // The stop signals wait, blocked, for sigtimedwait below; the child takes them back.
-  sigset_t stops;
-  sigemptyset(&stops);
-  for (int sig : spec.stop_signals) sigaddset(&stops, sig);
+  // USR1, USR2, TERM, INT and HUP wait, blocked, for sigtimedwait below; the child takes them back.
+  const int kHandled[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP};
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int sig : kHandled) sigaddset(&handled, sig);
   sigset_t before;
-  pthread_sigmask(SIG_BLOCK, &stops, &before);
+  pthread_sigmask(SIG_BLOCK, &handled, &before);
   std::fflush(stdout);
   std::fflush(stderr);
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0) {
     pthread_sigmask(SIG_SETMASK, &before, nullptr);
     throw Error(std::string("cannot start mpirun: fork failed: ") + std::strerror(errno));
   }
   if (child == 0) {
-    for (int sig : spec.stop_signals) std::signal(sig, SIG_DFL);
-    pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
+    for (int sig : kHandled) std::signal(sig, SIG_DFL);
+    pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);                // gtrain killed outright (kill -9): the job goes with it
+    if (::getppid() != parent) _exit(kExitFailure);  // it died before the line above
     execvp("mpirun", cargv.data());
     dprintf(2, "gtrain: config error: cannot start mpirun: %s\n  hint: install openmpi-bin, or run with --ranks 1\n",
             std::strerror(errno));
@@ -131,9 +136,15 @@ int run_mpirun(const LaunchSpec& spec) {
     struct timespec tick {
       0, 100 * 1000 * 1000
     };
-    const int sig = sigtimedwait(&stops, nullptr, &tick);
+    const int sig = sigtimedwait(&handled, nullptr, &tick);
     if (sig <= 0) continue;
     const char* name = strsignal(sig);
+    const bool stop = std::find(spec.stop_signals.begin(), spec.stop_signals.end(), sig) != spec.stop_signals.end();
+    if (!stop) {  // not a stop signal: what it would have done to mpirun itself (TERM, INT, HUP end the job)
+      ::kill(child, sig);
+      if (sig != SIGUSR1 && sig != SIGUSR2) aborted_by = sig;
+      continue;
+    }
     if (++requests == 1) {
       std::ofstream f(spec.stop_file, std::ios::trunc);
       f << "signal " << sig << "\n";

@@ -44,7 +44,9 @@ std::vector<std::string> mpirun_argv(const LaunchSpec& spec);
 
 // Sets Open MPI's run-as-root permission when root, starts mpirun as a child and stays its parent:
 // the first stop signal writes spec.stop_file (the ranks save at their next step and exit 3), TERM or
-// INT again aborts them. Returns mpirun's exit code (128 + signal when it was killed).
+// INT again aborts them; USR1, USR2, TERM, INT or HUP outside the stop list go to mpirun as they
+// would have without this parent. mpirun dies with this process. Returns mpirun's exit code, or
+// 128 + the signal that aborted the job.
 int run_mpirun(const LaunchSpec& spec);
 
 // Path of the running executable.

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -249,6 +250,8 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
     std::error_code ec;
     fs::remove(spec.stop_file, ec);  // a request left by an earlier stage is not this stage's
     setenv("GTRAIN_INTERNAL_STOP_FILE", spec.stop_file.c_str(), 1);
+    // From here the signals wait, blocked, for run_mpirun, which acts on each (launch.h).
+    install_stop_signals(cfg.schedule.stop_signals);
     block_stop_signals(true);
     if (const int sig = stop_signal_received()) {
       std::cerr << "gtrain: " << strsignal(sig) << " before the ranks started: nothing to save; exit 3 (run the same "
