@@ -331,6 +331,28 @@ TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
   }
 }
 
+// A TERM that is not in schedule.stop_signals ends the job as it would have ended mpirun: no rank is
+// left behind, and gtrain exits 128 + 15.
+TEST(Stages, SignalOutsideTheStopListEndsEveryRank) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), kGpt);
+  const pid_t pid = spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
+                                     " --ranks 2 --set train.steps=100000 --set schedule.stop_signals=[\\\"USR1\\\"]",
+                                 dir.file("out.log"));
+  for (int i = 0; i < 3000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid), 128 + SIGTERM) << test::read_file(dir.file("out.log"));
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    // [g]: the pattern must not match the shell that runs pgrep with it.
+    gone = test::run_command("pgrep -f -- '[g]train-worker run " + dir.file("job.toml") + "'").output.empty();
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(gone) << "ranks outlived the job";
+}
+
 // A stop signal during start-up (before any handler of the ranks exists) is neither fatal nor lost.
 TEST(Stages, StopSignalDuringStartUpIsNotLost) {
   for (int ranks : {1, 2}) {
