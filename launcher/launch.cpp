@@ -1,6 +1,7 @@
-// launch.cpp: rank detection and mpirun command construction.
+// launch.cpp: rank detection, the mpirun command, and mpirun run as a child that stop signals reach as requests.
 #include "launcher/launch.h"
 
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,6 +113,11 @@ int run_mpirun(const LaunchSpec& spec) {
     pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
     prctl(PR_SET_PDEATHSIG, SIGTERM);                // gtrain killed outright (kill -9): the job goes with it
     if (::getppid() != parent) _exit(kExitFailure);  // it died before the line above
+    // Its own process group: a terminal's Ctrl-C (INT to the foreground group) reaches gtrain only,
+    // which turns it into the stop request; mpirun would abort on it. No terminal input for it either.
+    ::setpgid(0, 0);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
     execvp("mpirun", cargv.data());
     dprintf(2, "gtrain: config error: cannot start mpirun: %s\n  hint: install openmpi-bin, or run with --ranks 1\n",
             std::strerror(errno));

@@ -291,6 +291,7 @@ TEST(Stages, ResumeKeepsTheCheckpointsGlobalBatch) {
 pid_t spawn_gtrain(const std::string& args, const std::string& log) {
   const pid_t pid = fork();
   if (pid == 0) {
+    setpgid(0, 0);  // its own process group, as a shell's foreground job
     execl("/bin/sh", "sh", "-c", ("exec " GTRAIN_BINARY " " + args + " > " + log + " 2>&1").c_str(), (char*)nullptr);
     _exit(127);
   }
@@ -303,9 +304,9 @@ int wait_exit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// A stop signal to the launcher alone (what Slurm's scancel --signal or a shell's Ctrl-C does),
-// whichever signal of the stop list and whenever it comes, ends the stage the same way: every rank
-// saves at the same step, and the launcher exits 3 with the ledger naming that signal.
+// A stop signal to the launcher (kill, scancel --signal) or to its process group (a terminal's
+// Ctrl-C) ends the stage the same way: every rank saves at the same step, and the launcher exits 3
+// with the ledger naming that signal.
 TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
   for (int sig : {SIGTERM, SIGINT}) {
     test::TempDir dir;
@@ -316,7 +317,8 @@ TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
     for (int i = 0; i < 3000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 2; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    kill(pid, sig);
+    // TERM to the launcher alone (scancel --signal, kill); INT to its whole process group (Ctrl-C).
+    kill(sig == SIGINT ? -pid : pid, sig);
     const int rc = wait_exit(pid);
     const std::string out = test::read_file(dir.file("out.log"));
     EXPECT_EQ(rc, 3) << out;
