@@ -253,7 +253,8 @@ RunOutcome run_job(const RunOptions& o) {
   const bool main_rank = comm->rank() == 0;
   if (!main_rank) cfg.log.progress = "none";
   // Launched by srun without our launcher: rank 0 holds the lock.
-  if (!lock && main_rank && env_or(stage_env, "GTRAIN_INTERNAL_LOCKED").empty()) lock = RunLock::acquire(run_dir);
+  if (!lock && main_rank && env_or(stage_env, "GTRAIN_INTERNAL_LOCKED").empty())
+    lock = RunLock::acquire(run_dir, cfg.checkpoint.dir);
   install_stop_signals(cfg.schedule.stop_signals);
 
   const int threads = set_torch_threads(cfg.train.threads, rank_env.local_size);

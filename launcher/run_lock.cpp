@@ -1,4 +1,4 @@
-// run_lock.cpp: flock-based run-directory lock.
+// run_lock.cpp: flock-based locks on the run directory and the checkpoint directory.
 #include "launcher/run_lock.h"
 
 #include <fcntl.h>
@@ -14,33 +14,53 @@
 
 namespace gtrain {
 
-std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir) {
+namespace {
+
+// flock on <dir>/.lock; -1 never returned: throws naming `what` (run directory / checkpoint directory).
+int lock_dir(const std::string& dir, const std::string& what, const std::string& hint) {
   std::error_code ec;
-  std::filesystem::create_directories(run_dir, ec);
-  if (ec) throw ConfigError(run_dir + ": cannot create run directory: " + ec.message());
-  const std::string path = run_dir + "/.lock";
-  // Not close-on-exec: mpirun, which replaces this process, keeps holding it.
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw ConfigError(dir + ": cannot create " + what + ": " + ec.message());
+  const std::string path = dir + "/.lock";
+  // Not close-on-exec: gtrain-worker, which replaces the launcher for one rank, keeps holding it.
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
   if (fd < 0) throw ConfigError(path + ": cannot open lock file: " + std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     std::string holder;
     std::ifstream(path) >> holder;
     ::close(fd);
-    throw ConfigError("run directory " + run_dir + " is in use by another gtrain run" +
-                      (holder.empty() ? "" : " (pid " + holder + ")") +
-                      "; wait for it to end or choose another --run-dir");
+    throw ConfigError(what + " " + dir + " is in use by another gtrain run" +
+                      (holder.empty() ? "" : " (pid " + holder + ")") + "; " + hint);
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) == 0) {
     ssize_t w = ::pwrite(fd, pid.data(), pid.size(), 0);
     (void)w;
   }
-  return std::unique_ptr<RunLock>(new RunLock(fd));
+  return fd;
+}
+
+}  // namespace
+
+std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir, const std::string& checkpoint_dir) {
+  std::unique_ptr<RunLock> lock(
+      new RunLock({lock_dir(run_dir, "run directory", "wait for it to end or choose another --run-dir")}));
+  std::error_code ec;
+  if (!checkpoint_dir.empty() &&
+      std::filesystem::weakly_canonical(checkpoint_dir, ec) != std::filesystem::weakly_canonical(run_dir, ec)) {
+    // When this throws, `lock` releases the run directory again.
+    lock->fds_.push_back(lock_dir(checkpoint_dir, "checkpoint directory",
+                                  "give each run its own checkpoint.dir (two runs would prune each other's "
+                                  "checkpoints)"));
+  }
+  return lock;
 }
 
 RunLock::~RunLock() {
-  ::flock(fd_, LOCK_UN);
-  ::close(fd_);
+  for (int fd : fds_) {
+    ::flock(fd, LOCK_UN);
+    ::close(fd);
+  }
 }
 
 }  // namespace gtrain

@@ -1,23 +1,26 @@
-// run_lock.h: one gtrain run per run directory: an flock on <run dir>/.lock, held for the life of
-// the process (and of mpirun, which inherits it), so a second run on the same directory is refused.
+// run_lock.h: one gtrain run per run directory and per checkpoint directory: an flock on
+// <dir>/.lock, held for the life of the process (and of mpirun, which inherits it), so a second run
+// on the same directory, or writing into the same checkpoint.dir from another run directory, is refused.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace gtrain {
 
 class RunLock {
  public:
-  // Throws ConfigError naming the directory and the holder's pid when it is taken.
-  static std::unique_ptr<RunLock> acquire(const std::string& run_dir);
+  // Locks the run directory and, when checkpoint.dir is set, the checkpoint directory too. Throws
+  // ConfigError naming the directory and the holder's pid when either is taken.
+  static std::unique_ptr<RunLock> acquire(const std::string& run_dir, const std::string& checkpoint_dir = "");
   ~RunLock();
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;
 
  private:
-  explicit RunLock(int fd) : fd_(fd) {}
-  int fd_;
+  explicit RunLock(std::vector<int> fds) : fds_(std::move(fds)) {}
+  std::vector<int> fds_;
 };
 
 }  // namespace gtrain

@@ -372,6 +372,32 @@ TEST(Stages, StopSignalDuringStartUpIsNotLost) {
   }
 }
 
+// Two runs in different run directories writing into one checkpoint.dir would prune each other's
+// checkpoints: the second is refused, naming the directory.
+TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), kGpt);
+  const std::string ck = " --set checkpoint.dir=" + dir.file("shared-ckpt");
+  const pid_t first =
+      spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("a") + ck + " --set train.steps=100000",
+                   dir.file("a.log"));
+  for (int i = 0; i < 500 && test::last_train_step(dir.file("a/metrics.jsonl")) < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto second = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("b") + ck);
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_NE(second.output.find("checkpoint directory " + dir.file("shared-ckpt") + " is in use by another gtrain run"),
+            std::string::npos)
+      << second.output;
+  EXPECT_FALSE(fs::exists(dir.file("b/metrics.jsonl"))) << "the refused run must not have started";
+  kill(first, SIGUSR1);
+  EXPECT_EQ(wait_exit(first), 3) << test::read_file(dir.file("a.log"));
+  // Once the first has ended, the directory is free again.
+  auto third = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("b") + ck +
+                                 " --set train.steps=2 --no-resume");
+  EXPECT_EQ(third.exit_code, 0) << third.output;
+}
+
 TEST(Stages, SecondRunOnSameDirectoryIsRefused) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
