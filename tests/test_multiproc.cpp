@@ -323,19 +323,25 @@ TEST(MultiRankFailure, KilledRankStopsEveryRank) {
   EXPECT_NE(bg.output.find("rank 1"), std::string::npos) << bg.output;
 }
 
-// Only rank 0 writes checkpoints: when that throws, rank 1 (waiting in a collective) must stop too.
+// Only rank 0 writes metrics.jsonl: when opening it throws, rank 1 (gone on to its first collective)
+// must stop too. (A checkpoint.dir that cannot be created is refused before any rank starts.)
 TEST(MultiRankFailure, ThrowingRankStopsEveryRank) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kMlp);
+  fs::create_directories(dir.file("run/metrics.jsonl"));  // a directory where rank 0 opens its file
   auto t0 = std::chrono::steady_clock::now();
-  auto r = run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --ranks 2 --run-dir " + dir.file("run") +
-                       " --set checkpoint.interval=3 --set checkpoint.dir=/dev/null/ckpt");
+  auto r = run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --ranks 2 --run-dir " + dir.file("run"));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(secs, 30.0);
-  EXPECT_NE(r.output.find("[rank 0] gtrain: checkpoint error: /dev/null/ckpt: cannot create checkpoint directory"),
+  EXPECT_NE(r.output.find("[rank 0] gtrain: error: " + dir.file("run/metrics.jsonl") +
+                          ": cannot open metrics file: Is a directory"),
             std::string::npos)
       << r.output;
+  auto bad = run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --ranks 2 --run-dir " + dir.file("run2") +
+                         " --set checkpoint.dir=/dev/null/ckpt");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_EQ(bad.output, "gtrain: config error: /dev/null/ckpt: cannot create checkpoint directory: Not a directory\n");
   EXPECT_NE(r.output.find("[rank 0 on "), std::string::npos) << r.output;
 }
 
