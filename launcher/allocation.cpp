@@ -457,10 +457,19 @@ std::string Allocation::world_size_reason() const {
 }
 
 namespace {
-void check_distinct(const std::vector<int>& v, const std::string& what, const std::string& text) {
+std::string gpu_label(int index) {
+  return std::to_string(index);
+}
+std::string gpu_label(const std::string& uuid) {
+  return uuid;
+}
+
+// GPU indices or UUIDs, each at most once.
+template <typename T>
+void check_distinct(const std::vector<T>& v, const std::string& what, const std::string& text) {
   for (size_t i = 0; i < v.size(); ++i) {
     if (std::find(v.begin(), v.begin() + i, v[i]) != v.begin() + i)
-      throw ConfigError(what + "='" + text + "': GPU " + std::to_string(v[i]) + " is listed twice");
+      throw ConfigError(what + "='" + text + "': GPU " + gpu_label(v[i]) + " is listed twice");
   }
 }
 }  // namespace
@@ -493,11 +502,10 @@ VisibleDevices parse_visible_devices(const std::string& text, const std::string&
     ++pos;
   }
   // Two ranks on one GPU is never what a scheduler meant (and NCCL refuses it).
-  for (size_t i = 0; i < d.uuids.size(); ++i) {
-    if (std::find(d.uuids.begin(), d.uuids.begin() + i, d.uuids[i]) != d.uuids.begin() + i)
-      throw ConfigError(what + "='" + text + "': GPU " + d.uuids[i] + " is listed twice");
-  }
-  if (d.uuids.empty()) check_distinct(d.indices, what, text);
+  if (d.uuids.empty())
+    check_distinct(d.indices, what, text);
+  else
+    check_distinct(d.uuids, what, text);
   return d;
 }
 

@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "runtime/common/errors.h"
+#include "runtime/train/schedule.h"
 
 namespace gtrain {
 namespace {
@@ -94,10 +95,9 @@ int run_mpirun(const LaunchSpec& spec) {
   cargv.push_back(nullptr);
 
   // USR1, USR2, TERM, INT and HUP wait, blocked, for sigtimedwait below; the child takes them back.
-  const int kHandled[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP};
   sigset_t handled;
   sigemptyset(&handled);
-  for (int sig : kHandled) sigaddset(&handled, sig);
+  for (int sig : stop_signal_candidates()) sigaddset(&handled, sig);
   sigset_t before;
   pthread_sigmask(SIG_BLOCK, &handled, &before);
   std::fflush(stdout);
@@ -109,7 +109,7 @@ int run_mpirun(const LaunchSpec& spec) {
     throw Error(std::string("cannot start mpirun: fork failed: ") + std::strerror(errno));
   }
   if (child == 0) {
-    for (int sig : kHandled) std::signal(sig, SIG_DFL);
+    for (int sig : stop_signal_candidates()) std::signal(sig, SIG_DFL);
     pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
     prctl(PR_SET_PDEATHSIG, SIGTERM);                // gtrain killed outright (kill -9): the job goes with it
     if (::getppid() != parent) _exit(kExitFailure);  // it died before the line above

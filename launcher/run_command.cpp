@@ -19,6 +19,7 @@
 #include "launcher/program_runner.h"
 #include "launcher/run_lock.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/comm/routed_communicator.h"
 #include "runtime/common/cuda_device.h"
@@ -272,7 +273,7 @@ RunOutcome run_job(const RunOptions& o) {
   // Resume: --resume PATH, else the newest valid checkpoint unless --no-resume.
   TrainerPaths paths;
   paths.metrics = (fs::path(run_dir) / "metrics.jsonl").string();
-  paths.checkpoints = cfg.checkpoint.dir.empty() ? (fs::path(run_dir) / "checkpoints").string() : cfg.checkpoint.dir;
+  paths.checkpoints = checkpoint_directory(cfg.checkpoint, run_dir);
   std::string resume_from;
   std::vector<std::string> warnings;
   if (!o.resume.empty()) {

@@ -23,6 +23,7 @@
 #include "launcher/hardware_query.h"
 #include "launcher/launch.h"
 #include "launcher/program_runner.h"
+#include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/common/errors.h"
 #include "runtime/common/rank_output.h"
 #include "runtime/common/startup.h"
@@ -75,18 +76,8 @@ std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std
   if (o.no_resume) return "";
   std::string path = o.resume;
   if (path.empty()) {  // the newest committed checkpoint (the resume verifies it, and falls back, later)
-    const fs::path dir = cfg.checkpoint.dir.empty() ? fs::path(run_dir) / "checkpoints" : fs::path(cfg.checkpoint.dir);
-    int64_t newest = -1;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const std::string n = e.path().filename().string();
-      if (n.size() <= 5 || n.rfind("step_", 0) != 0 || n.find_first_not_of("0123456789", 5) != std::string::npos ||
-          !fs::exists(e.path() / "manifest.json", ec)) {
-        continue;
-      }
-      const int64_t step = std::atoll(n.c_str() + 5);
-      if (step > newest) newest = step, path = e.path().string();
-    }
+    const auto committed = committed_checkpoint_dirs(checkpoint_directory(cfg.checkpoint, run_dir));
+    if (!committed.empty()) path = committed.back().second.string();
   }
   if (path.empty()) return "";
   std::ifstream f(fs::path(path) / "manifest.json");

@@ -11,6 +11,7 @@
 #include "launcher/chain.h"
 #include "launcher/text_util.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
 #include "runtime/metrics/progress.h"
@@ -112,12 +113,12 @@ int status_command(const std::string& run_dir, bool json) {
   if (chain_exists(run_dir)) read_chain(run_dir);  // a bad chain.json: one clear error before any report
   // The resolved config the run wrote at start: total steps and the checkpoint directory.
   int64_t config_steps = 0;
-  std::string ckpt_dir = (dir / "checkpoints").string();
+  std::string ckpt_dir = checkpoint_directory(CheckpointConfig{}, run_dir);
   if (has_config) {
     try {
       const JobConfig cfg = load_job_config((dir / "config.toml").string(), {}, {});
       config_steps = cfg.train.steps;
-      if (!cfg.checkpoint.dir.empty()) ckpt_dir = cfg.checkpoint.dir;
+      ckpt_dir = checkpoint_directory(cfg.checkpoint, run_dir);
     } catch (const Error& e) {
       std::cerr << "gtrain: warning: " << e.what() << " (total steps unknown)" << std::endl;
     }

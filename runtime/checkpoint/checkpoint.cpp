@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/checkpoint/crc32c.h"
 #include "runtime/common/errors.h"
 
@@ -257,27 +258,11 @@ void retire_dir(const fs::path& p, const std::string& token) {
   fs::remove_all(ec ? p : doomed, ec);
 }
 
-// The directory entries of committed checkpoints, oldest first.
-std::vector<std::pair<int64_t, fs::path>> committed_dirs(const std::string& dir) {
-  std::vector<std::pair<int64_t, fs::path>> out;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return out;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("step_", 0) != 0 || name.size() != 13) continue;
-    if (name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
-    if (!fs::exists(e.path() / "manifest.json")) continue;
-    out.emplace_back(std::stoll(name.substr(5)), e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
 
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointInfo> out;
-  for (const auto& [step, path] : committed_dirs(dir)) {
+  for (const auto& [step, path] : committed_checkpoint_dirs(dir)) {
     try {
       auto m = read_json(path / "manifest.json");
       out.push_back({path.string(), m.at("step").get<int64_t>(), m.at("consumed_samples").get<int64_t>()});
@@ -413,7 +398,7 @@ void CheckpointWriter::write(SaveRequest& r) {
     // 3. Prune only now that the new checkpoint is committed, and only checkpoints older than it
     //    (newer ones belong to another trajectory: the run moves those aside when it starts).
     std::vector<fs::path> older;
-    for (const auto& [step, path] : committed_dirs(r.dir)) {
+    for (const auto& [step, path] : committed_checkpoint_dirs(r.dir)) {
       if (step < r.step) older.push_back(path);
     }
     const size_t keep_older = static_cast<size_t>(std::max<int64_t>(r.keep - 1, 0));
@@ -423,9 +408,7 @@ void CheckpointWriter::write(SaveRequest& r) {
     for (const auto& e : fs::directory_iterator(r.dir, ec)) {
       const std::string name = e.path().filename().string();
       const bool tmp = name.find(".tmp-") != std::string::npos && name.find(".tmp-" + r.token) == std::string::npos;
-      const bool incomplete = name.rfind("step_", 0) == 0 && name.size() == 13 &&
-                              name.find_first_not_of("0123456789", 5) == std::string::npos &&
-                              !fs::exists(e.path() / "manifest.json");
+      const bool incomplete = is_step_dir_name(name) && !fs::exists(e.path() / "manifest.json");
       if (tmp || incomplete) leftovers.push_back(e.path());
     }
     for (const auto& p : leftovers) {
@@ -555,7 +538,7 @@ std::vector<std::string> CheckpointReader::check_files() const {
 }
 
 std::string find_latest_complete_checkpoint(const std::string& dir) {
-  auto all = committed_dirs(dir);
+  auto all = committed_checkpoint_dirs(dir);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
       if (CheckpointReader(it->second.string()).check_files().empty()) return it->second.string();
@@ -568,7 +551,7 @@ std::string find_latest_complete_checkpoint(const std::string& dir) {
 SupersededCheckpoints supersede_checkpoints(const std::string& dir, int64_t resume_step, const std::string& keep_path) {
   SupersededCheckpoints out;
   std::vector<std::pair<int64_t, fs::path>> moving;
-  for (const auto& [step, path] : committed_dirs(dir)) {
+  for (const auto& [step, path] : committed_checkpoint_dirs(dir)) {
     std::error_code ec;
     if (!keep_path.empty() && fs::equivalent(path, keep_path, ec)) continue;
     if (resume_step < 0 || step > resume_step) moving.emplace_back(step, path);
@@ -601,7 +584,7 @@ SupersededCheckpoints supersede_checkpoints(const std::string& dir, int64_t resu
 }
 
 std::string find_latest_valid_checkpoint(const std::string& dir, std::vector<std::string>* warnings) {
-  auto all = committed_dirs(dir);
+  auto all = committed_checkpoint_dirs(dir);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
       CheckpointReader r(it->second.string());

@@ -37,8 +37,6 @@ void on_stop_signal(int sig) {
   g_stop_signal = sig;
 }
 
-const char* kStopCandidates[] = {"USR1", "USR2", "TERM", "INT", "HUP"};
-
 const char* kDays[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
 
 int day_index(const std::string& d, const std::string& where) {
@@ -60,6 +58,11 @@ int minutes(const std::string& hhmm, const std::string& where) {
 
 }  // namespace
 
+const std::vector<int>& stop_signal_candidates() {
+  static const std::vector<int> kAll = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP};
+  return kAll;
+}
+
 int signal_number(const std::string& name) {
   if (name == "USR1") return SIGUSR1;
   if (name == "USR2") return SIGUSR2;
@@ -77,8 +80,7 @@ void install_stop_signals(const std::vector<std::string>& names) {
       throw ConfigError("schedule.stop_signals: unknown signal '" + n + "' (expected USR1, USR2, TERM, INT, HUP)");
     sigs.push_back(sig);
   }
-  for (const char* c : kStopCandidates) {
-    const int sig = signal_number(c);
+  for (const int sig : stop_signal_candidates()) {
     const bool stop = std::find(sigs.begin(), sigs.end(), sig) != sigs.end();
     struct sigaction sa {};
     sa.sa_handler = stop ? on_stop_signal : SIG_DFL;  // a signal left out of the list acts as usual
@@ -102,7 +104,7 @@ std::vector<int> stop_signal_numbers(const std::vector<std::string>& names) {
 void block_stop_signals(bool block) {
   sigset_t set;
   sigemptyset(&set);
-  for (const char* c : kStopCandidates) sigaddset(&set, signal_number(c));
+  for (const int sig : stop_signal_candidates()) sigaddset(&set, sig);
   sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
 }
 

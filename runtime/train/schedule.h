@@ -15,6 +15,7 @@ void install_stop_signals(const std::vector<std::string>& names);
 int stop_signal_received();  // 0 = none
 void clear_stop_signal();
 std::vector<int> stop_signal_numbers(const std::vector<std::string>& names);  // known names only
+const std::vector<int>& stop_signal_candidates();  // every signal a stop list may name: USR1 USR2 TERM INT HUP
 // Blocks (or unblocks) every signal a stop list may name: a blocked signal stays pending, across
 // exec too, until the next program installs its handlers and unblocks it.
 void block_stop_signals(bool block);

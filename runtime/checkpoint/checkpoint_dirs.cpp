@@ -1,0 +1,32 @@
+// checkpoint_dirs.cpp: the checkpoint directory of a run and its committed step directories.
+#include "runtime/checkpoint/checkpoint_dirs.h"
+
+#include <algorithm>
+
+namespace gtrain {
+
+namespace fs = std::filesystem;
+
+std::string checkpoint_directory(const CheckpointConfig& c, const std::string& run_dir) {
+  return c.dir.empty() ? (fs::path(run_dir) / "checkpoints").string() : c.dir;
+}
+
+bool is_step_dir_name(const std::string& name) {
+  return name.size() == 13 && name.rfind("step_", 0) == 0 &&
+         name.find_first_not_of("0123456789", 5) == std::string::npos;
+}
+
+std::vector<std::pair<int64_t, fs::path>> committed_checkpoint_dirs(const std::string& dir) {
+  std::vector<std::pair<int64_t, fs::path>> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!is_step_dir_name(name) || !fs::exists(e.path() / "manifest.json", ec)) continue;
+    out.emplace_back(std::stoll(name.substr(5)), e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,24 @@
+// checkpoint_dirs.h: where a run's checkpoints live and which of their directories are committed
+// (torch-free: the launcher reads them before any rank starts).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/checkpoint/checkpoint_config.h"
+
+namespace gtrain {
+
+// checkpoint.dir, or <run dir>/checkpoints when it is unset.
+std::string checkpoint_directory(const CheckpointConfig& c, const std::string& run_dir);
+
+// True for a name a checkpoint directory has: step_ and eight digits.
+bool is_step_dir_name(const std::string& name);
+
+// The committed checkpoints in `dir` (step directories holding a manifest.json), oldest first.
+std::vector<std::pair<int64_t, std::filesystem::path>> committed_checkpoint_dirs(const std::string& dir);
+
+}  // namespace gtrain
