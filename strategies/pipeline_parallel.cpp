@@ -151,6 +151,7 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
   // Forward of the next micro-batch from `received` (undefined on the first stage); returns what
   // goes to the next stage (undefined on the last).
   auto forward = [&](torch::Tensor received) {
+    DropoutRowsScope rows(w.rows(fwd));
     auto& b = batches[fwd++];
     if (received.defined()) received.requires_grad_(true);
     torch::Tensor out;

@@ -231,7 +231,7 @@ Context make_context(const PlannerInput& in) {
             in.profile.kind == "gpu" ? "GPU" : "rank"};
   c.cost.model = in.model;
   // What attention keeps of its [H, T, T] scores depends on the ranks' device and this LibTorch.
-  c.cost.model.attention_score_tensors = attention_score_tensors(in.profile.kind == "gpu", in.model.dropout);
+  c.cost.model.attention_score_tensors = attention_score_tensors(in.model.dropout);
   c.cost.optimizer = in.optimizer.name;
   c.cost.momentum = in.optimizer.momentum;
   c.cost.precision = in.precision.dtype;

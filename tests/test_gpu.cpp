@@ -14,6 +14,7 @@
 #include "runtime/common/cuda_device.h"
 #include "runtime/common/torch_compat.h"
 #include "runtime/models/fused_loss.h"
+#include "runtime/models/keyed_dropout.h"
 #include "strategies/data_parallel.h"
 #include "tests/test_util.h"
 #ifdef GTRAIN_WITH_NCCL
@@ -129,6 +130,22 @@ TEST_F(Gpu, FusedLossMatchesThePlainLayerInBf16) {
   plain.backward();
   EXPECT_LT((x.grad() - xr.grad()).abs().max().item<double>(), 2e-2);
   EXPECT_TRUE(w.grad().defined());
+}
+
+// Keyed dropout on CUDA (Philox reseeded per row and head): a micro-batch or a head shard draws
+// exactly the masks the whole batch draws there, at the expected rate.
+TEST_F(Gpu, KeyedDropoutMasksDoNotDependOnTheSplit) {
+  torch::Tensor whole, part;
+  {
+    DropoutRowsScope rows(9, 40);
+    whole = keyed_drop_mask({4, 6, 32, 32}, 0.25, 1, kGpu, /*head_offset=*/0);
+  }
+  {
+    DropoutRowsScope rows(9, 42);
+    part = keyed_drop_mask({2, 3, 32, 32}, 0.25, 1, kGpu, /*head_offset=*/3);
+  }
+  EXPECT_TRUE(torch::equal(part, whole.slice(0, 2, 4).slice(1, 3, 6)));
+  EXPECT_NEAR(whole.to(torch::kDouble).mean().item<double>(), 0.25, 0.015);  // 5 standard deviations
 }
 
 TEST_F(Gpu, Fp16SkipsOverflowingStepsAndHalvesTheScale) {

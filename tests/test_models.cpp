@@ -7,6 +7,7 @@
 #include "runtime/models/activations.h"
 #include "runtime/models/fused_loss.h"
 #include "runtime/models/gpt.h"
+#include "runtime/models/keyed_dropout.h"
 #include "runtime/models/model_registry.h"
 
 namespace gtrain {
@@ -156,6 +157,89 @@ TEST(Models, GptIsCausal) {
   auto la = m->forward(a), lb = m->forward(b);
   EXPECT_TRUE(torch::allclose(la.slice(1, 0, 6), lb.slice(1, 0, 6), 1e-6, 1e-6));
   EXPECT_FALSE(torch::allclose(la.slice(1, 6, 10), lb.slice(1, 6, 10), 1e-6, 1e-6));
+}
+
+// Keyed dropout: a row's mask is a function of (seed, global sample, site[, global head]), so
+// splitting a batch into micro-batches, replicas or head shards draws the same masks.
+TEST(KeyedDropout, MaskDependsOnGlobalSampleNotOnTheSplit) {
+  const torch::Device cpu(torch::kCPU);
+  torch::Tensor whole, part, other_seed, other_site;
+  {
+    DropoutRowsScope rows(7, 10);
+    whole = keyed_drop_mask({6, 5, 8}, 0.5, 3, cpu);
+    other_site = keyed_drop_mask({6, 5, 8}, 0.5, 4, cpu);
+  }
+  {
+    DropoutRowsScope rows(7, 12);  // samples 12 and 13: rows 2 and 3 of the whole batch
+    part = keyed_drop_mask({2, 5, 8}, 0.5, 3, cpu);
+  }
+  {
+    DropoutRowsScope rows(8, 10);
+    other_seed = keyed_drop_mask({6, 5, 8}, 0.5, 3, cpu);
+  }
+  EXPECT_TRUE(torch::equal(part, whole.slice(0, 2, 4)));
+  EXPECT_FALSE(torch::equal(whole, other_seed));
+  EXPECT_FALSE(torch::equal(whole, other_site));
+  EXPECT_FALSE(torch::equal(whole[0], whole[1]));  // rows differ
+  EXPECT_FALSE(current_dropout_rows().active);     // the scopes restored the outer state
+}
+
+TEST(KeyedDropout, HeadOffsetDrawsThoseHeadsMasks) {
+  const torch::Device cpu(torch::kCPU);
+  DropoutRowsScope rows(1, 0);
+  auto all = keyed_drop_mask({3, 4, 6, 6}, 0.3, 1, cpu, /*head_offset=*/0);
+  auto upper = keyed_drop_mask({3, 2, 6, 6}, 0.3, 1, cpu, /*head_offset=*/2);  // tp rank 1 of 2
+  EXPECT_TRUE(torch::equal(upper, all.slice(1, 2, 4)));
+  EXPECT_FALSE(torch::equal(all.select(1, 0), all.select(1, 1)));
+}
+
+TEST(KeyedDropout, RateScaleAndGradient) {
+  auto x = torch::ones({64, 1000}, torch::requires_grad());
+  torch::Tensor y;
+  {
+    DropoutRowsScope rows(5, 100);
+    y = keyed_dropout(x, 0.3, 2, /*train=*/true);
+    EXPECT_TRUE(torch::equal(keyed_dropout(x, 0.3, 2, /*train=*/false), x));
+  }
+  const double dropped = (y == 0).to(torch::kDouble).mean().item<double>();
+  EXPECT_NEAR(dropped, 0.3, 0.01);  // 64000 draws: 5 standard deviations
+  auto kept = y.masked_select(y != 0);
+  EXPECT_NEAR(kept.min().item<double>(), 1.0 / 0.7, 1e-6);
+  EXPECT_NEAR(kept.max().item<double>(), 1.0 / 0.7, 1e-6);
+  y.sum().backward();
+  EXPECT_TRUE(torch::allclose(x.grad(), y.detach()));  // d(sum)/dx = mask / (1 - p)
+  // Outside a scope (a model called directly) it is plain dropout.
+  auto plain = keyed_dropout(torch::ones({64, 1000}), 0.3, 2, /*train=*/true);
+  EXPECT_NEAR((plain == 0).to(torch::kDouble).mean().item<double>(), 0.3, 0.01);
+}
+
+// The whole GPT with dropout in training: rows 2..3 computed alone (as a micro-batch holding
+// global samples 2 and 3) give the same output as in the batch of 4.
+TEST(KeyedDropout, GptOutputOfARowDoesNotDependOnItsBatch) {
+  ModelConfig c;
+  c.name = "gpt";
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.seq_len = 8;
+  c.dropout = 0.3;
+  torch::manual_seed(1);
+  auto m = ModelRegistry::global().create(c, token_spec(8, 20));
+  m->train();
+  auto idx = torch::randint(0, 20, {4, 8}, torch::kLong);
+  torch::Tensor whole, part, no_dropout;
+  {
+    DropoutRowsScope rows(3, 0);
+    whole = m->forward(idx);
+  }
+  {
+    DropoutRowsScope rows(3, 2);
+    part = m->forward(idx.slice(0, 2, 4));
+  }
+  m->eval();
+  no_dropout = m->forward(idx);
+  EXPECT_TRUE(torch::allclose(part, whole.slice(0, 2, 4), 1e-5, 1e-5));
+  EXPECT_FALSE(torch::allclose(whole, no_dropout, 1e-3, 1e-3));  // dropout did act
 }
 
 TEST(Models, GptRejectsBadShapes) {

@@ -189,6 +189,30 @@ TEST(ModelParallelRecompute, DropoutMatchesWithRecompute) {
   expect_same_run(plain, run_gtrain(kGpt4, 1, with), "recompute with dropout");
 }
 
+// Dropout masks are keyed by (seed, global sample, site) (runtime/models/keyed_dropout.h), not by
+// rank or micro-batch: with dropout on, data, tensor and pipeline parallel layouts, accumulation
+// and recompute follow the single-rank trajectory too, so a resume on another layout keeps it.
+TEST(ModelParallelDropout, EveryLayoutMatchesOneRank) {
+  const std::vector<std::string> base = {"model.dropout=0.1", "parallel.mode=explicit"};
+  auto with = [&](const std::vector<std::string>& more) {
+    auto s = base;
+    s.insert(s.end(), more.begin(), more.end());
+    return s;
+  };
+  auto one = run_gtrain(kGpt4, 1, base);
+  auto dp_tp = run_gtrain(kGpt4, 4, with({"parallel.dp=2", "parallel.tp=2", "parallel.micro_batch=4"}));
+  EXPECT_NE(dp_tp.output.find("micro_batch=4 grad_accum=2"), std::string::npos) << dp_tp.output;
+  expect_same_run(one, dp_tp, "dropout dp=2 x tp=2 x accumulation 2");
+  expect_same_run(
+      one, run_gtrain(kGpt4, 2, with({"parallel.pp=2", "parallel.pp_microbatches=4", "parallel.recompute=true"})),
+      "dropout pp=2 with recompute");
+}
+
+TEST(MultiRankDropout, MlpOnTwoRanksWithAccumulationMatchesOne) {
+  auto one = run_gtrain(kMlp, 1, {"model.dropout=0.2"});
+  expect_same_run(one, run_gtrain(kMlp, 2, {"model.dropout=0.2", "parallel.micro_batch=8"}), "mlp dropout 2 ranks x 2");
+}
+
 // Impossible layouts are one ConfigError naming the factor, before any rank starts.
 TEST(ModelParallelErrors, ImpossibleRequestsNameTheFactor) {
   test::TempDir dir;

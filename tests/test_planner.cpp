@@ -352,8 +352,8 @@ TEST(CostModel, PipelineBubbleAndMemoryTerms) {
 }
 
 // Attention scores: LibTorch 1.13's explicit softmax keeps its output (HT^2 elements a block), 2.25
-// of those with dropout; SDPA's flash kernels (LibTorch 2.x on GPU, and on CPU without dropout)
-// keep a HT log-sum-exp. The planner asks this build.
+// of those with dropout (always the explicit softmax); SDPA's flash kernels (LibTorch 2.x without
+// dropout) keep a HT log-sum-exp. The planner asks this build.
 TEST(CostModel, AttentionScoresFollowTheKernel) {
   ModelStats s = gpt_stats(12, 12, 768, 1024, 50304, true, 0.0);
   EXPECT_EQ(s.attention_score_tensors, 1.0);  // gpt_stats assumes the explicit softmax
@@ -365,14 +365,12 @@ TEST(CostModel, AttentionScoresFollowTheKernel) {
   s.attention_score_tensors = 2.25;
   EXPECT_DOUBLE_EQ(transformer_block_activation_elements(s, 1), 16 * T * C + 2.25 * H * T * T);
 #if defined(GTRAIN_TORCH_SDPA) && GTRAIN_TORCH_SDPA
-  EXPECT_EQ(attention_score_tensors(/*gpu=*/true, 0.1), 0.0);
-  EXPECT_EQ(attention_score_tensors(/*gpu=*/false, 0.0), 0.0);
-  EXPECT_EQ(attention_score_tensors(/*gpu=*/false, 0.1), 2.25);  // SDPA's CPU math kernel
+  EXPECT_EQ(attention_score_tensors(0.0), 0.0);
+  EXPECT_EQ(attention_score_tensors(0.1), 2.25);  // dropout takes the explicit softmax (keyed masks)
   const double gpu_k = 0.0;
 #else
-  EXPECT_EQ(attention_score_tensors(/*gpu=*/true, 0.0), 1.0);
-  EXPECT_EQ(attention_score_tensors(/*gpu=*/false, 0.0), 1.0);
-  EXPECT_EQ(attention_score_tensors(/*gpu=*/false, 0.1), 2.25);
+  EXPECT_EQ(attention_score_tensors(0.0), 1.0);
+  EXPECT_EQ(attention_score_tensors(0.1), 2.25);
   const double gpu_k = 1.0;
 #endif
   // The chosen plan's activations on a GPU follow: GPT-2 124M, bf16, micro-batch 16, one H200.

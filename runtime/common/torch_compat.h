@@ -2,8 +2,11 @@
 // profiler event times).
 #pragma once
 
+#include <cmath>
 #include <cstdlib>
 
+#include <functional>
+#include <limits>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -17,16 +20,13 @@
 
 namespace gtrain::compat {
 
-// Causal self-attention on [B, H, T, D] tensors. Uses scaled_dot_product_attention (flash /
-// memory-efficient kernels on CUDA) where LibTorch has it, else the explicit masked softmax.
-inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                      double dropout_p) {
-#if GTRAIN_TORCH_AT_LEAST(2, 0)
-  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p, /*is_causal=*/true);
-#else
-  // One batched GEMM computes scale * q k^T plus the causal bias (0 / -inf, cached per shape), one
-  // softmax, one batched GEMM with v: fewer passes over the [B*H, T, T] scores than matmul, scale,
-  // masked_fill.
+// Causal self-attention on [B, H, T, D] tensors by the explicit masked softmax. One batched GEMM
+// computes scale * q k^T plus the causal bias (0 / -inf, cached per shape), one softmax, one batched
+// GEMM with v: fewer passes over the [B*H, T, T] scores than matmul, scale, masked_fill.
+// `on_probs`, when set, transforms the probabilities (viewed [B, H, T, T]) before the product with v:
+// gpt's layout-independent attention dropout (runtime/models/keyed_dropout.h).
+inline torch::Tensor math_causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                           const std::function<torch::Tensor(const torch::Tensor&)>& on_probs = {}) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   static thread_local torch::Tensor bias;
   if (!bias.defined() || bias.size(0) != T || bias.device() != q.device() || bias.scalar_type() != q.scalar_type()) {
@@ -35,8 +35,17 @@ inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tenso
   auto att = torch::baddbmm(bias, q.reshape({B * H, T, D}), k.reshape({B * H, T, D}).transpose(1, 2), /*beta=*/1.0,
                             /*alpha=*/1.0 / std::sqrt(static_cast<double>(D)));
   att = torch::softmax(att, -1);
-  if (dropout_p > 0) att = torch::dropout(att, dropout_p, /*train=*/true);
+  if (on_probs) att = on_probs(att.view({B, H, T, T})).reshape({B * H, T, T});
   return torch::bmm(att, v.reshape({B * H, T, D})).view({B, H, T, D});
+}
+
+// Causal self-attention without dropout: scaled_dot_product_attention (flash / memory-efficient
+// kernels on CUDA, flash on CPU) where LibTorch has it, else the explicit masked softmax.
+inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+#if GTRAIN_TORCH_AT_LEAST(2, 0)
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
+#else
+  return math_causal_attention(q, k, v);
 #endif
 }
 

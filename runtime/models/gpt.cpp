@@ -7,11 +7,12 @@
 #include "runtime/common/torch_compat.h"
 #include "runtime/models/activations.h"
 #include "runtime/models/fused_loss.h"
+#include "runtime/models/keyed_dropout.h"
 
 namespace gtrain {
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head_, double dropout_)
-    : n_head(n_head_), dropout(dropout_) {
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head_, double dropout_, uint64_t site_)
+    : n_head(n_head_), dropout(dropout_), site(site_) {
   qkv = register_module("qkv", ColumnParallelLinear(n_embd, 3 * n_embd, true, 3));
   proj = register_module("proj", RowParallelLinear(n_embd, n_embd, true));
 }
@@ -21,29 +22,35 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const int64_t C = C3 / 3, hd = C / n_head;  // this rank's heads and width
   auto parts = qkv->forward(x).split(C, -1);
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head, hd}).transpose(1, 2); };
-  auto y = compat::causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), is_training() ? dropout : 0.0);
+  torch::Tensor y;
+  if (dropout > 0 && is_training()) {
+    // The explicit softmax, so the probabilities get layout-independent masks (SDPA draws its own).
+    y = compat::math_causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), [&](const torch::Tensor& p) {
+      return keyed_dropout(p, dropout, site, /*train=*/true, head_offset);
+    });
+  } else {
+    y = compat::causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]));
+  }
   y = y.transpose(1, 2).contiguous().view({B, T, C});
   y = proj->forward(y);
-  if (dropout > 0) y = torch::dropout(y, dropout, is_training());
-  return y;
+  return keyed_dropout(y, dropout, site + 1, is_training());
 }
 
-GptMlpImpl::GptMlpImpl(int64_t n_embd, double dropout_) : dropout(dropout_) {
+GptMlpImpl::GptMlpImpl(int64_t n_embd, double dropout_, uint64_t site_) : dropout(dropout_), site(site_) {
   fc = register_module("fc", ColumnParallelLinear(n_embd, 4 * n_embd, true));
   proj = register_module("proj", RowParallelLinear(4 * n_embd, n_embd, true));
 }
 
 torch::Tensor GptMlpImpl::forward(const torch::Tensor& x) {
-  auto y = proj->forward(gelu_tanh(fc->forward(x)));
-  if (dropout > 0) y = torch::dropout(y, dropout, is_training());
-  return y;
+  return keyed_dropout(proj->forward(gelu_tanh(fc->forward(x))), dropout, site, is_training());
 }
 
-GptBlockImpl::GptBlockImpl(int64_t n_embd, int64_t n_head, double dropout) {
+GptBlockImpl::GptBlockImpl(int64_t n_embd, int64_t n_head, double dropout, int64_t layer) {
+  const uint64_t site = 1 + 3 * static_cast<uint64_t>(layer);
   ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({n_embd})));
-  attn = register_module("attn", CausalSelfAttention(n_embd, n_head, dropout));
+  attn = register_module("attn", CausalSelfAttention(n_embd, n_head, dropout, site));
   ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({n_embd})));
-  mlp = register_module("mlp", GptMlp(n_embd, dropout));
+  mlp = register_module("mlp", GptMlp(n_embd, dropout, site + 2));
 }
 
 torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
@@ -68,7 +75,7 @@ Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : config_(c) {
   wte = register_module("wte", VocabParallelEmbedding(vocab_, c.n_embd));
   wpe = register_module("wpe", torch::nn::Embedding(c.seq_len, c.n_embd));
   h = register_module("h", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.n_layer; ++i) h->push_back(GptBlock(c.n_embd, c.n_head, c.dropout));
+  for (int64_t i = 0; i < c.n_layer; ++i) h->push_back(GptBlock(c.n_embd, c.n_head, c.dropout, i));
   for (int64_t i = 0; i < c.n_layer; ++i) {
     auto block = h[i]->as<GptBlock>();
     block_fns_.push_back([block](const torch::Tensor& in) { return block->forward(in); });
@@ -116,8 +123,7 @@ torch::Tensor Gpt::pipeline_embed(const torch::Tensor& idx) {
   }
   auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
   auto x = wte->forward(idx) + wpe->forward(pos);
-  if (config_.dropout > 0) x = torch::dropout(x, config_.dropout, is_training());
-  return x;
+  return keyed_dropout(x, config_.dropout, /*site=*/0, is_training());
 }
 
 torch::Tensor Gpt::pipeline_block(int64_t i, const torch::Tensor& x) {
@@ -178,7 +184,11 @@ void Gpt::shard_tensor_parallel(std::shared_ptr<Communicator> tp) {
   }
   tp_.comm = std::move(tp);
   shard_parallel_layers(*this, tp_);
-  for (const auto& b : *h) b->as<GptBlock>()->attn->n_head = config_.n_head / n;
+  for (const auto& b : *h) {
+    auto& attn = *b->as<GptBlock>()->attn;
+    attn.n_head = config_.n_head / n;
+    attn.head_offset = tp_.rank() * attn.n_head;
+  }
 }
 
 ModelStats Gpt::stats(const DataSpec& spec) const {

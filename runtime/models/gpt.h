@@ -16,29 +16,33 @@ namespace gtrain {
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
-  CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head, double dropout);
+  CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head, double dropout, uint64_t site);
   torch::Tensor forward(const torch::Tensor& x);  // [B, T, C] -> [B, T, C]
 
   ColumnParallelLinear qkv{nullptr};  // C -> 3C, rows [q heads | k heads | v heads]
   RowParallelLinear proj{nullptr};    // C -> C
   int64_t n_head;                     // heads on this rank (all of them / tp)
+  int64_t head_offset = 0;            // global index of this rank's first head
   double dropout;
+  uint64_t site;  // dropout sites: site (attention probabilities) and site + 1 (output)
 };
 TORCH_MODULE(CausalSelfAttention);
 
 class GptMlpImpl : public torch::nn::Module {
  public:
-  GptMlpImpl(int64_t n_embd, double dropout);
+  GptMlpImpl(int64_t n_embd, double dropout, uint64_t site);
   torch::Tensor forward(const torch::Tensor& x);
   ColumnParallelLinear fc{nullptr};  // C -> 4C
   RowParallelLinear proj{nullptr};   // 4C -> C
   double dropout;
+  uint64_t site;  // dropout site of the output
 };
 TORCH_MODULE(GptMlp);
 
 class GptBlockImpl : public torch::nn::Module {
  public:
-  GptBlockImpl(int64_t n_embd, int64_t n_head, double dropout);
+  // Block `layer` (0-based) owns dropout sites 1 + 3 * layer .. 3 + 3 * layer (0 is the embedding's).
+  GptBlockImpl(int64_t n_embd, int64_t n_head, double dropout, int64_t layer);
   torch::Tensor forward(const torch::Tensor& x);
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   CausalSelfAttention attn{nullptr};

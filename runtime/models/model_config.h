@@ -35,7 +35,9 @@ struct ModelConfig {
     v("seq_len", seq_len, "gpt: context length in tokens; each sample is seq_len + 1 tokens.", cfg::at_least(1));
     v("vocab", vocab, "gpt: vocabulary size; 0 takes it from the data (256 for text_bytes).", cfg::at_least(0));
     v("tied_embeddings", tied_embeddings, "gpt: the output projection shares the token embedding weights.");
-    v("dropout", dropout, "Dropout probability.", cfg::range(0.0, 0.9));
+    v("dropout", dropout,
+      "Dropout probability; masks follow (seed, sample, layer), so any layout drops the same units.",
+      cfg::range(0.0, 0.9));
     v("init_std", init_std, "gpt: standard deviation of the normal weight initialisation.", cfg::greater_than(0.0));
   }
 };

@@ -16,12 +16,12 @@ double transformer_block_activation_elements(const ModelStats& s, int64_t tp) {
   return 4.0 * T * C + (12.0 * T * C + attention) / t;
 }
 
-double attention_score_tensors(bool gpu, double dropout) {
+double attention_score_tensors(double dropout) {
+  if (dropout > 0.0) return 2.25;
 #if defined(GTRAIN_TORCH_SDPA) && GTRAIN_TORCH_SDPA
-  return !gpu && dropout > 0.0 ? 2.25 : 0.0;
+  return 0.0;
 #else
-  (void)gpu;
-  return dropout > 0.0 ? 2.25 : 1.0;
+  return 1.0;
 #endif
 }
 

@@ -30,12 +30,12 @@ struct ModelStats {
   int64_t hidden = 0;    // model width (n_embd)
   int64_t seq_len = 0;   // tokens per sample
   int64_t vocab = 0;     // vocabulary size (output layer width)
-  double dropout = 0.0;  // attention dropout (decides 2.x's CPU attention kernel)
+  double dropout = 0.0;  // attention dropout (decides the attention kernel)
   // How many [H, T, T] score-sized tensors backward keeps per block: 1 for LibTorch 1.13's explicit
-  // softmax (its output; the scores before it are freed), 2.25 with dropout there or in 2.x's math
-  // kernel (softmax output, dropped output, byte mask), 0 for SDPA's flash and memory-efficient
-  // kernels (a [H, T] log-sum-exp; the rest is recomputed). gpt_stats assumes the explicit softmax;
-  // the planner sets it for the ranks' device (attention_score_tensors()).
+  // softmax (its output; the scores before it are freed), 2.25 with dropout, which always takes the
+  // explicit softmax (softmax output, dropped output, byte mask), 0 for SDPA's flash and
+  // memory-efficient kernels (a [H, T] log-sum-exp; the rest is recomputed). gpt_stats assumes the
+  // explicit softmax; the planner sets it for this build (attention_score_tensors()).
   double attention_score_tensors = 1.0;
   bool supports_tp = false;  // the model can be split by tensor parallel
   bool supports_pp = false;  // the model can be split into pipeline stages
@@ -48,9 +48,10 @@ ModelStats gpt_stats(int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t se
                      bool tied_embeddings, double dropout = 0.0);
 
 // How many [H, T, T] tensors this build's causal attention (runtime/common/torch_compat.h) keeps per
-// block for backward on a GPU or CPU rank: LibTorch 1.13's explicit softmax always keeps some; 2.x
-// (SDPA, GTRAIN_TORCH_SDPA) only on CPU with dropout, where SDPA falls back to its math kernel.
-double attention_score_tensors(bool gpu, double dropout);
+// block for backward: LibTorch 1.13's explicit softmax always keeps some; 2.x (SDPA,
+// GTRAIN_TORCH_SDPA) only with dropout, whose layout-independent masks (runtime/models/
+// keyed_dropout.h) need the explicit softmax on every device.
+double attention_score_tensors(double dropout);
 
 // The most fp32 logits one block of gpt's fused output layer + loss (runtime/models/fused_loss.h)
 // holds: 64 MiB on CPU; 512 MiB on a GPU, where every block also reads and writes the whole fp32

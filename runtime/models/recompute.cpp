@@ -3,6 +3,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "runtime/models/keyed_dropout.h"
+
 namespace gtrain {
 
 namespace {
@@ -15,6 +17,10 @@ struct RecomputeBlock : public torch::autograd::Function<RecomputeBlock> {
     auto gen = at::detail::getDefaultCPUGenerator();
     ctx->saved_data["block"] = block;
     ctx->saved_data["rng"] = gen.get_state();
+    const DropoutRows rows = current_dropout_rows();
+    ctx->saved_data["rows_active"] = rows.active;
+    ctx->saved_data["rows_seed"] = static_cast<int64_t>(rows.seed);
+    ctx->saved_data["rows_first"] = rows.first_sample;
     ctx->save_for_backward({x});
     torch::NoGradGuard ng;
     return (*reinterpret_cast<const BlockFunction*>(block))(x);
@@ -26,6 +32,10 @@ struct RecomputeBlock : public torch::autograd::Function<RecomputeBlock> {
     gen.set_state(ctx->saved_data["rng"].toTensor());
     torch::Tensor in, out;
     {
+      // Backward may run on another thread (CUDA's autograd device thread): the rows travel here.
+      DropoutRowsScope rows(DropoutRows{ctx->saved_data["rows_active"].toBool(),
+                                        static_cast<uint64_t>(ctx->saved_data["rows_seed"].toInt()),
+                                        ctx->saved_data["rows_first"].toInt()});
       torch::AutoGradMode on(true);
       in = x.detach().requires_grad_(true);
       out = (*reinterpret_cast<const BlockFunction*>(ctx->saved_data["block"].toInt()))(in);

@@ -1,6 +1,7 @@
 // recompute.h: per-block activation recompute (what torch.utils.checkpoint does in Python): the
 // block runs without keeping its activations, and backward reruns it with gradients enabled,
-// from the saved input and with the random generator state of the first run, so dropout matches.
+// from the saved input, with the dropout rows (runtime/models/keyed_dropout.h) and the random
+// generator state of the first run, so dropout matches.
 #pragma once
 
 #include <torch/torch.h>

@@ -3,6 +3,7 @@
 
 #include "runtime/common/errors.h"
 #include "runtime/models/gpt.h"
+#include "runtime/models/keyed_dropout.h"
 #include "runtime/models/model_registry.h"
 
 namespace gtrain {
@@ -31,7 +32,7 @@ class Mlp : public Model {
       if (c.hidden[i] < 1) throw ConfigError("model.hidden: widths must be >= 1");
       layers_->push_back(torch::nn::Linear(in, c.hidden[i]));
       layers_->push_back(torch::nn::ReLU());
-      if (c.dropout > 0) layers_->push_back(torch::nn::Dropout(c.dropout));
+      if (c.dropout > 0) layers_->push_back(KeyedDropout(c.dropout, /*site=*/i));
       in = c.hidden[i];
     }
     layers_->push_back(torch::nn::Linear(in, spec.num_classes));
@@ -78,7 +79,7 @@ class Cnn : public Model {
     head_->push_back(torch::nn::Flatten());
     head_->push_back(torch::nn::Linear(ch * h * w, hidden_));
     head_->push_back(torch::nn::ReLU());
-    if (c.dropout > 0) head_->push_back(torch::nn::Dropout(c.dropout));
+    if (c.dropout > 0) head_->push_back(KeyedDropout(c.dropout, /*site=*/0));
     head_->push_back(torch::nn::Linear(hidden_, spec.num_classes));
     register_module("features", features_);
     register_module("head", head_);

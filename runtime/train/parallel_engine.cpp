@@ -23,6 +23,7 @@ torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
     {
       RECORD_USER_SCOPE("gtrain::forward");
       auto scope = w.precision->autocast();
+      DropoutRowsScope rows(w.rows(i));
       loss = w.model->train_loss_sum(batch.first, batch.second) * w.inv_batch;
     }
     begin_micro_batch(i == w.count - 1);

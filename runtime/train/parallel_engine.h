@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include "runtime/models/keyed_dropout.h"
+
 #include <functional>
 #include <map>
 #include <string>
@@ -25,6 +27,14 @@ struct MicroBatchWork {
   // The next micro-batch (input, target) on the device. Every rank of a data-parallel replica (its
   // tensor- and pipeline-parallel ranks) gets the same samples.
   std::function<std::pair<torch::Tensor, torch::Tensor>()> next;
+  // Dropout masks (runtime/models/keyed_dropout.h): micro-batch i holds global samples
+  // first_samples[i], first_samples[i] + 1, ...; empty = the models' plain dropout.
+  std::vector<int64_t> first_samples;
+  uint64_t dropout_seed = 0;
+  DropoutRows rows(int64_t i) const {
+    if (i >= static_cast<int64_t>(first_samples.size())) return {};
+    return DropoutRows{true, dropout_seed, first_samples[static_cast<size_t>(i)]};
+  }
 };
 
 // A piece of a named global tensor held by this rank, for checkpoints that reshard on load.

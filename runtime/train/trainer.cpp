@@ -303,8 +303,10 @@ StepResult Trainer::train_step() {
   StepResult r;
   r.lr = lr_at(config_.train, config_.optimizer.learning_rate, step_, total_steps_);
   engine_->zero_grad();
-  // Random draws (dropout) depend only on (seed, step, data-parallel replica): reproducible,
-  // resumable at any step, and the same on the tensor-parallel ranks of a replica.
+  // The built-in models' dropout masks depend only on (seed, global sample, site)
+  // (work.first_samples below): the same on any layout. Other random draws (a plugin's own
+  // torch::dropout) depend on (seed, step, data-parallel replica): reproducible, resumable at any
+  // step, and the same on the tensor-parallel ranks of a replica.
   torch::manual_seed(rng::hash(static_cast<uint64_t>(config_.train.seed), static_cast<uint64_t>(step_),
                                static_cast<uint64_t>(engine_->dp_rank())));
 
@@ -315,6 +317,10 @@ StepResult Trainer::train_step() {
   work.count = layout_.accum;
   work.inv_batch = 1.0 / static_cast<double>(layout_.global_batch);
   work.loss_scale = scaler ? scaler->scale() : 1.0;
+  work.dropout_seed = static_cast<uint64_t>(config_.train.seed);
+  for (int64_t i = 0; i < layout_.accum; ++i) {
+    work.first_samples.push_back(first_sample(layout_, step_, engine_->dp_rank(), i));
+  }
   work.next = [this]() {
     Batch b = prefetch_->next();
     return std::make_pair(b.input.to(device_, /*non_blocking=*/true), b.target.to(device_, /*non_blocking=*/true));
