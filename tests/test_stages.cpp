@@ -67,15 +67,17 @@ test::CommandResult run_and_signal(const std::string& cmd, const std::string& me
   return r;
 }
 
-// 4 ranks -> SIGUSR1 -> 2 ranks -> SIGUSR1 -> 1 rank with accumulation, against 4 ranks straight.
+// 4 ranks -> SIGUSR1 -> 2 ranks -> SIGUSR1 -> 1 rank with accumulation, against 4 ranks straight,
+// with dropout on (its masks follow the global sample, not the rank).
 TEST(Stages, ResumeOnFewerRanksKeepsTheTrajectory) {
-  const RunResult ref = run_gtrain(kGpt, 4, {});
+  const RunResult ref = run_gtrain(kGpt, 4, {"model.dropout=0.1"});
   ASSERT_EQ(ref.losses.size(), 40u) << ref.output;
 
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
   const std::string run = dir.file("run");
-  const std::string base = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run;
+  const std::string base =
+      GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run + " --set model.dropout=0.1";
   auto s1 = run_and_signal(base + " --ranks 4", run + "/metrics.jsonl", 15);
   ASSERT_EQ(s1.exit_code, 3) << "stage 1 should end resumable\n" << s1.output;
   const int stop1 = test::last_train_step(run + "/metrics.jsonl");

@@ -42,7 +42,9 @@ torch::Tensor keyed_drop_mask(at::IntArrayRef shape, double p, uint64_t site, co
   int64_t total = 1;
   for (int64_t s : shape) total *= s;
   const int64_t plane = planes > 0 ? total / planes : 0;
-  auto key_of = [&](int64_t i) { return plane_key(rows, i / heads, site, head_offset >= 0 ? head_offset + i % heads : -1); };
+  auto key_of = [&](int64_t i) {
+    return plane_key(rows, i / heads, site, head_offset >= 0 ? head_offset + i % heads : -1);
+  };
 
   if (device.is_cpu()) {
     // Counter-based draws (splitmix64): the same on every platform, LibTorch version and thread count.
