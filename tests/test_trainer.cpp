@@ -492,6 +492,57 @@ TEST(Checkpoint, ChangedModelOrBatchIsRefused) {
   EXPECT_THROW(make_trainer(bigger)->resume(path), CheckpointError);
 }
 
+// Only the keys that shape the model's parameters must stay: keys the model does not read may
+// change, model.vocab = 0 is the data's vocabulary, and a changed dropout resumes (it changes the
+// trajectory, not the tensors).
+TEST(Checkpoint, ResumeComparesTheKeysThatShapeTheModel) {
+  test::TempDir dir;
+  auto c = synthetic_mlp(2, 16);
+  TrainerPaths paths;
+  paths.checkpoints = dir.file("ckpt");
+  make_trainer(c, 0, paths)->run();
+  const std::string mlp_ckpt = find_latest_valid_checkpoint(paths.checkpoints, nullptr);
+  auto unused = c;
+  unused.model.channels = {8};
+  unused.model.n_layer = 9;
+  unused.model.init_std = 0.5;
+  unused.model.dropout = 0.2;
+  auto t = make_trainer(unused);
+  EXPECT_NO_THROW(t->resume(mlp_ckpt));
+  EXPECT_EQ(t->steps_done(), 2);
+
+  // A byte-level gpt saved with model.vocab = 0 (256 from the data) resumes with vocab = 256.
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "the quick brown fox " + std::to_string(i) + "\n";
+  test::write_file(dir.file("t.txt"), text);
+  JobConfig g;
+  g.model.name = "gpt";
+  g.model.n_layer = 1;
+  g.model.n_head = 2;
+  g.model.n_embd = 16;
+  g.model.seq_len = 8;
+  g.data.kind = "text_bytes";
+  g.data.path = dir.file("t.txt");
+  g.train.global_batch = 4;
+  g.train.steps = 2;
+  g.log.progress = "none";
+  paths.checkpoints = dir.file("gpt");
+  make_trainer(g, 0, paths)->run();
+  const std::string gpt_ckpt = find_latest_valid_checkpoint(paths.checkpoints, nullptr);
+  auto explicit_vocab = g;
+  explicit_vocab.model.vocab = 256;
+  explicit_vocab.model.hidden = {7};
+  EXPECT_NO_THROW(make_trainer(explicit_vocab)->resume(gpt_ckpt));
+  auto other_vocab = g;
+  other_vocab.model.vocab = 512;
+  try {
+    make_trainer(other_vocab)->resume(gpt_ckpt);
+    FAIL() << "a different vocabulary resumed";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("different model (model.vocab 0 -> 512)"), std::string::npos) << e.what();
+  }
+}
+
 // A 4-step run of the small MLP that saves at steps 2 and 4 into dir/ckpt (paths->checkpoints).
 std::vector<CheckpointInfo> two_checkpoints(const test::TempDir& dir, TrainerPaths* paths) {
   auto c = synthetic_mlp(4, 16);

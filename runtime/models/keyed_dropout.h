@@ -49,16 +49,4 @@ torch::Tensor keyed_dropout(const torch::Tensor& x, double p, uint64_t site, boo
 torch::Tensor keyed_drop_mask(at::IntArrayRef shape, double p, uint64_t site, const torch::Device& device,
                               int64_t head_offset = -1);
 
-// A module form for torch::nn::Sequential (replaces torch::nn::Dropout).
-class KeyedDropoutImpl : public torch::nn::Module {
- public:
-  KeyedDropoutImpl(double p, uint64_t site) : p_(p), site_(site) {}
-  torch::Tensor forward(const torch::Tensor& x) { return keyed_dropout(x, p_, site_, is_training()); }
-
- private:
-  double p_;
-  uint64_t site_;
-};
-TORCH_MODULE(KeyedDropout);
-
 }  // namespace gtrain

@@ -42,4 +42,17 @@ struct ModelConfig {
   }
 };
 
+// Whether [model] key `key` shapes the parameters of model `name`, so that a resume must keep it:
+// `name`, and the keys a built-in model reads (mlp: hidden; cnn: channels; gpt: n_layer, n_head,
+// n_embd, seq_len, vocab, tied_embeddings); for a plugin's model every key but plugin, dropout and
+// init_std. dropout changes the trajectory only, init_std only the weights before step 0.
+inline bool model_key_shapes_parameters(const std::string& name, const std::string& key) {
+  if (key == "name") return true;
+  if (key == "plugin" || key == "dropout" || key == "init_std") return false;
+  if (name == "mlp") return key == "hidden";
+  if (name == "cnn") return key == "channels";
+  if (name == "gpt") return key != "hidden" && key != "channels";
+  return true;
+}
+
 }  // namespace gtrain

@@ -15,6 +15,16 @@ int64_t flat_size(const std::vector<int64_t>& shape) {
   return n;
 }
 
+// Runs `seq` on `x` with keyed dropout after each ReLU (sites site, site + 1, ...). Dropout is not a
+// module of `seq`, so the parameter names, and the checkpoints, do not depend on model.dropout.
+torch::Tensor forward_with_dropout(torch::nn::Sequential& seq, torch::Tensor x, double p, uint64_t site, bool train) {
+  for (auto& m : *seq) {
+    x = m.forward(x);
+    if (m.ptr()->as<torch::nn::ReLU>() != nullptr) x = keyed_dropout(x, p, site++, train);
+  }
+  return x;
+}
+
 void require_classes(const DataSpec& spec, const char* model) {
   if (spec.tokens || spec.num_classes < 2) {
     throw ConfigError(std::string("model.name = \"") + model +
@@ -22,23 +32,24 @@ void require_classes(const DataSpec& spec, const char* model) {
   }
 }
 
-// Multi-layer perceptron: flatten, [Linear, ReLU, Dropout] per hidden width, Linear to classes.
+// Multi-layer perceptron: flatten, [Linear, ReLU, dropout] per hidden width, Linear to classes.
 class Mlp : public Model {
  public:
-  Mlp(const ModelConfig& c, const DataSpec& spec) {
+  Mlp(const ModelConfig& c, const DataSpec& spec) : dropout_(c.dropout) {
     require_classes(spec, "mlp");
     int64_t in = flat_size(spec.input_shape);
     for (size_t i = 0; i < c.hidden.size(); ++i) {
       if (c.hidden[i] < 1) throw ConfigError("model.hidden: widths must be >= 1");
       layers_->push_back(torch::nn::Linear(in, c.hidden[i]));
       layers_->push_back(torch::nn::ReLU());
-      if (c.dropout > 0) layers_->push_back(KeyedDropout(c.dropout, /*site=*/i));
       in = c.hidden[i];
     }
     layers_->push_back(torch::nn::Linear(in, spec.num_classes));
     register_module("layers", layers_);
   }
-  torch::Tensor forward(const torch::Tensor& x) override { return layers_->forward(x.flatten(1)); }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    return forward_with_dropout(layers_, x.flatten(1), dropout_, /*site=*/0, is_training());
+  }
 
   ModelStats stats(const DataSpec& spec) const override {
     ModelStats s = Model::stats(spec);
@@ -53,12 +64,13 @@ class Mlp : public Model {
 
  private:
   torch::nn::Sequential layers_;
+  double dropout_;  // after each hidden ReLU
 };
 
 // Small ConvNet for 28x28 images: [Conv3x3, ReLU, MaxPool2] per channel entry, then two Linear.
 class Cnn : public Model {
  public:
-  Cnn(const ModelConfig& c, const DataSpec& spec) {
+  Cnn(const ModelConfig& c, const DataSpec& spec) : dropout_(c.dropout) {
     require_classes(spec, "cnn");
     if (spec.input_shape.size() != 3) {
       throw ConfigError("model.name = \"cnn\" needs image data [C, H, W] (data.kind = \"idx\")");
@@ -79,12 +91,13 @@ class Cnn : public Model {
     head_->push_back(torch::nn::Flatten());
     head_->push_back(torch::nn::Linear(ch * h * w, hidden_));
     head_->push_back(torch::nn::ReLU());
-    if (c.dropout > 0) head_->push_back(KeyedDropout(c.dropout, /*site=*/0));
     head_->push_back(torch::nn::Linear(hidden_, spec.num_classes));
     register_module("features", features_);
     register_module("head", head_);
   }
-  torch::Tensor forward(const torch::Tensor& x) override { return head_->forward(features_->forward(x)); }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    return forward_with_dropout(head_, features_->forward(x), dropout_, /*site=*/0, is_training());
+  }
 
   ModelStats stats(const DataSpec& spec) const override {
     ModelStats s = Model::stats(spec);
@@ -112,6 +125,7 @@ class Cnn : public Model {
   torch::nn::Sequential head_;
   int64_t hidden_ = 128;
   double conv_acts_ = 0;
+  double dropout_;  // after the hidden ReLU of the head
 };
 
 }  // namespace

@@ -167,13 +167,24 @@ void Trainer::resume(const std::string& path) {
       throw CheckpointError(path + "/manifest.json: key '" + key + "' is missing (not written by a training run)");
     }
   }
-  // The model must be the one that was saved: name every field that changed.
-  std::string changed;
+  // The model must be the one that was saved: name every key that shapes its parameters and
+  // changed. Keys this model does not read may change; model.vocab = 0 means the data's vocabulary.
+  // Settings that change the trajectory (not the tensors) are named in the resume check's verdict.
+  std::string changed, drift;
+  const int64_t data_vocab = data_.train->spec().vocab;
+  const auto resolved = [data_vocab](const std::string& key, const std::string& value) {
+    return key == "vocab" && value == "0" && data_vocab > 0 ? std::to_string(data_vocab) : value;
+  };
   for (const auto& f : cfg::list_fields(config_.model)) {
     if (f.key == "plugin" || !m.at("model").contains(f.key)) continue;
     const std::string was = m.at("model").at(f.key).get<std::string>();
-    if (was != f.value)
-      changed += (changed.empty() ? "" : ", ") + std::string("model.") + f.key + " " + was + " -> " + f.value;
+    if (resolved(f.key, was) == resolved(f.key, f.value)) continue;
+    const std::string change = "model." + f.key + " " + was + " -> " + f.value;
+    if (model_key_shapes_parameters(config_.model.name, f.key)) {
+      changed += (changed.empty() ? "" : ", ") + change;
+    } else if (f.key == "dropout") {
+      drift = change;
+    }
   }
   if (!changed.empty()) {
     throw CheckpointError(path + " was written for a different model (" + changed + ")",
@@ -196,10 +207,9 @@ void Trainer::resume(const std::string& path) {
         "its optimizer state cannot carry over: use optimizer.name = " + saved_optimizer +
             ", or --no-resume to start over");
   }
-  // Settings that change the trajectory (not the tensors): named in the resume check's verdict.
-  std::string drift;
   if (m.contains("seed") && m.at("seed").is_number_integer() && m.at("seed").get<int64_t>() != config_.train.seed) {
-    drift = "train.seed " + std::to_string(m.at("seed").get<int64_t>()) + " -> " + std::to_string(config_.train.seed);
+    drift += (drift.empty() ? "" : ", ") + std::string("train.seed ") + std::to_string(m.at("seed").get<int64_t>()) +
+             " -> " + std::to_string(config_.train.seed);
   }
   const std::string saved_dtype = text_of("precision");
   if (!saved_dtype.empty() && saved_dtype != config_.precision.dtype) {
