@@ -1,8 +1,10 @@
 // rank_output.cpp: "[rank N] " prefixes via pipes and forwarding threads.
 #include "runtime/common/rank_output.h"
 
+#include <poll.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <iostream>
 #include <thread>
@@ -38,25 +40,47 @@ void write_all(int fd, const char* p, size_t n) {
   }
 }
 
-// Copies the pipe to the original fd, inserting the prefix at each line start ('\n' or '\r').
+// Copies the pipe to the original fd, inserting the prefix at each line start ('\n' or '\r'). Whole
+// lines go out in one write, so lines of several ranks never interleave inside a line (a message
+// written in pieces, as std::cerr << a << b does, is joined here); a line still unfinished after
+// 200 ms without more output, or longer than 64 KiB, goes out as it is.
 void forward(int in, int out, const std::string& prefix) {
   char buf[4096];
   bool at_line_start = true;
-  std::string chunk;
+  std::string pending;  // prefixed text not written yet
+  size_t complete = 0;  // pending[0, complete) ends with a line end
   for (;;) {
+    pollfd p{in, POLLIN, 0};
+    const int ready = ::poll(&p, 1, pending.empty() ? -1 : 200);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {  // quiet: flush the unfinished line
+      write_all(out, pending.data(), pending.size());
+      pending.clear();
+      complete = 0;
+      continue;
+    }
     ssize_t n = ::read(in, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    chunk.clear();
     for (ssize_t i = 0; i < n; ++i) {
       if (at_line_start && buf[i] != '\n') {
-        chunk += prefix;
+        pending += prefix;
         at_line_start = false;
       }
-      chunk += buf[i];
-      if (buf[i] == '\n' || buf[i] == '\r') at_line_start = true;
+      pending += buf[i];
+      if (buf[i] == '\n' || buf[i] == '\r') {
+        at_line_start = true;
+        complete = pending.size();
+      }
     }
-    write_all(out, chunk.data(), chunk.size());
+    if (pending.size() > 65536) complete = pending.size();
+    if (complete > 0) {
+      write_all(out, pending.data(), complete);
+      pending.erase(0, complete);
+      complete = 0;
+    }
   }
+  write_all(out, pending.data(), pending.size());
 }
 
 void redirect(Forwarder& f, int fd, const std::string& prefix) {
