@@ -367,6 +367,9 @@ RunOutcome run_job(const RunOptions& o) {
   if (!o.quiet && main_rank && out.summary.already_complete) {
     std::cout << "gtrain: " << run_dir << " is complete (step " << out.summary.steps << " of " << trainer.total_steps()
               << "); nothing to do" << std::endl;
+  } else if (!o.quiet && main_rank && out.summary.stopped_early && out.summary.stage_steps == 0) {
+    std::cout << "gtrain: stage ended by " << out.summary.stop_reason << " before its first step (at step "
+              << out.summary.steps << "); nothing to save; run the same command to resume (exit code 3)" << std::endl;
   } else if (!o.quiet && main_rank) {
     const auto& s = out.summary;
     char buf[256];

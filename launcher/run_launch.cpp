@@ -231,7 +231,8 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
       }
       spec.forward_env.insert(spec.forward_env.end(),
                               {"PATH", "LD_LIBRARY_PATH", "GTRAIN_INTERNAL_LOCKED", "GTRAIN_INTERNAL_DEADLINE",
-                               "GTRAIN_INTERNAL_ALLOCATION", "GTRAIN_INTERNAL_GRANTED", "GTRAIN_INTERNAL_STOP_FILE"});
+                               "GTRAIN_INTERNAL_ALLOCATION", "GTRAIN_INTERNAL_GRANTED", "GTRAIN_INTERNAL_STOP_FILE",
+                               "GTRAIN_INTERNAL_OUTCOME_FILE"});
     } else {
       spec.hosts.clear();
     }
@@ -241,6 +242,10 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
     std::error_code ec;
     fs::remove(spec.stop_file, ec);  // a request left by an earlier stage is not this stage's
     setenv("GTRAIN_INTERNAL_STOP_FILE", spec.stop_file.c_str(), 1);
+    // Rank 0 writes "resumable" here when the stage ends early, and the ranks exit 0 (cli.cpp).
+    const std::string outcome = (fs::path(run_dir) / ".stage-outcome").string();
+    fs::remove(outcome, ec);
+    setenv("GTRAIN_INTERNAL_OUTCOME_FILE", outcome.c_str(), 1);
     // From here the signals wait, blocked, for run_mpirun, which acts on each (launch.h).
     install_stop_signals(cfg.schedule.stop_signals);
     block_stop_signals(true);
@@ -251,6 +256,10 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
       return out;
     }
     out.exit_code = run_mpirun(spec);
+    std::string said;
+    std::getline(std::ifstream(outcome), said);
+    if (out.exit_code == kExitOk && said == "resumable") out.exit_code = kExitResumable;
+    fs::remove(outcome, ec);
   }
   return out;
 }

@@ -251,6 +251,10 @@ TEST(Stages, DeadlineStopsAndSavesBeforeTimeLimit) {
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_LT(secs, 4.0 + 1.5) << "launch overhead aside, the stage must end before its limit\n" << r.output;
   EXPECT_NE(r.output.find("deadline (--time-limit)"), std::string::npos) << r.output;
+  // The ranks exit 0 and say "resumable" through a file: mpirun prints no abort notice.
+  EXPECT_EQ(r.output.find("mpirun detected"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Primary job"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("run/.stage-outcome")));
   auto ckpts = list_checkpoints(dir.file("run/checkpoints"));
   ASSERT_EQ(ckpts.size(), 1u);
   EXPECT_EQ(ckpts[0].step, test::last_train_step(dir.file("run/metrics.jsonl")));

@@ -14,6 +14,7 @@
 #include "runtime/common/torch_compat.h"
 #include "runtime/metrics/step_profiler.h"
 #include "runtime/train/lr_schedule.h"
+#include "runtime/train/schedule.h"
 #include "strategies/data_parallel.h"
 #include "strategies/planner.h"
 #include "tests/adamw_reference.h"
@@ -541,6 +542,45 @@ TEST(Checkpoint, ResumeComparesTheKeysThatShapeTheModel) {
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("different model (model.vocab 0 -> 512)"), std::string::npos) << e.what();
   }
+}
+
+// A deadline inside the save lead still lets a stage run one step and save (every stage makes
+// progress); one already past when the stage starts ends it before its first step, saving nothing.
+TEST(Checkpoint, DeadlineBeforeTheFirstStep) {
+  test::TempDir dir;
+  auto c = synthetic_mlp(50, 16);
+  TrainerPaths paths;
+  paths.checkpoints = dir.file("ckpt");
+  StageOptions close;
+  close.ledger = dir.file("stages.jsonl");
+  close.deadline_unix = unix_now() + 0.5;  // inside the lead (min_lead_s 5)
+  close.deadline_source = "--time-limit";
+  auto first = make_trainer(c, 0, paths);
+  first->set_stage(close);
+  auto s1 = first->run();
+  EXPECT_TRUE(s1.stopped_early);
+  EXPECT_EQ(s1.stage_steps, 1);
+  ASSERT_EQ(list_checkpoints(paths.checkpoints).size(), 1u);
+
+  StageOptions past = close;
+  past.deadline_unix = unix_now() - 1.0;
+  auto second = make_trainer(c, 0, paths);
+  second->resume(find_latest_valid_checkpoint(paths.checkpoints, nullptr));
+  second->set_stage(past);
+  auto s2 = second->run();
+  EXPECT_TRUE(s2.stopped_early);
+  EXPECT_EQ(s2.stage_steps, 0);
+  EXPECT_EQ(s2.steps, 1);
+  EXPECT_EQ(s2.stop_reason, "deadline (--time-limit)");
+  const auto all = list_checkpoints(paths.checkpoints);
+  ASSERT_EQ(all.size(), 1u);  // nothing new saved
+  EXPECT_EQ(all[0].step, 1);
+  const auto ledger = test::lines(test::read_file(dir.file("stages.jsonl")));
+  ASSERT_EQ(ledger.size(), 2u);
+  const auto row = nlohmann::json::parse(ledger[1]);
+  EXPECT_EQ(row.at("step_from"), 1);
+  EXPECT_EQ(row.at("step_to"), 1);
+  EXPECT_EQ(row.at("exit").get<std::string>().rfind("resumable: deadline", 0), 0u) << row.dump();
 }
 
 // A 4-step run of the small MLP that saves at steps 2 and 4 into dir/ckpt (paths->checkpoints).

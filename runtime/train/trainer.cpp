@@ -250,7 +250,7 @@ void Trainer::resume(const std::string& path) {
                    {"plan", plan_.summary()}});
 }
 
-std::string Trainer::stop_check(double last_step_seconds) {
+std::string Trainer::stop_check(double last_step_seconds, bool before_first_step) {
   int code = 0;
   std::string reason;
   if (const int sig = stop_signal_received()) code = 1, reason = "signal " + std::to_string(sig);
@@ -259,8 +259,12 @@ std::string Trainer::stop_check(double last_step_seconds) {
     if (f && std::getline(f, reason) && !reason.empty()) code = 1;
   }
   if (!code && stage_.deadline_unix > 0 && comm_->rank() == 0) {
-    const double lead = last_step_seconds + std::max(max_save_seconds_, 1.0) * config_.schedule.save_safety +
-                        config_.schedule.min_lead_s;
+    // Before the first step only a deadline already past counts: every stage that starts in time
+    // makes progress (one step and a save) however short its limit.
+    const double lead = before_first_step
+                            ? 0.0
+                            : last_step_seconds + std::max(max_save_seconds_, 1.0) * config_.schedule.save_safety +
+                                  config_.schedule.min_lead_s;
     if (unix_now() + lead >= stage_.deadline_unix) code = 2, reason = "deadline (" + stage_.deadline_source + ")";
   }
   if (comm_->size() > 1) {
@@ -515,6 +519,29 @@ TrainSummary Trainer::run_stage() {
   double& productive = productive_s_;
   productive = 0;
   StepResult last;
+  // End of stage: save (whatever the interval) unless nothing ran, wait for it to commit, report resumable.
+  auto end_stage = [&](const std::string& stop) {
+    progress_->finish();
+    if (step_ > first && !paths_.checkpoints.empty()) save_checkpoint_now();
+    finish_saves();
+    s.stopped_early = true;
+    s.stop_reason = stop;
+    s.steps = step_;
+    s.stage_steps = step_ - first;
+    s.final_loss = last.loss;
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    s.samples_per_s = static_cast<double>((step_ - first) * layout_.global_batch) / std::max(s.seconds, 1e-9);
+    s.data_wait_s = data_wait_total_;
+    metrics_->write({{"kind", "stage_end"}, {"step", step_}, {"reason", stop}});
+    write_ledger(s, first, productive);
+    return s;
+  };
+  // A deadline already past (a stage that started late) or a stop signal during start-up ends the
+  // stage before its first step: nothing new to save.
+  if (step_ < total_steps_) {
+    const std::string stop = stop_check(0.0, /*before_first_step=*/true);
+    if (!stop.empty()) return end_stage(stop);
+  }
   while (step_ < total_steps_) {
     last = train_step();
     productive += last.seconds;
@@ -534,26 +561,12 @@ TrainSummary Trainer::run_stage() {
     }
     if (step_ == total_steps_) break;
     const std::string stop = stop_check(last.seconds);
-    if (!stop.empty()) {
-      // End of stage: save (whatever the interval), wait for it to commit, report resumable.
-      progress_->finish();
-      if (!paths_.checkpoints.empty()) save_checkpoint_now();
-      finish_saves();
-      s.stopped_early = true;
-      s.stop_reason = stop;
-      s.steps = step_;
-      s.final_loss = last.loss;
-      s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-      s.samples_per_s = static_cast<double>((step_ - first) * layout_.global_batch) / std::max(s.seconds, 1e-9);
-      s.data_wait_s = data_wait_total_;
-      metrics_->write({{"kind", "stage_end"}, {"step", step_}, {"reason", stop}});
-      write_ledger(s, first, productive);
-      return s;
-    }
+    if (!stop.empty()) return end_stage(stop);
     maybe_checkpoint(false);
   }
   progress_->finish();
   s.steps = step_;
+  s.stage_steps = step_ - first;
   s.final_loss = last.loss;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   s.samples_per_s = static_cast<double>((step_ - first) * layout_.global_batch) / std::max(s.seconds, 1e-9);

@@ -42,7 +42,8 @@ struct EvalResult {
 };
 
 struct TrainSummary {
-  int64_t steps = 0;
+  int64_t steps = 0;        // steps done in the run (the step it ended at)
+  int64_t stage_steps = 0;  // steps this stage ran
   double final_loss = NAN;
   EvalResult eval;
   double seconds = 0;
@@ -111,7 +112,8 @@ class Trainer {
   void add_device_metrics(nlohmann::json& rec) const;
   void log_step(const StepResult& r);
   void maybe_checkpoint(bool final);
-  std::string stop_check(double last_step_seconds);  // "" = go on
+  // "" = go on. Before the first step (before_first_step) only a deadline already past counts.
+  std::string stop_check(double last_step_seconds, bool before_first_step = false);
   void write_ledger(const TrainSummary& s, int64_t first_step, double productive_s);
   TrainSummary run_stage();  // run()'s loop; run() adds a ledger record when it throws
   double productive_s_ = 0;  // seconds of this stage spent in training steps
