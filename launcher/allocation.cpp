@@ -192,6 +192,11 @@ void discover_slurm(Allocation* a, EnvReader& r, const CommandRunner& run, const
     if (r.has(var)) {
       mine = parse_index_list(trim(r.str(var)), var);
       my_count = static_cast<int>(mine.size());
+      if (r.has("SLURM_GPUS_ON_NODE") && r.integer("SLURM_GPUS_ON_NODE", my_count) != my_count) {
+        a->notes.push_back("SLURM_GPUS_ON_NODE=" + trim(r.str("SLURM_GPUS_ON_NODE")) + " but " + var + " lists " +
+                           std::to_string(my_count) + " GPU(s) (" + trim(r.str(var)) + "): using the " +
+                           std::to_string(my_count) + " listed");
+      }
       break;
     }
   }

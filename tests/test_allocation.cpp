@@ -322,6 +322,23 @@ TEST(SlurmAllocation, SingleNodeFromVariables) {
   EXPECT_TRUE(r.calls.empty()) << "end time came from SLURM_JOB_END_TIME and limits were off";
 }
 
+// Conflicting GPU variables: the listed indices win, and a note says so.
+TEST(SlurmAllocation, ConflictingGpuCountIsNoted) {
+  Env env = slurm_single_node();
+  env["SLURM_JOB_GPUS"] = "0,1";
+  FakeRunner r;
+  const Allocation a = discover_allocation(env, r.runner(), with(cuda_machine("gpu07", 4), false));
+  EXPECT_EQ(a.nodes[0].gpus, (std::vector<int>{0, 1}));
+  bool noted = false;
+  for (const auto& n : a.notes) {
+    noted |= n == "SLURM_GPUS_ON_NODE=4 but SLURM_JOB_GPUS lists 2 GPU(s) (0,1): using the 2 listed";
+  }
+  EXPECT_TRUE(noted);
+  // Agreeing variables: no such note.
+  const Allocation b = discover_allocation(slurm_single_node(), r.runner(), with(cuda_machine("gpu07", 4), false));
+  for (const auto& n : b.notes) EXPECT_EQ(n.find("SLURM_GPUS_ON_NODE="), std::string::npos) << n;
+}
+
 TEST(SlurmAllocation, MultiNodeWithStepGpusSqueueAndLimits) {
   Env env = {{"SLURM_JOB_ID", "4242"},          {"SLURM_JOB_NODELIST", "gpu[01-02]"},
              {"SLURMD_NODENAME", "gpu01"},      {"SLURM_GPUS_PER_NODE", "a100:4"},
