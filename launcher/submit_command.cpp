@@ -131,7 +131,11 @@ std::string dry_run_commands(const Chain& chain) {
       }
       line += (line.empty() ? "" : " ") + word;
     }
-    text += "  JOB" + std::to_string(i + 1) + "=$(" + line + ")\n";
+    const std::string var = "JOB" + std::to_string(i + 1);
+    text += "  " + var + "=$(" + line + ")";
+    // sbatch --parsable answers "JOBID;CLUSTER" on a multi-cluster site; dependencies take the id.
+    if (chain.scheduler != "pbs") text += " && " + var + "=${" + var + "%%;*}";
+    text += "\n";
   }
   return text;
 }

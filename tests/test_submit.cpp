@@ -573,15 +573,18 @@ TEST(SubmitChain, DryRunPrintsTheExactCommands) {
   const std::string text = out.str();
   EXPECT_NE(text.find("  JOB1=$(sbatch --parsable"), std::string::npos) << text;
   EXPECT_NE(text.find("--begin="), std::string::npos) << text;
-  EXPECT_NE(text.find("--export=ALL,GTRAIN_STAGE=1 " + o.run_dir + "/stage-1.sbatch)\n"), std::string::npos) << text;
-  EXPECT_NE(
-      text.find("\"--dependency=afterany:$JOB1\" --export=ALL,GTRAIN_STAGE=2 " + o.run_dir + "/stage-2.sbatch)\n"),
-      std::string::npos)
+  EXPECT_NE(text.find("--export=ALL,GTRAIN_STAGE=1 " + o.run_dir + "/stage-1.sbatch) && JOB1=${JOB1%%;*}\n"),
+            std::string::npos)
       << text;
-  // The lines run as they are against a fake sbatch that echoes a job id and its arguments.
+  EXPECT_NE(text.find("\"--dependency=afterany:$JOB1\" --export=ALL,GTRAIN_STAGE=2 " + o.run_dir +
+                      "/stage-2.sbatch) && JOB2=${JOB2%%;*}\n"),
+            std::string::npos)
+      << text;
+  // The lines run as they are against a fake sbatch that echoes its arguments and a job id with a
+  // cluster name, as --parsable does on a multi-cluster site.
   fs::create_directories(dir.file("bin"));
   test::write_file(dir.file("bin/sbatch"),
-                   "#!/bin/bash\necho \"$*\" >> " + dir.file("sbatch.log") + "\necho $RANDOM\n");
+                   "#!/bin/bash\necho \"$*\" >> " + dir.file("sbatch.log") + "\necho \"$RANDOM;cluster2\"\n");
   fs::permissions(dir.file("bin/sbatch"), fs::perms::owner_all);
   std::string commands;
   for (const auto& line : test::lines(text)) {
@@ -594,9 +597,9 @@ TEST(SubmitChain, DryRunPrintsTheExactCommands) {
   ASSERT_EQ(calls.size(), 2u);
   const auto ids = test::lines(r.output);
   ASSERT_FALSE(ids.empty());
-  EXPECT_NE(calls[1].find("--dependency=afterany:" + ids.back().substr(0, ids.back().find(' '))), std::string::npos)
-      << calls[1] << "\n"
-      << r.output;
+  const std::string job1 = ids.back().substr(0, ids.back().find(' '));
+  EXPECT_EQ(job1.find(';'), std::string::npos) << r.output;
+  EXPECT_NE(calls[1].find("--dependency=afterany:" + job1 + " "), std::string::npos) << calls[1] << "\n" << r.output;
 }
 
 // What gtrain run refuses at once, submit refuses before writing anything.
