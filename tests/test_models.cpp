@@ -28,6 +28,17 @@ DataSpec token_spec(int64_t T, int64_t V) {
   return s;
 }
 
+// A small gpt: `n_layer` blocks of 2 heads, 16 wide, `seq_len` tokens.
+ModelConfig small_gpt(int64_t n_layer, int64_t seq_len) {
+  ModelConfig c;
+  c.name = "gpt";
+  c.n_layer = n_layer;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.seq_len = seq_len;
+  return c;
+}
+
 TEST(Registry, HasBuiltinsAndRejectsUnknownWithSuggestion) {
   auto& reg = ModelRegistry::global();
   for (const char* n : {"mlp", "cnn", "gpt"}) EXPECT_TRUE(reg.has(n)) << n;
@@ -108,12 +119,7 @@ TEST(Models, MlpAndCnnShapes) {
 }
 
 TEST(Models, GptShapesTyingAndBlocks) {
-  ModelConfig c;
-  c.name = "gpt";
-  c.n_layer = 3;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seq_len = 8;
+  ModelConfig c = small_gpt(3, 8);
   torch::manual_seed(0);
   auto m = ModelRegistry::global().create(c, token_spec(8, 50));
   auto idx = torch::randint(0, 50, {2, 8}, torch::kLong);
@@ -142,12 +148,7 @@ TEST(Models, GptShapesTyingAndBlocks) {
 }
 
 TEST(Models, GptIsCausal) {
-  ModelConfig c;
-  c.name = "gpt";
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seq_len = 10;
+  ModelConfig c = small_gpt(2, 10);
   torch::manual_seed(1);
   auto m = ModelRegistry::global().create(c, token_spec(10, 20));
   m->eval();
@@ -216,12 +217,7 @@ TEST(KeyedDropout, RateScaleAndGradient) {
 // The whole GPT with dropout in training: rows 2..3 computed alone (as a micro-batch holding
 // global samples 2 and 3) give the same output as in the batch of 4.
 TEST(KeyedDropout, GptOutputOfARowDoesNotDependOnItsBatch) {
-  ModelConfig c;
-  c.name = "gpt";
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.seq_len = 8;
+  ModelConfig c = small_gpt(2, 8);
   c.dropout = 0.3;
   torch::manual_seed(1);
   auto m = ModelRegistry::global().create(c, token_spec(8, 20));
@@ -358,12 +354,7 @@ TEST(FusedLoss, Bf16GradientsMatchAutocastForConfidentRows) {
 // the gradients of every parameter.
 TEST(FusedLoss, GptTrainLossAndGradientsMatch) {
   for (bool tied : {true, false}) {
-    ModelConfig c;
-    c.name = "gpt";
-    c.n_layer = 2;
-    c.n_head = 2;
-    c.n_embd = 16;
-    c.seq_len = 8;
+    ModelConfig c = small_gpt(2, 8);
     c.tied_embeddings = tied;
     torch::manual_seed(1);
     auto plain = ModelRegistry::global().create(c, token_spec(8, 50));

@@ -473,13 +473,18 @@ TEST(Checkpoint, ResumeIsBitwiseIdentical) {
   for (int s = 5; s < 12; ++s) EXPECT_EQ(second->train_step().loss, ref[s]) << "step " << s;
 }
 
+// Runs `c` to its end, saving into dir/<name>; returns the final checkpoint's path.
+std::string finished_run_checkpoint(const test::TempDir& dir, const JobConfig& c, const std::string& name) {
+  TrainerPaths paths;
+  paths.checkpoints = dir.file(name);
+  make_trainer(c, 0, paths)->run();
+  return find_latest_valid_checkpoint(paths.checkpoints, nullptr);
+}
+
 TEST(Checkpoint, ChangedModelOrBatchIsRefused) {
   test::TempDir dir;
   auto c = synthetic_mlp(2, 16);
-  TrainerPaths paths;
-  paths.checkpoints = dir.file("ckpt");
-  make_trainer(c, 0, paths)->run();
-  const std::string path = find_latest_valid_checkpoint(paths.checkpoints, nullptr);
+  const std::string path = finished_run_checkpoint(dir, c, "ckpt");
   auto wider = c;
   wider.model.hidden = {48};
   try {
@@ -499,10 +504,7 @@ TEST(Checkpoint, ChangedModelOrBatchIsRefused) {
 TEST(Checkpoint, ResumeComparesTheKeysThatShapeTheModel) {
   test::TempDir dir;
   auto c = synthetic_mlp(2, 16);
-  TrainerPaths paths;
-  paths.checkpoints = dir.file("ckpt");
-  make_trainer(c, 0, paths)->run();
-  const std::string mlp_ckpt = find_latest_valid_checkpoint(paths.checkpoints, nullptr);
+  const std::string mlp_ckpt = finished_run_checkpoint(dir, c, "ckpt");
   auto unused = c;
   unused.model.channels = {8};
   unused.model.n_layer = 9;
@@ -527,9 +529,7 @@ TEST(Checkpoint, ResumeComparesTheKeysThatShapeTheModel) {
   g.train.global_batch = 4;
   g.train.steps = 2;
   g.log.progress = "none";
-  paths.checkpoints = dir.file("gpt");
-  make_trainer(g, 0, paths)->run();
-  const std::string gpt_ckpt = find_latest_valid_checkpoint(paths.checkpoints, nullptr);
+  const std::string gpt_ckpt = finished_run_checkpoint(dir, g, "gpt");
   auto explicit_vocab = g;
   explicit_vocab.model.vocab = 256;
   explicit_vocab.model.hidden = {7};

@@ -519,19 +519,23 @@ TrainSummary Trainer::run_stage() {
   double& productive = productive_s_;
   productive = 0;
   StepResult last;
-  // End of stage: save (whatever the interval) unless nothing ran, wait for it to commit, report resumable.
-  auto end_stage = [&](const std::string& stop) {
-    progress_->finish();
-    if (step_ > first && !paths_.checkpoints.empty()) save_checkpoint_now();
-    finish_saves();
-    s.stopped_early = true;
-    s.stop_reason = stop;
+  // The stage's counts and speed, when it ends either way.
+  auto summarise = [&]() {
     s.steps = step_;
     s.stage_steps = step_ - first;
     s.final_loss = last.loss;
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     s.samples_per_s = static_cast<double>((step_ - first) * layout_.global_batch) / std::max(s.seconds, 1e-9);
     s.data_wait_s = data_wait_total_;
+  };
+  // End of stage: save (whatever the interval) unless nothing ran, wait for it to commit, report resumable.
+  auto end_stage = [&](const std::string& stop) {
+    progress_->finish();
+    if (step_ > first && !paths_.checkpoints.empty()) save_checkpoint_now();
+    finish_saves();
+    summarise();
+    s.stopped_early = true;
+    s.stop_reason = stop;
     metrics_->write({{"kind", "stage_end"}, {"step", step_}, {"reason", stop}});
     write_ledger(s, first, productive);
     return s;
@@ -565,12 +569,7 @@ TrainSummary Trainer::run_stage() {
     maybe_checkpoint(false);
   }
   progress_->finish();
-  s.steps = step_;
-  s.stage_steps = step_ - first;
-  s.final_loss = last.loss;
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  s.samples_per_s = static_cast<double>((step_ - first) * layout_.global_batch) / std::max(s.seconds, 1e-9);
-  s.data_wait_s = data_wait_total_;
+  summarise();
   s.eval = evaluate();
   if (data_.eval) {
     metrics_->write({{"kind", "eval"},
