@@ -255,7 +255,7 @@ RunOutcome run_job(const RunOptions& o) {
   if (!main_rank) cfg.log.progress = "none";
   // Launched by srun without our launcher: rank 0 holds the lock.
   if (!lock && main_rank && env_or(stage_env, "GTRAIN_INTERNAL_LOCKED").empty())
-    lock = RunLock::acquire(run_dir, cfg.checkpoint.dir);
+    lock = RunLock::acquire(run_dir, checkpoint_directory(cfg.checkpoint, run_dir));
   install_stop_signals(cfg.schedule.stop_signals);
 
   const int threads = set_torch_threads(cfg.train.threads, rank_env.local_size);

@@ -196,7 +196,7 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   const Allocation alloc = discover_allocation(env, system_command_runner(), dopt);
   StageLaunch out;
   out.ranks = alloc.world_size();
-  out.lock = RunLock::acquire(run_dir, cfg.checkpoint.dir);
+  out.lock = RunLock::acquire(run_dir, checkpoint_directory(cfg.checkpoint, run_dir));
   const Deadline deadline = stage_deadline(cfg, o, alloc);
   // Ranks learn the stage's facts from the launching process.
   setenv("GTRAIN_INTERNAL_LOCKED", run_dir.c_str(), 1);

@@ -11,9 +11,10 @@ namespace gtrain {
 
 class RunLock {
  public:
-  // Locks the run directory and, when checkpoint.dir is set, the checkpoint directory too. Throws
-  // ConfigError naming the directory and the holder's pid when either is taken.
-  static std::unique_ptr<RunLock> acquire(const std::string& run_dir, const std::string& checkpoint_dir = "");
+  // Locks the run directory and the run's checkpoint directory (checkpoint_directory(): checkpoint.dir
+  // or <run dir>/checkpoints) unless it is the run directory itself. Throws ConfigError naming the
+  // directory and the holder's pid when either is taken.
+  static std::unique_ptr<RunLock> acquire(const std::string& run_dir, const std::string& checkpoint_dir);
   ~RunLock();
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;

@@ -396,6 +396,20 @@ TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
             std::string::npos)
       << second.output;
   EXPECT_FALSE(fs::exists(dir.file("b/metrics.jsonl"))) << "the refused run must not have started";
+  // A run's default checkpoint directory (<run dir>/checkpoints) is locked too: another run
+  // pointing checkpoint.dir at it is refused.
+  const pid_t plain = spawn_gtrain(
+      "run " + dir.file("job.toml") + " --run-dir " + dir.file("c") + " --set train.steps=100000", dir.file("c.log"));
+  for (int i = 0; i < 500 && test::last_train_step(dir.file("c/metrics.jsonl")) < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto into_c = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("d") +
+                                  " --set checkpoint.dir=" + dir.file("c/checkpoints") + " --set train.steps=2");
+  EXPECT_EQ(into_c.exit_code, 2) << into_c.output;
+  EXPECT_NE(into_c.output.find("checkpoint directory " + dir.file("c/checkpoints") + " is in use"), std::string::npos)
+      << into_c.output;
+  kill(plain, SIGUSR1);
+  EXPECT_EQ(wait_exit(plain), 3) << test::read_file(dir.file("c.log"));
   kill(first, SIGUSR1);
   EXPECT_EQ(wait_exit(first), 3) << test::read_file(dir.file("a.log"));
   // Once the first has ended, the directory is free again.
