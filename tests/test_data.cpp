@@ -1,7 +1,9 @@
 // test_data.cpp: dataset readers on files the tests write, the sample order, and the prefetcher.
 #include <gtest/gtest.h>
+
 #include <torch/torch.h>
 #include <zlib.h>
+#include <functional>
 
 #include <algorithm>
 #include <set>
@@ -134,6 +136,16 @@ TEST(TextBytes, ByteLevelWindows) {
   EXPECT_EQ(b.input[0][0].item<int64_t>(), 'h');
   EXPECT_EQ(b.target[0][0].item<int64_t>(), 'e');
   EXPECT_EQ(b.input[1][0].item<int64_t>(), 'w');
+  // A directory as data.path: a data error naming it, not the stream library's "Is a directory".
+  for (auto open : {std::function<void()>([&] { open_text_bytes(dir.path(), 4, 0.0, 1.0, false); }),
+                    std::function<void()>([&] { open_token_file(dir.path(), "uint16", 4, 0, 1, false, 0); })}) {
+    try {
+      open();
+      ADD_FAILURE() << "a directory opened as data";
+    } catch (const DataError& e) {
+      EXPECT_EQ(std::string(e.what()), dir.path() + ": is a directory; data.path must name a file");
+    }
+  }
 }
 
 TEST(Synthetic, DeterministicAndSplitsDiffer) {

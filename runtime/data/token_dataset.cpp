@@ -2,6 +2,7 @@
 // of any file. Training draws random windows; eval walks non-overlapping windows in order.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "runtime/common/errors.h"
@@ -55,6 +56,10 @@ class TokenWindows : public Dataset {
 };
 
 std::vector<uint8_t> read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw DataError(path + ": is a directory; data.path must name a file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(path + ": cannot open data file (data.path)");
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
