@@ -44,8 +44,10 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& run) {
       ->allow_extra_args(false);
   run_cmd->add_option("--run-dir", run.run_dir, "Run directory (default <log.root>/<log.name>)");
   run_cmd->add_flag("--quiet", run.quiet, "Only errors on the console");
-  run_cmd->add_option("--resume", run.resume, "Resume from this checkpoint directory (default: the newest valid one)");
-  run_cmd->add_flag("--no-resume", run.no_resume, "Start from step 0 even when the run directory has checkpoints");
+  auto* resume = run_cmd->add_option("--resume", run.resume,
+                                     "Resume from this checkpoint directory (default: the newest valid one)");
+  run_cmd->add_flag("--no-resume", run.no_resume, "Start from step 0 even when the run directory has checkpoints")
+      ->excludes(resume);
   run_cmd->add_option("--time-limit", run.time_limit,
                       "Stage wall time (90s, 15m, 2h, HH:MM:SS): stop early enough to save, exit 3");
   run_cmd

@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "runtime/checkpoint/checkpoint_dirs.h"
 #include "tests/test_util.h"
 
 namespace gtrain {
@@ -195,6 +196,8 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
       {"run " + dir.file("ok.toml") + " --time-limit 1:75:00",
        "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h or [D-]HH:MM:SS above 0 and at most "
        "366 days, got '1:75:00'"},
+      {"run " + dir.file("ok.toml") + " --resume " + dir.path() + " --no-resume",
+       "gtrain: config error: --resume excludes --no-resume (see gtrain --help)"},
       {"run " + dir.file("ok.toml") + " --set train.threads=5000",
        "gtrain: config error: --set train.threads=5000: train.threads: expected an integer in [0, 1024], got 5000 "
        "(integer)"},
@@ -209,7 +212,8 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
                   " --set train.global_batch=100");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("train.global_batch = 100 exceeds the "), std::string::npos) << r.output;
-  EXPECT_FALSE(fs::exists(dir.file("gb/checkpoints"))) << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("gb/metrics.jsonl"))) << r.output;  // nothing trained
+  EXPECT_TRUE(committed_checkpoint_dirs(dir.file("gb/checkpoints")).empty()) << r.output;
 }
 
 TEST(Cli, EnvironmentOverridesFileButNotSet) {
@@ -262,6 +266,11 @@ TEST(Cli, PluginModelTrainsFromConfig) {
   EXPECT_GT(recs.back().at("eval_accuracy").get<double>(), 0.9) << r.output;
   r = run_command(GTRAIN_BINARY " models --plugin " GTRAIN_PLUGIN);
   EXPECT_NE(r.output.find("tiny_resnet"), std::string::npos);
+  // A bare file name means the file in the current directory, as other config paths do.
+  fs::copy_file(GTRAIN_PLUGIN, dir.file("libmine.so"));
+  r = run_command("cd " + dir.path() + " && " GTRAIN_BINARY " models --plugin libmine.so");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tiny_resnet"), std::string::npos) << r.output;
 }
 
 }  // namespace
@@ -387,7 +396,10 @@ int64_t manifest_step(const std::string& ckpt) {
 
 std::vector<std::string> names_in(const std::string& dir) {
   std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name != ".lock") out.push_back(name);  // the run's lock on its checkpoint directory
+  }
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "runtime/common/errors.h"
 #include "runtime/config/schema.h"
@@ -60,7 +61,12 @@ void ModelRegistry::load_plugin(const std::string& path) {
     std::lock_guard<std::mutex> lock(mu_);
     if (std::find(loaded_plugins_.begin(), loaded_plugins_.end(), path) != loaded_plugins_.end()) return;
   }
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // A name without a '/' that names a file here means that file (as every other path in the
+  // config does), not a search of the library path, which dlopen would do.
+  std::error_code ec;
+  const std::string file =
+      path.find('/') == std::string::npos && std::filesystem::is_regular_file(path, ec) ? "./" + path : path;
+  void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* err = dlerror();
     throw ConfigError("model.plugin: cannot load '" + path + "': " + (err ? err : "unknown dlopen error"));
