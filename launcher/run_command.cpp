@@ -373,10 +373,13 @@ RunOutcome run_job(const RunOptions& o) {
   } else if (!o.quiet && main_rank) {
     const auto& s = out.summary;
     char buf[256];
-    std::snprintf(buf, sizeof(buf),
-                  "gtrain: %s %lld steps in %.1f s (%.0f samples/s, data wait %.2f s)  train loss %.4f",
-                  s.stopped_early ? "stage ended at" : "done", (long long)s.steps, s.seconds, s.samples_per_s,
-                  s.data_wait_s, s.final_loss);
+    // "done 200 steps" for a whole run in one stage; after a resume, the stage's own share too.
+    std::string steps = std::to_string(s.steps) + " steps";
+    if (s.stage_steps != s.steps)
+      steps = "step " + std::to_string(s.steps) + " (" + std::to_string(s.stage_steps) + " this stage)";
+    std::snprintf(buf, sizeof(buf), "gtrain: %s %s in %.1f s (%.0f samples/s, data wait %.2f s)  train loss %.4f",
+                  s.stopped_early ? "stage ended at" : "done", steps.c_str(), s.seconds, s.samples_per_s, s.data_wait_s,
+                  s.final_loss);
     std::cout << buf;
     if (s.stopped_early) {
       std::cout << "\ngtrain: stage ended by " << s.stop_reason << "; checkpoint saved; run the same command to resume"

@@ -90,6 +90,10 @@ TEST(Stages, ResumeOnFewerRanksKeepsTheTrajectory) {
   EXPECT_NE(s3.output.find("micro_batch=4 grad_accum=4"), std::string::npos) << s3.output;
   EXPECT_LT(stop1, stop2);
   EXPECT_LT(stop2, 40);
+  // The summary of a resumed stage gives the run's step and the stage's own share.
+  EXPECT_NE(s3.output.find("gtrain: done step 40 (" + std::to_string(40 - stop2) + " this stage) in "),
+            std::string::npos)
+      << s3.output;
 
   RunResult staged;
   staged.losses = train_losses(run + "/metrics.jsonl");
