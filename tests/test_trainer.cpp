@@ -495,7 +495,7 @@ TEST(Checkpoint, ChangedModelOrBatchIsRefused) {
   }
   auto bigger = c;
   bigger.train.global_batch = 32;
-  EXPECT_THROW(make_trainer(bigger)->resume(path), CheckpointError);
+  EXPECT_THROW(make_trainer(bigger)->resume(path), ResumeMismatchError);
 }
 
 // Only the keys that shape the model's parameters must stay: keys the model does not read may

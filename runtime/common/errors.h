@@ -67,6 +67,15 @@ class CheckpointError : public Error {
   const char* kind() const override { return "checkpoint error"; }
 };
 
+// A checkpoint that this run's configuration cannot resume (another model, global batch or
+// optimizer, or settings changed so that the resume check fails): the configuration is what to
+// fix, so exit code 2 like other bad input.
+class ResumeMismatchError : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+  int exit_code() const override { return kExitUsage; }
+};
+
 class TimeoutError : public Error {
  public:
   using Error::Error;

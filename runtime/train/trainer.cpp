@@ -187,11 +187,11 @@ void Trainer::resume(const std::string& path) {
     }
   }
   if (!changed.empty()) {
-    throw CheckpointError(path + " was written for a different model (" + changed + ")",
+    throw ResumeMismatchError(path + " was written for a different model (" + changed + ")",
                           "use the model config the run started with, or --no-resume to start over");
   }
   if (m.at("global_batch").get<int64_t>() != layout_.global_batch) {
-    throw CheckpointError(
+    throw ResumeMismatchError(
         path + " was written with train.global_batch = " + std::to_string(m.at("global_batch").get<int64_t>()) +
             ", this run has " + std::to_string(layout_.global_batch),
         "keep the global batch across stages (the planner keeps it on any GPU count)");
@@ -202,7 +202,7 @@ void Trainer::resume(const std::string& path) {
   };
   const std::string saved_optimizer = text_of("optimizer");
   if (!saved_optimizer.empty() && saved_optimizer != config_.optimizer.name) {
-    throw CheckpointError(
+    throw ResumeMismatchError(
         path + " was written with optimizer.name = " + saved_optimizer + ", this run has " + config_.optimizer.name,
         "its optimizer state cannot carry over: use optimizer.name = " + saved_optimizer +
             ", or --no-resume to start over");
@@ -232,7 +232,7 @@ void Trainer::resume(const std::string& path) {
                              " at save (relative " + std::to_string(rel) + " > checkpoint.probe_tolerance " +
                              std::to_string(config_.checkpoint.probe_tolerance) + ")";
     if (!drift.empty()) {
-      throw CheckpointError(what + "; changed since the checkpoint: " + drift,
+      throw ResumeMismatchError(what + "; changed since the checkpoint: " + drift,
                             "restore those settings, raise checkpoint.probe_tolerance to accept the change, or "
                             "--no-resume to start over");
     }
