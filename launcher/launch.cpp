@@ -158,6 +158,10 @@ int run_mpirun(const LaunchSpec& spec) {
                    "gtrain: %s: every rank finishes its step, saves and exits 3 (TERM or INT again aborts "
                    "the ranks without saving)\n",
                    name);
+    } else if ((sig == SIGTERM || sig == SIGINT) && !spec.outcome_file.empty() &&
+               std::ifstream(spec.outcome_file).good()) {
+      std::fprintf(stderr, "gtrain: %s again: the stage's checkpoint is already committed; the ranks are exiting\n",
+                   name);
     } else if (sig == SIGTERM || sig == SIGINT) {
       std::fprintf(stderr,
                    "gtrain: %s again: aborting the ranks without saving (the last committed checkpoint "

@@ -37,6 +37,7 @@ struct LaunchSpec {
   std::vector<std::string> args;         // its arguments (after the executable)
   std::vector<int> stop_signals;         // schedule.stop_signals: each asks the ranks to save and stop
   std::string stop_file;                 // written on the first stop signal; rank 0 reads it after each step
+  std::string outcome_file;              // rank 0 writes "resumable" there once the stage's save is committed
 };
 
 // The mpirun argv for a launch (writes the hostfile when there are several hosts).

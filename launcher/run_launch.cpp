@@ -246,6 +246,7 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
     setenv("GTRAIN_INTERNAL_STOP_FILE", spec.stop_file.c_str(), 1);
     // Rank 0 writes "resumable" here when the stage ends early, and the ranks exit 0 (cli.cpp).
     const std::string outcome = (fs::path(run_dir) / ".stage-outcome").string();
+    spec.outcome_file = outcome;
     fs::remove(outcome, ec);
     setenv("GTRAIN_INTERNAL_OUTCOME_FILE", outcome.c_str(), 1);
     // From here the signals wait, blocked, for run_mpirun, which acts on each (launch.h).

@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <ctime>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "runtime/common/errors.h"
 #include "runtime/train/schedule.h"
 
@@ -97,6 +100,31 @@ TEST(Schedule, StopSignalsSetAFlag) {
   clear_stop_signal();
   EXPECT_EQ(stop_signal_received(), 0);
   EXPECT_THROW(install_stop_signals({"KILL"}), ConfigError);
+}
+
+// A second TERM ends the process at once, unless the stage's final save is already committed.
+TEST(Schedule, SecondTermEndsTheProcessUnlessTheStageIsSaved) {
+  for (bool saved : {false, true}) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::close(2);  // the "second stop signal" line is not this test's output
+      clear_stop_signal();
+      install_stop_signals({"TERM"});
+      std::raise(SIGTERM);  // the stop request
+      if (stop_signal_received() != SIGTERM) std::_Exit(10);
+      if (saved) mark_stage_saved();
+      std::raise(SIGTERM);
+      std::_Exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    if (saved) {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    } else {
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+    }
+  }
 }
 
 }  // namespace

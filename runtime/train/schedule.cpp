@@ -20,11 +20,13 @@ double unix_now() {
 namespace {
 
 volatile std::sig_atomic_t g_stop_signal = 0;
+volatile std::sig_atomic_t g_stage_saved = 0;
 
 // The first stop signal asks for a stop at the next step; TERM or INT once more ends the process
-// the default way (a stuck or very long step must still be killable; committed checkpoints are safe).
+// the default way (a stuck or very long step must still be killable; committed checkpoints are safe),
+// unless the stage's final save is already committed: then the process is ending as it should.
 void on_stop_signal(int sig) {
-  if (g_stop_signal != 0 && (sig == SIGTERM || sig == SIGINT)) {
+  if (g_stop_signal != 0 && !g_stage_saved && (sig == SIGTERM || sig == SIGINT)) {
     static const char kMsg[] =
         "gtrain: second stop signal: exiting now without saving (the last committed "
         "checkpoint stays valid)\n";
@@ -112,11 +114,16 @@ void hand_on_stop_signal() {
   if (g_stop_signal != 0) std::raise(g_stop_signal);  // blocked: stays pending across exec
 }
 
+void mark_stage_saved() {
+  g_stage_saved = 1;
+}
+
 int stop_signal_received() {
   return g_stop_signal;
 }
 void clear_stop_signal() {
   g_stop_signal = 0;
+  g_stage_saved = 0;
 }
 
 Window parse_window(const WindowConfig& w, const std::string& where) {

@@ -14,6 +14,8 @@ namespace gtrain {
 void install_stop_signals(const std::vector<std::string>& names);
 int stop_signal_received();  // 0 = none
 void clear_stop_signal();
+// The stage's final save is committed: a second TERM or INT no longer ends the process early.
+void mark_stage_saved();
 std::vector<int> stop_signal_numbers(const std::vector<std::string>& names);  // known names only
 const std::vector<int>& stop_signal_candidates();  // every signal a stop list may name: USR1 USR2 TERM INT HUP
 // Blocks (or unblocks) every signal a stop list may name: a blocked signal stays pending, across

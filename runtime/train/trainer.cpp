@@ -188,7 +188,7 @@ void Trainer::resume(const std::string& path) {
   }
   if (!changed.empty()) {
     throw ResumeMismatchError(path + " was written for a different model (" + changed + ")",
-                          "use the model config the run started with, or --no-resume to start over");
+                              "use the model config the run started with, or --no-resume to start over");
   }
   if (m.at("global_batch").get<int64_t>() != layout_.global_batch) {
     throw ResumeMismatchError(
@@ -233,8 +233,8 @@ void Trainer::resume(const std::string& path) {
                              std::to_string(config_.checkpoint.probe_tolerance) + ")";
     if (!drift.empty()) {
       throw ResumeMismatchError(what + "; changed since the checkpoint: " + drift,
-                            "restore those settings, raise checkpoint.probe_tolerance to accept the change, or "
-                            "--no-resume to start over");
+                                "restore those settings, raise checkpoint.probe_tolerance to accept the change, or "
+                                "--no-resume to start over");
     }
     throw CheckpointError(what, "the checkpoint did not load into this layout correctly; report it, or --no-resume");
   }
@@ -533,6 +533,7 @@ TrainSummary Trainer::run_stage() {
     progress_->finish();
     if (step_ > first && !paths_.checkpoints.empty()) save_checkpoint_now();
     finish_saves();
+    mark_stage_saved();
     summarise();
     s.stopped_early = true;
     s.stop_reason = stop;
