@@ -91,11 +91,14 @@ const std::vector<std::pair<std::string, Want>> kMetricKeys = {
     {"kind", Want::kString}, {"step", Want::kInt}, {"loss", Want::kNumber}};
 
 // A checkpoint directory, or the newest valid one under a checkpoints root / run directory.
+// The checkpoint `path` names: itself, or the newest committed one (a step directory with a
+// manifest, read or not) in it or in its checkpoints/, so that a malformed newest one is reported,
+// not passed over.
 std::string checkpoint_path(const std::string& path) {
   if (fs::exists(fs::path(path) / "manifest.json")) return path;
   for (const auto& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
-    auto all = list_checkpoints(root.string());
-    if (!all.empty()) return all.back().path;
+    auto all = committed_checkpoint_dirs(root.string());
+    if (!all.empty()) return all.back().second.string();
   }
   throw ConfigError(path + ": not a checkpoint, and holds no committed checkpoint");
 }

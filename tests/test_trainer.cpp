@@ -788,6 +788,12 @@ TEST(Checkpoint, MalformedManifestIsRefusedAndSkipped) {
   auto verify = test::run_command(GTRAIN_BINARY " ckpt verify " + all[1].path);
   EXPECT_NE(verify.exit_code, 0) << verify.output;
   EXPECT_EQ(verify.output.find("OK"), std::string::npos) << verify.output;
+  // Given the checkpoint directory, verify takes the newest committed one, malformed or not: it
+  // does not pass over it to an older one and say OK.
+  verify = test::run_command(GTRAIN_BINARY " ckpt verify " + paths.checkpoints);
+  EXPECT_NE(verify.exit_code, 0) << verify.output;
+  EXPECT_NE(verify.output.find(manifest), std::string::npos) << verify.output;
+  EXPECT_EQ(verify.output.find("OK"), std::string::npos) << verify.output;
   // Restored, it is the newest valid one again.
   test::write_file(manifest, pristine);
   EXPECT_EQ(find_latest_valid_checkpoint(paths.checkpoints, nullptr), all[1].path);
