@@ -91,6 +91,7 @@ std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std
   if (off > cfg.parallel.batch_tolerance + 1e-12) return "";  // a changed batch: the resume refuses it, naming both
   cfg.train.global_batch = saved;
   cfg.parallel.batch_tolerance = 0;
+  cfg.parallel.batch_from_checkpoint = true;
   return "resuming with the checkpoint's global batch " + std::to_string(saved) + " exactly (train.global_batch " +
          std::to_string(asked) + ", parallel.batch_tolerance applies to fresh starts only)";
 }

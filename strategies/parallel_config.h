@@ -22,6 +22,8 @@ struct ParallelConfig {
   double bucket_mb = 25.0;              // data parallel: gradient bucket size
   double collective_timeout_s = 300.0;  // a collective longer than this aborts the job
   double batch_tolerance = 0.0;         // fraction the global batch may move to split evenly over dp
+  // Not a config key: the launcher sets it when a resume keeps its checkpoint's global batch.
+  bool batch_from_checkpoint = false;
 
   template <class V>
   void visit(V& v) {

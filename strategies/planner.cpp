@@ -288,7 +288,11 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
   int64_t batch = -1;
   if (dp >= 1) {
     batch = batch_for(in, dp);
-    if (batch < 0) {
+    if (batch < 0 && in.parallel.batch_from_checkpoint) {
+      problems.push_back("train.global_batch = " + num(in.train.global_batch) +
+                         " (the batch of the checkpoint this run resumes) must be divisible by dp = " + num(dp) +
+                         ": choose a dp that divides it, or start over with --no-resume");
+    } else if (batch < 0) {
       problems.push_back(
           "train.global_batch = " + num(in.train.global_batch) + " must be divisible by dp = " + num(dp) +
           " (nearest valid: " + join(nearest_valid_global_batches(in.train.global_batch, dp), ", ") + ")");
@@ -401,6 +405,12 @@ Plan plan_job(const PlannerInput& in) {
   for (const auto& r : all) {
     if (r.plan.tp == 1 && r.plan.pp == 1) {
       const int64_t dp = r.plan.dp;
+      if (in.train.global_batch % dp != 0 && in.parallel.batch_from_checkpoint) {
+        throw ConfigError("train.global_batch = " + num(in.train.global_batch) +
+                          ", the batch of the checkpoint this run resumes, cannot be split evenly over dp = " +
+                          num(dp) + " data-parallel ranks; resume on a rank count whose data-parallel size divides " +
+                          num(in.train.global_batch) + ", or start over with --no-resume");
+      }
       if (in.train.global_batch % dp != 0) {
         throw ConfigError("train.global_batch = " + num(in.train.global_batch) + " cannot be split evenly over dp = " +
                           num(dp) + " data-parallel ranks; nearest valid global batches: " +
