@@ -382,6 +382,23 @@ TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
     if (x.value("kind", "") == "train") b.push_back(x.at("loss"));
   ASSERT_EQ(a.size(), 6u);
   EXPECT_EQ(a, b);
+  // Steps 5-8 asked of a 6-step run: the profile of 5-6 is written when the run ends, and says so.
+  auto cut = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("cut") +
+                         " --set log.profile_start=5 --set log.profile_steps=4");
+  ASSERT_EQ(cut.exit_code, 0) << cut.output;
+  EXPECT_NE(cut.output.find("profile of steps 5-6 (cut short: the stage ended before step 8) written: " +
+                            dir.file("cut") + "/profile/profile-rank0.txt"),
+            std::string::npos)
+      << cut.output;
+  EXPECT_EQ(nlohmann::json::parse(test::read_file(dir.file("cut") + "/profile/profile-rank0.json")).at("last_step"), 6);
+  // A start after the last step is named, not silently ignored.
+  auto late = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("late") +
+                          " --set log.profile_start=50");
+  ASSERT_EQ(late.exit_code, 0) << late.output;
+  EXPECT_NE(late.output.find("warning: log.profile_start = 50 is after the run's last step (6): nothing will be "
+                             "profiled"),
+            std::string::npos)
+      << late.output;
   // A bad value is named.
   auto bad = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("bad") +
                          " --set log.profile_steps=0");

@@ -135,13 +135,14 @@ void StepProfiler::before_step(int64_t step) {
   }
 }
 
-std::string StepProfiler::after_step(int64_t step) {
+std::string StepProfiler::after_step(int64_t step, bool stage_ends) {
   if (!failure_.empty()) {
     std::string out;
     std::swap(out, failure_);
     return out;
   }
-  if (!active_ || step < start_ + count_ - 1) return "";
+  if (!active_ || (step < start_ + count_ - 1 && !stage_ends)) return "";
+  const bool cut = step < start_ + count_ - 1;
   try {
     const ProfileSummary s = stop(step);  // creates dir_
     const std::string base = dir_ + "/profile-rank" + std::to_string(rank_);
@@ -149,6 +150,10 @@ std::string StepProfiler::after_step(int64_t step) {
     std::ofstream text(base + ".txt");
     text << s.to_text();
     if (!text) return "profile: cannot write " + base + ".txt; training goes on";
+    if (cut) {
+      return "profile of steps " + std::to_string(start_) + "-" + std::to_string(step) + " (cut short: the stage " +
+             "ended before step " + std::to_string(start_ + count_ - 1) + ") written: " + base + ".txt";
+    }
     return "profile of the steps written: " + base + ".txt";
   } catch (const std::exception& e) {
     return std::string("profile: could not be summarised (") + first_line(e.what()) + "); training goes on";

@@ -43,9 +43,10 @@ class StepProfiler {
 
   // Around each training step (`step` = the 1-based number of the step about to run / just run).
   void before_step(int64_t step);
-  // A line for the console once the last profiled step is done, or when profiling failed (which
-  // never stops training); "" otherwise.
-  std::string after_step(int64_t step);
+  // A line for the console once the last profiled step is done (or the stage ends, `stage_ends`,
+  // inside the profiled steps: the profile of those done is written), or when profiling failed
+  // (which never stops training); "" otherwise.
+  std::string after_step(int64_t step, bool stage_ends = false);
   bool active() const { return active_; }
 
  private:

@@ -67,6 +67,10 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
   progress_ = std::make_unique<Progress>(config_.log, total_steps_, main_rank);
   const std::string run_dir =
       paths_.metrics.empty() ? std::string() : std::filesystem::path(paths_.metrics).parent_path().string();
+  if (main_rank && config_.log.profile_start > total_steps_) {
+    std::cerr << "gtrain: warning: log.profile_start = " << config_.log.profile_start
+              << " is after the run's last step (" << total_steps_ << "): nothing will be profiled" << std::endl;
+  }
   profiler_ = std::make_unique<StepProfiler>(config_.log.profile_start, config_.log.profile_steps,
                                              run_dir.empty() ? run_dir : run_dir + "/profile", comm_->rank(),
                                              device_.is_cuda());
@@ -376,7 +380,7 @@ StepResult Trainer::train_step() {
     last_read_step_ = step_;
   }
   data_wait_total_ += r.data_wait_s;
-  const std::string profile = profiler_->after_step(step_);
+  const std::string profile = profiler_->after_step(step_, /*stage_ends=*/step_ == total_steps_);
   if (!profile.empty() && comm_->rank() == 0) progress_->message(profile);
   if (r.values_read && !std::isfinite(r.loss)) {
     throw Error("training diverged: loss is " + std::to_string(r.loss) + " at step " + std::to_string(step_),
@@ -530,6 +534,8 @@ TrainSummary Trainer::run_stage() {
   };
   // End of stage: save (whatever the interval) unless nothing ran, wait for it to commit, report resumable.
   auto end_stage = [&](const std::string& stop) {
+    const std::string profile = profiler_->after_step(step_, /*stage_ends=*/true);
+    if (!profile.empty() && comm_->rank() == 0) progress_->message(profile);
     progress_->finish();
     if (step_ > first && !paths_.checkpoints.empty()) save_checkpoint_now();
     finish_saves();
