@@ -27,6 +27,9 @@ int launch_run_fast(int argc, char** argv) {
   } catch (const CLI::Error&) {
     return -1;  // help, version and usage errors: the worker prints them
   }
+  // --quiet: only errors on the console, LibTorch's own (glog) warnings in the ranks included; set
+  // before the worker starts, which reads it when LibTorch loads.
+  if (run.quiet) setenv("GLOG_minloglevel", "2", 0);
   const auto env = process_environment();
   if (detect_rank_environment(env).launched) return -1;  // one task of an srun / mpirun launch
   JobConfig cfg = load_job_config(run.config_path, run.sets, env);

@@ -391,6 +391,11 @@ TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
             std::string::npos)
       << cut.output;
   EXPECT_EQ(nlohmann::json::parse(test::read_file(dir.file("cut") + "/profile/profile-rank0.json")).at("last_step"), 6);
+  // --quiet: nothing on the console, LibTorch's profiler warnings included.
+  auto quiet = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " +
+                           dir.file("quiet") + " --set log.profile_start=2 --quiet");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(quiet.output, "");
   // A start after the last step is named, not silently ignored.
   auto late = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("late") +
                           " --set log.profile_start=50");
