@@ -119,8 +119,9 @@ struct Setup {
   int64_t gpus_per_node = 1;
   bool gpu = false;  // planning GPU ranks (else CPU ranks)
   HardwareProfile profile;
-  double memory_per_rank = 0;    // PlannerInput::memory_bytes (0 = the profile's)
-  std::vector<int64_t> what_if;  // GPU counts for the table
+  double memory_per_rank = 0;         // PlannerInput::memory_bytes (0 = the profile's)
+  std::vector<int64_t> what_if;       // GPU counts for the table
+  int64_t what_if_gpus_per_node = 0;  // per node in the table's rows (0 = gpus_per_node)
   std::vector<std::string> notes;
   std::string source;  // "granted: slurm job 123" or "--gpus 8"
 };
@@ -164,6 +165,7 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
     s.gpus_per_node = s.world / o.nodes;
   } else if (hypothetical) {
     s.gpus_per_node = std::min<int64_t>(s.world, 8);
+    s.what_if_gpus_per_node = 8;  // the table's other counts fill nodes of 8, as --nodes says by default
   } else if (alloc.gpus_per_node() > 0 && alloc.ranks_override == 0) {
     s.gpus_per_node = alloc.gpus_per_node();
   } else {
@@ -392,7 +394,9 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
   for (int64_t n : s.what_if) {
     WhatIfRow row;
     row.gpus = n;
-    PlannerInput wi = planner_input(auto_cfg, d, s, n, o.runnable);
+    Setup row_setup = s;
+    if (s.what_if_gpus_per_node > 0) row_setup.gpus_per_node = s.what_if_gpus_per_node;
+    PlannerInput wi = planner_input(auto_cfg, d, row_setup, n, o.runnable);
     row.nodes = (n + wi.gpus_per_node - 1) / wi.gpus_per_node;
     const auto all = plan_candidates(wi);
     if (!all.empty() && all.front().feasible) {

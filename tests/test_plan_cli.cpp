@@ -2,6 +2,8 @@
 // squeue/scontrol/sacctmgr programs on PATH replaying recorded output; bad flags exit 2 with one line.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -170,6 +172,21 @@ TEST(PlanCli, Gpt2On8x80GBJson) {
     last = row.at("step_seconds");
     EXPECT_GT(row.at("gpu_hours").get<double>(), 0);
   }
+}
+
+// --gpus 6 (6 on one node): the what-if table's other counts fill nodes of 8, the default, not of 6.
+TEST(PlanCli, WhatIfRowsFillNodesOfEight) {
+  test::TempDir dir;
+  test::write_file(dir.file("gpt2.toml"), kGpt2);
+  auto r =
+      run_command(clean_env("") + GTRAIN_BINARY " plan " + dir.file("gpt2.toml") + " --gpus 6 --gpu-mem 80GiB --json");
+  const auto j = nlohmann::json::parse(r.output.substr(0, r.output.rfind('}') + 1));
+  std::map<int64_t, int64_t> nodes;
+  for (const auto& row : j.at("what_if")) nodes[row.at("gpus").get<int64_t>()] = row.at("nodes").get<int64_t>();
+  ASSERT_EQ(nodes.count(16), 1u) << r.output;
+  EXPECT_EQ(nodes.at(6), 1);
+  EXPECT_EQ(nodes.at(8), 1);
+  EXPECT_EQ(nodes.at(16), 2);  // was 3: nodes of 6
 }
 
 TEST(PlanCli, TextWithListOfCountsAndExplain) {
