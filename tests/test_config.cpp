@@ -142,6 +142,17 @@ TEST(Config, OutOfRangeNamesKeyAndRange) {
             "config.toml:4:17: optimizer.learning_rate: expected a number > 0, got 0 (integer)");
 }
 
+// A check across keys names the --set or environment variable that set one of them, not the file.
+TEST(Config, CrossKeyErrorsNameTheOverrideThatSetAKey) {
+  const std::string gpt = "[train]\nsteps = 3\n[model]\nname = \"gpt\"\nn_embd = 128\n";
+  EXPECT_EQ(error_of(gpt, {"model.n_head=3"}),
+            "--set model.n_head=3: [model]: model.n_head = 3 must divide model.n_embd = 128");
+  EXPECT_EQ(error_of(gpt, {}, {{"GTRAIN_SCHEDULE_STOP_SIGNALS", "[\"KILL\"]"}}),
+            "environment GTRAIN_SCHEDULE_STOP_SIGNALS=[\"KILL\"]: schedule.stop_signals: unknown signal 'KILL' "
+            "(expected USR1, USR2, TERM, INT, HUP)");
+  EXPECT_EQ(error_of(gpt + "n_head = 3\n"), "config.toml: [model]: model.n_head = 3 must divide model.n_embd = 128");
+}
+
 TEST(Config, ChoiceErrorsListChoicesAndSuggest) {
   EXPECT_EQ(error_of("[train]\nsteps = 3\n[precision]\ndtype = \"bf61\"\n"),
             "config.toml:4:9: precision.dtype: expected one of \"fp32\", \"bf16\", \"fp16\" (did you mean \"bf16\"?), "

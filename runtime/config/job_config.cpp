@@ -339,6 +339,7 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
 
   JobConfig cfg;
   cfg.source_path = origin;
+  cfg.overrides = origins.overridden;
   auto read_section = [&](const char* name, auto& section, const char*) {
     SectionReader reader(root[name].as_table(), name, origins);
     section.visit(reader);
@@ -362,7 +363,16 @@ JobConfig load_job_config(const std::string& path, const std::vector<std::string
 }
 
 void validate_job_config(const JobConfig& c) {
-  const std::string where = c.source_path.empty() ? "config" : c.source_path;
+  // Where the keys a check is about came from: the --set or environment variable that set one of
+  // them, else the file.
+  const std::string file = c.source_path.empty() ? "config" : c.source_path;
+  auto from = [&](std::initializer_list<const char*> keys) {
+    for (const char* k : keys) {
+      auto it = c.overrides.find(k);
+      if (it != c.overrides.end()) return it->second;
+    }
+    return file;
+  };
   const auto& t = c.train;
   int set_count = (t.steps > 0) + (t.epochs > 0) + (t.tokens > 0);
   if (set_count != 1) {
@@ -370,34 +380,36 @@ void validate_job_config(const JobConfig& c) {
     if (t.steps > 0) found += " train.steps = " + std::to_string(t.steps);
     if (t.epochs > 0) found += " train.epochs = " + fmt_num(t.epochs);
     if (t.tokens > 0) found += " train.tokens = " + std::to_string(t.tokens);
-    throw ConfigError(where + ": [train]: set exactly one of train.steps, train.epochs, train.tokens" +
+    throw ConfigError(from({"train.steps", "train.epochs", "train.tokens"}) +
+                      ": [train]: set exactly one of train.steps, train.epochs, train.tokens" +
                       (found.empty() ? std::string(" (none is set)") : " (found" + found + ")"));
   }
   if (c.model.name == "gpt" && c.model.n_embd % c.model.n_head != 0) {
-    throw ConfigError(where + ": [model]: model.n_head = " + std::to_string(c.model.n_head) +
-                      " must divide model.n_embd = " + std::to_string(c.model.n_embd));
+    throw ConfigError(from({"model.n_head", "model.n_embd", "model.name"}) + ": [model]: model.n_head = " +
+                      std::to_string(c.model.n_head) + " must divide model.n_embd = " + std::to_string(c.model.n_embd));
   }
   if (t.tokens > 0 && c.model.name != "gpt" && c.data.kind != "tokens" && c.data.kind != "text_bytes") {
-    throw ConfigError(where +
+    throw ConfigError(from({"train.tokens", "model.name", "data.kind"}) +
                       ": [train]: train.tokens needs a token model and data (data.kind = "
                       "\"tokens\" or \"text_bytes\"); use train.steps or train.epochs");
   }
   for (const auto& sig : c.schedule.stop_signals) {
     if (signal_number(sig) < 0) {
-      throw ConfigError(where + ": schedule.stop_signals: unknown signal '" + sig +
+      throw ConfigError(from({"schedule.stop_signals"}) + ": schedule.stop_signals: unknown signal '" + sig +
                         "' (expected USR1, USR2, TERM, INT, HUP)");
     }
   }
   for (size_t i = 0; i < c.schedule.window.size(); ++i) {
-    parse_window(c.schedule.window[i], where + ": schedule.window[" + std::to_string(i) + "]");
+    parse_window(c.schedule.window[i], from({"schedule.window"}) + ": schedule.window[" + std::to_string(i) + "]");
   }
   if (c.parallel.mode == "auto") {
     const ParallelConfig d;
     if (c.parallel.tp != d.tp || c.parallel.pp != d.pp || c.parallel.dp != d.dp || c.parallel.zero != d.zero ||
         c.parallel.recompute != d.recompute) {
-      throw ConfigError(where +
-                        ": [parallel]: dp, tp, pp, zero and recompute are chosen by the planner "
-                        "when parallel.mode = \"auto\"; set parallel.mode = \"explicit\" to fix them");
+      throw ConfigError(
+          from({"parallel.mode", "parallel.dp", "parallel.tp", "parallel.pp", "parallel.zero", "parallel.recompute"}) +
+          ": [parallel]: dp, tp, pp, zero and recompute are chosen by the planner "
+          "when parallel.mode = \"auto\"; set parallel.mode = \"explicit\" to fix them");
     }
   }
 }

@@ -32,6 +32,8 @@ struct JobConfig {
   ScheduleConfig schedule;
 
   std::string source_path;  // the TOML file it was read from ("" for defaults)
+  // "section.key" -> what set it instead of the file ("--set train.steps=9", "environment GTRAIN_...").
+  std::map<std::string, std::string> overrides;
 
   template <class V>
   void visit_sections(V& v) {
