@@ -236,7 +236,11 @@ void discover_slurm(Allocation* a, EnvReader& r, const CommandRunner& run, const
   // Time: Slurm 23.02+ exports the end time; 22.05 does not, so ask squeue.
   if (r.has("SLURM_JOB_END_TIME")) {
     const std::string e = trim(r.str("SLURM_JOB_END_TIME"));
-    if (!e.empty() && std::all_of(e.begin(), e.end(), ::isdigit)) a->end_time_unix = std::stoll(e);
+    if (!e.empty() && e.size() < 19 && std::all_of(e.begin(), e.end(), ::isdigit)) {
+      a->end_time_unix = std::stoll(e);
+    } else {
+      a->notes.push_back("SLURM_JOB_END_TIME='" + e + "' is not a unix time: ignored");
+    }
     const std::string s = trim(r.str("SLURM_JOB_START_TIME"));
     if (a->end_time_unix > 0 && !s.empty() && std::all_of(s.begin(), s.end(), ::isdigit)) {
       a->time_limit_s = a->end_time_unix - std::stoll(s);
@@ -264,7 +268,7 @@ void discover_slurm(Allocation* a, EnvReader& r, const CommandRunner& run, const
     }
   }
   if (a->end_time_unix == 0) {
-    a->notes.push_back(std::string("job end time unknown (no SLURM_JOB_END_TIME; ") +
+    a->notes.push_back(std::string("job end time unknown (no usable SLURM_JOB_END_TIME; ") +
                        (o.read_limits ? "squeue gave nothing)" : "squeue not asked)"));
   }
   fill_gpu_facts(a, hw, me);

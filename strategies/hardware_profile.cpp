@@ -223,7 +223,9 @@ std::optional<HardwareProfile> load_profile(const std::string& path) {
   try {
     j = nlohmann::json::parse(ss.str());
   } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(path + ": not a valid hardware profile (" + std::string(e.what()) +
+    std::string why = e.what();  // "[json.exception.parse_error.101] parse error at line 1, ..."
+    if (why.rfind("[json.", 0) == 0 && why.find("] ") != std::string::npos) why = why.substr(why.find("] ") + 2);
+    throw ConfigError(path + ": not a valid hardware profile (" + why +
                       "); delete it or run gtrain plan --calibrate again");
   }
   return profile_from_json(j, path);

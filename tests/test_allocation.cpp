@@ -2,6 +2,8 @@
 // environments; limits from recorded scontrol / sacctmgr / qstat output; the command runner.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <chrono>
 
 #include "launcher/allocation.h"
@@ -322,8 +324,8 @@ TEST(SlurmAllocation, SingleNodeFromVariables) {
   EXPECT_TRUE(r.calls.empty()) << "end time came from SLURM_JOB_END_TIME and limits were off";
 }
 
-// Conflicting GPU variables: the listed indices win, and a note says so.
-TEST(SlurmAllocation, ConflictingGpuCountIsNoted) {
+// Conflicting GPU variables: the listed indices win, and a note says so; a bad end time is named.
+TEST(SlurmAllocation, ConflictingOrBadVariablesAreNoted) {
   Env env = slurm_single_node();
   env["SLURM_JOB_GPUS"] = "0,1";
   FakeRunner r;
@@ -334,6 +336,13 @@ TEST(SlurmAllocation, ConflictingGpuCountIsNoted) {
     noted |= n == "SLURM_GPUS_ON_NODE=4 but SLURM_JOB_GPUS lists 2 GPU(s) (0,1): using the 2 listed";
   }
   EXPECT_TRUE(noted);
+  // A SLURM_JOB_END_TIME that is not a unix time is named, not taken for a missing one.
+  env = slurm_single_node();
+  env["SLURM_JOB_END_TIME"] = "abc";
+  const Allocation c = discover_allocation(env, r.runner(), with(cuda_machine("gpu07", 4), false));
+  EXPECT_EQ(c.end_time_unix, 0);
+  EXPECT_NE(std::find(c.notes.begin(), c.notes.end(), "SLURM_JOB_END_TIME='abc' is not a unix time: ignored"),
+            c.notes.end());
   // Agreeing variables: no such note.
   const Allocation b = discover_allocation(slurm_single_node(), r.runner(), with(cuda_machine("gpu07", 4), false));
   for (const auto& n : b.notes) EXPECT_EQ(n.find("SLURM_GPUS_ON_NODE="), std::string::npos) << n;

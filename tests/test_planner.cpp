@@ -436,6 +436,15 @@ TEST(HardwareProfiles, TableLookupAndSavedCalibrations) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
   }
+  test::write_file(path, "{not json");  // the parser's own words, without its exception tag
+  try {
+    load_profile(path);
+    FAIL();
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(path + ": not a valid hardware profile (parse error at line 1", 0), 0u) << what;
+    EXPECT_EQ(what.find("json.exception"), std::string::npos) << what;
+  }
 }
 
 TEST(PlanFlags, MemorySizesAndGpuCounts) {
