@@ -88,6 +88,49 @@ TEST(Idx, MissingAndMalformedFilesNameThePath) {
   std::string img = test::read_file(dir.file("trunc-images-idx3-ubyte"));
   test::write_file(dir.file("trunc-images-idx3-ubyte"), img.substr(0, img.size() - 1));
   EXPECT_THROW(open_idx(dir.file("trunc-images-idx3-ubyte"), dir.file("trunc-labels-idx1-ubyte")), DataError);
+  // Dimensions whose product passes 2^64 are a truncated file too, not a huge allocation.
+  test::write_file(dir.file("ovf-images-idx3-ubyte"), be32(0x803) + be32(1u << 20) + be32(1u << 22) + be32(1u << 22));
+  test::write_file(dir.file("ovf-labels-idx1-ubyte"), be32(0x801) + be32(1u << 20) + std::string(1u << 20, '\0'));
+  try {
+    open_idx(dir.file("ovf-images-idx3-ubyte"), dir.file("ovf-labels-idx1-ubyte"));
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated IDX file"), std::string::npos) << e.what();
+  }
+  // A corrupt gzip stream: zlib's reason, the same every time (it was read after zlib freed it).
+  write_idx(dir.path(), "gz", 3, 2, 2, true);
+  std::string gz = test::read_file(dir.file("gz-images-idx3-ubyte.gz"));
+  for (size_t i = 12; i < gz.size() - 8; ++i) gz[i] = '\xff';
+  test::write_file(dir.file("gz-images-idx3-ubyte.gz"), gz);
+  std::string first;
+  for (int k = 0; k < 2; ++k) {
+    try {
+      open_idx(dir.file("gz-images-idx3-ubyte.gz"), dir.file("gz-labels-idx1-ubyte.gz"));
+      FAIL();
+    } catch (const DataError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(dir.file("gz-images-idx3-ubyte.gz") + ": cannot read data file (", 0), 0u) << what;
+      EXPECT_NE(what.find("a corrupt or truncated gzip file?)"), std::string::npos) << what;
+      if (k == 0) first = what;
+      EXPECT_EQ(what, first);
+    }
+  }
+  // data.path must be the directory, and data files must be regular files.
+  d.path = dir.file("ovf-images-idx3-ubyte");
+  try {
+    open_datasets(d, ModelConfig{}, 1);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a file; data.kind = \"idx\" needs the directory"), std::string::npos)
+        << e.what();
+  }
+  try {
+    open_idx("/dev/zero", dir.file("ovf-labels-idx1-ubyte"));
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "/dev/zero: not a regular file (a device, FIFO or socket); data.path must name a file");
+  }
 }
 
 TEST(Tokens, Uint16AndUint32WindowsShiftByOne) {

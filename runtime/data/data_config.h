@@ -33,8 +33,8 @@ struct DataConfig {
     v("token_dtype", token_dtype, "tokens: element type of the token file.", cfg::one_of({"uint16", "uint32"}));
     v("eval_fraction", eval_fraction, "tokens/text_bytes: fraction at the end of the file held out for eval.",
       cfg::range(0.0, 0.5));
-    v("synthetic_samples", synthetic_samples, "synthetic: number of training samples; eval gets a quarter as many.",
-      cfg::at_least(1));
+    v("synthetic_samples", synthetic_samples,
+      "synthetic: number of training samples (at most 1e8); eval gets a quarter as many.", cfg::range(1, 1e8));
     v("synthetic_features", synthetic_features, "synthetic: input features of the classification task.",
       cfg::at_least(1));
     v("synthetic_classes", synthetic_classes, "synthetic: classes of the classification task.", cfg::at_least(2));

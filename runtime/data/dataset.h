@@ -42,6 +42,9 @@ DataSplits open_datasets(const DataConfig& data, const ModelConfig& model, int64
 
 // Readers, exposed for tests.
 std::shared_ptr<Dataset> open_idx(const std::string& images_path, const std::string& labels_path);
+// Throws DataError unless `path` is a regular file (or a link to one): a directory, FIFO or device
+// (/dev/zero would be read forever) is named as such, with `key`, the config key that gave it.
+void require_regular_file(const std::string& path, const std::string& key);
 std::shared_ptr<Dataset> open_token_file(const std::string& path, const std::string& dtype, int64_t seq_len,
                                          double begin_fraction, double end_fraction, bool eval_split,
                                          int64_t vocab_hint);

@@ -1,6 +1,8 @@
 // idx_dataset.cpp: MNIST / Fashion-MNIST IDX image and label files, gzipped or not (zlib reads both).
 #include <zlib.h>
 
+#include <filesystem>
+
 #include <sys/stat.h>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +14,7 @@ namespace gtrain {
 namespace {
 
 std::vector<uint8_t> read_maybe_gz(const std::string& path) {
+  require_regular_file(path, "data.path");
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) throw DataError(path + ": cannot open data file");
   std::vector<uint8_t> out;
@@ -20,9 +23,11 @@ std::vector<uint8_t> read_maybe_gz(const std::string& path) {
   while ((n = gzread(f, buf, sizeof(buf))) > 0) out.insert(out.end(), buf, buf + n);
   int err = 0;
   const char* msg = gzerror(f, &err);
+  std::string why = msg && *msg ? msg : "zlib error";  // copied: gzclose frees the message
+  if (why.rfind(path + ": ", 0) == 0) why = why.substr(path.size() + 2);
   gzclose(f);
   if (n < 0 || (err != Z_OK && err != Z_STREAM_END)) {
-    throw DataError(path + ": cannot read data file (" + std::string(msg ? msg : "zlib error") + ")");
+    throw DataError(path + ": cannot read data file (" + why + "; a corrupt or truncated gzip file?)");
   }
   return out;
 }
@@ -48,7 +53,11 @@ class IdxDataset : public Dataset {
       throw DataError(labels_path + ": " + std::to_string(n_labels) + " labels for " + std::to_string(n_) +
                       " images in " + images_path);
     }
-    if (static_cast<int64_t>(img.size()) != 16 + n_ * rows_ * cols_ || static_cast<int64_t>(lab.size()) != 8 + n_) {
+    // Each dimension is below 2^32: their product is checked by division, so it cannot overflow.
+    const uint64_t px = static_cast<uint64_t>(rows_) * static_cast<uint64_t>(cols_);
+    const uint64_t body = img.size() - 16;
+    if (px == 0 || body % px != 0 || body / px != static_cast<uint64_t>(n_) ||
+        static_cast<int64_t>(lab.size()) != 8 + n_) {
       throw DataError(images_path + ": truncated IDX file (size does not match its header)");
     }
     pixels_.assign(img.begin() + 16, img.end());
@@ -89,6 +98,18 @@ class IdxDataset : public Dataset {
 };
 
 }  // namespace
+
+void require_regular_file(const std::string& path, const std::string& key) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || st.type() == std::filesystem::file_type::not_found) return;  // opening it says what is wrong
+  if (st.type() == std::filesystem::file_type::directory) {
+    throw DataError(path + ": is a directory; " + key + " must name a file");
+  }
+  if (st.type() != std::filesystem::file_type::regular) {
+    throw DataError(path + ": not a regular file (a device, FIFO or socket); " + key + " must name a file");
+  }
+}
 
 std::shared_ptr<Dataset> open_idx(const std::string& images_path, const std::string& labels_path) {
   return std::make_shared<IdxDataset>(images_path, labels_path);

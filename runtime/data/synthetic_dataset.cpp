@@ -2,6 +2,8 @@
 // that opens the splits of any data.kind.
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include "runtime/common/errors.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/rng.h"
@@ -118,6 +120,12 @@ DataSplits open_datasets(const DataConfig& d, const ModelConfig& m, int64_t seed
   DataSplits s;
   if (d.kind == "idx") {
     if (!exists(d.path)) throw DataError("data.path: directory \"" + d.path + "\" does not exist");
+    std::error_code ec;
+    if (!std::filesystem::is_directory(d.path, ec)) {
+      throw DataError("data.path: \"" + d.path +
+                      "\" is a file; data.kind = \"idx\" needs the directory holding the "
+                      "IDX files");
+    }
     auto open_split = [&](const std::string& prefix) {
       const std::string images = idx_file(d.path, prefix, "images-idx3-ubyte");  // checked first
       const std::string labels = idx_file(d.path, prefix, "labels-idx1-ubyte");

@@ -56,10 +56,7 @@ class TokenWindows : public Dataset {
 };
 
 std::vector<uint8_t> read_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw DataError(path + ": is a directory; data.path must name a file");
-  }
+  require_regular_file(path, "data.path");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(path + ": cannot open data file (data.path)");
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
