@@ -71,6 +71,35 @@ TEST(Registry, UserFactoryCanBeAdded) {
   EXPECT_EQ(m->forward(torch::zeros({2, 1, 28, 28})).sizes(), (std::vector<int64_t>{2, 10}));
 }
 
+// A factory that throws a foreign exception (a plugin's, LibTorch's): one line naming the model and
+// its plugin; gtrain's own errors pass unchanged.
+TEST(Registry, FactoryFailureNamesTheModel) {
+  ModelRegistry reg;
+  reg.add("broken", [](const ModelConfig&, const DataSpec&) -> std::shared_ptr<Model> {
+    throw std::runtime_error("ctor boom\nstack trace line");
+  });
+  reg.add("picky", [](const ModelConfig&, const DataSpec&) -> std::shared_ptr<Model> {
+    throw ConfigError("model.hidden: picky wants 3 layers");
+  });
+  ModelConfig c;
+  c.name = "broken";
+  c.plugin = "libbroken.so";
+  try {
+    reg.create(c, image_spec());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "model.name = 'broken' (model.plugin 'libbroken.so'): building the model failed: ctor boom");
+  }
+  c.name = "picky";
+  try {
+    reg.create(c, image_spec());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "model.hidden: picky wants 3 layers");
+  }
+}
+
 TEST(Registry, PluginRegistersAModelThatTrains) {
   ModelRegistry reg;
   reg.load_plugin(GTRAIN_PLUGIN);

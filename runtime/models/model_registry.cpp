@@ -11,6 +11,15 @@
 
 namespace gtrain {
 
+namespace {
+
+// The first line of an exception's text (LibTorch's carry a stack trace after it).
+std::string first_line(const std::string& s) {
+  return s.substr(0, s.find('\n'));
+}
+
+}  // namespace
+
 ModelRegistry& ModelRegistry::global() {
   static ModelRegistry* reg = [] {
     auto* r = new ModelRegistry();
@@ -53,7 +62,16 @@ std::shared_ptr<Model> ModelRegistry::create(const ModelConfig& config, const Da
                       (near.empty() ? "" : "; did you mean '" + near + "'?") + " (registered: " + list +
                       (config.plugin.empty() ? "; a plugin library adds more via model.plugin)" : ")"));
   }
-  return f(config, spec);
+  try {
+    return f(config, spec);
+  } catch (const Error&) {
+    throw;  // gtrain's own errors already say what is wrong
+  } catch (const std::exception& e) {
+    // A plugin's or LibTorch's exception: name the model (and the plugin) it came from.
+    throw ConfigError("model.name = '" + config.name + "'" +
+                      (config.plugin.empty() ? std::string() : " (model.plugin '" + config.plugin + "')") +
+                      ": building the model failed: " + first_line(e.what()));
+  }
 }
 
 void ModelRegistry::load_plugin(const std::string& path) {
@@ -77,7 +95,13 @@ void ModelRegistry::load_plugin(const std::string& path) {
     throw ConfigError("model.plugin: '" + path +
                       "' has no " GTRAIN_PLUGIN_ENTRY_NAME " entry point (define it with GTRAIN_PLUGIN_ENTRY)");
   }
-  entry(*this);
+  try {
+    entry(*this);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ConfigError("model.plugin: '" + path + "': its " GTRAIN_PLUGIN_ENTRY_NAME " failed: " + first_line(e.what()));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   loaded_plugins_.push_back(path);
 }
