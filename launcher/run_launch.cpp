@@ -139,10 +139,16 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
     const int64_t dp = cfg.parallel.dp > 0 ? cfg.parallel.dp : std::max<int64_t>(1, world_size / (tp * pp));
     const int64_t per_replica = cfg.train.global_batch / dp;
     if (cfg.train.global_batch % dp != 0 || per_replica % cfg.parallel.pp_microbatches != 0) {
-      throw ConfigError("parallel.pp_microbatches = " + std::to_string(cfg.parallel.pp_microbatches) +
-                        " must divide the " + std::to_string(per_replica) +
-                        " samples per replica (train.global_batch " + std::to_string(cfg.train.global_batch) +
-                        " / dp " + std::to_string(dp) + ")");
+      const std::string own = "parallel.pp_microbatches = " + std::to_string(cfg.parallel.pp_microbatches) +
+                              " must divide the " + std::to_string(per_replica) +
+                              " samples per replica (train.global_batch " + std::to_string(cfg.train.global_batch) +
+                              " / dp " + std::to_string(dp) + ")";
+      try {  // the layout's other problems too, in one message
+        plan_job(pin);
+      } catch (const ConfigError& e) {
+        throw ConfigError(std::string(e.what()) + "; " + own);
+      }
+      throw ConfigError(own);
     }
     pin.parallel.micro_batch = per_replica / cfg.parallel.pp_microbatches;
   }

@@ -182,7 +182,7 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
   test::write_file(dir.file("ok.toml"),
                    "[train]\nsteps = 2\nglobal_batch = 8\n[model]\nname = \"mlp\"\n[data]\n"
                    "kind = \"synthetic\"\nsynthetic_samples = 64\n");
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  std::vector<std::pair<std::string, std::string>> cases = {
       {"bogus",
        "gtrain: config error: gtrain: unknown command 'bogus'; expected one of run, config, probe, plan, "
        "models, status, submit, cancel, ckpt"},
@@ -202,6 +202,19 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
        "gtrain: config error: --set train.threads=5000: train.threads: expected an integer in [0, 1024], got 5000 "
        "(integer)"},
   };
+  // Explicit pipeline layouts: every failing factor in one message; micro-batch size set two ways.
+  test::write_file(dir.file("pp.toml"),
+                   "[train]\nsteps = 2\nglobal_batch = 8\n[model]\nname = \"gpt\"\nn_layer = 1\nn_head = 2\n"
+                   "n_embd = 16\nseq_len = 8\n[data]\nkind = \"synthetic\"\n[parallel]\nmode = \"explicit\"\npp = 2\n");
+  cases.push_back(
+      {"run " + dir.file("pp.toml") + " --ranks 2 --set parallel.pp_microbatches=3",
+       "gtrain: config error: parallel (explicit): dp=0 (auto) tp=1 pp=2 zero=0 micro_batch=0 on 2 ranks (2 "
+       "per node), 2 heads, 1 blocks, global_batch 8: pp = 2 must divide the 1 blocks; "
+       "parallel.pp_microbatches = 3 must divide the 8 samples per replica (train.global_batch 8 / dp 1)"});
+  cases.push_back({"run " + dir.file("pp.toml") + " --set parallel.pp_microbatches=2 --set parallel.micro_batch=2",
+                   "gtrain: config error: --set parallel.pp_microbatches=2: [parallel]: set parallel.micro_batch or "
+                   "parallel.pp_microbatches, not both (micro-batches per replica decide the micro-batch size, and "
+                   "the other way round)"});
   for (const auto& [args, want] : cases) {
     r = run_command(GTRAIN_BINARY " " + args);
     EXPECT_EQ(r.exit_code, 2) << args;

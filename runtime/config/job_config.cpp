@@ -402,6 +402,11 @@ void validate_job_config(const JobConfig& c) {
   for (size_t i = 0; i < c.schedule.window.size(); ++i) {
     parse_window(c.schedule.window[i], from({"schedule.window"}) + ": schedule.window[" + std::to_string(i) + "]");
   }
+  if (c.parallel.pp_microbatches > 0 && c.parallel.micro_batch > 0) {
+    throw ConfigError(from({"parallel.pp_microbatches", "parallel.micro_batch"}) +
+                      ": [parallel]: set parallel.micro_batch or parallel.pp_microbatches, not both (micro-batches "
+                      "per replica decide the micro-batch size, and the other way round)");
+  }
   if (c.parallel.mode == "auto") {
     const ParallelConfig d;
     if (c.parallel.tp != d.tp || c.parallel.pp != d.pp || c.parallel.dp != d.dp || c.parallel.zero != d.zero ||
