@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdint>
 #include <map>
+#include <set>
 
 #include "runtime/common/errors.h"
 
@@ -110,6 +111,10 @@ std::vector<std::string> expand_hostlist(const std::string& text, const std::str
     }
   }
   if (depth != 0) bad_hostlist(what, text, "unbalanced '['");
+  std::set<std::string> seen;
+  for (const auto& h : hosts) {
+    if (!seen.insert(h).second) bad_hostlist(what, text, "host " + h + " appears more than once");
+  }
   return hosts;
 }
 

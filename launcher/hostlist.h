@@ -3,7 +3,7 @@
 //
 // Hostlists are comma-separated items; each item is a name with any number of bracketed range
 // lists ("rack[1-2]-n[01-04]" is the product of both ranges). Zero padding follows the lower bound
-// of each range ("[08-10]" gives 08, 09, 10). Malformed text is a ConfigError that names `what`
+// of each range ("[08-10]" gives 08, 09, 10). Malformed text, or a host named twice, is a ConfigError that names `what`
 // (the variable or flag it came from) and the expected syntax.
 #pragma once
 

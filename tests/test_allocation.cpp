@@ -54,6 +54,11 @@ TEST(Hostlist, MalformedListsNameTheVariable) {
     EXPECT_NE(e.find("SLURM_JOB_NODELIST='" + bad + "'"), std::string::npos) << bad << " -> " << e;
     EXPECT_NE(e.find("expected a Slurm hostlist"), std::string::npos) << e;
   }
+  // A host named twice would be counted twice (3 GPUs granted for 2 nodes).
+  EXPECT_NE(error_of([] {
+              expand_hostlist("node[01-02],node01", "SLURM_JOB_NODELIST");
+            }).find("SLURM_JOB_NODELIST='node[01-02],node01': host node01 appears more than once"),
+            std::string::npos);
 }
 
 TEST(Hostlist, SameHostComparesShortNames) {
