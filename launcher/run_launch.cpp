@@ -266,6 +266,16 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
       return out;
     }
     out.exit_code = run_mpirun(spec);
+    if (out.exit_code == 255) {
+      // Open MPI's own failure (no rank ran): its banner above says why, at length. One line to act on.
+      std::string hosts;
+      for (const auto& h : spec.hosts) hosts += (hosts.empty() ? "" : ", ") + h.host;
+      std::cerr << "gtrain: error: mpirun could not start the ranks" << (hosts.empty() ? "" : " on " + hosts)
+                << " (exit 255; its message is above)\n  hint: check that every host is reachable (ssh "
+                   "without a password, or run under srun --mpi=pmix) and has gtrain at "
+                << spec.executable << std::endl;
+      out.exit_code = kExitFailure;
+    }
     std::string said;
     std::getline(std::ifstream(outcome), said);
     if (out.exit_code == kExitOk && said == "resumable") out.exit_code = kExitResumable;

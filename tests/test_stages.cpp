@@ -429,6 +429,22 @@ TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
   EXPECT_EQ(third.exit_code, 0) << third.output;
 }
 
+// Ranks that cannot start on the granted hosts (names that do not resolve): Open MPI's banner, then
+// one line naming the hosts, and exit 1 (not mpirun's 255).
+TEST(Stages, RanksThatCannotStartAreNamedInOneLine) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), kGpt);
+  auto r = test::run_command(
+      "SLURM_JOB_ID=1 SLURM_JOB_NODELIST='gtrain-no-such-host[1-2]' SLURM_NNODES=2 "
+      "SLURM_NTASKS=2 SLURM_TASKS_PER_NODE='1(x2)' " GTRAIN_BINARY " run " +
+      dir.file("job.toml") + " --run-dir " + dir.file("run"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("gtrain: error: mpirun could not start the ranks on gtrain-no-such-host1, "
+                          "gtrain-no-such-host2 (exit 255; its message is above)"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(Stages, SecondRunOnSameDirectoryIsRefused) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
