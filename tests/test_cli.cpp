@@ -130,6 +130,7 @@ TEST(Cli, FailedStageIsRecordedInTheLedger) {
   ASSERT_EQ(stages.size(), 1u) << r.output;
   const std::string exit = stages[0].at("exit");
   EXPECT_EQ(exit.rfind("failed: training diverged: loss is ", 0), 0u) << exit;
+  EXPECT_EQ(exit.find("-nan"), std::string::npos) << exit;  // "nan", whatever its sign bit
   const int64_t at = stages[0].at("step_to");
   EXPECT_NE(exit.find(" at step " + std::to_string(at)), std::string::npos) << exit;
   EXPECT_GE(at, 1);

@@ -179,6 +179,16 @@ TEST(TextBytes, ByteLevelWindows) {
   EXPECT_EQ(b.input[0][0].item<int64_t>(), 'h');
   EXPECT_EQ(b.target[0][0].item<int64_t>(), 'e');
   EXPECT_EQ(b.input[1][0].item<int64_t>(), 'w');
+  // An eval split too short for one window names data.eval_fraction.
+  try {
+    open_text_bytes(dir.file("t.txt"), 4, 0.95, 1.0, true);
+    ADD_FAILURE() << "a 1-byte eval split opened";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("too short for one eval window of model.seq_len + 1 = 5 tokens in its "
+                                         "data.eval_fraction"),
+              std::string::npos)
+        << e.what();
+  }
   // A directory as data.path: a data error naming it, not the stream library's "Is a directory".
   for (auto open : {std::function<void()>([&] { open_text_bytes(dir.path(), 4, 0.0, 1.0, false); }),
                     std::function<void()>([&] { open_token_file(dir.path(), "uint16", 4, 0, 1, false, 0); })}) {

@@ -72,7 +72,9 @@ std::shared_ptr<Dataset> make_windows(const std::string& path, std::vector<int32
   auto ds = std::make_shared<TokenWindows>(std::move(toks), seq_len, vocab, eval_split);
   if (ds->size() < 1) {
     throw DataError(path + ": too short for one " + std::string(eval_split ? "eval" : "training") +
-                    " window of model.seq_len + 1 = " + std::to_string(seq_len + 1) + " tokens");
+                    " window of model.seq_len + 1 = " + std::to_string(seq_len + 1) + " tokens" +
+                    (eval_split ? " in its data.eval_fraction; raise data.eval_fraction or lower model.seq_len"
+                                : "; lower model.seq_len or data.eval_fraction"));
   }
   return ds;
 }

@@ -383,7 +383,8 @@ StepResult Trainer::train_step() {
   const std::string profile = profiler_->after_step(step_, /*stage_ends=*/step_ == total_steps_);
   if (!profile.empty() && comm_->rank() == 0) progress_->message(profile);
   if (r.values_read && !std::isfinite(r.loss)) {
-    throw Error("training diverged: loss is " + std::to_string(r.loss) + " at step " + std::to_string(step_),
+    throw Error(std::string("training diverged: loss is ") + (std::isnan(r.loss) ? "nan" : std::to_string(r.loss)) +
+                    " at step " + std::to_string(step_),
                 "lower optimizer.learning_rate, add train.warmup_steps or set train.grad_clip");
   }
   return r;
