@@ -40,7 +40,8 @@ class EnvReader {
   const std::string* get(const std::string& name) {
     auto it = env_.find(name);
     if (it == env_.end()) return nullptr;
-    a_->sources.push_back(name + "=" + it->second);
+    const std::string read = name + "=" + it->second;
+    if (std::find(a_->sources.begin(), a_->sources.end(), read) == a_->sources.end()) a_->sources.push_back(read);
     return &it->second;
   }
   bool has(const std::string& name) const { return env_.count(name) > 0; }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include <chrono>
 
@@ -348,6 +349,10 @@ TEST(SlurmAllocation, ConflictingOrBadVariablesAreNoted) {
   EXPECT_EQ(c.end_time_unix, 0);
   EXPECT_NE(std::find(c.notes.begin(), c.notes.end(), "SLURM_JOB_END_TIME='abc' is not a unix time: ignored"),
             c.notes.end());
+  // Each variable read is listed once, however often it was read.
+  std::set<std::string> once(c.sources.begin(), c.sources.end());
+  EXPECT_EQ(once.size(), c.sources.size());
+  EXPECT_EQ(once.count("SLURM_GPUS_ON_NODE=4"), 1u);
   // Agreeing variables: no such note.
   const Allocation b = discover_allocation(slurm_single_node(), r.runner(), with(cuda_machine("gpu07", 4), false));
   for (const auto& n : b.notes) EXPECT_EQ(n.find("SLURM_GPUS_ON_NODE="), std::string::npos) << n;
