@@ -179,6 +179,15 @@ TEST(TextBytes, ByteLevelWindows) {
   EXPECT_EQ(b.input[0][0].item<int64_t>(), 'h');
   EXPECT_EQ(b.target[0][0].item<int64_t>(), 'e');
   EXPECT_EQ(b.input[1][0].item<int64_t>(), 'w');
+  // A split reads only its own bytes: the eval half of "hello world, hello gtrain" (25 bytes) starts at
+  // byte 12, ' hello gtrain', in windows of 4 + 1.
+  auto half = open_text_bytes(dir.file("t.txt"), 4, 0.5, 1.0, true);
+  EXPECT_EQ(half->size(), 3);  // 13 bytes: windows at 0, 4 and 8
+  auto h = half->collate({0, 2});
+  EXPECT_EQ(h.input[0][0].item<int64_t>(), ' ');
+  EXPECT_EQ(h.input[0][1].item<int64_t>(), 'h');
+  EXPECT_EQ(h.input[1][0].item<int64_t>(), 't');  // "trai" -> "rain"
+  EXPECT_EQ(h.target[1][3].item<int64_t>(), 'n');
   // An eval split too short for one window names data.eval_fraction.
   try {
     open_text_bytes(dir.file("t.txt"), 4, 0.95, 1.0, true);

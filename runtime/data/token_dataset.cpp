@@ -11,9 +11,12 @@
 namespace gtrain {
 namespace {
 
+// Token is the narrowest type that holds the file's ids (uint8_t for bytes, uint16_t, int32_t):
+// the tokens stay in memory at the file's own width.
+template <class Token>
 class TokenWindows : public Dataset {
  public:
-  TokenWindows(std::vector<int32_t> tokens, int64_t seq_len, int64_t vocab, bool eval_split)
+  TokenWindows(std::vector<Token> tokens, int64_t seq_len, int64_t vocab, bool eval_split)
       : tokens_(std::move(tokens)), seq_len_(seq_len), vocab_(vocab), eval_(eval_split) {}
 
   int64_t size() const override {
@@ -30,7 +33,7 @@ class TokenWindows : public Dataset {
     int64_t* tg = target.data_ptr<int64_t>();
     for (int64_t i = 0; i < m; ++i) {
       const int64_t start = eval_ ? idx[i] * T : idx[i];
-      const int32_t* src = tokens_.data() + start;
+      const Token* src = tokens_.data() + start;
       for (int64_t t = 0; t < T; ++t) {
         in[i * T + t] = src[t];
         tg[i * T + t] = src[t + 1];
@@ -50,16 +53,32 @@ class TokenWindows : public Dataset {
   bool random_windows() const override { return !eval_; }
 
  private:
-  std::vector<int32_t> tokens_;
+  std::vector<Token> tokens_;
   int64_t seq_len_, vocab_;
   bool eval_;
 };
 
-std::vector<uint8_t> read_file(const std::string& path) {
+// Bytes [begin, end) of a regular file, or all of it (end = npos), read at their exact size.
+std::vector<uint8_t> read_file(const std::string& path, size_t begin = 0, size_t end = std::string::npos) {
   require_regular_file(path, "data.path");
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw DataError(path + ": cannot open data file (data.path)");
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t size = static_cast<size_t>(in.tellg());
+  end = std::min(end, size);
+  std::vector<uint8_t> out(end > begin ? end - begin : 0);
+  in.seekg(static_cast<std::streamoff>(begin));
+  if (!out.empty() && !in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()))) {
+    throw DataError(path + ": cannot read data file (data.path)");
+  }
+  return out;
+}
+
+size_t file_size(const std::string& path) {
+  require_regular_file(path, "data.path");
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(path, ec);
+  if (ec) throw DataError(path + ": cannot open data file (data.path): " + ec.message());
+  return static_cast<size_t>(n);
 }
 
 std::pair<size_t, size_t> split_range(size_t n, double begin_fraction, double end_fraction) {
@@ -67,9 +86,10 @@ std::pair<size_t, size_t> split_range(size_t n, double begin_fraction, double en
           static_cast<size_t>(end_fraction * static_cast<double>(n))};
 }
 
-std::shared_ptr<Dataset> make_windows(const std::string& path, std::vector<int32_t> toks, int64_t seq_len,
-                                      int64_t vocab, bool eval_split) {
-  auto ds = std::make_shared<TokenWindows>(std::move(toks), seq_len, vocab, eval_split);
+template <class Token>
+std::shared_ptr<Dataset> make_windows(const std::string& path, std::vector<Token> toks, int64_t seq_len, int64_t vocab,
+                                      bool eval_split) {
+  auto ds = std::make_shared<TokenWindows<Token>>(std::move(toks), seq_len, vocab, eval_split);
   if (ds->size() < 1) {
     throw DataError(path + ": too short for one " + std::string(eval_split ? "eval" : "training") +
                     " window of model.seq_len + 1 = " + std::to_string(seq_len + 1) + " tokens" +
@@ -91,22 +111,27 @@ std::shared_ptr<Dataset> open_token_file(const std::string& path, const std::str
                     " bytes (data.token_dtype = \"" + dtype + "\")");
   }
   const size_t n = bytes.size() / width;
-  auto [b, e] = split_range(n, begin_fraction, end_fraction);
-  std::vector<int32_t> toks(e - b);
+  const auto [b, e] = split_range(n, begin_fraction, end_fraction);
+  // The split's ids at the file's width (uint16 stays 2 bytes a token), and the largest id.
   int64_t max_tok = 0;
-  for (size_t i = b; i < e; ++i) {
-    uint32_t v;
-    if (width == 2) {
-      uint16_t s;
-      std::memcpy(&s, bytes.data() + i * 2, 2);
-      v = s;
-    } else {
-      std::memcpy(&v, bytes.data() + i * 4, 4);
+  auto split_tokens = [&](auto zero) {
+    using Token = decltype(zero);
+    std::vector<Token> toks(e - b);
+    for (size_t i = b; i < e; ++i) {
+      uint32_t v = 0;
+      std::memcpy(&v, bytes.data() + i * width, width);
+      if (v > 0x7fffffffu) throw DataError(path + ": token id " + std::to_string(v) + " out of range");
+      toks[i - b] = static_cast<Token>(v);
+      max_tok = std::max<int64_t>(max_tok, v);
     }
-    if (v > 0x7fffffffu) throw DataError(path + ": token id " + std::to_string(v) + " out of range");
-    toks[i - b] = static_cast<int32_t>(v);
-    max_tok = std::max<int64_t>(max_tok, v);
-  }
+    return toks;
+  };
+  std::vector<uint16_t> narrow;
+  std::vector<int32_t> wide;
+  if (width == 2)
+    narrow = split_tokens(uint16_t{0});
+  else
+    wide = split_tokens(int32_t{0});
   // The vocabulary must cover the whole file, not only this split: scan the rest cheaply.
   for (size_t i = 0; i < n && vocab_hint <= 0; ++i) {
     uint32_t v = 0;
@@ -118,15 +143,15 @@ std::shared_ptr<Dataset> open_token_file(const std::string& path, const std::str
     throw DataError(path + ": token id " + std::to_string(max_tok) +
                     " is not below model.vocab = " + std::to_string(vocab));
   }
-  return make_windows(path, std::move(toks), seq_len, vocab, eval_split);
+  if (width == 2) return make_windows(path, std::move(narrow), seq_len, vocab, eval_split);
+  return make_windows(path, std::move(wide), seq_len, vocab, eval_split);
 }
 
 std::shared_ptr<Dataset> open_text_bytes(const std::string& path, int64_t seq_len, double begin_fraction,
                                          double end_fraction, bool eval_split) {
-  auto bytes = read_file(path);
-  auto [b, e] = split_range(bytes.size(), begin_fraction, end_fraction);
-  std::vector<int32_t> toks(bytes.begin() + b, bytes.begin() + e);
-  return make_windows(path, std::move(toks), seq_len, 256, eval_split);
+  const auto [b, e] = split_range(file_size(path), begin_fraction, end_fraction);
+  // Only the split, one byte a token.
+  return make_windows(path, read_file(path, b, e), seq_len, 256, eval_split);
 }
 
 }  // namespace gtrain
