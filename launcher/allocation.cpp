@@ -161,6 +161,11 @@ void discover_slurm(Allocation* a, EnvReader& r, const CommandRunner& run, const
     me = 0;
   }
   const size_t n = a->nodes.size();
+  if (r.has("SLURM_NNODES") && !hosts.empty() &&
+      r.integer("SLURM_NNODES", static_cast<int>(n)) != static_cast<int>(n)) {
+    a->notes.push_back("SLURM_NNODES=" + trim(r.str("SLURM_NNODES")) + " but " + nl_var + " lists " +
+                       std::to_string(n) + " node(s): using the " + std::to_string(n) + " listed");
+  }
 
   // CPUs and tasks.
   if (r.has("SLURM_JOB_CPUS_PER_NODE")) {
@@ -418,7 +423,8 @@ void discover_lsf(Allocation* a, EnvReader& r, const HardwareInfo& hw) {
   }
   if (a->nodes.empty()) {
     a->nodes.push_back({a->this_host, {}, 0, 0});
-    a->notes.push_back("LSB_MCPU_HOSTS not set: assuming this node only");
+    a->notes.push_back(std::string(r.has("LSB_MCPU_HOSTS") ? "LSB_MCPU_HOSTS is empty" : "LSB_MCPU_HOSTS not set") +
+                       ": assuming this node only");
   }
   size_t me = find_this_node(*a);
   if (me == a->nodes.size()) me = 0;

@@ -349,6 +349,13 @@ TEST(SlurmAllocation, ConflictingOrBadVariablesAreNoted) {
   EXPECT_EQ(c.end_time_unix, 0);
   EXPECT_NE(std::find(c.notes.begin(), c.notes.end(), "SLURM_JOB_END_TIME='abc' is not a unix time: ignored"),
             c.notes.end());
+  // SLURM_NNODES disagreeing with the node list is noted too.
+  env = slurm_single_node();
+  env["SLURM_NNODES"] = "3";
+  const Allocation d = discover_allocation(env, r.runner(), with(cuda_machine("gpu07", 4), false));
+  EXPECT_NE(std::find(d.notes.begin(), d.notes.end(),
+                      "SLURM_NNODES=3 but SLURM_JOB_NODELIST lists 1 node(s): using the 1 listed"),
+            d.notes.end());
   // Each variable read is listed once, however often it was read.
   std::set<std::string> once(c.sources.begin(), c.sources.end());
   EXPECT_EQ(once.size(), c.sources.size());
@@ -595,6 +602,10 @@ TEST(LsfAllocation, McpuHostsAndVisibleDevices) {
               discover_allocation(env, no_command_runner(), with(cpu_machine("hostA", 8)));
             }).find("LSB_MCPU_HOSTS='hostA four'"),
             std::string::npos);
+  env["LSB_MCPU_HOSTS"] = "";  // set but empty: said so, not "not set"
+  const Allocation e = discover_allocation(env, no_command_runner(), with(cpu_machine("hostA", 8)));
+  EXPECT_NE(std::find(e.notes.begin(), e.notes.end(), "LSB_MCPU_HOSTS is empty: assuming this node only"),
+            e.notes.end());
 }
 
 // ---- CUDA_VISIBLE_DEVICES and the bare machine ----
