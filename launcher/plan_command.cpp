@@ -291,7 +291,8 @@ std::vector<int64_t> parse_gpu_counts(const std::string& text, const std::string
   std::vector<int64_t> out;
   std::string item;
   auto fail = [&] {
-    throw ConfigError(what + " '" + text + "': expected a GPU count >= 1 (e.g. 8) or a list such as 1,2,4,8");
+    throw ConfigError(what + " '" + text +
+                      "': expected a GPU count from 1 to 65536 (e.g. 8) or a list such as 1,2,4,8");
   };
   for (size_t i = 0; i <= text.size(); ++i) {
     if (i == text.size() || text[i] == ',') {

@@ -463,8 +463,14 @@ TEST(PlanFlags, MemorySizesAndGpuCounts) {
   }
   EXPECT_EQ(parse_gpu_counts("8", "--gpus"), (std::vector<int64_t>{8}));
   EXPECT_EQ(parse_gpu_counts("1,2,4,8", "--gpus"), (std::vector<int64_t>{1, 2, 4, 8}));
-  for (const std::string bad : {"0", "", "x", "1,,2", "-1", "2.5"}) {
+  for (const std::string bad : {"0", "", "x", "1,,2", "-1", "2.5", "65537", "1000000"}) {
     EXPECT_THROW(parse_gpu_counts(bad, "--gpus"), ConfigError) << bad;
+  }
+  try {
+    parse_gpu_counts("1000000", "--gpus");
+  } catch (const ConfigError& e) {  // the range is in the message
+    EXPECT_EQ(std::string(e.what()),
+              "--gpus '1000000': expected a GPU count from 1 to 65536 (e.g. 8) or a list such as 1,2,4,8");
   }
 }
 
