@@ -33,6 +33,10 @@ Error::Error(const std::string& what, std::string hint, const char* file, int li
   }
 }
 
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
 std::string format_error(const Error& e) {
   const auto& ctx = ProcessContext::get();
   std::string out = "gtrain: ";

@@ -86,6 +86,10 @@ class TimeoutError : public Error {
 // runs, plus "  hint: ..." when there is one.
 std::string format_error(const Error& e);
 
+// The first line of an exception's text (LibTorch's carry a stack trace after it), for one-line
+// messages that quote a foreign exception.
+std::string first_line(const std::string& text);
+
 }  // namespace gtrain
 
 // Throw an internal error with file:line when a condition fails.

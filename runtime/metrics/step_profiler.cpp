@@ -23,10 +23,6 @@ namespace {
 namespace prof = torch::autograd::profiler;
 namespace impl = torch::profiler::impl;
 
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
-
 double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }

@@ -11,15 +11,6 @@
 
 namespace gtrain {
 
-namespace {
-
-// The first line of an exception's text (LibTorch's carry a stack trace after it).
-std::string first_line(const std::string& s) {
-  return s.substr(0, s.find('\n'));
-}
-
-}  // namespace
-
 ModelRegistry& ModelRegistry::global() {
   static ModelRegistry* reg = [] {
     auto* r = new ModelRegistry();

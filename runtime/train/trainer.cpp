@@ -506,9 +506,7 @@ TrainSummary Trainer::run() {
     // The stage still goes in the ledger, with how it failed (gtrain status shows it); main() reports it.
     TrainSummary failed;
     failed.steps = step_;
-    std::string what = e.what();
-    what = what.substr(0, what.find('\n'));
-    failed.stop_reason = "failed: " + what;
+    failed.stop_reason = "failed: " + first_line(e.what());
     write_ledger(failed, first, productive_s_);
     throw;
   }
