@@ -58,32 +58,24 @@ class TokenWindows : public Dataset {
   bool eval_;
 };
 
-// Bytes [begin, end) of a regular file, or all of it (end = npos), read at their exact size.
-std::vector<uint8_t> read_file(const std::string& path, size_t begin = 0, size_t end = std::string::npos) {
+std::pair<size_t, size_t> split_range(size_t n, double begin_fraction, double end_fraction) {
+  return {static_cast<size_t>(begin_fraction * static_cast<double>(n)),
+          static_cast<size_t>(end_fraction * static_cast<double>(n))};
+}
+
+// The bytes of a regular file in the fraction [begin_fraction, end_fraction) of its length, read
+// at their exact size (a split of text_bytes reads only itself).
+std::vector<uint8_t> read_file(const std::string& path, double begin_fraction = 0.0, double end_fraction = 1.0) {
   require_regular_file(path, "data.path");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw DataError(path + ": cannot open data file (data.path)");
-  const size_t size = static_cast<size_t>(in.tellg());
-  end = std::min(end, size);
-  std::vector<uint8_t> out(end > begin ? end - begin : 0);
+  const auto [begin, end] = split_range(static_cast<size_t>(in.tellg()), begin_fraction, end_fraction);
+  std::vector<uint8_t> out(end - begin);
   in.seekg(static_cast<std::streamoff>(begin));
   if (!out.empty() && !in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()))) {
     throw DataError(path + ": cannot read data file (data.path)");
   }
   return out;
-}
-
-size_t file_size(const std::string& path) {
-  require_regular_file(path, "data.path");
-  std::error_code ec;
-  const auto n = std::filesystem::file_size(path, ec);
-  if (ec) throw DataError(path + ": cannot open data file (data.path): " + ec.message());
-  return static_cast<size_t>(n);
-}
-
-std::pair<size_t, size_t> split_range(size_t n, double begin_fraction, double end_fraction) {
-  return {static_cast<size_t>(begin_fraction * static_cast<double>(n)),
-          static_cast<size_t>(end_fraction * static_cast<double>(n))};
 }
 
 template <class Token>
@@ -149,9 +141,8 @@ std::shared_ptr<Dataset> open_token_file(const std::string& path, const std::str
 
 std::shared_ptr<Dataset> open_text_bytes(const std::string& path, int64_t seq_len, double begin_fraction,
                                          double end_fraction, bool eval_split) {
-  const auto [b, e] = split_range(file_size(path), begin_fraction, end_fraction);
   // Only the split, one byte a token.
-  return make_windows(path, read_file(path, b, e), seq_len, 256, eval_split);
+  return make_windows(path, read_file(path, begin_fraction, end_fraction), seq_len, 256, eval_split);
 }
 
 }  // namespace gtrain
