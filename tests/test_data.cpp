@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 #include <zlib.h>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 
 #include "runtime/common/errors.h"
 #include "runtime/data/dataset.h"
+#include "runtime/data/mapped_file.h"
 #include "runtime/data/prefetcher.h"
 #include "runtime/data/sampler.h"
 #include "tests/test_util.h"
@@ -168,6 +171,150 @@ TEST(Tokens, BadFilesAreDataErrors) {
   test::write_file(dir.file("big.bin"), big + std::string(20, '\0'));
   EXPECT_THROW(open_token_file(dir.file("big.bin"), "uint16", 4, 0, 1, false, 100), DataError);
   EXPECT_THROW(open_token_file(dir.file("none.bin"), "uint16", 4, 0, 1, false, 0), DataError);
+}
+
+// llm.c's token shard: a 256-int32 header (magic 20240520, version 1 = uint16 / 2 = uint32, count).
+std::string llmc_shard(const std::vector<uint32_t>& tokens, int32_t version = 1, int32_t count = -1) {
+  std::vector<int32_t> head(256, 0);
+  head[0] = 20240520;
+  head[1] = version;
+  head[2] = count >= 0 ? count : static_cast<int32_t>(tokens.size());
+  std::string out(reinterpret_cast<const char*>(head.data()), head.size() * 4);
+  for (uint32_t t : tokens) out.append(reinterpret_cast<const char*>(&t), version == 2 ? 4 : 2);
+  return out;
+}
+
+std::vector<uint32_t> iota_tokens(uint32_t first, uint32_t n) {
+  std::vector<uint32_t> v(n);
+  for (uint32_t i = 0; i < n; ++i) v[i] = first + i;
+  return v;
+}
+
+TEST(Tokens, ShardsByGlobWithLlmcHeadersAndNoWindowAcrossFiles) {
+  test::TempDir dir;
+  test::write_file(dir.file("train_001.bin"), llmc_shard(iota_tokens(100, 12)));  // sorted second
+  test::write_file(dir.file("train_000.bin"), llmc_shard(iota_tokens(0, 10)));
+  const auto files = expand_data_path(dir.file("train_*.bin"), "data.path");
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0], dir.file("train_000.bin"));
+  auto ds = open_token_files(files, "uint16", 4, 0.0, 1.0, false, 0, "data.path");
+  EXPECT_EQ(ds->size(), (10 - 4) + (12 - 4));  // windows start where seq_len + 1 tokens remain in the file
+  EXPECT_EQ(ds->spec().vocab, 112);            // the header's 1024 bytes are not tokens
+  auto b = ds->collate({0, 5, 6, 13});
+  EXPECT_EQ(b.input[0][0].item<int64_t>(), 0);
+  EXPECT_EQ(b.target[1][3].item<int64_t>(), 9);   // the last window of the first shard ends at its end
+  EXPECT_EQ(b.input[2][0].item<int64_t>(), 100);  // the next starts at the second shard
+  EXPECT_EQ(b.target[3][3].item<int64_t>(), 111);
+  // Eval walks non-overlapping windows per file: (10 - 1) / 4 + (12 - 1) / 4.
+  auto ev = open_token_files(files, "uint16", 4, 0.0, 1.0, true, 0, "data.eval_path");
+  EXPECT_EQ(ev->size(), 2 + 2);
+  EXPECT_EQ(ev->collate({2}).input[0][0].item<int64_t>(), 100);
+  // A split over shards takes the token range of the files end to end: the last 30% of 22 tokens
+  // is the second shard's last 7 (token 15 of 22 onwards), one training window of 4 + 1 and more.
+  auto tail = open_token_files(files, "uint16", 4, 0.7, 1.0, false, 0, "data.path");
+  EXPECT_EQ(tail->size(), 7 - 4);
+  EXPECT_EQ(tail->collate({0}).input[0][0].item<int64_t>(), 105);
+  // uint32 shards (version 2) read at their width.
+  test::write_file(dir.file("wide.bin"), llmc_shard({70000, 1, 2, 3, 4, 5}, 2));
+  auto wide = open_token_file(dir.file("wide.bin"), "uint32", 4, 0.0, 1.0, false, 0);
+  EXPECT_EQ(wide->collate({0}).input[0][0].item<int64_t>(), 70000);
+}
+
+TEST(Tokens, BadShardsAndGlobsAreNamed) {
+  test::TempDir dir;
+  auto error_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const DataError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  test::write_file(dir.file("short.bin"), llmc_shard(iota_tokens(0, 10), 1, 11));  // says 11, holds 10
+  EXPECT_EQ(error_of([&] { open_token_file(dir.file("short.bin"), "uint16", 4, 0, 1, false, 0); }),
+            dir.file("short.bin") +
+                ": llm.c header says 11 tokens, but the file holds 10 after its header (a truncated or damaged "
+                "shard?)");
+  test::write_file(dir.file("wide.bin"), llmc_shard(iota_tokens(0, 10), 2));
+  EXPECT_EQ(error_of([&] { open_token_file(dir.file("wide.bin"), "uint16", 4, 0, 1, false, 0); }),
+            dir.file("wide.bin") + ": llm.c header says uint32 tokens (version 2); set data.token_dtype = \"uint32\"");
+  test::write_file(dir.file("v7.bin"), llmc_shard(iota_tokens(0, 10), 7));
+  EXPECT_NE(
+      error_of([&] { open_token_file(dir.file("v7.bin"), "uint16", 4, 0, 1, false, 0); }).find("unknown version 7"),
+      std::string::npos);
+  EXPECT_EQ(error_of([&] { expand_data_path(dir.file("none_*.bin"), "data.eval_path"); }),
+            "data.eval_path: no file matches \"" + dir.file("none_*.bin") + "\"");
+  std::filesystem::create_directory(dir.file("sub.bin"));
+  EXPECT_NE(error_of([&] { expand_data_path(dir.file("*.bin"), "data.path"); }).find("sub.bin: is a directory"),
+            std::string::npos);
+}
+
+TEST(Tokens, EvalPathIsTheHeldOutSplitAndTheVocabularyCoversIt) {
+  test::TempDir dir;
+  test::write_file(dir.file("train_000.bin"), llmc_shard(iota_tokens(0, 40)));
+  test::write_file(dir.file("val_000.bin"), llmc_shard(iota_tokens(200, 9)));
+  DataConfig d;
+  d.kind = "tokens";
+  d.path = dir.file("train_*.bin");
+  d.eval_path = dir.file("val_*.bin");
+  d.eval_fraction = 0.25;  // ignored: data.eval_path holds the eval split
+  ModelConfig m;
+  m.seq_len = 4;
+  m.vocab = 0;
+  auto s = open_datasets(d, m, 1);
+  EXPECT_EQ(s.train->size(), 40 - 4);  // all of data.path trains
+  EXPECT_EQ(s.eval->size(), 2);
+  EXPECT_EQ(s.train->spec().vocab, 209);  // the eval files' largest id + 1
+  EXPECT_EQ(s.eval->spec().vocab, 209);
+  EXPECT_EQ(s.eval->collate({1}).input[0][0].item<int64_t>(), 204);
+}
+
+TEST(Tokens, IdsPastTheCheckedPrefixFailWhenTheirWindowIsRead) {
+  test::TempDir dir;
+  const int64_t n = (int64_t{1} << 20) + 64;  // the first 2^20 ids of a file are checked at open
+  std::string bytes(static_cast<size_t>(n) * 2, '\0');
+  bytes[static_cast<size_t>(n - 10) * 2] = '\xff';
+  bytes[static_cast<size_t>(n - 10) * 2 + 1] = '\xff';  // token 65535 near the end
+  test::write_file(dir.file("tok.bin"), bytes);
+  auto ds = open_token_file(dir.file("tok.bin"), "uint16", 8, 0.0, 1.0, false, 100);
+  EXPECT_EQ(ds->collate({0, n - 30}).input.sum().item<int64_t>(), 0);
+  try {
+    ds->collate({n - 15});
+    ADD_FAILURE() << "a window holding token 65535 was read with model.vocab = 100";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()), dir.file("tok.bin") + ": token id 65535 at token " + std::to_string(n - 10) +
+                                         " is not below model.vocab = 100 (a file from another tokenizer, or "
+                                         "model.vocab too small?)");
+  }
+}
+
+// Private (anonymous) resident memory of this process, from /proc/self/status.
+int64_t rss_anon_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("RssAnon:", 0) == 0) return std::stoll(line.substr(8)) * 1024;
+  }
+  return -1;
+}
+
+TEST(Tokens, FilesAreMappedNotCopied) {
+  test::TempDir dir;
+  const int64_t n = int64_t{32} << 20;  // 64 MiB of uint16 tokens
+  {
+    std::string bytes(static_cast<size_t>(n) * 2, '\0');
+    for (int64_t i = 0; i < n; i += 4096) bytes[static_cast<size_t>(i) * 2] = static_cast<char>((i / 4096) % 200);
+    test::write_file(dir.file("big.bin"), bytes);
+  }
+  const int64_t before = rss_anon_bytes();
+  ASSERT_GT(before, 0);
+  // model.vocab = 0 reads every id to find the vocabulary; the mapped pages are the page cache's.
+  auto ds = open_token_file(dir.file("big.bin"), "uint16", 64, 0.0, 0.9, false, 0);
+  auto eval = open_token_file(dir.file("big.bin"), "uint16", 64, 0.9, 1.0, true, 0);
+  EXPECT_EQ(ds->spec().vocab, 200);
+  EXPECT_EQ(ds->collate({0, 4096, n / 2}).samples, 3);
+  const int64_t grown = rss_anon_bytes() - before;
+  EXPECT_LT(grown, 16 << 20) << "opening a 64 MiB token file twice grew private memory by " << grown << " bytes";
 }
 
 TEST(TextBytes, ByteLevelWindows) {

@@ -10,7 +10,8 @@ namespace gtrain {
 
 struct DataConfig {
   std::string kind = "idx";                                // idx | tokens | text_bytes | synthetic
-  std::string path = "/usr/share/datasets/fashion-mnist";  // idx: directory; tokens/text_bytes: file
+  std::string path = "/usr/share/datasets/fashion-mnist";  // idx: directory; tokens/text_bytes: file or glob
+  std::string eval_path = "";                              // tokens/text_bytes: held-out file or glob ("" = tail)
   std::string train_prefix = "train";                      // idx: <prefix>-images-idx3-ubyte[.gz] for training
   std::string eval_prefix = "t10k";                        // idx: held-out split ("" = none)
   std::string token_dtype = "uint16";                      // tokens: element type of the flat binary file
@@ -27,11 +28,21 @@ struct DataConfig {
       "Dataset reader: \"idx\" (MNIST/Fashion-MNIST files), \"tokens\" (flat binary token file), "
       "\"text_bytes\" (byte-level LM on any file), \"synthetic\" (deterministic, for tests and benchmarks).",
       cfg::one_of({"idx", "tokens", "text_bytes", "synthetic"}));
-    v("path", path, "idx: directory of the IDX files (gzipped or not); tokens/text_bytes: the file.");
+    v("path", path,
+      "idx: directory of the IDX files (gzipped or not); tokens/text_bytes: the file, or a glob of shards "
+      "(\"fineweb_train_*.bin\", taken in sorted order; a window never spans two files). Token files are "
+      "memory-mapped: the ranks on a host share one copy through the page cache.");
+    v("eval_path", eval_path,
+      "tokens/text_bytes: held-out file or glob (llm.c's \"fineweb_val_*.bin\"); \"\" = hold out "
+      "data.eval_fraction at the end of data.path instead.");
     v("train_prefix", train_prefix, "idx: file prefix of the training split (<prefix>-images-idx3-ubyte[.gz]).");
     v("eval_prefix", eval_prefix, "idx: file prefix of the held-out split (\"\" = no eval).");
-    v("token_dtype", token_dtype, "tokens: element type of the token file.", cfg::one_of({"uint16", "uint32"}));
-    v("eval_fraction", eval_fraction, "tokens/text_bytes: fraction at the end of the file held out for eval.",
+    v("token_dtype", token_dtype,
+      "tokens: element type of the token files. A file starting with llm.c's shard header (magic 20240520) "
+      "is read past its header, which must agree.",
+      cfg::one_of({"uint16", "uint32"}));
+    v("eval_fraction", eval_fraction,
+      "tokens/text_bytes: fraction at the end of data.path's tokens held out for eval (ignored with data.eval_path).",
       cfg::range(0.0, 0.5));
     v("synthetic_samples", synthetic_samples,
       "synthetic: number of training samples (at most 1e8); eval gets a quarter as many.", cfg::range(1, 1e8));

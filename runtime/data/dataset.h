@@ -45,6 +45,15 @@ std::shared_ptr<Dataset> open_idx(const std::string& images_path, const std::str
 // Throws DataError unless `path` is a regular file (or a link to one): a directory, FIFO or device
 // (/dev/zero would be read forever) is named as such, with `key`, the config key that gave it.
 void require_regular_file(const std::string& path, const std::string& key);
+// Token windows over `paths` taken end to end (one file, or the shards a glob named), the token range
+// [begin_fraction, end_fraction) of them. dtype: "uint16" | "uint32" (flat files or llm.c shards,
+// whose header is recognised and checked) | "bytes" (any file, vocabulary 256). vocab <= 0: the
+// largest id in `paths` + 1. `key` names the config key in errors.
+std::shared_ptr<Dataset> open_token_files(const std::vector<std::string>& paths, const std::string& dtype,
+                                          int64_t seq_len, double begin_fraction, double end_fraction, bool eval_split,
+                                          int64_t vocab, const std::string& key);
+// The largest token id in these files + 1 (256 for "bytes").
+int64_t token_files_vocab(const std::vector<std::string>& paths, const std::string& dtype, const std::string& key);
 std::shared_ptr<Dataset> open_token_file(const std::string& path, const std::string& dtype, int64_t seq_len,
                                          double begin_fraction, double end_fraction, bool eval_split,
                                          int64_t vocab_hint);

@@ -6,6 +6,7 @@
 
 #include "runtime/common/errors.h"
 #include "runtime/data/dataset.h"
+#include "runtime/data/mapped_file.h"
 #include "runtime/data/rng.h"
 
 namespace gtrain {
@@ -134,14 +135,24 @@ DataSplits open_datasets(const DataConfig& d, const ModelConfig& m, int64_t seed
     s.train = open_split(d.train_prefix);
     if (!d.eval_prefix.empty()) s.eval = open_split(d.eval_prefix);
   } else if (d.kind == "tokens" || d.kind == "text_bytes") {
-    if (!exists(d.path)) throw DataError("data.path: file \"" + d.path + "\" does not exist");
-    const double split = 1.0 - d.eval_fraction;
-    if (d.kind == "tokens") {
-      s.train = open_token_file(d.path, d.token_dtype, m.seq_len, 0.0, split, false, m.vocab);
-      if (d.eval_fraction > 0) s.eval = open_token_file(d.path, d.token_dtype, m.seq_len, split, 1.0, true, m.vocab);
+    const std::string dtype = d.kind == "tokens" ? d.token_dtype : "bytes";
+    const auto train_files = expand_data_path(d.path, "data.path");
+    const auto eval_files =
+        d.eval_path.empty() ? std::vector<std::string>{} : expand_data_path(d.eval_path, "data.eval_path");
+    int64_t vocab = d.kind == "text_bytes" ? 256 : m.vocab;
+    if (vocab <= 0) {  // the vocabulary covers every file, the held-out ones too
+      auto all = train_files;
+      all.insert(all.end(), eval_files.begin(), eval_files.end());
+      vocab = token_files_vocab(all, dtype, "data.path");
+    }
+    if (!eval_files.empty()) {
+      s.train = open_token_files(train_files, dtype, m.seq_len, 0.0, 1.0, false, vocab, "data.path");
+      s.eval = open_token_files(eval_files, dtype, m.seq_len, 0.0, 1.0, true, vocab, "data.eval_path");
     } else {
-      s.train = open_text_bytes(d.path, m.seq_len, 0.0, split, false);
-      if (d.eval_fraction > 0) s.eval = open_text_bytes(d.path, m.seq_len, split, 1.0, true);
+      const double split = 1.0 - d.eval_fraction;
+      s.train = open_token_files(train_files, dtype, m.seq_len, 0.0, split, false, vocab, "data.path");
+      if (d.eval_fraction > 0)
+        s.eval = open_token_files(train_files, dtype, m.seq_len, split, 1.0, true, vocab, "data.path");
     }
   } else if (d.kind == "synthetic") {
     s.train = make_synthetic(d, m, static_cast<uint64_t>(seed), false);

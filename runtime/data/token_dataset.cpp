@@ -1,29 +1,141 @@
-// token_dataset.cpp: language-modelling windows over a flat token file (uint16/uint32) or the bytes
-// of any file. Training draws random windows; eval walks non-overlapping windows in order.
+// token_dataset.cpp: language-modelling windows over token files: flat uint16/uint32 files, llm.c
+// shards (their 1 KiB header is read and checked), or the bytes of any file; one file or a glob of
+// shards, memory-mapped (mapped_file.h). Training draws random windows; eval walks non-overlapping
+// windows in order. A window never crosses from one file into the next.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include "runtime/common/errors.h"
 #include "runtime/data/dataset.h"
+#include "runtime/data/mapped_file.h"
 
 namespace gtrain {
 namespace {
 
-// Token is the narrowest type that holds the file's ids (uint8_t for bytes, uint16_t, int32_t):
-// the tokens stay in memory at the file's own width.
+constexpr int32_t kLlmcMagic = 20240520;                 // llm.c's dev/data token shards
+constexpr size_t kLlmcHeaderBytes = 256 * 4;             // 256 int32: magic, version, token count, ...
+constexpr int64_t kEagerCheckTokens = int64_t{1} << 20;  // ids checked at open, per file segment
+
+int width_of(const std::string& dtype) {
+  return dtype == "bytes" ? 1 : dtype == "uint32" ? 4 : 2;
+}
+
+// One file's tokens: its map, where the tokens start in it, how many, and their width in bytes.
+struct TokenFile {
+  std::shared_ptr<MappedFile> map;
+  size_t offset = 0;
+  int64_t count = 0;
+  int width = 2;
+  const uint8_t* at(int64_t i) const { return map->data() + offset + static_cast<size_t>(i) * width; }
+};
+
+TokenFile open_tokens(const std::string& path, const std::string& dtype, const std::string& key) {
+  TokenFile f;
+  f.map = std::make_shared<MappedFile>(path, key);
+  f.width = width_of(dtype);
+  const size_t size = f.map->size();
+  int32_t head[3] = {0, 0, 0};
+  if (dtype != "bytes" && size >= kLlmcHeaderBytes) std::memcpy(head, f.map->data(), sizeof(head));
+  if (head[0] == kLlmcMagic) {  // an llm.c shard: version 1 holds uint16 tokens, version 2 uint32
+    const int width = head[1] == 1 ? 2 : head[1] == 2 ? 4 : 0;
+    if (width == 0) {
+      throw DataError(path + ": llm.c token shard of unknown version " + std::to_string(head[1]) +
+                      " (1 = uint16 tokens, 2 = uint32)");
+    }
+    const char* named = width == 2 ? "uint16" : "uint32";
+    if (width != f.width) {
+      throw DataError(path + ": llm.c header says " + named + " tokens (version " + std::to_string(head[1]) +
+                      "); set data.token_dtype = \"" + named + "\"");
+    }
+    const size_t held = (size - kLlmcHeaderBytes) / width;
+    if (head[2] < 0 || kLlmcHeaderBytes + static_cast<size_t>(head[2]) * width != size) {
+      throw DataError(path + ": llm.c header says " + std::to_string(head[2]) + " tokens, but the file holds " +
+                      std::to_string(held) + " after its header (a truncated or damaged shard?)");
+    }
+    f.offset = kLlmcHeaderBytes;
+    f.count = head[2];
+    return f;
+  }
+  if (size % f.width != 0) {
+    throw DataError(path + ": size " + std::to_string(size) + " is not a multiple of " + std::to_string(f.width) +
+                    " bytes (data.token_dtype = \"" + dtype + "\")");
+  }
+  f.count = static_cast<int64_t>(size / f.width);
+  return f;
+}
+
+std::vector<TokenFile> open_all(const std::vector<std::string>& paths, const std::string& dtype,
+                                const std::string& key) {
+  std::vector<TokenFile> out;
+  for (const auto& p : paths) out.push_back(open_tokens(p, dtype, key));
+  return out;
+}
+
+// Widens n tokens at src into dst and returns the largest.
 template <class Token>
+uint32_t widen(const uint8_t* src, int64_t n, int64_t* dst) {
+  uint32_t hi = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Token v;
+    std::memcpy(&v, src + i * static_cast<int64_t>(sizeof(Token)), sizeof(Token));
+    dst[i] = v;
+    hi = std::max<uint32_t>(hi, v);
+  }
+  return hi;
+}
+
+uint32_t widen(const TokenFile& f, int64_t first, int64_t n, int64_t* dst) {
+  if (f.width == 1) return widen<uint8_t>(f.at(first), n, dst);
+  if (f.width == 2) return widen<uint16_t>(f.at(first), n, dst);
+  return widen<uint32_t>(f.at(first), n, dst);
+}
+
+// The largest id among the first `limit` tokens of f from `first` (all of them for limit < 0).
+uint32_t max_token(const TokenFile& f, int64_t first, int64_t limit) {
+  const int64_t n = limit < 0 ? f.count - first : std::min(limit, f.count - first);
+  std::vector<int64_t> buf(1 << 16);
+  uint32_t hi = 0;
+  for (int64_t i = 0; i < n; i += static_cast<int64_t>(buf.size())) {
+    hi = std::max(hi, widen(f, first + i, std::min<int64_t>(static_cast<int64_t>(buf.size()), n - i), buf.data()));
+  }
+  return hi;
+}
+
+[[noreturn]] void throw_out_of_vocab(const TokenFile& f, int64_t first, int64_t n, int64_t vocab) {
+  std::vector<int64_t> buf(static_cast<size_t>(n));
+  widen(f, first, n, buf.data());
+  int64_t i = 0;
+  while (i + 1 < n && buf[i] < vocab) ++i;
+  throw DataError(f.map->path() + ": token id " + std::to_string(buf[i]) + " at token " + std::to_string(first + i) +
+                  " is not below model.vocab = " + std::to_string(vocab) +
+                  " (a file from another tokenizer, or model.vocab too small?)");
+}
+
+// A split's windows: the token range [begin_fraction, end_fraction) of the files taken end to end,
+// cut at file boundaries into segments.
 class TokenWindows : public Dataset {
  public:
-  TokenWindows(std::vector<Token> tokens, int64_t seq_len, int64_t vocab, bool eval_split)
-      : tokens_(std::move(tokens)), seq_len_(seq_len), vocab_(vocab), eval_(eval_split) {}
-
-  int64_t size() const override {
-    const int64_t n = static_cast<int64_t>(tokens_.size());
-    if (n < seq_len_ + 1) return 0;
-    return eval_ ? (n - 1) / seq_len_ : n - seq_len_;  // each window needs seq_len + 1 tokens
+  TokenWindows(std::vector<TokenFile> files, double begin_fraction, double end_fraction, int64_t seq_len, int64_t vocab,
+               bool eval_split)
+      : files_(std::move(files)), seq_len_(seq_len), vocab_(vocab), eval_(eval_split) {
+    int64_t total = 0;
+    for (const auto& f : files_) total += f.count;
+    const auto begin = static_cast<int64_t>(begin_fraction * static_cast<double>(total));
+    const auto end = static_cast<int64_t>(end_fraction * static_cast<double>(total));
+    int64_t file_start = 0, windows = 0;
+    for (size_t i = 0; i < files_.size(); ++i) {
+      const int64_t lo = std::max(begin, file_start), hi = std::min(end, file_start + files_[i].count);
+      file_start += files_[i].count;
+      if (hi - lo < seq_len_ + 1) continue;  // each window needs seq_len + 1 tokens
+      const int64_t n = hi - lo;
+      windows += eval_ ? (n - 1) / seq_len_ : n - seq_len_;
+      segments_.push_back({i, lo - (file_start - files_[i].count), n});
+      ends_.push_back(windows);
+    }
   }
+
+  int64_t size() const override { return ends_.empty() ? 0 : ends_.back(); }
 
   Batch collate(const std::vector<int64_t>& idx) const override {
     const int64_t m = static_cast<int64_t>(idx.size()), T = seq_len_;
@@ -31,13 +143,21 @@ class TokenWindows : public Dataset {
     auto target = torch::empty({m, T}, torch::kLong);
     int64_t* in = input.data_ptr<int64_t>();
     int64_t* tg = target.data_ptr<int64_t>();
+    std::vector<int64_t> window(static_cast<size_t>(T + 1));
     for (int64_t i = 0; i < m; ++i) {
-      const int64_t start = eval_ ? idx[i] * T : idx[i];
-      const Token* src = tokens_.data() + start;
-      for (int64_t t = 0; t < T; ++t) {
-        in[i * T + t] = src[t];
-        tg[i * T + t] = src[t + 1];
+      if (idx[i] < 0 || idx[i] >= size()) throw DataError("token window " + std::to_string(idx[i]) + " out of range");
+      const size_t s = static_cast<size_t>(std::upper_bound(ends_.begin(), ends_.end(), idx[i]) - ends_.begin());
+      const int64_t local = idx[i] - (s == 0 ? 0 : ends_[s - 1]);
+      const Segment& seg = segments_[s];
+      const TokenFile& f = files_[seg.file];
+      const int64_t first = seg.first + (eval_ ? local * T : local);
+      // Ids are checked as they are read: a file from another tokenizer fails at its first bad
+      // window instead of indexing past the embedding.
+      if (widen(f, first, T + 1, window.data()) >= static_cast<uint64_t>(vocab_)) {
+        throw_out_of_vocab(f, first, T + 1, vocab_);
       }
+      std::memcpy(in + i * T, window.data(), static_cast<size_t>(T) * sizeof(int64_t));
+      std::memcpy(tg + i * T, window.data() + 1, static_cast<size_t>(T) * sizeof(int64_t));
     }
     return {input, target, m};
   }
@@ -52,97 +172,70 @@ class TokenWindows : public Dataset {
 
   bool random_windows() const override { return !eval_; }
 
+  // Checks the first kEagerCheckTokens ids of each segment against the vocabulary (the rest as
+  // they are read), so a wrong tokenizer or model.vocab fails at start.
+  void check_vocabulary_prefix() const {
+    for (const auto& seg : segments_) {
+      const TokenFile& f = files_[seg.file];
+      const int64_t n = std::min(seg.count, kEagerCheckTokens);
+      if (max_token(f, seg.first, n) >= static_cast<uint64_t>(vocab_)) throw_out_of_vocab(f, seg.first, n, vocab_);
+    }
+  }
+
  private:
-  std::vector<Token> tokens_;
+  struct Segment {
+    size_t file;    // index into files_
+    int64_t first;  // first token of the segment in its file
+    int64_t count;  // tokens in the segment
+  };
+  std::vector<TokenFile> files_;
+  std::vector<Segment> segments_;
+  std::vector<int64_t> ends_;  // cumulative window count at the end of each segment
   int64_t seq_len_, vocab_;
   bool eval_;
 };
 
-std::pair<size_t, size_t> split_range(size_t n, double begin_fraction, double end_fraction) {
-  return {static_cast<size_t>(begin_fraction * static_cast<double>(n)),
-          static_cast<size_t>(end_fraction * static_cast<double>(n))};
-}
+}  // namespace
 
-// The bytes of a regular file in the fraction [begin_fraction, end_fraction) of its length, read
-// at their exact size (a split of text_bytes reads only itself).
-std::vector<uint8_t> read_file(const std::string& path, double begin_fraction = 0.0, double end_fraction = 1.0) {
-  require_regular_file(path, "data.path");
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw DataError(path + ": cannot open data file (data.path)");
-  const auto [begin, end] = split_range(static_cast<size_t>(in.tellg()), begin_fraction, end_fraction);
-  std::vector<uint8_t> out(end - begin);
-  in.seekg(static_cast<std::streamoff>(begin));
-  if (!out.empty() && !in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()))) {
-    throw DataError(path + ": cannot read data file (data.path)");
+int64_t token_files_vocab(const std::vector<std::string>& paths, const std::string& dtype, const std::string& key) {
+  if (dtype == "bytes") return 256;
+  uint32_t hi = 0;
+  for (const auto& f : open_all(paths, dtype, key)) {
+    const uint32_t m = max_token(f, 0, -1);
+    if (m > 0x7fffffffu) throw DataError(f.map->path() + ": token id " + std::to_string(m) + " out of range");
+    hi = std::max(hi, m);
   }
-  return out;
+  return static_cast<int64_t>(hi) + 1;
 }
 
-template <class Token>
-std::shared_ptr<Dataset> make_windows(const std::string& path, std::vector<Token> toks, int64_t seq_len, int64_t vocab,
-                                      bool eval_split) {
-  auto ds = std::make_shared<TokenWindows<Token>>(std::move(toks), seq_len, vocab, eval_split);
+std::shared_ptr<Dataset> open_token_files(const std::vector<std::string>& paths, const std::string& dtype,
+                                          int64_t seq_len, double begin_fraction, double end_fraction, bool eval_split,
+                                          int64_t vocab, const std::string& key) {
+  if (vocab <= 0) vocab = token_files_vocab(paths, dtype, key);
+  auto ds = std::make_shared<TokenWindows>(open_all(paths, dtype, key), begin_fraction, end_fraction, seq_len, vocab,
+                                           eval_split);
+  const std::string what = paths.size() == 1 ? paths[0] : key + " (" + std::to_string(paths.size()) + " files)";
   if (ds->size() < 1) {
-    throw DataError(path + ": too short for one " + std::string(eval_split ? "eval" : "training") +
+    const bool whole = begin_fraction <= 0.0 && end_fraction >= 1.0;
+    throw DataError(what + ": too short for one " + std::string(eval_split ? "eval" : "training") +
                     " window of model.seq_len + 1 = " + std::to_string(seq_len + 1) + " tokens" +
-                    (eval_split ? " in its data.eval_fraction; raise data.eval_fraction or lower model.seq_len"
-                                : "; lower model.seq_len or data.eval_fraction"));
+                    (whole        ? " in any one file; lower model.seq_len"
+                     : eval_split ? " in its data.eval_fraction; raise data.eval_fraction or lower model.seq_len"
+                                  : "; lower model.seq_len or data.eval_fraction"));
   }
+  ds->check_vocabulary_prefix();
   return ds;
 }
-
-}  // namespace
 
 std::shared_ptr<Dataset> open_token_file(const std::string& path, const std::string& dtype, int64_t seq_len,
                                          double begin_fraction, double end_fraction, bool eval_split,
                                          int64_t vocab_hint) {
-  auto bytes = read_file(path);
-  const size_t width = dtype == "uint32" ? 4 : 2;
-  if (bytes.size() % width != 0) {
-    throw DataError(path + ": size " + std::to_string(bytes.size()) + " is not a multiple of " + std::to_string(width) +
-                    " bytes (data.token_dtype = \"" + dtype + "\")");
-  }
-  const size_t n = bytes.size() / width;
-  const auto [b, e] = split_range(n, begin_fraction, end_fraction);
-  // The split's ids at the file's width (uint16 stays 2 bytes a token), and the largest id.
-  int64_t max_tok = 0;
-  auto split_tokens = [&](auto zero) {
-    using Token = decltype(zero);
-    std::vector<Token> toks(e - b);
-    for (size_t i = b; i < e; ++i) {
-      uint32_t v = 0;
-      std::memcpy(&v, bytes.data() + i * width, width);
-      if (v > 0x7fffffffu) throw DataError(path + ": token id " + std::to_string(v) + " out of range");
-      toks[i - b] = static_cast<Token>(v);
-      max_tok = std::max<int64_t>(max_tok, v);
-    }
-    return toks;
-  };
-  std::vector<uint16_t> narrow;
-  std::vector<int32_t> wide;
-  if (width == 2)
-    narrow = split_tokens(uint16_t{0});
-  else
-    wide = split_tokens(int32_t{0});
-  // The vocabulary must cover the whole file, not only this split: scan the rest cheaply.
-  for (size_t i = 0; i < n && vocab_hint <= 0; ++i) {
-    uint32_t v = 0;
-    std::memcpy(&v, bytes.data() + i * width, width);
-    max_tok = std::max<int64_t>(max_tok, v);
-  }
-  const int64_t vocab = vocab_hint > 0 ? vocab_hint : max_tok + 1;
-  if (max_tok >= vocab) {
-    throw DataError(path + ": token id " + std::to_string(max_tok) +
-                    " is not below model.vocab = " + std::to_string(vocab));
-  }
-  if (width == 2) return make_windows(path, std::move(narrow), seq_len, vocab, eval_split);
-  return make_windows(path, std::move(wide), seq_len, vocab, eval_split);
+  return open_token_files({path}, dtype, seq_len, begin_fraction, end_fraction, eval_split, vocab_hint, "data.path");
 }
 
 std::shared_ptr<Dataset> open_text_bytes(const std::string& path, int64_t seq_len, double begin_fraction,
                                          double end_fraction, bool eval_split) {
-  // Only the split, one byte a token.
-  return make_windows(path, read_file(path, begin_fraction, end_fraction), seq_len, 256, eval_split);
+  return open_token_files({path}, "bytes", seq_len, begin_fraction, end_fraction, eval_split, 256, "data.path");
 }
 
 }  // namespace gtrain

@@ -1,0 +1,36 @@
+// mapped_file.h: a read-only memory map of a regular data file, and the expansion of a data path
+// (one file or a glob of shards). Every rank on a host shares the mapped pages through the page
+// cache, so a 20 GB token file costs no private memory and no read at start.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gtrain {
+
+class MappedFile {
+ public:
+  // Maps `path` read-only; `key` is the config key that named it, for errors (DataError).
+  MappedFile(const std::string& path, const std::string& key);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }  // null for an empty file
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// The files a data path names: the path itself, or, when it holds a glob character (* ? [), every
+// regular file matching it in sorted order. A pattern matching nothing, or a missing file, is a
+// DataError naming `key`.
+std::vector<std::string> expand_data_path(const std::string& path, const std::string& key);
+
+}  // namespace gtrain
