@@ -2,6 +2,7 @@
 // shell_quote, the one function every path and value in a generated script goes through.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@ struct BatchStage {
   int nodes = 1;
   std::string time;                           // HH:MM:SS or D-HH:MM:SS
   int signal_lead_s = 60;                     // USR1 this long before the time limit
+  int64_t run_time_limit_s = 0;               // > 0 (PBS): gtrain run's --time-limit, less the script's run time
   std::string partition, account, qos;        // validated names ("" = the site's default)
   std::vector<std::string> extra_directives;  // --sbatch-arg values, one directive each
   std::string launcher = "mpirun";            // mpirun (gtrain starts it) or srun

@@ -108,8 +108,9 @@ int cli_main(int argc, char** argv) {
   submit_cmd->add_option("--sbatch-arg", submit.sbatch_args, "Extra directive, e.g. --constraint=a100 (repeatable)")
       ->allow_extra_args(false);
   submit_cmd->add_option("--signal-lead", submit.signal_lead_s,
-                         "Seconds before the limit USR1 is sent (default: "
-                         "measured save time x safety + margin + 30)");
+                         "Slurm: seconds before the limit USR1 is sent (default: measured save time x safety + "
+                         "margin + 30). PBS: gtrain run's own deadline this long before the walltime (default 30; "
+                         "it saves ahead of it)");
   submit_cmd->add_option("--launcher", submit.launcher, "How the job starts ranks: mpirun (default) or srun");
 
   std::string cancel_dir;

@@ -287,8 +287,8 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
                                        : signal_lead_seconds(measured_save_seconds(run_dir), cfg.schedule.save_safety,
                                                              cfg.schedule.min_lead_s);
   if (lead >= parse_slurm_time(o.time))
-    throw ConfigError("--time " + o.time + " is too short: the USR1 lead alone is " + std::to_string(lead) +
-                      " s (save time x safety + margin + 30 s signal granularity)");
+    throw ConfigError("--time " + o.time + " is too short: the " + (o.scheduler == "pbs" ? "save lead" : "USR1 lead") +
+                      " alone is " + std::to_string(lead) + " s (save time x safety + margin + 30 s)");
   std::string name = cfg.log.name.empty() ? fs::path(o.config_path).stem().string() : cfg.log.name;
   std::string job_name;
   for (char c : name) job_name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
@@ -299,8 +299,11 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   chain.auto_stages = stages == 0;
   const bool pbs = o.scheduler == "pbs";
   const double limit_s = parse_slurm_time(o.time);
-  // PBS sends no signal before the walltime: gtrain run stops itself `lead` seconds before it.
-  const std::string pbs_time_limit = std::to_string(static_cast<int64_t>(limit_s) - lead) + "s";
+  // PBS sends no signal before the walltime: gtrain run stops itself by a --time-limit of the
+  // walltime less its exit margin (--signal-lead, else 30 s for mpirun's teardown and chain-step).
+  // gtrain run leaves its own save lead before that deadline: one lead, not two.
+  const int pbs_exit_margin = o.signal_lead_s > 0 ? o.signal_lead_s : 30;
+  const int64_t pbs_time_limit = static_cast<int64_t>(limit_s) - pbs_exit_margin;
   const std::string work_dir = fs::current_path().string();
   for (size_t i = 0; i < plans.size(); ++i) {
     BatchStage b;
@@ -309,7 +312,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     b.run_dir = run_dir;
     b.work_dir = work_dir;
     for (const auto& s : o.sets) b.run_args.insert(b.run_args.end(), {"--set", s});
-    if (pbs) b.run_args.insert(b.run_args.end(), {"--time-limit", pbs_time_limit});
+    if (pbs) b.run_time_limit_s = pbs_time_limit;
     b.index = static_cast<int>(i) + 1;
     b.gpus = plans[i].gpus;
     b.nodes = plans[i].nodes;
@@ -348,8 +351,9 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
 
   out << "gtrain submit: " << chain.stages.size()
       << (chain.auto_stages ? " stage(s), more while resumable" : " stage(s)") << ", " << o.time << " each, "
-      << (pbs ? "gtrain run --time-limit " + pbs_time_limit + " (saves " + std::to_string(lead) +
-                    " s before the walltime; PBS sends no early signal)"
+      << (pbs ? "gtrain run --time-limit " + std::to_string(pbs_time_limit) +
+                    "s less the script's start-up (PBS sends no early signal; it saves ahead by its measured "
+                    "save time)"
               : "USR1 " + std::to_string(lead) + " s before the limit")
       << "; run dir " << run_dir << "\n";
   for (size_t i = 0; i < chain.stages.size(); ++i) {

@@ -144,6 +144,7 @@ TEST(BatchScript, PbsText) {
   BatchStage b = nasty_stage(dir.path());
   b.partition = "workq";
   b.account = "proj1";
+  b.run_time_limit_s = 590;
   const std::string text = pbs_script(b);
   for (const char* want : {"#PBS -l select=2:ngpus=2:mpiprocs=2\n", "#PBS -l walltime=00:10:00\n", "#PBS -r y\n",
                            "#PBS -q workq\n", "#PBS -A proj1\n", "JOB_ID=\"${PBS_JOBID:-}\""}) {
@@ -167,7 +168,21 @@ TEST(BatchScript, PbsText) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const std::string got = test::read_file(log);
   EXPECT_NE(got.find("run " + b.config + " --run-dir " + b.run_dir), std::string::npos) << got;
+  // --time-limit is what is left of 590 s after the script's own start-up (0 or 1 s here).
+  const bool limit =
+      got.find(" --time-limit 590s") != std::string::npos || got.find(" --time-limit 589s") != std::string::npos;
+  EXPECT_TRUE(limit) << got;
   EXPECT_NE(got.find("chain-step " + b.run_dir + " --stage 5 --exit 3 --job 4242.pbs01"), std::string::npos) << got;
+  // A script whose start-up ate the whole limit still passes a valid one (1 s): gtrain run then
+  // stops before step 1.
+  std::string late = text;
+  const std::string at = "TIME_LIMIT=$(( 590 - SECONDS ))";
+  ASSERT_NE(late.find(at), std::string::npos) << late;
+  late.replace(late.find(at), at.size(), "TIME_LIMIT=$(( 590 - SECONDS - 600 ))");
+  test::write_file(dir.file("late.pbs"), late);
+  fs::remove(log);
+  EXPECT_EQ(test::run_command("env PBS_JOBID=4243.pbs01 bash " + dir.file("late.pbs")).exit_code, 0);
+  EXPECT_NE(test::read_file(log).find(" --time-limit 1s"), std::string::npos) << test::read_file(log);
 }
 
 // Runs a generated script with a fake gtrain that records its arguments: every path and value
@@ -713,11 +728,13 @@ TEST(SubmitChain, PbsQosLogsAndStopping) {
   std::ostringstream out;
   ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
   EXPECT_EQ(out.str().find("USR1"), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find("gtrain run --time-limit 3555s (saves 45 s before the walltime; PBS sends no early signal)"),
+  // One lead: the deadline is the walltime less the exit margin (here --signal-lead 45); gtrain run
+  // itself saves ahead of it by its measured save time.
+  EXPECT_NE(out.str().find("gtrain run --time-limit 3555s less the script's start-up (PBS sends no early signal"),
             std::string::npos)
       << out.str();
   const std::string script = test::read_file(o.run_dir + "/stage-1.pbs");
-  EXPECT_NE(script.find("RUN_ARGS=(--time-limit 3555s)"), std::string::npos) << script;
+  EXPECT_NE(script.find("TIME_LIMIT=$(( 3555 - SECONDS ))"), std::string::npos) << script;
   chain_step(o.run_dir, 1, 3, "100.pbs01", fake.runner());  // auto: one more stage
   ASSERT_EQ(fake.count("qsub"), 2);
   auto output_of = [](const std::vector<std::string>& call) {
@@ -726,4 +743,9 @@ TEST(SubmitChain, PbsQosLogsAndStopping) {
   };
   EXPECT_EQ(output_of(fake.calls[0]), o.run_dir + "/pbs-stage-1.out");
   EXPECT_EQ(output_of(fake.calls.back()), o.run_dir + "/pbs-stage-2.out");
+  o.signal_lead_s = 0;  // the default exit margin, 30 s
+  o.run_dir = dir.path() + "/run2";
+  std::ostringstream out2;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out2), 0) << out2.str();
+  EXPECT_NE(test::read_file(o.run_dir + "/stage-1.pbs").find("TIME_LIMIT=$(( 3570 - SECONDS ))"), std::string::npos);
 }
