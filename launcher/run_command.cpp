@@ -42,6 +42,10 @@ namespace fs = std::filesystem;
 
 namespace gtrain {
 
+// A whole-split evaluation longer than this many global batches is named at start: token data's
+// held-out split can hold millions of windows.
+constexpr int64_t kLongEvalBatches = 1000;
+
 JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks,
                       torch::Device device) {
   auto& registry = ModelRegistry::global();
@@ -354,6 +358,13 @@ RunOutcome run_job(const RunOptions& o) {
     if (!resume_from.empty()) {
       std::cout << "gtrain: resumed from " << resume_from << " at step " << trainer.steps_done()
                 << " (probe loss checked, " << stage.load_seconds << " s)\n";
+    }
+    const int64_t eval_batches =
+        parts.data.eval ? (parts.data.eval->size() + cfg.train.global_batch - 1) / cfg.train.global_batch : 0;
+    if (cfg.train.eval_batches == 0 && eval_batches > kLongEvalBatches) {
+      std::cerr << "gtrain: warning: train.eval_batches = 0 evaluates the whole held-out split, " << eval_batches
+                << " batches of " << cfg.train.global_batch
+                << " at each evaluation; set train.eval_batches to cap it (llm.c uses 20)" << std::endl;
     }
     if (stage.deadline_unix > 0) {
       std::cout << "gtrain: stage deadline in " << static_cast<int64_t>(stage.deadline_unix - unix_now()) << " s ("

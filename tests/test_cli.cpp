@@ -335,6 +335,32 @@ TEST(Cli, FusedLossFollowsThePlainTrajectory) {
   }
 }
 
+// A whole-split evaluation of token data can take longer than training: over 1000 batches is named
+// at start, with the key that caps it; a capped one is not.
+TEST(Cli, LongWholeSplitEvaluationIsNamed) {
+  test::TempDir dir;
+  std::string text;
+  for (int i = 0; i < 40000; ++i) text += static_cast<char>('a' + (i * 7) % 26);
+  test::write_file(dir.file("t.txt"), text);
+  test::write_file(dir.file("g.toml"),
+                   "[model]\nname = \"gpt\"\nn_layer = 1\nn_head = 1\nn_embd = 8\nseq_len = 8\n"
+                   "[data]\nkind = \"text_bytes\"\npath = \"" +
+                       dir.file("t.txt") +
+                       "\"\neval_fraction = 0.5\n[train]\nglobal_batch = 2\nsteps = 1\nthreads = 1\n"
+                       "[checkpoint]\nat_end = false\n[log]\nprogress = \"plain\"\n");
+  // 20000 held-out bytes: 2499 windows of 8 + 1, 1250 batches of 2.
+  auto r = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("a"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gtrain: warning: train.eval_batches = 0 evaluates the whole held-out split, 1250 batches "
+                          "of 2 at each evaluation; set train.eval_batches to cap it"),
+            std::string::npos)
+      << r.output;
+  auto capped = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("b") +
+                            " --set train.eval_batches=20");
+  ASSERT_EQ(capped.exit_code, 0) << capped.output;
+  EXPECT_EQ(capped.output.find("evaluates the whole held-out split"), std::string::npos) << capped.output;
+}
+
 // log.profile_start: the profiled steps' summary names the phases and the operators in them, and the
 // trajectory is that of an unprofiled run.
 TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
