@@ -288,6 +288,22 @@ TEST(Tokens, IdsPastTheCheckedPrefixFailWhenTheirWindowIsRead) {
   }
 }
 
+// A data file truncated under a running job: the read of a page it no longer holds names the file
+// and exits 2 instead of dying of SIGBUS.
+TEST(Tokens, FileTruncatedWhileMappedIsNamed) {
+  test::TempDir dir;
+  const std::string path = dir.file("shrinks.bin");
+  test::write_file(path, std::string(1 << 20, '\1'));
+  EXPECT_EXIT(
+      {
+        auto ds = open_token_file(path, "uint16", 8, 0.0, 1.0, false, 0);
+        std::filesystem::resize_file(path, 0);
+        ds->collate({(1 << 19) - 20});
+      },
+      ::testing::ExitedWithCode(2),
+      "gtrain: data error: " + path + ": the data file shrank or vanished while the run read it \\(bus error\\)");
+}
+
 // Private (anonymous) resident memory of this process, from /proc/self/status.
 int64_t rss_anon_bytes() {
   std::ifstream f("/proc/self/status");

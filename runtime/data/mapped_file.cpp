@@ -7,15 +7,94 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 
 #include "runtime/common/errors.h"
 #include "runtime/data/dataset.h"
 
 namespace gtrain {
+namespace {
+
+// Reading a mapped page whose file was truncated (data regenerated under a running job, a network
+// file system dropping it) raises SIGBUS. The handler names the file and exits 2 instead of dying
+// with "Bus error"; it reads only this fixed table, async-signal-safely.
+struct MapEntry {
+  std::atomic<uintptr_t> begin{0}, end{0};
+  char path[512] = {};
+};
+constexpr int kMaxMaps = 4096;
+MapEntry g_maps[kMaxMaps];
+std::mutex g_maps_mu;  // writers only
+struct sigaction g_previous_bus {};
+
+void write_all(const char* s, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(2, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void on_bus_error(int, siginfo_t* info, void*) {
+  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (auto& e : g_maps) {
+    const uintptr_t b = e.begin.load(std::memory_order_acquire), en = e.end.load(std::memory_order_acquire);
+    if (b != 0 && addr >= b && addr < en) {
+      static const char head[] = "gtrain: data error: ";
+      static const char tail[] =
+          ": the data file shrank or vanished while the run read it (bus error); do not rewrite data files under "
+          "a running job\n";
+      write_all(head, sizeof(head) - 1);
+      write_all(e.path, ::strnlen(e.path, sizeof(e.path)));
+      write_all(tail, sizeof(tail) - 1);
+      ::_exit(2);
+    }
+  }
+  // Not a data map: the previous disposition takes the re-executed fault.
+  ::sigaction(SIGBUS, &g_previous_bus, nullptr);
+}
+
+void register_map(const std::string& path, const uint8_t* data, size_t size) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_bus_error;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGBUS, &sa, &g_previous_bus);
+  });
+  std::lock_guard<std::mutex> lock(g_maps_mu);
+  for (auto& e : g_maps) {
+    if (e.begin.load(std::memory_order_relaxed) != 0) continue;
+    std::strncpy(e.path, path.c_str(), sizeof(e.path) - 1);
+    e.path[sizeof(e.path) - 1] = '\0';
+    e.end.store(reinterpret_cast<uintptr_t>(data) + size, std::memory_order_release);
+    e.begin.store(reinterpret_cast<uintptr_t>(data), std::memory_order_release);
+    return;
+  }
+  // More maps than the table holds: those beyond it die with the plain bus error.
+}
+
+void unregister_map(const uint8_t* data) {
+  std::lock_guard<std::mutex> lock(g_maps_mu);
+  for (auto& e : g_maps) {
+    if (e.begin.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(data)) {
+      e.begin.store(0, std::memory_order_release);
+      e.end.store(0, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+}  // namespace
 
 MappedFile::MappedFile(const std::string& path, const std::string& key) : path_(path) {
   require_regular_file(path, key);
@@ -38,12 +117,16 @@ MappedFile::MappedFile(const std::string& path, const std::string& key) : path_(
       throw DataError(path + ": cannot map data file (" + std::strerror(err) + "; " + key + ")");
     }
     data_ = static_cast<const uint8_t*>(p);
+    register_map(path, data_, size_);
   }
   ::close(fd);  // the map keeps the file
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_) {
+    unregister_map(data_);
+    ::munmap(const_cast<uint8_t*>(data_), size_);
+  }
 }
 
 std::vector<std::string> expand_data_path(const std::string& path, const std::string& key) {

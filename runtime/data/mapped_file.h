@@ -12,7 +12,8 @@ namespace gtrain {
 
 class MappedFile {
  public:
-  // Maps `path` read-only; `key` is the config key that named it, for errors (DataError).
+  // Maps `path` read-only; `key` is the config key that named it, for errors (DataError). Reading a
+  // page the file no longer holds (truncated under the run) exits 2 naming the file, not "Bus error".
   MappedFile(const std::string& path, const std::string& key);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
