@@ -33,6 +33,11 @@ progress = "plain"
 interval = 5
 )";
 
+// `gtrain run CONFIG --run-dir RUN_DIR EXTRA`, its exit code and merged output.
+test::CommandResult gtrain_run(const std::string& config, const std::string& run_dir, const std::string& extra = "") {
+  return run_command(std::string(GTRAIN_BINARY) + " run " + config + " --run-dir " + run_dir + extra);
+}
+
 std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   std::vector<nlohmann::json> out;
   for (const auto& l : test::lines(test::read_file(path))) out.push_back(nlohmann::json::parse(l));
@@ -320,8 +325,7 @@ TEST(Cli, FusedLossFollowsThePlainTrajectory) {
   int k = 0;
   for (const char* mode : {"off", "on"}) {
     const std::string run = dir.file(std::string("run-") + mode);
-    auto r = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + run +
-                         " --set train.fused_loss=" + mode);
+    auto r = gtrain_run(dir.file("g.toml"), run, std::string(" --set train.fused_loss=") + mode);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     for (const auto& j : read_jsonl(run + "/metrics.jsonl")) {
       if (j.value("kind", "") == "train") losses[k].push_back(j.at("loss").get<double>());
@@ -349,14 +353,13 @@ TEST(Cli, LongWholeSplitEvaluationIsNamed) {
                        "\"\neval_fraction = 0.5\n[train]\nglobal_batch = 2\nsteps = 1\nthreads = 1\n"
                        "[checkpoint]\nat_end = false\n[log]\nprogress = \"plain\"\n");
   // 20000 held-out bytes: 2499 windows of 8 + 1, 1250 batches of 2.
-  auto r = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("a"));
+  auto r = gtrain_run(dir.file("g.toml"), dir.file("a"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("gtrain: warning: train.eval_batches = 0 evaluates the whole held-out split, 1250 batches "
                           "of 2 at each evaluation; set train.eval_batches to cap it"),
             std::string::npos)
       << r.output;
-  auto capped = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("b") +
-                            " --set train.eval_batches=20");
+  auto capped = gtrain_run(dir.file("g.toml"), dir.file("b"), " --set train.eval_batches=20");
   ASSERT_EQ(capped.exit_code, 0) << capped.output;
   EXPECT_EQ(capped.output.find("evaluates the whole held-out split"), std::string::npos) << capped.output;
 }
@@ -370,8 +373,7 @@ TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
                    "vocab = 64\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 8\nsteps = 6\n"
                    "threads = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"plain\"\n");
   const std::string run = dir.file("run");
-  auto r = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + run +
-                       " --set log.profile_start=3 --set log.profile_steps=2");
+  auto r = gtrain_run(dir.file("g.toml"), run, " --set log.profile_start=3 --set log.profile_steps=2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("profile of the steps written: " + run + "/profile/profile-rank0.txt"), std::string::npos)
       << r.output;
@@ -412,8 +414,7 @@ TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
   EXPECT_NE(text.find("gtrain::forward"), std::string::npos) << text;
   EXPECT_NE(text.find("tensor memory on cpu: at most"), std::string::npos) << text;
   // Steps outside 3-4 were not recorded, and profiling changed no value.
-  auto plain =
-      run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("plain"));
+  auto plain = gtrain_run(dir.file("g.toml"), dir.file("plain"));
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   std::vector<double> a, b;
   for (const auto& x : read_jsonl(run + "/metrics.jsonl"))
@@ -423,8 +424,7 @@ TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
   ASSERT_EQ(a.size(), 6u);
   EXPECT_EQ(a, b);
   // Steps 5-8 asked of a 6-step run: the profile of 5-6 is written when the run ends, and says so.
-  auto cut = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("cut") +
-                         " --set log.profile_start=5 --set log.profile_steps=4");
+  auto cut = gtrain_run(dir.file("g.toml"), dir.file("cut"), " --set log.profile_start=5 --set log.profile_steps=4");
   ASSERT_EQ(cut.exit_code, 0) << cut.output;
   EXPECT_NE(cut.output.find("profile of steps 5-6 (cut short: the stage ended before step 8) written: " +
                             dir.file("cut") + "/profile/profile-rank0.txt"),
@@ -432,21 +432,18 @@ TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
       << cut.output;
   EXPECT_EQ(nlohmann::json::parse(test::read_file(dir.file("cut") + "/profile/profile-rank0.json")).at("last_step"), 6);
   // --quiet: nothing on the console, LibTorch's profiler warnings included.
-  auto quiet = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " +
-                           dir.file("quiet") + " --set log.profile_start=2 --quiet");
+  auto quiet = gtrain_run(dir.file("g.toml"), dir.file("quiet"), " --set log.profile_start=2 --quiet");
   ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
   EXPECT_EQ(quiet.output, "");
   // A start after the last step is named, not silently ignored.
-  auto late = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("late") +
-                          " --set log.profile_start=50");
+  auto late = gtrain_run(dir.file("g.toml"), dir.file("late"), " --set log.profile_start=50");
   ASSERT_EQ(late.exit_code, 0) << late.output;
   EXPECT_NE(late.output.find("warning: log.profile_start = 50 is after the run's last step (6): nothing will be "
                              "profiled"),
             std::string::npos)
       << late.output;
   // A bad value is named.
-  auto bad = run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("g.toml") + " --run-dir " + dir.file("bad") +
-                         " --set log.profile_steps=0");
+  auto bad = gtrain_run(dir.file("g.toml"), dir.file("bad"), " --set log.profile_steps=0");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("log.profile_steps"), std::string::npos) << bad.output;
 }
