@@ -359,6 +359,7 @@ RunOutcome run_job(const RunOptions& o) {
       std::cout << "gtrain: resumed from " << resume_from << " at step " << trainer.steps_done()
                 << " (probe loss checked, " << stage.load_seconds << " s)\n";
     }
+    for (const auto& n : parts.data.notes) std::cerr << "gtrain: warning: " << n << std::endl;
     const int64_t eval_batches =
         parts.data.eval ? (parts.data.eval->size() + cfg.train.global_batch - 1) / cfg.train.global_batch : 0;
     if (cfg.train.eval_batches == 0 && eval_batches > kLongEvalBatches) {

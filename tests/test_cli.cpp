@@ -339,6 +339,53 @@ TEST(Cli, FusedLossFollowsThePlainTrajectory) {
   }
 }
 
+// Shards added to a run's data.path glob: the resume goes on (the probe batch is taken by its saved
+// window indices) and says the sample order changed; ids that change model.vocab = 0's vocabulary
+// are refused by name (exit 2). The final checkpoint is written before the final evaluation.
+TEST(Cli, ResumeAfterShardsAreAdded) {
+  test::TempDir dir;
+  auto shard = [&](const std::string& name, int n, int mod, int extra_id) {
+    std::string bytes;
+    for (int i = 0; i < n; ++i) {
+      const uint16_t t =
+          i == n / 2 && extra_id > 0 ? static_cast<uint16_t>(extra_id) : static_cast<uint16_t>((i * 7) % mod);
+      bytes.append(reinterpret_cast<const char*>(&t), 2);
+    }
+    test::write_file(dir.file(name), bytes);
+  };
+  shard("s_000.bin", 1000, 50, 0);
+  shard("s_001.bin", 1000, 50, 0);
+  test::write_file(dir.file("g.toml"),
+                   "[model]\nname = \"gpt\"\nn_layer = 1\nn_head = 2\nn_embd = 16\nseq_len = 16\n"
+                   "[data]\nkind = \"tokens\"\npath = \"" +
+                       dir.file("s_*.bin") +
+                       "\"\n[train]\nglobal_batch = 4\nsteps = 4\nthreads = 1\n[log]\nprogress = \"plain\"\n");
+  const std::string run = dir.file("run");
+  auto first = gtrain_run(dir.file("g.toml"), run);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  std::vector<std::string> kinds;
+  for (const auto& j : read_jsonl(run + "/metrics.jsonl")) kinds.push_back(j.value("kind", ""));
+  const auto ck = std::find(kinds.begin(), kinds.end(), "checkpoint"),
+             ev = std::find(kinds.begin(), kinds.end(), "eval");
+  ASSERT_NE(ck, kinds.end());
+  ASSERT_NE(ev, kinds.end());
+  EXPECT_LT(ck - kinds.begin(), ev - kinds.begin()) << "the final evaluation ran before the final save";
+  shard("s_002.bin", 1000, 50, 0);
+  auto more = gtrain_run(dir.file("g.toml"), run, " --set train.steps=8");
+  ASSERT_EQ(more.exit_code, 0) << more.output;
+  EXPECT_NE(more.output.find("warning: resumed with the training data (tokens 1768 -> 2652 samples) changed since"),
+            std::string::npos)
+      << more.output;
+  EXPECT_NE(more.output.find("done step 8 (4 this stage)"), std::string::npos) << more.output;
+  shard("s_003.bin", 1000, 50, 59);  // id 59: model.vocab = 0 now gives 60 ids, the checkpoint has 50
+  auto wider = gtrain_run(dir.file("g.toml"), run, " --set train.steps=12");
+  EXPECT_EQ(wider.exit_code, 2) << wider.output;
+  EXPECT_NE(wider.output.find("was written for a different model (model.vocab 50 -> 60 (model.vocab = 0: the data's "
+                              "largest id + 1))"),
+            std::string::npos)
+      << wider.output;
+}
+
 // A whole-split evaluation of token data can take longer than training: over 1000 batches is named
 // at start, with the key that caps it; a capped one is not.
 TEST(Cli, LongWholeSplitEvaluationIsNamed) {

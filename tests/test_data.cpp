@@ -8,6 +8,7 @@
 #include <functional>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "runtime/common/errors.h"
@@ -247,6 +248,47 @@ TEST(Tokens, BadShardsAndGlobsAreNamed) {
   std::filesystem::create_directory(dir.file("sub.bin"));
   EXPECT_NE(error_of([&] { expand_data_path(dir.file("*.bin"), "data.path"); }).find("sub.bin: is a directory"),
             std::string::npos);
+  // A shard cut inside its header is not read as raw tokens (the magic would become ids).
+  test::write_file(dir.file("cut.bin"), llmc_shard(iota_tokens(0, 10)).substr(0, 600));
+  EXPECT_EQ(error_of([&] { open_token_file(dir.file("cut.bin"), "uint16", 4, 0, 1, false, 0); }),
+            dir.file("cut.bin") +
+                ": starts with llm.c's shard magic (20240520) but holds 600 bytes, less than the 1024-byte header (a "
+                "truncated shard?)");
+  // Files too short: empty, shorter than a window in every file, or a split too short.
+  test::write_file(dir.file("empty.bin"), "");
+  EXPECT_EQ(error_of([&] { open_token_file(dir.file("empty.bin"), "uint16", 4, 0, 0.9, false, 0); }),
+            dir.file("empty.bin") + ": holds no tokens (an empty file?)");
+  test::TempDir shards;
+  for (int i = 0; i < 3; ++i)
+    test::write_file(shards.file("s" + std::to_string(i) + ".bin"), llmc_shard(iota_tokens(0, 4)));
+  EXPECT_EQ(
+      error_of([&] {
+        open_token_files(expand_data_path(shards.file("s*.bin"), "data.path"), "uint16", 4, 0, 0.9, false, 0,
+                         "data.path");
+      }),
+      "data.path (3 files): too short for one window of model.seq_len + 1 = 5 tokens in any one file (4 tokens in "
+      "the longest); lower model.seq_len or give longer files");
+  test::write_file(dir.file("ten.bin"), llmc_shard(iota_tokens(0, 10)));
+  EXPECT_EQ(error_of([&] { open_token_file(dir.file("ten.bin"), "uint16", 4, 0, 0.3, false, 0); }),
+            dir.file("ten.bin") +
+                ": its training split is too short for one window of model.seq_len + 1 = 5 tokens; lower "
+                "data.eval_fraction or model.seq_len");
+  // A path naming an existing file is taken literally, glob characters and all; "data[1].bin" as a
+  // pattern would match data1.bin.
+  test::write_file(dir.file("data[1].bin"), llmc_shard(iota_tokens(0, 10)));
+  test::write_file(dir.file("data1.bin"), llmc_shard(iota_tokens(0, 10)));
+  EXPECT_EQ(expand_data_path(dir.file("data[1].bin"), "data.path"), std::vector<std::string>{dir.file("data[1].bin")});
+  EXPECT_EQ(expand_data_path(dir.file("data[0-9].bin"), "data.path"), std::vector<std::string>{dir.file("data1.bin")});
+  // model.vocab = 0 with an id no tokenizer has (a file of another element type): named, not an
+  // allocation failure of a 2^31-row embedding.
+  std::string huge(4 * 8, '\0');
+  const uint32_t big_id = 0x7fffffff;
+  std::memcpy(&huge[4], &big_id, 4);
+  test::write_file(dir.file("huge.bin"), huge);
+  EXPECT_EQ(error_of([&] { open_token_file(dir.file("huge.bin"), "uint32", 4, 0, 1, false, 0); }),
+            dir.file("huge.bin") +
+                ": token id 2147483647 with model.vocab = 0 would make a 2147483648-id vocabulary (data.token_dtype = "
+                "\"uint32\"; a file of another element type?); set model.vocab if the ids are right");
 }
 
 TEST(Tokens, EvalPathIsTheHeldOutSplitAndTheVocabularyCoversIt) {
@@ -267,6 +309,21 @@ TEST(Tokens, EvalPathIsTheHeldOutSplitAndTheVocabularyCoversIt) {
   EXPECT_EQ(s.train->spec().vocab, 209);  // the eval files' largest id + 1
   EXPECT_EQ(s.eval->spec().vocab, 209);
   EXPECT_EQ(s.eval->collate({1}).input[0][0].item<int64_t>(), 204);
+  EXPECT_TRUE(s.notes.empty());
+  // Bad held-out files are named by data.eval_path while the vocabulary is read too.
+  d.eval_path = dir.path();
+  try {
+    open_datasets(d, m, 1);
+    ADD_FAILURE() << "a directory opened as data.eval_path";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()), dir.path() + ": is a directory; data.eval_path must name a file");
+  }
+  // Held-out files that also train are named.
+  d.eval_path = dir.file("train_*.bin");
+  auto same = open_datasets(d, m, 1);
+  ASSERT_EQ(same.notes.size(), 1u);
+  EXPECT_EQ(same.notes[0], "data.eval_path: " + dir.file("train_000.bin") +
+                               " is also a training file (data.path): evaluation measures data the model trains on");
 }
 
 TEST(Tokens, IdsPastTheCheckedPrefixFailWhenTheirWindowIsRead) {
@@ -278,6 +335,8 @@ TEST(Tokens, IdsPastTheCheckedPrefixFailWhenTheirWindowIsRead) {
   test::write_file(dir.file("tok.bin"), bytes);
   auto ds = open_token_file(dir.file("tok.bin"), "uint16", 8, 0.0, 1.0, false, 100);
   EXPECT_EQ(ds->collate({0, n - 30}).input.sum().item<int64_t>(), 0);
+  // An eval split is read in order, possibly hours in: all its ids are checked at open.
+  EXPECT_THROW(open_token_file(dir.file("tok.bin"), "uint16", 8, 0.0, 1.0, true, 100), DataError);
   try {
     ds->collate({n - 15});
     ADD_FAILURE() << "a window holding token 65535 was read with model.vocab = 100";
@@ -356,8 +415,8 @@ TEST(TextBytes, ByteLevelWindows) {
     open_text_bytes(dir.file("t.txt"), 4, 0.95, 1.0, true);
     ADD_FAILURE() << "a 1-byte eval split opened";
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("too short for one eval window of model.seq_len + 1 = 5 tokens in its "
-                                         "data.eval_fraction"),
+    EXPECT_NE(std::string(e.what()).find("its eval split is too short for one window of model.seq_len + 1 = 5 tokens; "
+                                         "raise data.eval_fraction"),
               std::string::npos)
         << e.what();
   }

@@ -34,7 +34,8 @@ class Dataset {
 
 struct DataSplits {
   std::shared_ptr<Dataset> train;
-  std::shared_ptr<Dataset> eval;  // may be null (no held-out split)
+  std::shared_ptr<Dataset> eval;   // may be null (no held-out split)
+  std::vector<std::string> notes;  // warnings for the console (held-out files that also train, ...)
 };
 
 // Opens the splits; a missing or malformed file is a DataError naming the path.

@@ -131,8 +131,9 @@ MappedFile::~MappedFile() {
 
 std::vector<std::string> expand_data_path(const std::string& path, const std::string& key) {
   if (path.empty()) throw DataError(key + ": empty; expected a file or a glob of files");
-  if (path.find_first_of("*?[") == std::string::npos) {
-    std::error_code ec;
+  // A path that names a file is that file, glob characters and all ("data[1].bin").
+  std::error_code ec;
+  if (path.find_first_of("*?[") == std::string::npos || std::filesystem::exists(path, ec)) {
     if (!std::filesystem::exists(path, ec)) throw DataError(key + ": file \"" + path + "\" does not exist");
     return {path};
   }

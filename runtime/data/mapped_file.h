@@ -29,9 +29,9 @@ class MappedFile {
   size_t size_ = 0;
 };
 
-// The files a data path names: the path itself, or, when it holds a glob character (* ? [), every
-// regular file matching it in sorted order. A pattern matching nothing, or a missing file, is a
-// DataError naming `key`.
+// The files a data path names: the path itself when it exists, or else, when it holds a glob
+// character (* ? [), every regular file matching it in sorted order. A pattern matching nothing, or a missing file, is
+// a DataError naming `key`.
 std::vector<std::string> expand_data_path(const std::string& path, const std::string& key);
 
 }  // namespace gtrain

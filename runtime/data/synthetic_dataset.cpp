@@ -2,6 +2,7 @@
 // that opens the splits of any data.kind.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "runtime/common/errors.h"
@@ -141,9 +142,18 @@ DataSplits open_datasets(const DataConfig& d, const ModelConfig& m, int64_t seed
         d.eval_path.empty() ? std::vector<std::string>{} : expand_data_path(d.eval_path, "data.eval_path");
     int64_t vocab = d.kind == "text_bytes" ? 256 : m.vocab;
     if (vocab <= 0) {  // the vocabulary covers every file, the held-out ones too
-      auto all = train_files;
-      all.insert(all.end(), eval_files.begin(), eval_files.end());
-      vocab = token_files_vocab(all, dtype, "data.path");
+      vocab = token_files_vocab(train_files, dtype, "data.path");
+      if (!eval_files.empty()) vocab = std::max(vocab, token_files_vocab(eval_files, dtype, "data.eval_path"));
+    }
+    for (const auto& e : eval_files) {
+      std::error_code ec;
+      for (const auto& t : train_files) {
+        if (std::filesystem::equivalent(e, t, ec)) {
+          s.notes.push_back("data.eval_path: " + e +
+                            " is also a training file (data.path): evaluation measures data the model trains on");
+          break;
+        }
+      }
     }
     if (!eval_files.empty()) {
       s.train = open_token_files(train_files, dtype, m.seq_len, 0.0, 1.0, false, vocab, "data.path");

@@ -15,7 +15,8 @@ namespace {
 
 constexpr int32_t kLlmcMagic = 20240520;                 // llm.c's dev/data token shards
 constexpr size_t kLlmcHeaderBytes = 256 * 4;             // 256 int32: magic, version, token count, ...
-constexpr int64_t kEagerCheckTokens = int64_t{1} << 20;  // ids checked at open, per file segment
+constexpr int64_t kEagerCheckTokens = int64_t{1} << 20;  // training ids checked at open, per file segment
+constexpr uint32_t kLargestDataVocab = 1u << 22;         // model.vocab = 0: the most ids the data may give
 
 int width_of(const std::string& dtype) {
   return dtype == "bytes" ? 1 : dtype == "uint32" ? 4 : 2;
@@ -36,7 +37,11 @@ TokenFile open_tokens(const std::string& path, const std::string& dtype, const s
   f.width = width_of(dtype);
   const size_t size = f.map->size();
   int32_t head[3] = {0, 0, 0};
-  if (dtype != "bytes" && size >= kLlmcHeaderBytes) std::memcpy(head, f.map->data(), sizeof(head));
+  if (dtype != "bytes" && size > 0) std::memcpy(head, f.map->data(), std::min(sizeof(head), size));
+  if (head[0] == kLlmcMagic && size < kLlmcHeaderBytes) {
+    throw DataError(path + ": starts with llm.c's shard magic (20240520) but holds " + std::to_string(size) +
+                    " bytes, less than the 1024-byte header (a truncated shard?)");
+  }
   if (head[0] == kLlmcMagic) {  // an llm.c shard: version 1 holds uint16 tokens, version 2 uint32
     const int width = head[1] == 1 ? 2 : head[1] == 2 ? 4 : 0;
     if (width == 0) {
@@ -171,13 +176,14 @@ class TokenWindows : public Dataset {
   }
 
   bool random_windows() const override { return !eval_; }
+  const std::vector<TokenFile>& files() const { return files_; }
 
-  // Checks the first kEagerCheckTokens ids of each segment against the vocabulary (the rest as
-  // they are read), so a wrong tokenizer or model.vocab fails at start.
-  void check_vocabulary_prefix() const {
+  // Checks the first `limit` ids of each segment (all for limit < 0) against the vocabulary, the
+  // rest as they are read, so a wrong tokenizer or model.vocab fails at start.
+  void check_vocabulary(int64_t limit) const {
     for (const auto& seg : segments_) {
       const TokenFile& f = files_[seg.file];
-      const int64_t n = std::min(seg.count, kEagerCheckTokens);
+      const int64_t n = limit < 0 ? seg.count : std::min(seg.count, limit);
       if (max_token(f, seg.first, n) >= static_cast<uint64_t>(vocab_)) throw_out_of_vocab(f, seg.first, n, vocab_);
     }
   }
@@ -202,7 +208,13 @@ int64_t token_files_vocab(const std::vector<std::string>& paths, const std::stri
   uint32_t hi = 0;
   for (const auto& f : open_all(paths, dtype, key)) {
     const uint32_t m = max_token(f, 0, -1);
-    if (m > 0x7fffffffu) throw DataError(f.map->path() + ": token id " + std::to_string(m) + " out of range");
+    // The largest tokenizers have about 256k ids: an id in the millions is a file of another element
+    // type or layout, and a vocabulary of it would not fit in memory.
+    if (m >= kLargestDataVocab) {
+      throw DataError(f.map->path() + ": token id " + std::to_string(m) + " with model.vocab = 0 would make a " +
+                      std::to_string(static_cast<int64_t>(m) + 1) + "-id vocabulary (data.token_dtype = \"" + dtype +
+                      "\"; a file of another element type?); set model.vocab if the ids are right");
+    }
     hi = std::max(hi, m);
   }
   return static_cast<int64_t>(hi) + 1;
@@ -214,16 +226,24 @@ std::shared_ptr<Dataset> open_token_files(const std::vector<std::string>& paths,
   if (vocab <= 0) vocab = token_files_vocab(paths, dtype, key);
   auto ds = std::make_shared<TokenWindows>(open_all(paths, dtype, key), begin_fraction, end_fraction, seq_len, vocab,
                                            eval_split);
-  const std::string what = paths.size() == 1 ? paths[0] : key + " (" + std::to_string(paths.size()) + " files)";
   if (ds->size() < 1) {
-    const bool whole = begin_fraction <= 0.0 && end_fraction >= 1.0;
-    throw DataError(what + ": too short for one " + std::string(eval_split ? "eval" : "training") +
-                    " window of model.seq_len + 1 = " + std::to_string(seq_len + 1) + " tokens" +
-                    (whole        ? " in any one file; lower model.seq_len"
-                     : eval_split ? " in its data.eval_fraction; raise data.eval_fraction or lower model.seq_len"
-                                  : "; lower model.seq_len or data.eval_fraction"));
+    const std::string what = paths.size() == 1 ? paths[0] : key + " (" + std::to_string(paths.size()) + " files)";
+    const std::string window = "one window of model.seq_len + 1 = " + std::to_string(seq_len + 1) + " tokens";
+    int64_t longest = 0;
+    for (const auto& f : ds->files()) longest = std::max(longest, f.count);
+    if (longest == 0) throw DataError(what + ": holds no tokens (an empty file?)");
+    if (longest < seq_len + 1) {
+      throw DataError(what + ": too short for " + window + (paths.size() == 1 ? "" : " in any one file") + " (" +
+                      std::to_string(longest) + " tokens" + (paths.size() == 1 ? "" : " in the longest") +
+                      "); lower model.seq_len or give longer files");
+    }
+    throw DataError(what + ": its " + (eval_split ? "eval" : "training") + " split is too short for " + window +
+                    (eval_split ? "; raise data.eval_fraction, name held-out files in data.eval_path, or lower "
+                                  "model.seq_len"
+                                : "; lower data.eval_fraction or model.seq_len"));
   }
-  ds->check_vocabulary_prefix();
+  // Evaluation reads its windows in order, possibly hours in: its ids are all checked now.
+  ds->check_vocabulary(eval_split ? -1 : kEagerCheckTokens);
   return ds;
 }
 

@@ -79,13 +79,18 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
 
 Trainer::~Trainer() = default;
 
-double Trainer::probe_loss() {
-  // A collective: every rank takes part (tensor / pipeline parallel forward), the ranks that own
-  // the loss report it, and replicas agree.
-  torch::NoGradGuard ng;
+std::vector<int64_t> Trainer::probe_indices() const {
   const int64_t n = std::min<int64_t>(8, data_.train->size());
   std::vector<int64_t> idx;
   for (int64_t g = 0; g < n; ++g) idx.push_back(order_->dataset_index(g));
+  return idx;
+}
+
+double Trainer::probe_loss(const std::vector<int64_t>& idx) {
+  // A collective: every rank takes part (tensor / pipeline parallel forward), the ranks that own
+  // the loss report it, and replicas agree.
+  torch::NoGradGuard ng;
+  const auto n = static_cast<int64_t>(idx.size());
   Batch b = data_.train->collate(idx);
   model_->eval();
   auto sums = torch::zeros({2}, torch::kDouble);
@@ -104,8 +109,12 @@ double Trainer::probe_loss() {
 
 nlohmann::json Trainer::checkpoint_meta() {
   nlohmann::json model = nlohmann::json::object();
+  const int64_t data_vocab = data_.train->spec().vocab;
   for (const auto& f : cfg::list_fields(config_.model)) {
-    if (f.key != "plugin") model[f.key] = f.value;
+    if (f.key == "plugin") continue;
+    // model.vocab = 0 is recorded as the vocabulary the data gave, so a resume sees it change.
+    const bool from_data = f.key == "vocab" && f.value == "0" && data_vocab > 0;
+    model[f.key] = from_data ? std::to_string(data_vocab) : f.value;
   }
   nlohmann::json ledger = nlohmann::json::array();
   if (!stage_.ledger.empty()) {
@@ -123,6 +132,8 @@ nlohmann::json Trainer::checkpoint_meta() {
           {"optimizer", config_.optimizer.name},
           {"plan", plan_.summary()},
           {"world", comm_->size()},
+          {"train_samples", data_.train->size()},
+          {"probe_indices", probe_indices()},
           {"stage_ledger", ledger}};
 }
 
@@ -138,7 +149,7 @@ double Trainer::save_checkpoint_now() {
   r.world = comm_->size();
   r.keep = config_.checkpoint.keep;
   r.token = stage_.save_token.empty() ? "0" : stage_.save_token;
-  const double probe = probe_loss();
+  const double probe = probe_loss(probe_indices());
   if (r.rank == 0) {
     r.meta = checkpoint_meta();
     r.meta["probe_loss"] = probe;
@@ -179,11 +190,17 @@ void Trainer::resume(const std::string& path) {
   const auto resolved = [data_vocab](const std::string& key, const std::string& value) {
     return key == "vocab" && value == "0" && data_vocab > 0 ? std::to_string(data_vocab) : value;
   };
+  bool data_vocab_changed = false;
   for (const auto& f : cfg::list_fields(config_.model)) {
     if (f.key == "plugin" || !m.at("model").contains(f.key)) continue;
     const std::string was = m.at("model").at(f.key).get<std::string>();
     if (resolved(f.key, was) == resolved(f.key, f.value)) continue;
-    const std::string change = "model." + f.key + " " + was + " -> " + f.value;
+    std::string change = "model." + f.key + " " + was + " -> " + f.value;
+    if (f.key == "vocab" && f.value == "0") {
+      change =
+          "model.vocab " + was + " -> " + resolved(f.key, f.value) + " (model.vocab = 0: the data's largest id + 1)";
+      data_vocab_changed = true;
+    }
     if (model_key_shapes_parameters(config_.model.name, f.key)) {
       changed += (changed.empty() ? "" : ", ") + change;
     } else if (f.key == "dropout") {
@@ -192,7 +209,10 @@ void Trainer::resume(const std::string& path) {
   }
   if (!changed.empty()) {
     throw ResumeMismatchError(path + " was written for a different model (" + changed + ")",
-                              "use the model config the run started with, or --no-resume to start over");
+                              data_vocab_changed ? "the data's ids changed: restore the files data.path named, set "
+                                                   "model.vocab to cover both, or --no-resume to start over"
+                                                 : "use the model config the run started with, or --no-resume to "
+                                                   "start over");
   }
   if (m.at("global_batch").get<int64_t>() != layout_.global_batch) {
     throw ResumeMismatchError(
@@ -220,6 +240,23 @@ void Trainer::resume(const std::string& path) {
     drift +=
         (drift.empty() ? "" : ", ") + std::string("precision.dtype ") + saved_dtype + " -> " + config_.precision.dtype;
   }
+  // Other training data (shards added, a file replaced): the sample order from here differs, and
+  // the probe batch is taken by its saved window indices where they still exist.
+  if (m.contains("train_samples") && m.at("train_samples").is_number_integer() &&
+      m.at("train_samples").get<int64_t>() != data_.train->size()) {
+    drift += (drift.empty() ? "" : ", ") + std::string("the training data (") + config_.data.kind + " " +
+             std::to_string(m.at("train_samples").get<int64_t>()) + " -> " + std::to_string(data_.train->size()) +
+             " samples)";
+  }
+  std::vector<int64_t> probe_idx = probe_indices();
+  if (m.contains("probe_indices") && m.at("probe_indices").is_array() && !m.at("probe_indices").empty()) {
+    std::vector<int64_t> saved_idx;
+    for (const auto& v : m.at("probe_indices")) {
+      if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < data_.train->size())
+        saved_idx.push_back(v.get<int64_t>());
+    }
+    if (saved_idx.size() == m.at("probe_indices").size()) probe_idx = saved_idx;
+  }
   engine_->load_state(ck.reader());
   step_ = ck.step();
   if (ck.consumed_samples() != step_ * layout_.global_batch) {
@@ -228,7 +265,7 @@ void Trainer::resume(const std::string& path) {
   }
   prefetch_.reset();  // restart the data stream at the resumed step
   // Guard against silently wrong resumes: the probe batch must give the saved loss.
-  const double saved = m.at("probe_loss").get<double>(), now = probe_loss();
+  const double saved = m.at("probe_loss").get<double>(), now = probe_loss(probe_idx);
   const double rel = std::abs(now - saved) / std::max(std::abs(saved), 1e-12);
   if (!(rel <= config_.checkpoint.probe_tolerance)) {
     const std::string what = "resume check failed: the probe batch's loss is " + std::to_string(now) +
@@ -576,6 +613,9 @@ TrainSummary Trainer::run_stage() {
   }
   progress_->finish();
   summarise();
+  // The training is saved before the final evaluation reads anything: an error there loses no step.
+  if (step_ > first || first == 0) maybe_checkpoint(true);
+  finish_saves();
   s.eval = evaluate();
   if (data_.eval) {
     metrics_->write({{"kind", "eval"},
@@ -584,8 +624,6 @@ TrainSummary Trainer::run_stage() {
                      {"accuracy", s.eval.accuracy},
                      {"samples", s.eval.samples}});
   }
-  if (step_ > first || first == 0) maybe_checkpoint(true);
-  finish_saves();
   metrics_->write({{"kind", "final"},
                    {"step", step_},
                    {"train_loss", s.final_loss},

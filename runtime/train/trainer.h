@@ -97,8 +97,10 @@ class Trainer {
   // Waits for the save in flight.
   void finish_saves();
   // Loss of a fixed probe batch (eval mode, no dropout): the same model gives the same value on
-  // any layout; recorded at save and checked after loading.
-  double probe_loss();
+  // any layout; recorded at save and checked after loading. The batch is the training windows
+  // `indices`, by default probe_indices(): the first samples of the training order.
+  double probe_loss(const std::vector<int64_t>& indices);
+  std::vector<int64_t> probe_indices() const;
 
   Model& model() { return *model_; }
   ParallelEngine& engine() { return *engine_; }
