@@ -133,7 +133,6 @@ nlohmann::json Trainer::checkpoint_meta() {
           {"plan", plan_.summary()},
           {"world", comm_->size()},
           {"train_samples", data_.train->size()},
-          {"probe_indices", probe_indices()},
           {"stage_ledger", ledger}};
 }
 
@@ -149,10 +148,12 @@ double Trainer::save_checkpoint_now() {
   r.world = comm_->size();
   r.keep = config_.checkpoint.keep;
   r.token = stage_.save_token.empty() ? "0" : stage_.save_token;
-  const double probe = probe_loss(probe_indices());
+  const std::vector<int64_t> probe_idx = probe_indices();
+  const double probe = probe_loss(probe_idx);
   if (r.rank == 0) {
     r.meta = checkpoint_meta();
     r.meta["probe_loss"] = probe;
+    r.meta["probe_indices"] = probe_idx;  // the windows a resume on changed data probes again
   }
   writer_->save(std::move(r));
   const double stall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
