@@ -410,6 +410,20 @@ TEST(TextBytes, ByteLevelWindows) {
   EXPECT_EQ(h.input[0][1].item<int64_t>(), 'h');
   EXPECT_EQ(h.input[1][0].item<int64_t>(), 't');  // "trai" -> "rain"
   EXPECT_EQ(h.target[1][3].item<int64_t>(), 'n');
+  // A glob of text files: one byte a token, windows within each file, held-out files by data.eval_path.
+  test::write_file(dir.file("a.txt"), "0123456789");
+  test::write_file(dir.file("b.txt"), "abcdefgh");
+  DataConfig d;
+  d.kind = "text_bytes";
+  d.path = dir.file("[ab].txt");
+  d.eval_path = dir.file("t.txt");
+  ModelConfig m;
+  m.seq_len = 4;
+  auto s = open_datasets(d, m, 1);
+  EXPECT_EQ(s.train->size(), (10 - 4) + (8 - 4));
+  EXPECT_EQ(s.train->spec().vocab, 256);
+  EXPECT_EQ(s.train->collate({6}).input[0][0].item<int64_t>(), 'a');
+  EXPECT_EQ(s.eval->size(), (25 - 1) / 4);
   // An eval split too short for one window names data.eval_fraction.
   try {
     open_text_bytes(dir.file("t.txt"), 4, 0.95, 1.0, true);
