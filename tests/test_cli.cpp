@@ -373,8 +373,11 @@ TEST(Cli, ResumeAfterShardsAreAdded) {
   shard("s_002.bin", 1000, 50, 0);
   auto more = gtrain_run(dir.file("g.toml"), run, " --set train.steps=8");
   ASSERT_EQ(more.exit_code, 0) << more.output;
-  EXPECT_NE(more.output.find("warning: resumed with the training data (tokens 1768 -> 2652 samples) changed since"),
-            std::string::npos)
+  EXPECT_NE(
+      more.output.find(
+          "warning: resumed with the training data (tokens 1768 -> 2652 samples; data.eval_fraction's held-out tail "
+          "moved with it, data.eval_path would keep it fixed) changed since"),
+      std::string::npos)
       << more.output;
   EXPECT_NE(more.output.find("done step 8 (4 this stage)"), std::string::npos) << more.output;
   shard("s_003.bin", 1000, 50, 59);  // id 59: model.vocab = 0 now gives 60 ids, the checkpoint has 50

@@ -247,7 +247,11 @@ void Trainer::resume(const std::string& path) {
       m.at("train_samples").get<int64_t>() != data_.train->size()) {
     drift += (drift.empty() ? "" : ", ") + std::string("the training data (") + config_.data.kind + " " +
              std::to_string(m.at("train_samples").get<int64_t>()) + " -> " + std::to_string(data_.train->size()) +
-             " samples)";
+             " samples" +
+             (data_.eval && config_.data.eval_path.empty() &&
+                      (config_.data.kind == "tokens" || config_.data.kind == "text_bytes")
+                  ? "; data.eval_fraction's held-out tail moved with it, data.eval_path would keep it fixed)"
+                  : ")");
   }
   std::vector<int64_t> probe_idx = probe_indices();
   if (m.contains("probe_indices") && m.at("probe_indices").is_array() && !m.at("probe_indices").empty()) {
