@@ -347,7 +347,11 @@ RunOutcome run_job(const RunOptions& o) {
   trainer.set_stage(stage);
   if (!o.quiet && main_rank) {
     std::cout << "gtrain: run " << run_dir << "  model " << cfg.model.name << " (" << parts.stats.params
-              << " params)  data " << cfg.data.kind << " (" << parts.data.train->size() << " train samples)\n"
+              << " params)  data " << cfg.data.kind << " ("
+              << (parts.data.train->source().empty() ? "" : parts.data.train->source() + ": ")
+              << parts.data.train->size() << " train samples"
+              << (parts.data.eval && !parts.data.eval->source().empty() ? "; eval " + parts.data.eval->source() : "")
+              << ")\n"
               << "gtrain: plan " << plan.summary() << "  global_batch " << cfg.train.global_batch
               << (requested_batch != cfg.train.global_batch ? " (requested " + std::to_string(requested_batch) + ")"
                                                             : "")

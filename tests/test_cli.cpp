@@ -380,6 +380,10 @@ TEST(Cli, ResumeAfterShardsAreAdded) {
       std::string::npos)
       << more.output;
   EXPECT_NE(more.output.find("done step 8 (4 this stage)"), std::string::npos) << more.output;
+  // The start-up line counts the files and tokens each split found (the tail of 3000 held out).
+  EXPECT_NE(more.output.find("data tokens (3 files, 2700 tokens: 2652 train samples; eval 1 file, 300 tokens)"),
+            std::string::npos)
+      << more.output;
   shard("s_003.bin", 1000, 50, 59);  // id 59: model.vocab = 0 now gives 60 ids, the checkpoint has 50
   auto wider = gtrain_run(dir.file("g.toml"), run, " --set train.steps=12");
   EXPECT_EQ(wider.exit_code, 2) << wider.output;

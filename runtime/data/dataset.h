@@ -30,6 +30,9 @@ class Dataset {
   // true: training order draws indices at random (hashed, with replacement) instead of a
   // per-epoch permutation; used when size() is too large to permute.
   virtual bool random_windows() const { return false; }
+  // Where the samples come from, for the start-up line ("" = nothing to add): token data names its
+  // files and tokens, so a glob that found fewer shards than meant shows at once.
+  virtual std::string source() const { return ""; }
 };
 
 struct DataSplits {

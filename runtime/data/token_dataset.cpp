@@ -178,6 +178,14 @@ class TokenWindows : public Dataset {
   bool random_windows() const override { return !eval_; }
   const std::vector<TokenFile>& files() const { return files_; }
 
+  std::string source() const override {
+    int64_t tokens = 0;
+    for (const auto& s : segments_) tokens += s.count;
+    // The files this split reads (a split's edge can leave a file a piece too short for a window).
+    return std::to_string(segments_.size()) + (segments_.size() == 1 ? " file, " : " files, ") +
+           std::to_string(tokens) + " tokens";
+  }
+
   // Checks the first `limit` ids of each segment (all for limit < 0) against the vocabulary, the
   // rest as they are read, so a wrong tokenizer or model.vocab fails at start.
   void check_vocabulary(int64_t limit) const {
