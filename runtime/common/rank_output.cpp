@@ -4,8 +4,10 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <thread>
 
@@ -30,6 +32,10 @@ State& state() {
   static State s;
   return s;
 }
+
+// What a signal handler may read: the original stderr while the prefix is on, and the prefix.
+std::atomic<int> g_fatal_fd{STDERR_FILENO};
+char g_fatal_prefix[32] = {};
 
 void write_all(int fd, const char* p, size_t n) {
   while (n > 0) {
@@ -112,6 +118,8 @@ void start_rank_output_prefix(int rank) {
   std::fflush(stderr);
   redirect(s.out, STDOUT_FILENO, s.prefix);
   redirect(s.err, STDERR_FILENO, s.prefix);
+  std::strncpy(g_fatal_prefix, s.prefix.c_str(), sizeof(g_fatal_prefix) - 1);
+  g_fatal_fd.store(s.err.original);
   s.active = true;
 }
 
@@ -122,6 +130,8 @@ void stop_rank_output_prefix() {
   std::cerr.flush();
   std::fflush(stdout);
   std::fflush(stderr);
+  g_fatal_fd.store(STDERR_FILENO);
+  g_fatal_prefix[0] = '\0';
   restore(s.out, STDOUT_FILENO);
   restore(s.err, STDERR_FILENO);
   s.active = false;
@@ -133,6 +143,13 @@ void write_fatal_line(const std::string& line) {
   std::fflush(stdout);
   std::fflush(stderr);
   write_all(s.active ? s.err.original : STDERR_FILENO, text.data(), text.size());
+}
+
+void write_fatal_parts_signal_safe(const char* const* parts, size_t count) {
+  const int fd = g_fatal_fd.load();
+  write_all(fd, g_fatal_prefix, ::strnlen(g_fatal_prefix, sizeof(g_fatal_prefix)));
+  for (size_t i = 0; i < count; ++i) write_all(fd, parts[i], ::strlen(parts[i]));
+  write_all(fd, "\n", 1);
 }
 
 int fail_process(const std::string& message, int exit_code) {

@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "runtime/common/errors.h"
+#include "runtime/common/rank_output.h"
 #include "runtime/data/dataset.h"
 
 namespace gtrain {
@@ -34,27 +35,15 @@ MapEntry g_maps[kMaxMaps];
 std::mutex g_maps_mu;  // writers only
 struct sigaction g_previous_bus {};
 
-void write_all(const char* s, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(2, s, n);
-    if (w <= 0) return;
-    s += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
 void on_bus_error(int, siginfo_t* info, void*) {
   const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
   for (auto& e : g_maps) {
     const uintptr_t b = e.begin.load(std::memory_order_acquire), en = e.end.load(std::memory_order_acquire);
     if (b != 0 && addr >= b && addr < en) {
-      static const char head[] = "gtrain: data error: ";
-      static const char tail[] =
-          ": the data file shrank or vanished while the run read it (bus error); do not rewrite data files under "
-          "a running job\n";
-      write_all(head, sizeof(head) - 1);
-      write_all(e.path, ::strnlen(e.path, sizeof(e.path)));
-      write_all(tail, sizeof(tail) - 1);
+      const char* parts[] = {"gtrain: data error: ", e.path,
+                             ": the data file shrank or vanished while the run read it (bus error); do not rewrite "
+                             "data files under a running job"};
+      write_fatal_parts_signal_safe(parts, 3);
       ::_exit(2);
     }
   }
