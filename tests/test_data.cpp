@@ -12,6 +12,7 @@
 #include <set>
 
 #include "runtime/common/errors.h"
+#include "runtime/common/rank_output.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/mapped_file.h"
 #include "runtime/data/prefetcher.h"
@@ -361,6 +362,17 @@ TEST(Tokens, FileTruncatedWhileMappedIsNamed) {
       },
       ::testing::ExitedWithCode(2),
       "gtrain: data error: " + path + ": the data file shrank or vanished while the run read it \\(bus error\\)");
+  // In a multi-rank run stderr goes through the prefixing thread, which never runs again after the
+  // fault: the message must take the original stderr, prefixed.
+  test::write_file(path, std::string(1 << 20, '\1'));
+  EXPECT_EXIT(
+      {
+        start_rank_output_prefix(3);
+        auto ds = open_token_file(path, "uint16", 8, 0.0, 1.0, false, 0);
+        std::filesystem::resize_file(path, 0);
+        ds->collate({(1 << 19) - 20});
+      },
+      ::testing::ExitedWithCode(2), "\\[rank 3\\] gtrain: data error: " + path + ": the data file shrank");
 }
 
 // Private (anonymous) resident memory of this process, from /proc/self/status.
