@@ -294,8 +294,15 @@ RunOutcome run_job(const RunOptions& o) {
   if (main_rank) {
     for (const auto& w : warnings) std::cerr << "gtrain: warning: " << w << std::endl;
     if (!batch_note.empty() && !o.quiet) std::cout << "gtrain: " << batch_note << std::endl;
-    // Checkpoints newer than where this run starts belong to another trajectory: moved aside (never
-    // deleted), so that pruning keeps this run's checkpoints and the next start resumes this run.
+    write_run_files(run_dir, cfg, plan, requested_batch);
+  }
+  if (comm->size() > 1) comm->barrier();  // the run directory exists before any rank writes
+
+  // Checkpoints newer than where this run starts belong to another trajectory: moved aside (never
+  // deleted), so that pruning keeps this run's checkpoints and the next start resumes this run. Done
+  // once the resume has passed its checks: a refused start leaves the run directory as it was.
+  auto start_from_here = [&] {
+    if (!main_rank) return;
     const int64_t resume_step = resume_from.empty() ? -1 : CheckpointReader(resume_from).step();
     const auto moved = supersede_checkpoints(paths.checkpoints, resume_step, resume_from);
     if (resume_step >= 0) {
@@ -315,9 +322,7 @@ RunOutcome run_job(const RunOptions& o) {
       std::cerr << "gtrain: warning: moved " << moved.steps.size() << " checkpoint(s) (step " << steps << ") aside to "
                 << moved.folder << ": " << why << std::endl;
     }
-    write_run_files(run_dir, cfg, plan, requested_batch);
-  }
-  if (comm->size() > 1) comm->barrier();  // the run directory exists before any rank writes
+  };
 
   const std::string engine_desc = parts.engine->describe();
   Trainer trainer(cfg, plan, comm, parts.model, parts.data, std::move(parts.engine), paths, device);
@@ -344,6 +349,7 @@ RunOutcome run_job(const RunOptions& o) {
     trainer.resume(resume_from);
     stage.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+  start_from_here();
   trainer.set_stage(stage);
   if (!o.quiet && main_rank) {
     std::cout << "gtrain: run " << run_dir << "  model " << cfg.model.name << " (" << parts.stats.params

@@ -384,6 +384,27 @@ TEST(Cli, ResumeAfterShardsAreAdded) {
   EXPECT_NE(more.output.find("data tokens (3 files, 2700 tokens: 2652 train samples; eval 1 file, 300 tokens)"),
             std::string::npos)
       << more.output;
+  // A final evaluation that failed after the final save (its records missing) runs at the next
+  // start instead of "complete; nothing to do".
+  auto count_final = [&] {
+    int n = 0;
+    for (const auto& j : read_jsonl(run + "/metrics.jsonl")) n += j.value("kind", "") == "final" ? 1 : 0;
+    return n;
+  };
+  {
+    std::string kept;
+    for (const auto& line : test::lines(test::read_file(run + "/metrics.jsonl")))
+      if (line.find("\"final\"") == std::string::npos) kept += line + "\n";
+    test::write_file(run + "/metrics.jsonl", kept);
+  }
+  ASSERT_EQ(count_final(), 0);
+  auto redo = gtrain_run(dir.file("g.toml"), run, " --set train.steps=8");
+  ASSERT_EQ(redo.exit_code, 0) << redo.output;
+  EXPECT_NE(redo.output.find("eval loss"), std::string::npos) << redo.output;
+  EXPECT_EQ(count_final(), 1);
+  auto again = gtrain_run(dir.file("g.toml"), run, " --set train.steps=8");
+  EXPECT_NE(again.output.find("is complete (step 8 of 8); nothing to do"), std::string::npos) << again.output;
+  EXPECT_EQ(count_final(), 1);
   shard("s_003.bin", 1000, 50, 59);  // id 59: model.vocab = 0 now gives 60 ids, the checkpoint has 50
   auto wider = gtrain_run(dir.file("g.toml"), run, " --set train.steps=12");
   EXPECT_EQ(wider.exit_code, 2) << wider.output;
@@ -391,6 +412,13 @@ TEST(Cli, ResumeAfterShardsAreAdded) {
                               "largest id + 1))"),
             std::string::npos)
       << wider.output;
+  // A refused --resume of an older checkpoint leaves the newer ones and their records in place.
+  const size_t records = read_jsonl(run + "/metrics.jsonl").size();
+  auto older = gtrain_run(dir.file("g.toml"), run, " --resume " + run + "/checkpoints/step_00000004");
+  EXPECT_EQ(older.exit_code, 2) << older.output;
+  EXPECT_EQ(older.output.find("moved"), std::string::npos) << older.output;
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000008"));
+  EXPECT_EQ(read_jsonl(run + "/metrics.jsonl").size(), records);
 }
 
 // A whole-split evaluation of token data can take longer than training: over 1000 batches is named

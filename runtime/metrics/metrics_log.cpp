@@ -10,20 +10,20 @@
 
 namespace gtrain {
 
-MetricsLog::MetricsLog(const std::string& path, bool append) {
-  if (path.empty()) return;
-  f_ = std::fopen(path.c_str(), append ? "a" : "w");
-  if (!f_) throw Error(path + ": cannot open metrics file: " + std::strerror(errno));
-}
+MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path), append_(append) {}
 
 MetricsLog::~MetricsLog() {
   if (f_) std::fclose(f_);
 }
 
 void MetricsLog::write(const nlohmann::json& record) {
-  if (!f_) return;
+  if (path_.empty()) return;
   std::string line = record.dump() + "\n";
   std::lock_guard<std::mutex> lock(mu_);
+  if (!f_) {
+    f_ = std::fopen(path_.c_str(), append_ ? "a" : "w");
+    if (!f_) throw Error(path_ + ": cannot open metrics file: " + std::strerror(errno));
+  }
   std::fwrite(line.data(), 1, line.size(), f_);
   std::fflush(f_);
 }

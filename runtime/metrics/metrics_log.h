@@ -16,16 +16,19 @@ int64_t drop_records_after(const std::string& path, int64_t step);
 
 class MetricsLog {
  public:
-  // An empty path disables logging (non-zero ranks).
+  // An empty path disables logging (non-zero ranks). The file is opened (appended to, or truncated)
+  // at the first record, so a start that is refused before training leaves it as it was.
   explicit MetricsLog(const std::string& path, bool append = false);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
 
   void write(const nlohmann::json& record);
-  bool enabled() const { return f_ != nullptr; }
+  bool enabled() const { return !path_.empty(); }
 
  private:
+  std::string path_;
+  bool append_ = false;
   std::FILE* f_ = nullptr;
   std::mutex mu_;
 };

@@ -288,12 +288,23 @@ void Trainer::resume(const std::string& path) {
     std::cerr << "gtrain: warning: resumed with " << drift << " changed since " << path
               << ": the trajectory differs from an uninterrupted run" << std::endl;
   }
-  metrics_->write({{"kind", "resume"},
-                   {"step", step_},
-                   {"path", path},
-                   {"probe_loss", now},
-                   {"probe_loss_saved", saved},
-                   {"plan", plan_.summary()}});
+  // Written when the stage runs: until then a refused start leaves metrics.jsonl as it was.
+  pending_resume_record_ = {{"kind", "resume"},          {"step", step_},          {"path", path}, {"probe_loss", now},
+                            {"probe_loss_saved", saved}, {"plan", plan_.summary()}};
+}
+
+bool Trainer::final_recorded() {
+  auto flag = torch::zeros({1}, torch::kLong);
+  if (comm_->rank() == 0) {
+    std::ifstream in(paths_.metrics);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("kind", "") == "final" && j.value("step", int64_t{-1}) == step_) flag[0] = 1;
+    }
+  }
+  if (comm_->size() > 1) comm_->broadcast(flag, 0);
+  return flag[0].item<int64_t>() == 1;
 }
 
 std::string Trainer::stop_check(double last_step_seconds, bool before_first_step) {
@@ -536,12 +547,16 @@ void Trainer::maybe_checkpoint(bool final) {
 
 TrainSummary Trainer::run() {
   const int64_t first = step_;
-  if (step_ >= total_steps_ && step_ > 0) {  // a finished run started again: leave its records alone
+  // A finished run started again leaves its records alone, unless its last stage saved the final
+  // checkpoint but failed in the final evaluation: that evaluation runs now.
+  if (step_ >= total_steps_ && step_ > 0 && final_recorded()) {
     TrainSummary done;
     done.steps = step_;
     done.already_complete = true;
     return done;
   }
+  if (!pending_resume_record_.is_null()) metrics_->write(pending_resume_record_);
+  pending_resume_record_ = nullptr;
   try {
     return run_stage();
   } catch (const std::exception& e) {

@@ -117,6 +117,8 @@ class Trainer {
   // "" = go on. Before the first step (before_first_step) only a deadline already past counts.
   std::string stop_check(double last_step_seconds, bool before_first_step = false);
   void write_ledger(const TrainSummary& s, int64_t first_step, double productive_s);
+  // Whether metrics.jsonl holds the "final" record of this step (rank 0 reads, every rank learns).
+  bool final_recorded();
   TrainSummary run_stage();  // run()'s loop; run() adds a ledger record when it throws
   double productive_s_ = 0;  // seconds of this stage spent in training steps
   nlohmann::json checkpoint_meta();
@@ -144,6 +146,7 @@ class Trainer {
   StageOptions stage_;
   std::unique_ptr<class CheckpointWriter> writer_;
   double save_stall_total_ = 0, max_save_seconds_ = 0;
+  nlohmann::json pending_resume_record_;  // the "resume" record, written when the stage starts
   double stage_start_unix_ = 0;
   double memory_baseline_ = 0;
   int nvml_index_ = -1;          // NVML index of device_ (CUDA), -1 = none
