@@ -375,7 +375,8 @@ TEST(Cli, ResumeAfterShardsAreAdded) {
   ASSERT_EQ(more.exit_code, 0) << more.output;
   EXPECT_NE(
       more.output.find(
-          "warning: resumed with the training data (tokens 1768 -> 2652 samples; data.eval_fraction's held-out tail "
+          "warning: resumed with the training data (tokens 1768 -> 2652 samples; s_002.bin added; data.eval_fraction's "
+          "held-out tail "
           "moved with it, data.eval_path would keep it fixed) changed since"),
       std::string::npos)
       << more.output;
@@ -419,6 +420,14 @@ TEST(Cli, ResumeAfterShardsAreAdded) {
   EXPECT_EQ(older.output.find("moved"), std::string::npos) << older.output;
   EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000008"));
   EXPECT_EQ(read_jsonl(run + "/metrics.jsonl").size(), records);
+  // A file replaced by other tokens of the same length is named: a warning where the probe windows
+  // lie elsewhere, a refusal (exit 2) where they lie in it; never "report it" (exit 1).
+  fs::remove(dir.file("s_003.bin"));
+  shard("s_001.bin", 1000, 47, 0);
+  auto replaced = gtrain_run(dir.file("g.toml"), run, " --set train.steps=12");
+  EXPECT_TRUE(replaced.exit_code == 0 || replaced.exit_code == 2) << replaced.output;
+  EXPECT_NE(replaced.output.find("the training data (tokens 2652 samples; s_001.bin changed"), std::string::npos)
+      << replaced.output;
 }
 
 // A whole-split evaluation of token data can take longer than training: over 1000 batches is named

@@ -755,6 +755,16 @@ TEST(Checkpoint, MalformedManifestIsRefusedAndSkipped) {
          m["tensors"][t0]["pieces"][0]["region_offsets"] = J::array({0, 0, 0, 0, 0});
        }},
       {"'" + p0 + ".region_shape'", [&](J& m) { m["tensors"][t0]["pieces"][0]["region_shape"] = "x"; }},
+      {"'train_samples'", [](J& m) { m["train_samples"] = "2382"; }},
+      {"'train_samples'", [](J& m) { m["train_samples"] = -5; }},
+      {"'probe_indices'", [](J& m) { m["probe_indices"] = J::array(); }},
+      {"'probe_indices'",
+       [](J& m) {
+         m["probe_indices"] = J::array({1, -2});
+       }},
+      {"'probe_indices'", [](J& m) { m["probe_indices"] = "abc"; }},
+      {"'vocab_from_data'", [](J& m) { m["vocab_from_data"] = 1; }},
+      {"'train_data'", [](J& m) { m["train_data"] = "s_*.bin"; }},
   };
   for (const auto& k : cases) {
     J m = good;

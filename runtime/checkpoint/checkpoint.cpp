@@ -200,6 +200,18 @@ void validate_manifest(const nlohmann::json& m, const std::string& where) {
       where, m, "plan", [](const nlohmann::json& j) { return j.is_string(); }, "a string");
   optional_type(
       where, m, "stage_ledger", [](const nlohmann::json& j) { return j.is_array(); }, "an array");
+  optional_type(where, m, "train_samples", is_count, "a non-negative integer");
+  optional_type(
+      where, m, "train_data", [](const nlohmann::json& j) { return j.is_array() || j.is_null(); },
+      "an array (the training files) or null");
+  optional_type(
+      where, m, "vocab_from_data", [](const nlohmann::json& j) { return j.is_boolean(); }, "true or false");
+  optional_type(
+      where, m, "probe_indices",
+      [](const nlohmann::json& j) {
+        return j.is_array() && !j.empty() && std::all_of(j.begin(), j.end(), [](const auto& v) { return is_count(v); });
+      },
+      "a non-empty array of non-negative integers (training window indices)");
   const auto& tensors = require(where, m, "tensors", "tensors");
   if (!tensors.is_object() || tensors.empty()) bad_key(where, "tensors", "a non-empty object", &tensors);
   for (const auto& [name, t] : tensors.items()) {

@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
+
 #include <memory>
 #include <vector>
 
@@ -33,6 +35,9 @@ class Dataset {
   // Where the samples come from, for the start-up line ("" = nothing to add): token data names its
   // files and tokens, so a glob that found fewer shards than meant shows at once.
   virtual std::string source() const { return ""; }
+  // What identifies the data, for a resume to name what changed: token data lists its files (name,
+  // tokens, CRC-32C of the first and last 64 KiB); null for data drawn from the seed or fixed files.
+  virtual nlohmann::json identity() const { return nullptr; }
 };
 
 struct DataSplits {

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <mutex>
 
+#include "runtime/checkpoint/crc32c.h"
 #include "runtime/common/errors.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/mapped_file.h"
@@ -178,6 +181,22 @@ class TokenWindows : public Dataset {
   bool random_windows() const override { return !eval_; }
   const std::vector<TokenFile>& files() const { return files_; }
 
+  nlohmann::json identity() const override {
+    std::call_once(identity_once_, [this] {
+      identity_ = nlohmann::json::array();
+      for (const auto& f : files_) {
+        const size_t bytes = static_cast<size_t>(f.count) * f.width, edge = std::min<size_t>(bytes, 64 << 10);
+        uint32_t crc = crc32c(f.at(0), edge);
+        crc = crc32c(f.at(0) + (bytes - edge), edge, crc);
+        char hex[9];
+        std::snprintf(hex, sizeof(hex), "%08x", crc);
+        identity_.push_back(
+            {{"file", std::filesystem::path(f.map->path()).filename().string()}, {"tokens", f.count}, {"crc", hex}});
+      }
+    });
+    return identity_;
+  }
+
   std::string source() const override {
     int64_t tokens = 0;
     for (const auto& s : segments_) tokens += s.count;
@@ -205,6 +224,8 @@ class TokenWindows : public Dataset {
   std::vector<TokenFile> files_;
   std::vector<Segment> segments_;
   std::vector<int64_t> ends_;  // cumulative window count at the end of each segment
+  mutable std::once_flag identity_once_;
+  mutable nlohmann::json identity_;
   int64_t seq_len_, vocab_;
   bool eval_;
 };

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <ATen/record_function.h>
 
@@ -18,6 +19,33 @@
 #include "runtime/train/schedule.h"
 
 namespace gtrain {
+namespace {
+
+// The files that differ between two Dataset::identity() lists: "s_0.bin added, s_2.bin changed".
+std::string data_files_changed(const nlohmann::json& was, const nlohmann::json& now) {
+  if (!was.is_array() || !now.is_array()) return "";
+  std::map<std::string, nlohmann::json> before, after;
+  for (const auto& f : was)
+    if (f.is_object() && f.contains("file") && f["file"].is_string()) before[f["file"].get<std::string>()] = f;
+  for (const auto& f : now)
+    if (f.is_object() && f.contains("file") && f["file"].is_string()) after[f["file"].get<std::string>()] = f;
+  std::vector<std::string> changes;
+  for (const auto& [name, f] : after) {
+    const auto it = before.find(name);
+    if (it == before.end())
+      changes.push_back(name + " added");
+    else if (it->second != f)
+      changes.push_back(name + " changed");
+  }
+  for (const auto& [name, f] : before)
+    if (!after.count(name)) changes.push_back(name + " removed");
+  std::string out;
+  for (size_t i = 0; i < changes.size() && i < 3; ++i) out += (i ? ", " : "") + changes[i];
+  if (changes.size() > 3) out += " and " + std::to_string(changes.size() - 3) + " more";
+  return out;
+}
+
+}  // namespace
 int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t tokens_per_sample) {
   if (t.steps > 0) return t.steps;
   if (t.epochs > 0) {
@@ -133,6 +161,8 @@ nlohmann::json Trainer::checkpoint_meta() {
           {"plan", plan_.summary()},
           {"world", comm_->size()},
           {"train_samples", data_.train->size()},
+          {"vocab_from_data", config_.model.vocab <= 0},
+          {"train_data", data_.train->identity()},
           {"stage_ledger", ledger}};
 }
 
@@ -200,7 +230,7 @@ void Trainer::resume(const std::string& path) {
     if (f.key == "vocab" && f.value == "0") {
       change =
           "model.vocab " + was + " -> " + resolved(f.key, f.value) + " (model.vocab = 0: the data's largest id + 1)";
-      data_vocab_changed = true;
+      data_vocab_changed = m.value("vocab_from_data", false);
     }
     if (model_key_shapes_parameters(config_.model.name, f.key)) {
       changed += (changed.empty() ? "" : ", ") + change;
@@ -210,8 +240,9 @@ void Trainer::resume(const std::string& path) {
   }
   if (!changed.empty()) {
     throw ResumeMismatchError(path + " was written for a different model (" + changed + ")",
-                              data_vocab_changed ? "the data's ids changed: restore the files data.path named, set "
-                                                   "model.vocab to cover both, or --no-resume to start over"
+                              data_vocab_changed ? "the data's largest id changed (data.path / data.eval_path): "
+                                                   "restore the files the run trained with, or --no-resume to start "
+                                                   "over"
                                                  : "use the model config the run started with, or --no-resume to "
                                                    "start over");
   }
@@ -243,11 +274,15 @@ void Trainer::resume(const std::string& path) {
   }
   // Other training data (shards added, a file replaced): the sample order from here differs, and
   // the probe batch is taken by its saved window indices where they still exist.
-  if (m.contains("train_samples") && m.at("train_samples").is_number_integer() &&
-      m.at("train_samples").get<int64_t>() != data_.train->size()) {
+  const int64_t saved_samples = m.value("train_samples", data_.train->size());
+  const std::string files_changed =
+      m.contains("train_data") ? data_files_changed(m.at("train_data"), data_.train->identity()) : "";
+  if (saved_samples != data_.train->size() || !files_changed.empty()) {
     drift += (drift.empty() ? "" : ", ") + std::string("the training data (") + config_.data.kind + " " +
-             std::to_string(m.at("train_samples").get<int64_t>()) + " -> " + std::to_string(data_.train->size()) +
-             " samples" +
+             (saved_samples == data_.train->size()
+                  ? std::to_string(saved_samples)
+                  : std::to_string(saved_samples) + " -> " + std::to_string(data_.train->size())) +
+             " samples" + (files_changed.empty() ? "" : "; " + files_changed) +
              (data_.eval && config_.data.eval_path.empty() &&
                       (config_.data.kind == "tokens" || config_.data.kind == "text_bytes")
                   ? "; data.eval_fraction's held-out tail moved with it, data.eval_path would keep it fixed)"
