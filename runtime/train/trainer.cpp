@@ -335,7 +335,9 @@ bool Trainer::final_recorded() {
     std::string line;
     while (std::getline(in, line)) {
       const auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.value("kind", "") == "final" && j.value("step", int64_t{-1}) == step_) flag[0] = 1;
+      if (j.is_object() && j.contains("kind") && j["kind"] == "final" && j.contains("step") &&
+          j["step"].is_number_integer() && j["step"].get<int64_t>() == step_)
+        flag[0] = 1;
     }
   }
   if (comm_->size() > 1) comm_->broadcast(flag, 0);
