@@ -406,6 +406,12 @@ TEST(Cli, ResumeAfterShardsAreAdded) {
   auto again = gtrain_run(dir.file("g.toml"), run, " --set train.steps=8");
   EXPECT_NE(again.output.find("is complete (step 8 of 8); nothing to do"), std::string::npos) << again.output;
   EXPECT_EQ(count_final(), 1);
+  // A complete run started on grown data trains nothing: no drift warning, only "complete".
+  shard("s_003.bin", 1000, 50, 0);
+  auto grown = gtrain_run(dir.file("g.toml"), run, " --set train.steps=8");
+  EXPECT_EQ(grown.exit_code, 0) << grown.output;
+  EXPECT_NE(grown.output.find("is complete (step 8 of 8); nothing to do"), std::string::npos) << grown.output;
+  EXPECT_EQ(grown.output.find("resumed with"), std::string::npos) << grown.output;
   shard("s_003.bin", 1000, 50, 59);  // id 59: model.vocab = 0 now gives 60 ids, the checkpoint has 50
   auto wider = gtrain_run(dir.file("g.toml"), run, " --set train.steps=12");
   EXPECT_EQ(wider.exit_code, 2) << wider.output;

@@ -319,7 +319,8 @@ void Trainer::resume(const std::string& path) {
     }
     throw CheckpointError(what, "the checkpoint did not load into this layout correctly; report it, or --no-resume");
   }
-  if (!drift.empty() && comm_->rank() == 0) {
+  // A complete run trains no further: its trajectory cannot differ, so nothing to warn of.
+  if (!drift.empty() && comm_->rank() == 0 && step_ < total_steps_) {
     std::cerr << "gtrain: warning: resumed with " << drift << " changed since " << path
               << ": the trajectory differs from an uninterrupted run" << std::endl;
   }
