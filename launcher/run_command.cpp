@@ -298,32 +298,6 @@ RunOutcome run_job(const RunOptions& o) {
   }
   if (comm->size() > 1) comm->barrier();  // the run directory exists before any rank writes
 
-  // Checkpoints newer than where this run starts belong to another trajectory: moved aside (never
-  // deleted), so that pruning keeps this run's checkpoints and the next start resumes this run. Done
-  // once the resume has passed its checks: a refused start leaves the run directory as it was.
-  auto start_from_here = [&] {
-    if (!main_rank) return;
-    const int64_t resume_step = resume_from.empty() ? -1 : CheckpointReader(resume_from).step();
-    const auto moved = supersede_checkpoints(paths.checkpoints, resume_step, resume_from);
-    if (resume_step >= 0) {
-      const int64_t dropped = drop_records_after(paths.metrics, resume_step);
-      if (dropped > 0) {
-        std::cerr << "gtrain: warning: " << paths.metrics << ": dropped " << dropped << " record(s) after step "
-                  << resume_step << ", which the previous stage ran past its last checkpoint" << std::endl;
-      }
-    }
-    if (!moved.steps.empty()) {
-      std::string steps;
-      for (auto s : moved.steps) steps += (steps.empty() ? "" : ", ") + std::to_string(s);
-      const std::string why = o.no_resume           ? "--no-resume starts the run over"
-                              : !o.resume.empty()   ? "resuming from the older checkpoint " + resume_from
-                              : resume_from.empty() ? "they are invalid and no valid checkpoint remains"
-                                                    : "they are invalid; resuming from " + resume_from;
-      std::cerr << "gtrain: warning: moved " << moved.steps.size() << " checkpoint(s) (step " << steps << ") aside to "
-                << moved.folder << ": " << why << std::endl;
-    }
-  };
-
   const std::string engine_desc = parts.engine->describe();
   Trainer trainer(cfg, plan, comm, parts.model, parts.data, std::move(parts.engine), paths, device);
   trainer.set_memory_baseline(baseline_rss);
@@ -349,7 +323,30 @@ RunOutcome run_job(const RunOptions& o) {
     trainer.resume(resume_from);
     stage.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  start_from_here();
+  // Checkpoints newer than where this run starts belong to another trajectory: moved aside (never
+  // deleted), so that pruning keeps this run's checkpoints and the next start resumes this run. Done
+  // once the resume has passed its checks: a refused start leaves the run directory as it was.
+  if (main_rank) {
+    const int64_t resume_step = resume_from.empty() ? -1 : trainer.steps_done();
+    const auto moved = supersede_checkpoints(paths.checkpoints, resume_step, resume_from);
+    if (resume_step >= 0) {
+      const int64_t dropped = drop_records_after(paths.metrics, resume_step);
+      if (dropped > 0) {
+        std::cerr << "gtrain: warning: " << paths.metrics << ": dropped " << dropped << " record(s) after step "
+                  << resume_step << ", which the previous stage ran past its last checkpoint" << std::endl;
+      }
+    }
+    if (!moved.steps.empty()) {
+      std::string steps;
+      for (auto s : moved.steps) steps += (steps.empty() ? "" : ", ") + std::to_string(s);
+      const std::string why = o.no_resume           ? "--no-resume starts the run over"
+                              : !o.resume.empty()   ? "resuming from the older checkpoint " + resume_from
+                              : resume_from.empty() ? "they are invalid and no valid checkpoint remains"
+                                                    : "they are invalid; resuming from " + resume_from;
+      std::cerr << "gtrain: warning: moved " << moved.steps.size() << " checkpoint(s) (step " << steps << ") aside to "
+                << moved.folder << ": " << why << std::endl;
+    }
+  }
   trainer.set_stage(stage);
   if (!o.quiet && main_rank) {
     std::cout << "gtrain: run " << run_dir << "  model " << cfg.model.name << " (" << parts.stats.params

@@ -122,10 +122,8 @@ std::vector<std::string> expand_data_path(const std::string& path, const std::st
   if (path.empty()) throw DataError(key + ": empty; expected a file or a glob of files");
   // A path that names a file is that file, glob characters and all ("data[1].bin").
   std::error_code ec;
-  if (path.find_first_of("*?[") == std::string::npos || std::filesystem::exists(path, ec)) {
-    if (!std::filesystem::exists(path, ec)) throw DataError(key + ": file \"" + path + "\" does not exist");
-    return {path};
-  }
+  if (std::filesystem::exists(path, ec)) return {path};
+  if (path.find_first_of("*?[") == std::string::npos) throw DataError(key + ": file \"" + path + "\" does not exist");
   glob_t g{};
   const int rc = ::glob(path.c_str(), GLOB_ERR, nullptr, &g);
   std::vector<std::string> out;

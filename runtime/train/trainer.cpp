@@ -1,6 +1,7 @@
 // trainer.cpp: the training loop.
 #include "runtime/train/trainer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -288,14 +289,13 @@ void Trainer::resume(const std::string& path) {
                   ? "; data.eval_fraction's held-out tail moved with it, data.eval_path would keep it fixed)"
                   : ")");
   }
+  // validate_manifest checked the shape (a non-empty array of counts); the data may have shrunk.
   std::vector<int64_t> probe_idx = probe_indices();
-  if (m.contains("probe_indices") && m.at("probe_indices").is_array() && !m.at("probe_indices").empty()) {
-    std::vector<int64_t> saved_idx;
-    for (const auto& v : m.at("probe_indices")) {
-      if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < data_.train->size())
-        saved_idx.push_back(v.get<int64_t>());
-    }
-    if (saved_idx.size() == m.at("probe_indices").size()) probe_idx = saved_idx;
+  if (m.contains("probe_indices")) {
+    const auto saved_idx = m.at("probe_indices").get<std::vector<int64_t>>();
+    const int64_t n = data_.train->size();
+    if (std::all_of(saved_idx.begin(), saved_idx.end(), [n](int64_t i) { return i >= 0 && i < n; }))
+      probe_idx = saved_idx;
   }
   engine_->load_state(ck.reader());
   step_ = ck.step();
