@@ -107,6 +107,33 @@ TEST(Cli, RunWritesRunDirectoryAndMetrics) {
   EXPECT_EQ(read_jsonl(run + "/stages.jsonl").size(), 1u);
 }
 
+// A step with both an interval checkpoint and an interval evaluation saves first (an error while
+// evaluating loses no step), and a stage that then stops there does not save that step again.
+TEST(Cli, IntervalCheckpointComesBeforeIntervalEvaluation) {
+  test::TempDir dir;
+  test::write_file(dir.file("tiny.toml"), kTiny);
+  auto order = [&](const std::string& run) {
+    std::vector<std::string> out;  // "checkpoint@10", "eval@10", ...
+    for (const auto& j : read_jsonl(run + "/metrics.jsonl")) {
+      const std::string kind = j.value("kind", "");
+      if (kind == "checkpoint" || kind == "eval" || kind == "stage_end")
+        out.push_back(kind + "@" + std::to_string(j.value("step", -1)));
+    }
+    return out;
+  };
+  auto r = gtrain_run(dir.file("tiny.toml"), dir.file("run"), " --set checkpoint.interval=10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(order(dir.file("run")),
+            (std::vector<std::string>{"checkpoint@10", "eval@10", "checkpoint@20", "eval@20"}));
+  // A deadline within the save lead (at least 7 s) after step 1 ends the stage there, after step 1's save and
+  // evaluation.
+  auto stop = gtrain_run(dir.file("tiny.toml"), dir.file("run2"),
+                         " --set checkpoint.interval=1 --set train.eval_interval=1 --time-limit 5s");
+  ASSERT_EQ(stop.exit_code, 3) << stop.output;
+  EXPECT_EQ(order(dir.file("run2")), (std::vector<std::string>{"checkpoint@1", "eval@1", "stage_end@1"}));
+  EXPECT_TRUE(fs::exists(dir.file("run2/checkpoints/step_00000001/manifest.json")));
+}
+
 // Resuming with another optimizer is refused by name; a changed seed or precision is named (as a
 // warning when the resume check passes, in the error when it does not).
 TEST(Cli, ResumeNamesChangedOptimizerSeedAndPrecision) {

@@ -173,6 +173,7 @@ double Trainer::save_checkpoint_now() {
   SaveRequest r;
   r.dir = paths_.checkpoints;
   r.step = step_;
+  last_saved_step_ = step_;
   r.consumed_samples = step_ * layout_.global_batch;
   r.shards = engine_->state_shards();
   r.rank = comm_->rank();
@@ -631,7 +632,7 @@ TrainSummary Trainer::run_stage() {
     const std::string profile = profiler_->after_step(step_, /*stage_ends=*/true);
     if (!profile.empty() && comm_->rank() == 0) progress_->message(profile);
     progress_->finish();
-    if (step_ > first && !paths_.checkpoints.empty()) save_checkpoint_now();
+    if (step_ > first && last_saved_step_ != step_ && !paths_.checkpoints.empty()) save_checkpoint_now();
     finish_saves();
     mark_stage_saved();
     summarise();
@@ -651,9 +652,10 @@ TrainSummary Trainer::run_stage() {
     last = train_step();
     productive += last.seconds;
     log_step(last);
-    const bool eval_due =
-        config_.train.eval_interval > 0 && step_ % config_.train.eval_interval == 0 && step_ != total_steps_;
-    if (eval_due) {
+    if (step_ == total_steps_) break;
+    // The interval checkpoint comes before the interval evaluation: an error while evaluating loses no step.
+    maybe_checkpoint(false);
+    if (config_.train.eval_interval > 0 && step_ % config_.train.eval_interval == 0) {
       auto e = evaluate();
       if (data_.eval) {
         metrics_->write(
@@ -664,10 +666,8 @@ TrainSummary Trainer::run_stage() {
         progress_->message(buf);
       }
     }
-    if (step_ == total_steps_) break;
     const std::string stop = stop_check(last.seconds);
     if (!stop.empty()) return end_stage(stop);
-    maybe_checkpoint(false);
   }
   progress_->finish();
   summarise();
