@@ -130,9 +130,6 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
 namespace {
 
 void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Plan& plan, int64_t requested_batch) {
-  std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec) throw ConfigError(run_dir + ": cannot create run directory: " + ec.message());
   {
     std::ofstream f(fs::path(run_dir) / "config.toml");
     f << to_toml(cfg);
@@ -294,7 +291,9 @@ RunOutcome run_job(const RunOptions& o) {
   if (main_rank) {
     for (const auto& w : warnings) std::cerr << "gtrain: warning: " << w << std::endl;
     if (!batch_note.empty() && !o.quiet) std::cout << "gtrain: " << batch_note << std::endl;
-    write_run_files(run_dir, cfg, plan, requested_batch);
+    std::error_code ec;
+    fs::create_directories(run_dir, ec);
+    if (ec) throw ConfigError(run_dir + ": cannot create run directory: " + ec.message());
   }
   if (comm->size() > 1) comm->barrier();  // the run directory exists before any rank writes
 
@@ -327,6 +326,8 @@ RunOutcome run_job(const RunOptions& o) {
   // deleted), so that pruning keeps this run's checkpoints and the next start resumes this run. Done
   // once the resume has passed its checks: a refused start leaves the run directory as it was.
   if (main_rank) {
+    // The resolved config and plan describe the run from here on: written once the start is accepted.
+    write_run_files(run_dir, cfg, plan, requested_batch);
     const int64_t resume_step = resume_from.empty() ? -1 : trainer.steps_done();
     const auto moved = supersede_checkpoints(paths.checkpoints, resume_step, resume_from);
     if (resume_step >= 0) {

@@ -142,9 +142,13 @@ TEST(Cli, ResumeNamesChangedOptimizerSeedAndPrecision) {
   const std::string base = GTRAIN_BINARY " run " + dir.file("tiny.toml") + " --run-dir " + dir.file("run");
   auto r = run_command(base + " --set train.steps=4");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string config = test::read_file(dir.file("run/config.toml")), plan = test::read_file(dir.file("run/plan.json"));
   r = run_command(base + " --set train.steps=8 --set optimizer.name=sgd");
   EXPECT_EQ(r.exit_code, 2) << r.output;  // the configuration is what to fix
   EXPECT_NE(r.output.find("was written with optimizer.name = adamw, this run has sgd"), std::string::npos) << r.output;
+  // The refused start leaves the run's resolved config and plan as they were.
+  EXPECT_EQ(test::read_file(dir.file("run/config.toml")), config);
+  EXPECT_EQ(test::read_file(dir.file("run/plan.json")), plan);
   r = run_command(base + " --set train.steps=8 --set train.seed=99 --set precision.dtype=bf16");
   EXPECT_NE(r.output.find("train.seed 1234 -> 99, precision.dtype fp32 -> bf16"), std::string::npos) << r.output;
   EXPECT_EQ(r.exit_code, r.output.find("warning: resumed with") != std::string::npos ? 0 : 2) << r.output;

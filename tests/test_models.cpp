@@ -119,6 +119,42 @@ TEST(Registry, PluginRegistersAModelThatTrains) {
   EXPECT_EQ(with_grad, static_cast<int>(m->parameters().size()));
 }
 
+// A factory that returns no model or throws a non-exception, and a second model of a registered
+// name (a plugin's "mlp"), are one-line ConfigErrors, not a crash or a silent replacement.
+TEST(Registry, BadFactoriesAndNameClashesAreConfigErrors) {
+  ModelRegistry reg;
+  register_builtin_models(reg);
+  auto error_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of([&] { reg.add("mlp", [](const ModelConfig&, const DataSpec&) { return nullptr; }); }),
+            "model registry: 'mlp' is already a registered model; give the new one a name of its own");
+  reg.add("null", [](const ModelConfig&, const DataSpec&) -> std::shared_ptr<Model> { return nullptr; });
+  reg.add("int", [](const ModelConfig&, const DataSpec&) -> std::shared_ptr<Model> { throw 7; });
+  ModelConfig c;
+  c.name = "null";
+  c.plugin = "libp.so";
+  EXPECT_EQ(error_of([&] { reg.create(c, image_spec()); }),
+            "model.name = 'null' (model.plugin 'libp.so'): building the model failed: its factory returned no model "
+            "(nullptr)");
+  c.name = "int";
+  EXPECT_EQ(error_of([&] { reg.create(c, image_spec()); }),
+            "model.name = 'int' (model.plugin 'libp.so'): building the model failed: its factory threw something "
+            "other than an exception");
+  // One library under two spellings of its path registers its models once.
+  const std::string path = GTRAIN_PLUGIN;
+  const auto slash = path.rfind('/');
+  ASSERT_NE(slash, std::string::npos);
+  reg.load_plugin(path);
+  EXPECT_EQ(error_of([&] { reg.load_plugin(path.substr(0, slash) + "/./" + path.substr(slash + 1)); }), "no error");
+  EXPECT_TRUE(reg.has("tiny_resnet"));
+}
+
 TEST(Registry, BadPluginPathIsAConfigError) {
   ModelRegistry reg;
   try {

@@ -156,6 +156,18 @@ TEST(Trainer, EpochsAndTokensSetTheStepCount) {
   t.epochs = 0;
   t.tokens = 10001;
   EXPECT_EQ(compute_total_steps(t, 1000, 10), 11);
+  // A length past int64 is refused by name (it used to wrap to one step, and the run "finished").
+  t.tokens = 0;
+  t.epochs = 1e18;
+  try {
+    compute_total_steps(t, 1000, 0);
+    FAIL() << "accepted train.epochs = 1e18";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "train.epochs = 1e+18 makes 1e+19 optimizer steps (more than 2^62); give a realistic length");
+  }
+  t.epochs = 1e14;
+  EXPECT_EQ(compute_total_steps(t, 1000, 0), 1000000000000000ll);
 }
 
 TEST(LrSchedule, WarmupThenCosineToFloor) {
@@ -765,6 +777,25 @@ TEST(Checkpoint, MalformedManifestIsRefusedAndSkipped) {
       {"'probe_indices'", [](J& m) { m["probe_indices"] = "abc"; }},
       {"'vocab_from_data'", [](J& m) { m["vocab_from_data"] = 1; }},
       {"'train_data'", [](J& m) { m["train_data"] = "s_*.bin"; }},
+      // Consistent in type, not in value: nothing here may be allocated or trusted.
+      {"'consumed_samples'",
+       [](J& m) {
+         m["consumed_samples"] = m["consumed_samples"].get<int64_t>() + 1;
+       }},
+      {"'tensors." + t0 + ".shape'",
+       [&](J& m) {
+         m["tensors"][t0]["shape"] = J::array({10000000000ll, 10000000000ll});
+       }},
+      {"'tensors." + t0 + ".pieces'",  // a shape larger than its pieces (verify used to zero-fill it)
+       [&](J& m) {
+         auto shape = m["tensors"][t0]["shape"].get<std::vector<int64_t>>();
+         shape[0] *= 1000;
+         m["tensors"][t0]["shape"] = shape;
+       }},
+      {"'" + p0 + ".nbytes'",
+       [&](J& m) {
+         m["tensors"][t0]["pieces"][0]["nbytes"] = m["tensors"][t0]["pieces"][0]["nbytes"].get<int64_t>() + 4;
+       }},
   };
   for (const auto& k : cases) {
     J m = good;
@@ -783,6 +814,28 @@ TEST(Checkpoint, MalformedManifestIsRefusedAndSkipped) {
     EXPECT_EQ(find_latest_valid_checkpoint(paths.checkpoints, &warnings), all[0].path) << k.key;
     ASSERT_EQ(warnings.size(), 1u) << k.key;
     EXPECT_NE(warnings[0].find(k.key), std::string::npos) << warnings[0];
+  }
+  // Manifests that open but cannot be resumed from: skipped too, and verify does not say OK.
+  const std::vector<Case> unusable = {
+      {"has no tensor '" + t0 + "', which shard_0.json lists", [&](J& m) { m["tensors"].erase(t0); }},
+      {"key 'probe_loss' is missing", [](J& m) { m.erase("probe_loss"); }},
+  };
+  for (const auto& k : unusable) {
+    J m = good;
+    k.change(m);
+    test::write_file(manifest, m.dump());
+    std::vector<std::string> warnings;
+    EXPECT_EQ(find_latest_valid_checkpoint(paths.checkpoints, &warnings), all[0].path) << k.key;
+    ASSERT_EQ(warnings.size(), 1u) << k.key;
+    EXPECT_NE(warnings[0].find(k.key), std::string::npos) << warnings[0];
+  }
+  {
+    J m = good;
+    m["tensors"].erase(t0);
+    test::write_file(manifest, m.dump());
+    auto v = test::run_command(GTRAIN_BINARY " ckpt verify " + all[1].path);
+    EXPECT_NE(v.exit_code, 0) << v.output;
+    EXPECT_NE(v.output.find("has no tensor '" + t0 + "'"), std::string::npos) << v.output;
   }
   // The tools: inspect prints one clear line (no half report); verify of 0 tensors is not OK.
   J m = good;

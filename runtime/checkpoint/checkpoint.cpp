@@ -184,8 +184,8 @@ void validate_manifest(const nlohmann::json& m, const std::string& where) {
     throw CheckpointError(where + ": format version " + std::to_string(version) + ", this gtrain reads version " +
                           std::to_string(kCheckpointFormatVersion));
   }
-  require_count(where, m, "step", "step");
-  require_count(where, m, "consumed_samples", "consumed_samples");
+  const int64_t step = require_count(where, m, "step", "step");
+  const int64_t consumed = require_count(where, m, "consumed_samples", "consumed_samples");
   const auto& model = require(where, m, "model", "model");
   if (!model.is_object())
     bad_key(where, "model", "an object (the model config the checkpoint was written for)", &model);
@@ -194,6 +194,15 @@ void validate_manifest(const nlohmann::json& m, const std::string& where) {
   }
   optional_type(where, m, "world", is_count, "a non-negative integer");
   optional_type(where, m, "global_batch", is_count, "a non-negative integer");
+  if (m.contains("global_batch")) {
+    // A training run's checkpoint: consumed_samples is step x global_batch (ranks resume from it).
+    const int64_t batch = m.at("global_batch").get<int64_t>();
+    int64_t product = 0;
+    if (__builtin_mul_overflow(step, batch, &product) || product != consumed) {
+      throw CheckpointError(where + ": key 'consumed_samples' is " + std::to_string(consumed) +
+                            ", not step x global_batch = " + std::to_string(step) + " x " + std::to_string(batch));
+    }
+  }
   optional_type(
       where, m, "probe_loss", [](const nlohmann::json& j) { return j.is_number(); }, "a number");
   optional_type(
@@ -219,9 +228,17 @@ void validate_manifest(const nlohmann::json& m, const std::string& where) {
     if (!t.is_object()) bad_key(where, tk, "an object", &t);
     const auto& dtype = require(where, t, "dtype", tk + ".dtype");
     if (!dtype.is_string()) bad_key(where, tk + ".dtype", "a string", &dtype);
-    dtype_of(dtype.get<std::string>(), where + ": key '" + tk + ".dtype'");
+    const auto scalar = dtype_of(dtype.get<std::string>(), where + ": key '" + tk + ".dtype'");
+    const int64_t item = static_cast<int64_t>(c10::elementSize(scalar));
     const auto shape = require_counts(where, t, "shape", tk + ".shape", -1);
     const int64_t rank = static_cast<int64_t>(shape.size());
+    int64_t elements = 1;
+    for (int64_t d : shape) {
+      if (__builtin_mul_overflow(elements, d, &elements) || elements > (int64_t{1} << 50)) {
+        bad_key(where, tk + ".shape", "a tensor shape of at most 2^50 elements", &t.at("shape"));
+      }
+    }
+    int64_t covered = 0;  // the pieces' elements: exactly the shape's, or the tensor has holes
     const auto& pieces = require(where, t, "pieces", tk + ".pieces");
     if (!pieces.is_array()) bad_key(where, tk + ".pieces", "an array", &pieces);
     for (size_t i = 0; i < pieces.size(); ++i) {
@@ -233,7 +250,7 @@ void validate_manifest(const nlohmann::json& m, const std::string& where) {
         bad_key(where, pk + ".file", "a plain file name in the checkpoint directory (no '/', no '..')", &file);
       }
       require_count(where, p, "offset", pk + ".offset");
-      require_count(where, p, "nbytes", pk + ".nbytes");
+      const int64_t nbytes = require_count(where, p, "nbytes", pk + ".nbytes");
       const auto& crc = require(where, p, "crc32c", pk + ".crc32c");
       if (!crc.is_number_unsigned() && !(crc.is_number_integer() && crc.get<int64_t>() >= 0)) {
         bad_key(where, pk + ".crc32c", "an unsigned 32-bit integer", &crc);
@@ -256,6 +273,15 @@ void validate_manifest(const nlohmann::json& m, const std::string& where) {
                               std::to_string(numel) + " exceeds its region of " + std::to_string(region_numel) +
                               " elements");
       }
+      if (numel * item != nbytes) {
+        throw CheckpointError(where + ": key '" + pk + ".nbytes' is " + std::to_string(nbytes) + ", not numel x " +
+                              std::to_string(item) + " bytes = " + std::to_string(numel * item));
+      }
+      covered += numel;
+    }
+    if (covered != elements) {
+      throw CheckpointError(where + ": key '" + tk + ".pieces': they hold " + std::to_string(covered) + " of the " +
+                            std::to_string(elements) + " elements of its shape");
     }
   }
 }
@@ -507,20 +533,31 @@ torch::Tensor CheckpointReader::read(const std::string& name) const {
 }
 
 std::vector<std::string> CheckpointReader::verify() const {
-  std::vector<std::string> problems;
-  for (const auto& [name, t] : tensors_) {
-    int64_t covered = 0;
-    for (const auto& p : t->at("pieces")) covered += p.at("numel").get<int64_t>();
-    int64_t total = 1;
-    for (auto d : t->at("shape").get<std::vector<int64_t>>()) total *= d;
-    if (covered != total) {
-      problems.push_back(path_ + ": tensor '" + name + "' has " + std::to_string(covered) + " of " +
-                         std::to_string(total) + " elements");
-    }
+  // Data files of the sizes the pieces need before any piece is read (the manifest's coverage was
+  // checked when it was opened), so no tensor is allocated for bytes that are not there.
+  std::vector<std::string> problems = check_files();
+  if (!problems.empty()) return problems;
+  // Each rank's piece list (shard_<k>.json, kept next to its data) names the tensors the manifest
+  // was assembled from: a tensor missing from the manifest is an edited or damaged manifest.
+  for (const auto& e : fs::directory_iterator(path_)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("shard_", 0) != 0 || e.path().extension() != ".json") continue;
     try {
-      read(name);
-    } catch (const Error& e) {
-      problems.push_back(e.what());
+      for (const auto& p : read_json(e.path())) {
+        const std::string name = p.at("name").get<std::string>();
+        if (!tensors_.count(name)) {
+          problems.push_back(path_ + "/manifest.json: has no tensor '" + name + "', which " + f + " lists");
+        }
+      }
+    } catch (const std::exception& x) {
+      problems.push_back(e.path().string() + ": unreadable piece list (" + first_line(x.what()) + ")");
+    }
+  }
+  for (const auto& kv : tensors_) {
+    try {
+      read(kv.first);
+    } catch (const std::exception& e) {
+      problems.push_back(first_line(e.what()));
     }
   }
   return problems;
@@ -601,10 +638,16 @@ std::string find_latest_valid_checkpoint(const std::string& dir, std::vector<std
     try {
       CheckpointReader r(it->second.string());
       auto problems = r.verify();
+      // A run resumes from what a training run wrote: its probe loss and global batch.
+      for (const char* key : {"probe_loss", "global_batch"}) {
+        if (!r.manifest().contains(key))
+          problems.push_back(it->second.string() + "/manifest.json: key '" + key +
+                             "' is missing (not written by a training run)");
+      }
       if (problems.empty()) return it->second.string();
       if (warnings) warnings->push_back("skipping checkpoint " + it->second.string() + ": " + problems.front());
-    } catch (const Error& e) {
-      if (warnings) warnings->push_back("skipping checkpoint " + it->second.string() + ": " + e.what());
+    } catch (const std::exception& e) {
+      if (warnings) warnings->push_back("skipping checkpoint " + it->second.string() + ": " + first_line(e.what()));
     }
   }
   return "";

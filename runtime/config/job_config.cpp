@@ -170,6 +170,8 @@ class SectionReader {
     else
       fail(key, n, expected);
     if (!std::isfinite(v) || !in_range(v, s)) fail(key, n, expected);
+    // Rates, decays and scales become 32-bit floats in tensors: past that range is a typo.
+    if (std::abs(v) > 3.4e38) fail(key, n, expected + ", within the 32-bit float range (|x| <= 3.4e38)");
     out = v;
   }
   void read(const char* key, const toml::node& n, bool& out, const cfg::Spec&) {

@@ -22,6 +22,11 @@ ModelRegistry& ModelRegistry::global() {
 
 void ModelRegistry::add(const std::string& name, ModelFactory factory) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (name.empty() || !factory) throw ConfigError("model registry: a model needs a name and a factory");
+  // A second model of the same name (a plugin's "mlp") would silently train instead of the first.
+  if (factories_.count(name)) {
+    throw ConfigError("model registry: '" + name + "' is already a registered model; give the new one a name of its own");
+  }
   factories_[name] = std::move(factory);
 }
 
@@ -53,16 +58,21 @@ std::shared_ptr<Model> ModelRegistry::create(const ModelConfig& config, const Da
                       (near.empty() ? "" : "; did you mean '" + near + "'?") + " (registered: " + list +
                       (config.plugin.empty() ? "; a plugin library adds more via model.plugin)" : ")"));
   }
+  const std::string which = "model.name = '" + config.name + "'" +
+                            (config.plugin.empty() ? std::string() : " (model.plugin '" + config.plugin + "')");
+  std::shared_ptr<Model> model;
   try {
-    return f(config, spec);
+    model = f(config, spec);
   } catch (const Error&) {
     throw;  // gtrain's own errors already say what is wrong
   } catch (const std::exception& e) {
     // A plugin's or LibTorch's exception: name the model (and the plugin) it came from.
-    throw ConfigError("model.name = '" + config.name + "'" +
-                      (config.plugin.empty() ? std::string() : " (model.plugin '" + config.plugin + "')") +
-                      ": building the model failed: " + first_line(e.what()));
+    throw ConfigError(which + ": building the model failed: " + first_line(e.what()));
+  } catch (...) {
+    throw ConfigError(which + ": building the model failed: its factory threw something other than an exception");
   }
+  if (!model) throw ConfigError(which + ": building the model failed: its factory returned no model (nullptr)");
+  return model;
 }
 
 void ModelRegistry::load_plugin(const std::string& path) {
@@ -80,6 +90,14 @@ void ModelRegistry::load_plugin(const std::string& path) {
     const char* err = dlerror();
     throw ConfigError("model.plugin: cannot load '" + path + "': " + (err ? err : "unknown dlopen error"));
   }
+  {
+    // The same library under another spelling of its path: its models are registered already.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (std::find(loaded_handles_.begin(), loaded_handles_.end(), handle) != loaded_handles_.end()) {
+      loaded_plugins_.push_back(path);
+      return;
+    }
+  }
   using Entry = void (*)(ModelRegistry&);
   auto entry = reinterpret_cast<Entry>(dlsym(handle, GTRAIN_PLUGIN_ENTRY_NAME));
   if (!entry) {
@@ -88,13 +106,15 @@ void ModelRegistry::load_plugin(const std::string& path) {
   }
   try {
     entry(*this);
-  } catch (const Error&) {
-    throw;
   } catch (const std::exception& e) {
     throw ConfigError("model.plugin: '" + path + "': its " GTRAIN_PLUGIN_ENTRY_NAME " failed: " + first_line(e.what()));
+  } catch (...) {
+    throw ConfigError("model.plugin: '" + path + "': its " GTRAIN_PLUGIN_ENTRY_NAME
+                      " failed: it threw something other than an exception");
   }
   std::lock_guard<std::mutex> lock(mu_);
   loaded_plugins_.push_back(path);
+  loaded_handles_.push_back(handle);
 }
 
 }  // namespace gtrain

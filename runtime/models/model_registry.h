@@ -23,7 +23,7 @@ class ModelRegistry {
   // The process-wide registry, with the built-in models already added.
   static ModelRegistry& global();
 
-  // Adds or replaces a model. Names are lower-case identifiers.
+  // Adds a model; a name already registered (a built-in's, say) is a ConfigError, never a silent replacement.
   void add(const std::string& name, ModelFactory factory);
   bool has(const std::string& name) const;
   std::vector<std::string> names() const;
@@ -38,6 +38,7 @@ class ModelRegistry {
   mutable std::mutex mu_;
   std::map<std::string, ModelFactory> factories_;
   std::vector<std::string> loaded_plugins_;
+  std::vector<void*> loaded_handles_;  // dlopen handles: one library, however its path is spelt
 };
 
 void register_builtin_models(ModelRegistry& registry);
