@@ -123,8 +123,7 @@ TEST(Cli, IntervalCheckpointComesBeforeIntervalEvaluation) {
   };
   auto r = gtrain_run(dir.file("tiny.toml"), dir.file("run"), " --set checkpoint.interval=10");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(order(dir.file("run")),
-            (std::vector<std::string>{"checkpoint@10", "eval@10", "checkpoint@20", "eval@20"}));
+  EXPECT_EQ(order(dir.file("run")), (std::vector<std::string>{"checkpoint@10", "eval@10", "checkpoint@20", "eval@20"}));
   // A deadline within the save lead (at least 7 s) after step 1 ends the stage there, after step 1's save and
   // evaluation.
   auto stop = gtrain_run(dir.file("tiny.toml"), dir.file("run2"),
@@ -142,7 +141,8 @@ TEST(Cli, ResumeNamesChangedOptimizerSeedAndPrecision) {
   const std::string base = GTRAIN_BINARY " run " + dir.file("tiny.toml") + " --run-dir " + dir.file("run");
   auto r = run_command(base + " --set train.steps=4");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string config = test::read_file(dir.file("run/config.toml")), plan = test::read_file(dir.file("run/plan.json"));
+  const std::string config = test::read_file(dir.file("run/config.toml")),
+                    plan = test::read_file(dir.file("run/plan.json"));
   r = run_command(base + " --set train.steps=8 --set optimizer.name=sgd");
   EXPECT_EQ(r.exit_code, 2) << r.output;  // the configuration is what to fix
   EXPECT_NE(r.output.find("was written with optimizer.name = adamw, this run has sgd"), std::string::npos) << r.output;

@@ -141,11 +141,12 @@ TEST(Config, OutOfRangeNamesKeyAndRange) {
   EXPECT_EQ(error_of("[train]\nsteps = 3\n[optimizer]\nlearning_rate = 0\n"),
             "config.toml:4:17: optimizer.learning_rate: expected a number > 0, got 0 (integer)");
   // Finite for a double, but not for the float tensor it becomes.
-  EXPECT_EQ(error_of("[train]\nsteps = 3\n[optimizer]\nlearning_rate = 1e39\n").rfind(
-                "config.toml:4:17: optimizer.learning_rate: expected a number > 0, within the 32-bit float range (|x| "
-                "<= 3.4e38), got 9.99",
-                0),
-            0u);
+  EXPECT_EQ(
+      error_of("[train]\nsteps = 3\n[optimizer]\nlearning_rate = 1e39\n")
+          .rfind("config.toml:4:17: optimizer.learning_rate: expected a number > 0, within the 32-bit float range (|x| "
+                 "<= 3.4e38), got 9.99",
+                 0),
+      0u);
 }
 
 // A check across keys names the --set or environment variable that set one of them, not the file.

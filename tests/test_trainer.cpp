@@ -778,10 +778,7 @@ TEST(Checkpoint, MalformedManifestIsRefusedAndSkipped) {
       {"'vocab_from_data'", [](J& m) { m["vocab_from_data"] = 1; }},
       {"'train_data'", [](J& m) { m["train_data"] = "s_*.bin"; }},
       // Consistent in type, not in value: nothing here may be allocated or trusted.
-      {"'consumed_samples'",
-       [](J& m) {
-         m["consumed_samples"] = m["consumed_samples"].get<int64_t>() + 1;
-       }},
+      {"'consumed_samples'", [](J& m) { m["consumed_samples"] = m["consumed_samples"].get<int64_t>() + 1; }},
       {"'tensors." + t0 + ".shape'",
        [&](J& m) {
          m["tensors"][t0]["shape"] = J::array({10000000000ll, 10000000000ll});

@@ -25,7 +25,8 @@ void ModelRegistry::add(const std::string& name, ModelFactory factory) {
   if (name.empty() || !factory) throw ConfigError("model registry: a model needs a name and a factory");
   // A second model of the same name (a plugin's "mlp") would silently train instead of the first.
   if (factories_.count(name)) {
-    throw ConfigError("model registry: '" + name + "' is already a registered model; give the new one a name of its own");
+    throw ConfigError("model registry: '" + name +
+                      "' is already a registered model; give the new one a name of its own");
   }
   factories_[name] = std::move(factory);
 }
@@ -109,8 +110,8 @@ void ModelRegistry::load_plugin(const std::string& path) {
   } catch (const std::exception& e) {
     throw ConfigError("model.plugin: '" + path + "': its " GTRAIN_PLUGIN_ENTRY_NAME " failed: " + first_line(e.what()));
   } catch (...) {
-    throw ConfigError("model.plugin: '" + path + "': its " GTRAIN_PLUGIN_ENTRY_NAME
-                      " failed: it threw something other than an exception");
+    throw ConfigError("model.plugin: '" + path +
+                      "': its " GTRAIN_PLUGIN_ENTRY_NAME " failed: it threw something other than an exception");
   }
   std::lock_guard<std::mutex> lock(mu_);
   loaded_plugins_.push_back(path);

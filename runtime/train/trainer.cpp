@@ -50,10 +50,10 @@ std::string data_files_changed(const nlohmann::json& was, const nlohmann::json& 
 int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t tokens_per_sample) {
   if (t.steps > 0) return t.steps;
   const bool by_epochs = t.epochs > 0;
-  const double steps =
-      by_epochs ? std::ceil(t.epochs * static_cast<double>(train_size) / static_cast<double>(t.global_batch))
-                : std::ceil(static_cast<double>(t.tokens) /
-                            (static_cast<double>(t.global_batch) * static_cast<double>(tokens_per_sample)));
+  const double steps = by_epochs
+                           ? std::ceil(t.epochs * static_cast<double>(train_size) / static_cast<double>(t.global_batch))
+                           : std::ceil(static_cast<double>(t.tokens) /
+                                       (static_cast<double>(t.global_batch) * static_cast<double>(tokens_per_sample)));
   // 2^62 steps: far past any run, and within int64 with room for step x global_batch.
   if (!(steps <= 4.6e18)) {
     char what[160];

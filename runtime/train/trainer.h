@@ -146,7 +146,7 @@ class Trainer {
   StageOptions stage_;
   std::unique_ptr<class CheckpointWriter> writer_;
   double save_stall_total_ = 0, max_save_seconds_ = 0;
-  int64_t last_saved_step_ = -1;  // the step of this stage's latest save (-1: none yet)
+  int64_t last_saved_step_ = -1;          // the step of this stage's latest save (-1: none yet)
   nlohmann::json pending_resume_record_;  // the "resume" record, written when the stage starts
   double stage_start_unix_ = 0;
   double memory_baseline_ = 0;
