@@ -171,15 +171,18 @@ int cli_main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) run.argv.push_back(argv[i]);
     const RunOutcome out = run_job(run);
     if (out.launcher_exit >= 0) return out.launcher_exit;
+    // A rank under gtrain's own mpirun says "resumable" through the outcome file and exits 0, so
+    // mpirun ends quietly (a non-zero exit makes it print an abort notice); gtrain exits 3. Written
+    // before MPI is finalised: a scheduler's TERM may have reached mpirun too, which then ends the
+    // ranks, and the stage's checkpoint is committed already.
+    const char* outcome = std::getenv("GTRAIN_INTERNAL_OUTCOME_FILE");
+    const bool under_launcher = outcome && *outcome;
+    if (out.summary.stopped_early && under_launcher && ProcessContext::get().rank == 0) {
+      std::ofstream(outcome) << "resumable\n";
+    }
     finish_run_process();
     if (!out.summary.stopped_early) return kExitOk;
-    // A rank under gtrain's own mpirun says "resumable" through the outcome file and exits 0, so
-    // mpirun ends quietly (a non-zero exit makes it print an abort notice); gtrain exits 3.
-    if (const char* f = std::getenv("GTRAIN_INTERNAL_OUTCOME_FILE"); f && *f) {
-      if (ProcessContext::get().rank == 0) std::ofstream(f) << "resumable\n";
-      return kExitOk;
-    }
-    return kExitResumable;
+    return under_launcher ? kExitOk : kExitResumable;
   }
   if (status_cmd->parsed()) {
     const int rc = status_command(status_dir, status_json);

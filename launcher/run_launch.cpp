@@ -266,6 +266,19 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
       return out;
     }
     out.exit_code = run_mpirun(spec);
+    std::string said;
+    std::getline(std::ifstream(outcome), said);
+    fs::remove(outcome, ec);
+    // Rank 0 says "resumable" only once the stage's checkpoint is committed: the stage is resumable
+    // however mpirun then ended (a scheduler's TERM reaches mpirun too, which then exits non-zero).
+    if (said == "resumable") {
+      if (out.exit_code != kExitOk) {
+        std::cerr << "gtrain: mpirun exited " << out.exit_code
+                  << " after every rank saved (it was signalled too); the stage is resumable" << std::endl;
+      }
+      out.exit_code = kExitResumable;
+      return out;
+    }
     if (out.exit_code == 255) {
       // Open MPI's own failure (no rank ran): its banner above says why, at length. One line to act on.
       std::string hosts;
@@ -276,10 +289,6 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
                 << spec.executable << std::endl;
       out.exit_code = kExitFailure;
     }
-    std::string said;
-    std::getline(std::ifstream(outcome), said);
-    if (out.exit_code == kExitOk && said == "resumable") out.exit_code = kExitResumable;
-    fs::remove(outcome, ec);
   }
   return out;
 }

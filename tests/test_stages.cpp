@@ -325,7 +325,10 @@ int wait_exit(pid_t pid) {
 // Ctrl-C) ends the stage the same way: every rank saves at the same step, and the launcher exits 3
 // with the ledger naming that signal.
 TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
-  for (int sig : {SIGTERM, SIGINT}) {
+  // -SIGTERM: TERM to every process of the job at once (launcher, mpirun, ranks), as Slurm's scancel
+  // and preemption do; mpirun then exits non-zero after the ranks saved.
+  for (int variant : {SIGTERM, SIGINT, -SIGTERM}) {
+    const int sig = std::abs(variant);
     test::TempDir dir;
     test::write_file(dir.file("job.toml"), kGpt);
     const pid_t pid = spawn_gtrain(
@@ -335,10 +338,20 @@ TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     // TERM to the launcher alone (scancel --signal, kill); INT to its whole process group (Ctrl-C).
-    kill(sig == SIGINT ? -pid : pid, sig);
+    if (variant < 0) {
+      const std::string pids = test::run_command("pgrep -P " + std::to_string(pid) +
+                                                 "; pgrep -f -- '[g]train-worker run " + dir.file("job.toml") + "'")
+                                   .output;
+      ASSERT_GE(test::lines(pids).size(), 3u) << "mpirun and two ranks: " << pids;
+      std::string all = std::to_string(pid);
+      for (const auto& p : test::lines(pids)) all += " " + p;
+      std::system(("kill -TERM " + all).c_str());
+    } else {
+      kill(sig == SIGINT ? -pid : pid, sig);
+    }
     const int rc = wait_exit(pid);
     const std::string out = test::read_file(dir.file("out.log"));
-    EXPECT_EQ(rc, 3) << out;
+    EXPECT_EQ(rc, 3) << variant << "\n" << out;
     const auto ledger = test::lines(test::read_file(dir.file("run/stages.jsonl")));
     ASSERT_FALSE(ledger.empty()) << out;
     const auto last = nlohmann::json::parse(ledger.back());
