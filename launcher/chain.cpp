@@ -118,8 +118,12 @@ void cancel_after(Chain& c, size_t k, const CommandRunner& runner) {
       if (s.state == "planned") s.state = "skipped";
       continue;
     }
-    // A stage the scheduler would not cancel stays queued (its script exits at once: the chain ended).
-    if (run_merged(runner, {c.scheduler == "pbs" ? "qdel" : "scancel", s.job}).rc == 0) s.state = "cancelled";
+    // A stage the scheduler would not cancel stays queued (its script exits at once: the chain ended),
+    // unless the scheduler no longer knows it.
+    if (run_merged(runner, {c.scheduler == "pbs" ? "qdel" : "scancel", s.job}).rc == 0)
+      s.state = "cancelled";
+    else if (job_gone(c.scheduler, s.job, runner))
+      s.state = "ended";
   }
 }
 
@@ -175,6 +179,22 @@ CommandOutput run_merged(const CommandRunner& runner, const std::vector<std::str
   return r;
 }
 
+bool job_gone(const std::string& scheduler, const std::string& job, const CommandRunner& runner) {
+  if (job.empty()) return false;
+  auto said = [](const CommandOutput& r, std::initializer_list<const char*> phrases) {
+    for (const char* p : phrases)
+      if (r.text.find(p) != std::string::npos) return true;
+    return false;
+  };
+  if (scheduler == "pbs") {
+    const CommandOutput r = run_merged(runner, {"qstat", job});
+    return r.rc != 0 && said(r, {"Unknown Job Id", "Job has finished"});
+  }
+  const CommandOutput r = run_merged(runner, {"squeue", "-h", "-j", job, "-o", "%T"});
+  if (r.rc == 0) return r.text.find_first_not_of(" \n\r\t") == std::string::npos;  // listed by no state
+  return said(r, {"Invalid job id"});
+}
+
 std::string pbs_output_path(const std::string& run_dir, int index) {
   return (fs::path(run_dir) / ("pbs-stage-" + std::to_string(index) + ".out")).string();
 }
@@ -227,6 +247,21 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
   if (!job.empty()) s.job = job;
   s.exit = exit_code;
   std::string what;
+  if (c.state == "cancelled") {
+    // gtrain cancel ran: the stage's result is recorded, and nothing more is submitted.
+    s.state = exit_code == 0 ? "completed" : exit_code == 3 ? "resumable" : "failed";
+    if (exit_code == 0) {
+      c.state = "completed";
+      c.reason = "training complete after stage " + std::to_string(stage);
+    }
+    cancel_after(c, k, runner);
+    what = exit_code == 0 ? c.reason
+                          : "stage " + std::to_string(stage) + " ended (exit " + std::to_string(exit_code) +
+                                ") after gtrain cancel; nothing more is submitted" +
+                                (exit_code == 3 ? " (resume with gtrain submit again)" : "");
+    write_chain(run_dir, c);
+    return what;
+  }
   if (exit_code == 0) {
     s.state = "completed";
     c.state = "completed";
@@ -289,12 +324,16 @@ CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runne
     const CommandOutput r = run_merged(runner, {c.scheduler == "pbs" ? "qdel" : "scancel", s.job});
     std::string why = r.text;
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-    out << "stage " << s.index << " job " << s.job << ": " << (r.rc == 0 ? "cancelled" : "cancel failed: " + why)
-        << "\n";
     if (r.rc == 0) {
+      out << "stage " << s.index << " job " << s.job << ": cancelled\n";
       s.state = "cancelled";
       ++n.cancelled;
+    } else if (job_gone(c.scheduler, s.job, runner)) {
+      // Its script never reported (killed outright, node lost): nothing left to cancel.
+      out << "stage " << s.index << " job " << s.job << ": already ended without reporting (" << why << ")\n";
+      s.state = "ended";
     } else {
+      out << "stage " << s.index << " job " << s.job << ": cancel failed: " << why << "\n";
       ++n.failed;  // still queued as far as we know: the chain stays running
     }
   }
@@ -324,9 +363,17 @@ void print_chain_status(const std::string& run_dir, const CommandRunner& runner,
       }
     }
     if (auto q = runner({"squeue", "-h", "-j", ids, "-o", "%i %T %r"})) {
+      // The reason is the rest of the line: Slurm's descriptions have spaces.
       std::istringstream in(*q);
-      std::string id, state, reason;
-      while (in >> id >> state >> reason) live[id] = state + (reason == "None" ? "" : " (" + reason + ")");
+      std::string line;
+      while (std::getline(in, line)) {
+        std::istringstream fields(line);
+        std::string id, state, reason;
+        if (!(fields >> id >> state)) continue;
+        std::getline(fields >> std::ws, reason);
+        while (!reason.empty() && (reason.back() == ' ' || reason.back() == '\r')) reason.pop_back();
+        live[id] = state + (reason.empty() || reason == "None" ? "" : " (" + reason + ")");
+      }
     }
   }
   out << "  chain      " << c.scheduler << ", " << c.state << (c.reason.empty() ? "" : ": " + c.reason) << "\n";

@@ -27,7 +27,8 @@ struct ChainStage {
   std::vector<std::string> submit_argv;  // the exact sbatch/qsub command (without the dependency)
   std::string begin;                     // --begin value ("" = none)
   std::string job;                       // scheduler job id ("" = not submitted)
-  std::string state = "planned";         // planned, queued, resumable, completed, failed, cancelled, skipped
+  std::string state = "planned";         // planned, queued, resumable, completed, failed, cancelled, skipped, ended
+                                         // (ended: the scheduler has no such job, and its script never reported)
   int exit = -1;                         // gtrain run's exit code (-1 = not reported)
 };
 
@@ -67,13 +68,20 @@ CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, con
 std::string chain_step(const std::string& run_dir, int stage, int exit_code, const std::string& job,
                        const CommandRunner& runner);
 
-// Cancels every queued stage (scancel/qdel), printing a line per stage. Only stages the scheduler
-// cancelled are marked so; the chain is marked cancelled only when none failed.
+// Cancels every queued stage (scancel/qdel; a running one gets the scheduler's TERM, saves and exits
+// 3), printing a line per stage. Only stages the scheduler cancelled are marked so; one it refused
+// to cancel because it no longer knows the job is marked "ended". The chain is marked cancelled only
+// when none failed; a cancelled chain's chain-step records the stage and submits nothing more.
 struct CancelResult {
   int cancelled = 0;  // scancel/qdel succeeded
   int failed = 0;     // scancel/qdel failed: the stage may still be queued
 };
 CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out);
+
+// True when the scheduler clearly answers that it no longer knows `job` as pending or running
+// (squeue lists it in no state, or "Invalid job id"; qstat "Unknown Job Id"); false when it cannot
+// be asked. A stage whose script died before its chain-step stays "queued" in chain.json otherwise.
+bool job_gone(const std::string& scheduler, const std::string& job, const CommandRunner& runner);
 
 // Chain lines for `gtrain status`: job ids and the scheduler's states (squeue, sacct if present).
 void print_chain_status(const std::string& run_dir, const CommandRunner& runner, std::ostream& out);

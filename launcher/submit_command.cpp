@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -253,14 +254,24 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
                    std::ostream& out) {
   const int stages = validate_submit_options(o);
   const JobConfig cfg = load_job_config(o.config_path, o.sets, env);
+  const auto& stops = cfg.schedule.stop_signals;
+  if (std::find(stops.begin(), stops.end(), "USR1") == stops.end()) {
+    std::string list;
+    for (const auto& x : stops) list += (list.empty() ? "\"" : ", \"") + x + "\"";
+    throw ConfigError("schedule.stop_signals = [" + list +
+                      "] lacks \"USR1\", which the stage scripts send gtrain run to save before the time limit "
+                      "(Slurm's --signal=B:USR1, and the scheduler's TERM forwarded as USR1); add \"USR1\"");
+  }
   std::vector<Window> windows;
   for (size_t i = 0; i < cfg.schedule.window.size(); ++i)
     windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
   const std::string run_dir = fs::absolute(resolve_run_dir(cfg, o.config_path, o.run_dir)).lexically_normal().string();
   if (chain_exists(run_dir)) {
+    // A stage recorded as queued whose job the scheduler no longer knows died without reporting
+    // (killed outright, node lost): it does not hold the run directory.
     const Chain old = read_chain(run_dir);
     for (const auto& s : old.stages) {
-      if (s.state == "queued")
+      if (s.state == "queued" && !job_gone(old.scheduler, s.job, runner))
         throw ConfigError(run_dir + ": a chain is still queued (stage " + std::to_string(s.index) + ", job " + s.job +
                           "); see gtrain status, or gtrain cancel it first");
     }

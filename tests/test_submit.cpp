@@ -640,6 +640,9 @@ TEST(SubmitChain, RefusesWhatRunWouldRefuseBeforeWritingScripts) {
   unknown.replace(unknown.find("\"mlp\""), 5, "\"resnet9000\"");
   expect_refused(unknown, {}, "resnet9000");
   expect_refused(kMlp, {"parallel.micro_batch=7"}, "micro_batch");
+  // The stage scripts stop gtrain run with USR1: without it in the list, USR1 would kill the stage unsaved.
+  expect_refused(kMlp, {"schedule.stop_signals=[\"TERM\", \"INT\"]"},
+                 "schedule.stop_signals = [\"TERM\", \"INT\"] lacks \"USR1\", which the stage scripts send");
   EXPECT_TRUE(fake.calls.empty());
 }
 
@@ -671,6 +674,94 @@ TEST(SubmitChain, CancelThatFailsSaysSoAndKeepsTheChain) {
   EXPECT_EQ(c.state, "running");
   EXPECT_EQ(c.stages[0].state, "cancelled");
   EXPECT_EQ(c.stages[1].state, "queued");
+}
+
+// After gtrain cancel, the stage still running (scancel TERMs it: it saves and exits 3) reports
+// through chain-step, which records it and submits nothing more, even for --stages auto.
+TEST(SubmitChain, CancelledAutoChainSubmitsNoMoreStages) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  std::ostringstream cancel;
+  EXPECT_EQ(cancel_command(o.run_dir, fake.runner(), cancel), 0);
+  const std::string what = chain_step(o.run_dir, 1, 3, "100", fake.runner());
+  EXPECT_EQ(what,
+            "stage 1 ended (exit 3) after gtrain cancel; nothing more is submitted (resume with gtrain submit again)");
+  EXPECT_EQ(fake.count("sbatch"), 1);
+  const Chain c = read_chain(o.run_dir);
+  EXPECT_EQ(c.state, "cancelled");
+  ASSERT_EQ(c.stages.size(), 1u);
+  EXPECT_EQ(c.stages[0].state, "resumable");
+  EXPECT_EQ(c.stages[0].exit, 3);
+}
+
+// A stage killed outright (no chain-step) stays "queued" in chain.json: when the scheduler says it
+// no longer knows the job, cancel marks it ended instead of failing forever, and a new submit is
+// not refused for it. A scheduler that cannot be asked still counts as queued.
+TEST(SubmitChain, StageThatDiedWithoutReportingDoesNotHoldTheChain) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  o.stages = "2";
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  bool squeue_answers = false;
+  fake.answer = [&](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "scancel" && argv[1] == "100")
+      return std::string("scancel: error: Kill job error on job id 100: Invalid job id specified\ngtrain-rc=1");
+    if (argv[0] == "squeue" && argv[3] == "100")
+      return squeue_answers ? std::string("slurm_load_jobs error: Invalid job id specified\ngtrain-rc=1")
+                            : std::string("bash: squeue: command not found\ngtrain-rc=127");
+    return std::nullopt;
+  };
+  std::ostringstream cancel;
+  EXPECT_THROW(cancel_command(o.run_dir, fake.runner(), cancel), Error) << "squeue could not be asked";
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "queued");
+  squeue_answers = true;
+  cancel.str("");
+  EXPECT_EQ(cancel_command(o.run_dir, fake.runner(), cancel), 0) << cancel.str();
+  EXPECT_NE(cancel.str().find("stage 1 job 100: already ended without reporting (scancel: error: Kill job error on "
+                              "job id 100: Invalid job id specified)"),
+            std::string::npos)
+      << cancel.str();
+  Chain c = read_chain(o.run_dir);
+  EXPECT_EQ(c.state, "cancelled");
+  EXPECT_EQ(c.stages[0].state, "ended");
+  EXPECT_EQ(c.stages[1].state, "cancelled");
+  // A chain whose only queued stage the scheduler no longer lists (squeue prints no state) is over.
+  c.stages[1].state = "queued";
+  write_chain(o.run_dir, c);
+  fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "squeue") return std::string("gtrain-rc=0");
+    return std::nullopt;
+  };
+  EXPECT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
+  EXPECT_EQ(read_chain(o.run_dir).state, "running");
+}
+
+// gtrain status shows the scheduler's whole reason, spaces and all, for each stage.
+TEST(SubmitChain, StatusKeepsReasonsWithSpaces) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  o.stages = "2";
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "squeue")
+      return std::string("100 PENDING ReqNodeNotAvail, UnavailableNodes:gpu[01-02]\n101 PENDING Dependency\n");
+    return std::nullopt;
+  };
+  std::ostringstream status;
+  print_chain_status(o.run_dir, fake.runner(), status);
+  EXPECT_NE(status.str().find("queued  scheduler: PENDING (ReqNodeNotAvail, UnavailableNodes:gpu[01-02])"),
+            std::string::npos)
+      << status.str();
+  EXPECT_NE(status.str().find("job 101  1 GPU(s) on 1 node(s)  queued  scheduler: PENDING (Dependency)"),
+            std::string::npos)
+      << status.str();
 }
 
 // sbatch that cannot reach the controller is a runtime failure (exit 1) with sbatch's message, not
