@@ -77,15 +77,6 @@ int largest_accepted(const ChainStage& s, int nodes, const CommandRunner& runner
   return 0;
 }
 
-// The GPU cap at unix time `t`: the max_gpus of the (last listed) capped window containing it, 0 = none.
-int64_t window_cap(const std::vector<Window>& windows, double t) {
-  int64_t cap = 0;
-  for (const auto& w : windows) {
-    if (w.max_gpus > 0 && window_end({w}, t + 1) != 0) cap = w.max_gpus;
-  }
-  return cap;
-}
-
 // When a stage predicted to start at `t` (inside a window) must wait for a different window than
 // the one the previous stage started in (at `prev`): that window's opening. 0 when the windows run on
 // from `prev` to `t` without a gap or a change of GPU cap, so the stage just follows on afterany.

@@ -4,6 +4,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
+#include <string>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +60,56 @@ TEST(Schedule, WindowEndAndNextStart) {
   // Friday night's window starts Friday; Saturday has none: next start is Monday 18:00.
   EXPECT_EQ(next_window_start(nights, at(2026, 12, 5, 12, 0)), at(2026, 12, 7, 18, 0));
   EXPECT_EQ(window_end(nights, at(2026, 12, 5, 7, 0)), at(2026, 12, 5, 8, 0));  // Saturday 07:00, from Friday
+}
+
+// Runs `body` with the local time zone set to `tz` (a POSIX rule: no tzdata needed), then restores it.
+void in_time_zone(const char* tz, const std::function<void()>& body) {
+  const char* old = std::getenv("TZ");
+  const std::string saved = old ? old : "";
+  setenv("TZ", tz, 1);
+  tzset();
+  body();
+  if (old)
+    setenv("TZ", saved.c_str(), 1);
+  else
+    unsetenv("TZ");
+  tzset();
+}
+
+// Window hours are wall-clock times, also on the days the clocks change (they used to be counted in
+// seconds from midnight: an hour off on those days, both for submit's --begin and the run's deadline).
+TEST(Schedule, WindowsFollowTheWallClockAcrossDaylightSavingChanges) {
+  in_time_zone("CET-1CEST,M3.5.0,M10.5.0/3", [] {  // Europe/Berlin's rule
+    const std::vector<Window> sundays = {parse_window({"sun", "08:00-20:00", 4}, "w")};
+    // 2026-03-29: clocks go forward at 02:00. 2026-10-25: back at 03:00.
+    EXPECT_EQ(next_window_start(sundays, at(2026, 3, 28, 22, 0)), at(2026, 3, 29, 8, 0));
+    EXPECT_EQ(window_end(sundays, at(2026, 3, 29, 12, 0)), at(2026, 3, 29, 20, 0));
+    EXPECT_EQ(at(2026, 3, 29, 20, 0) - at(2026, 3, 29, 12, 0), 8 * 3600.0);
+    EXPECT_EQ(next_window_start(sundays, at(2026, 10, 24, 22, 0)), at(2026, 10, 25, 8, 0));
+    EXPECT_EQ(window_end(sundays, at(2026, 10, 25, 7, 30)), 0) << "before the opening";
+    EXPECT_EQ(window_end(sundays, at(2026, 10, 25, 19, 59)), at(2026, 10, 25, 20, 0));
+    // A night window across the change ends at 08:00 on the clock.
+    const std::vector<Window> nights = {parse_window({"sat", "22:00-08:00", 4}, "w")};
+    EXPECT_EQ(window_end(nights, at(2026, 3, 29, 4, 0)), at(2026, 3, 29, 8, 0));
+    EXPECT_EQ(window_end(nights, at(2026, 10, 24, 23, 0)), at(2026, 10, 25, 8, 0));
+  });
+}
+
+// A stage's deadline is the end of the stretch of back-to-back windows with its cap, not the end of
+// each day's occurrence: "00:00-24:00" every day has no end to stop for.
+TEST(Schedule, BackToBackWindowsWithTheSameCapAreOneStretch) {
+  const std::vector<Window> always = {parse_window({"mon-sun", "00:00-24:00", 4}, "w")};
+  EXPECT_EQ(window_end(always, at(2026, 12, 1, 23, 0)), at(2026, 12, 2, 0, 0));
+  EXPECT_EQ(window_stretch_end(always, at(2026, 12, 1, 23, 0)), 0);
+  // Weekdays 00:00-24:00: the stretch runs to Saturday 00:00.
+  const std::vector<Window> weekdays = {parse_window({"mon-fri", "00:00-24:00", 4}, "w")};
+  EXPECT_EQ(window_stretch_end(weekdays, at(2026, 12, 1, 23, 0)), at(2026, 12, 5, 0, 0));
+  // Day (8 GPUs) then night (32): the day's stretch ends at 20:00, where the cap changes.
+  const std::vector<Window> day_night = {parse_window({"mon-fri", "08:00-20:00", 8}, "w"),
+                                         parse_window({"mon-fri", "20:00-08:00", 32}, "w")};
+  EXPECT_EQ(window_stretch_end(day_night, at(2026, 12, 1, 14, 0)), at(2026, 12, 1, 20, 0));
+  EXPECT_EQ(window_stretch_end(day_night, at(2026, 12, 1, 21, 0)), at(2026, 12, 2, 8, 0));
+  EXPECT_EQ(window_stretch_end(day_night, at(2026, 12, 5, 12, 0)), 0) << "Saturday: in no window";
 }
 
 TEST(Schedule, EarliestDeadlineWins) {

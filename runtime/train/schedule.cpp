@@ -155,21 +155,36 @@ Window parse_window(const WindowConfig& w, const std::string& where) {
 
 namespace {
 
-// Local midnight of the day containing t, and that day's weekday.
-double local_midnight(double t, int* weekday) {
+// The local calendar day `days` days after the one containing t (its date fields and tm_wday).
+struct tm local_day(double t, int days) {
   time_t tt = static_cast<time_t>(t);
   struct tm lt;
   localtime_r(&tt, &lt);
-  *weekday = lt.tm_wday;
-  lt.tm_hour = lt.tm_min = lt.tm_sec = 0;
+  lt.tm_mday += days;
+  lt.tm_hour = 12;  // mktime normalises the date at noon, clear of any clock change
+  lt.tm_min = lt.tm_sec = 0;
   lt.tm_isdst = -1;
-  return static_cast<double>(mktime(&lt));
+  const time_t noon = mktime(&lt);
+  localtime_r(&noon, &lt);
+  return lt;
 }
 
-// Occurrences [start, end) of a window that begin on the day starting at `midnight`.
-std::pair<double, double> occurrence(const Window& w, double midnight) {
-  const double start = midnight + w.start_min * 60.0;
-  const double end = w.end_min > w.start_min ? midnight + w.end_min * 60.0 : midnight + (24 * 60 + w.end_min) * 60.0;
+// The local wall-clock time `minute` minutes after the start of `day` (plus `days_after` days), as
+// mktime reads it: on a daylight-saving change day, 08:00 is 08:00 on the clock, not 8 x 3600 s
+// after midnight.
+double local_time_of(struct tm day, int days_after, int minute) {
+  day.tm_mday += days_after + minute / (24 * 60);
+  day.tm_hour = (minute % (24 * 60)) / 60;
+  day.tm_min = minute % 60;
+  day.tm_sec = 0;
+  day.tm_isdst = -1;
+  return static_cast<double>(mktime(&day));
+}
+
+// The occurrence [start, end) of a window that begins on `day`.
+std::pair<double, double> occurrence(const Window& w, const struct tm& day) {
+  const double start = local_time_of(day, 0, w.start_min);
+  const double end = local_time_of(day, w.end_min > w.start_min ? 0 : 1, w.end_min);
   return {start, end};
 }
 
@@ -180,24 +195,44 @@ double window_end(const std::vector<Window>& windows, double now) {
   for (const auto& w : windows) {
     // The occurrence that started today or yesterday (wrapping windows) may contain now.
     for (int back = 0; back <= 1; ++back) {
-      int wd;
-      const double midnight = local_midnight(now - back * 86400.0, &wd);
-      if (!(w.days_mask & (1 << wd))) continue;
-      auto [s, e] = occurrence(w, midnight);
+      const struct tm day = local_day(now, -back);
+      if (!(w.days_mask & (1 << day.tm_wday))) continue;
+      auto [s, e] = occurrence(w, day);
       if (now >= s && now < e) best = std::max(best, e);
     }
   }
   return best;
 }
 
+int64_t window_cap(const std::vector<Window>& windows, double t) {
+  int64_t cap = 0;
+  for (const auto& w : windows) {
+    if (w.max_gpus > 0 && window_end({w}, t + 1) != 0) cap = w.max_gpus;
+  }
+  return cap;
+}
+
+double window_stretch_end(const std::vector<Window>& windows, double now) {
+  double end = window_end(windows, now);
+  if (end == 0) return 0;
+  const int64_t cap = window_cap(windows, now);
+  // Daily windows chain at most 8 times a week each; a stretch past a week has no end to keep.
+  for (size_t guard = 0; guard < 16 * windows.size() + 16; ++guard) {
+    if (end - now > 7 * 86400.0) return 0;
+    const double next = window_end(windows, end);
+    if (next <= end || window_cap(windows, end) != cap) return end;
+    end = next;
+  }
+  return 0;
+}
+
 double next_window_start(const std::vector<Window>& windows, double now) {
   double best = 0;
   for (const auto& w : windows) {
     for (int ahead = 0; ahead <= 7; ++ahead) {
-      int wd;
-      const double midnight = local_midnight(now + ahead * 86400.0, &wd);
-      if (!(w.days_mask & (1 << wd))) continue;
-      const double s = occurrence(w, midnight).first;
+      const struct tm day = local_day(now, ahead);
+      if (!(w.days_mask & (1 << day.tm_wday))) continue;
+      const double s = occurrence(w, day).first;
       if (s > now && (best == 0 || s < best)) {
         best = s;
         break;

@@ -41,6 +41,12 @@ double unix_now();
 
 // The end (unix time) of the window containing `now`, or 0 when `now` is in none.
 double window_end(const std::vector<Window>& windows, double now_unix);
+// The end of the stretch of back-to-back windows with the same GPU cap that starts with the one
+// containing `now` (a "mon-sun 00:00-24:00" window does not end at each midnight): the deadline of a
+// stage running now. 0 when `now` is in no window, or when the stretch runs on for over a week.
+double window_stretch_end(const std::vector<Window>& windows, double now_unix);
+// The GPU cap at unix time `t`: the max_gpus of the (last listed) capped window containing it, 0 = none.
+int64_t window_cap(const std::vector<Window>& windows, double t);
 // The next start of any window after `now` (unix time), or 0 when there are no windows.
 double next_window_start(const std::vector<Window>& windows, double now_unix);
 

@@ -47,7 +47,8 @@ struct ScheduleConfig {
     v("min_lead_s", min_lead_s, "Seconds always kept in hand before a deadline.", cfg::at_least(0.0));
     v("window", window,
       "Quota windows: [[schedule.window]] tables with days, hours and max_gpus; a stage that "
-      "runs inside one stops before it closes, and gtrain submit starts stages at their openings.");
+      "runs inside one stops before it closes (back-to-back windows with the same max_gpus count as one), and "
+      "gtrain submit starts stages at their openings.");
   }
 };
 
