@@ -98,17 +98,19 @@ int cli_main(int argc, char** argv) {
   submit_cmd
       ->add_option("--gpus", submit.gpus,
                    "GPUs per stage, or one count per stage (2,4,1); default: the "
-                   "quota window's max_gpus, else 1")
+                   "quota window's max_gpus, else 1, and at least one a node")
       ->type_name("N|LIST");
-  submit_cmd->add_option("--nodes", submit.nodes, "Nodes per stage, or one count per stage")->type_name("N|LIST");
-  submit_cmd->add_option("--time", submit.time, "Time limit of each stage (HH:MM:SS, D-HH:MM:SS)");
+  submit_cmd->add_option("--nodes", submit.nodes, "Nodes per stage (default 1), or one count per stage")
+      ->type_name("N|LIST");
+  submit_cmd->add_option("--time", submit.time,
+                         "Time limit of each stage (HH:MM:SS, or Slurm's MM, MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)");
   submit_cmd->add_option("--partition", submit.partition, "Partition (PBS: queue)");
   submit_cmd->add_option("--account", submit.account, "Account to charge");
   submit_cmd->add_option("--qos", submit.qos, "Quality of service");
   submit_cmd->add_option("--sbatch-arg", submit.sbatch_args, "Extra directive, e.g. --constraint=a100 (repeatable)")
       ->allow_extra_args(false);
   submit_cmd->add_option("--signal-lead", submit.signal_lead_s,
-                         "Slurm: seconds before the limit USR1 is sent (default: measured save time x safety + "
+                         "Slurm: seconds before the limit USR1 is sent (default, or 0: measured save time x safety + "
                          "margin + 30). PBS: gtrain run's own deadline this long before the walltime (default 30; "
                          "it saves ahead of it)");
   submit_cmd->add_option("--launcher", submit.launcher, "How the job starts ranks: mpirun (default) or srun");

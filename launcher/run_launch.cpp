@@ -48,8 +48,14 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& run) {
                                      "Resume from this checkpoint directory (default: the newest valid one)");
   run_cmd->add_flag("--no-resume", run.no_resume, "Start from step 0 even when the run directory has checkpoints")
       ->excludes(resume);
-  run_cmd->add_option("--time-limit", run.time_limit,
-                      "Stage wall time (90s, 15m, 2h, HH:MM:SS): stop early enough to save, exit 3");
+  run_cmd
+      ->add_option("--time-limit", run.time_limit,
+                   "Stage wall time (90s, 15m, 2h, HH:MM:SS): stop early enough to save, exit 3")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return v.empty() ? "expected a duration like 90s, 15m, 2h or [D-]HH:MM:SS, got ''" : "";
+          },
+          "DURATION"));
   run_cmd
       ->add_option("--ranks", run.ranks, "Ranks to start (default: one per granted GPU; CPU ranks stand in for GPUs)")
       ->check(CLI::Validator(

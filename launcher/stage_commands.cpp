@@ -137,7 +137,8 @@ int status_command(const std::string& run_dir, bool json) {
   double productive_rank_s = 0, wall_rank_s = 0;
   for (const auto& s : stages) {
     total = s.value("total_steps", total);
-    done = std::max<int64_t>(done, s.value("step_to", 0));
+    // The latest stage's: a start over (--no-resume) or from an older checkpoint goes back.
+    done = s.value("step_to", done);
     const double world = s.value("world", 1);
     productive_rank_s += s.value("productive_s", 0.0) * world;
     wall_rank_s += (s.value("end", 0.0) - s.value("start", 0.0)) * world;

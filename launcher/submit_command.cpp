@@ -28,6 +28,8 @@ namespace {
 
 std::vector<int> parse_counts(const std::string& text, const std::string& what) {
   std::vector<int> out;
+  if (!text.empty() && text.back() == ',')  // getline would drop the empty last entry
+    throw ConfigError(what + " '" + text + "': expected a positive count or a comma-separated list of them");
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
@@ -66,15 +68,35 @@ std::string slurm_pattern_literal(const std::string& s) {
 }
 
 // The largest GPU count below `refused` that the scheduler would accept (sbatch --test-only), or 0.
-int largest_accepted(const ChainStage& s, int nodes, const CommandRunner& runner) {
+// The largest GPU count below the stage's that `sbatch --test-only` accepts, and its node count (the
+// stage's when it divides the count, else 1); {0, 0} when none is.
+std::pair<int, int> largest_accepted(const ChainStage& s, int nodes, const CommandRunner& runner) {
   for (int g = s.gpus - 1; g >= 1; --g) {
     const int n = g % nodes == 0 ? nodes : 1;
     std::vector<std::string> argv = s.submit_argv;
     argv.insert(argv.end() - 1,
                 {"--test-only", "--nodes=" + std::to_string(n), "--gpus-per-node=" + std::to_string(g / n)});
-    if (run_merged(runner, argv).rc == 0) return g;
+    if (run_merged(runner, argv).rc == 0) return {g, n};
   }
-  return 0;
+  return {0, 0};
+}
+
+// The submit command line `o` came from, with every stage at `gpus` GPUs on `nodes` nodes: what to
+// run instead when the scheduler refused the job's size.
+std::string resubmit_line(const SubmitOptions& o, int gpus, int nodes) {
+  std::string line = "gtrain submit " + shell_quote(o.config_path);
+  for (const auto& x : o.sets) line += " --set " + shell_quote(x);
+  if (!o.run_dir.empty()) line += " --run-dir " + shell_quote(o.run_dir);
+  if (o.scheduler != "slurm") line += " --scheduler " + o.scheduler;
+  line += " --stages " + o.stages + " --gpus " + std::to_string(gpus) + " --nodes " + std::to_string(nodes) +
+          " --time " + shell_quote(o.time);
+  if (!o.partition.empty()) line += " --partition " + o.partition;
+  if (!o.account.empty()) line += " --account " + o.account;
+  if (!o.qos.empty()) line += " --qos " + o.qos;
+  for (const auto& a : o.sbatch_args) line += " --sbatch-arg " + shell_quote(a);
+  if (o.signal_lead_s > 0) line += " --signal-lead " + std::to_string(o.signal_lead_s);
+  if (o.launcher != "mpirun") line += " --launcher " + o.launcher;
+  return line;
 }
 
 // When a stage predicted to start at `t` (inside a window) must wait for a different window than
@@ -135,16 +157,45 @@ std::string dry_run_commands(const Chain& chain) {
 }  // namespace
 
 double parse_slurm_time(const std::string& text) {
+  // Slurm's forms: MIN, MIN:SEC, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (so "1-00:30" is a day and 30
+  // minutes, and "100:00:00" is 100 hours).
+  const std::string bad = "--time '" + text + "': expected HH:MM:SS (or Slurm's MM, MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)";
   std::smatch m;
-  if (!std::regex_match(text, m, std::regex("(?:([0-9]+)-)?(?:([0-9]{1,2}):)?([0-9]{1,2}):([0-9]{2})")))
-    throw ConfigError("--time '" + text + "': expected HH:MM:SS, MM:SS or D-HH:MM:SS");
-  const double d = m[1].matched ? std::stod(m[1]) : 0, h = m[2].matched ? std::stod(m[2]) : 0;
-  const double mi = std::stod(m[3]), s = std::stod(m[4]);
-  if (mi >= 60 && m[2].matched) throw ConfigError("--time '" + text + "': minutes must be below 60");
-  if (s >= 60) throw ConfigError("--time '" + text + "': seconds must be below 60");
-  const double total = ((d * 24 + h) * 60 + mi) * 60 + s;
+  if (!std::regex_match(text, m, std::regex("(?:([0-9]{1,4})-)?([0-9]{1,6})(?::([0-9]{1,2}))?(?::([0-9]{1,2}))?")))
+    throw ConfigError(bad);
+  const bool days = m[1].matched;
+  std::vector<double> f;  // the colon-separated fields after the days
+  for (int i = 2; i <= 4; ++i)
+    if (m[i].matched) f.push_back(std::stod(m[i]));
+  double d = days ? std::stod(m[1]) : 0, h = 0, mi = 0, sec = 0;
+  if (days) {
+    h = f[0];
+    mi = f.size() > 1 ? f[1] : 0;
+    sec = f.size() > 2 ? f[2] : 0;
+    if (h >= 24) throw ConfigError("--time '" + text + "': hours after the days must be below 24");
+  } else if (f.size() == 1) {
+    mi = f[0];
+  } else if (f.size() == 2) {
+    mi = f[0];
+    sec = f[1];
+  } else {
+    h = f[0];
+    mi = f[1];
+    sec = f[2];
+  }
+  if (mi >= 60 && (days || f.size() == 3)) throw ConfigError("--time '" + text + "': minutes must be below 60");
+  if (sec >= 60) throw ConfigError("--time '" + text + "': seconds must be below 60");
+  const double total = ((d * 24 + h) * 60 + mi) * 60 + sec;
   if (total < 60) throw ConfigError("--time '" + text + "': Slurm's smallest time limit is one minute");
   return total;
+}
+
+std::string hms(double seconds) {
+  const auto s = static_cast<int64_t>(seconds);
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%02lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  return buf;
 }
 
 int validate_submit_options(const SubmitOptions& o) {
@@ -318,7 +369,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     b.index = static_cast<int>(i) + 1;
     b.gpus = plans[i].gpus;
     b.nodes = plans[i].nodes;
-    b.time = o.time;
+    b.time = pbs ? hms(limit_s) : o.time;  // PBS walltime is [[HH:]MM:]SS, with no days
     b.signal_lead_s = lead;
     b.partition = o.partition;
     b.account = o.account;
@@ -393,20 +444,21 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
       msg << (pbs ? "qsub" : "sbatch") << " refused stage " << chain.stages[i].index << ": " << r.text;
       std::string hint;
       if (!pbs && chain.stages[i].gpus > 1) {
-        const int g = largest_accepted(chain.stages[i], chain.stages[i].nodes, runner);
+        const auto [g, n] = largest_accepted(chain.stages[i], chain.stages[i].nodes, runner);
         if (g > 0) {
           std::ostringstream plan;
           PlanOptions po;
           po.config_path = o.config_path;
           po.sets = o.sets;
           po.gpus = std::to_string(g);
+          po.nodes = n;
           po.runnable = true;
           try {
             run_plan_command(po, env, plan);
           } catch (const Error&) {
           }
-          hint = "the largest GPU count the scheduler accepts is " + std::to_string(g) + ": gtrain submit " +
-                 o.config_path + " --gpus " + std::to_string(g) + "; its plan:\n" + plan.str();
+          hint = "the largest GPU count the scheduler accepts is " + std::to_string(g) + " (on " + std::to_string(n) +
+                 " node(s)): " + resubmit_line(o, g, n) + "; its plan:\n" + plan.str();
         } else {
           hint = "no smaller GPU count was accepted either; check the partition, account and QOS";
         }

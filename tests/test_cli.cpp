@@ -233,6 +233,9 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
       {"run " + dir.file("ok.toml") + " --time-limit 1:75:00",
        "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h or [D-]HH:MM:SS above 0 and at most "
        "366 days, got '1:75:00'"},
+      {"run " + dir.file("ok.toml") + " --time-limit ''",
+       "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h or [D-]HH:MM:SS, got '' (see gtrain "
+       "--help)"},
       {"run " + dir.file("ok.toml") + " --resume " + dir.path() + " --no-resume",
        "gtrain: config error: --resume excludes --no-resume (see gtrain --help)"},
       {"run " + dir.file("ok.toml") + " --set train.threads=5000",
@@ -620,6 +623,10 @@ TEST(Cli, StartingOverMovesNewerCheckpointsAside) {
   const std::string aside = ck + "/" + names[2];
   EXPECT_EQ(names_in(aside), (std::vector<std::string>{"step_00000004", "step_00000005"}));
   EXPECT_EQ(test::read_file(aside + "/step_00000005/manifest.json"), old5);
+  // status follows the new run: step 3 of 3, not the old trajectory's 5.
+  auto st = run_command(GTRAIN_BINARY " status " + run + " --json");
+  ASSERT_EQ(st.exit_code, 0) << st.output;
+  EXPECT_EQ(nlohmann::json::parse(st.output).at("step"), 3) << st.output;
 
   // A plain start resumes the new run (step 3), not the old one (step 5).
   auto again = run_command(base + " --set train.steps=3");

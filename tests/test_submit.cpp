@@ -277,6 +277,7 @@ TEST(SubmitOptions, RejectsBadValues) {
       },
       "cannot be spread evenly over 2 nodes");
   bad([](SubmitOptions& o) { o.time = "1h"; }, "--time '1h'");
+  bad([](SubmitOptions& o) { o.gpus = "2,"; }, "--gpus '2,'");
   bad([](SubmitOptions& o) { o.time = "00:00:30"; }, "smallest time limit");
   bad([](SubmitOptions& o) { o.partition = "gpu; rm -rf /"; }, "--partition");
   bad([](SubmitOptions& o) { o.qos = "a b"; }, "--qos");
@@ -295,6 +296,16 @@ TEST(SubmitOptions, RejectsBadValues) {
   EXPECT_EQ(validate_submit_options(ok), 3);
   EXPECT_DOUBLE_EQ(parse_slurm_time("1-02:00:00"), 26 * 3600.0);
   EXPECT_DOUBLE_EQ(parse_slurm_time("05:00"), 300.0);
+  // Slurm's other forms, read as Slurm reads them ("1-00:30" used to be a day and 30 seconds).
+  EXPECT_DOUBLE_EQ(parse_slurm_time("1-00:30"), 86400.0 + 1800);
+  EXPECT_DOUBLE_EQ(parse_slurm_time("2-12"), 60 * 3600.0);
+  EXPECT_DOUBLE_EQ(parse_slurm_time("90"), 5400.0);
+  EXPECT_DOUBLE_EQ(parse_slurm_time("100:00:00"), 100 * 3600.0);
+  EXPECT_THROW(parse_slurm_time("1-24:00"), ConfigError);
+  EXPECT_THROW(parse_slurm_time("01:60:00"), ConfigError);
+  EXPECT_THROW(parse_slurm_time("1:2:3:4"), ConfigError);
+  EXPECT_EQ(hms(90000), "25:00:00");
+  EXPECT_EQ(hms(3723), "01:02:03");
 }
 
 TEST(SubmitPlan, GpusFromListsAndWindows) {
@@ -416,14 +427,23 @@ TEST(SubmitChain, RefusalShowsTheMessageAndTheLargestAcceptedPlan) {
   };
   SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
   o.gpus = "4";
+  o.nodes = "2";
+  o.stages = "2";
+  o.time = "00:10:00";
+  o.partition = "gpu";
   std::ostringstream out;
   try {
     submit_command(o, {}, fake.runner(), out);
     FAIL() << "accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("sbatch: error: max 2 GPUs per job"), std::string::npos) << e.what();
-    EXPECT_NE(e.hint().find("largest GPU count the scheduler accepts is 2"), std::string::npos) << e.hint();
-    EXPECT_NE(e.hint().find("--gpus 2"), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find("largest GPU count the scheduler accepts is 2 (on 2 node(s))"), std::string::npos)
+        << e.hint();
+    // The command to run instead keeps the other options (it used to drop --nodes, --time, --stages).
+    EXPECT_NE(e.hint().find("gtrain submit " + o.config_path + " --run-dir " + o.run_dir +
+                            " --stages 2 --gpus 2 --nodes 2 --time 00:10:00 --partition gpu; its plan:"),
+              std::string::npos)
+        << e.hint();
   }
   EXPECT_EQ(read_chain(o.run_dir).state, "failed");
 }
@@ -826,6 +846,7 @@ TEST(SubmitChain, PbsQosLogsAndStopping) {
       << out.str();
   const std::string script = test::read_file(o.run_dir + "/stage-1.pbs");
   EXPECT_NE(script.find("TIME_LIMIT=$(( 3555 - SECONDS ))"), std::string::npos) << script;
+  EXPECT_NE(script.find("#PBS -l walltime=01:00:00\n"), std::string::npos) << script;
   chain_step(o.run_dir, 1, 3, "100.pbs01", fake.runner());  // auto: one more stage
   ASSERT_EQ(fake.count("qsub"), 2);
   auto output_of = [](const std::vector<std::string>& call) {
@@ -839,4 +860,10 @@ TEST(SubmitChain, PbsQosLogsAndStopping) {
   std::ostringstream out2;
   ASSERT_EQ(submit_command(o, {}, fake.runner(), out2), 0) << out2.str();
   EXPECT_NE(test::read_file(o.run_dir + "/stage-1.pbs").find("TIME_LIMIT=$(( 3570 - SECONDS ))"), std::string::npos);
+  // PBS walltime has no days: Slurm's D-HH:MM:SS is written as hours.
+  o.time = "1-00:30:00";
+  o.run_dir = dir.path() + "/run3";
+  std::ostringstream out3;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out3), 0) << out3.str();
+  EXPECT_NE(test::read_file(o.run_dir + "/stage-1.pbs").find("#PBS -l walltime=24:30:00\n"), std::string::npos);
 }
