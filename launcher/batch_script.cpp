@@ -59,8 +59,9 @@ std::string script_body(const BatchStage& s, const std::string& scheduler, const
     << "trap forward USR1 TERM\n"
     << "# ${RUN_ARGS[@]+...}: an empty array is 'unbound' under set -u in bash before 4.4.\n";
   if (s.launcher == "srun") {
-    // Open MPI ranks started by srun find each other through PMIx; Slurm's default is none.
-    b << "srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=" << s.gpus
+    // Open MPI ranks started by srun find each other through PMIx; Slurm's default is none. The job's
+    // task count (a GPU each), which a later auto stage may change on the sbatch command line.
+    b << "srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=\"${SLURM_NTASKS:-" << s.gpus << "}\""
       << " \"$GTRAIN\" run \"$CONFIG\" --run-dir \"$RUN_DIR\" "
       << "${RUN_ARGS[@]+\"${RUN_ARGS[@]}\"} &\n";
   } else {

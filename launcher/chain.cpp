@@ -1,6 +1,7 @@
 // chain.cpp: chain.json and the chain's transitions.
 #include "launcher/chain.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -9,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/submit_command.h"
 #include "runtime/common/errors.h"
+#include "runtime/train/schedule.h"
 
 namespace fs = std::filesystem;
 
@@ -29,8 +32,17 @@ nlohmann::json to_json(const Chain& c) {
                   {"state", s.state},
                   {"exit", s.exit}});
   }
-  return {{"scheduler", c.scheduler}, {"auto_stages", c.auto_stages}, {"max_auto_stages", c.max_auto_stages},
-          {"state", c.state},         {"reason", c.reason},           {"stages", st}};
+  nlohmann::json windows = nlohmann::json::array();
+  for (const auto& w : c.windows) windows.push_back({{"days", w.days}, {"hours", w.hours}, {"max_gpus", w.max_gpus}});
+  return {{"scheduler", c.scheduler},
+          {"auto_stages", c.auto_stages},
+          {"max_auto_stages", c.max_auto_stages},
+          {"state", c.state},
+          {"reason", c.reason},
+          {"stages", st},
+          {"windows", windows},
+          {"gpus_from_windows", c.gpus_from_windows},
+          {"launcher", c.launcher}};
 }
 
 // Key `key` of the object `obj` (`path` names it in messages), `fallback` when absent; a ConfigError
@@ -70,6 +82,24 @@ Chain from_json(const nlohmann::json& j, const std::string& where) {
   c.max_auto_stages = field(j, "max_auto_stages", c.max_auto_stages, where, "");
   c.state = field(j, "state", c.state, where, "");
   c.reason = field(j, "reason", std::string(), where, "");
+  c.gpus_from_windows = field(j, "gpus_from_windows", false, where, "");
+  c.launcher = field(j, "launcher", c.launcher, where, "");
+  const auto windows = j.find("windows");
+  if (windows != j.end() && !windows->is_array()) {
+    throw ConfigError(where + ": key 'windows' must be an array, got " + std::string(windows->type_name()));
+  }
+  for (size_t i = 0; windows != j.end() && i < windows->size(); ++i) {
+    const auto& w = (*windows)[i];
+    const std::string at = "windows[" + std::to_string(i) + "]";
+    if (!w.is_object())
+      throw ConfigError(where + ": key '" + at + "' must be an object, got " + std::string(w.type_name()));
+    WindowConfig x;
+    x.days = field(w, "days", x.days, where, at + ".");
+    x.hours = field(w, "hours", x.hours, where, at + ".");
+    x.max_gpus = field(w, "max_gpus", static_cast<int>(x.max_gpus), where, at + ".");
+    parse_window(x, where + ": " + at);  // checked now: chain-step must not fail on it later
+    c.windows.push_back(x);
+  }
   const auto stages = j.find("stages");
   if (stages != j.end() && !stages->is_array()) {
     throw ConfigError(where + ": key 'stages' must be an array, got " + std::string(stages->type_name()));
@@ -109,6 +139,53 @@ std::string parse_job_id(const std::string& text) {
 
 bool is_live(const std::string& state) {
   return state == "queued";
+}
+
+// An auto stage starting at `now`: --begin at the next window's opening when `now` is in none, and
+// the window's GPU cap (at least one a node) when the chain's GPU counts follow the windows; a new
+// count goes on the submit command line, which overrides the script's directives. Returns a note.
+std::string fit_auto_stage(const Chain& c, ChainStage& next, double now) {
+  if (c.windows.empty()) return "";
+  std::vector<Window> windows;
+  for (const auto& w : c.windows) windows.push_back(parse_window(w, "chain.json windows"));
+  double start = now;
+  std::string note;
+  if (window_end(windows, now) == 0) {
+    start = next_window_start(windows, now);
+    if (start > 0) {
+      next.begin = c.scheduler == "pbs" ? pbs_begin(start) : slurm_begin(start);
+      note = ", begin " + next.begin + " (the next quota window)";
+    }
+  }
+  if (!c.gpus_from_windows || start <= 0) return note;
+  int gpus = 1;
+  if (const int64_t cap = window_cap(windows, start); cap > 0) gpus = static_cast<int>(cap);
+  if (gpus % next.nodes != 0) gpus = std::max(next.nodes, gpus / next.nodes * next.nodes);
+  if (gpus == next.gpus) return note;
+  next.gpus = gpus;
+  const int per_node = gpus / next.nodes;
+  auto& argv = next.submit_argv;
+  const std::string script = argv.back();
+  argv.pop_back();
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i].rfind("--gpus-per-node=", 0) == 0 || argv[i].rfind("--ntasks-per-node=", 0) == 0) continue;
+    if (argv[i] == "-l" && i + 1 < argv.size() && argv[i + 1].rfind("select=", 0) == 0) {
+      ++i;
+      continue;
+    }
+    kept.push_back(argv[i]);
+  }
+  if (c.scheduler == "pbs") {
+    kept.insert(kept.end(), {"-l", "select=" + std::to_string(next.nodes) + ":ngpus=" + std::to_string(per_node) +
+                                       ":mpiprocs=" + std::to_string(per_node)});
+  } else {
+    kept.push_back("--gpus-per-node=" + std::to_string(per_node));
+    kept.push_back("--ntasks-per-node=" + std::to_string(c.launcher == "srun" ? per_node : 1));
+  }
+  kept.push_back(script);
+  argv = kept;
+  return note + ", " + std::to_string(gpus) + " GPU(s) (the quota window's max_gpus)";
 }
 
 void cancel_after(Chain& c, size_t k, const CommandRunner& runner) {
@@ -236,7 +313,7 @@ CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, con
 }
 
 std::string chain_step(const std::string& run_dir, int stage, int exit_code, const std::string& job,
-                       const CommandRunner& runner) {
+                       const CommandRunner& runner, double now_unix) {
   Chain c = read_chain(run_dir);
   size_t k = c.stages.size();
   for (size_t i = 0; i < c.stages.size(); ++i) {
@@ -285,6 +362,7 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
           if (next.submit_argv[i] == "-o") next.submit_argv[i + 1] = pbs_output_path(run_dir, next.index);
         }
       }
+      const std::string fitted = fit_auto_stage(c, next, now_unix > 0 ? now_unix : unix_now());
       c.stages.push_back(next);
       const CommandOutput r = submit_stage(c, c.stages.size() - 1, c.stages[k].job, runner);
       if (r.rc != 0) {
@@ -293,7 +371,7 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
         c.reason = "could not submit stage " + std::to_string(next.index) + ": " + r.text;
       }
       what = r.rc == 0 ? "stage " + std::to_string(stage) + " saved; submitted stage " + std::to_string(next.index) +
-                             " as job " + c.stages.back().job
+                             " as job " + c.stages.back().job + fitted
                        : c.reason;
     } else {
       c.state = "stopped";

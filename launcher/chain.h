@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "launcher/program_runner.h"
+#include "runtime/train/schedule_config.h"
 
 namespace gtrain {
 
@@ -39,6 +40,12 @@ struct Chain {
   std::string state = "running";    // running, completed, failed, stopped, cancelled
   std::string reason;               // why the chain stopped
   std::vector<ChainStage> stages;
+  // For stages --stages auto adds: the config's quota windows (a stage starting outside them gets
+  // --begin at the next opening), whether GPU counts follow the windows' max_gpus (no --gpus), and
+  // how the scripts start ranks (the task count a new GPU count needs).
+  std::vector<WindowConfig> windows;
+  bool gpus_from_windows = false;
+  std::string launcher = "mpirun";
 };
 
 std::string chain_path(const std::string& run_dir);
@@ -65,8 +72,9 @@ std::string pbs_output_path(const std::string& run_dir, int index);
 CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, const CommandRunner& runner);
 
 // What a stage's script reports; updates and saves chain.json. Returns a line saying what happened.
+// `now_unix` (0 = the clock) is when a stage --stages auto adds would start.
 std::string chain_step(const std::string& run_dir, int stage, int exit_code, const std::string& job,
-                       const CommandRunner& runner);
+                       const CommandRunner& runner, double now_unix = 0);
 
 // Cancels every queued stage (scancel/qdel; a running one gets the scheduler's TERM, saves and exits
 // 3), printing a line per stage. Only stages the scheduler cancelled are marked so; one it refused

@@ -329,7 +329,17 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     JobConfig layout = cfg;
     if (layout.parallel.memory_gb <= 0) layout.parallel.memory_gb = 1e9;
     std::set<std::pair<int, int>> checked;
-    for (const auto& p : plans) {
+    std::vector<StagePlan> sizes = plans;
+    if (stages == 0 && o.gpus.empty()) {
+      // --stages auto adds stages at every window's cap: each of those sizes must have a layout too.
+      for (const auto& w : windows) {
+        StagePlan p = plans.back();
+        p.gpus = w.max_gpus > 0 ? static_cast<int>(w.max_gpus) : 1;
+        if (p.gpus % p.nodes != 0) p.gpus = std::max(p.nodes, p.gpus / p.nodes * p.nodes);
+        sizes.push_back(p);
+      }
+    }
+    for (const auto& p : sizes) {
       if (checked.insert({p.gpus, p.nodes}).second) plan_run(layout, job.stats, p.gpus, p.gpus / p.nodes);
     }
   }
@@ -350,6 +360,9 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   Chain chain;
   chain.scheduler = o.scheduler;
   chain.auto_stages = stages == 0;
+  chain.windows = cfg.schedule.window;
+  chain.gpus_from_windows = o.gpus.empty() && !windows.empty();
+  chain.launcher = o.launcher;
   const bool pbs = o.scheduler == "pbs";
   const double limit_s = parse_slurm_time(o.time);
   // PBS sends no signal before the walltime: gtrain run stops itself by a --time-limit of the

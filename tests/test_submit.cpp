@@ -136,7 +136,9 @@ TEST(BatchScript, SlurmDirectivesAndSyntax) {
   b.launcher = "srun";
   const std::string srun = slurm_script(b);
   EXPECT_NE(srun.find("#SBATCH --ntasks-per-node=2\n"), std::string::npos) << srun;
-  EXPECT_NE(srun.find("srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=4 \"$GTRAIN\" run"), std::string::npos) << srun;
+  EXPECT_NE(srun.find("srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=\"${SLURM_NTASKS:-4}\" \"$GTRAIN\" run"),
+            std::string::npos)
+      << srun;
 }
 
 TEST(BatchScript, PbsText) {
@@ -694,6 +696,60 @@ TEST(SubmitChain, CancelThatFailsSaysSoAndKeepsTheChain) {
   EXPECT_EQ(c.state, "running");
   EXPECT_EQ(c.stages[0].state, "cancelled");
   EXPECT_EQ(c.stages[1].state, "queued");
+}
+
+// Stages --stages auto adds follow the quota windows as the first ones did: one that would start
+// outside every window gets --begin at the next opening, and (without --gpus) the cap of the window
+// it starts in, put on the sbatch command line (it used to copy stage 1's size and start at once).
+TEST(SubmitChain, AutoStagesFollowTheQuotaWindows) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  test::write_file(o.config_path,
+                   std::string(kMlp) +
+                       "[[schedule.window]]\ndays = \"mon-fri\"\nhours = \"08:00-20:00\"\nmax_gpus = 8\n"
+                       "[[schedule.window]]\ndays = \"mon-fri\"\nhours = \"20:00-08:00\"\nmax_gpus = 32\n");
+  o.launcher = "srun";
+  std::ostringstream out;
+  // Every window's size is checked at submit, whenever it runs: 16 samples cannot fill 32 GPUs.
+  try {
+    submit_command(o, {}, fake.runner(), out);
+    ADD_FAILURE() << "a global batch of 16 accepted for the night window's 32 GPUs";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot be split evenly over dp = 32"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fake.calls.empty());
+  o.sets = {"train.global_batch=64"};
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
+  auto local = [](int mday, int hour) {
+    std::tm tm{};
+    tm.tm_year = 126, tm.tm_mon = 11, tm.tm_mday = mday, tm.tm_hour = hour, tm.tm_isdst = -1;
+    return static_cast<double>(std::mktime(&tm));
+  };
+  // Stage 1 saves on Saturday 2026-12-05 at 09:00: no window until Monday 08:00, the day's 8 GPUs.
+  std::string what = chain_step(o.run_dir, 1, 3, "100", fake.runner(), local(5, 9));
+  EXPECT_NE(what.find("begin 2026-12-07T08:00:00 (the next quota window)"), std::string::npos) << what;
+  Chain c = read_chain(o.run_dir);
+  ASSERT_EQ(c.stages.size(), 2u);
+  EXPECT_EQ(c.stages[1].begin, "2026-12-07T08:00:00");
+  EXPECT_EQ(c.stages[1].gpus, 8);
+  auto has = [](const std::vector<std::string>& call, const std::string& arg) {
+    return std::count(call.begin(), call.end(), arg);
+  };
+  EXPECT_EQ(has(fake.calls.back(), "--begin=2026-12-07T08:00:00"), 1);
+  // Stage 2 saves on Tuesday at 21:00, inside the night window: no wait, 32 GPUs, srun's 32 tasks.
+  what = chain_step(o.run_dir, 2, 3, "101", fake.runner(), local(8, 21));
+  EXPECT_NE(what.find("32 GPU(s) (the quota window's max_gpus)"), std::string::npos) << what;
+  EXPECT_EQ(what.find("begin"), std::string::npos) << what;
+  c = read_chain(o.run_dir);
+  ASSERT_EQ(c.stages.size(), 3u);
+  EXPECT_EQ(c.stages[2].gpus, 32);
+  EXPECT_EQ(c.stages[2].begin, "");
+  const auto& call = fake.calls.back();
+  EXPECT_EQ(has(call, "--gpus-per-node=32"), 1);
+  EXPECT_EQ(has(call, "--ntasks-per-node=32"), 1);
+  EXPECT_EQ(has(call, "--gpus-per-node=8"), 0) << "the previous stage's size is replaced, not repeated";
+  EXPECT_EQ(call.back(), o.run_dir + "/stage-1.sbatch");
 }
 
 // After gtrain cancel, the stage still running (scancel TERMs it: it saves and exits 3) reports
