@@ -189,7 +189,13 @@ Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocat
   for (size_t i = 0; i < cfg.schedule.window.size(); ++i) {
     windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
   }
-  if (const double end = window_stretch_end(windows, now); end > 0) ds.push_back({end, "quota window"});
+  if (const double end = window_stretch_end(windows, now); end > 0) {
+    ds.push_back({end, "quota window"});
+  } else if (!windows.empty() && window_end(windows, now) == 0) {
+    std::cerr << "gtrain: warning: started outside every [[schedule.window]]: no quota window bounds this stage "
+                 "(gtrain submit starts stages at window openings)"
+              << std::endl;
+  }
   return earliest(ds);
 }
 

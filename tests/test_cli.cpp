@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -131,6 +132,22 @@ TEST(Cli, IntervalCheckpointComesBeforeIntervalEvaluation) {
   ASSERT_EQ(stop.exit_code, 3) << stop.output;
   EXPECT_EQ(order(dir.file("run2")), (std::vector<std::string>{"checkpoint@1", "eval@1", "stage_end@1"}));
   EXPECT_TRUE(fs::exists(dir.file("run2/checkpoints/step_00000001/manifest.json")));
+}
+
+// A run started outside every quota window has no window deadline, and says so.
+TEST(Cli, RunOutsideEveryQuotaWindowSaysSo) {
+  test::TempDir dir;
+  const std::time_t now = std::time(nullptr);
+  std::tm lt{};
+  localtime_r(&now, &lt);
+  char hours[32];
+  std::snprintf(hours, sizeof(hours), "%02d:00-%02d:30", (lt.tm_hour + 12) % 24, (lt.tm_hour + 12) % 24);
+  test::write_file(dir.file("tiny.toml"),
+                   kTiny + "[[schedule.window]]\ndays = \"mon-sun\"\nhours = \"" + hours + "\"\nmax_gpus = 4\n");
+  auto r = gtrain_run(dir.file("tiny.toml"), dir.file("run"), " --set train.steps=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gtrain: warning: started outside every [[schedule.window]]"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("stage deadline"), std::string::npos) << r.output;
 }
 
 // Resuming with another optimizer is refused by name; a changed seed or precision is named (as a
