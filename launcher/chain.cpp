@@ -456,10 +456,13 @@ void print_chain_status(const std::string& run_dir, const CommandRunner& runner,
   }
   out << "  chain      " << c.scheduler << ", " << c.state << (c.reason.empty() ? "" : ": " + c.reason) << "\n";
   for (const auto& s : c.stages) {
-    out << "    stage " << s.index << "  job " << (s.job.empty() ? "-" : s.job) << "  " << s.gpus << " GPU(s) on "
-        << s.nodes << " node(s)  " << s.state;
-    if (s.exit >= 0) out << " (exit " << s.exit << ")";
     auto it = live.find(s.job);
+    // chain.json knows a submitted stage only as queued until its script reports; the scheduler
+    // knows when it runs.
+    const bool running = s.state == "queued" && it != live.end() && it->second.rfind("RUNNING", 0) == 0;
+    out << "    stage " << s.index << "  job " << (s.job.empty() ? "-" : s.job) << "  " << s.gpus << " GPU(s) on "
+        << s.nodes << " node(s)  " << (running ? "running" : s.state);
+    if (s.exit >= 0) out << " (exit " << s.exit << ")";
     if (it != live.end()) out << "  scheduler: " << it->second;
     if (!s.begin.empty()) out << "  begin " << s.begin;
     out << "\n";

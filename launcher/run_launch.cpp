@@ -50,10 +50,16 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& run) {
       ->excludes(resume);
   run_cmd
       ->add_option("--time-limit", run.time_limit,
-                   "Stage wall time (90s, 15m, 2h, HH:MM:SS): stop early enough to save, exit 3")
+                   "Stage wall time (90s, 15m, 2h, HH:MM:SS, D-HH:MM): stop early enough to save, exit 3")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
-            return v.empty() ? "expected a duration like 90s, 15m, 2h or [D-]HH:MM:SS, got ''" : "";
+            try {
+              parse_duration(v, "--time-limit");
+              return "";
+            } catch (const ConfigError& e) {
+              const std::string what = e.what(), prefix = "--time-limit: ";  // CLI11 names the flag itself
+              return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+            }
           },
           "DURATION"));
   run_cmd

@@ -248,11 +248,11 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
        "--help)"},
       {"run " + dir.path(), "gtrain: config error: " + dir.path() + ": is a directory, expected a TOML config file"},
       {"run " + dir.file("ok.toml") + " --time-limit 1:75:00",
-       "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h or [D-]HH:MM:SS above 0 and at most "
-       "366 days, got '1:75:00'"},
+       "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h, HH:MM:SS or D-HH[:MM[:SS]] above 0 "
+       "and at most 366 days, got '1:75:00' (see gtrain --help)"},
       {"run " + dir.file("ok.toml") + " --time-limit ''",
-       "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h or [D-]HH:MM:SS, got '' (see gtrain "
-       "--help)"},
+       "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h, HH:MM:SS or D-HH[:MM[:SS]] above 0 "
+       "and at most 366 days, got '' (see gtrain --help)"},
       {"run " + dir.file("ok.toml") + " --resume " + dir.path() + " --no-resume",
        "gtrain: config error: --resume excludes --no-resume (see gtrain --help)"},
       {"run " + dir.file("ok.toml") + " --set train.threads=5000",

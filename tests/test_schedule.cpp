@@ -131,15 +131,20 @@ TEST(Schedule, Durations) {
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
-                 "--time-limit: expected a duration like 90s, 15m, 2h or [D-]HH:MM:SS above 0 and at most 366 days, "
-                 "got 'ten minutes'");
+                 "--time-limit: expected a duration like 90s, 15m, 2h, HH:MM:SS or D-HH[:MM[:SS]] above 0 and at most "
+                 "366 days, got 'ten minutes'");
   }
   EXPECT_EQ(parse_duration("1.5h", "x"), 5400);
   EXPECT_EQ(parse_duration("1-02:03:04", "x"), 86400 + 2 * 3600 + 3 * 60 + 4);
   EXPECT_EQ(parse_duration("366-00:00:00", "x"), 366 * 86400);
+  // Slurm's day forms read as sbatch --time reads them: D-HH and D-HH:MM too (not D-MM:SS).
+  EXPECT_EQ(parse_duration("1-02", "x"), 26 * 3600);
+  EXPECT_EQ(parse_duration("1-00:30", "x"), 86400 + 1800);
+  EXPECT_EQ(parse_duration("0-00:00:30", "x"), 30);
   // Out-of-range fields, zero, overflowing or non-decimal numbers: each refused, none read as something else.
-  for (const char* bad : {"-5", "99:99:99", "1:60:00", "10:75", "00:00:00", "0", "0s", "inf", "nan", "1e30", "0x10",
-                          "367-00:00:00", "9999999h", "1-02", "1:2:3:4", "", "5 m", "5min"}) {
+  for (const char* bad : {"-5",  "99:99:99", "1:60:00",   "10:75",        "00:00:00", "0",    "0s",      "inf",
+                          "nan", "1e30",     "0x10",      "367-00:00:00", "9999999h", "1-24", "1-02:60", "1-02:03:60",
+                          "1-",  "-02:00",   "1-2:3:4:5", "0-00",         "1:2:3:4",  "",     "5 m",     "5min"}) {
     EXPECT_THROW(parse_duration(bad, "x"), ConfigError) << bad;
   }
 }

@@ -832,12 +832,26 @@ TEST(SubmitChain, StatusKeepsReasonsWithSpaces) {
   };
   std::ostringstream status;
   print_chain_status(o.run_dir, fake.runner(), status);
+  EXPECT_EQ(status.str().find("node(s)  running"), std::string::npos) << status.str();
   EXPECT_NE(status.str().find("queued  scheduler: PENDING (ReqNodeNotAvail, UnavailableNodes:gpu[01-02])"),
             std::string::npos)
       << status.str();
   EXPECT_NE(status.str().find("job 101  1 GPU(s) on 1 node(s)  queued  scheduler: PENDING (Dependency)"),
             std::string::npos)
       << status.str();
+  // A stage the scheduler runs shows as running (chain.json still says queued until it reports).
+  fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "squeue") return std::string("100 RUNNING None\n101 PENDING Dependency\n");
+    return std::nullopt;
+  };
+  std::ostringstream running;
+  print_chain_status(o.run_dir, fake.runner(), running);
+  EXPECT_NE(running.str().find("job 100  1 GPU(s) on 1 node(s)  running  scheduler: RUNNING\n"), std::string::npos)
+      << running.str();
+  EXPECT_NE(running.str().find("job 101  1 GPU(s) on 1 node(s)  queued  scheduler: PENDING (Dependency)"),
+            std::string::npos)
+      << running.str();
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "queued");
 }
 
 // sbatch that cannot reach the controller is a runtime failure (exit 1) with sbatch's message, not

@@ -255,21 +255,28 @@ Deadline earliest(const std::vector<Deadline>& ds) {
 namespace gtrain {
 
 double parse_duration(const std::string& text, const std::string& what) {
-  const std::string expected = what + ": expected a duration like 90s, 15m, 2h or [D-]HH:MM:SS above 0 and at most " +
-                               "366 days, got '" + text + "'";
+  const std::string expected = what + ": expected a duration like 90s, 15m, 2h, HH:MM:SS or D-HH[:MM[:SS]] above 0 " +
+                               "and at most 366 days, got '" + text + "'";
   // Plain decimal numbers only: no hex, exponents, inf or nan; minutes and seconds fields below 60.
   static const std::regex kUnits(R"(^([0-9]+(\.[0-9]+)?)([smh]?)$)");
-  static const std::regex kClock(R"(^(([0-9]+)-)?(([0-9]+):)?([0-9]+):([0-9]{1,2})$)");
+  static const std::regex kClock(R"(^(([0-9]+):)?([0-9]+):([0-9]{1,2})$)");
+  static const std::regex kDays(R"(^([0-9]+)-([0-9]{1,2})(:([0-9]{1,2}))?(:([0-9]{1,2}))?$)");
   std::smatch m;
   double s = 0;
   if (std::regex_match(text, m, kUnits)) {
     const std::string unit = m[3].str();
     s = std::stod(m[1].str()) * (unit == "h" ? 3600 : unit == "m" ? 60 : 1);
   } else if (std::regex_match(text, m, kClock)) {
-    // MM:SS, HH:MM:SS or D-HH:MM:SS (as Slurm reads them): seconds, and minutes after hours, below 60.
-    const double d = m[2].matched ? std::stod(m[2].str()) : 0, h = m[4].matched ? std::stod(m[4].str()) : 0;
-    const double mi = std::stod(m[5].str()), sec = std::stod(m[6].str());
-    if (sec >= 60 || (m[4].matched && mi >= 60) || (m[2].matched && !m[4].matched)) throw ConfigError(expected);
+    // MM:SS or HH:MM:SS: seconds, and minutes after hours, below 60.
+    const double h = m[2].matched ? std::stod(m[2].str()) : 0;
+    const double mi = std::stod(m[3].str()), sec = std::stod(m[4].str());
+    if (sec >= 60 || (m[2].matched && mi >= 60)) throw ConfigError(expected);
+    s = (h * 60 + mi) * 60 + sec;
+  } else if (std::regex_match(text, m, kDays)) {
+    // Slurm's D-HH, D-HH:MM and D-HH:MM:SS (so "1-00:30" is a day and 30 minutes, as sbatch --time reads it).
+    const double d = std::stod(m[1].str()), h = std::stod(m[2].str());
+    const double mi = m[4].matched ? std::stod(m[4].str()) : 0, sec = m[6].matched ? std::stod(m[6].str()) : 0;
+    if (h >= 24 || mi >= 60 || sec >= 60) throw ConfigError(expected);
     s = ((d * 24 + h) * 60 + mi) * 60 + sec;
   } else {
     throw ConfigError(expected);
