@@ -61,8 +61,9 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
     // Every rank starts from rank 0's parameters.
     if (dp > 1) comm_->broadcast(b.param, 0);
     if (opt_.zero_stage < 2) b.grad = torch::zeros({b.padded}, fopts_);
-    // Weight decay applies to matrices only (the same rule as split_decay_params); mirrored
-    // parameters are counted in the norm by another rank.
+    // Weight decay applies to parameters of 2 or more dimensions only (nanoGPT's rule: matrices,
+    // kernels, embeddings; not biases or norm gains); mirrored parameters are counted in the norm by
+    // another rank.
     for (const auto& s : b.segments) {
       if (params_[s.param].second.dim() >= 2) add_owned_range(b, b.decayed, s);
       if (opt_.mirrored.count(params_[s.param].first)) add_owned_range(b, b.mirrored, s);

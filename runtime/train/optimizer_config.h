@@ -22,7 +22,10 @@ struct OptimizerConfig {
   void visit(V& v) {
     v("name", name, "Optimizer: \"adamw\" or \"sgd\" (with momentum).", cfg::one_of({"adamw", "sgd"}));
     v("learning_rate", learning_rate, "Peak learning rate, reached after train.warmup_steps.", cfg::greater_than(0.0));
-    v("weight_decay", weight_decay, "Decoupled weight decay; biases, norms and embeddings of size 1 dims are exempt.",
+    v("weight_decay", weight_decay,
+      "Weight decay of parameters with 2 or more dimensions (weight matrices, convolution kernels and "
+      "embeddings, as nanoGPT); biases and norm gains are exempt. adamw: decoupled (as torch.optim.AdamW); "
+      "sgd: L2, added to the gradient before momentum (as torch.optim.SGD).",
       cfg::at_least(0.0));
     v("beta1", beta1, "adamw: decay of the first moment.", cfg::range(0.0, 0.999999));
     v("beta2", beta2, "adamw: decay of the second moment.", cfg::range(0.0, 0.999999));

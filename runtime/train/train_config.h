@@ -35,7 +35,11 @@ struct TrainConfig {
     v("epochs", epochs, "Passes over the training split (rounded up to whole steps).", cfg::at_least(0.0));
     v("tokens", tokens, "Training tokens for token models (rounded up to whole steps).", cfg::at_least(0));
     v("seed", seed, "Seed of initialisation, data order and dropout; same seed, same run.", cfg::at_least(0));
-    v("warmup_steps", warmup_steps, "Steps of linear learning-rate warmup from 0.", cfg::at_least(0));
+    v("warmup_steps", warmup_steps,
+      "Steps of linear learning-rate warmup: step k (from 1) of the first warmup_steps uses learning_rate x "
+      "k / warmup_steps, so the first step already trains and the last warmup step reaches the peak (as "
+      "nanoGPT); the decay then starts from the peak and ends at min_lr_ratio x learning_rate on the last step.",
+      cfg::at_least(0));
     v("lr_schedule", lr_schedule, "Decay after warmup: \"cosine\", \"linear\" or \"constant\".",
       cfg::one_of({"cosine", "linear", "constant"}));
     v("min_lr_ratio", min_lr_ratio, "Final learning rate as a fraction of the peak (cosine, linear).",
