@@ -294,8 +294,10 @@ std::vector<std::string> stage_submit_argv(const Chain& c, size_t k, const std::
     else
       opts.push_back("--begin=" + s.begin);
   }
+  // The whole environment goes with the stage, as on Slurm (--export=ALL): the GTRAIN_<SECTION>_<KEY>
+  // overrides submit checked the plan with, PATH and LD_LIBRARY_PATH among them.
   if (pbs)
-    opts.insert(opts.end(), {"-v", "GTRAIN_STAGE=" + std::to_string(s.index)});
+    opts.insert(opts.end(), {"-V", "-v", "GTRAIN_STAGE=" + std::to_string(s.index)});
   else
     opts.push_back("--export=ALL,GTRAIN_STAGE=" + std::to_string(s.index));
   argv.insert(argv.end() - 1, opts.begin(), opts.end());

@@ -1,6 +1,7 @@
 // launch.cpp: rank detection, the mpirun command, and mpirun run as a child that stop signals reach as requests.
 #include "launcher/launch.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -75,7 +76,7 @@ std::vector<std::string> mpirun_argv(const LaunchSpec& s) {
   return argv;
 }
 
-int run_mpirun(const LaunchSpec& spec) {
+MpirunResult run_mpirun(const LaunchSpec& spec) {
   auto argv = mpirun_argv(spec);
   if (geteuid() == 0) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
@@ -132,8 +133,8 @@ int run_mpirun(const LaunchSpec& spec) {
     if (done == child) {
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
       if (!spec.stop_file.empty()) ::unlink(spec.stop_file.c_str());
-      if (aborted_by) return 128 + aborted_by;  // as if the signal had ended this process
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (aborted_by) return {128 + aborted_by, aborted_by};  // as if the signal had ended this process
+      return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), 0};
     }
     if (done < 0 && errno != EINTR) {
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
@@ -167,10 +168,38 @@ int run_mpirun(const LaunchSpec& spec) {
                    "gtrain: %s again: aborting the ranks without saving (the last committed checkpoint "
                    "stays valid)\n",
                    name);
+      // mpirun would only pass a TERM on, which the ranks take as one more stop request (they finish
+      // the step and save): this host's ranks are killed outright, and mpirun, seeing them die, ends
+      // the job's ranks elsewhere. A save cut short leaves no committed checkpoint behind (saves are
+      // renamed into place when complete).
+      for (pid_t rank : child_processes(child)) ::kill(rank, SIGKILL);
       ::kill(child, SIGTERM);
       aborted_by = sig;
     }
   }
+}
+
+std::vector<pid_t> child_processes(pid_t pid) {
+  std::vector<pid_t> out;
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return out;
+  while (const dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    const long id = std::strtol(e->d_name, &end, 10);
+    if (id <= 0 || !end || *end != '\0') continue;
+    std::ifstream stat(std::string("/proc/") + e->d_name + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == pid)
+      out.push_back(static_cast<pid_t>(id));
+  }
+  ::closedir(proc);
+  return out;
 }
 
 std::string self_executable() {

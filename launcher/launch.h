@@ -3,6 +3,8 @@
 // and replacing this process with it.
 #pragma once
 
+#include <sys/types.h>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -46,9 +48,16 @@ std::vector<std::string> mpirun_argv(const LaunchSpec& spec);
 // Sets Open MPI's run-as-root permission when root, starts mpirun as a child and stays its parent:
 // the first stop signal writes spec.stop_file (the ranks save at their next step and exit 3), TERM or
 // INT again aborts them; USR1, USR2, TERM, INT or HUP outside the stop list go to mpirun as they
-// would have without this parent. mpirun dies with this process. Returns mpirun's exit code, or
-// 128 + the signal that aborted the job.
-int run_mpirun(const LaunchSpec& spec);
+// would have without this parent; the second TERM or INT kills this host's ranks at once (SIGKILL;
+// mpirun ends the others). mpirun dies with this process.
+struct MpirunResult {
+  int exit_code = 0;   // mpirun's exit code (128 + N: mpirun ended by signal N), or 128 + aborted_by
+  int aborted_by = 0;  // the signal this process aborted the job for (0 = none)
+};
+MpirunResult run_mpirun(const LaunchSpec& spec);
+
+// The processes whose parent is `pid` (from /proc): mpirun's children are this host's ranks.
+std::vector<pid_t> child_processes(pid_t pid);
 
 // Path of the running executable.
 std::string self_executable();

@@ -283,7 +283,8 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
       out.exit_code = kExitResumable;
       return out;
     }
-    out.exit_code = run_mpirun(spec);
+    const MpirunResult ran = run_mpirun(spec);
+    out.exit_code = ran.exit_code;
     std::string said;
     std::getline(std::ifstream(outcome), said);
     fs::remove(outcome, ec);
@@ -296,6 +297,18 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
       }
       out.exit_code = kExitResumable;
       return out;
+    }
+    if (!ran.aborted_by && out.exit_code > 128 && out.exit_code < 128 + 65) {
+      // mpirun passes on a rank's death by signal (137: SIGKILL, the kernel's out-of-memory killer's
+      // too) as 128 + N; gtrain itself got none, so it is a runtime failure, not the abort 128 + N means.
+      const int sig = out.exit_code - 128;
+      std::cerr << "gtrain: error: a rank (or mpirun) was ended by signal " << sig << " (" << strsignal(sig)
+                << "); the stage did not save (the last committed checkpoint stays valid)"
+                << (sig == SIGKILL ? "\n  hint: SIGKILL often means the out-of-memory killer: see dmesg or the "
+                                     "scheduler's log, or lower parallel.micro_batch"
+                                   : "")
+                << std::endl;
+      out.exit_code = kExitFailure;
     }
     if (out.exit_code == 255) {
       // Open MPI's own failure (no rank ran): its banner above says why, at length. One line to act on.

@@ -126,7 +126,9 @@ bool scheduler_unreachable(const CommandOutput& r) {
   static const std::regex kUnreachable(
       "unable to contact slurm controller|slurm controller not responding|socket timed out|connection refused|"
       "connection timed out|no route to host|zero bytes were transmitted|cannot connect to (specified )?server|"
-      "communication connection failure|could not be run",
+      "communication connection failure|could not be run|"
+      // Slurm without a slurm.conf (configless lookup failed) or a controller it can resolve:
+      "could not establish a configuration source|fetch_config: dns srv lookup failed",
       std::regex::icase);
   return std::regex_search(r.text, kUnreachable);
 }

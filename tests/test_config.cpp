@@ -182,6 +182,15 @@ TEST(Config, CrossFieldRules) {
             std::string::npos);
   EXPECT_NE(error_of("[train]\nsteps = 3\n[parallel]\ntp = 2\n").find("parallel.mode = \"explicit\""),
             std::string::npos);
+  // log.name is one directory under log.root: '..' put the run's files into the working directory.
+  for (const char* bad : {"..", ".", "a/b", "/abs"}) {
+    EXPECT_EQ(error_of("[train]\nsteps = 3\n", {std::string("log.name=\"") + bad + "\""}),
+              std::string("--set log.name=\"") + bad +
+                  "\": log.name: expected a plain name without '/' (not . or ..), got '" + bad +
+                  "'; the run directory is <log.root>/<log.name>: set log.root to choose where, or pass --run-dir")
+        << bad;
+  }
+  EXPECT_EQ(error_of("[train]\nsteps = 3\n[log]\nname = \"run..1.x\"\n"), "(no error)");
 }
 
 TEST(Config, PrecedenceCliOverEnvironmentOverFile) {

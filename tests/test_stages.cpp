@@ -385,6 +385,66 @@ TEST(Stages, SignalOutsideTheStopListEndsEveryRank) {
   EXPECT_TRUE(gone) << "ranks outlived the job";
 }
 
+// The same TERM again while the ranks are in a long step ends them at once, unsaved, with 128 + 15
+// (mpirun would only pass it on as one more stop request: they finished the step and saved, exit 3);
+// a rank killed by a signal gtrain did not get is a runtime failure (exit 1), not that abort's code.
+TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
+  // Steps of about a second on two ranks: the second TERM comes in the middle of one.
+  const std::string slow =
+      " --ranks 2 --set train.steps=100000 --set checkpoint.interval=0 --set model.n_embd=256 "
+      "--set model.n_layer=4 --set model.seq_len=128 --set model.vocab=256";
+  auto ranks_of = [](const std::string& job) {
+    // The ranks' command lines start with gtrain-worker (mpirun's has it as an argument).
+    return test::lines(test::run_command("pgrep -f -- '^[^ ]*[g]train-worker run " + job + "'").output);
+  };
+  auto all_gone = [&](const std::string& job) {
+    for (int i = 0; i < 100; ++i) {
+      if (ranks_of(job).empty()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  {
+    test::TempDir dir;
+    test::write_file(dir.file("job.toml"), kGpt);
+    const pid_t pid =
+        spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + slow, dir.file("out.log"));
+    for (int i = 0; i < 6000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid, SIGTERM);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    kill(pid, SIGTERM);
+    const auto t0 = Clock::now();
+    const int rc = wait_exit(pid);
+    const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+    const std::string out = test::read_file(dir.file("out.log"));
+    EXPECT_EQ(rc, 128 + SIGTERM) << out;
+    EXPECT_NE(out.find("again: aborting the ranks without saving"), std::string::npos) << out;
+    EXPECT_EQ(out.find("checkpoint saved"), std::string::npos) << out;
+    EXPECT_TRUE(list_checkpoints(dir.file("run/checkpoints")).empty()) << out;
+    EXPECT_TRUE(all_gone(dir.file("job.toml"))) << "ranks outlived the abort";
+    EXPECT_LT(waited, 30.0) << out;
+  }
+  {
+    test::TempDir dir;
+    test::write_file(dir.file("job.toml"), kGpt);
+    const pid_t pid =
+        spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + slow, dir.file("out.log"));
+    for (int i = 0; i < 6000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const auto ranks = ranks_of(dir.file("job.toml"));
+    ASSERT_EQ(ranks.size(), 2u);
+    kill(std::stoi(ranks.back()), SIGKILL);  // as the out-of-memory killer would
+    const int rc = wait_exit(pid);
+    const std::string out = test::read_file(dir.file("out.log"));
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("gtrain: error: a rank (or mpirun) was ended by signal 9 (Killed)"), std::string::npos) << out;
+    EXPECT_TRUE(all_gone(dir.file("job.toml"))) << "ranks outlived the failure";
+  }
+}
+
 // A stop signal during start-up (before any handler of the ranks exists) is neither fatal nor lost.
 TEST(Stages, StopSignalDuringStartUpIsNotLost) {
   for (int ranks : {1, 2}) {

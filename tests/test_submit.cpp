@@ -464,6 +464,9 @@ TEST(SubmitChain, PbsDependsWithW) {
   const auto& call = fake.calls[1];
   EXPECT_NE(std::find(call.begin(), call.end(), "depend=afterany:100.pbs01"), call.end());
   EXPECT_NE(test::read_file(o.run_dir + "/stage-1.pbs").find("select=2:ngpus=2"), std::string::npos);
+  // -V: the stage runs with the environment submit checked (GTRAIN_* overrides), as Slurm's --export=ALL.
+  for (const auto& c : fake.calls)
+    if (c[0] == "qsub") EXPECT_NE(std::find(c.begin(), c.end(), "-V"), c.end());
 }
 
 TEST(SubmitChain, DryRunSubmitsNothing) {
@@ -857,32 +860,34 @@ TEST(SubmitChain, StatusKeepsReasonsWithSpaces) {
 // sbatch that cannot reach the controller is a runtime failure (exit 1) with sbatch's message, not
 // a refusal of the job's options (exit 2).
 TEST(SubmitChain, UnreachableControllerIsARuntimeError) {
-  test::TempDir dir;
-  FakeScheduler fake;
-  fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
-    if (argv[0] == "sbatch")
-      return std::string(
-          "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect "
-          "failure)\ngtrain-rc=1");
-    return std::nullopt;
-  };
-  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
-  std::ostringstream out;
-  try {
-    submit_command(o, {}, fake.runner(), out);
-    ADD_FAILURE() << "accepted";
-  } catch (const ConfigError& e) {
-    ADD_FAILURE() << "reported as bad input: " << e.what();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), 1);
-    const std::string what = e.what();
-    EXPECT_EQ(what.rfind("sbatch could not submit stage 1 (scheduler unreachable, exit 1)", 0), 0u) << what;
-    EXPECT_NE(what.find("\nsbatch: error: Batch job submission failed: Unable to contact slurm controller"),
-              std::string::npos)
-        << what;
+  // A controller that does not answer, and a Slurm installed without a configuration to find it.
+  for (const std::string message :
+       {"sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+        "sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\nsbatch: error: fetch_config: DNS "
+        "SRV lookup failed\nsbatch: error: _establish_config_source: failed to fetch config\nsbatch: fatal: Could "
+        "not establish a configuration source"}) {
+    test::TempDir dir;
+    FakeScheduler fake;
+    fake.answer = [message](const std::vector<std::string>& argv) -> std::optional<std::string> {
+      if (argv[0] == "sbatch") return message + "\ngtrain-rc=1";
+      return std::nullopt;
+    };
+    SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+    std::ostringstream out;
+    try {
+      submit_command(o, {}, fake.runner(), out);
+      ADD_FAILURE() << "accepted";
+    } catch (const ConfigError& e) {
+      ADD_FAILURE() << "reported as bad input: " << e.what();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 1);
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("sbatch could not submit stage 1 (scheduler unreachable, exit 1)", 0), 0u) << what;
+      EXPECT_NE(what.find("\n" + message), std::string::npos) << what;
+    }
+    EXPECT_EQ(fake.count("sbatch"), 1) << "no --test-only probing of a scheduler that is not there";
+    EXPECT_EQ(read_chain(o.run_dir).state, "failed");
   }
-  EXPECT_EQ(fake.count("sbatch"), 1) << "no --test-only probing of a scheduler that is not there";
-  EXPECT_EQ(read_chain(o.run_dir).state, "failed");
 }
 
 // PBS: no QOS; a log per stage; the summary says how a stage stops (no early signal on PBS).

@@ -404,6 +404,13 @@ void validate_job_config(const JobConfig& c) {
   for (size_t i = 0; i < c.schedule.window.size(); ++i) {
     parse_window(c.schedule.window[i], from({"schedule.window"}) + ": schedule.window[" + std::to_string(i) + "]");
   }
+  const std::string& name = c.log.name;
+  if (name == "." || name == ".." || name.find('/') != std::string::npos) {
+    // <root>/.. would put the run's files (checkpoints, metrics, locks) into log.root's parent.
+    throw ConfigError(from({"log.name"}) + ": log.name: expected a plain name without '/' (not . or ..), got '" + name +
+                      "'; the run directory is <log.root>/<log.name>: set log.root to choose where, or pass "
+                      "--run-dir");
+  }
   if (c.parallel.pp_microbatches > 0 && c.parallel.micro_batch > 0) {
     throw ConfigError(from({"parallel.pp_microbatches", "parallel.micro_batch"}) +
                       ": [parallel]: set parallel.micro_batch or parallel.pp_microbatches, not both (micro-batches "

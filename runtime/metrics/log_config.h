@@ -19,7 +19,7 @@ struct LogConfig {
 
   template <class V>
   void visit(V& v) {
-    v("name", name, "Run name (\"\" = the config file name without .toml).");
+    v("name", name, "Run name, a plain name without '/' (\"\" = the config file name without .toml).");
     v("root", root, "Parent of run directories: the run directory is <root>/<name>.");
     v("interval", interval, "Steps between plain console lines (used when stdout is not a TTY).", cfg::at_least(1));
     v("metrics_interval", metrics_interval,
