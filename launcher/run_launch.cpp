@@ -205,6 +205,47 @@ Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocat
   return earliest(ds);
 }
 
+size_t count_lines(const fs::path& file) {
+  std::ifstream in(file);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) n += !line.empty();
+  return n;
+}
+
+// A stage whose ranks died without writing their ledger record (a rank killed by a signal, the
+// second TERM's abort): the launcher writes one from what metrics.jsonl shows of the stage, so
+// stages.jsonl has every stage and `gtrain status` does not take an earlier stage's end for the run's.
+void record_unreported_stage(const std::string& run_dir, double start_unix, int world, const nlohmann::json& allocation,
+                             int64_t total_steps, const std::string& exit) {
+  int64_t first = -1, last = -1;
+  std::ifstream metrics(fs::path(run_dir) / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("kind", "") != "train" || !j.contains("step") || !j["step"].is_number_integer() ||
+        !j.contains("time") || !j["time"].is_number() || j["time"].get<double>() < start_unix)
+      continue;
+    const int64_t step = j["step"].get<int64_t>();
+    if (first < 0) first = step;
+    last = std::max(last, step);
+  }
+  if (first < 0) return;  // no step trained: a start refused or failed before training is no stage
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const nlohmann::json rec = {{"start", start_unix},
+                              {"end", now},
+                              {"allocation", allocation},
+                              {"world", world},
+                              {"step_from", first - 1},
+                              {"step_to", last},
+                              {"total_steps", total_steps},
+                              {"samples", 0},
+                              {"productive_s", 0.0},
+                              {"save_s", 0.0},
+                              {"load_s", 0.0},
+                              {"exit", exit},
+                              {"reported_by", "launcher"}};
+  std::ofstream(fs::path(run_dir) / "stages.jsonl", std::ios::app) << rec.dump() << "\n";
+}
+
 }  // namespace
 
 bool stage_prepared(const std::map<std::string, std::string>& env, const std::string& run_dir) {
@@ -228,15 +269,12 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   // Ranks learn the stage's facts from the launching process.
   setenv("GTRAIN_INTERNAL_LOCKED", run_dir.c_str(), 1);
   setenv("GTRAIN_INTERNAL_DEADLINE", (std::to_string(deadline.unix_time) + "|" + deadline.source).c_str(), 1);
-  setenv("GTRAIN_INTERNAL_ALLOCATION",
-         nlohmann::json({{"scheduler", alloc.scheduler},
-                         {"job_id", alloc.job_id},
-                         {"nodes", alloc.nodes.size()},
-                         {"gpus", alloc.total_gpus()},
-                         {"ranks", out.ranks}})
-             .dump()
-             .c_str(),
-         1);
+  const nlohmann::json allocation = {{"scheduler", alloc.scheduler},
+                                     {"job_id", alloc.job_id},
+                                     {"nodes", alloc.nodes.size()},
+                                     {"gpus", alloc.total_gpus()},
+                                     {"ranks", out.ranks}};
+  setenv("GTRAIN_INTERNAL_ALLOCATION", allocation.dump().c_str(), 1);
   {
     std::vector<std::pair<std::string, std::vector<int>>> granted;
     for (const auto& n : alloc.nodes) granted.emplace_back(n.host, n.gpus);
@@ -283,8 +321,19 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
       out.exit_code = kExitResumable;
       return out;
     }
+    const fs::path ledger = fs::path(run_dir) / "stages.jsonl";
+    const size_t ledger_lines = count_lines(ledger);
+    const double start_unix =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     const MpirunResult ran = run_mpirun(spec);
     out.exit_code = ran.exit_code;
+    if (ran.exit_code != kExitOk && count_lines(ledger) == ledger_lines) {
+      const int sig = ran.aborted_by ? ran.aborted_by : ran.exit_code > 128 ? ran.exit_code - 128 : 0;
+      record_unreported_stage(run_dir, start_unix, out.ranks, allocation, cfg.train.steps,
+                              ran.aborted_by ? "aborted: signal " + std::to_string(sig)
+                              : sig          ? "failed: a rank ended by signal " + std::to_string(sig)
+                                             : "failed: mpirun exited " + std::to_string(ran.exit_code));
+    }
     std::string said;
     std::getline(std::ifstream(outcome), said);
     fs::remove(outcome, ec);

@@ -143,7 +143,9 @@ int status_command(const std::string& run_dir, bool json) {
     productive_rank_s += s.value("productive_s", 0.0) * world;
     wall_rank_s += (s.value("end", 0.0) - s.value("start", 0.0)) * world;
   }
-  if (total == 0) total = config_steps;
+  // config.toml is the latest start's: its steps win over an earlier stage's total (a run restarted
+  // with more steps, whose stage failed before it could write its own).
+  if (config_steps > 0) total = config_steps;
   if (total == 0 && !latest.empty()) {
     // Epoch- or token-based runs: the trainer's resolved total, stored in its checkpoints.
     try {
@@ -152,13 +154,16 @@ int status_command(const std::string& run_dir, bool json) {
     }
   }
   if (!last_train.is_null()) done = std::max<int64_t>(done, last_train.value("step", 0));
-  const bool complete = !stages.empty() && stages.back().value("exit", "") == "completed";
-  // ETA at the current allocation: the last stage's time per step.
+  // Complete: the latest stage completed the run's steps, and nothing trained after it.
+  const bool complete = !stages.empty() && stages.back().value("exit", "") == "completed" &&
+                        stages.back().value("step_to", int64_t{-1}) == done && (total == 0 || done >= total);
+  // ETA at the current allocation: the latest stage's time per step that measured one.
   double eta = -1;
-  if (!stages.empty() && total > 0) {
-    const auto& s = stages.back();
-    const int64_t steps = s.value("step_to", 0) - s.value("step_from", 0);
-    if (steps > 0) eta = (s.value("productive_s", 0.0) / steps) * static_cast<double>(total - done);
+  for (auto s = stages.rbegin(); s != stages.rend() && eta < 0 && total > 0; ++s) {
+    const int64_t steps = s->value("step_to", 0) - s->value("step_from", 0);
+    const double productive = s->value("productive_s", 0.0);
+    if (steps > 0 && productive > 0)
+      eta = (productive / steps) * static_cast<double>(std::max<int64_t>(0, total - done));
   }
   // Goodput needs the ledger (a run killed before its first stage ended has none).
   const double goodput = wall_rank_s > 0 ? productive_rank_s / wall_rank_s : 0;

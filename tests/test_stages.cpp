@@ -425,16 +425,26 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
     EXPECT_TRUE(list_checkpoints(dir.file("run/checkpoints")).empty()) << out;
     EXPECT_TRUE(all_gone(dir.file("job.toml"))) << "ranks outlived the abort";
     EXPECT_LT(waited, 30.0) << out;
+    // The ranks wrote no ledger record; the launcher did.
+    const auto ledger = test::lines(test::read_file(dir.file("run/stages.jsonl")));
+    ASSERT_EQ(ledger.size(), 1u) << out;
+    EXPECT_EQ(nlohmann::json::parse(ledger[0]).at("exit"), "aborted: signal 15") << ledger[0];
   }
   {
+    // A stage that completes 2 steps, then a longer one on the same run whose rank is killed.
     test::TempDir dir;
     test::write_file(dir.file("job.toml"), kGpt);
+    const std::string first = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " +
+                                                dir.file("run") + slow + " --set train.steps=2 2>&1")
+                                  .output;
+    ASSERT_EQ(test::lines(test::read_file(dir.file("run/stages.jsonl"))).size(), 1u) << first;
     const pid_t pid =
         spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + slow, dir.file("out.log"));
-    for (int i = 0; i < 6000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 1; ++i) {
+    for (int i = 0; i < 6000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 3; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     const auto ranks = ranks_of(dir.file("job.toml"));
+    if (ranks.size() != 2u) kill(pid, SIGKILL);
     ASSERT_EQ(ranks.size(), 2u);
     kill(std::stoi(ranks.back()), SIGKILL);  // as the out-of-memory killer would
     const int rc = wait_exit(pid);
@@ -442,6 +452,19 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("gtrain: error: a rank (or mpirun) was ended by signal 9 (Killed)"), std::string::npos) << out;
     EXPECT_TRUE(all_gone(dir.file("job.toml"))) << "ranks outlived the failure";
+    const auto ledger = test::lines(test::read_file(dir.file("run/stages.jsonl")));
+    ASSERT_EQ(ledger.size(), 2u) << out;
+    const auto killed = nlohmann::json::parse(ledger[1]);
+    EXPECT_EQ(killed.at("exit"), "failed: a rank ended by signal 9") << ledger[1];
+    EXPECT_EQ(killed.at("step_from"), 2) << ledger[1];
+    EXPECT_GE(killed.at("step_to").get<int64_t>(), 3) << ledger[1];
+    // status: the run's steps are the latest start's, and the run is not complete (it said
+    // "step N / 2 (complete)" from the first stage's record).
+    const std::string status = test::run_command(GTRAIN_BINARY " status " + dir.file("run")).output;
+    EXPECT_NE(status.find("progress   step " + std::to_string(killed.at("step_to").get<int64_t>()) + " / 100000\n"),
+              std::string::npos)
+        << status;
+    EXPECT_NE(status.find("failed: a rank ended by signal 9"), std::string::npos) << status;
   }
 }
 
