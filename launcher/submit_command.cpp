@@ -20,6 +20,7 @@
 #include "launcher/run_launch.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
+#include "runtime/data/mapped_file.h"
 
 namespace fs = std::filesystem;
 
@@ -328,6 +329,12 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   // Memory is not judged here: the stage's own hardware decides it.
   {
     const JobDescription job = describe_job(cfg);
+    // Sizing a model from its shape opens no data: a typo in the token files' path would only show
+    // after the queue wait. The files (or a glob's matches) must exist now.
+    if (cfg.data.kind == "tokens" || cfg.data.kind == "text_bytes") {
+      expand_data_path(cfg.data.path, "data.path");
+      if (!cfg.data.eval_path.empty()) expand_data_path(cfg.data.eval_path, "data.eval_path");
+    }
     JobConfig layout = cfg;
     if (layout.parallel.memory_gb <= 0) layout.parallel.memory_gb = 1e9;
     std::set<std::pair<int, int>> checked;

@@ -668,6 +668,18 @@ TEST(SubmitChain, RefusesWhatRunWouldRefuseBeforeWritingScripts) {
   // The stage scripts stop gtrain run with USR1: without it in the list, USR1 would kill the stage unsaved.
   expect_refused(kMlp, {"schedule.stop_signals=[\"TERM\", \"INT\"]"},
                  "schedule.stop_signals = [\"TERM\", \"INT\"] lacks \"USR1\", which the stage scripts send");
+  // A GPT sized from its shape opens no data; its token files must exist all the same.
+  const std::string gpt =
+      "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 64\nseq_len = 32\nvocab = 256\n"
+      "[data]\nkind = \"tokens\"\npath = \"" +
+      dir.file("missing.bin") + "\"\n[train]\nsteps = 10\nglobal_batch = 8\n";
+  expect_refused(gpt, {}, "data.path: file \"" + dir.file("missing.bin") + "\" does not exist");
+  expect_refused(gpt, {"data.path=\"" + dir.file("shard_*.bin") + "\""},
+                 "data.path: no file matches \"" + dir.file("shard_*.bin") + "\"");
+  test::write_file(dir.file("shard_0.bin"), std::string(4096, '\0'));
+  expect_refused(gpt,
+                 {"data.path=\"" + dir.file("shard_*.bin") + "\"", "data.eval_path=\"" + dir.file("val.bin") + "\""},
+                 "data.eval_path: file \"" + dir.file("val.bin") + "\" does not exist");
   EXPECT_TRUE(fake.calls.empty());
 }
 
