@@ -401,7 +401,14 @@ Plan plan_job(const PlannerInput& in) {
                       " usable: " + format_gib(r.missing_bytes) + " missing; use more or larger devices" +
                       (in.precision.dtype == "fp32" ? ", bf16," : "") + " or a smaller model");
   }
-  // Otherwise no dp can split the batch: report the pure data-parallel one.
+  // Otherwise no dp can split the batch: report the pure data-parallel one, then why each layout
+  // with tensor or pipeline parallelism was ruled out (every factor named).
+  std::string others;
+  for (const auto& r : all) {
+    if (r.structural && (r.plan.tp > 1 || r.plan.pp > 1))
+      others += (others.empty() ? "; other layouts: " : "; ") + std::string("tp ") + num(r.plan.tp) + " x pp " +
+                num(r.plan.pp) + ": " + r.why;
+  }
   for (const auto& r : all) {
     if (r.plan.tp == 1 && r.plan.pp == 1) {
       const int64_t dp = r.plan.dp;
@@ -409,15 +416,15 @@ Plan plan_job(const PlannerInput& in) {
         throw ConfigError("train.global_batch = " + num(in.train.global_batch) +
                           ", the batch of the checkpoint this run resumes, cannot be split evenly over dp = " +
                           num(dp) + " data-parallel ranks; resume on a rank count whose data-parallel size divides " +
-                          num(in.train.global_batch) + ", or start over with --no-resume");
+                          num(in.train.global_batch) + ", or start over with --no-resume" + others);
       }
       if (in.train.global_batch % dp != 0) {
         throw ConfigError("train.global_batch = " + num(in.train.global_batch) + " cannot be split evenly over dp = " +
                           num(dp) + " data-parallel ranks; nearest valid global batches: " +
                           join(nearest_valid_global_batches(in.train.global_batch, dp), " or ") +
-                          " (or allow a change with parallel.batch_tolerance)");
+                          " (or allow a change with parallel.batch_tolerance)" + others);
       }
-      throw ConfigError("no layout of " + num(in.world) + " ranks works: " + r.why);
+      throw ConfigError("no layout of " + num(in.world) + " ranks works: " + r.why + others);
     }
   }
   throw ConfigError("no layout of " + num(in.world) + " ranks works");

@@ -211,6 +211,17 @@ TEST(PlannerBatch, NearestValidBatchesAndTolerance) {
   EXPECT_FALSE(error_of(in).empty());
 }
 
+// When no layout of the ranks works, the error names why each one with tp or pp was ruled out too
+// (it named only data parallelism's reason).
+TEST(PlannerBatch, NoLayoutNamesEveryLayoutsReason) {
+  PlannerInput in = gpt_input(4, 4, 128, 64, 32, 3, "A100-80GB");
+  const std::string e = error_of(in);
+  EXPECT_EQ(e,
+            "train.global_batch = 32 cannot be split evenly over dp = 3 data-parallel ranks; nearest valid global "
+            "batches: 30 or 33 (or allow a change with parallel.batch_tolerance); other layouts: tp 1 x pp 3: pp=3 "
+            "does not divide the 4 blocks; tp 3 x pp 1: tp=3 does not divide the 4 attention heads");
+}
+
 TEST(PlannerExplicit, EveryWrongFactorIsNamed) {
   PlannerInput in = gpt2_on(8);
   in.parallel.mode = "explicit";
