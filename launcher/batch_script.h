@@ -24,7 +24,11 @@ struct BatchStage {
   std::string partition, account, qos;        // validated names ("" = the site's default)
   std::vector<std::string> extra_directives;  // --sbatch-arg values, one directive each
   std::string launcher = "mpirun";            // mpirun (gtrain starts it) or srun
+  int cpus_per_gpu = 0;                       // CPU cores per GPU (0 = not requested: the site's default)
 };
+
+// PBS's resource chunk: select=N:ngpus=G[:ncpus=G*C]:mpiprocs=G.
+std::string pbs_select(int nodes, int gpus_per_node, int cpus_per_gpu);
 
 // Quotes `s` for bash: the result expands to exactly `s` (spaces, quotes, $, backticks, newlines).
 std::string shell_quote(const std::string& s);

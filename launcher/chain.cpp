@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/batch_script.h"
 #include "launcher/submit_command.h"
 #include "runtime/common/errors.h"
 #include "runtime/train/schedule.h"
@@ -42,7 +43,8 @@ nlohmann::json to_json(const Chain& c) {
           {"stages", st},
           {"windows", windows},
           {"gpus_from_windows", c.gpus_from_windows},
-          {"launcher", c.launcher}};
+          {"launcher", c.launcher},
+          {"cpus_per_gpu", c.cpus_per_gpu}};
 }
 
 // Key `key` of the object `obj` (`path` names it in messages), `fallback` when absent; a ConfigError
@@ -84,6 +86,7 @@ Chain from_json(const nlohmann::json& j, const std::string& where) {
   c.reason = field(j, "reason", std::string(), where, "");
   c.gpus_from_windows = field(j, "gpus_from_windows", false, where, "");
   c.launcher = field(j, "launcher", c.launcher, where, "");
+  c.cpus_per_gpu = field(j, "cpus_per_gpu", 0, where, "");
   const auto windows = j.find("windows");
   if (windows != j.end() && !windows->is_array()) {
     throw ConfigError(where + ": key 'windows' must be an array, got " + std::string(windows->type_name()));
@@ -177,8 +180,7 @@ std::string fit_auto_stage(const Chain& c, ChainStage& next, double now) {
     kept.push_back(argv[i]);
   }
   if (c.scheduler == "pbs") {
-    kept.insert(kept.end(), {"-l", "select=" + std::to_string(next.nodes) + ":ngpus=" + std::to_string(per_node) +
-                                       ":mpiprocs=" + std::to_string(per_node)});
+    kept.insert(kept.end(), {"-l", pbs_select(next.nodes, per_node, c.cpus_per_gpu)});
   } else {
     kept.push_back("--gpus-per-node=" + std::to_string(per_node));
     kept.push_back("--ntasks-per-node=" + std::to_string(c.launcher == "srun" ? per_node : 1));

@@ -46,6 +46,7 @@ struct Chain {
   std::vector<WindowConfig> windows;
   bool gpus_from_windows = false;
   std::string launcher = "mpirun";
+  int cpus_per_gpu = 0;  // submit --cpus-per-gpu (PBS: the ncpus of a new select)
 };
 
 std::string chain_path(const std::string& run_dir);

@@ -114,6 +114,11 @@ int cli_main(int argc, char** argv) {
                          "margin + 30). PBS: gtrain run's own deadline this long before the walltime (default 30; "
                          "it saves ahead of it)");
   submit_cmd->add_option("--launcher", submit.launcher, "How the job starts ranks: mpirun (default) or srun");
+  submit_cmd
+      ->add_option("--cpus-per-gpu", submit.cpus_per_gpu,
+                   "CPU cores to request per GPU (Slurm --cpus-per-gpu, PBS ncpus); default 0: the site's default, "
+                   "which on some sites is one core per task")
+      ->check(CLI::Range(0, 1024));
 
   std::string cancel_dir;
   auto* cancel_cmd = app.add_subcommand("cancel", "Cancel the queued stages of a submitted chain.");

@@ -208,6 +208,8 @@ int validate_submit_options(const SubmitOptions& o) {
     throw ConfigError("--launcher '" + o.launcher + "': expected mpirun or srun");
   if (o.scheduler == "pbs" && !o.qos.empty())
     throw ConfigError("--qos '" + o.qos + "': PBS has no QOS; choose the queue with --partition (qsub -q) instead");
+  if (o.cpus_per_gpu < 0 || o.cpus_per_gpu > 1024)
+    throw ConfigError("--cpus-per-gpu " + std::to_string(o.cpus_per_gpu) + ": expected 0 (the site's default) to 1024");
   if (o.launcher == "srun" && o.scheduler != "slurm")
     throw ConfigError("--launcher srun needs --scheduler slurm (got " + o.scheduler +
                       "); PBS stages start ranks with mpirun");
@@ -372,6 +374,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   chain.windows = cfg.schedule.window;
   chain.gpus_from_windows = o.gpus.empty() && !windows.empty();
   chain.launcher = o.launcher;
+  chain.cpus_per_gpu = o.cpus_per_gpu;
   const bool pbs = o.scheduler == "pbs";
   const double limit_s = parse_slurm_time(o.time);
   // PBS sends no signal before the walltime: gtrain run stops itself by a --time-limit of the
@@ -398,6 +401,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     b.qos = o.qos;
     b.extra_directives = o.sbatch_args;
     b.launcher = o.launcher;
+    b.cpus_per_gpu = o.cpus_per_gpu;
     ChainStage s;
     s.index = b.index;
     s.gpus = b.gpus;
@@ -430,7 +434,10 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
                     "s less the script's start-up (PBS sends no early signal; it saves ahead by its measured "
                     "save time)"
               : "USR1 " + std::to_string(lead) + " s before the limit")
-      << "; run dir " << run_dir << "\n";
+      << "; run dir " << run_dir << "\n"
+      << (o.cpus_per_gpu > 0 ? "  " + std::to_string(o.cpus_per_gpu) + " CPU core(s) per GPU\n"
+                             : "  CPU cores: the site's default (on some sites one per task, which every rank and "
+                               "data worker would share); --cpus-per-gpu N requests N per GPU\n");
   for (size_t i = 0; i < chain.stages.size(); ++i) {
     const auto& s = chain.stages[i];
     out << "  stage " << s.index << ": " << s.gpus << " GPU(s) on " << s.nodes << " node(s)"

@@ -31,6 +31,7 @@ struct SubmitOptions {
   std::vector<std::string> sbatch_args;  // extra directives, e.g. --constraint=a100
   int signal_lead_s = 0;                 // 0 = measured save time x safety + margin + 30 s
   std::string launcher = "mpirun";       // mpirun | srun
+  int cpus_per_gpu = 0;                  // CPU cores requested per GPU (0 = the site's default)
   std::string gtrain;                    // executable path ("" = this one)
 };
 

@@ -139,6 +139,11 @@ TEST(BatchScript, SlurmDirectivesAndSyntax) {
   EXPECT_NE(srun.find("srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=\"${SLURM_NTASKS:-4}\" \"$GTRAIN\" run"),
             std::string::npos)
       << srun;
+  // CPU cores: the site's default unless --cpus-per-gpu asks (one task a node would get one core on some sites).
+  EXPECT_EQ(text.find("cpus"), std::string::npos) << text;
+  b.cpus_per_gpu = 8;
+  EXPECT_NE(slurm_script(b).find("#SBATCH --cpus-per-gpu=8\n"), std::string::npos) << slurm_script(b);
+  EXPECT_NE(pbs_script(b).find("#PBS -l select=2:ngpus=2:ncpus=16:mpiprocs=2\n"), std::string::npos) << pbs_script(b);
 }
 
 TEST(BatchScript, PbsText) {
@@ -765,6 +770,21 @@ TEST(SubmitChain, AutoStagesFollowTheQuotaWindows) {
   EXPECT_EQ(has(call, "--ntasks-per-node=32"), 1);
   EXPECT_EQ(has(call, "--gpus-per-node=8"), 0) << "the previous stage's size is replaced, not repeated";
   EXPECT_EQ(call.back(), o.run_dir + "/stage-1.sbatch");
+  // PBS: the new size is a new select chunk, with the cores --cpus-per-gpu asked for (kept in chain.json).
+  SubmitOptions p = o;
+  p.run_dir = dir.path() + "/run-pbs";
+  p.scheduler = "pbs";
+  p.launcher = "mpirun";
+  p.cpus_per_gpu = 4;
+  ASSERT_EQ(submit_command(p, {}, fake.runner(), out), 0) << out.str();
+  EXPECT_NE(test::read_file(p.run_dir + "/stage-1.pbs").find("#PBS -l select=1:ngpus="), std::string::npos);
+  EXPECT_EQ(read_chain(p.run_dir).cpus_per_gpu, 4);
+  // Stage 2 waits for Monday's day window: 8 GPUs (stage 1 had the window of the hour the test runs).
+  chain_step(p.run_dir, 1, 3, "200.pbs01", fake.runner(), local(5, 9));
+  EXPECT_EQ(read_chain(p.run_dir).stages[1].gpus, 8);
+  what = chain_step(p.run_dir, 2, 3, "201.pbs01", fake.runner(), local(8, 21));
+  EXPECT_NE(what.find("32 GPU(s) (the quota window's max_gpus)"), std::string::npos) << what;
+  EXPECT_EQ(has(fake.calls.back(), "select=1:ngpus=32:ncpus=128:mpiprocs=32"), 1);
 }
 
 // After gtrain cancel, the stage still running (scancel TERMs it: it saves and exits 3) reports
