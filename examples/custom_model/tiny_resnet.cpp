@@ -3,7 +3,8 @@
 //   [model]
 //   name = "tiny_resnet"
 //   plugin = "build/libgtrain_custom_model.so"
-// The plugin links gtrain_runtime and registers its factory through GTRAIN_PLUGIN_ENTRY.
+// The plugin links gtrain_runtime and registers its factory through GTRAIN_PLUGIN_ENTRY. To build
+// a copy outside gtrain's build, see CMakeLists.txt here.
 #include <torch/torch.h>
 
 #include "runtime/common/errors.h"
