@@ -444,7 +444,8 @@ void print_chain_status(const std::string& run_dir, const CommandRunner& runner,
         if (bar != std::string::npos) live[line.substr(0, bar)] = line.substr(bar + 1);
       }
     }
-    if (auto q = runner({"squeue", "-h", "-j", ids, "-o", "%i %T %r"})) {
+    std::optional<std::string> q = runner({"squeue", "-h", "-j", ids, "-o", "%i %T %r"});
+    if (q) {
       // The reason is the rest of the line: Slurm's descriptions have spaces.
       std::istringstream in(*q);
       std::string line;
@@ -455,6 +456,12 @@ void print_chain_status(const std::string& run_dir, const CommandRunner& runner,
         std::getline(fields >> std::ws, reason);
         while (!reason.empty() && (reason.back() == ' ' || reason.back() == '\r')) reason.pop_back();
         live[id] = state + (reason.empty() || reason == "None" ? "" : " (" + reason + ")");
+      }
+      // A stage chain.json still has queued that squeue answered without, and sacct does not know
+      // either: it ended without its script reporting (killed outright, or the node failed).
+      for (const auto& s : c.stages) {
+        if (s.state == "queued" && !s.job.empty() && !live.count(s.job))
+          live[s.job] = "gone (neither queued nor running; its script did not report)";
       }
     }
   }

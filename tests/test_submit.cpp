@@ -887,6 +887,20 @@ TEST(SubmitChain, StatusKeepsReasonsWithSpaces) {
             std::string::npos)
       << running.str();
   EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "queued");
+  // A stage neither squeue nor sacct knows any more ended without reporting: not shown as queued.
+  fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "squeue") return std::string("101 PENDING Dependency\n");
+    return std::nullopt;
+  };
+  std::ostringstream gone;
+  print_chain_status(o.run_dir, fake.runner(), gone);
+  EXPECT_NE(gone.str().find("job 100  1 GPU(s) on 1 node(s)  queued  scheduler: gone (neither queued nor running; its "
+                            "script did not report)"),
+            std::string::npos)
+      << gone.str();
+  EXPECT_NE(gone.str().find("job 101  1 GPU(s) on 1 node(s)  queued  scheduler: PENDING (Dependency)"),
+            std::string::npos)
+      << gone.str();
 }
 
 // sbatch that cannot reach the controller is a runtime failure (exit 1) with sbatch's message, not

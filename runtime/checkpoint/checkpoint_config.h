@@ -21,7 +21,9 @@ struct CheckpointConfig {
     v("dir", dir, "Checkpoint directory (\"\" = <run dir>/checkpoints).");
     v("interval", interval, "Steps between checkpoints (0 = only at the end).", cfg::at_least(0));
     v("keep", keep, "Newest checkpoints kept; older ones are deleted after a newer one is complete.", cfg::at_least(1));
-    v("at_end", at_end, "Save a checkpoint when training finishes.");
+    v("at_end", at_end,
+      "Save a checkpoint when training finishes (false: the final weights are not saved, and a start "
+      "after completion trains the steps after the last interval checkpoint again).");
     v("async", async,
       "Copy state to host memory, then write it in a background thread while training continues "
       "(at most one save in flight).");
