@@ -476,7 +476,18 @@ TEST(Stages, StopSignalDuringStartUpIsNotLost) {
     const pid_t pid = spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
                                        std::to_string(ranks) + " --set train.steps=100000",
                                    dir.file("out.log"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    // As soon as gtrain's main has its handler (SigCgt in /proc: the shell's exec and the dynamic
+    // loader come first, and USR1 is fatal to them, as to any process before its handler); a fixed
+    // 30 ms wait hit them on a loaded machine.
+    const uint64_t usr1 = uint64_t{1} << (SIGUSR1 - 1);
+    for (int i = 0; i < 5000; ++i) {
+      const std::string st = test::read_file("/proc/" + std::to_string(pid) + "/status");
+      const size_t at = st.find("SigCgt:\t");
+      if (st.find("Name:\tgtrain") != std::string::npos && at != std::string::npos &&
+          (std::stoull(st.substr(at + 8, 16), nullptr, 16) & usr1))
+        break;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
     kill(pid, SIGUSR1);
     const int rc = wait_exit(pid);
     EXPECT_EQ(rc, 3) << ranks << " ranks\n" << test::read_file(dir.file("out.log"));
