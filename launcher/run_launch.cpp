@@ -229,9 +229,8 @@ void record_unreported_stage(const std::string& run_dir, double start_unix, int 
     last = std::max(last, step);
   }
   if (first < 0) return;  // no step trained: a start refused or failed before training is no stage
-  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   const nlohmann::json rec = {{"start", start_unix},
-                              {"end", now},
+                              {"end", unix_now()},
                               {"allocation", allocation},
                               {"world", world},
                               {"step_from", first - 1},
@@ -323,15 +322,17 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
     }
     const fs::path ledger = fs::path(run_dir) / "stages.jsonl";
     const size_t ledger_lines = count_lines(ledger);
-    const double start_unix =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const double start_unix = unix_now();
     const MpirunResult ran = run_mpirun(spec);
     out.exit_code = ran.exit_code;
+    // mpirun passes on a rank's death by signal N (137: SIGKILL, the kernel's out-of-memory killer's
+    // too) as 128 + N; without an abort of gtrain's own, that is a runtime failure.
+    const int rank_signal =
+        !ran.aborted_by && ran.exit_code > 128 && ran.exit_code < 128 + 65 ? ran.exit_code - 128 : 0;
     if (ran.exit_code != kExitOk && count_lines(ledger) == ledger_lines) {
-      const int sig = ran.aborted_by ? ran.aborted_by : ran.exit_code > 128 ? ran.exit_code - 128 : 0;
       record_unreported_stage(run_dir, start_unix, out.ranks, allocation, cfg.train.steps,
-                              ran.aborted_by ? "aborted: signal " + std::to_string(sig)
-                              : sig          ? "failed: a rank ended by signal " + std::to_string(sig)
+                              ran.aborted_by ? "aborted: signal " + std::to_string(ran.aborted_by)
+                              : rank_signal  ? "failed: a rank ended by signal " + std::to_string(rank_signal)
                                              : "failed: mpirun exited " + std::to_string(ran.exit_code));
     }
     std::string said;
@@ -347,15 +348,12 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
       out.exit_code = kExitResumable;
       return out;
     }
-    if (!ran.aborted_by && out.exit_code > 128 && out.exit_code < 128 + 65) {
-      // mpirun passes on a rank's death by signal (137: SIGKILL, the kernel's out-of-memory killer's
-      // too) as 128 + N; gtrain itself got none, so it is a runtime failure, not the abort 128 + N means.
-      const int sig = out.exit_code - 128;
-      std::cerr << "gtrain: error: a rank (or mpirun) was ended by signal " << sig << " (" << strsignal(sig)
-                << "); the stage did not save (the last committed checkpoint stays valid)"
-                << (sig == SIGKILL ? "\n  hint: SIGKILL often means the out-of-memory killer: see dmesg or the "
-                                     "scheduler's log, or lower parallel.micro_batch"
-                                   : "")
+    if (rank_signal) {
+      std::cerr << "gtrain: error: a rank (or mpirun) was ended by signal " << rank_signal << " ("
+                << strsignal(rank_signal) << "); the stage did not save (the last committed checkpoint stays valid)"
+                << (rank_signal == SIGKILL ? "\n  hint: SIGKILL often means the out-of-memory killer: see dmesg or "
+                                             "the scheduler's log, or lower parallel.micro_batch"
+                                           : "")
                 << std::endl;
       out.exit_code = kExitFailure;
     }
