@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 
+#include "launcher/mpirun_output.h"
 #include "runtime/common/errors.h"
 #include "runtime/train/schedule.h"
 
@@ -103,11 +105,16 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
   pthread_sigmask(SIG_BLOCK, &handled, &before);
   std::fflush(stdout);
   std::fflush(stderr);
+  // mpirun's stderr comes through a pipe, which drops Open MPI's MPI_ABORT banner after a rank's error.
+  int err_pipe[2] = {-1, -1};
+  const bool filtered = ::pipe2(err_pipe, O_CLOEXEC) == 0;
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0) {
+    const int fork_errno = errno;
+    if (filtered) ::close(err_pipe[0]), ::close(err_pipe[1]);
     pthread_sigmask(SIG_SETMASK, &before, nullptr);
-    throw Error(std::string("cannot start mpirun: fork failed: ") + std::strerror(errno));
+    throw Error(std::string("cannot start mpirun: fork failed: ") + std::strerror(fork_errno));
   }
   if (child == 0) {
     for (int sig : stop_signal_candidates()) std::signal(sig, SIG_DFL);
@@ -119,6 +126,7 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     ::setpgid(0, 0);
     const int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, 0);
+    if (filtered) ::dup2(err_pipe[1], 2);
     execvp("mpirun", cargv.data());
     dprintf(2, "gtrain: config error: cannot start mpirun: %s\n  hint: install openmpi-bin, or run with --ranks 1\n",
             std::strerror(errno));
@@ -126,11 +134,17 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
   }
   // mpirun runs the ranks; a stop signal becomes the stop file, which rank 0 reads after each step and
   // all ranks agree on, so every rank saves and exits 3, whatever the ranks were doing when it came.
+  std::unique_ptr<MpirunStderrForwarder> forward_stderr;
+  if (filtered) {
+    ::close(err_pipe[1]);
+    forward_stderr = std::make_unique<MpirunStderrForwarder>(err_pipe[0]);
+  }
   int requests = 0, aborted_by = 0;
   for (;;) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
     if (done == child) {
+      if (forward_stderr) forward_stderr->stop();  // all of mpirun's output out before gtrain's last lines
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
       if (!spec.stop_file.empty()) ::unlink(spec.stop_file.c_str());
       if (aborted_by) return {128 + aborted_by, aborted_by};  // as if the signal had ended this process

@@ -367,6 +367,9 @@ TEST(MultiRankFailure, ThrowingRankStopsEveryRank) {
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_EQ(bad.output, "gtrain: config error: /dev/null/ckpt: cannot create checkpoint directory: Not a directory\n");
   EXPECT_NE(r.output.find("[rank 0 on "), std::string::npos) << r.output;
+  // The one-line error is the whole story: Open MPI's MPI_ABORT banner and its show_help noise are gone.
+  EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("ORTE_ERROR_LOG"), std::string::npos) << r.output;
 }
 
 // A rank that stops answering (SIGSTOP) leaves its peer inside a collective: the timeout aborts.

@@ -1,0 +1,162 @@
+// mpirun_output.cpp: drops Open MPI's MPI_ABORT banner from mpirun's stderr, forwards the rest.
+#include "launcher/mpirun_output.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+
+namespace gtrain {
+namespace {
+
+// Open MPI frames its help messages with a line of dashes (74 of them in 4.x).
+bool is_separator(const std::string& line) {
+  size_t n = 0;
+  while (n < line.size() && line[n] == '-') ++n;
+  return n >= 20 && line.find_first_not_of("\r\n", n) == std::string::npos;
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+constexpr size_t kMaxBannerLines = 12;  // the mpi-abort text is 6 lines; more is not that banner
+
+void write_all(const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(2, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::string MpirunStderrFilter::line(const std::string& text) {
+  std::string out;
+  if (in_banner_) {
+    if (is_separator(text)) {  // its closing line: the banner goes
+      in_banner_ = false;
+      banner_.clear();
+      dropped_ = true;
+      return out;
+    }
+    banner_.push_back(text);
+    if (banner_.size() <= kMaxBannerLines) return out;
+    // Not the banner after all: everything held goes out as it came.
+    in_banner_ = false;
+    for (const auto& l : banner_) out += l;
+    banner_.clear();
+    return out;
+  }
+  if (!separator_.empty()) {
+    if (starts_with(text, "MPI_ABORT was invoked on rank")) {
+      in_banner_ = true;
+      banner_ = {separator_, text};
+      separator_.clear();
+      return out;
+    }
+    out += separator_;
+    separator_.clear();
+  }
+  if (is_separator(text)) {
+    separator_ = text;
+    return out;
+  }
+  // "[host:pid] 1 more process has sent help message help-mpi-api.txt / mpi-abort", then
+  // "[host:pid] Set MCA parameter "orte_base_help_aggregate" to 0 to see all help / error messages".
+  if (text.find("help message help-mpi-api.txt / mpi-abort") != std::string::npos) {
+    after_aggregate_note_ = true;
+    dropped_ = true;
+    return out;
+  }
+  // Open MPI 4.1's mpirun sometimes fails to unpack a help message that reaches it while the job is
+  // being torn down ("ORTE_ERROR_LOG: Out of resource in file .../orte/util/show_help.c", 4 runs in
+  // 10 here after a rank's MPI_Abort): a line about a message it could not show, with nothing for the user.
+  if (text.find("ORTE_ERROR_LOG") != std::string::npos && text.find("util/show_help.c") != std::string::npos) {
+    dropped_ = true;
+    return out;
+  }
+  const bool hint = after_aggregate_note_ && text.find("orte_base_help_aggregate") != std::string::npos;
+  after_aggregate_note_ = false;
+  if (hint) return out;
+  return out + text;
+}
+
+std::string MpirunStderrFilter::feed(const std::string& bytes) {
+  std::string out;
+  size_t from = 0;
+  if (mid_line_) {  // the rest of a line idle() already let out goes out as it is
+    const size_t nl = bytes.find('\n');
+    out = bytes.substr(0, nl == std::string::npos ? nl : nl + 1);
+    if (nl == std::string::npos) return out;
+    mid_line_ = false;
+    from = nl + 1;
+  }
+  partial_ += bytes.substr(from);
+  size_t start = 0;
+  for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1)
+    out += line(partial_.substr(start, nl + 1 - start));
+  partial_.erase(0, start);
+  return out;
+}
+
+std::string MpirunStderrFilter::idle() {
+  if (in_banner_ || !separator_.empty() || partial_.empty() || partial_[0] == '-') return {};
+  std::string out;
+  out.swap(partial_);
+  mid_line_ = true;
+  return out;
+}
+
+std::string MpirunStderrFilter::finish() {
+  std::string out = separator_;
+  for (const auto& l : banner_) out += l;
+  out += partial_;
+  separator_.clear();
+  banner_.clear();
+  partial_.clear();
+  in_banner_ = false;
+  mid_line_ = false;
+  return out;
+}
+
+MpirunStderrForwarder::MpirunStderrForwarder(int read_fd) : fd_(read_fd), thread_([this] { loop(); }) {}
+
+MpirunStderrForwarder::~MpirunStderrForwarder() { stop(); }
+
+void MpirunStderrForwarder::stop() {
+  stopping_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void MpirunStderrForwarder::loop() {
+  MpirunStderrFilter filter;
+  char buf[65536];
+  std::chrono::steady_clock::time_point stop_deadline{};
+  for (;;) {
+    if (stopping_ && stop_deadline == std::chrono::steady_clock::time_point{})
+      stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    if (stopping_ && std::chrono::steady_clock::now() > stop_deadline) break;
+    const bool was_stopping = stopping_;  // quiet after mpirun ended: done (else look once more)
+    pollfd p{fd_, POLLIN, 0};
+    const int ready = ::poll(&p, 1, was_stopping ? 200 : 100);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) break;
+    if (ready == 0) {
+      write_all(filter.idle());
+      if (was_stopping) break;
+      continue;
+    }
+    const ssize_t n = ::read(fd_, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // every writer is gone
+    write_all(filter.feed(std::string(buf, static_cast<size_t>(n))));
+  }
+  write_all(filter.finish());
+}
+
+}  // namespace gtrain

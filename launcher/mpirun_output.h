@@ -1,0 +1,53 @@
+// mpirun_output.h: mpirun's stderr on its way to gtrain's: Open MPI's MPI_ABORT banner is dropped (the
+// rank's one-line error above it says what went wrong); everything else passes unchanged.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gtrain {
+
+// Line filter, fed bytes as they come. Drops the block "----- / MPI_ABORT was invoked on rank ... /
+// -----" and the aggregation note "N more processes have sent help message help-mpi-api.txt /
+// mpi-abort" with its "Set MCA parameter" line, and mpirun's "ORTE_ERROR_LOG: ... show_help.c" lines
+// (a help message it failed to unpack while the job was torn down). Any other text, Open MPI's start-up failure reasons
+// and "exited on signal" lines included, is returned as it came.
+class MpirunStderrFilter {
+ public:
+  // What to write now for these bytes (complete lines; a dashed separator line waits for the next).
+  std::string feed(const std::string& bytes);
+  // The stream is quiet: a partial last line goes out too (unless it may open a banner); the rest of
+  // that line then passes unexamined.
+  std::string idle();
+  // The stream ended: everything held goes out, a banner cut short included.
+  std::string finish();
+  // Whether a banner was dropped.
+  bool dropped() const { return dropped_; }
+
+ private:
+  std::string line(const std::string& text);  // one complete line (with its '\n')
+  std::string partial_;                        // bytes after the last newline
+  std::string separator_;                      // a dashed line waiting for the line after it
+  std::vector<std::string> banner_;            // lines of the banner being dropped
+  bool mid_line_ = false;                      // idle() let out a partial line: its rest passes as is
+  bool in_banner_ = false, after_aggregate_note_ = false, dropped_ = false;
+};
+
+// Forwards a pipe's read end to fd 2 through the filter, on a thread. stop() returns once the pipe
+// is at its end, or, when a process mpirun left behind still holds it, quiet for 0.2 s (2 s at most).
+class MpirunStderrForwarder {
+ public:
+  explicit MpirunStderrForwarder(int read_fd);
+  ~MpirunStderrForwarder();
+  void stop();
+
+ private:
+  void loop();
+  int fd_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace gtrain
