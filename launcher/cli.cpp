@@ -135,7 +135,7 @@ int cli_main(int argc, char** argv) {
   step_cmd->add_option("--job", step_job);
 
   std::string ckpt_path;
-  auto* ckpt_cmd = app.add_subcommand("ckpt", "Inspect or verify a checkpoint.");
+  auto* ckpt_cmd = app.add_subcommand("ckpt", "Inspect, verify or export a checkpoint.");
   ckpt_cmd->require_subcommand(1);
   auto* inspect = ckpt_cmd->add_subcommand("inspect", "Print a checkpoint's manifest summary.");
   inspect->add_option("path", ckpt_path, "Checkpoint directory (or a run / checkpoints directory: the newest)")
@@ -143,6 +143,18 @@ int cli_main(int argc, char** argv) {
   auto* verify = ckpt_cmd->add_subcommand("verify", "Check every piece's size and CRC32; exit 1 on a problem.");
   verify->add_option("path", ckpt_path, "Checkpoint directory (or a run / checkpoints directory: the newest)")
       ->required();
+  CkptExportOptions ckpt_export;
+  auto* exporter = ckpt_cmd->add_subcommand(
+      "export", "Write the model's full weights (any layout's checkpoint) to one .safetensors file.");
+  exporter->add_option("path", ckpt_export.path, "Checkpoint directory (or a run / checkpoints directory: the newest)")
+      ->required();
+  exporter->add_option("out", ckpt_export.out, "The .safetensors file to write (replaced if it exists)")->required();
+  exporter
+      ->add_option("--dtype", ckpt_export.dtype,
+                   "stored (the checkpoint's fp32 master weights), float32, bfloat16 or float16")
+      ->capture_default_str();
+  exporter->add_flag("--optimizer", ckpt_export.optimizer,
+                     "Also the optimizer's state (exp_avg, exp_avg_sq, momentum_buffer, optimizer.step)");
 
   // CLI11 reports a misspelt command as "A subcommand is required": name it instead.
   {
@@ -205,6 +217,7 @@ int cli_main(int argc, char** argv) {
               << std::endl;
     return kExitOk;
   }
+  if (exporter->parsed()) return ckpt_export_command(ckpt_export);
   if (ckpt_cmd->parsed()) return inspect->parsed() ? ckpt_inspect_command(ckpt_path) : ckpt_verify_command(ckpt_path);
   if (config_cmd->parsed()) {
     if (config_cmd->got_subcommand("reference")) {

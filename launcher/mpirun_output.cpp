@@ -17,7 +17,9 @@ bool is_separator(const std::string& line) {
   return n >= 20 && line.find_first_not_of("\r\n", n) == std::string::npos;
 }
 
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 constexpr size_t kMaxBannerLines = 12;  // the mpi-abort text is 6 lines; more is not that banner
 
@@ -124,7 +126,9 @@ std::string MpirunStderrFilter::finish() {
 
 MpirunStderrForwarder::MpirunStderrForwarder(int read_fd) : fd_(read_fd), thread_([this] { loop(); }) {}
 
-MpirunStderrForwarder::~MpirunStderrForwarder() { stop(); }
+MpirunStderrForwarder::~MpirunStderrForwarder() {
+  stop();
+}
 
 void MpirunStderrForwarder::stop() {
   stopping_ = true;

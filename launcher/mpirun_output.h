@@ -28,10 +28,10 @@ class MpirunStderrFilter {
 
  private:
   std::string line(const std::string& text);  // one complete line (with its '\n')
-  std::string partial_;                        // bytes after the last newline
-  std::string separator_;                      // a dashed line waiting for the line after it
-  std::vector<std::string> banner_;            // lines of the banner being dropped
-  bool mid_line_ = false;                      // idle() let out a partial line: its rest passes as is
+  std::string partial_;                       // bytes after the last newline
+  std::string separator_;                     // a dashed line waiting for the line after it
+  std::vector<std::string> banner_;           // lines of the banner being dropped
+  bool mid_line_ = false;                     // idle() let out a partial line: its rest passes as is
   bool in_banner_ = false, after_aggregate_note_ = false, dropped_ = false;
 };
 

@@ -1,6 +1,7 @@
 // stage_commands.cpp: run status from the stage ledger, metrics and checkpoints; checkpoint tools.
 #include "launcher/stage_commands.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,8 @@
 #include "launcher/text_util.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
+#include "runtime/checkpoint/crc32c.h"
+#include "runtime/checkpoint/safetensors.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
 #include "runtime/metrics/progress.h"
@@ -243,6 +246,78 @@ int ckpt_verify_command(const std::string& path) {
     return 0;
   }
   return 1;
+}
+
+bool is_optimizer_state(const std::string& name, const std::vector<std::string>& names) {
+  if (name.rfind("optimizer.", 0) == 0) return true;
+  for (const char* suffix : {".exp_avg", ".exp_avg_sq", ".momentum_buffer"}) {
+    const std::string s(suffix);
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0 &&
+        std::find(names.begin(), names.end(), name.substr(0, name.size() - s.size())) != names.end())
+      return true;
+  }
+  return false;
+}
+
+int ckpt_export_command(const CkptExportOptions& o) {
+  torch::ScalarType cast = torch::kFloat32;
+  const bool stored = o.dtype == "stored";
+  if (o.dtype == "bfloat16") {
+    cast = torch::kBFloat16;
+  } else if (o.dtype == "float16") {
+    cast = torch::kFloat16;
+  } else if (!stored && o.dtype != "float32") {
+    throw ConfigError("--dtype: '" + o.dtype + "' is not one of stored, float32, bfloat16, float16");
+  }
+  const fs::path out(o.out);
+  std::error_code ec;
+  if (fs::is_directory(out, ec)) throw ConfigError(o.out + ": is a directory; give the .safetensors file to write");
+  const fs::path folder = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  if (!fs::is_directory(folder, ec)) throw ConfigError(o.out + ": folder " + folder.string() + " does not exist");
+  CheckpointReader ck(checkpoint_path(o.path));
+  const auto names = ck.tensor_names();
+  std::vector<SafetensorsSpec> specs;
+  int64_t skipped = 0;
+  for (const auto& name : names) {
+    if (!o.optimizer && is_optimizer_state(name, names)) {
+      ++skipped;
+      continue;
+    }
+    SafetensorsSpec s;
+    s.name = name;
+    s.shape = ck.shape(name);
+    // Floating tensors take --dtype; others (the step count) stay as they are.
+    const torch::ScalarType held = ck.dtype(name);
+    s.dtype = (!stored && c10::isFloatingType(held)) ? cast : held;
+    specs.push_back(std::move(s));
+  }
+  if (specs.empty()) throw CheckpointError(ck.path() + ": holds no model tensors to export");
+  std::map<std::string, std::string> meta = {{"format", "pt"},
+                                             {"gtrain_checkpoint", ck.path()},
+                                             {"gtrain_step", std::to_string(ck.step())},
+                                             {"gtrain_model", ck.manifest().at("model").dump()},
+                                             {"gtrain_plan", ck.manifest().value("plan", "")}};
+  std::vector<uint32_t> crcs(specs.size());
+  const int64_t bytes = write_safetensors(o.out, specs, meta, [&](size_t i) {
+    torch::Tensor t = ck.read(specs[i].name);  // pieces checked against their CRC-32C
+    if (t.scalar_type() != specs[i].dtype) t = t.to(specs[i].dtype);
+    t = t.contiguous();
+    crcs[i] = crc32c(t.data_ptr(), t.nbytes());
+    return t;
+  });
+  // Read back: every tensor's bytes as written, so the file is the checkpoint's model.
+  SafetensorsReader back(o.out);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const torch::Tensor t = back.has(specs[i].name) ? back.read(specs[i].name) : torch::Tensor();
+    if (!t.defined() || t.scalar_type() != specs[i].dtype || crc32c(t.data_ptr(), t.nbytes()) != crcs[i])
+      throw CheckpointError(o.out + ": tensor '" + specs[i].name + "' reads back different from what was written");
+  }
+  std::printf(
+      "%s: %zu tensors (%s%s), %.2f MB, from %s (step %lld)%s\n", o.out.c_str(), specs.size(),
+      stored ? "as stored" : o.dtype.c_str(), o.optimizer ? ", optimizer state included" : "", bytes / 1e6,
+      ck.path().c_str(), (long long)ck.step(),
+      skipped ? (", " + std::to_string(skipped) + " optimizer tensors left out (--optimizer keeps them)").c_str() : "");
+  return 0;
 }
 
 }  // namespace gtrain

@@ -1,13 +1,28 @@
 // stage_commands.h: `gtrain status RUN_DIR` (progress, stages, goodput, ETA) and
-// `gtrain ckpt inspect|verify PATH`.
+// `gtrain ckpt inspect|verify|export PATH`.
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace gtrain {
 
 int status_command(const std::string& run_dir, bool json);
 int ckpt_inspect_command(const std::string& path);
 int ckpt_verify_command(const std::string& path);
+
+struct CkptExportOptions {
+  std::string path;              // checkpoint (or run / checkpoints directory: the newest)
+  std::string out;               // the .safetensors file to write
+  std::string dtype = "stored";  // stored (the checkpoint's: fp32 master weights), float32, bfloat16, float16
+  bool optimizer = false;        // also the optimizer's state (exp_avg, exp_avg_sq, momentum_buffer, step)
+};
+// Writes the checkpoint's full (unsharded) model tensors to one safetensors file, whatever layout
+// wrote them, read back and checked before it says so.
+int ckpt_export_command(const CkptExportOptions& o);
+
+// Whether a checkpoint tensor is optimizer state rather than the model's: "optimizer.*", and
+// "<tensor>.exp_avg", ".exp_avg_sq" or ".momentum_buffer" of another tensor in `names`.
+bool is_optimizer_state(const std::string& name, const std::vector<std::string>& names);
 
 }  // namespace gtrain

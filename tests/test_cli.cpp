@@ -7,7 +7,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "launcher/stage_commands.h"
+#include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
+#include "runtime/checkpoint/safetensors.h"
+#include "runtime/common/errors.h"
 #include "tests/test_util.h"
 
 namespace gtrain {
@@ -188,6 +192,127 @@ TEST(Cli, FailedStageIsRecordedInTheLedger) {
   EXPECT_NE(exit.find(" at step " + std::to_string(at)), std::string::npos) << exit;
   EXPECT_GE(at, 1);
   EXPECT_LT(at, 20);
+}
+
+// `gtrain ckpt export`: the model's full tensors in one safetensors file, equal to the checkpoint's,
+// optimizer state only on request, casts on request; bad requests are one-line errors, exit 2.
+TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
+  test::TempDir dir;
+  test::write_file(dir.file("gpt.toml"), R"(
+[model]
+name = "gpt"
+n_layer = 2
+n_head = 2
+n_embd = 16
+seq_len = 8
+vocab = 32
+[data]
+kind = "synthetic"
+[train]
+global_batch = 4
+steps = 3
+[log]
+progress = "none"
+)");
+  auto r = gtrain_run(dir.file("gpt.toml"), dir.file("run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto cks = committed_checkpoint_dirs(dir.file("run/checkpoints"));
+  ASSERT_EQ(cks.size(), 1u);
+  CheckpointReader ck(cks.back().second.string());
+
+  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("w.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("28 tensors (as stored)"), std::string::npos) << r.output;  // 2 + 12 a block x 2 + ln_f's 2
+  EXPECT_NE(r.output.find("57 optimizer tensors left out"), std::string::npos) << r.output;
+  SafetensorsReader w(dir.file("w.safetensors"));
+  ASSERT_EQ(w.tensors().size(), 28u);
+  for (const auto& t : w.tensors()) {
+    EXPECT_EQ(t.name.find("exp_avg"), std::string::npos) << t.name;
+    EXPECT_TRUE(torch::equal(w.read(t.name), ck.read(t.name))) << t.name;
+  }
+  EXPECT_EQ(w.read("wte.weight").sizes().vec(), (std::vector<int64_t>{32, 16}));
+  EXPECT_EQ(w.metadata().at("format"), "pt");
+  EXPECT_EQ(w.metadata().at("gtrain_step"), "3");
+  // The layout is the format's: header length, then JSON padded so the data starts 8-byte aligned.
+  const std::string bytes = test::read_file(dir.file("w.safetensors"));
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  EXPECT_EQ((8 + n) % 8, 0u);
+  const auto header = nlohmann::json::parse(bytes.substr(8, n));
+  EXPECT_EQ(header.at("wte.weight").at("dtype"), "F32");
+
+  r = run_command(GTRAIN_BINARY " ckpt export " + cks.back().second.string() + " " + dir.file("w16.safetensors") +
+                  " --dtype bfloat16 --optimizer");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  SafetensorsReader w16(dir.file("w16.safetensors"));
+  EXPECT_EQ(w16.tensors().size(), ck.tensor_names().size());
+  EXPECT_TRUE(torch::equal(w16.read("h.1.mlp.fc.weight"), ck.read("h.1.mlp.fc.weight").to(torch::kBFloat16)));
+  EXPECT_TRUE(torch::equal(w16.read("h.1.mlp.fc.weight.exp_avg_sq"),
+                           ck.read("h.1.mlp.fc.weight.exp_avg_sq").to(torch::kBFloat16)));
+  EXPECT_EQ(w16.read("optimizer.step").scalar_type(), torch::kInt64);  // not a float: kept
+  EXPECT_EQ(w16.read("optimizer.step").item<int64_t>(), 3);
+
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {dir.file("run") + " " + dir.file("x.st") + " --dtype int8",
+            "gtrain: config error: --dtype: 'int8' is not one of stored, float32, bfloat16, float16\n"},
+           {dir.file("run") + " " + dir.file("no/x.st"),
+            "gtrain: config error: " + dir.file("no/x.st") + ": folder " + dir.file("no") + " does not exist\n"},
+           {dir.file("run") + " " + dir.path(),
+            "gtrain: config error: " + dir.path() + ": is a directory; give the .safetensors file to write\n"},
+           {dir.file("gpt.toml") + " " + dir.file("x.st"),
+            "gtrain: config error: " + dir.file("gpt.toml") +
+                ": not a checkpoint, and holds no committed checkpoint\n"}}) {
+    r = run_command(GTRAIN_BINARY " ckpt export " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_EQ(r.output, message);
+  }
+  EXPECT_FALSE(fs::exists(dir.file("x.st")));
+}
+
+// Optimizer state is named after its parameter; a model's own ".exp_avg"-like names are not state.
+TEST(Cli, OptimizerStateNames) {
+  const std::vector<std::string> names = {"w", "w.exp_avg", "w.exp_avg_sq", "v.momentum_buffer", "optimizer.step"};
+  EXPECT_FALSE(is_optimizer_state("w", names));
+  EXPECT_TRUE(is_optimizer_state("w.exp_avg", names));
+  EXPECT_TRUE(is_optimizer_state("w.exp_avg_sq", names));
+  EXPECT_FALSE(is_optimizer_state("v.momentum_buffer", names));  // no tensor "v": a model's own
+  EXPECT_TRUE(is_optimizer_state("optimizer.step", names));
+}
+
+// A damaged or foreign safetensors file is refused naming the file and what is wrong.
+TEST(Cli, SafetensorsReaderRefusesDamagedFiles) {
+  test::TempDir dir;
+  const std::string path = dir.file("a.safetensors");
+  write_safetensors(path, {{"a", torch::kFloat32, {2, 3}}, {"b", torch::kInt64, {}}}, {{"k", "v"}}, [](size_t i) {
+    return i == 0 ? torch::arange(6, torch::kFloat32).reshape({2, 3}) : torch::tensor(7L);
+  });
+  SafetensorsReader ok(path);
+  EXPECT_TRUE(torch::equal(ok.read("a"), torch::arange(6, torch::kFloat32).reshape({2, 3})));
+  EXPECT_EQ(ok.read("b").item<int64_t>(), 7);
+  EXPECT_EQ(ok.metadata().at("k"), "v");
+  const std::string good = test::read_file(path);
+  const auto refused = [&](const std::string& bytes, const std::string& expect) {
+    test::write_file(path, bytes);
+    try {
+      SafetensorsReader bad(path);
+      ADD_FAILURE() << "accepted; expected: " << expect;
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  };
+  refused(good.substr(0, good.size() - 1), "do not hold its");                 // truncated data
+  refused(good + "x", "the tensors hold 32 bytes, the file 33");               // a trailing byte
+  refused(good.substr(0, 5), "shorter than its 8-byte header length");         // no header
+  refused(std::string(8, '\xff') + good.substr(8), "not a safetensors file");  // absurd header length
+  std::string holes = good;
+  const size_t at = holes.find("[24,32]");
+  ASSERT_NE(at, std::string::npos) << good.substr(8, 120);
+  refused(std::string(holes).replace(at, 7, "[25,33]"), "do not hold its");  // past the end
+  refused(holes.replace(at, 7, "[16,24]"), "starts at byte 16 of the data, not at 24 (a hole or an overlap)");
+  std::string dtype = good;
+  dtype.replace(dtype.find("\"I64\""), 5, "\"U64\"");
+  refused(dtype, "dtype 'U64' is not one gtrain reads");
 }
 
 TEST(Cli, SetOverridesAndRunDirFlag) {

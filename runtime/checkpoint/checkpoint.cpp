@@ -485,6 +485,18 @@ bool CheckpointReader::has(const std::string& name) const {
   return tensors_.count(name) > 0;
 }
 
+torch::ScalarType CheckpointReader::dtype(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw CheckpointError(path_ + ": no tensor '" + name + "' in the checkpoint");
+  return dtype_of(it->second->at("dtype").get<std::string>(), path_);
+}
+
+std::vector<int64_t> CheckpointReader::shape(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw CheckpointError(path_ + ": no tensor '" + name + "' in the checkpoint");
+  return it->second->at("shape").get<std::vector<int64_t>>();
+}
+
 torch::Tensor CheckpointReader::read(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) throw CheckpointError(path_ + ": has no tensor '" + name + "'");

@@ -91,6 +91,9 @@ class CheckpointReader {
   int64_t consumed_samples() const { return manifest_.at("consumed_samples").get<int64_t>(); }
   std::vector<std::string> tensor_names() const;
   bool has(const std::string& name) const;
+  // The stored dtype and global shape of a tensor (from the manifest, checked when it was opened).
+  torch::ScalarType dtype(const std::string& name) const;
+  std::vector<int64_t> shape(const std::string& name) const;
   // Assembles the global tensor from its pieces, checking each piece's CRC-32C.
   torch::Tensor read(const std::string& name) const;
   GlobalTensorReader reader() const {
