@@ -30,6 +30,7 @@
 #include "runtime/metrics/metrics_log.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/model_registry.h"
+#include "runtime/train/initial_weights.h"
 #include "runtime/train/schedule.h"
 #include "strategies/capabilities.h"
 #include "strategies/data_parallel.h"
@@ -322,6 +323,12 @@ RunOutcome run_job(const RunOptions& o) {
     trainer.resume(resume_from);
     stage.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+  InitialWeights initial;  // checkpoint.init_from: a fresh start's weights (a resume has its own)
+  if (resume_from.empty() && !cfg.checkpoint.init_from.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    initial = load_initial_weights(trainer.engine(), *comm, cfg.checkpoint.init_from);
+    stage.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   // Checkpoints newer than where this run starts belong to another trajectory: moved aside (never
   // deleted), so that pruning keeps this run's checkpoints and the next start resumes this run. Done
   // once the resume has passed its checks: a refused start leaves the run directory as it was.
@@ -366,6 +373,13 @@ RunOutcome run_job(const RunOptions& o) {
     if (!resume_from.empty()) {
       std::cout << "gtrain: resumed from " << resume_from << " at step " << trainer.steps_done()
                 << " (probe loss checked, " << stage.load_seconds << " s)\n";
+      if (!cfg.checkpoint.init_from.empty())
+        std::cout << "gtrain: checkpoint.init_from (" << cfg.checkpoint.init_from
+                  << ") is for fresh starts: the run's own checkpoint was loaded instead\n";
+    }
+    if (!initial.source.empty()) {
+      std::cout << "gtrain: weights from " << initial.source << " (" << initial.tensors
+                << " tensors, checkpoint.init_from; optimizer fresh at step 0, " << stage.load_seconds << " s)\n";
     }
     for (const auto& n : parts.data.notes) std::cerr << "gtrain: warning: " << n << std::endl;
     const int64_t eval_batches =

@@ -256,6 +256,11 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
                          const std::string& worker, const std::function<void(const Allocation&)>& validate) {
   if (!o.time_limit.empty()) parse_duration(o.time_limit, "--time-limit");  // reject bad input early
   const std::string run_dir = resolve_run_dir(cfg, o);
+  // A fresh start's weights (a resume reads its own checkpoint instead): there before ranks start.
+  if (!cfg.checkpoint.init_from.empty() &&
+      (o.no_resume ||
+       (o.resume.empty() && committed_checkpoint_dirs(checkpoint_directory(cfg.checkpoint, run_dir)).empty())))
+    check_init_from(cfg.checkpoint.init_from);
   // One rank per granted GPU (CPU ranks stand in without CUDA), or --ranks.
   DiscoveryOptions dopt;
   dopt.ranks = o.ranks;

@@ -93,19 +93,6 @@ const std::vector<std::pair<std::string, Want>> kStageKeys = {
 const std::vector<std::pair<std::string, Want>> kMetricKeys = {
     {"kind", Want::kString}, {"step", Want::kInt}, {"loss", Want::kNumber}};
 
-// A checkpoint directory, or the newest valid one under a checkpoints root / run directory.
-// The checkpoint `path` names: itself, or the newest committed one (a step directory with a
-// manifest, read or not) in it or in its checkpoints/, so that a malformed newest one is reported,
-// not passed over.
-std::string checkpoint_path(const std::string& path) {
-  if (fs::exists(fs::path(path) / "manifest.json")) return path;
-  for (const auto& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
-    auto all = committed_checkpoint_dirs(root.string());
-    if (!all.empty()) return all.back().second.string();
-  }
-  throw ConfigError(path + ": not a checkpoint, and holds no committed checkpoint");
-}
-
 }  // namespace
 
 int status_command(const std::string& run_dir, bool json) {
@@ -219,7 +206,7 @@ int status_command(const std::string& run_dir, bool json) {
 }
 
 int ckpt_inspect_command(const std::string& path) {
-  CheckpointReader ck(checkpoint_path(path));
+  CheckpointReader ck(resolve_checkpoint_path(path));
   const auto& m = ck.manifest();
   int64_t bytes = 0, pieces = 0;
   for (const auto& [name, t] : m.at("tensors").items()) {
@@ -238,7 +225,7 @@ int ckpt_inspect_command(const std::string& path) {
 }
 
 int ckpt_verify_command(const std::string& path) {
-  CheckpointReader ck(checkpoint_path(path));
+  CheckpointReader ck(resolve_checkpoint_path(path));
   auto problems = ck.verify();
   for (const auto& p : problems) std::printf("%s\n", p.c_str());
   if (problems.empty()) {
@@ -246,17 +233,6 @@ int ckpt_verify_command(const std::string& path) {
     return 0;
   }
   return 1;
-}
-
-bool is_optimizer_state(const std::string& name, const std::vector<std::string>& names) {
-  if (name.rfind("optimizer.", 0) == 0) return true;
-  for (const char* suffix : {".exp_avg", ".exp_avg_sq", ".momentum_buffer"}) {
-    const std::string s(suffix);
-    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0 &&
-        std::find(names.begin(), names.end(), name.substr(0, name.size() - s.size())) != names.end())
-      return true;
-  }
-  return false;
 }
 
 int ckpt_export_command(const CkptExportOptions& o) {
@@ -274,7 +250,7 @@ int ckpt_export_command(const CkptExportOptions& o) {
   if (fs::is_directory(out, ec)) throw ConfigError(o.out + ": is a directory; give the .safetensors file to write");
   const fs::path folder = out.has_parent_path() ? out.parent_path() : fs::path(".");
   if (!fs::is_directory(folder, ec)) throw ConfigError(o.out + ": folder " + folder.string() + " does not exist");
-  CheckpointReader ck(checkpoint_path(o.path));
+  CheckpointReader ck(resolve_checkpoint_path(o.path));
   const auto names = ck.tensor_names();
   std::vector<SafetensorsSpec> specs;
   int64_t skipped = 0;

@@ -21,8 +21,4 @@ struct CkptExportOptions {
 // wrote them, read back and checked before it says so.
 int ckpt_export_command(const CkptExportOptions& o);
 
-// Whether a checkpoint tensor is optimizer state rather than the model's: "optimizer.*", and
-// "<tensor>.exp_avg", ".exp_avg_sq" or ".momentum_buffer" of another tensor in `names`.
-bool is_optimizer_state(const std::string& name, const std::vector<std::string>& names);
-
 }  // namespace gtrain

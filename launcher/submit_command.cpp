@@ -18,6 +18,7 @@
 
 #include "launcher/plan_command.h"
 #include "launcher/run_launch.h"
+#include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
 #include "runtime/data/mapped_file.h"
@@ -337,6 +338,10 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
       expand_data_path(cfg.data.path, "data.path");
       if (!cfg.data.eval_path.empty()) expand_data_path(cfg.data.eval_path, "data.eval_path");
     }
+    // The first stage starts from checkpoint.init_from unless the run has checkpoints of its own.
+    if (!cfg.checkpoint.init_from.empty() &&
+        committed_checkpoint_dirs(checkpoint_directory(cfg.checkpoint, run_dir)).empty())
+      check_init_from(cfg.checkpoint.init_from);
     JobConfig layout = cfg;
     if (layout.parallel.memory_gb <= 0) layout.parallel.memory_gb = 1e9;
     std::set<std::pair<int, int>> checked;

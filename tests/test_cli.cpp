@@ -269,6 +269,84 @@ progress = "none"
   EXPECT_FALSE(fs::exists(dir.file("x.st")));
 }
 
+// checkpoint.init_from: a fresh run starts from exported weights (a file) or a run's checkpoint (a
+// directory), in any layout; a model they do not fit is refused naming the tensors; a resume reads
+// the run's own checkpoint instead.
+TEST(Cli, InitFromStartsAFreshRunFromGivenWeights) {
+  test::TempDir dir;
+  const std::string gpt = R"(
+[model]
+name = "gpt"
+n_layer = 2
+n_head = 2
+n_embd = 16
+seq_len = 8
+vocab = 32
+[data]
+kind = "synthetic"
+[train]
+global_batch = 4
+steps = 3
+[log]
+progress = "none"
+)";
+  test::write_file(dir.file("gpt.toml"), gpt);
+  auto r = gtrain_run(dir.file("gpt.toml"), dir.file("a"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("a") + " " + dir.file("a.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  SafetensorsReader a(dir.file("a.safetensors"));
+  // One step at a learning rate of 1e-9 moves no weight by more than about 1e-9.
+  const std::string slow = " --set train.steps=1 --set optimizer.learning_rate=1e-9 --set train.warmup_steps=0";
+  const auto largest_change = [&](const std::string& run) {
+    auto e = run_command(GTRAIN_BINARY " ckpt export " + dir.file(run) + " " + dir.file(run + ".safetensors"));
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    SafetensorsReader w(dir.file(run + ".safetensors"));
+    double worst = 0;
+    for (const auto& t : a.tensors())
+      worst = std::max(worst, (w.read(t.name) - a.read(t.name)).abs().max().item<double>());
+    return worst;
+  };
+  r = gtrain_run(dir.file("gpt.toml"), dir.file("b"),
+                 slow + " --set checkpoint.init_from=" + dir.file("a.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gtrain: weights from " + dir.file("a.safetensors") + " (28 tensors"), std::string::npos)
+      << r.output;
+  EXPECT_LT(largest_change("b"), 1e-6);
+  r = gtrain_run(dir.file("gpt.toml"), dir.file("c"), slow + " --set checkpoint.init_from=" + dir.file("a"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_LT(largest_change("c"), 1e-6);
+  r = gtrain_run(dir.file("gpt.toml"), dir.file("d"), slow);  // without it: the model's own initialisation
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GT(largest_change("d"), 1e-3);
+
+  // A resume reads its own checkpoint, and says checkpoint.init_from was not read.
+  r = gtrain_run(dir.file("gpt.toml"), dir.file("b"),
+                 " --set train.steps=2 --set checkpoint.init_from=" + dir.file("d.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is for fresh starts"), std::string::npos) << r.output;
+
+  // Weights that do not fit: wider, fewer blocks, absent.
+  r = gtrain_run(dir.file("gpt.toml"), dir.file("e"),
+                 " --set model.n_embd=32 --set checkpoint.init_from=" + dir.file("a.safetensors"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("checkpoint.init_from: " + dir.file("a.safetensors") +
+                          " does not fit the model: 'h.0.attn.proj.bias' is [16], the model's [32]"),
+            std::string::npos)
+      << r.output;
+  r = gtrain_run(dir.file("gpt.toml"), dir.file("f"),
+                 " --set model.n_layer=1 --set checkpoint.init_from=" + dir.file("a.safetensors"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("'h.1.attn.proj.bias' is not a tensor of this model"), std::string::npos) << r.output;
+  r = gtrain_run(dir.file("gpt.toml"), dir.file("g"), " --set checkpoint.init_from=" + dir.file("none.safetensors"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output,
+            "gtrain: config error: checkpoint.init_from: " + dir.file("none.safetensors") +
+                " does not exist (expected a .safetensors file, a checkpoint directory or a run directory)\n");
+  EXPECT_FALSE(fs::exists(dir.file("e/checkpoints/step_00000003")));
+}
+
 // Optimizer state is named after its parameter; a model's own ".exp_avg"-like names are not state.
 TEST(Cli, OptimizerStateNames) {
   const std::vector<std::string> names = {"w", "w.exp_avg", "w.exp_avg_sq", "v.momentum_buffer", "optimizer.step"};

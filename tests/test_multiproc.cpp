@@ -149,6 +149,30 @@ TEST_F(ModelParallel, PipelineParallel2WithFusedLoss) {
   check(1, {"train.fused_loss=on"}, "dp=1 tp=1 pp=1", "1 rank fused loss");
 }
 
+// checkpoint.init_from loads one set of full weights into every layout's parts (tensor-parallel
+// slices, pipeline stages, ZeRO-2 chunks with fresh optimizer moments): the runs from there match
+// the single-rank run, which starts where the exported run ended, not at the seed's initialisation.
+TEST_F(ModelParallel, InitFromLoadsIntoEveryLayout) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), kGpt4);
+  auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("a") +
+                             " && " GTRAIN_BINARY " ckpt export " + dir.file("a") + " " + dir.file("a.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<std::string> init = {"checkpoint.init_from=" + dir.file("a.safetensors"), "train.steps=8"};
+  const auto with = [&](std::vector<std::string> sets) {
+    sets.insert(sets.end(), init.begin(), init.end());
+    return sets;
+  };
+  const RunResult one = run_gtrain(kGpt4, 1, with({}));
+  EXPECT_NE(one.output.find("gtrain: weights from " + dir.file("a.safetensors")), std::string::npos) << one.output;
+  ASSERT_FALSE(one.losses.empty());
+  EXPECT_LT(one.losses[0], reference_->losses[0] - 0.3) << "starts where the exported run ended";
+  expect_same_run(one, run_gtrain(kGpt4, 2, with({"parallel.mode=explicit", "parallel.tp=2"})), "init_from tp=2");
+  expect_same_run(one, run_gtrain(kGpt4, 2, with({"parallel.mode=explicit", "parallel.pp=2"})), "init_from pp=2");
+  expect_same_run(one, run_gtrain(kGpt4, 2, with({"parallel.mode=explicit", "parallel.zero=2"})),
+                  "init_from dp=2 zero=2");
+}
+
 TEST_F(ModelParallel, PipelineParallel2) {
   check(2, {"parallel.pp=2"}, "pipeline pp=2 stage 0 blocks [0, 2) schedule 1f1b", "pp=2");
 }

@@ -485,6 +485,17 @@ bool CheckpointReader::has(const std::string& name) const {
   return tensors_.count(name) > 0;
 }
 
+bool is_optimizer_state(const std::string& name, const std::vector<std::string>& names) {
+  if (name.rfind("optimizer.", 0) == 0) return true;
+  for (const char* suffix : {".exp_avg", ".exp_avg_sq", ".momentum_buffer"}) {
+    const std::string s(suffix);
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0 &&
+        std::find(names.begin(), names.end(), name.substr(0, name.size() - s.size())) != names.end())
+      return true;
+  }
+  return false;
+}
+
 torch::ScalarType CheckpointReader::dtype(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) throw CheckpointError(path_ + ": no tensor '" + name + "' in the checkpoint");

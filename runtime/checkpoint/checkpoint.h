@@ -41,6 +41,10 @@ struct CheckpointInfo {
   int64_t consumed_samples = 0;  // global sample index of the next sample
 };
 
+// Whether a checkpoint tensor is optimizer state rather than the model's: "optimizer.*", and
+// "<tensor>.exp_avg", ".exp_avg_sq" or ".momentum_buffer" of another tensor in `names`.
+bool is_optimizer_state(const std::string& name, const std::vector<std::string>& names);
+
 // Committed checkpoints in `dir` (manifest present), oldest first.
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
 

@@ -15,6 +15,7 @@ struct CheckpointConfig {
   bool at_end = true;             // save when training finishes
   bool async = true;              // write in a background thread while training continues
   double probe_tolerance = 1e-4;  // relative: probe loss after resume vs at save
+  std::string init_from;          // weights a fresh start begins from: safetensors file or checkpoint ("" = init)
 
   template <class V>
   void visit(V& v) {
@@ -31,6 +32,12 @@ struct CheckpointConfig {
       "Relative difference allowed between the loss of a fixed probe batch at "
       "save and after loading (any layout); larger stops the run: the resume would be silently wrong.",
       cfg::greater_than(0.0));
+    v("init_from", init_from,
+      "Weights a fresh start begins from (fine-tuning): a .safetensors file (gtrain ckpt export's, or any "
+      "with gtrain's tensor names and shapes), a checkpoint directory, or a run directory (its newest "
+      "checkpoint). Every model tensor must be there with its shape, and nothing else; the optimizer "
+      "starts fresh at step 0. Ignored when the run resumes from its own checkpoint (\"\" = the model's "
+      "own initialisation).");
   }
 };
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "runtime/common/errors.h"
+
 namespace gtrain {
 
 namespace fs = std::filesystem;
@@ -27,6 +29,26 @@ std::vector<std::pair<int64_t, fs::path>> committed_checkpoint_dirs(const std::s
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::string resolve_checkpoint_path(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (fs::exists(fs::path(path) / "manifest.json", ec)) return path;
+  for (const auto& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
+    auto all = committed_checkpoint_dirs(root.string());
+    if (!all.empty()) return all.back().second.string();
+  }
+  throw ConfigError((what.empty() ? "" : what + ": ") + path + ": not a checkpoint, and holds no committed checkpoint");
+}
+
+void check_init_from(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    resolve_checkpoint_path(path, "checkpoint.init_from");
+  } else if (!fs::exists(path, ec)) {
+    throw ConfigError("checkpoint.init_from: " + path +
+                      " does not exist (expected a .safetensors file, a checkpoint directory or a run directory)");
+  }
 }
 
 }  // namespace gtrain

@@ -65,7 +65,8 @@ int64_t write_safetensors(const std::string& path, const std::vector<Safetensors
     if (s.name.empty() || s.name == "__metadata__" || header.contains(s.name))
       throw CheckpointError(path + ": tensor name '" + s.name + "' is empty, reserved or given twice");
     const int64_t bytes = numel_of(s.shape) * static_cast<int64_t>(c10::elementSize(s.dtype));
-    header[s.name] = {{"dtype", safetensors_dtype_name(s.dtype)}, {"shape", s.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[s.name] = {
+        {"dtype", safetensors_dtype_name(s.dtype)}, {"shape", s.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();

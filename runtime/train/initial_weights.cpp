@@ -1,0 +1,120 @@
+// initial_weights.cpp: checkpoint.init_from, read through the engine's resharding load.
+#include "runtime/train/initial_weights.h"
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_dirs.h"
+#include "runtime/checkpoint/safetensors.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/common/errors.h"
+#include "runtime/train/parallel_engine.h"
+
+namespace gtrain {
+namespace {
+
+constexpr const char* kKey = "checkpoint.init_from";
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// A list of problems as one line: the first few, then how many more.
+std::string first_few(const std::vector<std::string>& items, size_t shown = 4) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < shown; ++i) out += (i ? "; " : "") + items[i];
+  if (items.size() > shown) out += "; and " + std::to_string(items.size() - shown) + " more";
+  return out;
+}
+
+// The model tensors of a source (its optimizer state left out), their shapes, and a reader.
+struct Source {
+  std::string path;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::function<torch::Tensor(const std::string&)> read;
+};
+
+Source open_source(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  Source s;
+  std::vector<std::string> names;
+  std::map<std::string, std::vector<int64_t>> all;
+  if (fs::is_directory(path, ec)) {
+    auto ck = std::make_shared<CheckpointReader>(resolve_checkpoint_path(path, kKey));
+    s.path = ck->path();
+    for (const auto& n : ck->tensor_names()) all[n] = ck->shape(n), names.push_back(n);
+    s.read = [ck](const std::string& n) { return ck->read(n); };
+  } else if (fs::exists(path, ec)) {
+    auto st = std::make_shared<SafetensorsReader>(path);
+    s.path = path;
+    for (const auto& t : st->tensors()) all[t.name] = t.shape, names.push_back(t.name);
+    s.read = [st](const std::string& n) { return st->read(n); };
+  } else {
+    throw ConfigError(std::string(kKey) + ": " + path +
+                      " does not exist (expected a .safetensors file, a checkpoint directory or a run directory)");
+  }
+  for (const auto& [n, shape] : all)
+    if (!is_optimizer_state(n, names)) s.shapes[n] = shape;
+  return s;
+}
+
+}  // namespace
+
+InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, const std::string& path) {
+  const Source src = open_source(path);
+  // The tensors this rank holds (any layout's part of them) and their global shapes.
+  std::map<std::string, std::vector<int64_t>> held;
+  std::vector<std::string> held_names;
+  for (const auto& s : engine.state_shards()) {
+    held[s.name] = s.global_shape;
+    held_names.push_back(s.name);
+  }
+  std::vector<std::string> problems;
+  for (const auto& [name, shape] : held) {
+    if (is_optimizer_state(name, held_names)) continue;
+    auto it = src.shapes.find(name);
+    if (it == src.shapes.end()) {
+      problems.push_back("no tensor '" + name + "' " + shape_text(shape));
+    } else if (it->second != shape) {
+      problems.push_back("'" + name + "' is " + shape_text(it->second) + ", the model's " + shape_text(shape));
+    }
+  }
+  // Tensors no rank holds (another architecture: more layers, a second head): a union over ranks,
+  // since a pipeline stage holds only its own blocks.
+  std::vector<std::string> file_names;
+  for (const auto& [name, shape] : src.shapes) file_names.push_back(name);
+  auto mine = torch::zeros({static_cast<int64_t>(file_names.size()) + 1}, torch::kInt);
+  for (size_t i = 0; i < file_names.size(); ++i) mine[static_cast<int64_t>(i)] = held.count(file_names[i]) ? 1 : 0;
+  mine[static_cast<int64_t>(file_names.size())] = problems.empty() ? 0 : 1;  // any rank's problem stops all
+  if (comm.size() > 1) comm.allreduce(mine, ReduceOp::kMax);
+  for (size_t i = 0; i < file_names.size(); ++i) {
+    if (mine[static_cast<int64_t>(i)].item<int>() == 0)
+      problems.push_back("'" + file_names[i] + "' is not a tensor of this model");
+  }
+  if (!problems.empty() || mine[static_cast<int64_t>(file_names.size())].item<int>() != 0) {
+    if (problems.empty()) problems.push_back("another rank's tensors do not match (its error says which)");
+    throw ConfigError(std::string(kKey) + ": " + src.path + " does not fit the model: " + first_few(problems),
+                      "export the weights of a run with the same [model] settings (gtrain ckpt export), or leave "
+                      "checkpoint.init_from empty");
+  }
+  // Model tensors from the source; the optimizer as a fresh one: zero moments at step 0 (the engine
+  // then starts them as it would have; SGD momentum is not read at step 0).
+  engine.load_state([&](const std::string& name) -> torch::Tensor {
+    if (name == "optimizer.step") return torch::zeros({1}, torch::kLong);
+    if (is_optimizer_state(name, held_names)) {
+      const std::string param = name.substr(0, name.rfind('.'));
+      return torch::zeros(held.at(param), torch::kFloat);
+    }
+    return src.read(name);
+  });
+  return {src.path, static_cast<int64_t>(src.shapes.size())};
+}
+
+}  // namespace gtrain

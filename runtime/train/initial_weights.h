@@ -1,0 +1,25 @@
+// initial_weights.h: checkpoint.init_from: a fresh run's model weights from a safetensors file or a
+// gtrain checkpoint, into any layout (each rank takes its part), with a fresh optimizer at step 0.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gtrain {
+
+class Communicator;
+class ParallelEngine;
+
+struct InitialWeights {
+  std::string source;   // the file or checkpoint directory read
+  int64_t tensors = 0;  // model tensors loaded (this rank's and the others')
+};
+
+// Loads the weights `path` names (a .safetensors file, a checkpoint directory, or a run / checkpoints
+// directory: its newest checkpoint) into `engine`. Every model tensor must be there with its global
+// shape, and the file may hold no model tensor that no rank has (optimizer state in it is ignored);
+// otherwise ConfigError naming checkpoint.init_from, the file and each tensor (the first few). Call on
+// every rank (one collective when there are several).
+InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, const std::string& path);
+
+}  // namespace gtrain
