@@ -91,15 +91,29 @@ if ((BUILD_IT)) && ! ((SMOKE)); then
   # Header-only dependencies a bare machine may lack: bench/gpu_pack_deps.sh copies them from a
   # machine that has them into bench/.deps (carry that folder along).
   if [[ -d "$HERE/.deps/usr" ]]; then
-    [[ -f /usr/include/toml++/toml.h && -f /usr/include/nlohmann/json.hpp && -f /usr/include/gtest/gtest.h ]] ||
+    [[ -f /usr/include/toml++/toml.h && -f /usr/include/nlohmann/json.hpp && -f /usr/include/gtest/gtest.h &&
+      -f /usr/include/CLI/CLI.hpp ]] ||
       PREFIXES="$PREFIXES;$HERE/.deps/usr"
     if [[ ! -f /usr/include/zlib.h && -f "$HERE/.deps/usr/include/zlib.h" ]]; then
-      zlib_so=$(ls /usr/lib/x86_64-linux-gnu/libz.so* /lib/x86_64-linux-gnu/libz.so* 2>/dev/null | head -1)
+      zlib_so=$( (ls /usr/lib/x86_64-linux-gnu/libz.so* /lib/x86_64-linux-gnu/libz.so* 2>/dev/null || true) | head -1)
       EXTRA+=(-DZLIB_INCLUDE_DIR="$HERE/.deps/usr/include" -DZLIB_LIBRARY="$zlib_so")
     fi
   fi
-  # CUDA toolkit for LibTorch's CMake: /usr/local/cuda, else nvcc on PATH.
+  # CUDA toolkit for LibTorch's CMake (and the NVTX3 headers CMakeLists.txt looks for under
+  # CUDA_HOME): /usr/local/cuda, else the toolkit of the nvcc on PATH.
   if [[ -z "${CUDA_HOME:-}" && -x /usr/local/cuda/bin/nvcc ]]; then export CUDA_HOME=/usr/local/cuda; fi
+  if [[ -z "${CUDA_HOME:-}" ]] && command -v nvcc >/dev/null; then
+    CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")"); export CUDA_HOME
+  fi
+  # NCCL: the copy pip's torch loads (nvidia/nccl in site-packages), so one NCCL serves both torch
+  # and gtrain's communicator; the system's, possibly older, only when the wheel has none.
+  nccl_dir=$("$PYTHON" -c 'import nvidia.nccl as n;print(list(n.__path__)[0])' 2>/dev/null || true)
+  if [[ -n "$nccl_dir" && -f "$nccl_dir/include/nccl.h" && -f "$nccl_dir/lib/libnccl.so.2" ]]; then
+    EXTRA+=(-DNCCL_INCLUDE_DIR="$nccl_dir/include" -DNCCL_LIBRARY="$nccl_dir/lib/libnccl.so.2")
+    echo "nccl: torch's wheel $nccl_dir ($(grep -m1 -E '^#define NCCL_(VERSION_CODE|MAJOR)' "$nccl_dir/include/nccl.h" || true))" >>"$OUTDIR/facts.txt"
+  else
+    echo "nccl: system ($(grep -m1 -E '^#define NCCL_VERSION_CODE' /usr/include/nccl.h 2>/dev/null || echo 'nccl.h not found'))" >>"$OUTDIR/facts.txt"
+  fi
   [[ -n "${CUDA_HOME:-}" ]] && EXTRA+=(-DCUDAToolkit_ROOT="$CUDA_HOME" -DCMAKE_CUDA_COMPILER="$CUDA_HOME/bin/nvcc")
   # The GPU test suite needs GoogleTest (here, or carried in bench/.deps); without it only gtrain.
   if [[ -f /usr/include/gtest/gtest.h || -f "$HERE/.deps/usr/include/gtest/gtest.h" ]]; then TESTS=ON; else TESTS=OFF; fi
@@ -294,7 +308,9 @@ for r in ref:
     else:  # the reference could not start at all
         for mode in ("eager", "compile"):
             rows[mode] = {"mode": mode, "error": r.get("error", "no result")}
-params = next((r["params"] for r in ref if "params" in r), None)
+# The reference counts its parameters; without it (it failed to start), GPT-2's count from the shape:
+# token and position embeddings (the output layer is tied), 12C^2 + 13C a block, the final LayerNorm.
+params = next((r["params"] for r in ref if "params" in r), None) or V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
 
 def gtrain_row(name, status, metrics):
     """A table row from a gtrain run's metrics.jsonl: tokens/s over the steps after warm-up."""

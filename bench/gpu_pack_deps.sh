@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Copies the build dependencies a bare GPU machine may lack (toml++ and nlohmann/json with their
-# CMake configs, zlib.h, and GoogleTest's headers, static libraries and CMake config for the gpu test
+# Copies the build dependencies a bare GPU machine may lack (toml++, nlohmann/json and CLI11 with
+# their CMake configs, zlib.h, and GoogleTest's headers, static libraries and CMake config for the gpu test
 # suite) from this machine into bench/.deps (git-ignored), for a machine without them and without
 # network: carry bench/.deps along and bench/gpu_gpt2.sh adds it to CMAKE_PREFIX_PATH when needed.
 set -euo pipefail
@@ -23,6 +23,10 @@ endif()
 set(tomlplusplus_FOUND TRUE)
 CMAKE
 cp -r /usr/share/cmake/nlohmann_json "$D/share/cmake/"
+# CLI11 (header-only; the gtrain executables include it): its CMake config finds the headers
+# relative to itself.
+cp -r /usr/include/CLI "$D/include/"
+cp -r /usr/share/cmake/CLI11 "$D/share/cmake/"
 # GoogleTest (Debian's libgtest-dev: static libraries built with the C++11 ABI, as pip's LibTorch is;
 # its CMake config locates them relative to itself).
 cp -r /usr/include/gtest /usr/include/gmock "$D/include/"

@@ -177,6 +177,10 @@ ProfileSummary StepProfiler::stop(int64_t last_step) {
       memory.emplace_back(compat::event_start_us(e), device, static_cast<double>(e.nBytes()));
       continue;
     }
+    // Kineto also reports gtrain's RECORD_USER_SCOPE ranges (gtrain::forward, ...) as GPU-side
+    // annotations spanning the kernels they launched (pytorch#130730): counted as kernels they would
+    // double the GPU time. They stay in the host table.
+    if (e.deviceType() != c10::DeviceType::CPU && e.name().rfind("gtrain::", 0) == 0) continue;
     const double us = compat::event_duration_us(e);
     auto& side = e.deviceType() == c10::DeviceType::CPU ? host : gpu;
     ProfileRow& row = side[e.name()];
