@@ -194,11 +194,8 @@ TEST(Cli, FailedStageIsRecordedInTheLedger) {
   EXPECT_LT(at, 20);
 }
 
-// `gtrain ckpt export`: the model's full tensors in one safetensors file, equal to the checkpoint's,
-// optimizer state only on request, casts on request; bad requests are one-line errors, exit 2.
-TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
-  test::TempDir dir;
-  test::write_file(dir.file("gpt.toml"), R"(
+// A 2-block GPT trained 3 steps: 28 model tensors (embeddings 2, 12 a block, ln_f 2), 57 of optimizer state.
+const std::string kTinyGpt = R"(
 [model]
 name = "gpt"
 n_layer = 2
@@ -213,7 +210,13 @@ global_batch = 4
 steps = 3
 [log]
 progress = "none"
-)");
+)";
+
+// `gtrain ckpt export`: the model's full tensors in one safetensors file, equal to the checkpoint's,
+// optimizer state only on request, casts on request; bad requests are one-line errors, exit 2.
+TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
+  test::TempDir dir;
+  test::write_file(dir.file("gpt.toml"), kTinyGpt);
   auto r = gtrain_run(dir.file("gpt.toml"), dir.file("run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto cks = committed_checkpoint_dirs(dir.file("run/checkpoints"));
@@ -274,23 +277,7 @@ progress = "none"
 // the run's own checkpoint instead.
 TEST(Cli, InitFromStartsAFreshRunFromGivenWeights) {
   test::TempDir dir;
-  const std::string gpt = R"(
-[model]
-name = "gpt"
-n_layer = 2
-n_head = 2
-n_embd = 16
-seq_len = 8
-vocab = 32
-[data]
-kind = "synthetic"
-[train]
-global_batch = 4
-steps = 3
-[log]
-progress = "none"
-)";
-  test::write_file(dir.file("gpt.toml"), gpt);
+  test::write_file(dir.file("gpt.toml"), kTinyGpt);
   auto r = gtrain_run(dir.file("gpt.toml"), dir.file("a"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("a") + " " + dir.file("a.safetensors"));
@@ -443,7 +430,7 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
       {"bogus",
        "gtrain: config error: gtrain: unknown command 'bogus'; expected one of run, config, probe, plan, "
        "models, status, submit, cancel, ckpt"},
-      {"ckpt bogus", "gtrain: config error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, verify"},
+      {"ckpt bogus", "gtrain: config error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, verify, export"},
       {"run " + dir.file("ok.toml") + " --ranks 0",
        "gtrain: config error: --ranks: expected a whole number of ranks from 1 to 999999, got '0' (see gtrain --help)"},
       {"run " + dir.file("ok.toml") + " --ranks abc",

@@ -203,7 +203,11 @@ TEST(Stages, KilledDuringSavesResumesFromLastCommittedCheckpoint) {
     if (std::fscanf(p, "%d", &pid) != 1) pid = 0;
     pclose(p);
     ASSERT_GT(pid, 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(700 + gen() % 900));
+    // From the start-up banner (model built, about to train), not from the launch: under load
+    // (ctest -j2) start-up alone took more than the 1.6 s a fixed wait allowed, and no round saved.
+    for (int i = 0; i < 6000 && test::read_file(dir.file("out.txt")).find("gtrain: device") == std::string::npos; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300 + gen() % 900));
     kill(pid, SIGKILL);
     while (kill(pid, 0) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ++kills;
