@@ -430,7 +430,8 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
       {"bogus",
        "gtrain: config error: gtrain: unknown command 'bogus'; expected one of run, config, probe, plan, "
        "models, status, submit, cancel, ckpt"},
-      {"ckpt bogus", "gtrain: config error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, verify, export"},
+      {"ckpt bogus",
+       "gtrain: config error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, verify, export"},
       {"run " + dir.file("ok.toml") + " --ranks 0",
        "gtrain: config error: --ranks: expected a whole number of ranks from 1 to 999999, got '0' (see gtrain --help)"},
       {"run " + dir.file("ok.toml") + " --ranks abc",
