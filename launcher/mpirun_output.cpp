@@ -4,8 +4,10 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 
 namespace gtrain {
 namespace {
@@ -22,6 +24,26 @@ bool starts_with(const std::string& s, const char* prefix) {
 }
 
 constexpr size_t kMaxBannerLines = 12;  // the mpi-abort text is 6 lines; more is not that banner
+constexpr size_t kMaxHeldBytes = 4096;  // a line start held longer than this is not one to drop
+constexpr const char* kAbortLine = "MPI_ABORT was invoked on rank";
+
+// Whether `a` and `b` agree as far as the shorter goes.
+bool agree(const std::string& a, const char* b) {
+  const size_t n = std::min(a.size(), std::strlen(b));
+  return a.compare(0, n, b, n) == 0;
+}
+
+// Whether a line's start may still become the banner's first line (after a separator).
+bool may_open_banner(const std::string& start) {
+  return agree(start, kAbortLine);
+}
+
+// Whether a line's start may still become a line the filter drops: a separator (dashes so far), or
+// one of mpirun's "[host:pid] ..." lines; a rank's own lines start "[rank " and pass at once.
+bool may_be_dropped(const std::string& start) {
+  if (start.find_first_not_of('-') == std::string::npos) return true;
+  return start[0] == '[' && !(start.size() >= 6 && start.compare(0, 6, "[rank ") == 0);
+}
 
 void write_all(const std::string& s) {
   size_t done = 0;
@@ -89,7 +111,7 @@ std::string MpirunStderrFilter::line(const std::string& text) {
 std::string MpirunStderrFilter::feed(const std::string& bytes) {
   std::string out;
   size_t from = 0;
-  if (mid_line_) {  // the rest of a line idle() already let out goes out as it is
+  if (mid_line_) {  // the rest of a line already let out goes out as it is
     const size_t nl = bytes.find('\n');
     out = bytes.substr(0, nl == std::string::npos ? nl : nl + 1);
     if (nl == std::string::npos) return out;
@@ -101,14 +123,30 @@ std::string MpirunStderrFilter::feed(const std::string& bytes) {
   for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1)
     out += line(partial_.substr(start, nl + 1 - start));
   partial_.erase(0, start);
+  if (partial_.empty()) return out;
+  // The start of a line: out at once (a progress bar's "\r" updates, a prompt) unless it may still
+  // become a line this filter drops, which waits for its newline or a quiet moment (idle()).
+  if (!separator_.empty() && !may_open_banner(partial_)) {
+    out += separator_;
+    separator_.clear();
+  }
+  if (!in_banner_ && separator_.empty() && !may_be_dropped(partial_)) {
+    out += partial_;
+    partial_.clear();
+    mid_line_ = true;
+  } else if (partial_.size() > kMaxHeldBytes) {  // longer than any line it drops
+    out += finish();
+    mid_line_ = true;
+  }
   return out;
 }
 
 std::string MpirunStderrFilter::idle() {
-  if (in_banner_ || !separator_.empty() || partial_.empty() || partial_[0] == '-') return {};
-  std::string out;
-  out.swap(partial_);
-  mid_line_ = true;
+  if (in_banner_) return {};  // its closing line is coming (12 lines at most, or the stream's end)
+  std::string out = separator_ + partial_;
+  separator_.clear();
+  if (!partial_.empty()) mid_line_ = true;
+  partial_.clear();
   return out;
 }
 

@@ -16,10 +16,11 @@ namespace gtrain {
 // and "exited on signal" lines included, is returned as it came.
 class MpirunStderrFilter {
  public:
-  // What to write now for these bytes (complete lines; a dashed separator line waits for the next).
+  // What to write now for these bytes: complete lines, and the start of a line unless it may still
+  // become a line to drop (dashes, or "[" but not "[rank "), which waits for its newline or idle().
   std::string feed(const std::string& bytes);
-  // The stream is quiet: a partial last line goes out too (unless it may open a banner); the rest of
-  // that line then passes unexamined.
+  // The stream is quiet: whatever is held goes out, except an unfinished banner; the rest of a line
+  // let out passes unexamined.
   std::string idle();
   // The stream ended: everything held goes out, a banner cut short included.
   std::string finish();
@@ -31,7 +32,7 @@ class MpirunStderrFilter {
   std::string partial_;                       // bytes after the last newline
   std::string separator_;                     // a dashed line waiting for the line after it
   std::vector<std::string> banner_;           // lines of the banner being dropped
-  bool mid_line_ = false;                     // idle() let out a partial line: its rest passes as is
+  bool mid_line_ = false;                     // the start of this line went out: its rest passes as is
   bool in_banner_ = false, after_aggregate_note_ = false, dropped_ = false;
 };
 

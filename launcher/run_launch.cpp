@@ -182,6 +182,12 @@ int launch_nvml_index(const JobConfig& cfg, const Allocation& alloc) {
 
 namespace {
 
+// The worker executable could not be started (errno `err`).
+Error worker_start_error(const std::string& worker, int err) {
+  return Error("cannot start " + worker + ": " + std::strerror(err) +
+               " (gtrain-worker is built next to gtrain; set GTRAIN_WORKER to its path)");
+}
+
 // The stage deadline: the earliest of the scheduler's end time, --time-limit / schedule.time_limit_s
 // and the end of the quota window we are in.
 Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc) {
@@ -286,6 +292,11 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   }
   if (validate) validate(alloc);
   if (out.ranks > 1) {
+    // Here, as the one-rank exec would say it: mpirun's own report of a missing executable ends in an
+    // exit code (132) that reads as a rank's signal.
+    if (::access(worker.c_str(), X_OK) != 0) {
+      throw worker_start_error(worker, errno);
+    }
     LaunchSpec spec;
     spec.ranks = out.ranks;
     spec.executable = worker;
@@ -398,9 +409,9 @@ void exec_worker(int argc, char** argv) {
   std::fflush(stdout);
   std::fflush(stderr);
   ::execv(worker.c_str(), args.data());
+  const int exec_errno = errno;
   block_stop_signals(false);
-  throw Error("cannot start " + worker + ": " + std::strerror(errno) +
-              " (gtrain-worker is built next to gtrain; set GTRAIN_WORKER to its path)");
+  throw worker_start_error(worker, exec_errno);
 }
 
 }  // namespace gtrain

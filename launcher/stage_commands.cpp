@@ -245,12 +245,27 @@ int ckpt_export_command(const CkptExportOptions& o) {
   } else if (!stored && o.dtype != "float32") {
     throw ConfigError("--dtype: '" + o.dtype + "' is not one of stored, float32, bfloat16, float16");
   }
-  const fs::path out(o.out);
+  if (o.out.empty()) throw ConfigError("OUT: expected the path of the .safetensors file to write, got ''");
+  // Through a symlink (a dangling one too) to its target; only a regular file, or nothing, is replaced.
   std::error_code ec;
-  if (fs::is_directory(out, ec)) throw ConfigError(o.out + ": is a directory; give the .safetensors file to write");
+  fs::path out(o.out);
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(out, ec)); ++hops) {
+    const fs::path target = fs::read_symlink(out, ec);
+    out = target.is_absolute() ? target : out.parent_path() / target;
+  }
+  const auto st = fs::status(out, ec);
+  if (fs::is_directory(st)) throw ConfigError(o.out + ": is a directory; give the .safetensors file to write");
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    throw ConfigError(o.out +
+                      ": is not a regular file (a device, FIFO or socket); give the .safetensors file to write");
   const fs::path folder = out.has_parent_path() ? out.parent_path() : fs::path(".");
   if (!fs::is_directory(folder, ec)) throw ConfigError(o.out + ": folder " + folder.string() + " does not exist");
   CheckpointReader ck(resolve_checkpoint_path(o.path));
+  {
+    const std::string inside = fs::weakly_canonical(ck.path(), ec).string() + "/";
+    if (fs::weakly_canonical(out, ec).string().rfind(inside, 0) == 0)
+      throw ConfigError(o.out + ": is inside the checkpoint it exports (" + ck.path() + "); write it elsewhere");
+  }
   const auto names = ck.tensor_names();
   std::vector<SafetensorsSpec> specs;
   int64_t skipped = 0;
@@ -274,20 +289,31 @@ int ckpt_export_command(const CkptExportOptions& o) {
                                              {"gtrain_model", ck.manifest().at("model").dump()},
                                              {"gtrain_plan", ck.manifest().value("plan", "")}};
   std::vector<uint32_t> crcs(specs.size());
-  const int64_t bytes = write_safetensors(o.out, specs, meta, [&](size_t i) {
+  int64_t overflowed = 0;  // finite values a float16 cast made infinite
+  const int64_t bytes = write_safetensors(out.string(), specs, meta, [&](size_t i) {
     torch::Tensor t = ck.read(specs[i].name);  // pieces checked against their CRC-32C
-    if (t.scalar_type() != specs[i].dtype) t = t.to(specs[i].dtype);
+    if (t.scalar_type() != specs[i].dtype) {
+      const torch::Tensor held = t;
+      t = t.to(specs[i].dtype);
+      if (specs[i].dtype == torch::kFloat16)
+        overflowed += (torch::isfinite(held) & ~torch::isfinite(t)).sum().item<int64_t>();
+    }
     t = t.contiguous();
     crcs[i] = crc32c(t.data_ptr(), t.nbytes());
     return t;
   });
   // Read back: every tensor's bytes as written, so the file is the checkpoint's model.
-  SafetensorsReader back(o.out);
+  SafetensorsReader back(out.string());
   for (size_t i = 0; i < specs.size(); ++i) {
     const torch::Tensor t = back.has(specs[i].name) ? back.read(specs[i].name) : torch::Tensor();
     if (!t.defined() || t.scalar_type() != specs[i].dtype || crc32c(t.data_ptr(), t.nbytes()) != crcs[i])
       throw CheckpointError(o.out + ": tensor '" + specs[i].name + "' reads back different from what was written");
   }
+  if (overflowed > 0)
+    std::fprintf(stderr,
+                 "gtrain: warning: %lld values lie beyond float16's range (65504) and were written as inf; "
+                 "--dtype bfloat16 or stored keeps them\n",
+                 (long long)overflowed);
   std::printf(
       "%s: %zu tensors (%s%s), %.2f MB, from %s (step %lld)%s\n", o.out.c_str(), specs.size(),
       stored ? "as stored" : o.dtype.c_str(), o.optimizer ? ", optimizer state included" : "", bytes / 1e6,

@@ -1,5 +1,6 @@
 // test_cli.cpp: the gtrain binary end to end: exit codes, run directory, metrics.jsonl, errors.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <ctime>
@@ -270,6 +271,28 @@ TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
     EXPECT_EQ(r.output, message);
   }
   EXPECT_FALSE(fs::exists(dir.file("x.st")));
+  // Only a regular file (or nothing) is replaced; a symlink is written through; the checkpoint
+  // itself is never a destination.
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  fs::create_directories(dir.file("real"));
+  fs::create_symlink("real/t.safetensors", dir.file("link.safetensors"));  // dangling until written
+  const std::string step_dir = cks.back().second.string();
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {dir.file("fifo"), dir.file("fifo") + ": is not a regular file (a device, FIFO or socket); give the "
+                                                 ".safetensors file to write"},
+           {step_dir + "/x.safetensors",
+            step_dir + "/x.safetensors: is inside the checkpoint it exports (" + step_dir + "); write it elsewhere"},
+           {"''", "OUT: expected the path of the .safetensors file to write, got ''"}}) {
+    r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_EQ(r.output, "gtrain: config error: " + message + "\n");
+  }
+  EXPECT_TRUE(fs::is_fifo(dir.file("fifo")));
+  EXPECT_FALSE(fs::exists(step_dir + "/x.safetensors"));
+  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("link.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::is_symlink(dir.file("link.safetensors")));
+  EXPECT_EQ(SafetensorsReader(dir.file("real/t.safetensors")).tensors().size(), 28u);
 }
 
 // checkpoint.init_from: a fresh run starts from exported weights (a file) or a run's checkpoint (a
@@ -332,6 +355,33 @@ TEST(Cli, InitFromStartsAFreshRunFromGivenWeights) {
             "gtrain: config error: checkpoint.init_from: " + dir.file("none.safetensors") +
                 " does not exist (expected a .safetensors file, a checkpoint directory or a run directory)\n");
   EXPECT_FALSE(fs::exists(dir.file("e/checkpoints/step_00000003")));
+  // Not safetensors: refused by the launcher before any rank starts, naming the key.
+  r = gtrain_run(dir.file("gpt.toml"), dir.file("h"), " --set checkpoint.init_from=" + dir.file("gpt.toml"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind(
+                "gtrain: config error: checkpoint.init_from: " + dir.file("gpt.toml") + ": not a safetensors file", 0),
+            0u)
+      << r.output;
+  // A tensor of the right shape but not floating point (it would train to nan).
+  {
+    std::vector<SafetensorsSpec> specs = a.tensors();
+    for (auto& spec : specs)
+      if (spec.name == "h.0.ln1.bias") spec.dtype = torch::kInt64;
+    write_safetensors(dir.file("int.safetensors"), specs, {}, [&](size_t i) {
+      const auto t = a.read(specs[i].name);
+      return specs[i].dtype == torch::kInt64 ? t.to(torch::kInt64) : t;
+    });
+  }
+  r = gtrain_run(dir.file("gpt.toml"), dir.file("i"), " --set checkpoint.init_from=" + dir.file("int.safetensors"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("'h.0.ln1.bias' is Long, not a floating-point type"), std::string::npos) << r.output;
+  // A run directory whose checkpoint.dir is elsewhere: its config.toml says where.
+  r = gtrain_run(dir.file("gpt.toml"), dir.file("j"), " --set checkpoint.dir=" + dir.file("elsewhere"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = gtrain_run(dir.file("gpt.toml"), dir.file("k"), slow + " --set checkpoint.init_from=" + dir.file("j"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gtrain: weights from " + dir.file("elsewhere/step_00000003")), std::string::npos)
+      << r.output;
 }
 
 // Optimizer state is named after its parameter; a model's own ".exp_avg"-like names are not state.

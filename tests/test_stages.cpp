@@ -554,6 +554,14 @@ TEST(Stages, RanksThatCannotStartAreNamedInOneLine) {
                           "gtrain-no-such-host2 (exit 255; its message is above)"),
             std::string::npos)
       << r.output;
+  // Open MPI's message for ranks without an executable ends in exit 132, which read as "a rank was
+  // ended by signal 4 (Illegal instruction)" with an out-of-memory hint: the launcher checks first.
+  r = test::run_command("GTRAIN_WORKER=" + dir.file("no-such-worker") + " " GTRAIN_BINARY " run " +
+                        dir.file("job.toml") + " --run-dir " + dir.file("run2") + " --ranks 2");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.output, "gtrain: error: cannot start " + dir.file("no-such-worker") +
+                          ": No such file or directory (gtrain-worker is built next to gtrain; set GTRAIN_WORKER "
+                          "to its path)\n");
 }
 
 TEST(Stages, SecondRunOnSameDirectoryIsRefused) {

@@ -35,7 +35,8 @@ struct CheckpointConfig {
     v("init_from", init_from,
       "Weights a fresh start begins from (fine-tuning): a .safetensors file (gtrain ckpt export's, or any "
       "with gtrain's tensor names and shapes), a checkpoint directory, or a run directory (its newest "
-      "checkpoint). Every model tensor must be there with its shape, and nothing else; the optimizer "
+      "checkpoint). Every model tensor must be there with its shape, in a floating-point type, and "
+      "nothing else; the optimizer "
       "starts fresh at step 0. Ignored when the run resumes from its own checkpoint (\"\" = the model's "
       "own initialisation).");
   }

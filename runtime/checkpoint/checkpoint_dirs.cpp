@@ -3,7 +3,9 @@
 
 #include <algorithm>
 
+#include "runtime/checkpoint/safetensors_header.h"
 #include "runtime/common/errors.h"
+#include "runtime/config/job_config.h"
 
 namespace gtrain {
 
@@ -34,7 +36,16 @@ std::vector<std::pair<int64_t, fs::path>> committed_checkpoint_dirs(const std::s
 std::string resolve_checkpoint_path(const std::string& path, const std::string& what) {
   std::error_code ec;
   if (fs::exists(fs::path(path) / "manifest.json", ec)) return path;
-  for (const auto& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
+  std::vector<fs::path> roots = {fs::path(path), fs::path(path) / "checkpoints"};
+  // A run directory whose checkpoint.dir is elsewhere: its config.toml says where.
+  if (fs::exists(fs::path(path) / "config.toml", ec)) {
+    try {
+      roots.push_back(
+          checkpoint_directory(load_job_config((fs::path(path) / "config.toml").string(), {}, {}).checkpoint, path));
+    } catch (const Error&) {  // unreadable: the two places above are all there is
+    }
+  }
+  for (const auto& root : roots) {
     auto all = committed_checkpoint_dirs(root.string());
     if (!all.empty()) return all.back().second.string();
   }
@@ -48,6 +59,12 @@ void check_init_from(const std::string& path) {
   } else if (!fs::exists(path, ec)) {
     throw ConfigError("checkpoint.init_from: " + path +
                       " does not exist (expected a .safetensors file, a checkpoint directory or a run directory)");
+  } else {
+    try {  // the whole header: not a safetensors file, truncated, damaged
+      read_safetensors_header(path);
+    } catch (const CheckpointError& e) {
+      throw ConfigError(std::string("checkpoint.init_from: ") + e.what());
+    }
   }
 }
 

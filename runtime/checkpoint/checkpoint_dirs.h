@@ -22,12 +22,14 @@ bool is_step_dir_name(const std::string& name);
 std::vector<std::pair<int64_t, std::filesystem::path>> committed_checkpoint_dirs(const std::string& dir);
 
 // The checkpoint `path` names: itself (it holds a manifest.json), or the newest committed one in
-// it or in its checkpoints/ (a run directory), read or not, so a malformed newest one is reported,
-// not passed over. Throws ConfigError naming `what` ("" = the path alone) when there is none.
+// it, in its checkpoints/, or in the checkpoint.dir its config.toml names (a run directory), read or not, so a
+// malformed newest one is reported, not passed over. Throws ConfigError naming `what` ("" = the path alone) when there
+// is none.
 std::string resolve_checkpoint_path(const std::string& path, const std::string& what = "");
 
 // checkpoint.init_from checked before any rank starts, for a start that will not resume: the path
-// exists, and a directory holds a committed checkpoint. Throws ConfigError naming the key.
+// exists, a directory holds a committed checkpoint, a file has a sound safetensors header. (Whether
+// its tensors fit the model, the ranks check.) Throws ConfigError naming the key.
 void check_init_from(const std::string& path);
 
 }  // namespace gtrain

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -18,8 +19,6 @@ namespace fs = std::filesystem;
 namespace gtrain {
 namespace {
 
-constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit (100 MB)
-
 const std::vector<std::pair<torch::ScalarType, const char*>>& dtype_names() {
   static const std::vector<std::pair<torch::ScalarType, const char*>> names = {
       {torch::kFloat64, "F64"}, {torch::kFloat32, "F32"}, {torch::kFloat16, "F16"}, {torch::kBFloat16, "BF16"},
@@ -28,11 +27,31 @@ const std::vector<std::pair<torch::ScalarType, const char*>>& dtype_names() {
   return names;
 }
 
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+// The temporary file a write in progress would leave behind: removed when INT, TERM or HUP ends the
+// process (the handlers are in place only while write_safetensors runs).
+char g_tmp_path[4096];
+constexpr int kTmpSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+
+void remove_tmp_and_reraise(int sig) {
+  if (g_tmp_path[0]) ::unlink(g_tmp_path);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
 }
+
+class TmpFileGuard {
+ public:
+  explicit TmpFileGuard(const std::string& path) {
+    std::snprintf(g_tmp_path, sizeof(g_tmp_path), "%s", path.c_str());
+    for (int i = 0; i < 3; ++i) previous_[i] = std::signal(kTmpSignals[i], remove_tmp_and_reraise);
+  }
+  ~TmpFileGuard() {
+    for (int i = 0; i < 3; ++i) std::signal(kTmpSignals[i], previous_[i]);
+    g_tmp_path[0] = '\0';
+  }
+
+ private:
+  void (*previous_[3])(int);
+};
 
 void write_le64(std::ostream& out, uint64_t v) {
   char b[8];
@@ -64,7 +83,9 @@ int64_t write_safetensors(const std::string& path, const std::vector<Safetensors
   for (const auto& s : specs) {
     if (s.name.empty() || s.name == "__metadata__" || header.contains(s.name))
       throw CheckpointError(path + ": tensor name '" + s.name + "' is empty, reserved or given twice");
-    const int64_t bytes = numel_of(s.shape) * static_cast<int64_t>(c10::elementSize(s.dtype));
+    const int64_t numel = safetensors_numel(s.shape);
+    if (numel < 0) throw CheckpointError(path + ": tensor '" + s.name + "' has an impossible shape");
+    const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(s.dtype));
     header[s.name] = {
         {"dtype", safetensors_dtype_name(s.dtype)}, {"shape", s.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
@@ -73,6 +94,7 @@ int64_t write_safetensors(const std::string& path, const std::vector<Safetensors
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned, as the reference writer does
   const fs::path target(path);
   const fs::path tmp = target.parent_path() / (target.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  TmpFileGuard guard(tmp.string());
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   if (!out) throw CheckpointError(path + ": cannot write (" + std::strerror(errno) + ")");
   write_le64(out, text.size());
@@ -100,77 +122,17 @@ int64_t write_safetensors(const std::string& path, const std::vector<Safetensors
 }
 
 SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::error_code ec;
-  const auto file_size = static_cast<uint64_t>(fs::file_size(path, ec));
-  unsigned char len[8] = {};
-  if (ec || !in.read(reinterpret_cast<char*>(len), 8))
-    throw CheckpointError(path + ": not a safetensors file (shorter than its 8-byte header length)");
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
-  if (n == 0 || n > kMaxHeaderBytes || 8 + n > file_size)
-    throw CheckpointError(path + ": not a safetensors file (header length " + std::to_string(n) + " for a file of " +
-                          std::to_string(file_size) + " bytes)");
-  std::string text(n, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(n));
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(path + ": the safetensors header is not JSON (" + e.what() + ")");
-  }
-  if (!header.is_object()) throw CheckpointError(path + ": the safetensors header is not a JSON object");
-  const int64_t data_start = 8 + static_cast<int64_t>(n);
-  const int64_t data_bytes = static_cast<int64_t>(file_size) - data_start;
-  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> by_offset;
-  for (const auto& [name, entry] : header.items()) {
-    const std::string where = path + ": tensor '" + name + "'";
-    if (name == "__metadata__") {
-      if (!entry.is_object()) throw CheckpointError(path + ": __metadata__ is not an object");
-      for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string()) throw CheckpointError(path + ": __metadata__ value '" + k + "' is not a string");
-        metadata_[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    if (!entry.is_object() || !entry.contains("dtype") || !entry["dtype"].is_string() || !entry.contains("shape") ||
-        !entry["shape"].is_array() || !entry.contains("data_offsets") || !entry["data_offsets"].is_array() ||
-        entry["data_offsets"].size() != 2)
-      throw CheckpointError(where + ": needs dtype (string), shape (array) and data_offsets ([begin, end])");
+  const SafetensorsHeader h = read_safetensors_header(path);
+  metadata_ = h.metadata;
+  for (const auto& e : h.tensors) {
     SafetensorsSpec s;
-    s.name = name;
-    s.dtype = safetensors_dtype(entry["dtype"].get<std::string>(), where);
-    for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 50))
-        throw CheckpointError(where + ": shape " + entry["shape"].dump() + " is not a list of sizes");
-      s.shape.push_back(d.get<int64_t>());
-    }
-    const auto& off = entry["data_offsets"];
-    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      throw CheckpointError(where + ": data_offsets are not byte offsets");
-    const int64_t begin = off[0].get<int64_t>(), end = off[1].get<int64_t>();
-    const int64_t want = numel_of(s.shape) * static_cast<int64_t>(c10::elementSize(s.dtype));
-    if (begin < 0 || end < begin || end > data_bytes || end - begin != want)
-      throw CheckpointError(where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                            "] do not hold its " + std::to_string(want) + " bytes within the file's " +
-                            std::to_string(data_bytes) + " bytes of data");
-    by_offset.push_back({{begin, end}, name});
-    index_[name] = specs_.size();
+    s.name = e.name;
+    s.dtype = safetensors_dtype(e.dtype, path + ": tensor '" + e.name + "'");
+    s.shape = e.shape;
+    index_[e.name] = specs_.size();
     specs_.push_back(std::move(s));
-    ranges_.push_back({data_start + begin, data_start + end});
+    ranges_.push_back({h.data_start + e.begin, h.data_start + e.end});
   }
-  std::sort(by_offset.begin(), by_offset.end());
-  int64_t at = 0;
-  for (const auto& [range, name] : by_offset) {
-    if (range.first != at)
-      throw CheckpointError(path + ": tensor '" + name + "' starts at byte " + std::to_string(range.first) +
-                            " of the data, not at " + std::to_string(at) + " (a hole or an overlap)");
-    at = range.second;
-  }
-  if (at != data_bytes)
-    throw CheckpointError(path + ": the tensors hold " + std::to_string(at) + " bytes, the file " +
-                          std::to_string(data_bytes) + " after its header");
 }
 
 torch::Tensor SafetensorsReader::read(const std::string& name) const {

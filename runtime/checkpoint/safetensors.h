@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/checkpoint/safetensors_header.h"
+
 namespace gtrain {
 
 struct SafetensorsSpec {

@@ -37,6 +37,7 @@ std::string first_few(const std::vector<std::string>& items, size_t shown = 4) {
 struct Source {
   std::string path;
   std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, torch::ScalarType> dtypes;
   std::function<torch::Tensor(const std::string&)> read;
 };
 
@@ -46,17 +47,22 @@ Source open_source(const std::string& path) {
   Source s;
   std::vector<std::string> names;
   std::map<std::string, std::vector<int64_t>> all;
-  if (fs::is_directory(path, ec)) {
-    auto ck = std::make_shared<CheckpointReader>(resolve_checkpoint_path(path, kKey));
-    s.path = ck->path();
-    for (const auto& n : ck->tensor_names()) all[n] = ck->shape(n), names.push_back(n);
-    s.read = [ck](const std::string& n) { return ck->read(n); };
-  } else if (fs::exists(path, ec)) {
-    auto st = std::make_shared<SafetensorsReader>(path);
-    s.path = path;
-    for (const auto& t : st->tensors()) all[t.name] = t.shape, names.push_back(t.name);
-    s.read = [st](const std::string& n) { return st->read(n); };
-  } else {
+  try {  // a file or manifest that cannot be read is this key's error (exit 2), naming it
+    if (fs::is_directory(path, ec)) {
+      auto ck = std::make_shared<CheckpointReader>(resolve_checkpoint_path(path, kKey));
+      s.path = ck->path();
+      for (const auto& n : ck->tensor_names()) all[n] = ck->shape(n), s.dtypes[n] = ck->dtype(n), names.push_back(n);
+      s.read = [ck](const std::string& n) { return ck->read(n); };
+    } else if (fs::exists(path, ec)) {
+      auto st = std::make_shared<SafetensorsReader>(path);
+      s.path = path;
+      for (const auto& t : st->tensors()) all[t.name] = t.shape, s.dtypes[t.name] = t.dtype, names.push_back(t.name);
+      s.read = [st](const std::string& n) { return st->read(n); };
+    }
+  } catch (const CheckpointError& e) {
+    throw ConfigError(std::string(kKey) + ": " + e.what());
+  }
+  if (s.path.empty()) {
     throw ConfigError(std::string(kKey) + ": " + path +
                       " does not exist (expected a .safetensors file, a checkpoint directory or a run directory)");
   }
@@ -84,6 +90,8 @@ InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, 
       problems.push_back("no tensor '" + name + "' " + shape_text(shape));
     } else if (it->second != shape) {
       problems.push_back("'" + name + "' is " + shape_text(it->second) + ", the model's " + shape_text(shape));
+    } else if (!c10::isFloatingType(src.dtypes.at(name))) {
+      problems.push_back("'" + name + "' is " + c10::toString(src.dtypes.at(name)) + ", not a floating-point type");
     }
   }
   // Tensors no rank holds (another architecture: more layers, a second head): a union over ranks,
