@@ -75,7 +75,7 @@ std::string MpirunStderrFilter::line(const std::string& text) {
     return out;
   }
   if (!separator_.empty()) {
-    if (starts_with(text, "MPI_ABORT was invoked on rank")) {
+    if (starts_with(text, kAbortLine)) {
       in_banner_ = true;
       banner_ = {separator_, text};
       separator_.clear();
