@@ -283,10 +283,16 @@ int ckpt_export_command(const CkptExportOptions& o) {
     specs.push_back(std::move(s));
   }
   if (specs.empty()) throw CheckpointError(ck.path() + ": holds no model tensors to export");
+  // The manifest keeps each [model] value as its TOML text ("\"gpt\"", "[256]"): as JSON values here.
+  nlohmann::json model = nlohmann::json::object();
+  for (const auto& [key, value] : ck.manifest().at("model").items()) {
+    const auto parsed = value.is_string() ? nlohmann::json::parse(value.get<std::string>(), nullptr, false) : value;
+    model[key] = parsed.is_discarded() ? value : parsed;
+  }
   std::map<std::string, std::string> meta = {{"format", "pt"},
                                              {"gtrain_checkpoint", ck.path()},
                                              {"gtrain_step", std::to_string(ck.step())},
-                                             {"gtrain_model", ck.manifest().at("model").dump()},
+                                             {"gtrain_model", model.dump()},
                                              {"gtrain_plan", ck.manifest().value("plan", "")}};
   std::vector<uint32_t> crcs(specs.size());
   int64_t overflowed = 0;  // finite values a float16 cast made infinite

@@ -237,6 +237,10 @@ TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
   EXPECT_EQ(w.read("wte.weight").sizes().vec(), (std::vector<int64_t>{32, 16}));
   EXPECT_EQ(w.metadata().at("format"), "pt");
   EXPECT_EQ(w.metadata().at("gtrain_step"), "3");
+  const auto model = nlohmann::json::parse(w.metadata().at("gtrain_model"));
+  EXPECT_EQ(model.at("name"), "gpt");
+  EXPECT_EQ(model.at("n_layer"), 2);
+  EXPECT_EQ(model.at("tied_embeddings"), true);
   // The layout is the format's: header length, then JSON padded so the data starts 8-byte aligned.
   const std::string bytes = test::read_file(dir.file("w.safetensors"));
   uint64_t n = 0;
