@@ -42,7 +42,7 @@ bool may_open_banner(const std::string& start) {
 // one of mpirun's "[host:pid] ..." lines; a rank's own lines start "[rank " and pass at once.
 bool may_be_dropped(const std::string& start) {
   if (start.find_first_not_of('-') == std::string::npos) return true;
-  return start[0] == '[' && !(start.size() >= 6 && start.compare(0, 6, "[rank ") == 0);
+  return start[0] == '[' && !starts_with(start, "[rank ");
 }
 
 void write_all(const std::string& s) {

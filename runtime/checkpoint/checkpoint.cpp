@@ -496,24 +496,24 @@ bool is_optimizer_state(const std::string& name, const std::vector<std::string>&
   return false;
 }
 
-torch::ScalarType CheckpointReader::dtype(const std::string& name) const {
+const nlohmann::json& CheckpointReader::entry(const std::string& name) const {
   auto it = tensors_.find(name);
-  if (it == tensors_.end()) throw CheckpointError(path_ + ": no tensor '" + name + "' in the checkpoint");
-  return dtype_of(it->second->at("dtype").get<std::string>(), path_);
+  if (it == tensors_.end()) throw CheckpointError(path_ + ": has no tensor '" + name + "'");
+  return *it->second;
+}
+
+torch::ScalarType CheckpointReader::dtype(const std::string& name) const {
+  return dtype_of(entry(name).at("dtype").get<std::string>(), path_);
 }
 
 std::vector<int64_t> CheckpointReader::shape(const std::string& name) const {
-  auto it = tensors_.find(name);
-  if (it == tensors_.end()) throw CheckpointError(path_ + ": no tensor '" + name + "' in the checkpoint");
-  return it->second->at("shape").get<std::vector<int64_t>>();
+  return entry(name).at("shape").get<std::vector<int64_t>>();
 }
 
 torch::Tensor CheckpointReader::read(const std::string& name) const {
-  auto it = tensors_.find(name);
-  if (it == tensors_.end()) throw CheckpointError(path_ + ": has no tensor '" + name + "'");
-  const auto& t = *it->second;
-  const auto dtype = dtype_of(t.at("dtype").get<std::string>(), path_);
-  const auto shape = t.at("shape").get<std::vector<int64_t>>();
+  const auto& t = entry(name);
+  const auto dtype = this->dtype(name);
+  const auto shape = this->shape(name);
   auto global = torch::zeros(shape, dtype);
   std::map<std::string, int> fds;
   try {

@@ -111,6 +111,7 @@ class CheckpointReader {
   const std::string& path() const { return path_; }
 
  private:
+  const nlohmann::json& entry(const std::string& name) const;  // the manifest's entry; throws when absent
   std::string path_;
   nlohmann::json manifest_;
   std::map<std::string, const nlohmann::json*> tensors_;

@@ -36,18 +36,22 @@ std::vector<std::pair<int64_t, fs::path>> committed_checkpoint_dirs(const std::s
 std::string resolve_checkpoint_path(const std::string& path, const std::string& what) {
   std::error_code ec;
   if (fs::exists(fs::path(path) / "manifest.json", ec)) return path;
-  std::vector<fs::path> roots = {fs::path(path), fs::path(path) / "checkpoints"};
-  // A run directory whose checkpoint.dir is elsewhere: its config.toml says where.
+  const auto newest = [](const fs::path& root) {
+    auto all = committed_checkpoint_dirs(root.string());
+    return all.empty() ? std::string() : all.back().second.string();
+  };
+  for (const auto& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
+    const std::string found = newest(root);
+    if (!found.empty()) return found;
+  }
+  // A run directory whose checkpoint.dir is elsewhere: its config.toml says where (read only now).
   if (fs::exists(fs::path(path) / "config.toml", ec)) {
     try {
-      roots.push_back(
+      const std::string found = newest(
           checkpoint_directory(load_job_config((fs::path(path) / "config.toml").string(), {}, {}).checkpoint, path));
-    } catch (const Error&) {  // unreadable: the two places above are all there is
+      if (!found.empty()) return found;
+    } catch (const Error&) {  // unreadable: the two places above were all there is
     }
-  }
-  for (const auto& root : roots) {
-    auto all = committed_checkpoint_dirs(root.string());
-    if (!all.empty()) return all.back().second.string();
   }
   throw ConfigError((what.empty() ? "" : what + ": ") + path + ": not a checkpoint, and holds no committed checkpoint");
 }

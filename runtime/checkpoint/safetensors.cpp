@@ -70,8 +70,8 @@ std::string safetensors_dtype_name(torch::ScalarType t) {
 torch::ScalarType safetensors_dtype(const std::string& name, const std::string& where) {
   for (const auto& [type, n] : dtype_names())
     if (name == n) return type;
-  throw CheckpointError(where + ": dtype '" + name + "' is not one gtrain reads (F64, F32, F16, BF16, I64, I32, " +
-                        "I16, I8, U8, BOOL)");
+  // read_safetensors_header names the dtypes it reads; this table holds the same ones.
+  throw CheckpointError(where + ": dtype '" + name + "' has no LibTorch type here");
 }
 
 int64_t write_safetensors(const std::string& path, const std::vector<SafetensorsSpec>& specs,

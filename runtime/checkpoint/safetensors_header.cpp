@@ -33,10 +33,6 @@ int64_t safetensors_dtype_bytes(const std::string& dtype) {
   return 0;
 }
 
-bool safetensors_dtype_is_float(const std::string& dtype) {
-  return dtype == "F64" || dtype == "F32" || dtype == "F16" || dtype == "BF16";
-}
-
 int64_t safetensors_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -89,9 +85,11 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
     s.name = name;
     s.dtype = entry["dtype"].get<std::string>();
     const int64_t element = safetensors_dtype_bytes(s.dtype);
-    if (element == 0)
-      throw CheckpointError(where + ": dtype '" + s.dtype +
-                            "' is not one gtrain reads (F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL)");
+    if (element == 0) {
+      std::string known;
+      for (const auto& [dtype, bytes] : dtype_sizes()) known += (known.empty() ? "" : ", ") + std::string(dtype);
+      throw CheckpointError(where + ": dtype '" + s.dtype + "' is not one gtrain reads (" + known + ")");
+    }
     for (const auto& d : entry["shape"]) {
       if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 50))
         throw CheckpointError(where + ": shape " + entry["shape"].dump() + " is not a list of sizes");

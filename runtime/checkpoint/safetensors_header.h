@@ -29,8 +29,6 @@ SafetensorsHeader read_safetensors_header(const std::string& path);
 
 // Bytes of one element of a dtype the format names (0: not one gtrain reads).
 int64_t safetensors_dtype_bytes(const std::string& dtype);
-// Whether a dtype the format names is a floating-point one.
-bool safetensors_dtype_is_float(const std::string& dtype);
 // Elements of a shape; -1 when the count (or its bytes at 8 an element) would overflow.
 int64_t safetensors_numel(const std::vector<int64_t>& shape);
 

@@ -62,10 +62,7 @@ Source open_source(const std::string& path) {
   } catch (const CheckpointError& e) {
     throw ConfigError(std::string(kKey) + ": " + e.what());
   }
-  if (s.path.empty()) {
-    throw ConfigError(std::string(kKey) + ": " + path +
-                      " does not exist (expected a .safetensors file, a checkpoint directory or a run directory)");
-  }
+  if (s.path.empty()) check_init_from(path);  // neither a directory nor a file: throws its one-line error
   for (const auto& [n, shape] : all)
     if (!is_optimizer_state(n, names)) s.shapes[n] = shape;
   return s;
