@@ -1,11 +1,20 @@
 // chain.cpp: chain.json and the chain's transitions.
 #include "launcher/chain.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
+#include <thread>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
@@ -318,6 +327,7 @@ CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, con
 
 std::string chain_step(const std::string& run_dir, int stage, int exit_code, const std::string& job,
                        const CommandRunner& runner, double now_unix) {
+  const ChainLock lock(run_dir);
   Chain c = read_chain(run_dir);
   size_t k = c.stages.size();
   for (size_t i = 0; i < c.stages.size(); ++i) {
@@ -325,6 +335,12 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
   }
   if (k == c.stages.size()) throw ConfigError(chain_path(run_dir) + ": no stage " + std::to_string(stage));
   auto& s = c.stages[k];
+  if (!job.empty() && !s.job.empty() && job != s.job) {
+    // A job of an earlier chain in this run directory (requeued, or still saving when that chain was
+    // cancelled and a new one submitted): this chain's stage is another job, which reports itself.
+    return "job " + job + " is not in this run directory's chain (its stage " + std::to_string(stage) + " is job " +
+           s.job + "); chain.json unchanged";
+  }
   if (!job.empty()) s.job = job;
   s.exit = exit_code;
   std::string what;
@@ -395,28 +411,116 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
   return what;
 }
 
-CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out) {
+ChainLock::ChainLock(const std::string& run_dir) {
+  const std::string path = (fs::path(run_dir) / ".chain.lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error(path + ": cannot open the chain's lock file: " + std::strerror(errno));
+  for (int waited_ms = 0; ::flock(fd_, LOCK_EX | LOCK_NB) != 0; waited_ms += 100) {
+    if (waited_ms >= 300000) {
+      ::close(fd_);
+      throw Error(path + ": another gtrain (submit, cancel or a stage's chain-step) has held the chain for 5 minutes");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+ChainLock::~ChainLock() {
+  ::flock(fd_, LOCK_UN);
+  ::close(fd_);
+}
+
+std::optional<std::map<std::string, std::string>> active_jobs(const std::string& scheduler,
+                                                              const std::vector<std::string>& jobs,
+                                                              const CommandRunner& runner) {
+  std::map<std::string, std::string> out;
+  if (jobs.empty()) return out;
+  if (scheduler == "pbs") {
+    for (const auto& job : jobs) {
+      const CommandOutput r = run_merged(runner, {"qstat", "-f", job});
+      if (r.rc != 0) {
+        if (r.text.find("Unknown Job Id") != std::string::npos || r.text.find("Job has finished") != std::string::npos)
+          continue;
+        return std::nullopt;
+      }
+      const auto at = r.text.find("job_state = ");
+      if (at == std::string::npos) return std::nullopt;
+      const std::string state = r.text.substr(at + 12, 1);
+      if (state != "F" && state != "X") out[job] = state;  // finished, expired
+    }
+    return out;
+  }
+  std::string ids;
+  for (const auto& job : jobs) ids += (ids.empty() ? "" : ",") + job;
+  const CommandOutput r = run_merged(runner, {"squeue", "-h", "-j", ids, "-o", "%i %T"});
+  if (r.rc != 0) {
+    if (r.text.find("Invalid job id") != std::string::npos) return out;  // none of them known any more
+    return std::nullopt;
+  }
+  static const std::set<std::string> kEnded = {"COMPLETED", "CANCELLED", "FAILED",   "TIMEOUT",  "NODE_FAIL",
+                                               "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"};
+  std::istringstream in(r.text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, state;
+    if (fields >> id >> state && !kEnded.count(state)) out[id] = state;
+  }
+  return out;
+}
+
+CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now) {
+  const ChainLock lock(run_dir);
   Chain c = read_chain(run_dir);
+  const bool pbs = c.scheduler == "pbs";
+  std::vector<std::string> jobs;
+  for (const auto& s : c.stages) {
+    if (!s.job.empty()) jobs.push_back(s.job);
+  }
+  // Which jobs still run or wait; without an answer, every stage chain.json has as queued.
+  const auto active = active_jobs(c.scheduler, jobs, runner);
   CancelResult n;
   for (auto& s : c.stages) {
-    if (!is_live(s.state)) {
+    if (s.job.empty()) {
       if (s.state == "planned") s.state = "skipped";
       continue;
     }
-    const CommandOutput r = run_merged(runner, {c.scheduler == "pbs" ? "qdel" : "scancel", s.job});
+    std::string state;  // the scheduler's, "" when it no longer knows the job or cannot be asked
+    if (active) {
+      const auto it = active->find(s.job);
+      if (it == active->end() && s.state != "queued") continue;  // ended, and its end is recorded
+      if (it != active->end()) state = it->second;
+    } else if (!is_live(s.state)) {
+      continue;
+    }
+    const std::string head = "stage " + std::to_string(s.index) + " job " + s.job + ": ";
+    if (active && state.empty()) {
+      // Its script never reported (killed outright, node lost): nothing left to cancel.
+      out << head << "already ended without reporting\n";
+      s.state = "ended";
+      continue;
+    }
+    const bool running = state == (pbs ? "R" : "RUNNING");
+    std::vector<std::string> argv = {pbs ? "qdel" : "scancel", s.job};
+    if (running && !now)
+      argv = pbs ? std::vector<std::string>{"qsig", "-s", "USR1", s.job}
+                 : std::vector<std::string>{"scancel", "--batch", "--signal=USR1", s.job};
+    const CommandOutput r = run_merged(runner, argv);
     std::string why = r.text;
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-    if (r.rc == 0) {
-      out << "stage " << s.index << " job " << s.job << ": cancelled\n";
+    if (r.rc == 0 && running && !now) {
+      out << head << "running: asked to save and stop (USR1); it exits 3 once its checkpoint is committed "
+          << "(gtrain cancel --now ends it without saving)\n";
+      ++n.signalled;  // stays queued in chain.json until its chain-step reports
+    } else if (r.rc == 0) {
+      out << head << "cancelled\n";
       s.state = "cancelled";
       ++n.cancelled;
     } else if (job_gone(c.scheduler, s.job, runner)) {
-      // Its script never reported (killed outright, node lost): nothing left to cancel.
-      out << "stage " << s.index << " job " << s.job << ": already ended without reporting (" << why << ")\n";
-      s.state = "ended";
+      out << head << "already ended without reporting (" << why << ")\n";
+      if (s.state == "queued") s.state = "ended";
     } else {
-      out << "stage " << s.index << " job " << s.job << ": cancel failed: " << why << "\n";
-      ++n.failed;  // still queued as far as we know: the chain stays running
+      out << head << (running && !now ? "could not be signalled: " : "cancel failed: ") << why << "\n";
+      ++n.failed;  // still queued or running as far as we know: the chain stays running
     }
   }
   if (c.state == "running" && n.failed == 0) {

@@ -12,6 +12,8 @@
 //      anything else -> the chain failed, later stages are cancelled, the reason is recorded.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -77,15 +79,41 @@ CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, con
 std::string chain_step(const std::string& run_dir, int stage, int exit_code, const std::string& job,
                        const CommandRunner& runner, double now_unix = 0);
 
-// Cancels every queued stage (scancel/qdel; a running one gets the scheduler's TERM, saves and exits
-// 3), printing a line per stage. Only stages the scheduler cancelled are marked so; one it refused
-// to cancel because it no longer knows the job is marked "ended". The chain is marked cancelled only
-// when none failed; a cancelled chain's chain-step records the stage and submits nothing more.
+// Holds an flock on RUN_DIR/.chain.lock while chain.json is read, changed and written back, so that
+// gtrain cancel, a stage's chain-step and gtrain submit never write over each other's changes.
+// Waits for the holder (each holds it for a few scheduler commands) up to 5 minutes.
+class ChainLock {
+ public:
+  explicit ChainLock(const std::string& run_dir);
+  ~ChainLock();
+  ChainLock(const ChainLock&) = delete;
+  ChainLock& operator=(const ChainLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// The scheduler's state for each of `jobs` it still knows as pending, running or otherwise not yet
+// ended (squeue's %T: PENDING, RUNNING, ...; qstat -f's job_state: Q, R, H, ...); a job missing from
+// the map has ended. nullopt when the scheduler cannot be asked.
+std::optional<std::map<std::string, std::string>> active_jobs(const std::string& scheduler,
+                                                              const std::vector<std::string>& jobs,
+                                                              const CommandRunner& runner);
+
+// Cancels the chain, printing a line per stage: a running stage is asked to save and stop (Slurm:
+// scancel --batch --signal=USR1, PBS: qsig -s USR1, which the script passes to gtrain run as on the
+// time limit), so it exits 3 with a checkpoint; with `now` it is cancelled outright instead (the
+// scheduler's TERM, then its KILL after KillWait). Every other job of the chain the scheduler still
+// knows (queued stages, a stage requeued after it saved) is cancelled; a queued stage whose job it no
+// longer knows is marked "ended". The chain is marked cancelled only when no cancel failed; a
+// cancelled chain's chain-step records the stage and submits nothing more.
 struct CancelResult {
   int cancelled = 0;  // scancel/qdel succeeded
-  int failed = 0;     // scancel/qdel failed: the stage may still be queued
+  int signalled = 0;  // running stages asked to save and stop
+  int failed = 0;     // scancel/qdel/the signal failed: the stage may still be queued or running
 };
-CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out);
+CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out,
+                          bool now = false);
 
 // True when the scheduler clearly answers that it no longer knows `job` as pending or running
 // (squeue lists it in no state, or "Invalid job id"; qstat "Unknown Job Id"); false when it cannot

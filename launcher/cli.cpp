@@ -121,8 +121,11 @@ int cli_main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024));
 
   std::string cancel_dir;
-  auto* cancel_cmd = app.add_subcommand("cancel", "Cancel the queued stages of a submitted chain.");
+  bool cancel_now = false;
+  auto* cancel_cmd = app.add_subcommand(
+      "cancel", "Cancel a submitted chain: queued stages go, the running one saves and exits 3 first.");
   cancel_cmd->add_option("run_dir", cancel_dir, "Run directory")->required();
+  cancel_cmd->add_flag("--now", cancel_now, "Cancel the running stage too, without waiting for its save");
 
   // Called by the generated batch scripts, not by people.
   std::string step_dir, step_job;
@@ -211,7 +214,7 @@ int cli_main(int argc, char** argv) {
   if (submit_cmd->parsed()) {
     return submit_command(submit, process_environment(), system_command_runner(30.0), std::cout);
   }
-  if (cancel_cmd->parsed()) return cancel_command(cancel_dir, system_command_runner(30.0), std::cout);
+  if (cancel_cmd->parsed()) return cancel_command(cancel_dir, system_command_runner(30.0), std::cout, cancel_now);
   if (step_cmd->parsed()) {
     std::cout << "gtrain chain: " << chain_step(step_dir, step_stage, step_exit, step_job, system_command_runner(30.0))
               << std::endl;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -118,8 +119,16 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
   }
   if (child == 0) {
     for (int sig : stop_signal_candidates()) std::signal(sig, SIG_DFL);
-    pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);                // gtrain killed outright (kill -9): the job goes with it
+    // TERM, INT and HUP stay blocked in mpirun (a blocked signal stays so across exec): a scheduler
+    // signals every process of a job (scancel, preemption), and mpirun would answer its TERM by
+    // signalling the ranks again and killing them a second later, in the middle of their save. gtrain
+    // decides what each signal does (run_mpirun below); mpirun ends when its ranks do.
+    sigset_t to_mpirun;
+    sigemptyset(&to_mpirun);
+    sigaddset(&to_mpirun, SIGUSR1);
+    sigaddset(&to_mpirun, SIGUSR2);
+    pthread_sigmask(SIG_UNBLOCK, &to_mpirun, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);                // gtrain killed outright (kill -9): the job goes with it
     if (::getppid() != parent) _exit(kExitFailure);  // it died before the line above
     // Its own process group: a terminal's Ctrl-C (INT to the foreground group) reaches gtrain only,
     // which turns it into the stop request; mpirun would abort on it. No terminal input for it either.
@@ -140,6 +149,8 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     forward_stderr = std::make_unique<MpirunStderrForwarder>(err_pipe[0]);
   }
   int requests = 0, aborted_by = 0;
+  constexpr std::chrono::seconds kSameRequest{2};
+  std::chrono::steady_clock::time_point first_request;
   for (;;) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
@@ -162,11 +173,25 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     const char* name = strsignal(sig);
     const bool stop = std::find(spec.stop_signals.begin(), spec.stop_signals.end(), sig) != spec.stop_signals.end();
     if (!stop) {  // not a stop signal: what it would have done to mpirun itself (TERM, INT, HUP end the job)
-      ::kill(child, sig);
-      if (sig != SIGUSR1 && sig != SIGUSR2) aborted_by = sig;
+      if (sig == SIGUSR1 || sig == SIGUSR2) {
+        ::kill(child, sig);  // mpirun passes these on to the ranks
+      } else {
+        // mpirun has it blocked: this host's ranks get it (they have no handler for it and end), and
+        // mpirun, seeing them end, ends the job's ranks elsewhere.
+        for (pid_t rank : child_processes(child)) ::kill(rank, sig);
+        aborted_by = sig;
+      }
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (requests > 0 && now - first_request < kSameRequest) {
+      // A scheduler's cancel signals every process of the job at once, and the batch script passes its
+      // own signal on as USR1 too: what comes within a moment of the first request is that request.
+      std::fprintf(stderr, "gtrain: %s within 2 s of the stop request: taken as the same request\n", name);
       continue;
     }
     if (++requests == 1) {
+      first_request = now;
       std::ofstream f(spec.stop_file, std::ios::trunc);
       f << "signal " << sig << "\n";
       std::fprintf(stderr,
@@ -187,7 +212,6 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
       // the job's ranks elsewhere. A save cut short leaves no committed checkpoint behind (saves are
       // renamed into place when complete).
       for (pid_t rank : child_processes(child)) ::kill(rank, SIGKILL);
-      ::kill(child, SIGTERM);
       aborted_by = sig;
     }
   }

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -18,6 +19,7 @@
 
 #include "launcher/plan_command.h"
 #include "launcher/run_launch.h"
+#include "launcher/run_lock.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
@@ -314,15 +316,32 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   for (size_t i = 0; i < cfg.schedule.window.size(); ++i)
     windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
   const std::string run_dir = fs::absolute(resolve_run_dir(cfg, o.config_path, o.run_dir)).lexically_normal().string();
+  // chain.json changes under its lock from here (a stage of an earlier chain may report meanwhile).
+  std::optional<ChainLock> chain_lock;
+  if (fs::is_directory(run_dir)) chain_lock.emplace(run_dir);
   if (chain_exists(run_dir)) {
-    // A stage recorded as queued whose job the scheduler no longer knows died without reporting
-    // (killed outright, node lost): it does not hold the run directory.
+    // Any job of the earlier chain the scheduler still has, whatever chain.json last heard of it (a
+    // stage requeued after it saved, one still saving after gtrain cancel), holds the run directory.
+    // Without the scheduler's answer: a stage recorded as queued, unless its job is gone (killed
+    // outright, node lost).
     const Chain old = read_chain(run_dir);
+    std::vector<std::string> jobs;
     for (const auto& s : old.stages) {
-      if (s.state == "queued" && !job_gone(old.scheduler, s.job, runner))
-        throw ConfigError(run_dir + ": a chain is still queued (stage " + std::to_string(s.index) + ", job " + s.job +
-                          "); see gtrain status, or gtrain cancel it first");
+      if (!s.job.empty()) jobs.push_back(s.job);
     }
+    const auto active = active_jobs(old.scheduler, jobs, runner);
+    for (const auto& s : old.stages) {
+      const bool holds = active ? active->count(s.job) > 0 : s.state == "queued" && !job_gone(old.scheduler, s.job, runner);
+      if (holds)
+        throw ConfigError(run_dir + ": a chain still has stage " + std::to_string(s.index) + " (job " + s.job + ", " +
+                              (active ? active->at(s.job) : std::string("queued")) + ")",
+                          "see gtrain status, or gtrain cancel it first and wait for it to end");
+    }
+  }
+  if (fs::is_directory(run_dir)) {
+    // A gtrain run working in the run directory (or its checkpoint directory) now: a stage could not start.
+    const std::string ckpt = checkpoint_directory(cfg.checkpoint, run_dir);
+    RunLock::acquire(run_dir, fs::is_directory(ckpt) ? ckpt : std::string());
   }
   const double now = static_cast<double>(std::time(nullptr));
   const auto plans = plan_stages(o, stages, windows, now);
@@ -515,9 +534,11 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   return kExitOk;
 }
 
-int cancel_command(const std::string& run_dir, const CommandRunner& runner, std::ostream& out) {
-  const CancelResult n = cancel_chain(run_dir, runner, out);
-  out << "gtrain cancel: " << n.cancelled << " job(s) cancelled\n";
+int cancel_command(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now) {
+  const CancelResult n = cancel_chain(run_dir, runner, out, now);
+  out << "gtrain cancel: " << n.cancelled << " job(s) cancelled";
+  if (n.signalled > 0) out << ", " << n.signalled << " running stage(s) saving before they stop";
+  out << "\n";
   if (n.failed > 0)
     throw Error("gtrain cancel: " + std::to_string(n.failed) +
                 " job(s) could not be cancelled (see above); the chain "

@@ -3,15 +3,18 @@
 // scheduler (label cpu).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "launcher/batch_script.h"
 #include "launcher/chain.h"
+#include "launcher/run_lock.h"
 #include "launcher/submit_command.h"
 #include "runtime/common/errors.h"
 #include "tests/test_util.h"
@@ -470,8 +473,11 @@ TEST(SubmitChain, PbsDependsWithW) {
   EXPECT_NE(std::find(call.begin(), call.end(), "depend=afterany:100.pbs01"), call.end());
   EXPECT_NE(test::read_file(o.run_dir + "/stage-1.pbs").find("select=2:ngpus=2"), std::string::npos);
   // -V: the stage runs with the environment submit checked (GTRAIN_* overrides), as Slurm's --export=ALL.
-  for (const auto& c : fake.calls)
-    if (c[0] == "qsub") EXPECT_NE(std::find(c.begin(), c.end(), "-V"), c.end());
+  for (const auto& c : fake.calls) {
+    if (c[0] == "qsub") {
+      EXPECT_NE(std::find(c.begin(), c.end(), "-V"), c.end());
+    }
+  }
 }
 
 TEST(SubmitChain, DryRunSubmitsNothing) {
@@ -780,9 +786,9 @@ TEST(SubmitChain, AutoStagesFollowTheQuotaWindows) {
   EXPECT_NE(test::read_file(p.run_dir + "/stage-1.pbs").find("#PBS -l select=1:ngpus="), std::string::npos);
   EXPECT_EQ(read_chain(p.run_dir).cpus_per_gpu, 4);
   // Stage 2 waits for Monday's day window: 8 GPUs (stage 1 had the window of the hour the test runs).
-  chain_step(p.run_dir, 1, 3, "200.pbs01", fake.runner(), local(5, 9));
+  chain_step(p.run_dir, 1, 3, read_chain(p.run_dir).stages[0].job, fake.runner(), local(5, 9));
   EXPECT_EQ(read_chain(p.run_dir).stages[1].gpus, 8);
-  what = chain_step(p.run_dir, 2, 3, "201.pbs01", fake.runner(), local(8, 21));
+  what = chain_step(p.run_dir, 2, 3, read_chain(p.run_dir).stages[1].job, fake.runner(), local(8, 21));
   EXPECT_NE(what.find("32 GPU(s) (the quota window's max_gpus)"), std::string::npos) << what;
   EXPECT_EQ(has(fake.calls.back(), "select=1:ngpus=32:ncpus=128:mpiprocs=32"), 1);
 }
@@ -806,6 +812,135 @@ TEST(SubmitChain, CancelledAutoChainSubmitsNoMoreStages) {
   ASSERT_EQ(c.stages.size(), 1u);
   EXPECT_EQ(c.stages[0].state, "resumable");
   EXPECT_EQ(c.stages[0].exit, 3);
+}
+
+// gtrain cancel asks a running stage to save first (scancel --batch --signal=USR1, which the script
+// passes to gtrain run as at the time limit) and cancels the waiting ones; --now cancels it outright.
+// A stage requeued after it saved (chain.json: resumable, the scheduler: PENDING) is cancelled too.
+TEST(SubmitChain, CancelAsksTheRunningStageToSaveFirst) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  o.stages = "3";
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  std::string squeue = "100 RUNNING\n101 PENDING\n102 PENDING\n";
+  fake.answer = [&](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "squeue") return squeue + "gtrain-rc=0";
+    return std::nullopt;
+  };
+  std::ostringstream cancel;
+  EXPECT_EQ(cancel_command(o.run_dir, fake.runner(), cancel), 0) << cancel.str();
+  const auto called = [&](const std::vector<std::string>& argv) {
+    return std::count(fake.calls.begin(), fake.calls.end(), argv);
+  };
+  EXPECT_EQ(called({"scancel", "--batch", "--signal=USR1", "100"}), 1);
+  EXPECT_EQ(called({"scancel", "100"}), 0) << "the running stage is not cancelled before it saved";
+  EXPECT_EQ(called({"scancel", "101"}), 1);
+  EXPECT_EQ(called({"scancel", "102"}), 1);
+  EXPECT_NE(cancel.str().find("stage 1 job 100: running: asked to save and stop (USR1)"), std::string::npos)
+      << cancel.str();
+  EXPECT_NE(cancel.str().find("gtrain cancel: 2 job(s) cancelled, 1 running stage(s) saving before they stop"),
+            std::string::npos)
+      << cancel.str();
+  Chain c = read_chain(o.run_dir);
+  EXPECT_EQ(c.state, "cancelled");
+  EXPECT_EQ(c.stages[0].state, "queued") << "until its chain-step reports";
+  EXPECT_EQ(c.stages[1].state, "cancelled");
+  // The stage saves and reports: recorded, nothing more submitted.
+  EXPECT_NE(chain_step(o.run_dir, 1, 3, "100", fake.runner()).find("after gtrain cancel"), std::string::npos);
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "resumable");
+  // Slurm requeued it (--requeue): it waits again though chain.json says resumable. A new submit is
+  // refused while it exists, and cancel cancels it, outright with --now even when it runs.
+  squeue = "100 PENDING\n";
+  try {
+    submit_command(o, {}, fake.runner(), out);
+    ADD_FAILURE() << "submit must refuse while job 100 waits";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("a chain still has stage 1 (job 100, PENDING)"), std::string::npos)
+        << e.what();
+  }
+  squeue = "100 RUNNING\n";
+  cancel.str("");
+  EXPECT_EQ(cancel_command(o.run_dir, fake.runner(), cancel, /*now=*/true), 0) << cancel.str();
+  EXPECT_EQ(called({"scancel", "100"}), 1);
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "cancelled");
+  // Once the scheduler has none of the chain's jobs, submit starts a new chain.
+  squeue = "";
+  EXPECT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
+  EXPECT_EQ(read_chain(o.run_dir).state, "running");
+}
+
+// PBS: a running stage (qstat -f: job_state = R) gets qsig -s USR1; a queued one qdel.
+TEST(SubmitChain, PbsCancelSignalsTheRunningStage) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  o.scheduler = "pbs";
+  o.stages = "2";
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "qstat" && argv.size() == 3)
+      return std::string("Job Id: ") + argv[2] + "\n    job_state = " + (argv[2] == "100.pbs01" ? "R" : "Q") +
+             "\ngtrain-rc=0";
+    if (argv[0] == "qsig") return std::string("gtrain-rc=0");
+    return std::nullopt;
+  };
+  std::ostringstream cancel;
+  EXPECT_EQ(cancel_command(o.run_dir, fake.runner(), cancel), 0) << cancel.str();
+  EXPECT_EQ(std::count(fake.calls.begin(), fake.calls.end(), std::vector<std::string>{"qsig", "-s", "USR1", "100.pbs01"}),
+            1);
+  EXPECT_EQ(std::count(fake.calls.begin(), fake.calls.end(), std::vector<std::string>{"qdel", "101.pbs01"}), 1);
+  EXPECT_EQ(std::count(fake.calls.begin(), fake.calls.end(), std::vector<std::string>{"qdel", "100.pbs01"}), 0);
+}
+
+// A job that is not the chain's stage (an earlier chain's, requeued or still saving) leaves chain.json
+// alone; chain-step waits for a cancel or submit that holds the chain's lock, so neither writes back a
+// stale copy over the other's changes.
+TEST(SubmitChain, StepOfAnotherChainsJobAndConcurrentChangesAreSafe) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  const std::string before = test::read_file(o.run_dir + "/chain.json");
+  EXPECT_EQ(chain_step(o.run_dir, 1, 2, "77", fake.runner()),
+            "job 77 is not in this run directory's chain (its stage 1 is job 100); chain.json unchanged");
+  EXPECT_EQ(test::read_file(o.run_dir + "/chain.json"), before);
+  std::string what;
+  std::optional<ChainLock> held;
+  held.emplace(o.run_dir);
+  std::thread step([&] { what = chain_step(o.run_dir, 1, 3, "100", fake.runner()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(test::read_file(o.run_dir + "/chain.json"), before) << "chain-step must wait for the lock";
+  Chain changed = read_chain(o.run_dir);
+  changed.reason = "changed under the lock";
+  write_chain(o.run_dir, changed);
+  held.reset();
+  step.join();
+  EXPECT_NE(what.find("submitted stage 2"), std::string::npos) << what;
+  const Chain c = read_chain(o.run_dir);
+  EXPECT_EQ(c.reason, "changed under the lock") << "chain-step read the chain after the change";
+  EXPECT_EQ(c.stages.size(), 2u);
+}
+
+// submit refuses a run directory a gtrain run works in now: its stages could not start.
+TEST(SubmitChain, RefusesARunDirectoryInUse) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  fs::create_directories(o.run_dir);
+  const auto lock = RunLock::acquire(o.run_dir, "");
+  std::ostringstream out;
+  try {
+    submit_command(o, {}, fake.runner(), out);
+    ADD_FAILURE() << "submit must refuse a run directory in use";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("is in use by another gtrain run"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(fake.count("sbatch"), 0);
+  EXPECT_FALSE(chain_exists(o.run_dir));
 }
 
 // A stage killed outright (no chain-step) stays "queued" in chain.json: when the scheduler says it
