@@ -22,6 +22,18 @@ std::string shell_quote(const std::string& s) {
 
 namespace {
 
+// One #SBATCH directive's argument: sbatch reads directive lines with double quotes and backslash
+// escapes, so an argument with blanks or quotes (--comment=two words) stays one option.
+std::string sbatch_directive(const std::string& arg) {
+  if (arg.find_first_of(" \t\"'\\") == std::string::npos) return arg;
+  std::string out = "\"";
+  for (char c : arg) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 // The scheduler-independent body: variables, signal forwarding, the run, the exit-code report.
 std::string script_body(const BatchStage& s, const std::string& scheduler, const std::string& job_id_var) {
   std::ostringstream b;
@@ -102,7 +114,7 @@ std::string slurm_script(const BatchStage& s) {
   if (!s.partition.empty()) o << "#SBATCH --partition=" << s.partition << "\n";
   if (!s.account.empty()) o << "#SBATCH --account=" << s.account << "\n";
   if (!s.qos.empty()) o << "#SBATCH --qos=" << s.qos << "\n";
-  for (const auto& d : s.extra_directives) o << "#SBATCH " << d << "\n";
+  for (const auto& d : s.extra_directives) o << "#SBATCH " << sbatch_directive(d) << "\n";
   o << script_body(s, "slurm", "SLURM_JOB_ID");
   return o.str();
 }

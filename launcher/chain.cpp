@@ -160,14 +160,16 @@ std::string fit_auto_stage(const Chain& c, ChainStage& next, double now) {
   if (c.windows.empty()) return "";
   std::vector<Window> windows;
   for (const auto& w : c.windows) windows.push_back(parse_window(w, "chain.json windows"));
+  // A stage stops a save lead before its window closes: when less than kClosingWindowS of it is left,
+  // the next stage is for what follows the window, not for the window itself.
+  constexpr double kClosingWindowS = 600;
   double start = now;
   std::string note;
-  if (window_end(windows, now) == 0) {
-    start = next_window_start(windows, now);
-    if (start > 0) {
-      next.begin = c.scheduler == "pbs" ? pbs_begin(start) : slurm_begin(start);
-      note = ", begin " + next.begin + " (the next quota window)";
-    }
+  if (const double end = window_stretch_end(windows, now); end > 0 && end - now < kClosingWindowS) start = end;
+  if (window_end(windows, start) == 0) start = next_window_start(windows, start);
+  if (start > now) {
+    next.begin = c.scheduler == "pbs" ? pbs_begin(start) : slurm_begin(start);
+    note = ", begin " + next.begin + " (the next quota window)";
   }
   if (!c.gpus_from_windows || start <= 0) return note;
   int gpus = 1;
@@ -456,7 +458,7 @@ std::optional<std::map<std::string, std::string>> active_jobs(const std::string&
     if (r.text.find("Invalid job id") != std::string::npos) return out;  // none of them known any more
     return std::nullopt;
   }
-  static const std::set<std::string> kEnded = {"COMPLETED", "CANCELLED", "FAILED",   "TIMEOUT",  "NODE_FAIL",
+  static const std::set<std::string> kEnded = {"COMPLETED", "CANCELLED", "FAILED",   "TIMEOUT",      "NODE_FAIL",
                                                "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"};
   std::istringstream in(r.text);
   std::string line;

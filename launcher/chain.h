@@ -112,8 +112,7 @@ struct CancelResult {
   int signalled = 0;  // running stages asked to save and stop
   int failed = 0;     // scancel/qdel/the signal failed: the stage may still be queued or running
 };
-CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out,
-                          bool now = false);
+CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now = false);
 
 // True when the scheduler clearly answers that it no longer knows `job` as pending or running
 // (squeue lists it in no state, or "Invalid job id"; qstat "Unknown Job Id"); false when it cannot

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -149,8 +148,7 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     forward_stderr = std::make_unique<MpirunStderrForwarder>(err_pipe[0]);
   }
   int requests = 0, aborted_by = 0;
-  constexpr std::chrono::seconds kSameRequest{2};
-  std::chrono::steady_clock::time_point first_request;
+  bool first_interactive = false;  // the first request came by TERM or INT
   for (;;) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
@@ -183,21 +181,20 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
       }
       continue;
     }
-    const auto now = std::chrono::steady_clock::now();
-    if (requests > 0 && now - first_request < kSameRequest) {
-      // A scheduler's cancel signals every process of the job at once, and the batch script passes its
-      // own signal on as USR1 too: what comes within a moment of the first request is that request.
-      std::fprintf(stderr, "gtrain: %s within 2 s of the stop request: taken as the same request\n", name);
+    const bool interactive = sig == SIGTERM || sig == SIGINT;
+    if (requests > 0 && !(interactive && first_interactive)) {
+      // A scheduler's cancel signals every process of the job, and the batch script passes its own
+      // TERM on as USR1: TERM after a USR1 request (or the reverse) is that same request. Only TERM or
+      // INT after a TERM or INT is a second request.
+      std::fprintf(stderr, "gtrain: %s after the stop request: the ranks are already saving\n", name);
       continue;
     }
     if (++requests == 1) {
-      first_request = now;
+      first_interactive = interactive;
       std::ofstream f(spec.stop_file, std::ios::trunc);
       f << "signal " << sig << "\n";
-      std::fprintf(stderr,
-                   "gtrain: %s: every rank finishes its step, saves and exits 3 (TERM or INT again aborts "
-                   "the ranks without saving)\n",
-                   name);
+      std::fprintf(stderr, "gtrain: %s: every rank finishes its step, saves and exits 3%s\n", name,
+                   interactive ? " (TERM or INT again aborts the ranks without saving)" : "");
     } else if ((sig == SIGTERM || sig == SIGINT) && !spec.outcome_file.empty() &&
                std::ifstream(spec.outcome_file).good()) {
       std::fprintf(stderr, "gtrain: %s again: the stage's checkpoint is already committed; the ranks are exiting\n",

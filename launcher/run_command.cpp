@@ -312,6 +312,17 @@ RunOutcome run_job(const RunOptions& o) {
     stage.stop_file = env_or(stage_env, "GTRAIN_INTERNAL_STOP_FILE");
     const std::string a = env_or(stage_env, "GTRAIN_INTERNAL_ALLOCATION");
     stage.allocation = a.empty() ? nlohmann::json::object() : nlohmann::json::parse(a, nullptr, false);
+    if (rank_env.launcher == "srun" && main_rank && d.empty()) {
+      // srun started the ranks, so no launching gtrain found the stage's deadline and allocation:
+      // rank 0, the only one that reads them, does (the job's end time, --time-limit, quota windows).
+      DiscoveryOptions dopt;
+      dopt.read_limits = false;
+      const Allocation alloc = discover_allocation(stage_env, system_command_runner(), dopt);
+      const Deadline deadline = stage_deadline(cfg, o, alloc);
+      stage.deadline_unix = deadline.unix_time;
+      stage.deadline_source = deadline.source;
+      stage.allocation = nlohmann::json::parse(allocation_record(alloc, comm->size()));
+    }
   }
   // Same token on every rank: rank 0's clock and pid.
   auto token =

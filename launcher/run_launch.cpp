@@ -188,29 +188,6 @@ Error worker_start_error(const std::string& worker, int err) {
                " (gtrain-worker is built next to gtrain; set GTRAIN_WORKER to its path)");
 }
 
-// The stage deadline: the earliest of the scheduler's end time, --time-limit / schedule.time_limit_s
-// and the end of the quota window we are in.
-Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc) {
-  const double now = unix_now();
-  std::vector<Deadline> ds;
-  if (alloc.end_time_unix > 0) ds.push_back({static_cast<double>(alloc.end_time_unix), alloc.scheduler + " end time"});
-  double limit = cfg.schedule.time_limit_s;
-  if (!o.time_limit.empty()) limit = parse_duration(o.time_limit, "--time-limit");
-  if (limit > 0) ds.push_back({now + limit, o.time_limit.empty() ? "schedule.time_limit_s" : "--time-limit"});
-  std::vector<Window> windows;
-  for (size_t i = 0; i < cfg.schedule.window.size(); ++i) {
-    windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
-  }
-  if (const double end = window_stretch_end(windows, now); end > 0) {
-    ds.push_back({end, "quota window"});
-  } else if (!windows.empty() && window_end(windows, now) == 0) {
-    std::cerr << "gtrain: warning: started outside every [[schedule.window]]: no quota window bounds this stage "
-                 "(gtrain submit starts stages at window openings)"
-              << std::endl;
-  }
-  return earliest(ds);
-}
-
 size_t count_lines(const fs::path& file) {
   std::ifstream in(file);
   size_t n = 0;
@@ -253,6 +230,38 @@ void record_unreported_stage(const std::string& run_dir, double start_unix, int 
 
 }  // namespace
 
+// The earliest of the scheduler's end time, --time-limit / schedule.time_limit_s and the end of the
+// quota window we are in.
+Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc) {
+  const double now = unix_now();
+  std::vector<Deadline> ds;
+  if (alloc.end_time_unix > 0) ds.push_back({static_cast<double>(alloc.end_time_unix), alloc.scheduler + " end time"});
+  double limit = cfg.schedule.time_limit_s;
+  if (!o.time_limit.empty()) limit = parse_duration(o.time_limit, "--time-limit");
+  if (limit > 0) ds.push_back({now + limit, o.time_limit.empty() ? "schedule.time_limit_s" : "--time-limit"});
+  std::vector<Window> windows;
+  for (size_t i = 0; i < cfg.schedule.window.size(); ++i) {
+    windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
+  }
+  if (const double end = window_stretch_end(windows, now); end > 0) {
+    ds.push_back({end, "quota window"});
+  } else if (!windows.empty() && window_end(windows, now) == 0) {
+    std::cerr << "gtrain: warning: started outside every [[schedule.window]]: no quota window bounds this stage "
+                 "(gtrain submit starts stages at window openings)"
+              << std::endl;
+  }
+  return earliest(ds);
+}
+
+std::string allocation_record(const Allocation& alloc, int ranks) {
+  return nlohmann::json({{"scheduler", alloc.scheduler},
+                         {"job_id", alloc.job_id},
+                         {"nodes", alloc.nodes.size()},
+                         {"gpus", alloc.total_gpus()},
+                         {"ranks", ranks}})
+      .dump();
+}
+
 bool stage_prepared(const std::map<std::string, std::string>& env, const std::string& run_dir) {
   auto it = env.find("GTRAIN_INTERNAL_LOCKED");
   return it != env.end() && it->second == run_dir;
@@ -279,11 +288,7 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   // Ranks learn the stage's facts from the launching process.
   setenv("GTRAIN_INTERNAL_LOCKED", run_dir.c_str(), 1);
   setenv("GTRAIN_INTERNAL_DEADLINE", (std::to_string(deadline.unix_time) + "|" + deadline.source).c_str(), 1);
-  const nlohmann::json allocation = {{"scheduler", alloc.scheduler},
-                                     {"job_id", alloc.job_id},
-                                     {"nodes", alloc.nodes.size()},
-                                     {"gpus", alloc.total_gpus()},
-                                     {"ranks", out.ranks}};
+  const nlohmann::json allocation = nlohmann::json::parse(allocation_record(alloc, out.ranks));
   setenv("GTRAIN_INTERNAL_ALLOCATION", allocation.dump().c_str(), 1);
   {
     std::vector<std::pair<std::string, std::vector<int>>> granted;

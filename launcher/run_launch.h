@@ -14,6 +14,7 @@
 #include "launcher/run_lock.h"
 #include "runtime/config/job_config.h"
 #include "runtime/models/model_stats.h"
+#include "runtime/train/schedule.h"
 #include "strategies/plan.h"
 
 namespace CLI {
@@ -77,6 +78,13 @@ struct StageLaunch {
 };
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
                          const std::string& worker, const std::function<void(const Allocation&)>& validate);
+
+// What a launching gtrain hands its ranks (GTRAIN_INTERNAL_DEADLINE / _ALLOCATION), found by rank 0
+// itself when srun started the ranks: the stage's deadline (the allocation's end time, --time-limit or
+// schedule.time_limit_s, the current quota window's end; unix_time 0 = none) and the allocation as
+// stages.jsonl records it (JSON text).
+Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc);
+std::string allocation_record(const Allocation& alloc, int ranks);
 
 // The gtrain launcher (for batch scripts): `gtrain` next to this executable, else this executable.
 std::string gtrain_executable();

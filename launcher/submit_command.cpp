@@ -20,6 +20,7 @@
 #include "launcher/plan_command.h"
 #include "launcher/run_launch.h"
 #include "launcher/run_lock.h"
+#include "launcher/scheduler_limits.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
@@ -100,6 +101,7 @@ std::string resubmit_line(const SubmitOptions& o, int gpus, int nodes) {
   for (const auto& a : o.sbatch_args) line += " --sbatch-arg " + shell_quote(a);
   if (o.signal_lead_s > 0) line += " --signal-lead " + std::to_string(o.signal_lead_s);
   if (o.launcher != "mpirun") line += " --launcher " + o.launcher;
+  if (o.cpus_per_gpu > 0) line += " --cpus-per-gpu " + std::to_string(o.cpus_per_gpu);
   return line;
 }
 
@@ -244,6 +246,10 @@ int validate_submit_options(const SubmitOptions& o) {
   for (const auto& a : o.sbatch_args) {
     if (a.rfind("-", 0) != 0 || a.find_first_of("\n\r") != std::string::npos)
       throw ConfigError("--sbatch-arg '" + a + "': expected one option such as --constraint=a100 (no newlines)");
+    // #SBATCH lines take quotes (batch_script.cpp); a #PBS line's parsing of them differs by PBS flavour.
+    if (o.scheduler == "pbs" && a.find_first_of(" \t\"'\\") != std::string::npos)
+      throw ConfigError("--sbatch-arg '" + a +
+                        "': blanks, quotes and backslashes are not supported with --scheduler pbs");
   }
   if (o.signal_lead_s < 0) throw ConfigError("--signal-lead must be >= 0");
   if (o.signal_lead_s >= limit)
@@ -296,6 +302,27 @@ std::string slurm_begin(double unix_time) {
   return text::local_time(unix_time, "%Y-%m-%dT%H:%M:%S");
 }
 
+// Slurm keeps a job whose --time exceeds its partition's MaxTime pending for ever (PartitionTimeLimit)
+// unless EnforcePartLimits refuses it: refused here, when scontrol tells the partition's MaxTime.
+static void check_partition_time(const SubmitOptions& o, double limit_s, const CommandRunner& runner) {
+  if (o.scheduler != "slurm") return;
+  std::vector<std::string> argv = {"scontrol", "show", "partition", "-o"};
+  if (!o.partition.empty()) argv.push_back(o.partition);
+  const auto text = runner(argv);
+  if (!text) return;  // no scontrol, or no such partition: sbatch says so
+  std::istringstream in(*text);
+  for (std::string line; std::getline(in, line);) {
+    auto rec = parse_scontrol_record(line);
+    if (o.partition.empty() ? rec["Default"] != "YES" : rec["PartitionName"] != o.partition) continue;
+    const LimitValue max = parse_slurm_duration(rec["MaxTime"]);
+    if (max.known() && limit_s > static_cast<double>(max.value))
+      throw ConfigError("--time " + o.time + " exceeds partition " + rec["PartitionName"] + "'s MaxTime " +
+                            format_duration(max.value) + ": Slurm would keep every stage pending (PartitionTimeLimit)",
+                        "ask for --time " + format_duration(max.value) +
+                            " or less: the chain's stages resume each other, so shorter stages lose nothing");
+  }
+}
+
 std::string pbs_begin(double unix_time) {
   return text::local_time(unix_time, "%Y%m%d%H%M.%S");
 }
@@ -331,7 +358,8 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     }
     const auto active = active_jobs(old.scheduler, jobs, runner);
     for (const auto& s : old.stages) {
-      const bool holds = active ? active->count(s.job) > 0 : s.state == "queued" && !job_gone(old.scheduler, s.job, runner);
+      const bool holds =
+          active ? active->count(s.job) > 0 : s.state == "queued" && !job_gone(old.scheduler, s.job, runner);
       if (holds)
         throw ConfigError(run_dir + ": a chain still has stage " + std::to_string(s.index) + " (job " + s.job + ", " +
                               (active ? active->at(s.job) : std::string("queued")) + ")",
@@ -343,6 +371,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     const std::string ckpt = checkpoint_directory(cfg.checkpoint, run_dir);
     RunLock::acquire(run_dir, fs::is_directory(ckpt) ? ckpt : std::string());
   }
+  check_partition_time(o, parse_slurm_time(o.time), runner);
   const double now = static_cast<double>(std::time(nullptr));
   const auto plans = plan_stages(o, stages, windows, now);
 
@@ -468,7 +497,9 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
         << (s.begin.empty() ? "" : ", begin " + s.begin) << ", " << s.script << "\n";
   }
   if (o.dry_run) {
-    out << "dry run: scripts written, nothing submitted. Commands (bash):\n" << dry_run_commands(chain);
+    out << "dry run: scripts written, nothing submitted. The commands submit would run (bash; each stage reports "
+           "to the chain.json that only submit writes, so run gtrain submit without --dry-run to queue them):\n"
+        << dry_run_commands(chain);
     return kExitOk;
   }
 

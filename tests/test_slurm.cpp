@@ -215,6 +215,10 @@ TEST(SlurmSubmit, SrunLauncherStartsRanksThroughPmix) {
   ASSERT_EQ(st.size(), 1u);
   EXPECT_EQ(st[0].at("world"), 2) << st[0].dump();
   EXPECT_EQ(st[0].at("step_to"), 30) << st[0].dump();
+  // Rank 0 found the allocation itself (no launching gtrain under srun).
+  EXPECT_EQ(st[0].at("allocation").value("scheduler", ""), "slurm") << st[0].dump();
+  EXPECT_EQ(st[0].at("allocation").value("job_id", ""), c["stages"][0].value("job", "")) << st[0].dump();
+  EXPECT_EQ(st[0].at("allocation").value("ranks", 0), 2) << st[0].dump();
 
   const std::string srun = "srun -N1 -n2 --gres=gpu:2 --time=2 ";
   auto bare = test::run_command(srun + "--mpi=none " +
@@ -278,12 +282,65 @@ TEST(SlurmSubmit, CancelStopsTheChain) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), job_toml(60));
   const std::string run = dir.file("run");
-  auto r = submit(dir.file("job.toml"), run, "--stages 2 --time 00:05:00 --sbatch-arg=--hold");
+  // A directive with blanks and quotes stays one option (#SBATCH lines are written quoted).
+  auto r = submit(dir.file("job.toml"), run,
+                  "--stages 2 --time 00:05:00 --sbatch-arg=--hold '--sbatch-arg=--comment=two \"q\" words'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto held = test::run_command("scontrol show job " + chain(run)["stages"][0].value("job", ""));
+  EXPECT_NE(held.output.find("Comment=two \"q\" words"), std::string::npos) << held.output;
   auto c = test::run_command(gtrain_cmd("cancel " + run));
   EXPECT_EQ(c.exit_code, 0) << c.output;
   EXPECT_NE(c.output.find("2 job(s) cancelled"), std::string::npos) << c.output;
   const auto ch = chain(run);
   EXPECT_EQ(ch.value("state", ""), "cancelled");
   EXPECT_EQ(job_state(ch["stages"][1].value("job", "")), "CANCELLED");
+}
+
+// gtrain cancel of a running two-rank stage (43M parameters: its step and save take seconds): the
+// stage gets USR1, saves and exits 3, and the queued stage is cancelled (a plain scancel, the old
+// way, gave it KillWait only). Once the scheduler has none of its jobs, a new chain on the same run
+// directory resumes from that checkpoint and is cancelled the same way.
+TEST(SlurmSubmit, CancelOfARunningStageSavesFirst) {
+  test::TempDir dir;
+  std::string toml = job_toml(100000);
+  toml.replace(toml.find("n_layer = 2"), 11, "n_layer = 6");
+  toml.replace(toml.find("n_embd = 64"), 11, "n_embd = 768");
+  test::write_file(dir.file("job.toml"), toml);
+  const std::string run = dir.file("run");
+  auto running_at = [&](int step) {
+    for (int i = 0; i < 900; ++i) {
+      const auto c = chain(run);
+      const std::string job = c.is_object() && c.contains("stages") ? c["stages"][0].value("job", "") : "";
+      if (!job.empty() && job_state(job) == "RUNNING" && test::last_train_step(run + "/metrics.jsonl") >= step)
+        return job;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return std::string();
+  };
+  int64_t saved = 0;
+  for (int round = 1; round <= 2; ++round) {
+    auto r = submit(dir.file("job.toml"), run, "--stages 2 --gpus 2 --time 00:05:00");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string job = running_at(static_cast<int>(saved) + 2);
+    ASSERT_FALSE(job.empty()) << slurm_out(run);
+    auto c = test::run_command(gtrain_cmd("cancel " + run));
+    EXPECT_EQ(c.exit_code, 0) << c.output;
+    EXPECT_NE(c.output.find("1 job(s) cancelled, 1 running stage(s) saving before they stop"), std::string::npos)
+        << c.output;
+    for (int i = 0; i < 600 && chain(run)["stages"][0].value("exit", -1) < 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto ch = chain(run);
+    EXPECT_EQ(ch.value("state", ""), "cancelled") << ch.dump(2);
+    EXPECT_EQ(ch["stages"][0].value("exit", -1), 3) << ch.dump(2) << slurm_out(run);
+    EXPECT_EQ(ch["stages"][0].value("state", ""), "resumable");
+    EXPECT_EQ(ch["stages"][1].value("state", ""), "cancelled");
+    const auto st = ledger(run);
+    ASSERT_EQ(st.size(), static_cast<size_t>(round)) << slurm_out(run);
+    EXPECT_EQ(st.back().at("exit").get<std::string>(), "resumable: signal 10") << st.back().dump();
+    EXPECT_EQ(st.back().at("step_from").get<int64_t>(), saved) << "resumed from the first round's checkpoint";
+    EXPECT_GT(st.back().at("step_to").get<int64_t>(), saved);
+    saved = st.back().at("step_to").get<int64_t>();
+    for (int i = 0; i < 150 && job_state(job) == "RUNNING"; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
 }

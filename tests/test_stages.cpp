@@ -330,13 +330,16 @@ int wait_exit(pid_t pid) {
 // with the ledger naming that signal.
 TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
   // -SIGTERM: TERM to every process of the job at once (launcher, mpirun, ranks), as Slurm's scancel
-  // and preemption do; mpirun then exits non-zero after the ranks saved.
+  // and preemption do, then the batch script's USR1 to the launcher; with steps and saves of over a
+  // second, so the ranks are still in their step or save when mpirun acts on its TERM (which it once
+  // answered by signalling the ranks again: they died unsaved).
   for (int variant : {SIGTERM, SIGINT, -SIGTERM}) {
     const int sig = std::abs(variant);
     test::TempDir dir;
     test::write_file(dir.file("job.toml"), kGpt);
+    const std::string slow = variant < 0 ? " --set model.n_embd=768 --set model.n_layer=6" : "";  // 43M parameters
     const pid_t pid = spawn_gtrain(
-        "run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks 2 --set train.steps=100000",
+        "run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks 2 --set train.steps=100000" + slow,
         dir.file("out.log"));
     for (int i = 0; i < 3000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 2; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -350,6 +353,8 @@ TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
       std::string all = std::to_string(pid);
       for (const auto& p : test::lines(pids)) all += " " + p;
       std::system(("kill -TERM " + all).c_str());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      kill(pid, SIGUSR1);  // the batch script passes its TERM on as USR1: the same request
     } else {
       kill(sig == SIGINT ? -pid : pid, sig);
     }

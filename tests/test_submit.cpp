@@ -53,10 +53,15 @@ struct FakeScheduler {
       // run_merged wraps the command: bash -c SCRIPT gtrain ARGV...
       std::vector<std::string> argv(wrapped.begin() + (wrapped.size() > 4 && wrapped[0] == "bash" ? 4 : 0),
                                     wrapped.end());
-      calls.push_back(argv);
       if (answer) {
-        if (auto a = answer(argv)) return a;
+        if (auto a = answer(argv)) {
+          calls.push_back(argv);
+          return a;
+        }
       }
+      // submit's read-only look at the partition's MaxTime: not a call the tests count.
+      if (argv[0] == "scontrol") return std::nullopt;
+      calls.push_back(argv);
       if (argv[0] == "sbatch" || argv[0] == "qsub") {
         if (refuse(argv))
           return std::string(
@@ -441,6 +446,8 @@ TEST(SubmitChain, RefusalShowsTheMessageAndTheLargestAcceptedPlan) {
   o.stages = "2";
   o.time = "00:10:00";
   o.partition = "gpu";
+  o.cpus_per_gpu = 3;
+  o.sbatch_args = {"--comment=two words"};
   std::ostringstream out;
   try {
     submit_command(o, {}, fake.runner(), out);
@@ -451,7 +458,8 @@ TEST(SubmitChain, RefusalShowsTheMessageAndTheLargestAcceptedPlan) {
         << e.hint();
     // The command to run instead keeps the other options (it used to drop --nodes, --time, --stages).
     EXPECT_NE(e.hint().find("gtrain submit " + o.config_path + " --run-dir " + o.run_dir +
-                            " --stages 2 --gpus 2 --nodes 2 --time 00:10:00 --partition gpu; its plan:"),
+                            " --stages 2 --gpus 2 --nodes 2 --time 00:10:00 --partition gpu --sbatch-arg "
+                            "'--comment=two words' --cpus-per-gpu 3; its plan:"),
               std::string::npos)
         << e.hint();
   }
@@ -776,6 +784,12 @@ TEST(SubmitChain, AutoStagesFollowTheQuotaWindows) {
   EXPECT_EQ(has(call, "--ntasks-per-node=32"), 1);
   EXPECT_EQ(has(call, "--gpus-per-node=8"), 0) << "the previous stage's size is replaced, not repeated";
   EXPECT_EQ(call.back(), o.run_dir + "/stage-1.sbatch");
+  // Stage 3 saves on Thursday at 07:57, ahead of the night window's close: stage 4 is for the day
+  // window that follows (it was sized and timed for the closing one, and ended at once or waited).
+  what = chain_step(o.run_dir, 3, 3, "102", fake.runner(), local(10, 7) + 57 * 60);
+  EXPECT_NE(what.find("begin 2026-12-10T08:00:00 (the next quota window)"), std::string::npos) << what;
+  EXPECT_NE(what.find("8 GPU(s) (the quota window's max_gpus)"), std::string::npos) << what;
+  EXPECT_EQ(read_chain(o.run_dir).stages[3].gpus, 8);
   // PBS: the new size is a new select chunk, with the cores --cpus-per-gpu asked for (kept in chain.json).
   SubmitOptions p = o;
   p.run_dir = dir.path() + "/run-pbs";
@@ -889,8 +903,8 @@ TEST(SubmitChain, PbsCancelSignalsTheRunningStage) {
   };
   std::ostringstream cancel;
   EXPECT_EQ(cancel_command(o.run_dir, fake.runner(), cancel), 0) << cancel.str();
-  EXPECT_EQ(std::count(fake.calls.begin(), fake.calls.end(), std::vector<std::string>{"qsig", "-s", "USR1", "100.pbs01"}),
-            1);
+  EXPECT_EQ(
+      std::count(fake.calls.begin(), fake.calls.end(), std::vector<std::string>{"qsig", "-s", "USR1", "100.pbs01"}), 1);
   EXPECT_EQ(std::count(fake.calls.begin(), fake.calls.end(), std::vector<std::string>{"qdel", "101.pbs01"}), 1);
   EXPECT_EQ(std::count(fake.calls.begin(), fake.calls.end(), std::vector<std::string>{"qdel", "100.pbs01"}), 0);
 }
@@ -941,6 +955,39 @@ TEST(SubmitChain, RefusesARunDirectoryInUse) {
   }
   EXPECT_EQ(fake.count("sbatch"), 0);
   EXPECT_FALSE(chain_exists(o.run_dir));
+}
+
+// A --time beyond the partition's MaxTime would pend for ever (PartitionTimeLimit): refused before
+// anything is written, naming both.
+TEST(SubmitChain, TimeBeyondThePartitionsMaxTimeIsRefused) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "scontrol")
+      return std::string(
+          "PartitionName=gpu MaxTime=UNLIMITED State=UP\n"
+          "PartitionName=debug Default=YES MaxTime=00:02:00 State=UP\n");
+    return std::nullopt;
+  };
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  o.time = "00:05:00";
+  std::ostringstream out;
+  try {
+    submit_command(o, {}, fake.runner(), out);
+    ADD_FAILURE() << "accepted a --time the default partition never runs";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--time 00:05:00 exceeds partition debug's MaxTime 00:02:00"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(fake.count("sbatch"), 0);
+  EXPECT_FALSE(fs::exists(o.run_dir));
+  o.partition = "gpu";  // unlimited
+  EXPECT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
+  o.run_dir = dir.path() + "/run2";
+  o.partition.clear();
+  o.time = "00:02:00";
+  EXPECT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
 }
 
 // A stage killed outright (no chain-step) stays "queued" in chain.json: when the scheduler says it
