@@ -176,7 +176,9 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
       } else {
         // mpirun has it blocked: this host's ranks get it (they have no handler for it and end), and
         // mpirun, seeing them end, ends the job's ranks elsewhere.
-        for (pid_t rank : child_processes(child)) ::kill(rank, sig);
+        const std::vector<pid_t> ranks = child_processes(child);
+        for (pid_t rank : ranks) ::kill(rank, sig);
+        if (ranks.empty()) ::kill(child, SIGKILL);  // still starting: no rank to lose
         aborted_by = sig;
       }
       continue;
@@ -208,7 +210,9 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
       // the step and save): this host's ranks are killed outright, and mpirun, seeing them die, ends
       // the job's ranks elsewhere. A save cut short leaves no committed checkpoint behind (saves are
       // renamed into place when complete).
-      for (pid_t rank : child_processes(child)) ::kill(rank, SIGKILL);
+      const std::vector<pid_t> ranks = child_processes(child);
+      for (pid_t rank : ranks) ::kill(rank, SIGKILL);
+      if (ranks.empty()) ::kill(child, SIGKILL);  // still starting: no rank to lose
       aborted_by = sig;
     }
   }
