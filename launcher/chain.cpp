@@ -337,7 +337,9 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
   }
   if (k == c.stages.size()) throw ConfigError(chain_path(run_dir) + ": no stage " + std::to_string(stage));
   auto& s = c.stages[k];
-  if (!job.empty() && !s.job.empty() && job != s.job) {
+  // PBS may name one job "123.server" in qsub's answer and "123.server.example.org" in PBS_JOBID.
+  const auto id_of = [](const std::string& j) { return j.substr(0, j.find('.')); };
+  if (!job.empty() && !s.job.empty() && id_of(job) != id_of(s.job)) {
     // A job of an earlier chain in this run directory (requeued, or still saving when that chain was
     // cancelled and a new one submitted): this chain's stage is another job, which reports itself.
     return "job " + job + " is not in this run directory's chain (its stage " + std::to_string(stage) + " is job " +

@@ -939,6 +939,24 @@ TEST(SubmitChain, StepOfAnotherChainsJobAndConcurrentChangesAreSafe) {
   EXPECT_EQ(c.stages.size(), 2u);
 }
 
+// PBS_JOBID may carry the server's full name where qsub answered with its short one: the same job.
+TEST(SubmitChain, PbsJobIdsMatchWithTheServersFullName) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  o.scheduler = "pbs";
+  o.stages = "2";
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  ASSERT_EQ(read_chain(o.run_dir).stages[0].job, "100.pbs01");
+  EXPECT_NE(chain_step(o.run_dir, 1, 3, "100.pbs01.example.org", fake.runner()).find("stage 2 continues"),
+            std::string::npos);
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "resumable");
+  EXPECT_NE(chain_step(o.run_dir, 2, 0, "7.pbs01", fake.runner()).find("not in this run directory's chain"),
+            std::string::npos);
+  EXPECT_EQ(read_chain(o.run_dir).stages[1].state, "queued");
+}
+
 // submit refuses a run directory a gtrain run works in now: its stages could not start.
 TEST(SubmitChain, RefusesARunDirectoryInUse) {
   test::TempDir dir;
