@@ -348,18 +348,20 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
   if (!job.empty()) s.job = job;
   s.exit = exit_code;
   std::string what;
-  if (c.state == "cancelled") {
-    // gtrain cancel ran: the stage's result is recorded, and nothing more is submitted.
+  if (c.state != "running") {
+    // gtrain cancel ran, or the chain had ended (a stage Slurm requeued runs again after it): the
+    // stage's result is recorded, and nothing more is submitted.
+    const std::string after = c.state == "cancelled" ? "gtrain cancel" : "the chain ended (" + c.state + ")";
     s.state = exit_code == 0 ? "completed" : exit_code == 3 ? "resumable" : "failed";
     if (exit_code == 0) {
       c.state = "completed";
       c.reason = "training complete after stage " + std::to_string(stage);
     }
     cancel_after(c, k, runner);
-    what = exit_code == 0 ? c.reason
-                          : "stage " + std::to_string(stage) + " ended (exit " + std::to_string(exit_code) +
-                                ") after gtrain cancel; nothing more is submitted" +
-                                (exit_code == 3 ? " (resume with gtrain submit again)" : "");
+    what = exit_code == 0
+               ? c.reason
+               : "stage " + std::to_string(stage) + " ended (exit " + std::to_string(exit_code) + ") after " + after +
+                     "; nothing more is submitted" + (exit_code == 3 ? " (resume with gtrain submit again)" : "");
     write_chain(run_dir, c);
     return what;
   }
@@ -527,7 +529,9 @@ CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runne
       ++n.failed;  // still queued or running as far as we know: the chain stays running
     }
   }
-  if (c.state == "running" && n.failed == 0) {
+  // A chain that had ended is marked cancelled too when something of it still ran or waited (a stage
+  // Slurm requeued).
+  if (n.failed == 0 && (c.state == "running" || (c.state != "completed" && n.cancelled + n.signalled > 0))) {
     c.state = "cancelled";
     c.reason = "cancelled by gtrain cancel";
   }

@@ -552,6 +552,39 @@ TEST(SubmitScript, StagesRunFromTheSubmitDirectory) {
   EXPECT_EQ(calls[1], "pwd=" + dir.file("work") + " argc=8 chain-step " + run_dir + " --stage 1 --exit 3 --job 5");
 }
 
+// USR1 (the time limit's lead, gtrain cancel) to the script just as gtrain run ends, or while it
+// still runs: chain-step gets gtrain run's own exit code, not wait's 128 + 10.
+TEST(SubmitScript, SignalAsTheRunEndsKeepsItsExitCode) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), kMlp);
+  const std::string log = dir.file("log");
+  SubmitOptions o;
+  o.config_path = dir.file("job.toml");
+  o.run_dir = dir.file("run");
+  o.gtrain = dir.file("bin/gtrain");
+  o.dry_run = true;
+  o.stages = "1";
+  FakeScheduler fake;
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
+  for (const std::string& pause : {"", "sleep 0.2; "}) {
+    fs::create_directories(dir.file("bin"));
+    // It saves (its ledger line), signals the script and exits 3.
+    test::write_file(o.gtrain,
+                     "#!/bin/bash\nif [ \"$1\" = run ]; then trap : USR1; echo '{\"exit\":\"resumable: signal 10\"}' "
+                     ">> \"$4/stages.jsonl\"; kill -USR1 $PPID; " +
+                         pause + "exit 3; fi\necho \"$*\" >> " + shell_quote(log) + "\n");
+    fs::permissions(o.gtrain, fs::perms::owner_all);
+    for (int i = 0; i < 20; ++i) {
+      fs::remove(log);
+      const auto r = test::run_command("cd " + shell_quote(o.run_dir) + " && env SLURM_JOB_ID=5 bash stage-1.sbatch");
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_NE(test::read_file(log).find("--exit 3 --job 5"), std::string::npos)
+          << "'" << pause << "' try " << i << ": " << test::read_file(log) << r.output;
+    }
+  }
+}
+
 // No --set: RUN_ARGS is empty, which `set -u` calls unbound in bash before 4.4 unless every
 // expansion is guarded; gtrain run then gets no empty argument either.
 TEST(SubmitScript, EmptyRunArgsExpandSafely) {
@@ -955,6 +988,32 @@ TEST(SubmitChain, PbsJobIdsMatchWithTheServersFullName) {
   EXPECT_NE(chain_step(o.run_dir, 2, 0, "7.pbs01", fake.runner()).find("not in this run directory's chain"),
             std::string::npos);
   EXPECT_EQ(read_chain(o.run_dir).stages[1].state, "queued");
+}
+
+// A chain that had ended (stopped, failed) when a stage Slurm requeued reports again: the result is
+// recorded and nothing more is submitted, even for --stages auto; gtrain cancel of such a stage marks
+// the chain cancelled.
+TEST(SubmitChain, EndedChainSubmitsNothingForARequeuedStage) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
+  Chain c = read_chain(o.run_dir);
+  c.state = "failed";
+  c.reason = "set by the test";
+  write_chain(o.run_dir, c);
+  const std::string what = chain_step(o.run_dir, 1, 3, "100", fake.runner());
+  EXPECT_NE(what.find("after the chain ended (failed); nothing more is submitted"), std::string::npos) << what;
+  EXPECT_EQ(fake.count("sbatch"), 1);
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "resumable");
+  fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "squeue") return std::string("100 RUNNING\ngtrain-rc=0");
+    return std::nullopt;
+  };
+  std::ostringstream cancel;
+  EXPECT_EQ(cancel_command(o.run_dir, fake.runner(), cancel), 0) << cancel.str();
+  EXPECT_EQ(read_chain(o.run_dir).state, "cancelled") << cancel.str();
 }
 
 // submit refuses a run directory a gtrain run works in now: its stages could not start.
