@@ -351,8 +351,10 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
   if (c.state != "running") {
     // gtrain cancel ran, or the chain had ended (a stage Slurm requeued runs again after it): the
     // stage's result is recorded, and nothing more is submitted.
-    const std::string after = c.state == "cancelled" ? "gtrain cancel" : "the chain ended (" + c.state + ")";
-    s.state = exit_code == 0 ? "completed" : exit_code == 3 ? "resumable" : "failed";
+    const bool cancelled = c.state == "cancelled";
+    const std::string after = cancelled ? "gtrain cancel" : "the chain ended (" + c.state + ")";
+    // A stage gtrain cancel --now ended outright exits with whatever the kill left (143, mpirun's 205).
+    s.state = exit_code == 0 ? "completed" : exit_code == 3 ? "resumable" : cancelled ? "cancelled" : "failed";
     if (exit_code == 0) {
       c.state = "completed";
       c.reason = "training complete after stage " + std::to_string(stage);

@@ -912,6 +912,9 @@ TEST(SubmitChain, CancelAsksTheRunningStageToSaveFirst) {
   EXPECT_EQ(cancel_command(o.run_dir, fake.runner(), cancel, /*now=*/true), 0) << cancel.str();
   EXPECT_EQ(called({"scancel", "100"}), 1);
   EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "cancelled");
+  chain_step(o.run_dir, 1, 205, "100", fake.runner());  // what the kill left of gtrain run
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "cancelled");
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].exit, 205);
   // Once the scheduler has none of the chain's jobs, submit starts a new chain.
   squeue = "";
   EXPECT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
