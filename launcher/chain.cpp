@@ -437,12 +437,14 @@ ChainLock::~ChainLock() {
   ::close(fd_);
 }
 
-std::optional<std::map<std::string, std::string>> active_jobs(const std::string& scheduler,
-                                                              const std::vector<std::string>& jobs,
-                                                              const CommandRunner& runner) {
+std::optional<std::map<std::string, std::string>> active_jobs(const Chain& c, const CommandRunner& runner) {
+  std::vector<std::string> jobs;
+  for (const auto& s : c.stages) {
+    if (!s.job.empty()) jobs.push_back(s.job);
+  }
   std::map<std::string, std::string> out;
   if (jobs.empty()) return out;
-  if (scheduler == "pbs") {
+  if (c.scheduler == "pbs") {
     for (const auto& job : jobs) {
       const CommandOutput r = run_merged(runner, {"qstat", "-f", job});
       if (r.rc != 0) {
@@ -480,12 +482,8 @@ CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runne
   const ChainLock lock(run_dir);
   Chain c = read_chain(run_dir);
   const bool pbs = c.scheduler == "pbs";
-  std::vector<std::string> jobs;
-  for (const auto& s : c.stages) {
-    if (!s.job.empty()) jobs.push_back(s.job);
-  }
   // Which jobs still run or wait; without an answer, every stage chain.json has as queued.
-  const auto active = active_jobs(c.scheduler, jobs, runner);
+  const auto active = active_jobs(c, runner);
   CancelResult n;
   for (auto& s : c.stages) {
     if (s.job.empty()) {

@@ -93,12 +93,10 @@ class ChainLock {
   int fd_ = -1;
 };
 
-// The scheduler's state for each of `jobs` it still knows as pending, running or otherwise not yet
-// ended (squeue's %T: PENDING, RUNNING, ...; qstat -f's job_state: Q, R, H, ...); a job missing from
-// the map has ended. nullopt when the scheduler cannot be asked.
-std::optional<std::map<std::string, std::string>> active_jobs(const std::string& scheduler,
-                                                              const std::vector<std::string>& jobs,
-                                                              const CommandRunner& runner);
+// The scheduler's state for each job of the chain it still knows as pending, running or otherwise
+// not yet ended (squeue's %T: PENDING, RUNNING, ...; qstat -f's job_state: Q, R, H, ...); a job missing
+// from the map has ended. nullopt when the scheduler cannot be asked.
+std::optional<std::map<std::string, std::string>> active_jobs(const Chain& c, const CommandRunner& runner);
 
 // Cancels the chain, printing a line per stage: a running stage is asked to save and stop (Slurm:
 // scancel --batch --signal=USR1, PBS: qsig -s USR1, which the script passes to gtrain run as on the

@@ -149,6 +149,13 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
   }
   int requests = 0, aborted_by = 0;
   bool first_interactive = false;  // the first request came by TERM or INT
+  // Ends the job by signalling this host's ranks (mpirun has TERM blocked; seeing them end, it ends
+  // the job's ranks elsewhere), or mpirun itself while it has started none: there is nothing to lose.
+  const auto end_ranks = [&](int sig) {
+    const std::vector<pid_t> ranks = child_processes(child);
+    for (pid_t rank : ranks) ::kill(rank, sig);
+    if (ranks.empty()) ::kill(child, SIGKILL);
+  };
   for (;;) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
@@ -174,11 +181,7 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
       if (sig == SIGUSR1 || sig == SIGUSR2) {
         ::kill(child, sig);  // mpirun passes these on to the ranks
       } else {
-        // mpirun has it blocked: this host's ranks get it (they have no handler for it and end), and
-        // mpirun, seeing them end, ends the job's ranks elsewhere.
-        const std::vector<pid_t> ranks = child_processes(child);
-        for (pid_t rank : ranks) ::kill(rank, sig);
-        if (ranks.empty()) ::kill(child, SIGKILL);  // still starting: no rank to lose
+        end_ranks(sig);  // the ranks have no handler for it and end
         aborted_by = sig;
       }
       continue;
@@ -210,9 +213,7 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
       // the step and save): this host's ranks are killed outright, and mpirun, seeing them die, ends
       // the job's ranks elsewhere. A save cut short leaves no committed checkpoint behind (saves are
       // renamed into place when complete).
-      const std::vector<pid_t> ranks = child_processes(child);
-      for (pid_t rank : ranks) ::kill(rank, SIGKILL);
-      if (ranks.empty()) ::kill(child, SIGKILL);  // still starting: no rank to lose
+      end_ranks(SIGKILL);
       aborted_by = sig;
     }
   }

@@ -321,7 +321,7 @@ RunOutcome run_job(const RunOptions& o) {
       const Deadline deadline = stage_deadline(cfg, o, alloc);
       stage.deadline_unix = deadline.unix_time;
       stage.deadline_source = deadline.source;
-      stage.allocation = nlohmann::json::parse(allocation_record(alloc, comm->size()));
+      stage.allocation = allocation_record(alloc, comm->size());
     }
   }
   // Same token on every rank: rank 0's clock and pid.

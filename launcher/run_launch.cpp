@@ -253,13 +253,12 @@ Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocat
   return earliest(ds);
 }
 
-std::string allocation_record(const Allocation& alloc, int ranks) {
-  return nlohmann::json({{"scheduler", alloc.scheduler},
-                         {"job_id", alloc.job_id},
-                         {"nodes", alloc.nodes.size()},
-                         {"gpus", alloc.total_gpus()},
-                         {"ranks", ranks}})
-      .dump();
+nlohmann::json allocation_record(const Allocation& alloc, int ranks) {
+  return {{"scheduler", alloc.scheduler},
+          {"job_id", alloc.job_id},
+          {"nodes", alloc.nodes.size()},
+          {"gpus", alloc.total_gpus()},
+          {"ranks", ranks}};
 }
 
 bool stage_prepared(const std::map<std::string, std::string>& env, const std::string& run_dir) {
@@ -288,7 +287,7 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   // Ranks learn the stage's facts from the launching process.
   setenv("GTRAIN_INTERNAL_LOCKED", run_dir.c_str(), 1);
   setenv("GTRAIN_INTERNAL_DEADLINE", (std::to_string(deadline.unix_time) + "|" + deadline.source).c_str(), 1);
-  const nlohmann::json allocation = nlohmann::json::parse(allocation_record(alloc, out.ranks));
+  const nlohmann::json allocation = allocation_record(alloc, out.ranks);
   setenv("GTRAIN_INTERNAL_ALLOCATION", allocation.dump().c_str(), 1);
   {
     std::vector<std::pair<std::string, std::vector<int>>> granted;

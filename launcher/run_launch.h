@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "launcher/allocation.h"
 #include "launcher/run_lock.h"
 #include "runtime/config/job_config.h"
@@ -82,9 +84,9 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
 // What a launching gtrain hands its ranks (GTRAIN_INTERNAL_DEADLINE / _ALLOCATION), found by rank 0
 // itself when srun started the ranks: the stage's deadline (the allocation's end time, --time-limit or
 // schedule.time_limit_s, the current quota window's end; unix_time 0 = none) and the allocation as
-// stages.jsonl records it (JSON text).
+// stages.jsonl records it.
 Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc);
-std::string allocation_record(const Allocation& alloc, int ranks);
+nlohmann::json allocation_record(const Allocation& alloc, int ranks);
 
 // The gtrain launcher (for batch scripts): `gtrain` next to this executable, else this executable.
 std::string gtrain_executable();

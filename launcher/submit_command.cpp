@@ -344,19 +344,16 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
   const std::string run_dir = fs::absolute(resolve_run_dir(cfg, o.config_path, o.run_dir)).lexically_normal().string();
   // chain.json changes under its lock from here (a stage of an earlier chain may report meanwhile).
+  const bool run_dir_exists = fs::is_directory(run_dir);
   std::optional<ChainLock> chain_lock;
-  if (fs::is_directory(run_dir)) chain_lock.emplace(run_dir);
+  if (run_dir_exists) chain_lock.emplace(run_dir);
   if (chain_exists(run_dir)) {
     // Any job of the earlier chain the scheduler still has, whatever chain.json last heard of it (a
     // stage requeued after it saved, one still saving after gtrain cancel), holds the run directory.
     // Without the scheduler's answer: a stage recorded as queued, unless its job is gone (killed
     // outright, node lost).
     const Chain old = read_chain(run_dir);
-    std::vector<std::string> jobs;
-    for (const auto& s : old.stages) {
-      if (!s.job.empty()) jobs.push_back(s.job);
-    }
-    const auto active = active_jobs(old.scheduler, jobs, runner);
+    const auto active = active_jobs(old, runner);
     for (const auto& s : old.stages) {
       const bool holds =
           active ? active->count(s.job) > 0 : s.state == "queued" && !job_gone(old.scheduler, s.job, runner);
@@ -366,7 +363,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
                           "see gtrain status, or gtrain cancel it first and wait for it to end");
     }
   }
-  if (fs::is_directory(run_dir)) {
+  if (run_dir_exists) {
     // A gtrain run working in the run directory (or its checkpoint directory) now: a stage could not start.
     const std::string ckpt = checkpoint_directory(cfg.checkpoint, run_dir);
     RunLock::acquire(run_dir, fs::is_directory(ckpt) ? ckpt : std::string());

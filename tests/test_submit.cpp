@@ -567,7 +567,7 @@ TEST(SubmitScript, SignalAsTheRunEndsKeepsItsExitCode) {
   FakeScheduler fake;
   std::ostringstream out;
   ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
-  for (const std::string& pause : {"", "sleep 0.2; "}) {
+  for (const std::string& pause : std::vector<std::string>{"", "sleep 0.2; "}) {
     fs::create_directories(dir.file("bin"));
     // It saves (its ledger line), signals the script and exits 3.
     test::write_file(o.gtrain,
