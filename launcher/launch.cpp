@@ -105,14 +105,18 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
   pthread_sigmask(SIG_BLOCK, &handled, &before);
   std::fflush(stdout);
   std::fflush(stderr);
-  // mpirun's stderr comes through a pipe, which drops Open MPI's MPI_ABORT banner after a rank's error.
-  int err_pipe[2] = {-1, -1};
+  // mpirun's stderr comes through a pipe, which drops Open MPI's MPI_ABORT banner after a rank's error
+  // and shows an error every rank reports once; its stdout through another. gtrain drains both
+  // whatever becomes of its own console (`| head`, a tee that dies): mpirun never sees a closed pipe.
+  int err_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1};
   const bool filtered = ::pipe2(err_pipe, O_CLOEXEC) == 0;
+  const bool out_piped = ::pipe2(out_pipe, O_CLOEXEC) == 0;
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0) {
     const int fork_errno = errno;
     if (filtered) ::close(err_pipe[0]), ::close(err_pipe[1]);
+    if (out_piped) ::close(out_pipe[0]), ::close(out_pipe[1]);
     pthread_sigmask(SIG_SETMASK, &before, nullptr);
     throw Error(std::string("cannot start mpirun: fork failed: ") + std::strerror(fork_errno));
   }
@@ -135,6 +139,7 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     const int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, 0);
     if (filtered) ::dup2(err_pipe[1], 2);
+    if (out_piped) ::dup2(out_pipe[1], 1);
     execvp("mpirun", cargv.data());
     dprintf(2, "gtrain: config error: cannot start mpirun: %s\n  hint: install openmpi-bin, or run with --ranks 1\n",
             std::strerror(errno));
@@ -142,10 +147,14 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
   }
   // mpirun runs the ranks; a stop signal becomes the stop file, which rank 0 reads after each step and
   // all ranks agree on, so every rank saves and exits 3, whatever the ranks were doing when it came.
-  std::unique_ptr<MpirunStderrForwarder> forward_stderr;
+  std::unique_ptr<MpirunStderrForwarder> forward_stderr, forward_stdout;
   if (filtered) {
     ::close(err_pipe[1]);
     forward_stderr = std::make_unique<MpirunStderrForwarder>(err_pipe[0]);
+  }
+  if (out_piped) {
+    ::close(out_pipe[1]);
+    forward_stdout = std::make_unique<MpirunStderrForwarder>(out_pipe[0], 1, /*filtered=*/false);
   }
   int requests = 0, aborted_by = 0;
   bool first_interactive = false;  // the first request came by TERM or INT
@@ -160,7 +169,9 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
     if (done == child) {
-      if (forward_stderr) forward_stderr->stop();  // all of mpirun's output out before gtrain's last lines
+      // All of mpirun's output out before gtrain's last lines.
+      if (forward_stdout) forward_stdout->stop();
+      if (forward_stderr) forward_stderr->stop();
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
       if (!spec.stop_file.empty()) ::unlink(spec.stop_file.c_str());
       if (aborted_by) return {128 + aborted_by, aborted_by};  // as if the signal had ended this process
@@ -198,8 +209,10 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
       first_interactive = interactive;
       std::ofstream f(spec.stop_file, std::ios::trunc);
       f << "signal " << sig << "\n";
-      std::fprintf(stderr, "gtrain: %s: every rank finishes its step, saves and exits 3%s\n", name,
-                   interactive ? " (TERM or INT again aborts the ranks without saving)" : "");
+      if (!spec.quiet) {
+        std::fprintf(stderr, "gtrain: %s: every rank finishes its step, saves and exits 3%s\n", name,
+                     interactive ? " (TERM or INT again aborts the ranks without saving)" : "");
+      }
     } else if ((sig == SIGTERM || sig == SIGINT) && !spec.outcome_file.empty() &&
                std::ifstream(spec.outcome_file).good()) {
       std::fprintf(stderr, "gtrain: %s again: the stage's checkpoint is already committed; the ranks are exiting\n",

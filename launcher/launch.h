@@ -40,6 +40,7 @@ struct LaunchSpec {
   std::vector<int> stop_signals;         // schedule.stop_signals: each asks the ranks to save and stop
   std::string stop_file;                 // written on the first stop signal; rank 0 reads it after each step
   std::string outcome_file;              // rank 0 writes "resumable" there once the stage's save is committed
+  bool quiet = false;                    // --quiet: no notice on the console when a stop request comes
 };
 
 // The mpirun argv for a launch (writes the hostfile when there are several hosts).

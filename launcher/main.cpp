@@ -53,6 +53,7 @@ int launch_run_fast(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   gtrain::tune_malloc();
+  gtrain::ignore_closed_console();
   try {
     if (argc > 1 && std::strcmp(argv[1], "run") == 0) {
       // From the first moment: a stop signal is a request to stop (schedule.h), never lost or fatal.

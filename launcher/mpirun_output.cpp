@@ -1,13 +1,16 @@
-// mpirun_output.cpp: drops Open MPI's MPI_ABORT banner from mpirun's stderr, forwards the rest.
+// mpirun_output.cpp: drops Open MPI's MPI_ABORT banner and repeated rank errors from mpirun's
+// stderr, forwards the rest (and mpirun's stdout) to a console that may go away.
 #include "launcher/mpirun_output.h"
 
 #include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <regex>
 
 namespace gtrain {
 namespace {
@@ -38,24 +41,69 @@ bool may_open_banner(const std::string& start) {
   return agree(start, kAbortLine);
 }
 
-// Whether a line's start may still become a line the filter drops: a separator (dashes so far), or
-// one of mpirun's "[host:pid] ..." lines; a rank's own lines start "[rank " and pass at once.
+// Whether a line's start may still become a rank's "[rank N] gtrain: ..." line, which may be an
+// error other ranks repeat.
+bool may_be_rank_message(const std::string& start) {
+  if (!agree(start, "[rank ")) return false;
+  size_t i = 6;
+  while (i < start.size() && std::isdigit(static_cast<unsigned char>(start[i]))) ++i;
+  return i >= start.size() || agree(start.substr(i), "] gtrain: ");
+}
+
+// Whether a line's start may still become a line the filter drops: a separator (dashes so far), one
+// of mpirun's "[host:pid] ..." lines, or a rank's message; a rank's other lines pass at once.
 bool may_be_dropped(const std::string& start) {
   if (start.find_first_not_of('-') == std::string::npos) return true;
+  if (may_be_rank_message(start)) return true;
   return start[0] == '[' && !starts_with(start, "[rank ");
 }
 
-void write_all(const std::string& s) {
+// Writes everything; false when the other end is gone (EPIPE, or any other failure to write).
+bool write_all(int fd, const std::string& s) {
   size_t done = 0;
   while (done < s.size()) {
-    const ssize_t n = ::write(2, s.data() + done, s.size() - done);
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n <= 0) return false;
     done += static_cast<size_t>(n);
   }
+  return true;
+}
+
+// "0-3, 5, 7-8"
+std::string rank_ranges(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]);
+    if (j > i) out += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
 }
 
 }  // namespace
+
+bool MpirunStderrFilter::repeated_error(const std::string& text) {
+  // format_error's line in a multi-rank job: "[rank N] gtrain: <kind> error: what [rank N on host] (file:line)".
+  static const std::regex kErrorLine(R"(^\[rank (\d+)\] (gtrain: [a-z ]*error: .*))");
+  static const std::regex kWhere(R"( ?[\[(]rank \d+ on [^\])]*[\])])");
+  std::smatch m;
+  if (!std::regex_search(text, m, kErrorLine)) return false;
+  const int rank = std::stoi(m[1].str());
+  const std::string key = std::regex_replace(m[2].str(), kWhere, "");
+  auto it = errors_.find(key);
+  if (it == errors_.end()) {
+    errors_[key].first_rank = rank;
+    error_order_.push_back(key);
+    return false;
+  }
+  if (rank == it->second.first_rank) return false;  // the same rank again: its own, shown
+  it->second.others.push_back(rank);
+  return true;
+}
 
 std::string MpirunStderrFilter::line(const std::string& text) {
   std::string out;
@@ -105,6 +153,11 @@ std::string MpirunStderrFilter::line(const std::string& text) {
   const bool hint = after_aggregate_note_ && text.find("orte_base_help_aggregate") != std::string::npos;
   after_aggregate_note_ = false;
   if (hint) return out;
+  // An error every rank reports alike (a config or data problem each finds) is shown once; its hint
+  // lines ("  hint: ...", written with it, without a rank prefix) go with the copies.
+  if (dropping_hint_ && starts_with(text, "  ")) return out;
+  dropping_hint_ = repeated_error(text);
+  if (dropping_hint_) return out;
   return out + text;
 }
 
@@ -130,7 +183,9 @@ std::string MpirunStderrFilter::feed(const std::string& bytes) {
     out += separator_;
     separator_.clear();
   }
-  if (!in_banner_ && separator_.empty() && !may_be_dropped(partial_)) {
+  // A repeated error's hint lines go with it: their start waits too.
+  const bool may_be_hint = dropping_hint_ && agree(partial_, "  ");
+  if (!in_banner_ && separator_.empty() && !may_be_dropped(partial_) && !may_be_hint) {
     out += partial_;
     partial_.clear();
     mid_line_ = true;
@@ -159,10 +214,27 @@ std::string MpirunStderrFilter::finish() {
   partial_.clear();
   in_banner_ = false;
   mid_line_ = false;
+  for (const auto& key : error_order_) {
+    SameError& e = errors_[key];
+    if (e.others.empty()) continue;
+    std::vector<int> all = e.others;
+    all.push_back(e.first_rank);
+    if (!out.empty() && out.back() != '\n') out += '\n';
+    const std::string what = key.size() > 100 ? key.substr(0, 100) + "..." : key;
+    out += "gtrain: " + std::to_string(all.size()) + " ranks (" + rank_ranges(all) +
+           ") reported the same error, shown once above from rank " + std::to_string(e.first_rank) + ": " + what + "\n";
+    e.others.clear();
+  }
   return out;
 }
 
-MpirunStderrForwarder::MpirunStderrForwarder(int read_fd) : fd_(read_fd), thread_([this] { loop(); }) {}
+MpirunStderrForwarder::MpirunStderrForwarder(int read_fd, int out_fd, bool filtered)
+    : fd_(read_fd), out_fd_(out_fd), filtered_(filtered), thread_([this] { loop(); }) {}
+
+void MpirunStderrForwarder::write_out(const std::string& s) {
+  if (console_gone_ || s.empty()) return;
+  if (!write_all(out_fd_, s)) console_gone_ = true;  // the console is gone: keep draining, write nothing
+}
 
 MpirunStderrForwarder::~MpirunStderrForwarder() {
   stop();
@@ -189,16 +261,17 @@ void MpirunStderrForwarder::loop() {
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) break;
     if (ready == 0) {
-      write_all(filter.idle());
+      if (filtered_) write_out(filter.idle());
       if (was_stopping) break;
       continue;
     }
     const ssize_t n = ::read(fd_, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // every writer is gone
-    write_all(filter.feed(std::string(buf, static_cast<size_t>(n))));
+    const std::string bytes(buf, static_cast<size_t>(n));
+    write_out(filtered_ ? filter.feed(bytes) : bytes);
   }
-  write_all(filter.finish());
+  if (filtered_) write_out(filter.finish());
 }
 
 }  // namespace gtrain

@@ -1,8 +1,10 @@
-// mpirun_output.h: mpirun's stderr on its way to gtrain's: Open MPI's MPI_ABORT banner is dropped (the
-// rank's one-line error above it says what went wrong); everything else passes unchanged.
+// mpirun_output.h: mpirun's output on its way to gtrain's: on stderr Open MPI's MPI_ABORT banner is
+// dropped (the rank's one-line error above it says what went wrong) and an error every rank reports
+// alike is shown once; everything else passes unchanged. A console that goes away ends nothing.
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,31 +24,49 @@ class MpirunStderrFilter {
   // The stream is quiet: whatever is held goes out, except an unfinished banner; the rest of a line
   // let out passes unexamined.
   std::string idle();
-  // The stream ended: everything held goes out, a banner cut short included.
+  // The stream ended: everything held goes out, a banner cut short included, then for each error
+  // that several ranks reported alike (shown once, from the first) a line saying which ranks did.
   std::string finish();
   // Whether a banner was dropped.
   bool dropped() const { return dropped_; }
 
  private:
   std::string line(const std::string& text);  // one complete line (with its '\n')
-  std::string partial_;                       // bytes after the last newline
-  std::string separator_;                     // a dashed line waiting for the line after it
-  std::vector<std::string> banner_;           // lines of the banner being dropped
-  bool mid_line_ = false;                     // the start of this line went out: its rest passes as is
+  // A rank's error line ("[rank N] gtrain: ... error: ..."): "" to show it (the first of its kind),
+  // else nothing, and its hint lines go too.
+  bool repeated_error(const std::string& text);
+  struct SameError {
+    int first_rank = 0;
+    std::vector<int> others;  // ranks that reported it after the first
+  };
+  std::map<std::string, SameError> errors_;  // by the error's text without its rank and host
+  std::vector<std::string> error_order_;     // keys in the order they were first seen
+  bool dropping_hint_ = false;               // the hint lines of a repeated error go with it
+  std::string partial_;                      // bytes after the last newline
+  std::string separator_;                    // a dashed line waiting for the line after it
+  std::vector<std::string> banner_;          // lines of the banner being dropped
+  bool mid_line_ = false;                    // the start of this line went out: its rest passes as is
   bool in_banner_ = false, after_aggregate_note_ = false, dropped_ = false;
 };
 
-// Forwards a pipe's read end to fd 2 through the filter, on a thread. stop() returns once the pipe
-// is at its end, or, when a process mpirun left behind still holds it, quiet for 0.2 s (2 s at most).
+// Forwards a pipe's read end to `out_fd` (mpirun's stderr: through the filter; its stdout: as it
+// comes), on a thread. A closed console (EPIPE: `| head`, a dead tee) stops the writing, not the
+// reading: mpirun never blocks on a full pipe nor sees the pipe close, so the job trains on. stop()
+// returns once the pipe is at its end, or, when a process mpirun left behind still holds it, quiet
+// for 0.2 s (2 s at most).
 class MpirunStderrForwarder {
  public:
-  explicit MpirunStderrForwarder(int read_fd);
+  explicit MpirunStderrForwarder(int read_fd, int out_fd = 2, bool filtered = true);
   ~MpirunStderrForwarder();
   void stop();
 
  private:
   void loop();
+  void write_out(const std::string& s);
   int fd_;
+  int out_fd_;
+  bool filtered_;
+  bool console_gone_ = false;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

@@ -32,6 +32,7 @@
 #include "runtime/models/model_registry.h"
 #include "runtime/train/initial_weights.h"
 #include "runtime/train/schedule.h"
+#include "runtime/train/thread_choice.h"
 #include "strategies/capabilities.h"
 #include "strategies/data_parallel.h"
 #include "strategies/hardware_profile.h"
@@ -190,6 +191,39 @@ DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re,
   return choose_device(in);
 }
 
+// What in a run directory says the run has committed a checkpoint before: committed checkpoint
+// directories (here: every one invalid), or metrics.jsonl's "checkpoint" records that confirm a
+// finished write (previous_write_s: this save's when synchronous, the one before when asynchronous;
+// a save still in flight when the run was killed proves nothing). "" when nothing does: a run that
+// never saved loses nothing by starting at step 0. (stages.jsonl outlives --no-resume: not evidence.)
+std::string saved_history(const std::string& run_dir, const std::string& checkpoints) {
+  std::vector<std::string> found;
+  const auto committed = committed_checkpoint_dirs(checkpoints);
+  if (!committed.empty()) {
+    std::string steps;
+    for (const auto& [step, path] : committed) steps += (steps.empty() ? "" : ", ") + std::to_string(step);
+    found.push_back(std::to_string(committed.size()) + " checkpoint(s) in " + checkpoints + " (step " + steps +
+                    "), none valid");
+  }
+  int64_t saves = 0, last_save = -1;
+  bool finished = false;
+  std::ifstream in(fs::path(run_dir) / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("kind", "") != "checkpoint") continue;
+    ++saves;
+    finished = finished || j.contains("previous_write_s");
+    if (j.contains("step") && j["step"].is_number_integer()) last_save = std::max(last_save, j["step"].get<int64_t>());
+  }
+  if (finished)
+    found.push_back("metrics.jsonl records " + std::to_string(saves) + " save(s), the last at step " +
+                    std::to_string(last_save));
+  std::string out;
+  for (const auto& f : found) out += (out.empty() ? "" : "; ") + f;
+  return out;
+}
+
 }  // namespace
 
 RunOutcome run_job(const RunOptions& o) {
@@ -259,8 +293,13 @@ RunOutcome run_job(const RunOptions& o) {
   if (!lock && main_rank && env_or(stage_env, "GTRAIN_INTERNAL_LOCKED").empty())
     lock = RunLock::acquire(run_dir, checkpoint_directory(cfg.checkpoint, run_dir));
   install_stop_signals(cfg.schedule.stop_signals);
+  // No launching gtrain says what a stop signal does (it does for ranks under mpirun): this rank does.
+  announce_stop_requests(!o.quiet && main_rank && (comm->size() == 1 || rank_env.launcher == "srun"));
 
   const int threads = set_torch_threads(cfg.train.threads, rank_env.local_size);
+  // The start-up line's "threads/rank N (why)".
+  std::string threads_text =
+      std::to_string(threads) + (cfg.train.threads > 0 ? " (train.threads)" : " (cores / local ranks)");
   // Memory the job adds on top of the loaded program: compared with the planner's estimate.
   reset_peak_resident();
   const double baseline_rss = resident_bytes();
@@ -285,7 +324,22 @@ RunOutcome run_job(const RunOptions& o) {
     resume_from = o.resume;
   } else if (!o.no_resume) {
     // Rank 0 verifies (reads every piece once) and tells the others which checkpoint to load.
-    if (main_rank) resume_from = find_latest_valid_checkpoint(paths.checkpoints, &warnings);
+    // A run that saved before and has nothing valid left is refused rather than started over
+    // unnoticed: an unattended stage would redo the whole job. The refusal goes to every rank.
+    std::string refusal;
+    if (main_rank) {
+      resume_from = find_latest_valid_checkpoint(paths.checkpoints, &warnings);
+      if (resume_from.empty() && !paths.checkpoints.empty()) refusal = saved_history(run_dir, paths.checkpoints);
+    }
+    refusal = broadcast_string(*comm, refusal, 0);
+    if (!refusal.empty()) {
+      if (main_rank)
+        for (const auto& w : warnings) std::cerr << "gtrain: warning: " << w << std::endl;
+      throw ResumeMismatchError(run_dir + " has saved before (" + refusal + ") but nothing is left to resume from",
+                                "--no-resume starts the run over at step 0 (its checkpoints are moved aside, not "
+                                "deleted), --resume PATH resumes from a checkpoint elsewhere; gtrain ckpt verify "
+                                "PATH says what is wrong with one");
+    }
     resume_from = broadcast_string(*comm, resume_from, 0);
   }
   paths.append_metrics = !resume_from.empty();
@@ -301,6 +355,14 @@ RunOutcome run_job(const RunOptions& o) {
   const std::string engine_desc = parts.engine->describe();
   Trainer trainer(cfg, plan, comm, parts.model, parts.data, std::move(parts.engine), paths, device);
   trainer.set_memory_baseline(baseline_rss);
+  if (cfg.train.threads == 0 && device.is_cpu() && threads > 1) {
+    // The cores' share is not always fastest (OpenMP's spinning pool against OpenBLAS's and the data
+    // workers: 2-20x slower steps at 2 threads than at 1 on 2 busy cores here): the first steps measure.
+    trainer.set_thread_tuning(threads, rank_env.local_size);
+    std::string counts;
+    for (int n : thread_candidates(threads)) counts += (counts.empty() ? "" : ", ") + std::to_string(n);
+    threads_text = "auto (the first steps try " + counts + " and keep the fastest)";
+  }
   StageOptions stage;
   stage.ledger = (fs::path(run_dir) / "stages.jsonl").string();
   {
@@ -349,10 +411,22 @@ RunOutcome run_job(const RunOptions& o) {
     const int64_t resume_step = resume_from.empty() ? -1 : trainer.steps_done();
     const auto moved = supersede_checkpoints(paths.checkpoints, resume_step, resume_from);
     if (resume_step >= 0) {
-      const int64_t dropped = drop_records_after(paths.metrics, resume_step);
+      int64_t last_dropped = -1;
+      const int64_t dropped = drop_records_after(paths.metrics, resume_step, &last_dropped);
       if (dropped > 0) {
+        // Why the records after the resumed step go depends on why the run resumes there.
+        const std::string upto = last_dropped > resume_step ? " (up to step " + std::to_string(last_dropped) + ")" : "";
+        const std::string why =
+            !o.resume.empty() ? "--resume " + o.resume + " goes back to step " + std::to_string(resume_step) +
+                                    ": the later steps are trained again from there"
+            : !moved.steps.empty()
+                ? "the newer checkpoint(s) (step " + std::to_string(moved.steps.back()) +
+                      (moved.steps.size() > 1 ? " and older" : "") + ") are invalid, so the run resumes at step " +
+                      std::to_string(resume_step) + " and trains the later steps again"
+                : "the previous stage ran past its last checkpoint (step " + std::to_string(resume_step) +
+                      ") before it ended; those steps are trained again";
         std::cerr << "gtrain: warning: " << paths.metrics << ": dropped " << dropped << " record(s) after step "
-                  << resume_step << ", which the previous stage ran past its last checkpoint" << std::endl;
+                  << resume_step << upto << ": " << why << std::endl;
       }
     }
     if (!moved.steps.empty()) {
@@ -377,7 +451,7 @@ RunOutcome run_job(const RunOptions& o) {
               << "gtrain: plan " << plan.summary() << "  global_batch " << cfg.train.global_batch
               << (requested_batch != cfg.train.global_batch ? " (requested " + std::to_string(requested_batch) + ")"
                                                             : "")
-              << "  steps " << trainer.total_steps() << "  threads/rank " << threads << "\n"
+              << "  steps " << trainer.total_steps() << "  threads/rank " << threads_text << "\n"
               << "gtrain: " << plan.estimate_summary() << "\n"
               << "gtrain: " << engine_desc << " over " << comm->backend() << "\n"
               << "gtrain: device " << dev.str() << " (" << dev.reason << ")\n";
@@ -414,7 +488,8 @@ RunOutcome run_job(const RunOptions& o) {
               << "); nothing to do" << std::endl;
   } else if (!o.quiet && main_rank && out.summary.stopped_early && out.summary.stage_steps == 0) {
     std::cout << "gtrain: stage ended by " << out.summary.stop_reason << " before its first step (at step "
-              << out.summary.steps << "); nothing to save; run the same command to resume (exit code 3)" << std::endl;
+              << out.summary.steps << "); nothing to save; run the same command to resume (exit code 3)"
+              << (out.summary.stop_detail.empty() ? "" : "\ngtrain: stopping: " + out.summary.stop_detail) << std::endl;
   } else if (!o.quiet && main_rank) {
     const auto& s = out.summary;
     char buf[256];
@@ -429,6 +504,7 @@ RunOutcome run_job(const RunOptions& o) {
     if (s.stopped_early) {
       std::cout << "\ngtrain: stage ended by " << s.stop_reason << "; checkpoint saved; run the same command to resume"
                 << " (exit code 3)";
+      if (!s.stop_detail.empty()) std::cout << "\ngtrain: stopping at step " << s.steps << ": " << s.stop_detail;
     }
     if (parts.data.eval && !s.stopped_early) {
       std::snprintf(buf, sizeof(buf), "  eval loss %.4f  accuracy %.2f%%", s.eval.loss, 100.0 * s.eval.accuracy);

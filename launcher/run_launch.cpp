@@ -322,6 +322,7 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
     }
     // This process stays mpirun's parent and turns stop signals into a stop request (launch.h).
     spec.stop_signals = stop_signal_numbers(cfg.schedule.stop_signals);
+    spec.quiet = o.quiet;
     spec.stop_file = (fs::path(run_dir) / ".stop-request").string();
     std::error_code ec;
     fs::remove(spec.stop_file, ec);  // a request left by an earlier stage is not this stage's

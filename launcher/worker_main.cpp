@@ -12,6 +12,7 @@
 
 int main(int argc, char** argv) {
   gtrain::tune_malloc();
+  gtrain::ignore_closed_console();
   // gtrain hands on a stop signal it caught, blocked (pending); `run` records it, the rest act as usual.
   if (argc > 1 && std::string(argv[1]) == "run") gtrain::install_stop_signals(gtrain::ScheduleConfig{}.stop_signals);
   gtrain::block_stop_signals(false);

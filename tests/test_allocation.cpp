@@ -10,7 +10,6 @@
 #include "launcher/allocation.h"
 #include "launcher/hostlist.h"
 #include "launcher/launch.h"
-#include "launcher/mpirun_output.h"
 #include "launcher/program_runner.h"
 #include "launcher/scheduler_limits.h"
 #include "runtime/common/errors.h"
@@ -692,77 +691,3 @@ TEST(ProgramRunner, OutputMissingFailingAndTimeouts) {
 
 }  // namespace
 }  // namespace gtrain
-
-// mpirun's stderr passes through gtrain: Open MPI's MPI_ABORT banner after a rank's one-line error
-// goes, and nothing else does (start-up failure reasons, "exited on signal" lines, a rank's text).
-TEST(MpirunOutput, AbortBannerIsDroppedAndEverythingElsePasses) {
-  const std::string dashes(74, '-');
-  const std::string error = "[rank 0] gtrain: error: run/metrics.jsonl: cannot open metrics file [rank 0 on vm]\n";
-  const std::string banner = dashes + "\nMPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\n" +
-                             "with errorcode 1.\n\nNOTE: invoking MPI_ABORT causes Open MPI to kill all MPI "
-                             "processes.\nYou may or may not see output from other processes, depending on\n" +
-                             "exactly when Open MPI kills them.\n" + dashes + "\n";
-  const std::string after =
-      "[vm:123] 1 more process has sent help message help-mpi-api.txt / mpi-abort\n"
-      "[vm:123] Set MCA parameter \"orte_base_help_aggregate\" to 0 to see all help / error "
-      "messages\n[vm:123] [[1,0],0] ORTE_ERROR_LOG: Out of resource in file "
-      "../../../orte/util/show_help.c at line 507\n";
-  const std::string signal_line =
-      "mpirun noticed that process rank 1 with PID 7 on node vm exited on signal 9 (Killed).\n";
-  {
-    gtrain::MpirunStderrFilter f;
-    std::string out = f.feed(error + banner + after + signal_line);
-    out += f.finish();
-    EXPECT_EQ(out, error + signal_line);
-    EXPECT_TRUE(f.dropped());
-  }
-  {  // the same a byte at a time
-    gtrain::MpirunStderrFilter f;
-    std::string out;
-    for (char c : error + banner + after + signal_line) out += f.feed(std::string(1, c));
-    out += f.finish();
-    EXPECT_EQ(out, error + signal_line);
-  }
-  {  // Open MPI's other framed messages (here a start-up failure) pass whole, in order
-    const std::string slots = dashes + "\nThere are not enough slots available in the system to satisfy the 4\n" +
-                              "slots that were requested by the application:\n\n  gtrain-worker\n" + dashes + "\n";
-    gtrain::MpirunStderrFilter f;
-    std::string out = f.feed(slots + error) + f.finish();
-    EXPECT_EQ(out, slots + error);
-    EXPECT_FALSE(f.dropped());
-  }
-  {  // the aggregation hint alone, and other ORTE_ERROR_LOG lines, are not the abort's: they pass
-    const std::string hint = "[vm:1] Set MCA parameter \"orte_base_help_aggregate\" to 0 to see all help\n";
-    const std::string other = "[vm:1] [[1,0],0] ORTE_ERROR_LOG: Not found in file plm_base_launch_support.c\n";
-    gtrain::MpirunStderrFilter f;
-    EXPECT_EQ(f.feed(hint + other) + f.finish(), hint + other);
-  }
-  {  // a block opening like the banner but running past its length is not the banner: all of it passes
-    std::string text = dashes + "\nMPI_ABORT was invoked on rank 3 in communicator X\n";
-    for (int i = 0; i < 12; ++i) text += "line " + std::to_string(i) + "\n";
-    gtrain::MpirunStderrFilter f;
-    EXPECT_EQ(f.feed(text) + f.finish(), text);
-  }
-  {  // the start of a line goes out at once (progress bars' "\r" updates), and its rest as it comes
-    gtrain::MpirunStderrFilter f;
-    EXPECT_EQ(f.feed("\rprogress 1"), "\rprogress 1");
-    EXPECT_EQ(f.feed("\rprogress 2"), "\rprogress 2");
-    EXPECT_EQ(f.feed(" done\n[rank 1] step 4"), " done\n[rank 1] step 4");
-    EXPECT_EQ(f.feed(" [[1,0],0] ORTE_ERROR_LOG: in util/show_help.c\n"),
-              " [[1,0],0] ORTE_ERROR_LOG: in util/show_help.c\n");  // the rest of a line let out: unexamined
-    // A start that may become a dropped line waits for its newline, or a quiet moment.
-    EXPECT_EQ(f.feed("---"), "");
-    EXPECT_EQ(f.idle(), "---");
-    EXPECT_EQ(f.feed("-- not a banner\n[vm:1] 1 more process has sent"), "-- not a banner\n");
-    EXPECT_EQ(f.feed(" help message help-mpi-api.txt / mpi-abort\n"), "");      // dropped, in two pieces
-    EXPECT_EQ(f.feed(dashes + "\nThere are not"), dashes + "\nThere are not");  // a separator, then not the banner
-    EXPECT_EQ(f.feed(std::string(5000, '-')).size(), 5000u);  // held no longer than any dropped line is long
-    EXPECT_TRUE(f.finish().empty());
-  }
-  {  // a stream cut inside a banner gives back what it held
-    gtrain::MpirunStderrFilter f;
-    EXPECT_EQ(f.feed(dashes + "\nMPI_ABORT was invoked on rank 1\n"), "");
-    EXPECT_EQ(f.idle(), "");
-    EXPECT_EQ(f.finish(), dashes + "\nMPI_ABORT was invoked on rank 1\n");
-  }
-}

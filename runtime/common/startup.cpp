@@ -2,6 +2,7 @@
 #include "runtime/common/startup.h"
 
 #include <malloc.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -18,6 +19,10 @@ constexpr int kBuildMmapThreshold = 64 << 10;
 void tune_malloc() {
   mallopt(M_MMAP_THRESHOLD, kTrainingMmapThreshold);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+void ignore_closed_console() {
+  ::signal(SIGPIPE, SIG_IGN);
 }
 
 BuildAllocationScope::BuildAllocationScope() {

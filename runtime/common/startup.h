@@ -10,6 +10,12 @@ namespace gtrain {
 // (measured ~5x slower training, ~10x slower 64 MB MPI allreduce without it).
 void tune_malloc();
 
+// A console that goes away (`gtrain run ... | head`, a tee or an ssh session that ends) must not end
+// the process: SIGPIPE is ignored (also in the processes it starts, mpirun and the ranks), so a write
+// to a closed pipe fails with EPIPE instead, and the streams stop writing while training, its
+// metrics, checkpoints and ledger go on.
+void ignore_closed_console();
+
 // While alive, blocks of 64 KiB and more come straight from the OS (mmap) and go back on free.
 // Building a job allocates the whole model and then keeps a part of it in flat buffers: without
 // this the freed tensors stay resident as holes in the heap that later, larger tensors cannot use.

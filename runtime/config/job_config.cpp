@@ -438,6 +438,15 @@ std::string to_toml(const JobConfig& c) {
   return out;
 }
 
+std::map<std::string, std::string> flat_fields(const JobConfig& c) {
+  std::map<std::string, std::string> out;
+  auto add = [&](const char* name, auto& section, const char*) {
+    for (const auto& f : cfg::list_fields(section)) out[std::string(name) + "." + f.key] = f.value;
+  };
+  const_cast<JobConfig&>(c).visit_sections(add);
+  return out;
+}
+
 std::string reference_toml() {
   std::string out =
       "# gtrain configuration reference: every section and key with its default and meaning.\n"

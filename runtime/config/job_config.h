@@ -68,6 +68,10 @@ void validate_job_config(const JobConfig& c);
 // The resolved configuration as TOML (every key, with its value).
 std::string to_toml(const JobConfig& c);
 
+// Every key as "section.key" -> its value as a TOML literal (checkpoints record it; a resume
+// compares it with the new run's).
+std::map<std::string, std::string> flat_fields(const JobConfig& c);
+
 // The reference documentation: every section and key with its comment and default.
 std::string reference_toml();
 

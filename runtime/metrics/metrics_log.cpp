@@ -1,6 +1,7 @@
 // metrics_log.cpp: JSON-lines metrics writer.
 #include "runtime/metrics/metrics_log.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -28,16 +29,19 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::fflush(f_);
 }
 
-int64_t drop_records_after(const std::string& path, int64_t step) {
+int64_t drop_records_after(const std::string& path, int64_t step, int64_t* last_step) {
+  if (last_step) *last_step = -1;
   std::ifstream in(path);
   if (!in) return 0;
   std::string kept, line;
   int64_t dropped = 0;
   while (std::getline(in, line)) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
+    const bool later =
+        j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step;
+    if (later && last_step) *last_step = std::max(*last_step, j["step"].get<int64_t>());
     // A torn last line (a kill mid-write) goes too; anything else without a later step stays.
-    if (j.is_discarded() ||
-        (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step)) {
+    if (j.is_discarded() || later) {
       ++dropped;
       continue;
     }

@@ -11,8 +11,8 @@ namespace gtrain {
 
 // Before a resume appends to `path`: removes the records of steps after `step` (a stage killed
 // after its last checkpoint ran them; the resumed stage runs them again) and a torn last line.
-// Returns how many lines went.
-int64_t drop_records_after(const std::string& path, int64_t step);
+// Returns how many lines went; `last_step` (when given) gets the latest step among them (-1: none).
+int64_t drop_records_after(const std::string& path, int64_t step, int64_t* last_step = nullptr);
 
 class MetricsLog {
  public:

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <regex>
 #include <sstream>
 
@@ -21,6 +22,16 @@ namespace {
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 volatile std::sig_atomic_t g_stage_saved = 0;
+volatile std::sig_atomic_t g_announce = 0;
+// The notice for each signal number, written before any handler may read it (announce_stop_requests).
+constexpr int kMaxSignal = 65;
+char g_notice[kMaxSignal][160] = {};
+
+void write_notice(int sig) {
+  if (sig <= 0 || sig >= kMaxSignal || !g_notice[sig][0]) return;
+  ssize_t ignored = ::write(2, g_notice[sig], std::strlen(g_notice[sig]));
+  (void)ignored;
+}
 
 // The first stop signal asks for a stop at the next step; TERM or INT once more ends the process
 // the default way (a stuck or very long step must still be killable; committed checkpoints are safe),
@@ -36,7 +47,9 @@ void on_stop_signal(int sig) {
     std::raise(sig);
     return;
   }
+  const bool first = g_stop_signal == 0;
   g_stop_signal = sig;
+  if (first && g_announce) write_notice(sig);
 }
 
 const char* kDays[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
@@ -112,6 +125,18 @@ void block_stop_signals(bool block) {
 
 void hand_on_stop_signal() {
   if (g_stop_signal != 0) std::raise(g_stop_signal);  // blocked: stays pending across exec
+}
+
+void announce_stop_requests(bool on) {
+  if (on) {
+    for (const int sig : stop_signal_candidates()) {
+      const bool interactive = sig == SIGTERM || sig == SIGINT;
+      std::snprintf(g_notice[sig], sizeof(g_notice[sig]), "gtrain: %s: finishing the step, saving, then exit 3%s\n",
+                    strsignal(sig), interactive ? " (TERM or INT again exits without saving)" : "");
+    }
+  }
+  g_announce = on ? 1 : 0;
+  if (on && g_stop_signal != 0) write_notice(g_stop_signal);  // it came during start-up
 }
 
 void mark_stage_saved() {

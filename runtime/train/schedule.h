@@ -16,6 +16,10 @@ int stop_signal_received();  // 0 = none
 void clear_stop_signal();
 // The stage's final save is committed: a second TERM or INT no longer ends the process early.
 void mark_stage_saved();
+// This process is the job's only rank with no gtrain parent to say it (one rank, or srun's rank 0):
+// the first stop signal prints what happens now ("finishing the step, saving, exit 3"), once; one
+// that came already is said at once. Off (the default) for --quiet and for ranks under mpirun.
+void announce_stop_requests(bool on);
 std::vector<int> stop_signal_numbers(const std::vector<std::string>& names);  // known names only
 const std::vector<int>& stop_signal_candidates();  // every signal a stop list may name: USR1 USR2 TERM INT HUP
 // Blocks (or unblocks) every signal a stop list may name: a blocked signal stays pending, across

@@ -20,7 +20,7 @@ struct TrainConfig {
   double grad_clip = 1.0;              // max global gradient L2 norm (0 = off)
   int64_t eval_interval = 0;           // steps between evaluations (0 = only at the end)
   int64_t eval_batches = 0;            // cap on eval batches of global_batch samples (0 = whole split)
-  int64_t threads = 0;                 // torch intra-op threads per rank (0 = cores / local ranks)
+  int64_t threads = 0;                 // torch intra-op threads per rank (0 = measured at start)
   bool deterministic = true;           // use deterministic algorithms where the backend has them
   std::string device = "auto";         // auto | cpu | cuda: where each rank computes
   std::string fused_loss = "auto";     // auto | on | off: gpt output layer + cross-entropy in row blocks
@@ -49,7 +49,9 @@ struct TrainConfig {
       cfg::at_least(0));
     v("eval_batches", eval_batches, "At most this many eval batches of global_batch samples (0 = whole split).",
       cfg::at_least(0));
-    v("threads", threads, "Torch intra-op threads per rank (0 = this machine's cores divided by local ranks).",
+    v("threads", threads,
+      "Torch intra-op threads per rank (0 = CPU ranks time a forward pass at start with 1, 2, 4, ... up to the "
+      "cores per rank and keep the fastest; CUDA ranks take the cores per rank).",
       cfg::range(0, 1024));
     v("deterministic", deterministic, "Use deterministic algorithms where the backend offers them.");
     v("device", device,

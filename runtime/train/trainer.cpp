@@ -18,6 +18,7 @@
 #include "runtime/metrics/step_profiler.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/schedule.h"
+#include "runtime/train/thread_choice.h"
 
 namespace gtrain {
 namespace {
@@ -45,6 +46,32 @@ std::string data_files_changed(const nlohmann::json& was, const nlohmann::json& 
   if (changes.size() > 3) out += " and " + std::to_string(changes.size() - 3) + " more";
   return out;
 }
+
+// Settings a resume may change that change the trajectory from the resumed step on, each with what
+// it changes. The model's keys, train.seed and precision.dtype are the resume check's own (drift).
+struct TrajectoryKey {
+  const char* key;
+  bool schedule;  // the learning rate at the resumed step is recomputed from it
+  const char* effect;
+};
+constexpr TrajectoryKey kTrajectoryKeys[] = {
+    {"optimizer.learning_rate", true, "the peak learning rate"},
+    {"train.steps", true, "the run's length (the learning-rate schedule is stretched or squeezed to it)"},
+    {"train.epochs", true, "the run's length (the learning-rate schedule is stretched or squeezed to it)"},
+    {"train.tokens", true, "the run's length (the learning-rate schedule is stretched or squeezed to it)"},
+    {"train.warmup_steps", true, "the warmup of the learning-rate schedule"},
+    {"train.lr_schedule", true, "the decay of the learning rate"},
+    {"train.min_lr_ratio", true, "the final learning rate of the decay"},
+    {"optimizer.weight_decay", false, "the weight decay of every update"},
+    {"optimizer.beta1", false, "the optimizer's first-moment decay"},
+    {"optimizer.beta2", false, "the optimizer's second-moment decay"},
+    {"optimizer.eps", false, "the optimizer's epsilon"},
+    {"optimizer.momentum", false, "sgd's momentum"},
+    {"optimizer.nesterov", false, "sgd's Nesterov momentum"},
+    {"train.grad_clip", false, "gradient clipping"},
+    {"precision.loss_scale_init", false, "fp16's loss scaling"},
+    {"precision.loss_scale_window", false, "fp16's loss scaling"},
+};
 
 }  // namespace
 int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t tokens_per_sample) {
@@ -145,6 +172,10 @@ double Trainer::probe_loss(const std::vector<int64_t>& idx) {
   return sums[0].item<double>() / std::max(1.0, sums[1].item<double>()) / static_cast<double>(n);
 }
 
+void Trainer::set_thread_tuning(int most, int local_ranks) {
+  thread_tuner_ = std::make_unique<ThreadTuner>(most, local_ranks);
+}
+
 nlohmann::json Trainer::checkpoint_meta() {
   nlohmann::json model = nlohmann::json::object();
   const int64_t data_vocab = data_.train->spec().vocab;
@@ -163,6 +194,8 @@ nlohmann::json Trainer::checkpoint_meta() {
     }
   }
   return {{"model", model},
+          {"config", flat_fields(config_)},
+          {"lr_next", lr_at(config_.train, config_.optimizer.learning_rate, step_, total_steps_)},
           {"global_batch", layout_.global_batch},
           {"seed", config_.train.seed},
           {"total_steps", total_steps_},
@@ -334,9 +367,38 @@ void Trainer::resume(const std::string& path) {
     std::cerr << "gtrain: warning: resumed with " << drift << " changed since " << path
               << ": the trajectory differs from an uninterrupted run" << std::endl;
   }
+  note_config_changes(m, path);
   // Written when the stage runs: until then a refused start leaves metrics.jsonl as it was.
   pending_resume_record_ = {{"kind", "resume"},          {"step", step_},          {"path", path}, {"probe_loss", now},
                             {"probe_loss_saved", saved}, {"plan", plan_.summary()}};
+}
+
+void Trainer::note_config_changes(const nlohmann::json& manifest, const std::string& path) {
+  config_changes_ = nlohmann::json::object();
+  if (!manifest.contains("config") || !manifest.at("config").is_object()) return;  // written before gtrain recorded it
+  const auto& was = manifest.at("config");
+  for (const auto& [key, value] : flat_fields(config_)) {
+    if (!was.contains(key) || !was.at(key).is_string()) continue;
+    const std::string before = was.at(key).get<std::string>();
+    // The global batch the plan gives within parallel.batch_tolerance is the resume check's.
+    if (before != value && key != "train.global_batch") config_changes_[key] = {before, value};
+  }
+  // The stage's ledger line records every change; the console names those that change the
+  // trajectory, one line each with what they change.
+  if (comm_->rank() != 0 || step_ >= total_steps_) return;
+  const double lr_now = lr_at(config_.train, config_.optimizer.learning_rate, step_, total_steps_);
+  char lr_text[160] = "";
+  if (manifest.contains("lr_next") && manifest.at("lr_next").is_number()) {
+    std::snprintf(lr_text, sizeof(lr_text), "; the learning rate at step %lld goes %.6g -> %.6g",
+                  static_cast<long long>(step_), manifest.at("lr_next").get<double>(), lr_now);
+  }
+  for (const auto& k : kTrajectoryKeys) {
+    if (!config_changes_.contains(k.key)) continue;
+    const auto& c = config_changes_.at(k.key);
+    std::cerr << "gtrain: warning: " << k.key << " " << c[0].get<std::string>() << " -> " << c[1].get<std::string>()
+              << " since " << path << ": changes " << k.effect << " from step " << step_ << " on"
+              << (k.schedule ? lr_text : "") << std::endl;
+  }
 }
 
 bool Trainer::final_recorded() {
@@ -366,11 +428,26 @@ std::string Trainer::stop_check(double last_step_seconds, bool before_first_step
   if (!code && stage_.deadline_unix > 0 && comm_->rank() == 0) {
     // Before the first step only a deadline already past counts: every stage that starts in time
     // makes progress (one step and a save) however short its limit.
-    const double lead = before_first_step
-                            ? 0.0
-                            : last_step_seconds + std::max(max_save_seconds_, 1.0) * config_.schedule.save_safety +
-                                  config_.schedule.min_lead_s;
-    if (unix_now() + lead >= stage_.deadline_unix) code = 2, reason = "deadline (" + stage_.deadline_source + ")";
+    const double save = std::max(max_save_seconds_, 1.0);
+    const double lead =
+        before_first_step ? 0.0 : last_step_seconds + save * config_.schedule.save_safety + config_.schedule.min_lead_s;
+    const double left = stage_.deadline_unix - unix_now();
+    if (left <= lead) {
+      code = 2, reason = "deadline (" + stage_.deadline_source + ")";
+      // Why now: a stop well before the limit is the lead it keeps for the next step and the save.
+      char why[320];
+      if (before_first_step) {
+        std::snprintf(why, sizeof(why), "the deadline (%s) passed %.1f s before the first step",
+                      stage_.deadline_source.c_str(), -left);
+      } else {
+        std::snprintf(why, sizeof(why),
+                      "%.1f s left before the deadline (%s) < next step %.2f s + %g x save %.1f s "
+                      "(schedule.save_safety x the longest save, at least 1 s) + schedule.min_lead_s %g s",
+                      left, stage_.deadline_source.c_str(), last_step_seconds, config_.schedule.save_safety, save,
+                      config_.schedule.min_lead_s);
+      }
+      stop_detail_ = why;
+    }
   }
   if (comm_->size() > 1) {
     // Every rank stops at the same step: agree on the strongest reason.
@@ -400,6 +477,13 @@ void Trainer::write_ledger(const TrainSummary& s, int64_t first_step, double pro
                         {"exit", s.stop_reason.rfind("failed: ", 0) == 0 ? s.stop_reason
                                  : s.stopped_early                       ? "resumable: " + s.stop_reason
                                                                          : std::string("completed")}};
+  if (!s.stop_detail.empty()) rec["stop_detail"] = s.stop_detail;
+  if (thread_tuner_ && !thread_tuner_->measured().empty()) {
+    rec["threads"] = thread_tuner_->chosen();
+    rec["threads_measured"] = thread_tuner_->measured();
+  }
+  // What this stage changed in the configuration since the checkpoint it resumed: [was, now].
+  if (!config_changes_.empty()) rec["config_changes"] = config_changes_;
   std::ofstream f(stage_.ledger, std::ios::app);
   f << rec.dump() << "\n";
 }
@@ -647,7 +731,10 @@ TrainSummary Trainer::run_stage() {
     summarise();
     s.stopped_early = true;
     s.stop_reason = stop;
-    metrics_->write({{"kind", "stage_end"}, {"step", step_}, {"reason", stop}});
+    if (stop.rfind("deadline", 0) == 0) s.stop_detail = stop_detail_;
+    nlohmann::json end = {{"kind", "stage_end"}, {"step", step_}, {"reason", stop}};
+    if (!s.stop_detail.empty()) end["detail"] = s.stop_detail;
+    metrics_->write(end);
     write_ledger(s, first, productive);
     return s;
   };
@@ -658,9 +745,18 @@ TrainSummary Trainer::run_stage() {
     if (!stop.empty()) return end_stage(stop);
   }
   while (step_ < total_steps_) {
+    const bool tuning = thread_tuner_ && thread_tuner_->active();
+    if (tuning) thread_tuner_->before_step();
     last = train_step();
     productive += last.seconds;
     log_step(last);
+    if (tuning && thread_tuner_->after_step(last.seconds, *comm_)) {
+      const int n = thread_tuner_->chosen();
+      metrics_->write({{"kind", "threads"}, {"step", step_}, {"threads", n}, {"measured", thread_tuner_->measured()}});
+      if (comm_->rank() == 0)
+        progress_->message("threads/rank " + std::to_string(n) + ", the fastest of steps at " +
+                           thread_tuner_->measured() + " (train.threads = 0; set it to choose)");
+    }
     if (step_ == total_steps_) break;
     // The interval checkpoint comes before the interval evaluation: an error while evaluating loses no step.
     maybe_checkpoint(false);

@@ -52,6 +52,7 @@ struct TrainSummary {
   bool stopped_early = false;     // a stage ended (signal or deadline) after saving: resumable
   bool already_complete = false;  // resumed at the last step: nothing ran, nothing was written
   std::string stop_reason;
+  std::string stop_detail;  // a deadline's stop (rank 0): the time left and the lead it keeps
 };
 
 struct TrainerPaths {
@@ -100,6 +101,9 @@ class Trainer {
   // any layout; recorded at save and checked after loading. The batch is the training windows
   // `indices`, by default probe_indices(): the first samples of the training order.
   double probe_loss(const std::vector<int64_t>& indices);
+  // train.threads = 0 on a CPU rank: the stage's first steps try 1, 2, 4, ... up to `most` intra-op
+  // threads and keep the fastest (runtime/train/thread_choice.h).
+  void set_thread_tuning(int most, int local_ranks);
   std::vector<int64_t> probe_indices() const;
 
   Model& model() { return *model_; }
@@ -121,6 +125,11 @@ class Trainer {
   bool final_recorded();
   TrainSummary run_stage();  // run()'s loop; run() adds a ledger record when it throws
   double productive_s_ = 0;  // seconds of this stage spent in training steps
+  std::string stop_detail_;  // why the deadline stops the stage now (rank 0; stop_check)
+  // The keys whose values differ from the resumed checkpoint's ("section.key": [was, now]); the
+  // trajectory's are named on the console, all go in the stage's ledger line.
+  void note_config_changes(const nlohmann::json& manifest, const std::string& path);
+  nlohmann::json config_changes_ = nlohmann::json::object();
   nlohmann::json checkpoint_meta();
 
   JobConfig config_;
@@ -153,6 +162,7 @@ class Trainer {
   int nvml_index_ = -1;          // NVML index of device_ (CUDA), -1 = none
   int64_t last_read_step_ = -1;  // CUDA: the last step whose values were read, and when
   std::chrono::steady_clock::time_point last_read_time_;
+  std::unique_ptr<class ThreadTuner> thread_tuner_;  // set_thread_tuning; done once it has chosen
 };
 
 // Optimizer steps a config asks for (train.steps, or epochs / tokens rounded up).
