@@ -165,35 +165,10 @@ std::string dry_run_commands(const Chain& chain) {
 }  // namespace
 
 double parse_slurm_time(const std::string& text) {
-  // Slurm's forms: MIN, MIN:SEC, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (so "1-00:30" is a day and 30
-  // minutes, and "100:00:00" is 100 hours).
-  const std::string bad = "--time '" + text + "': expected HH:MM:SS (or Slurm's MM, MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)";
-  std::smatch m;
-  if (!std::regex_match(text, m, std::regex("(?:([0-9]{1,4})-)?([0-9]{1,6})(?::([0-9]{1,2}))?(?::([0-9]{1,2}))?")))
-    throw ConfigError(bad);
-  const bool days = m[1].matched;
-  std::vector<double> f;  // the colon-separated fields after the days
-  for (int i = 2; i <= 4; ++i)
-    if (m[i].matched) f.push_back(std::stod(m[i]));
-  double d = days ? std::stod(m[1]) : 0, h = 0, mi = 0, sec = 0;
-  if (days) {
-    h = f[0];
-    mi = f.size() > 1 ? f[1] : 0;
-    sec = f.size() > 2 ? f[2] : 0;
-    if (h >= 24) throw ConfigError("--time '" + text + "': hours after the days must be below 24");
-  } else if (f.size() == 1) {
-    mi = f[0];
-  } else if (f.size() == 2) {
-    mi = f[0];
-    sec = f[1];
-  } else {
-    h = f[0];
-    mi = f[1];
-    sec = f[2];
-  }
-  if (mi >= 60 && (days || f.size() == 3)) throw ConfigError("--time '" + text + "': minutes must be below 60");
-  if (sec >= 60) throw ConfigError("--time '" + text + "': seconds must be below 60");
-  const double total = ((d * 24 + h) * 60 + mi) * 60 + sec;
+  // gtrain's one duration reader (as run --time-limit): 1h, 90m, 1h30m, and Slurm's MIN, MIN:SEC,
+  // HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (so "1-00:30" is a day and 30 minutes, "100:00:00" is 100
+  // hours, and a plain number is minutes, as sbatch --time reads them). Whole seconds, rounded up.
+  const double total = std::ceil(parse_duration(text, "--time", 60));
   if (total < 60) throw ConfigError("--time '" + text + "': Slurm's smallest time limit is one minute");
   return total;
 }
@@ -444,7 +419,9 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     b.index = static_cast<int>(i) + 1;
     b.gpus = plans[i].gpus;
     b.nodes = plans[i].nodes;
-    b.time = pbs ? hms(limit_s) : o.time;  // PBS walltime is [[HH:]MM:]SS, with no days
+    // sbatch --time in Slurm's own form whatever form --time took (1h30m -> 01:30:00); PBS walltime
+    // is [[HH:]MM:]SS, with no days.
+    b.time = pbs ? hms(limit_s) : format_duration(static_cast<int64_t>(limit_s));
     b.signal_lead_s = lead;
     b.partition = o.partition;
     b.account = o.account;
@@ -479,7 +456,11 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   }
 
   out << "gtrain submit: " << chain.stages.size()
-      << (chain.auto_stages ? " stage(s), more while resumable" : " stage(s)") << ", " << o.time << " each, "
+      << (chain.auto_stages ? " stage(s), more while resumable" : " stage(s)") << ", " << o.time
+      << (o.time != format_duration(static_cast<int64_t>(limit_s))
+              ? " (" + format_duration(static_cast<int64_t>(limit_s)) + ")"
+              : "")
+      << " each, "
       << (pbs ? "gtrain run --time-limit " + std::to_string(pbs_time_limit) +
                     "s less the script's start-up (PBS sends no early signal; it saves ahead by its measured "
                     "save time)"

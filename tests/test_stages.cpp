@@ -518,7 +518,7 @@ TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto second = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("b") + ck);
-  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_EQ(second.exit_code, 4) << second.output;  // busy: its own exit code
   EXPECT_NE(second.output.find("checkpoint directory " + dir.file("shared-ckpt") + " is in use by another gtrain run"),
             std::string::npos)
       << second.output;
@@ -532,7 +532,7 @@ TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
   }
   auto into_c = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("d") +
                                   " --set checkpoint.dir=" + dir.file("c/checkpoints") + " --set train.steps=2");
-  EXPECT_EQ(into_c.exit_code, 2) << into_c.output;
+  EXPECT_EQ(into_c.exit_code, 4) << into_c.output;
   EXPECT_NE(into_c.output.find("checkpoint directory " + dir.file("c/checkpoints") + " is in use"), std::string::npos)
       << into_c.output;
   kill(plain, SIGUSR1);
@@ -578,7 +578,7 @@ TEST(Stages, SecondRunOnSameDirectoryIsRefused) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto second = test::run_command(base);
-  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_EQ(second.exit_code, 4) << second.output;
   EXPECT_NE(second.output.find("run directory " + dir.file("run") + " is in use by another gtrain run (pid "),
             std::string::npos)
       << second.output;
