@@ -141,7 +141,9 @@ int cli_main(int argc, char** argv) {
   auto* cancel_cmd = app.add_subcommand(
       "cancel", "Cancel a submitted chain: queued stages go, the running one saves and exits 3 first.");
   cancel_cmd->add_option("run_dir", cancel_dir, "Run directory")->required();
-  cancel_cmd->add_flag("--now", cancel_now, "Cancel the running stage too, without waiting for its save");
+  cancel_cmd->add_flag("--now", cancel_now,
+                       "Cancel the running stage outright (the scheduler's TERM, then KILL after its grace time): "
+                       "its ranks still save if they can before the KILL");
 
   // Called by the generated batch scripts, not by people.
   std::string step_dir, step_job;
@@ -240,7 +242,11 @@ int cli_main(int argc, char** argv) {
   if (submit_cmd->parsed()) {
     return submit_command(submit, process_environment(), system_command_runner(30.0), std::cout);
   }
-  if (cancel_cmd->parsed()) return cancel_command(cancel_dir, system_command_runner(30.0), std::cout, cancel_now);
+  if (cancel_cmd->parsed()) {
+    // A running stage's request is repeated until it confirms (a job just allocated may not have its
+    // script up to take the first), for up to a minute.
+    return cancel_command(cancel_dir, system_command_runner(30.0), std::cout, cancel_now, CancelRetry{60, 3});
+  }
   if (step_cmd->parsed()) {
     std::cout << "gtrain chain: " << chain_step(step_dir, step_stage, step_exit, step_job, system_command_runner(30.0))
               << std::endl;

@@ -230,6 +230,19 @@ void record_unreported_stage(const std::string& run_dir, double start_unix, int 
 
 }  // namespace
 
+std::string cancelled_chain_stage(const std::map<std::string, std::string>& env, const std::string& run_dir) {
+  const auto stage = env.find("GTRAIN_SUBMIT_STAGE");
+  if (stage == env.end() || stage->second.empty()) return "";
+  // chain.json as chain.h writes it, read here without the chain's machinery (gtrain links none of it);
+  // a damaged one is the stage's chain-step's to name.
+  const fs::path path = fs::path(run_dir) / "chain.json";
+  std::ifstream in(path);
+  if (!in) return "";
+  const auto c = nlohmann::json::parse(in, nullptr, false);
+  if (!c.is_object() || !c.contains("state") || c["state"] != "cancelled") return "";
+  return "stage " + stage->second + " of a chain gtrain cancel cancelled (" + path.string() + ")";
+}
+
 // The earliest of the scheduler's end time, --time-limit / schedule.time_limit_s and the end of the
 // quota window we are in.
 Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc) {
@@ -283,6 +296,13 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   StageLaunch out;
   out.ranks = alloc.world_size();
   out.lock = RunLock::acquire(run_dir, checkpoint_directory(cfg.checkpoint, run_dir));
+  // A stage of a chain gtrain cancel cancelled (its request may have come before this job's script or
+  // gtrain run was up, and the scheduler does not keep it): nothing starts.
+  if (const std::string why = cancelled_chain_stage(env, run_dir); !why.empty()) {
+    std::cerr << "gtrain: " << why << ": nothing to save; exit 3 (gtrain submit starts a new chain)" << std::endl;
+    out.exit_code = kExitResumable;
+    return out;
+  }
   const Deadline deadline = stage_deadline(cfg, o, alloc);
   // Ranks learn the stage's facts from the launching process.
   setenv("GTRAIN_INTERNAL_LOCKED", run_dir.c_str(), 1);

@@ -543,8 +543,9 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   return kExitOk;
 }
 
-int cancel_command(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now) {
-  const CancelResult n = cancel_chain(run_dir, runner, out, now);
+int cancel_command(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now,
+                   const CancelRetry& retry) {
+  const CancelResult n = cancel_chain(run_dir, runner, out, now, retry);
   out << "gtrain cancel: " << n.cancelled << " job(s) cancelled";
   if (n.signalled > 0) out << ", " << n.signalled << " running stage(s) saving before they stop";
   out << "\n";
