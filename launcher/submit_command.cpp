@@ -21,6 +21,7 @@
 #include "launcher/run_launch.h"
 #include "launcher/run_lock.h"
 #include "launcher/scheduler_limits.h"
+#include "launcher/stage_ledger.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
@@ -408,6 +409,16 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   const int pbs_exit_margin = o.signal_lead_s > 0 ? o.signal_lead_s : 30;
   const int64_t pbs_time_limit = static_cast<int64_t>(limit_s) - pbs_exit_margin;
   const std::string work_dir = fs::current_path().string();
+  // One numbering for the chain and the ledger: the chain's stages follow the stages the run directory
+  // has had (stages.jsonl's records, and those metrics.jsonl shows after them), so chain stage K is row K
+  // of gtrain status's stage table.
+  int first_index = 1;
+  {
+    std::ifstream ledger(fs::path(run_dir) / "stages.jsonl");
+    for (std::string line; std::getline(ledger, line);) first_index += !line.empty();
+    first_index +=
+        static_cast<int>(metrics_stages((fs::path(run_dir) / "metrics.jsonl").string(), ledger_end(run_dir)).size());
+  }
   for (size_t i = 0; i < plans.size(); ++i) {
     BatchStage b;
     b.gtrain = o.gtrain.empty() ? gtrain_executable() : fs::absolute(o.gtrain).string();
@@ -416,7 +427,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     b.work_dir = work_dir;
     for (const auto& s : o.sets) b.run_args.insert(b.run_args.end(), {"--set", s});
     if (pbs) b.run_time_limit_s = pbs_time_limit;
-    b.index = static_cast<int>(i) + 1;
+    b.index = first_index + static_cast<int>(i);
     b.gpus = plans[i].gpus;
     b.nodes = plans[i].nodes;
     // sbatch --time in Slurm's own form whatever form --time took (1h30m -> 01:30:00); PBS walltime

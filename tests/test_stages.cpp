@@ -438,6 +438,7 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
     const auto ledger = test::lines(test::read_file(dir.file("run/stages.jsonl")));
     ASSERT_EQ(ledger.size(), 1u) << out;
     EXPECT_EQ(nlohmann::json::parse(ledger[0]).at("exit"), "aborted: signal 15") << ledger[0];
+    EXPECT_GT(nlohmann::json::parse(ledger[0]).at("productive_s").get<double>(), 0.0) << "the time it trained";
   }
   {
     // A stage that completes 2 steps, then a longer one on the same run whose rank is killed.
@@ -467,6 +468,7 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
     EXPECT_EQ(killed.at("exit"), "failed: a rank ended by signal 9") << ledger[1];
     EXPECT_EQ(killed.at("step_from"), 2) << ledger[1];
     EXPECT_GE(killed.at("step_to").get<int64_t>(), 3) << ledger[1];
+    EXPECT_GT(killed.at("productive_s").get<double>(), 0.0) << ledger[1];
     // status: the run's steps are the latest start's, and the run is not complete (it said
     // "step N / 2 (complete)" from the first stage's record).
     const std::string status = test::run_command(GTRAIN_BINARY " status " + dir.file("run")).output;
