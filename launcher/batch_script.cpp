@@ -46,6 +46,17 @@ std::string script_body(const BatchStage& s, const std::string& scheduler, const
     << "WORK_DIR=" << shell_quote(s.work_dir) << "\n"
     << "STAGE=\"${GTRAIN_STAGE:-" << s.index << "}\"\n"
     << "JOB_ID=\"${" << job_id_var << ":-}\"\n"
+    << "# From the first moment a stop request (gtrain cancel's USR1, the time limit's) is kept, not lost:\n"
+    << "# forwarded to gtrain run once it runs, and acknowledged in .stop-ack-STAGE (gtrain cancel repeats\n"
+    << "# its request until it sees that, or the job is gone).\n"
+    << "child=0 interrupted=0 requested=0\n"
+    << "rm -f \"$RUN_DIR/.stop-ack-$STAGE\"\n"
+    << "forward() {\n"
+    << "  interrupted=1 requested=1\n"
+    << "  { echo \"$JOB_ID\" > \"$RUN_DIR/.stop-ack-$STAGE\"; } 2>/dev/null\n"
+    << "  [ \"$child\" -gt 0 ] && kill -USR1 \"$child\" 2>/dev/null\n"
+    << "}\n"
+    << "trap forward USR1 TERM\n"
     << "RUN_ARGS=(";
   for (size_t i = 0; i < s.run_args.size(); ++i) b << (i ? " " : "") << shell_quote(s.run_args[i]);
   b << ")\n";
@@ -66,10 +77,11 @@ std::string script_body(const BatchStage& s, const std::string& scheduler, const
     << "# grown since the ledger last said complete): when not, it exits 0 at once.\n"
     << "# The scheduler signals this shell (--signal=B:USR1, and TERM at the limit): forward USR1 to\n"
     << "# gtrain (or mpirun, which forwards it to the ranks) so it saves before the kill.\n"
-    << "child=0 interrupted=0\n"
     << "ledger_lines=$(cat \"$RUN_DIR/stages.jsonl\" 2>/dev/null | wc -l)\n"
-    << "forward() { interrupted=1; [ \"$child\" -gt 0 ] && kill -USR1 \"$child\" 2>/dev/null; }\n"
-    << "trap forward USR1 TERM\n"
+    << "rc=3\n"
+    << "if [ \"$requested\" -eq 1 ]; then\n"
+    << "  echo \"gtrain stage $STAGE: asked to stop before gtrain run started: nothing to save\"\n"
+    << "else\n"
     << "# ${RUN_ARGS[@]+...}: an empty array is 'unbound' under set -u in bash before 4.4.\n";
   if (s.launcher == "srun") {
     // Open MPI ranks started by srun find each other through PMIx; Slurm's default is none. The job's
@@ -81,12 +93,16 @@ std::string script_body(const BatchStage& s, const std::string& scheduler, const
     b << "\"$GTRAIN\" run \"$CONFIG\" --run-dir \"$RUN_DIR\" ${RUN_ARGS[@]+\"${RUN_ARGS[@]}\"} &\n";
   }
   b << "child=$!\n"
+    << "# A request that came as gtrain run was being started: passed on once its handlers are in (it\n"
+    << "# catches stop signals from its first moment; the second lets the loader finish).\n"
+    << "if [ \"$requested\" -eq 1 ]; then sleep 1; kill -USR1 \"$child\" 2>/dev/null; fi\n"
     << "# A trapped signal cuts wait short (status 128+N): wait again while the child runs.\n"
     << "while :; do\n"
     << "  interrupted=0\n"
     << "  wait \"$child\"; rc=$?\n"
     << "  [ \"$interrupted\" -eq 1 ] && kill -0 \"$child\" 2>/dev/null || break\n"
     << "done\n"
+    << "fi\n"
     << "# A signal that came just as gtrain run ended can leave bash without its status (128+N, -1): the\n"
     << "# stage's own line in stages.jsonl says how it ended.\n"
     << "if [ \"$interrupted\" -eq 1 ] && { [ \"$rc\" -gt 128 ] || [ \"$rc\" -lt 0 ]; } &&\n"

@@ -433,8 +433,14 @@ ChainLock::ChainLock(const std::string& run_dir) {
 }
 
 ChainLock::~ChainLock() {
+  release();
+}
+
+void ChainLock::release() {
+  if (fd_ < 0) return;
   ::flock(fd_, LOCK_UN);
   ::close(fd_);
+  fd_ = -1;
 }
 
 std::optional<std::map<std::string, std::string>> active_jobs(const Chain& c, const CommandRunner& runner) {
@@ -478,13 +484,28 @@ std::optional<std::map<std::string, std::string>> active_jobs(const Chain& c, co
   return out;
 }
 
-CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now) {
-  const ChainLock lock(run_dir);
+CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now,
+                          const CancelRetry& retry) {
+  struct Signalled {
+    int index;
+    std::string job;
+    std::vector<std::string> argv;
+  };
+  std::vector<Signalled> signalled;
+  CancelResult n;
+  ChainLock lock(run_dir);
   Chain c = read_chain(run_dir);
   const bool pbs = c.scheduler == "pbs";
+  const std::string was_state = c.state, was_reason = c.reason;
+  if (c.state == "running") {
+    // Marked first: a stage whose job starts from now on sees it and does not train (the scheduler
+    // drops a signal sent before the job's script runs); put back below if a cancel fails.
+    c.state = "cancelled";
+    c.reason = "cancelled by gtrain cancel";
+    write_chain(run_dir, c);
+  }
   // Which jobs still run or wait; without an answer, every stage chain.json has as queued.
   const auto active = active_jobs(c, runner);
-  CancelResult n;
   for (auto& s : c.stages) {
     if (s.job.empty()) {
       if (s.state == "planned") s.state = "skipped";
@@ -515,8 +536,18 @@ CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runne
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
     if (r.rc == 0 && running && !now) {
       out << head << "running: asked to save and stop (USR1); it exits 3 once its checkpoint is committed "
-          << "(gtrain cancel --now ends it without saving)\n";
+          << "(gtrain cancel --now cancels it outright instead)\n";
       ++n.signalled;  // stays queued in chain.json until its chain-step reports
+      signalled.push_back({s.index, s.job, argv});
+    } else if (r.rc == 0 && running) {
+      // What the scheduler does with a running job it cancels: TERM to every process of it, then KILL
+      // after its grace time. The ranks take the TERM as a stop request: they save if the save ends
+      // within that time (the stage then records "resumable"), else the last committed checkpoint stays.
+      out << head << "running: cancelled (" << argv[0] << "): the scheduler sends it TERM, then KILL after "
+          << (pbs ? "kill_delay" : "KillWait") << " (often 30 s); the ranks save if they can before that, else "
+          << "the last committed checkpoint stays\n";
+      s.state = "cancelled";
+      ++n.cancelled;
     } else if (r.rc == 0) {
       out << head << "cancelled\n";
       s.state = "cancelled";
@@ -531,11 +562,61 @@ CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runne
   }
   // A chain that had ended is marked cancelled too when something of it still ran or waited (a stage
   // Slurm requeued).
-  if (n.failed == 0 && (c.state == "running" || (c.state != "completed" && n.cancelled + n.signalled > 0))) {
+  if (n.failed == 0 && (was_state == "running" || (was_state != "completed" && n.cancelled + n.signalled > 0))) {
     c.state = "cancelled";
     c.reason = "cancelled by gtrain cancel";
+  } else if (n.failed > 0) {
+    c.state = was_state;
+    c.reason = was_reason;
   }
   write_chain(run_dir, c);
+  if (signalled.empty() || retry.wait_s <= 0) return n;
+  // The signal may have come before the stage's script or gtrain run was up (just allocated): repeat it
+  // until the stage acknowledges it (its script writes .stop-ack-K), reports, or its job is gone.
+  lock.release();
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  std::vector<int> sends(signalled.size(), 1);
+  std::vector<std::string> confirmed(signalled.size());
+  for (;;) {
+    const Chain now_chain = read_chain(run_dir);
+    const auto live = active_jobs(now_chain, runner);
+    size_t open = 0;
+    for (size_t i = 0; i < signalled.size(); ++i) {
+      if (!confirmed[i].empty()) continue;
+      const auto& g = signalled[i];
+      std::string ack;
+      std::ifstream(fs::path(run_dir) / (".stop-ack-" + std::to_string(g.index))) >> ack;
+      const auto it = std::find_if(now_chain.stages.begin(), now_chain.stages.end(),
+                                   [&](const ChainStage& x) { return x.index == g.index; });
+      if (!ack.empty() && ack == g.job)
+        confirmed[i] = "its script acknowledged the request";
+      else if (it != now_chain.stages.end() && it->state != "queued")
+        confirmed[i] = "it reported (" + it->state + ")";
+      else if (live && !live->count(g.job))
+        confirmed[i] = "its job has ended";
+      else
+        ++open;
+    }
+    if (open == 0 || elapsed() >= retry.wait_s) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(retry.every_s * 1000)));
+    for (size_t i = 0; i < signalled.size(); ++i) {
+      if (confirmed[i].empty()) {
+        run_merged(runner, signalled[i].argv);
+        ++sends[i];
+      }
+    }
+  }
+  for (size_t i = 0; i < signalled.size(); ++i) {
+    const auto& g = signalled[i];
+    out << "stage " << g.index << " job " << g.job << ": "
+        << (confirmed[i].empty() ? "no confirmation after " + std::to_string(sends[i]) + " request(s) in " +
+                                       std::to_string(static_cast<int>(retry.wait_s)) +
+                                       " s; it stops at the start of gtrain run if not before (chain.json says "
+                                       "cancelled)"
+                                 : "stopping: " + confirmed[i] + " after " + std::to_string(sends[i]) + " request(s)")
+        << "\n";
+  }
   return n;
 }
 

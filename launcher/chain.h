@@ -86,6 +86,7 @@ class ChainLock {
  public:
   explicit ChainLock(const std::string& run_dir);
   ~ChainLock();
+  void release();  // early, before the destructor
   ChainLock(const ChainLock&) = delete;
   ChainLock& operator=(const ChainLock&) = delete;
 
@@ -110,7 +111,17 @@ struct CancelResult {
   int signalled = 0;  // running stages asked to save and stop
   int failed = 0;     // scancel/qdel/the signal failed: the stage may still be queued or running
 };
-CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now = false);
+// With `retry.wait_s` > 0, a running stage's request is repeated every `retry.every_s` (the chain's lock
+// released meanwhile) until the stage acknowledges it (its script writes RUN_DIR/.stop-ack-K with its
+// job id), reports through chain-step, or its job is gone, for at most `retry.wait_s`: a signal sent
+// as the job is allocated, before its script runs, is dropped by the scheduler. chain.json says
+// "cancelled" before any signal, so a stage that starts later does not train (gtrain run checks).
+struct CancelRetry {
+  double wait_s = 0;  // 0: one request
+  double every_s = 2;
+};
+CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now = false,
+                          const CancelRetry& retry = {});
 
 // True when the scheduler clearly answers that it no longer knows `job` as pending or running
 // (squeue lists it in no state, or "Invalid job id"; qstat "Unknown Job Id"); false when it cannot

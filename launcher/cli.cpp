@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
 #include "runtime/models/model_registry.h"
+#include "runtime/train/schedule.h"
 
 namespace gtrain {
 
@@ -103,16 +105,30 @@ int cli_main(int argc, char** argv) {
   submit_cmd->add_option("--nodes", submit.nodes, "Nodes per stage (default 1), or one count per stage")
       ->type_name("N|LIST");
   submit_cmd->add_option("--time", submit.time,
-                         "Time limit of each stage (HH:MM:SS, or Slurm's MM, MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)");
+                         "Time limit of each stage (2h, 90m, 1h30m, HH:MM:SS, or Slurm's MM, MM:SS, D-HH, D-HH:MM, "
+                         "D-HH:MM:SS; a plain number is minutes, as for sbatch)");
   submit_cmd->add_option("--partition", submit.partition, "Partition (PBS: queue)");
   submit_cmd->add_option("--account", submit.account, "Account to charge");
   submit_cmd->add_option("--qos", submit.qos, "Quality of service");
   submit_cmd->add_option("--sbatch-arg", submit.sbatch_args, "Extra directive, e.g. --constraint=a100 (repeatable)")
       ->allow_extra_args(false);
-  submit_cmd->add_option("--signal-lead", submit.signal_lead_s,
-                         "Slurm: seconds before the limit USR1 is sent (default, or 0: measured save time x safety + "
-                         "margin + 30). PBS: gtrain run's own deadline this long before the walltime (default 30; "
-                         "it saves ahead of it)");
+  submit_cmd
+      ->add_option("--signal-lead", submit.signal_lead_s,
+                   "Slurm: seconds before the limit USR1 is sent (default, or 0: measured save time x safety + "
+                   "margin + 30). PBS: gtrain run's own deadline this long before the walltime (default 30; "
+                   "it saves ahead of it). Seconds, or a duration such as 2m")
+      ->transform(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "0") return "";
+            try {  // the one duration reader; CLI11 then reads the whole seconds
+              v = std::to_string(static_cast<int64_t>(std::ceil(parse_duration(v, "--signal-lead"))));
+              return "";
+            } catch (const ConfigError& e) {
+              const std::string what = e.what(), prefix = "--signal-lead: ";  // CLI11 names the flag itself
+              return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+            }
+          },
+          "DURATION"));
   submit_cmd->add_option("--launcher", submit.launcher, "How the job starts ranks: mpirun (default) or srun");
   submit_cmd
       ->add_option("--cpus-per-gpu", submit.cpus_per_gpu,
@@ -125,7 +141,9 @@ int cli_main(int argc, char** argv) {
   auto* cancel_cmd = app.add_subcommand(
       "cancel", "Cancel a submitted chain: queued stages go, the running one saves and exits 3 first.");
   cancel_cmd->add_option("run_dir", cancel_dir, "Run directory")->required();
-  cancel_cmd->add_flag("--now", cancel_now, "Cancel the running stage too, without waiting for its save");
+  cancel_cmd->add_flag("--now", cancel_now,
+                       "Cancel the running stage outright (the scheduler's TERM, then KILL after its grace time): "
+                       "its ranks still save if they can before the KILL");
 
   // Called by the generated batch scripts, not by people.
   std::string step_dir, step_job;
@@ -159,23 +177,33 @@ int cli_main(int argc, char** argv) {
   exporter->add_flag("--optimizer", ckpt_export.optimizer,
                      "Also the optimizer's state (exp_avg, exp_avg_sq, momentum_buffer, optimizer.step)");
 
-  // CLI11 reports a misspelt command as "A subcommand is required": name it instead.
+  // CLI11 reports a misspelt or missing command as "A subcommand is required" (a config error): a
+  // usage error naming the command and its choices instead.
   {
     const CLI::App* cur = &app;
     std::string path = "gtrain";
-    for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+    auto names_of = [](const CLI::App* a) {
+      std::string names;
+      for (const auto* sub : a->get_subcommands([](const CLI::App*) { return true; }))
+        if (!sub->get_group().empty()) names += (names.empty() ? "" : ", ") + sub->get_name();
+      return names;
+    };
+    int i = 1;
+    for (; i < argc && argv[i][0] != '-'; ++i) {
       const auto subs = cur->get_subcommands([](const CLI::App*) { return true; });
       if (subs.empty()) break;
       const CLI::App* next = nullptr;
-      std::string names;
       for (const auto* a : subs) {
         if (a->check_name(argv[i])) next = a;
-        if (!a->get_group().empty()) names += (names.empty() ? "" : ", ") + a->get_name();
       }
-      if (!next) throw ConfigError(path + ": unknown command '" + argv[i] + "'; expected one of " + names);
+      if (!next) throw UsageError(path + ": unknown command '" + argv[i] + "'; expected one of " + names_of(cur));
       cur = next;
       path += " " + next->get_name();
     }
+    const bool help = i < argc && (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help" ||
+                                   std::string(argv[i]) == "--version");
+    if (!help && cur->get_require_subcommand_min() > 0 && (i == argc || argv[i][0] == '-'))
+      throw UsageError(path + ": expected a command, one of " + names_of(cur) + " (see " + path + " --help)");
   }
   try {
     app.parse(argc, argv);
@@ -214,7 +242,11 @@ int cli_main(int argc, char** argv) {
   if (submit_cmd->parsed()) {
     return submit_command(submit, process_environment(), system_command_runner(30.0), std::cout);
   }
-  if (cancel_cmd->parsed()) return cancel_command(cancel_dir, system_command_runner(30.0), std::cout, cancel_now);
+  if (cancel_cmd->parsed()) {
+    // A running stage's request is repeated until it confirms (a job just allocated may not have its
+    // script up to take the first), for up to a minute.
+    return cancel_command(cancel_dir, system_command_runner(30.0), std::cout, cancel_now, CancelRetry{60, 3});
+  }
   if (step_cmd->parsed()) {
     std::cout << "gtrain chain: " << chain_step(step_dir, step_stage, step_exit, step_job, system_command_runner(30.0))
               << std::endl;

@@ -23,6 +23,7 @@
 #include "launcher/hardware_query.h"
 #include "launcher/launch.h"
 #include "launcher/program_runner.h"
+#include "launcher/stage_ledger.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/common/errors.h"
 #include "runtime/common/rank_output.h"
@@ -200,27 +201,19 @@ size_t count_lines(const fs::path& file) {
 // stages.jsonl has every stage and `gtrain status` does not take an earlier stage's end for the run's.
 void record_unreported_stage(const std::string& run_dir, double start_unix, int world, const nlohmann::json& allocation,
                              int64_t total_steps, const std::string& exit) {
-  int64_t first = -1, last = -1;
-  std::ifstream metrics(fs::path(run_dir) / "metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || j.value("kind", "") != "train" || !j.contains("step") || !j["step"].is_number_integer() ||
-        !j.contains("time") || !j["time"].is_number() || j["time"].get<double>() < start_unix)
-      continue;
-    const int64_t step = j["step"].get<int64_t>();
-    if (first < 0) first = step;
-    last = std::max(last, step);
-  }
-  if (first < 0) return;  // no step trained: a start refused or failed before training is no stage
+  const auto ran = metrics_stages((fs::path(run_dir) / "metrics.jsonl").string(), start_unix);
+  if (ran.empty()) return;  // no step trained: a start refused or failed before training is no stage
+  // The time it trained, from its train records (step_time_s): goodput counts it.
+  const MetricsStage& s = ran.back();
   const nlohmann::json rec = {{"start", start_unix},
                               {"end", unix_now()},
                               {"allocation", allocation},
                               {"world", world},
-                              {"step_from", first - 1},
-                              {"step_to", last},
+                              {"step_from", ran.front().step_from},
+                              {"step_to", s.step_to},
                               {"total_steps", total_steps},
-                              {"samples", 0},
-                              {"productive_s", 0.0},
+                              {"samples", s.samples},
+                              {"productive_s", s.productive_s},
                               {"save_s", 0.0},
                               {"load_s", 0.0},
                               {"exit", exit},
@@ -229,6 +222,27 @@ void record_unreported_stage(const std::string& run_dir, double start_unix, int 
 }
 
 }  // namespace
+
+void note_lost_stages(const std::string& run_dir, int64_t previous_holder, int64_t total_steps) {
+  for (const auto& rec : record_lost_stages(run_dir, previous_holder, total_steps)) {
+    std::cerr << "gtrain: warning: " << run_dir << "/stages.jsonl had no record of the stage that trained steps "
+              << rec.at("step_from").get<int64_t>() << "-" << rec.at("step_to").get<int64_t>()
+              << " (its launcher was killed before it wrote one): added from metrics.jsonl" << std::endl;
+  }
+}
+
+std::string cancelled_chain_stage(const std::map<std::string, std::string>& env, const std::string& run_dir) {
+  const auto stage = env.find("GTRAIN_SUBMIT_STAGE");
+  if (stage == env.end() || stage->second.empty()) return "";
+  // chain.json as chain.h writes it, read here without the chain's machinery (gtrain links none of it);
+  // a damaged one is the stage's chain-step's to name.
+  const fs::path path = fs::path(run_dir) / "chain.json";
+  std::ifstream in(path);
+  if (!in) return "";
+  const auto c = nlohmann::json::parse(in, nullptr, false);
+  if (!c.is_object() || !c.contains("state") || c["state"] != "cancelled") return "";
+  return "stage " + stage->second + " of a chain gtrain cancel cancelled (" + path.string() + ")";
+}
 
 // The earliest of the scheduler's end time, --time-limit / schedule.time_limit_s and the end of the
 // quota window we are in.
@@ -282,7 +296,16 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   const Allocation alloc = discover_allocation(env, system_command_runner(), dopt);
   StageLaunch out;
   out.ranks = alloc.world_size();
+  const int64_t previous_holder = lock_pid(run_dir);  // the lock file names the last run that held it
   out.lock = RunLock::acquire(run_dir, checkpoint_directory(cfg.checkpoint, run_dir));
+  note_lost_stages(run_dir, previous_holder, cfg.train.steps);
+  // A stage of a chain gtrain cancel cancelled (its request may have come before this job's script or
+  // gtrain run was up, and the scheduler does not keep it): nothing starts.
+  if (const std::string why = cancelled_chain_stage(env, run_dir); !why.empty()) {
+    std::cerr << "gtrain: " << why << ": nothing to save; exit 3 (gtrain submit starts a new chain)" << std::endl;
+    out.exit_code = kExitResumable;
+    return out;
+  }
   const Deadline deadline = stage_deadline(cfg, o, alloc);
   // Ranks learn the stage's facts from the launching process.
   setenv("GTRAIN_INTERNAL_LOCKED", run_dir.c_str(), 1);

@@ -81,6 +81,15 @@ struct StageLaunch {
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
                          const std::string& worker, const std::function<void(const Allocation&)>& validate);
 
+// For a start that now holds the run directory's lock: adds to stages.jsonl each stage metrics.jsonl
+// shows after its last record (a launcher killed with kill -9 wrote none), with a warning each.
+// `previous_holder`: the pid the lock file named before this start took it.
+void note_lost_stages(const std::string& run_dir, int64_t previous_holder, int64_t total_steps);
+
+// When `env` is a stage of a chain (GTRAIN_SUBMIT_STAGE, which the batch scripts export) and the
+// run directory's chain.json says gtrain cancel cancelled it: a line saying so ("" otherwise).
+std::string cancelled_chain_stage(const std::map<std::string, std::string>& env, const std::string& run_dir);
+
 // What a launching gtrain hands its ranks (GTRAIN_INTERNAL_DEADLINE / _ALLOCATION), found by rank 0
 // itself when srun started the ranks: the stage's deadline (the allocation's end time, --time-limit or
 // schedule.time_limit_s, the current quota window's end; unix_time 0 = none) and the allocation as

@@ -29,8 +29,8 @@ int lock_dir(const std::string& dir, const std::string& what, const std::string&
     std::string holder;
     std::ifstream(path) >> holder;
     ::close(fd);
-    throw ConfigError(what + " " + dir + " is in use by another gtrain run" +
-                      (holder.empty() ? "" : " (pid " + holder + ")") + "; " + hint);
+    throw BusyError(what + " " + dir + " is in use by another gtrain run" +
+                    (holder.empty() ? "" : " (pid " + holder + ")") + "; " + hint);
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) == 0) {

@@ -12,8 +12,8 @@ namespace gtrain {
 class RunLock {
  public:
   // Locks the run directory and the run's checkpoint directory (checkpoint_directory(): checkpoint.dir
-  // or <run dir>/checkpoints) unless it is the run directory itself. Throws ConfigError naming the
-  // directory and the holder's pid when either is taken.
+  // or <run dir>/checkpoints) unless it is the run directory itself. Throws BusyError (exit code 4)
+  // naming the directory and the holder's pid when either is taken.
   static std::unique_ptr<RunLock> acquire(const std::string& run_dir, const std::string& checkpoint_dir);
   ~RunLock();
   RunLock(const RunLock&) = delete;

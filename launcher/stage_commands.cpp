@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/chain.h"
+#include "launcher/stage_ledger.h"
 #include "launcher/text_util.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
@@ -155,17 +156,42 @@ int status_command(const std::string& run_dir, bool json) {
     if (steps > 0 && productive > 0)
       eta = (productive / steps) * static_cast<double>(std::max<int64_t>(0, total - done));
   }
+  // Stages metrics.jsonl shows after the ledger's last record: the one running now (a gtrain run holds
+  // the lock), and ones whose launcher was killed before anything recorded them (the next start adds them).
+  const bool running = lock_held(run_dir);
+  const int64_t running_pid = running ? lock_pid(run_dir) : 0;
+  std::vector<nlohmann::json> unrecorded;
+  const auto extra = metrics_stages((dir / "metrics.jsonl").string(), ledger_end(run_dir));
+  for (size_t i = 0; i < extra.size(); ++i) {
+    const MetricsStage& m = extra[i];
+    const bool now = running && i + 1 == extra.size();
+    unrecorded.push_back({{"start", m.start},
+                          {"end", m.end},
+                          {"step_from", m.step_from},
+                          {"step_to", m.step_to},
+                          {"productive_s", m.productive_s},
+                          {"steps_per_s", m.steps_per_s},
+                          {"exit", now ? "running" : "unrecorded: its launcher ended without a record (killed?)"}});
+    if (now && m.steps_per_s > 0 && total > 0)
+      eta = static_cast<double>(std::max<int64_t>(0, total - done)) / m.steps_per_s;  // at the running stage's speed
+  }
+  const bool running_stage = running && !extra.empty();
   // Goodput needs the ledger (a run killed before its first stage ended has none).
   const double goodput = wall_rank_s > 0 ? productive_rank_s / wall_rank_s : 0;
   if (json) {
-    nlohmann::json j = {{"run_dir", run_dir},
-                        {"step", done},
-                        {"total_steps", total},
-                        {"complete", complete},
-                        {"goodput", stages.empty() ? nlohmann::json() : nlohmann::json(goodput)},
-                        {"eta_s", eta},
-                        {"stages", stages},
-                        {"latest_checkpoint", latest}};
+    nlohmann::json j = {
+        {"run_dir", run_dir},
+        {"step", done},
+        {"total_steps", total},
+        {"complete", complete},
+        {"goodput", stages.empty() ? nlohmann::json() : nlohmann::json(goodput)},
+        {"eta_s", eta},
+        {"stages", stages},
+        {"unrecorded_stages", unrecorded},
+        {"running", running ? nlohmann::json({{"pid", running_pid},
+                                              {"stage", running_stage ? unrecorded.back() : nlohmann::json()}})
+                            : nlohmann::json()},
+        {"latest_checkpoint", latest}};
     // A submitted chain (chain.json, as `gtrain submit` and the stages' scripts keep it; checked).
     if (chain_exists(run_dir)) {
       read_chain(run_dir);
@@ -183,11 +209,23 @@ int status_command(const std::string& run_dir, bool json) {
   }
   if (!last_train.is_null()) std::printf("  last loss  %.4f\n", last_train.value("loss", 0.0));
   std::printf("  checkpoint %s\n", latest.empty() ? "none" : latest.c_str());
+  if (running) {
+    if (running_stage) {
+      const MetricsStage& m = extra.back();
+      std::printf("  running    since %s (pid %lld): steps %lld-%lld, %.2f steps/s\n",
+                  text::local_time(m.start, "%Y-%m-%d %H:%M:%S").c_str(), (long long)running_pid,
+                  (long long)m.step_from, (long long)m.step_to, m.steps_per_s);
+    } else {
+      std::printf("  running    a stage (pid %lld), no step recorded yet\n", (long long)running_pid);
+    }
+  }
   if (!stages.empty()) std::printf("  goodput    %.1f%% of rank-time in training steps\n", 100.0 * goodput);
   if (!complete)
-    std::printf("  eta        %s at the last stage's speed\n",
-                eta >= 0 ? Progress::format_duration(eta).c_str() : "unknown");
-  std::printf("  stages     %zu\n", stages.size());
+    std::printf("  eta        %s at the %s stage's speed\n",
+                eta >= 0 ? Progress::format_duration(eta).c_str() : "unknown", running_stage ? "running" : "last");
+  const size_t lost = unrecorded.size() - (running_stage ? 1 : 0);
+  std::printf("  stages     %zu%s%s\n", stages.size() + unrecorded.size(), running_stage ? " (1 running)" : "",
+              lost > 0 ? (" (" + std::to_string(lost) + " without a ledger record)").c_str() : "");
   std::printf("  %-3s %-19s %-19s %5s %-10s %9s %8s %7s %7s  %s\n", "#", "start", "end", "ranks", "steps", "productive",
               "save s", "load s", "sched", "exit");
   for (size_t i = 0; i < stages.size(); ++i) {
@@ -201,6 +239,16 @@ int status_command(const std::string& run_dir, bool json) {
                 text::local_time(s.value("end", 0.0), "%Y-%m-%d %H:%M:%S").c_str(), s.value("world", 1), steps.c_str(),
                 s.value("productive_s", 0.0), s.value("save_s", 0.0), s.value("load_s", 0.0), scheduler.c_str(),
                 s.value("exit", "").c_str());
+  }
+  for (size_t i = 0; i < unrecorded.size(); ++i) {
+    const auto& s = unrecorded[i];
+    const std::string steps =
+        std::to_string(s.value("step_from", int64_t{0})) + "-" + std::to_string(s.value("step_to", int64_t{0}));
+    const bool now = s.value("exit", "") == "running";
+    std::printf("  %-3zu %-19s %-19s %5s %-10s %8.1fs %8s %7s %7s  %s\n", stages.size() + i + 1,
+                text::local_time(s.value("start", 0.0), "%Y-%m-%d %H:%M:%S").c_str(),
+                now ? "-" : text::local_time(s.value("end", 0.0), "%Y-%m-%d %H:%M:%S").c_str(), "-", steps.c_str(),
+                s.value("productive_s", 0.0), "-", "-", "-", s.value("exit", "").c_str());
   }
   return 0;
 }

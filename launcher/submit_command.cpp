@@ -21,6 +21,7 @@
 #include "launcher/run_launch.h"
 #include "launcher/run_lock.h"
 #include "launcher/scheduler_limits.h"
+#include "launcher/stage_ledger.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
@@ -165,35 +166,10 @@ std::string dry_run_commands(const Chain& chain) {
 }  // namespace
 
 double parse_slurm_time(const std::string& text) {
-  // Slurm's forms: MIN, MIN:SEC, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (so "1-00:30" is a day and 30
-  // minutes, and "100:00:00" is 100 hours).
-  const std::string bad = "--time '" + text + "': expected HH:MM:SS (or Slurm's MM, MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)";
-  std::smatch m;
-  if (!std::regex_match(text, m, std::regex("(?:([0-9]{1,4})-)?([0-9]{1,6})(?::([0-9]{1,2}))?(?::([0-9]{1,2}))?")))
-    throw ConfigError(bad);
-  const bool days = m[1].matched;
-  std::vector<double> f;  // the colon-separated fields after the days
-  for (int i = 2; i <= 4; ++i)
-    if (m[i].matched) f.push_back(std::stod(m[i]));
-  double d = days ? std::stod(m[1]) : 0, h = 0, mi = 0, sec = 0;
-  if (days) {
-    h = f[0];
-    mi = f.size() > 1 ? f[1] : 0;
-    sec = f.size() > 2 ? f[2] : 0;
-    if (h >= 24) throw ConfigError("--time '" + text + "': hours after the days must be below 24");
-  } else if (f.size() == 1) {
-    mi = f[0];
-  } else if (f.size() == 2) {
-    mi = f[0];
-    sec = f[1];
-  } else {
-    h = f[0];
-    mi = f[1];
-    sec = f[2];
-  }
-  if (mi >= 60 && (days || f.size() == 3)) throw ConfigError("--time '" + text + "': minutes must be below 60");
-  if (sec >= 60) throw ConfigError("--time '" + text + "': seconds must be below 60");
-  const double total = ((d * 24 + h) * 60 + mi) * 60 + sec;
+  // gtrain's one duration reader (as run --time-limit): 1h, 90m, 1h30m, and Slurm's MIN, MIN:SEC,
+  // HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (so "1-00:30" is a day and 30 minutes, "100:00:00" is 100
+  // hours, and a plain number is minutes, as sbatch --time reads them). Whole seconds, rounded up.
+  const double total = std::ceil(parse_duration(text, "--time", 60));
   if (total < 60) throw ConfigError("--time '" + text + "': Slurm's smallest time limit is one minute");
   return total;
 }
@@ -433,6 +409,16 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   const int pbs_exit_margin = o.signal_lead_s > 0 ? o.signal_lead_s : 30;
   const int64_t pbs_time_limit = static_cast<int64_t>(limit_s) - pbs_exit_margin;
   const std::string work_dir = fs::current_path().string();
+  // One numbering for the chain and the ledger: the chain's stages follow the stages the run directory
+  // has had (stages.jsonl's records, and those metrics.jsonl shows after them), so chain stage K is row K
+  // of gtrain status's stage table.
+  int first_index = 1;
+  {
+    std::ifstream ledger(fs::path(run_dir) / "stages.jsonl");
+    for (std::string line; std::getline(ledger, line);) first_index += !line.empty();
+    first_index +=
+        static_cast<int>(metrics_stages((fs::path(run_dir) / "metrics.jsonl").string(), ledger_end(run_dir)).size());
+  }
   for (size_t i = 0; i < plans.size(); ++i) {
     BatchStage b;
     b.gtrain = o.gtrain.empty() ? gtrain_executable() : fs::absolute(o.gtrain).string();
@@ -441,10 +427,12 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     b.work_dir = work_dir;
     for (const auto& s : o.sets) b.run_args.insert(b.run_args.end(), {"--set", s});
     if (pbs) b.run_time_limit_s = pbs_time_limit;
-    b.index = static_cast<int>(i) + 1;
+    b.index = first_index + static_cast<int>(i);
     b.gpus = plans[i].gpus;
     b.nodes = plans[i].nodes;
-    b.time = pbs ? hms(limit_s) : o.time;  // PBS walltime is [[HH:]MM:]SS, with no days
+    // sbatch --time in Slurm's own form whatever form --time took (1h30m -> 01:30:00); PBS walltime
+    // is [[HH:]MM:]SS, with no days.
+    b.time = pbs ? hms(limit_s) : format_duration(static_cast<int64_t>(limit_s));
     b.signal_lead_s = lead;
     b.partition = o.partition;
     b.account = o.account;
@@ -479,7 +467,11 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   }
 
   out << "gtrain submit: " << chain.stages.size()
-      << (chain.auto_stages ? " stage(s), more while resumable" : " stage(s)") << ", " << o.time << " each, "
+      << (chain.auto_stages ? " stage(s), more while resumable" : " stage(s)") << ", " << o.time
+      << (o.time != format_duration(static_cast<int64_t>(limit_s))
+              ? " (" + format_duration(static_cast<int64_t>(limit_s)) + ")"
+              : "")
+      << " each, "
       << (pbs ? "gtrain run --time-limit " + std::to_string(pbs_time_limit) +
                     "s less the script's start-up (PBS sends no early signal; it saves ahead by its measured "
                     "save time)"
@@ -562,8 +554,9 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   return kExitOk;
 }
 
-int cancel_command(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now) {
-  const CancelResult n = cancel_chain(run_dir, runner, out, now);
+int cancel_command(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now,
+                   const CancelRetry& retry) {
+  const CancelResult n = cancel_chain(run_dir, runner, out, now, retry);
   out << "gtrain cancel: " << n.cancelled << " job(s) cancelled";
   if (n.signalled > 0) out << ", " << n.signalled << " running stage(s) saving before they stop";
   out << "\n";

@@ -66,6 +66,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
                    std::ostream& out);
 
 // `gtrain cancel RUN_DIR`.
-int cancel_command(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now = false);
+int cancel_command(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now = false,
+                   const CancelRetry& retry = {});
 
 }  // namespace gtrain

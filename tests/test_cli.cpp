@@ -482,10 +482,10 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
                    "kind = \"synthetic\"\nsynthetic_samples = 64\n");
   std::vector<std::pair<std::string, std::string>> cases = {
       {"bogus",
-       "gtrain: config error: gtrain: unknown command 'bogus'; expected one of run, config, probe, plan, "
+       "gtrain: usage error: gtrain: unknown command 'bogus'; expected one of run, config, probe, plan, "
        "models, status, submit, cancel, ckpt"},
       {"ckpt bogus",
-       "gtrain: config error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, verify, export"},
+       "gtrain: usage error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, verify, export"},
       {"run " + dir.file("ok.toml") + " --ranks 0",
        "gtrain: config error: --ranks: expected a whole number of ranks from 1 to 999999, got '0' (see gtrain --help)"},
       {"run " + dir.file("ok.toml") + " --ranks abc",
@@ -493,11 +493,11 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
        "--help)"},
       {"run " + dir.path(), "gtrain: config error: " + dir.path() + ": is a directory, expected a TOML config file"},
       {"run " + dir.file("ok.toml") + " --time-limit 1:75:00",
-       "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h, HH:MM:SS or D-HH[:MM[:SS]] above 0 "
-       "and at most 366 days, got '1:75:00' (see gtrain --help)"},
+       "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h, 1h30m, HH:MM:SS or D-HH[:MM[:SS]] "
+       "above 0 and at most 366 days, got '1:75:00' (see gtrain --help)"},
       {"run " + dir.file("ok.toml") + " --time-limit ''",
-       "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h, HH:MM:SS or D-HH[:MM[:SS]] above 0 "
-       "and at most 366 days, got '' (see gtrain --help)"},
+       "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h, 1h30m, HH:MM:SS or D-HH[:MM[:SS]] "
+       "above 0 and at most 366 days, got '' (see gtrain --help)"},
       {"run " + dir.file("ok.toml") + " --resume " + dir.path() + " --no-resume",
        "gtrain: config error: --resume excludes --no-resume (see gtrain --help)"},
       {"run " + dir.file("ok.toml") + " --set train.threads=5000",

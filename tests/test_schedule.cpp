@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "runtime/common/errors.h"
+#include "runtime/config/job_config.h"
 #include "runtime/train/schedule.h"
+#include "tests/test_util.h"
 
 namespace gtrain {
 namespace {
@@ -131,7 +133,8 @@ TEST(Schedule, Durations) {
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
-                 "--time-limit: expected a duration like 90s, 15m, 2h, HH:MM:SS or D-HH[:MM[:SS]] above 0 and at most "
+                 "--time-limit: expected a duration like 90s, 15m, 2h, 1h30m, HH:MM:SS or D-HH[:MM[:SS]] above 0 and "
+                 "at most "
                  "366 days, got 'ten minutes'");
   }
   EXPECT_EQ(parse_duration("1.5h", "x"), 5400);
@@ -146,6 +149,52 @@ TEST(Schedule, Durations) {
                           "nan", "1e30",     "0x10",      "367-00:00:00", "9999999h", "1-24", "1-02:60", "1-02:03:60",
                           "1-",  "-02:00",   "1-2:3:4:5", "0-00",         "1:2:3:4",  "",     "5 m",     "5min"}) {
     EXPECT_THROW(parse_duration(bad, "x"), ConfigError) << bad;
+  }
+}
+
+// One duration reader for every flag and key: sums of units (1h30m), days, Slurm's forms, a plain
+// number in the caller's unit (minutes for submit --time, as sbatch reads it), and the config's keys
+// in seconds given as duration strings.
+TEST(Schedule, DurationsInEveryForm) {
+  EXPECT_EQ(parse_duration("1h30m", "x"), 5400);
+  EXPECT_EQ(parse_duration("2h15s", "x"), 7215);
+  EXPECT_EQ(parse_duration("45m30s", "x"), 2730);
+  EXPECT_EQ(parse_duration("1d12h", "x"), 129600);
+  EXPECT_EQ(parse_duration("2d", "x"), 172800);
+  EXPECT_EQ(parse_duration("1.5h30m", "x"), 7200);
+  EXPECT_EQ(parse_duration("90", "--time", 60), 5400);
+  EXPECT_EQ(parse_duration("1h", "--time", 60), 3600);
+  EXPECT_EQ(parse_duration("01:30:00", "--time", 60), 5400);
+  for (const char* bad : {"1h30", "30m1h", "h", "1hm", "1h 30m", "ms", "1s1s"}) {
+    EXPECT_THROW(parse_duration(bad, "x"), ConfigError) << bad;
+  }
+  try {
+    parse_duration("soon", "--time", 60);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--time: expected a duration like 90s, 15m, 2h, 1h30m, HH:MM:SS or D-HH[:MM[:SS]] above 0 and at most "
+                 "366 days (a plain number is minutes), got 'soon'");
+  }
+  // Keys in seconds take a duration string too, from the file, --set and the environment.
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"),
+                   "[train]\nsteps = 10\n[schedule]\ntime_limit_s = \"1h30m\"\nmin_lead_s = \"00:00:20\"\n");
+  JobConfig cfg = load_job_config(dir.file("job.toml"), {}, {});
+  EXPECT_EQ(cfg.schedule.time_limit_s, 5400);
+  EXPECT_EQ(cfg.schedule.min_lead_s, 20);
+  cfg = load_job_config(dir.file("job.toml"), {"schedule.time_limit_s=2h"}, {{"GTRAIN_SCHEDULE_MIN_LEAD_S", "1m"}});
+  EXPECT_EQ(cfg.schedule.time_limit_s, 7200);
+  EXPECT_EQ(cfg.schedule.min_lead_s, 60);
+  EXPECT_EQ(load_job_config(dir.file("job.toml"), {"schedule.time_limit_s=600"}, {}).schedule.time_limit_s, 600);
+  try {
+    load_job_config(dir.file("job.toml"), {"schedule.time_limit_s=soon"}, {});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("schedule.time_limit_s: expected a number >= 0 or a duration such as "
+                                         "\"90s\", \"15m\", \"1h30m\", \"01:30:00\", got 'soon' (string)"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -438,6 +438,7 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
     const auto ledger = test::lines(test::read_file(dir.file("run/stages.jsonl")));
     ASSERT_EQ(ledger.size(), 1u) << out;
     EXPECT_EQ(nlohmann::json::parse(ledger[0]).at("exit"), "aborted: signal 15") << ledger[0];
+    EXPECT_GT(nlohmann::json::parse(ledger[0]).at("productive_s").get<double>(), 0.0) << "the time it trained";
   }
   {
     // A stage that completes 2 steps, then a longer one on the same run whose rank is killed.
@@ -467,6 +468,7 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
     EXPECT_EQ(killed.at("exit"), "failed: a rank ended by signal 9") << ledger[1];
     EXPECT_EQ(killed.at("step_from"), 2) << ledger[1];
     EXPECT_GE(killed.at("step_to").get<int64_t>(), 3) << ledger[1];
+    EXPECT_GT(killed.at("productive_s").get<double>(), 0.0) << ledger[1];
     // status: the run's steps are the latest start's, and the run is not complete (it said
     // "step N / 2 (complete)" from the first stage's record).
     const std::string status = test::run_command(GTRAIN_BINARY " status " + dir.file("run")).output;
@@ -518,7 +520,7 @@ TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto second = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("b") + ck);
-  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_EQ(second.exit_code, 4) << second.output;  // busy: its own exit code
   EXPECT_NE(second.output.find("checkpoint directory " + dir.file("shared-ckpt") + " is in use by another gtrain run"),
             std::string::npos)
       << second.output;
@@ -532,7 +534,7 @@ TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
   }
   auto into_c = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("d") +
                                   " --set checkpoint.dir=" + dir.file("c/checkpoints") + " --set train.steps=2");
-  EXPECT_EQ(into_c.exit_code, 2) << into_c.output;
+  EXPECT_EQ(into_c.exit_code, 4) << into_c.output;
   EXPECT_NE(into_c.output.find("checkpoint directory " + dir.file("c/checkpoints") + " is in use"), std::string::npos)
       << into_c.output;
   kill(plain, SIGUSR1);
@@ -578,7 +580,7 @@ TEST(Stages, SecondRunOnSameDirectoryIsRefused) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto second = test::run_command(base);
-  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_EQ(second.exit_code, 4) << second.output;
   EXPECT_NE(second.output.find("run directory " + dir.file("run") + " is in use by another gtrain run (pid "),
             std::string::npos)
       << second.output;

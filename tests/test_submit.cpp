@@ -291,7 +291,7 @@ TEST(SubmitOptions, RejectsBadValues) {
         o.nodes = "2";
       },
       "cannot be spread evenly over 2 nodes");
-  bad([](SubmitOptions& o) { o.time = "1h"; }, "--time '1h'");
+  bad([](SubmitOptions& o) { o.time = "1 h"; }, "--time: expected a duration like 90s, 15m, 2h, 1h30m");
   bad([](SubmitOptions& o) { o.gpus = "2,"; }, "--gpus '2,'");
   bad([](SubmitOptions& o) { o.time = "00:00:30"; }, "smallest time limit");
   bad([](SubmitOptions& o) { o.partition = "gpu; rm -rf /"; }, "--partition");
@@ -1030,7 +1030,7 @@ TEST(SubmitChain, RefusesARunDirectoryInUse) {
   try {
     submit_command(o, {}, fake.runner(), out);
     ADD_FAILURE() << "submit must refuse a run directory in use";
-  } catch (const ConfigError& e) {
+  } catch (const BusyError& e) {
     EXPECT_NE(std::string(e.what()).find("is in use by another gtrain run"), std::string::npos) << e.what();
   }
   EXPECT_EQ(fake.count("sbatch"), 0);

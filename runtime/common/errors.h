@@ -16,6 +16,7 @@ enum ExitCode : int {
   kExitFailure = 1,    // a runtime failure (communication, checkpoint, internal)
   kExitUsage = 2,      // bad configuration, flag or input file
   kExitResumable = 3,  // a stage ended early (signal or deadline) after saving; resume later
+  kExitBusy = 4,       // the run (or checkpoint) directory is in use by another gtrain run: nothing done; retry
 };
 
 // Who is reporting: set once at start-up, then by the communicator when ranks are known.
@@ -47,6 +48,23 @@ class ConfigError : public Error {
   using Error::Error;
   int exit_code() const override { return kExitUsage; }
   const char* kind() const override { return "config error"; }
+};
+
+// The command line itself: a missing or unknown (sub)command. Exit code 2, like other bad input.
+class UsageError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+  const char* kind() const override { return "usage error"; }
+};
+
+// Another gtrain run holds the run (or checkpoint) directory: nothing was changed, and the same
+// command can succeed once that run ends, so a retrying wrapper tells it from bad input by its own
+// exit code.
+class BusyError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return kExitBusy; }
+  const char* kind() const override { return "busy"; }
 };
 
 class DataError : public ConfigError {

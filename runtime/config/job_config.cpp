@@ -147,6 +147,20 @@ class SectionReader {
                       render(n));
   }
 
+  // Keys in seconds (time_limit_s, min_lead_s, ...) also take a duration string ("2h", "1h30m", "01:30:00"),
+  // read as gtrain run --time-limit reads it.
+  static bool is_seconds_key(const std::string& key) {
+    return key.size() > 2 && key.compare(key.size() - 2, 2, "_s") == 0;
+  }
+  double parse_duration_or_fail(const char* key, const toml::node& n, const std::string& text,
+                                const std::string& expected) const {
+    try {
+      return parse_duration(text, section_ + "." + key);
+    } catch (const ConfigError&) {
+      fail(key, n, expected + " or a duration such as \"90s\", \"15m\", \"1h30m\", \"01:30:00\"");
+    }
+  }
+
   void read(const char* key, const toml::node& n, int64_t& out, const cfg::Spec& s) {
     auto v = n.as_integer();
     std::string expected = describe_spec("an integer", s);
@@ -167,6 +181,8 @@ class SectionReader {
       v = f->get();
     else if (auto i = n.as_integer())
       v = static_cast<double>(i->get());
+    else if (auto d = n.as_string(); d && is_seconds_key(key))
+      v = parse_duration_or_fail(key, n, d->get(), expected);
     else
       fail(key, n, expected);
     if (!std::isfinite(v) || !in_range(v, s)) fail(key, n, expected);

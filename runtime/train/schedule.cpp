@@ -279,18 +279,26 @@ Deadline earliest(const std::vector<Deadline>& ds) {
 
 namespace gtrain {
 
-double parse_duration(const std::string& text, const std::string& what) {
-  const std::string expected = what + ": expected a duration like 90s, 15m, 2h, HH:MM:SS or D-HH[:MM[:SS]] above 0 " +
-                               "and at most 366 days, got '" + text + "'";
+double parse_duration(const std::string& text, const std::string& what, double plain_unit_s) {
+  const std::string expected = what + ": expected a duration like 90s, 15m, 2h, 1h30m, HH:MM:SS or D-HH[:MM[:SS]] " +
+                               "above 0 and at most 366 days" +
+                               (plain_unit_s == 60 ? " (a plain number is minutes)" : "") + ", got '" + text + "'";
   // Plain decimal numbers only: no hex, exponents, inf or nan; minutes and seconds fields below 60.
-  static const std::regex kUnits(R"(^([0-9]+(\.[0-9]+)?)([smh]?)$)");
+  static const std::regex kPlain(R"(^([0-9]+(\.[0-9]+)?)$)");
+  static const std::regex kUnits(
+      R"(^(([0-9]+(\.[0-9]+)?)d)?(([0-9]+(\.[0-9]+)?)h)?(([0-9]+(\.[0-9]+)?)m)?(([0-9]+(\.[0-9]+)?)s)?$)");
   static const std::regex kClock(R"(^(([0-9]+):)?([0-9]+):([0-9]{1,2})$)");
   static const std::regex kDays(R"(^([0-9]+)-([0-9]{1,2})(:([0-9]{1,2}))?(:([0-9]{1,2}))?$)");
   std::smatch m;
   double s = 0;
-  if (std::regex_match(text, m, kUnits)) {
-    const std::string unit = m[3].str();
-    s = std::stod(m[1].str()) * (unit == "h" ? 3600 : unit == "m" ? 60 : 1);
+  if (std::regex_match(text, m, kPlain)) {
+    s = std::stod(m[1].str()) * plain_unit_s;
+  } else if (!text.empty() && std::regex_match(text, m, kUnits)) {
+    // 2d, 2h, 15m, 90s and their sums in that order: 1h30m, 2h15s, 1d12h.
+    const double scale[] = {86400, 3600, 60, 1};
+    for (int i = 0; i < 4; ++i) {
+      if (m[2 + 3 * i].matched) s += std::stod(m[2 + 3 * i].str()) * scale[i];
+    }
   } else if (std::regex_match(text, m, kClock)) {
     // MM:SS or HH:MM:SS: seconds, and minutes after hours, below 60.
     const double h = m[2].matched ? std::stod(m[2].str()) : 0;

@@ -64,6 +64,9 @@ Deadline earliest(const std::vector<Deadline>& ds);
 }  // namespace gtrain
 
 namespace gtrain {
-// "90", "90s", "15m", "2h", "1:30:00", "45:00" -> seconds; throws ConfigError naming `what`.
-double parse_duration(const std::string& text, const std::string& what);
+// The one reader of durations, for every flag and key that takes one: "90s", "15m", "2h", "2d" and
+// their sums ("1h30m"), "1:30:00", "45:00" (MM:SS), Slurm's D-HH, D-HH:MM, D-HH:MM:SS -> seconds. A
+// plain number is `plain_unit_s` seconds each (60 for submit --time, as sbatch reads it). Throws
+// ConfigError naming `what`.
+double parse_duration(const std::string& text, const std::string& what, double plain_unit_s = 1);
 }  // namespace gtrain
