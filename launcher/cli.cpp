@@ -53,6 +53,10 @@ int cli_main(int argc, char** argv) {
   plan_cmd
       ->add_option("--gpus", plan.gpus, "Plan for N GPUs, or for each of a list (1,2,4,8) instead of what was granted")
       ->type_name("N|LIST");
+  plan_cmd
+      ->add_option("--ranks", plan.ranks,
+                   "Plan for the N ranks gtrain run --ranks N starts here (CPU ranks share this machine's nodes)")
+      ->check(CLI::Range(1, 65536));
   plan_cmd->add_option("--nodes", plan.nodes, "Nodes the GPUs are spread over (default: 8 GPUs per node)")
       ->check(CLI::Validator(
           [](std::string& v) {
