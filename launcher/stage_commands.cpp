@@ -18,6 +18,7 @@
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
 #include "runtime/metrics/progress.h"
+#include "runtime/models/model_config.h"
 
 namespace fs = std::filesystem;
 
@@ -92,6 +93,22 @@ const std::vector<std::pair<std::string, Want>> kStageKeys = {
     {"load_s", Want::kNumber},       {"exit", Want::kString},   {"allocation", Want::kObject}};
 const std::vector<std::pair<std::string, Want>> kMetricKeys = {
     {"kind", Want::kString}, {"step", Want::kInt}, {"loss", Want::kNumber}};
+
+// The manifest's [model] keys that apply to its model (model_key_applies), each as the JSON value
+// of the TOML text the manifest keeps ("\"gpt\"" -> "gpt", "[256]" -> [256], "2" -> 2).
+nlohmann::json model_json(const nlohmann::json& kept) {
+  const auto value_of = [](const nlohmann::json& text) {
+    const auto parsed = nlohmann::json::parse(text.get<std::string>(), nullptr, false);
+    return parsed.is_discarded() ? text : parsed;
+  };
+  const auto name = kept.contains("name") ? value_of(kept.at("name")) : nlohmann::json();
+  const std::string model = name.is_string() ? name.get<std::string>() : "";
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, text] : kept.items()) {
+    if (model_key_applies(model, key)) out[key] = value_of(text);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -217,7 +234,7 @@ int ckpt_inspect_command(const std::string& path) {
   std::printf("  step       %lld  (consumed samples %lld, global batch %lld)\n", (long long)ck.step(),
               (long long)ck.consumed_samples(), (long long)m.value("global_batch", 0));
   std::printf("  written by %d rank(s), plan %s\n", m.value("world", 1), m.value("plan", "").c_str());
-  std::printf("  model      %s\n", m.at("model").dump().c_str());
+  std::printf("  model      %s\n", model_json(m.at("model")).dump().c_str());
   std::printf("  probe loss %.6f\n", m.value("probe_loss", 0.0));
   std::printf("  tensors    %zu in %lld pieces, %.2f MB\n", ck.tensor_names().size(), (long long)pieces, bytes / 1e6);
   if (m.contains("stage_ledger")) std::printf("  stages     %zu before this checkpoint\n", m.at("stage_ledger").size());
@@ -283,12 +300,7 @@ int ckpt_export_command(const CkptExportOptions& o) {
     specs.push_back(std::move(s));
   }
   if (specs.empty()) throw CheckpointError(ck.path() + ": holds no model tensors to export");
-  // The manifest keeps each [model] value as its TOML text ("\"gpt\"", "[256]"): as JSON values here.
-  nlohmann::json model = nlohmann::json::object();
-  for (const auto& [key, value] : ck.manifest().at("model").items()) {
-    const auto parsed = value.is_string() ? nlohmann::json::parse(value.get<std::string>(), nullptr, false) : value;
-    model[key] = parsed.is_discarded() ? value : parsed;
-  }
+  const nlohmann::json model = model_json(ck.manifest().at("model"));
   std::map<std::string, std::string> meta = {{"format", "pt"},
                                              {"gtrain_checkpoint", ck.path()},
                                              {"gtrain_step", std::to_string(ck.step())},

@@ -1,0 +1,77 @@
+// test_ckpt_cli.cpp: gtrain ckpt inspect / verify / export and checkpoint.init_from end to end through
+// the binary: what they print, exit codes, and the files they write read back.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_dirs.h"
+#include "runtime/checkpoint/safetensors.h"
+#include "tests/test_util.h"
+
+namespace gtrain {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_command;
+
+const std::string kTinyGpt = R"(
+[model]
+name = "gpt"
+n_layer = 2
+n_head = 2
+n_embd = 16
+seq_len = 8
+vocab = 32
+[data]
+kind = "synthetic"
+[train]
+global_batch = 4
+steps = 4
+[checkpoint]
+interval = 2
+[log]
+progress = "none"
+)";
+
+// A run of the tiny gpt in `run` (checkpoints at steps 2 and 4); the committed checkpoints.
+std::vector<std::string> tiny_gpt_run(const test::TempDir& dir, const std::string& run) {
+  test::write_file(dir.file("gpt.toml"), kTinyGpt);
+  const auto r = run_command(GTRAIN_BINARY " run " + dir.file("gpt.toml") + " --run-dir " + dir.file(run));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> out;
+  for (const auto& [step, path] : committed_checkpoint_dirs(dir.file(run + "/checkpoints"))) out.push_back(path);
+  return out;
+}
+
+// The "  model" line of gtrain ckpt inspect, and the export's gtrain_model metadata: the keys of the
+// model's kind only, each value as JSON once (a string quoted once, numbers and arrays as such).
+TEST(CkptCli, InspectAndExportListOnlyTheModelsKeys) {
+  test::TempDir dir;
+  const auto cks = tiny_gpt_run(dir, "run");
+  ASSERT_EQ(cks.size(), 2u);
+  const std::string gpt =
+      R"({"dropout":0.0,"init_std":0.02,"n_embd":16,"n_head":2,"n_layer":2,"name":"gpt","seq_len":8,)"
+      R"("tied_embeddings":true,"vocab":32})";
+  auto r = run_command(GTRAIN_BINARY " ckpt inspect " + dir.file("run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\n  model      " + gpt + "\n"), std::string::npos) << r.output;
+  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("w.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(SafetensorsReader(dir.file("w.safetensors")).metadata().at("gtrain_model"), gpt);
+
+  // An mlp's: its widths, no gpt or cnn key.
+  test::write_file(dir.file("mlp.toml"),
+                   "[model]\nname = \"mlp\"\nhidden = [16, 8]\n[data]\nkind = \"synthetic\"\nsynthetic_samples = 64\n"
+                   "[train]\nglobal_batch = 8\nsteps = 1\n[log]\nprogress = \"none\"\n");
+  r = run_command(GTRAIN_BINARY " run " + dir.file("mlp.toml") + " --run-dir " + dir.file("mlp"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(GTRAIN_BINARY " ckpt inspect " + dir.file("mlp"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\n  model      {\"dropout\":0.0,\"hidden\":[16,8],\"name\":\"mlp\"}\n"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace gtrain
