@@ -158,7 +158,8 @@ int cli_main(int argc, char** argv) {
   exporter->add_option("out", ckpt_export.out, "The .safetensors file to write (replaced if it exists)")->required();
   exporter
       ->add_option("--dtype", ckpt_export.dtype,
-                   "stored (the checkpoint's fp32 master weights), float32, bfloat16 or float16")
+                   "stored (the checkpoint's fp32 master weights), float32, bfloat16 or float16 (or fp32, bf16, "
+                   "fp16, as precision.dtype spells them)")
       ->capture_default_str();
   exporter->add_flag("--optimizer", ckpt_export.optimizer,
                      "Also the optimizer's state (exp_avg, exp_avg_sq, momentum_buffer, optimizer.step)");

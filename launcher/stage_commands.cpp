@@ -255,12 +255,19 @@ int ckpt_verify_command(const std::string& path) {
 int ckpt_export_command(const CkptExportOptions& o) {
   torch::ScalarType cast = torch::kFloat32;
   const bool stored = o.dtype == "stored";
-  if (o.dtype == "bfloat16") {
+  // precision.dtype's spellings too (fp32, bf16, fp16).
+  std::string dtype = o.dtype;
+  if (dtype == "fp32") dtype = "float32";
+  if (dtype == "bf16") dtype = "bfloat16";
+  if (dtype == "fp16") dtype = "float16";
+  if (dtype == "bfloat16") {
     cast = torch::kBFloat16;
-  } else if (o.dtype == "float16") {
+  } else if (dtype == "float16") {
     cast = torch::kFloat16;
-  } else if (!stored && o.dtype != "float32") {
-    throw ConfigError("--dtype: '" + o.dtype + "' is not one of stored, float32, bfloat16, float16");
+  } else if (!stored && dtype != "float32") {
+    throw ConfigError("--dtype: '" + o.dtype +
+                      "' is not one of stored, float32, bfloat16, float16 (or fp32, bf16, fp16 as precision.dtype "
+                      "spells them)");
   }
   if (o.out.empty()) throw ConfigError("OUT: expected the path of the .safetensors file to write, got ''");
   // Through a symlink (a dangling one too) to its target; only a regular file, or nothing, is replaced.
@@ -334,7 +341,7 @@ int ckpt_export_command(const CkptExportOptions& o) {
                  (long long)overflowed);
   std::printf(
       "%s: %zu tensors (%s%s), %.2f MB, from %s (step %lld)%s\n", o.out.c_str(), specs.size(),
-      stored ? "as stored" : o.dtype.c_str(), o.optimizer ? ", optimizer state included" : "", bytes / 1e6,
+      stored ? "as stored" : dtype.c_str(), o.optimizer ? ", optimizer state included" : "", bytes / 1e6,
       ck.path().c_str(), (long long)ck.step(),
       skipped ? (", " + std::to_string(skipped) + " optimizer tensors left out (--optimizer keeps them)").c_str() : "");
   return 0;

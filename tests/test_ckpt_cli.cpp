@@ -73,5 +73,30 @@ TEST(CkptCli, InspectAndExportListOnlyTheModelsKeys) {
       << r.output;
 }
 
+// --dtype takes precision.dtype's spellings (bf16, fp16, fp32) as well as the long ones.
+TEST(CkptCli, ExportTakesPrecisionDtypeSpellings) {
+  test::TempDir dir;
+  const auto cks = tiny_gpt_run(dir, "run");
+  ASSERT_EQ(cks.size(), 2u);
+  CheckpointReader ck(cks.back());
+  for (const auto& [flag, dtype, name] :
+       std::vector<std::tuple<std::string, torch::ScalarType, std::string>>{{"bf16", torch::kBFloat16, "bfloat16"},
+                                                                            {"fp16", torch::kFloat16, "float16"},
+                                                                            {"fp32", torch::kFloat32, "float32"}}) {
+    const std::string out = dir.file(flag + ".safetensors");
+    const auto r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + out + " --dtype " + flag);
+    ASSERT_EQ(r.exit_code, 0) << flag << "\n" << r.output;
+    EXPECT_NE(r.output.find(": 28 tensors (" + name + "), "), std::string::npos) << r.output;
+    SafetensorsReader w(out);
+    EXPECT_EQ(w.read("wte.weight").scalar_type(), dtype) << flag;
+    EXPECT_TRUE(torch::equal(w.read("wte.weight"), ck.read("wte.weight").to(dtype))) << flag;
+  }
+  const auto r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("x.st") + " --dtype f16");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output,
+            "gtrain: config error: --dtype: 'f16' is not one of stored, float32, bfloat16, float16 (or fp32, bf16, "
+            "fp16 as precision.dtype spells them)\n");
+}
+
 }  // namespace
 }  // namespace gtrain
