@@ -150,6 +150,8 @@ int cli_main(int argc, char** argv) {
   auto* verify = ckpt_cmd->add_subcommand("verify", "Check every piece's size and CRC32; exit 1 on a problem.");
   verify->add_option("path", ckpt_path, "Checkpoint directory (or a run / checkpoints directory: the newest)")
       ->required();
+  bool verify_all = false;
+  verify->add_flag("--all", verify_all, "Check every kept checkpoint of the directory, not only the newest");
   CkptExportOptions ckpt_export;
   auto* exporter = ckpt_cmd->add_subcommand(
       "export", "Write the model's full weights (any layout's checkpoint) to one .safetensors file.");
@@ -226,7 +228,8 @@ int cli_main(int argc, char** argv) {
     return kExitOk;
   }
   if (exporter->parsed()) return ckpt_export_command(ckpt_export);
-  if (ckpt_cmd->parsed()) return inspect->parsed() ? ckpt_inspect_command(ckpt_path) : ckpt_verify_command(ckpt_path);
+  if (ckpt_cmd->parsed())
+    return inspect->parsed() ? ckpt_inspect_command(ckpt_path) : ckpt_verify_command(ckpt_path, verify_all);
   if (config_cmd->parsed()) {
     if (config_cmd->got_subcommand("reference")) {
       std::cout << reference_toml();

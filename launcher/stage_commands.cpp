@@ -241,15 +241,46 @@ int ckpt_inspect_command(const std::string& path) {
   return 0;
 }
 
-int ckpt_verify_command(const std::string& path) {
-  CheckpointReader ck(resolve_checkpoint_path(path));
-  auto problems = ck.verify();
-  for (const auto& p : problems) std::printf("%s\n", p.c_str());
-  if (problems.empty()) {
-    std::printf("%s: OK (%zu tensors, every checksum matches)\n", ck.path().c_str(), ck.tensor_names().size());
-    return 0;
+int ckpt_verify_command(const std::string& path, bool all) {
+  const std::string newest = resolve_checkpoint_path(path);
+  // --all: every committed checkpoint beside the newest (the run's kept ones), oldest first.
+  std::vector<std::string> paths;
+  const fs::path root = fs::path(newest).parent_path();
+  if (all) {
+    for (const auto& [step, dir] : committed_checkpoint_dirs(root.string())) paths.push_back(dir.string());
+  } else {
+    paths.push_back(newest);
   }
-  return 1;
+  size_t failed = 0;
+  for (const auto& p : paths) {
+    std::vector<std::string> problems;
+    size_t tensors = 0;
+    if (!all) {
+      CheckpointReader ck(p);  // one checkpoint: a manifest that does not open is the command's error
+      problems = ck.verify();
+      tensors = ck.tensor_names().size();
+    } else {
+      try {  // several: a manifest that does not open is that checkpoint's problem; the others go on
+        CheckpointReader ck(p);
+        problems = ck.verify();
+        tensors = ck.tensor_names().size();
+      } catch (const Error& e) {
+        problems.push_back(first_line(e.what()));
+      }
+    }
+    for (const auto& line : problems) std::printf("%s\n", line.c_str());
+    if (problems.empty()) {
+      std::printf("%s: OK (%zu tensors, every checksum matches)\n", p.c_str(), tensors);
+    } else {
+      ++failed;
+      std::printf("%s: FAILED (%zu problem%s)\n", p.c_str(), problems.size(), problems.size() == 1 ? "" : "s");
+    }
+  }
+  if (all) {
+    std::printf("%zu checkpoint%s in %s: %zu passed, %zu failed\n", paths.size(), paths.size() == 1 ? "" : "s",
+                root.c_str(), paths.size() - failed, failed);
+  }
+  return failed == 0 ? 0 : 1;
 }
 
 int ckpt_export_command(const CkptExportOptions& o) {

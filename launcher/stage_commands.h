@@ -9,7 +9,9 @@ namespace gtrain {
 
 int status_command(const std::string& run_dir, bool json);
 int ckpt_inspect_command(const std::string& path);
-int ckpt_verify_command(const std::string& path);
+// Verifies the checkpoint `path` names (its newest), or with `all` every committed checkpoint in its
+// directory; problems one line each (a damaged data file is one line), exit 1 when any fails.
+int ckpt_verify_command(const std::string& path, bool all = false);
 
 struct CkptExportOptions {
   std::string path;              // checkpoint (or run / checkpoints directory: the newest)

@@ -98,5 +98,60 @@ TEST(CkptCli, ExportTakesPrecisionDtypeSpellings) {
             "fp16 as precision.dtype spells them)\n");
 }
 
+// Flips bytes [begin, end) of a file.
+void flip(const std::string& path, size_t begin, size_t end) {
+  std::string bytes = test::read_file(path);
+  for (size_t i = begin; i < end && i < bytes.size(); ++i) bytes[i] = static_cast<char>(bytes[i] ^ 0xff);
+  test::write_file(path, bytes);
+}
+
+// A damaged data file is one line (how many of its pieces fail, the first tensors), then the verdict;
+// --all checks every kept checkpoint and sums up.
+TEST(CkptCli, VerifySummarisesPerFileAndAllChecksEveryCheckpoint) {
+  test::TempDir dir;
+  const auto cks = tiny_gpt_run(dir, "run");
+  ASSERT_EQ(cks.size(), 2u);
+  const std::string shard = cks.back() + "/shard_0.bin";
+  const std::vector<std::string> names = CheckpointReader(cks.back()).tensor_names();
+  ASSERT_EQ(names.size(), 85u);  // 28 model tensors, 2 moments each, optimizer.step
+  auto r = run_command(GTRAIN_BINARY " ckpt verify " + dir.file("run") + " --all");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, cks[0] + ": OK (85 tensors, every checksum matches)\n" + cks[1] +
+                          ": OK (85 tensors, every checksum matches)\n2 checkpoints in " + dir.file("run/checkpoints") +
+                          ": 2 passed, 0 failed\n");
+
+  // Every byte of the newest's data file: one line for it, not 85.
+  flip(shard, 0, fs::file_size(shard));
+  r = run_command(GTRAIN_BINARY " ckpt verify " + dir.file("run"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.output, shard + ": checksum mismatch in 85 of its 85 pieces ('" + names[0] + "', '" + names[1] + "', '" +
+                          names[2] + "' and 82 more); the file is corrupt\n" + cks[1] + ": FAILED (1 problem)\n");
+  r = run_command(GTRAIN_BINARY " ckpt verify " + dir.file("run/checkpoints") + " --all");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(test::lines(r.output),
+            (std::vector<std::string>{cks[0] + ": OK (85 tensors, every checksum matches)",
+                                      test::lines(r.output).at(1),  // the damaged file's line, as above
+                                      cks[1] + ": FAILED (1 problem)",
+                                      "2 checkpoints in " + dir.file("run/checkpoints") + ": 1 passed, 1 failed"}));
+  EXPECT_EQ(test::lines(r.output).at(1).rfind(shard + ": checksum mismatch in 85 of its 85 pieces", 0), 0u);
+
+  // One byte of one piece: that tensor alone.
+  flip(shard, 0, fs::file_size(shard));  // restored
+  const auto manifest = nlohmann::json::parse(test::read_file(cks.back() + "/manifest.json"));
+  const auto& piece = manifest.at("tensors").at("wte.weight").at("pieces").at(0);
+  const size_t at = piece.at("offset").get<size_t>() + 3;
+  flip(shard, at, at + 1);
+  r = run_command(GTRAIN_BINARY " ckpt verify " + cks.back());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.output, shard + ": checksum mismatch in 1 of its 85 pieces ('wte.weight'); the file is corrupt\n" +
+                          cks[1] + ": FAILED (1 problem)\n");
+  // --all from a checkpoint's own directory: its siblings too.
+  r = run_command(GTRAIN_BINARY " ckpt verify " + cks.front() + " --all");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("2 checkpoints in " + dir.file("run/checkpoints") + ": 1 passed, 1 failed\n"),
+            std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace gtrain
