@@ -153,5 +153,36 @@ TEST(CkptCli, VerifySummarisesPerFileAndAllChecksEveryCheckpoint) {
       << r.output;
 }
 
+// checkpoint.init_from reads the model's tensors and says how many optimizer tensors it ignored.
+TEST(CkptCli, InitFromSaysItIgnoresOptimizerState) {
+  test::TempDir dir;
+  const auto cks = tiny_gpt_run(dir, "a");
+  ASSERT_EQ(cks.size(), 2u);
+  const std::string run = std::string(GTRAIN_BINARY) + " run " + dir.file("gpt.toml") + " --set train.steps=1 ";
+  auto r = run_command(run + "--run-dir " + dir.file("b") + " --set checkpoint.init_from=" + dir.file("a"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gtrain: weights from " + cks.back() + " (28 tensors"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\ngtrain: checkpoint.init_from: 57 optimizer-state tensors in " + cks.back() +
+                          " ignored (exp_avg, exp_avg_sq, momentum_buffer, optimizer.step)\n"),
+            std::string::npos)
+      << r.output;
+  // An export with --optimizer: the same; without: nothing to ignore, no line.
+  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("a") + " " + dir.file("opt.safetensors") + " --optimizer");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(run + "--run-dir " + dir.file("c") + " --set checkpoint.init_from=" + dir.file("opt.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gtrain: checkpoint.init_from: 57 optimizer-state tensors in " + dir.file("opt.safetensors") +
+                          " ignored"),
+            std::string::npos)
+      << r.output;
+  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("a") + " " + dir.file("w.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(run + "--run-dir " + dir.file("d") + " --set checkpoint.init_from=" + dir.file("w.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gtrain: weights from " + dir.file("w.safetensors") + " (28 tensors"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("ignored"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace gtrain
