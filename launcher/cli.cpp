@@ -55,6 +55,10 @@ int cli_main(int argc, char** argv) {
   plan_cmd
       ->add_option("--gpus", plan.gpus, "Plan for N GPUs, or for each of a list (1,2,4,8) instead of what was granted")
       ->type_name("N|LIST");
+  plan_cmd
+      ->add_option("--ranks", plan.ranks,
+                   "Plan for the N ranks gtrain run --ranks N starts here (CPU ranks share this machine's nodes)")
+      ->check(CLI::Range(1, 65536));
   plan_cmd->add_option("--nodes", plan.nodes, "Nodes the GPUs are spread over (default: 8 GPUs per node)")
       ->check(CLI::Validator(
           [](std::string& v) {
@@ -164,6 +168,8 @@ int cli_main(int argc, char** argv) {
   auto* verify = ckpt_cmd->add_subcommand("verify", "Check every piece's size and CRC32; exit 1 on a problem.");
   verify->add_option("path", ckpt_path, "Checkpoint directory (or a run / checkpoints directory: the newest)")
       ->required();
+  bool verify_all = false;
+  verify->add_flag("--all", verify_all, "Check every kept checkpoint of the directory, not only the newest");
   CkptExportOptions ckpt_export;
   auto* exporter = ckpt_cmd->add_subcommand(
       "export", "Write the model's full weights (any layout's checkpoint) to one .safetensors file.");
@@ -172,7 +178,8 @@ int cli_main(int argc, char** argv) {
   exporter->add_option("out", ckpt_export.out, "The .safetensors file to write (replaced if it exists)")->required();
   exporter
       ->add_option("--dtype", ckpt_export.dtype,
-                   "stored (the checkpoint's fp32 master weights), float32, bfloat16 or float16")
+                   "stored (the checkpoint's fp32 master weights), float32, bfloat16 or float16 (or fp32, bf16, "
+                   "fp16, as precision.dtype spells them)")
       ->capture_default_str();
   exporter->add_flag("--optimizer", ckpt_export.optimizer,
                      "Also the optimizer's state (exp_avg, exp_avg_sq, momentum_buffer, optimizer.step)");
@@ -253,7 +260,8 @@ int cli_main(int argc, char** argv) {
     return kExitOk;
   }
   if (exporter->parsed()) return ckpt_export_command(ckpt_export);
-  if (ckpt_cmd->parsed()) return inspect->parsed() ? ckpt_inspect_command(ckpt_path) : ckpt_verify_command(ckpt_path);
+  if (ckpt_cmd->parsed())
+    return inspect->parsed() ? ckpt_inspect_command(ckpt_path) : ckpt_verify_command(ckpt_path, verify_all);
   if (config_cmd->parsed()) {
     if (config_cmd->got_subcommand("reference")) {
       std::cout << reference_toml();

@@ -124,7 +124,24 @@ struct Setup {
   int64_t what_if_gpus_per_node = 0;  // per node in the table's rows (0 = gpus_per_node)
   std::vector<std::string> notes;
   std::string source;  // "granted: slurm job 123" or "--gpus 8"
+  // CPU ranks: each node's slots, which gtrain run's mpirun fills in turn (all on one node here).
+  std::vector<int64_t> cpu_slots;
+  double host_memory = 0;   // CPU ranks: the memory the ranks of a node share
+  bool count_list = false;  // --gpus gave several counts: the chosen block is for the largest
 };
+
+// CPU ranks: the most ranks on one node when gtrain run starts `world` of them (mpirun fills each
+// node's slots in turn; past them all, it spreads them over every node).
+int64_t cpu_ranks_per_node(const Setup& s, int64_t world) {
+  int64_t nodes = 0, filled = 0;
+  for (int64_t slots : s.cpu_slots) {
+    if (filled >= world) break;
+    filled += slots;
+    ++nodes;
+  }
+  nodes = std::max<int64_t>(1, nodes);
+  return (world + nodes - 1) / nodes;
+}
 
 std::vector<int64_t> ladder(int64_t world) {
   std::set<int64_t> s;
@@ -142,6 +159,10 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
   double mem_flag = 0;
   if (!o.gpu_mem.empty()) mem_flag = parse_memory_size(o.gpu_mem, "--gpu-mem");
   Allocation alloc;
+  if (hypothetical && o.ranks > 0) {
+    throw ConfigError("--ranks " + std::to_string(o.ranks) + " plans the ranks gtrain run --ranks " +
+                      std::to_string(o.ranks) + " starts here, --gpus " + o.gpus + " GPUs elsewhere: give one of them");
+  }
   if (hypothetical) {
     counts = parse_gpu_counts(o.gpus, "--gpus");
     s.world = *std::max_element(counts.begin(), counts.end());
@@ -151,6 +172,7 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
     DiscoveryOptions d;
     d.read_limits = false;
     d.hardware = hw;
+    d.ranks = o.ranks;  // as gtrain run --ranks N
     alloc = discover_allocation(env, system_command_runner(2.0), d);
     s.world = alloc.world_size();
     s.gpu = (alloc.total_gpus() > 0 && alloc.cuda_build) || !o.gpu_type.empty() || mem_flag > 0;
@@ -208,12 +230,18 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
   }
   if (mem_flag > 0) s.profile.memory_bytes = mem_flag;
   if (!s.gpu) {
-    // CPU ranks share the host's memory.
-    s.memory_per_rank =
-        0.8 * static_cast<double>(hw.memory_bytes) / static_cast<double>(std::max<int64_t>(1, s.gpus_per_node));
+    // CPU ranks share their node's memory, and go where gtrain run's mpirun puts them: the node slots
+    // of run_launch.cpp (a GPU's, else a task's, else one), or those --nodes gives.
+    for (const auto& n : alloc.nodes)
+      s.cpu_slots.push_back(n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size()));
+    if (o.nodes > 0) s.cpu_slots.assign(static_cast<size_t>(o.nodes), s.world / o.nodes);
+    s.gpus_per_node = cpu_ranks_per_node(s, s.world);
+    s.host_memory = static_cast<double>(hw.memory_bytes);
+    s.memory_per_rank = 0.8 * s.host_memory / static_cast<double>(s.gpus_per_node);
   }
   if (cfg.parallel.memory_gb > 0) s.memory_per_rank = cfg.parallel.memory_gb * kGiB;
   s.what_if = counts.size() > 1 ? counts : ladder(s.world);
+  s.count_list = counts.size() > 1;
   return s;
 }
 
@@ -222,8 +250,9 @@ PlannerInput planner_input(const JobConfig& cfg, const JobDescription& d, const 
   PlannerInput in = planner_input_for(cfg, d.stats, world);
   in.gpus_per_node = std::min(world, s.gpus_per_node);
   in.memory_bytes = s.memory_per_rank;
-  if (!s.gpu && s.memory_per_rank > 0 && world < s.gpus_per_node) {
-    in.memory_bytes = s.memory_per_rank * static_cast<double>(s.gpus_per_node) / static_cast<double>(world);
+  if (!s.gpu) {
+    in.gpus_per_node = cpu_ranks_per_node(s, world);
+    if (cfg.parallel.memory_gb <= 0) in.memory_bytes = 0.8 * s.host_memory / static_cast<double>(in.gpus_per_node);
   }
   in.profile = s.profile;
   in.caps = runnable ? kRunCapabilities : kAllCapabilities;
@@ -503,7 +532,12 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
       const RankedPlan& c = cands.front();
       const MemoryEstimate& me = c.memory;
       const TimeEstimate& te = c.time;
-      out << "chosen: " << c.plan.summary() << "\n";
+      out << "chosen";
+      if (s.count_list) {
+        out << " for " << s.world << " " << unit << "s (the largest of --gpus " << o.gpus
+            << "; the table below plans each count)";
+      }
+      out << ": " << c.plan.summary() << "\n";
       if (c.plan.requested_global_batch > 0) {
         out << "  global batch " << c.plan.global_batch() << " (requested " << c.plan.requested_global_batch
             << ", within parallel.batch_tolerance)\n";

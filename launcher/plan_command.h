@@ -1,4 +1,4 @@
-// plan_command.h: `gtrain plan config.toml [--gpus N|LIST] [--nodes M] [--gpu-mem SIZE]
+// plan_command.h: `gtrain plan config.toml [--gpus N|LIST | --ranks N] [--nodes M] [--gpu-mem SIZE]
 // [--gpu-type NAME] [--json] [--explain] [--runnable] [--calibrate]`: the chosen layout with its
 // estimates, the alternatives and why each lost, and a what-if table over GPU counts.
 #pragma once
@@ -19,6 +19,7 @@ struct PlanOptions {
   std::vector<std::string> sets;  // --set section.key=value
   std::string gpus;               // --gpus "8" or "1,2,4,8" ("" = what was granted)
   int64_t nodes = 0;              // --nodes (0 = 8 GPUs per node, or the allocation's)
+  int ranks = 0;                  // --ranks N: the ranks gtrain run --ranks N starts (0 = the allocation's)
   std::string gpu_mem;            // --gpu-mem "80GiB" (memory per GPU)
   std::string gpu_type;           // --gpu-type "A100-40GB", "h100", ...
   bool json = false;

@@ -469,6 +469,9 @@ RunOutcome run_job(const RunOptions& o) {
     if (!initial.source.empty()) {
       std::cout << "gtrain: weights from " << initial.source << " (" << initial.tensors
                 << " tensors, checkpoint.init_from; optimizer fresh at step 0, " << stage.load_seconds << " s)\n";
+      if (initial.ignored > 0)
+        std::cout << "gtrain: checkpoint.init_from: " << initial.ignored << " optimizer-state tensors in "
+                  << initial.source << " ignored (exp_avg, exp_avg_sq, momentum_buffer, optimizer.step)\n";
     }
     for (const auto& n : parts.data.notes) std::cerr << "gtrain: warning: " << n << std::endl;
     const int64_t eval_batches =

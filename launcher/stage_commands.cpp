@@ -19,6 +19,7 @@
 #include "runtime/common/errors.h"
 #include "runtime/config/job_config.h"
 #include "runtime/metrics/progress.h"
+#include "runtime/models/model_config.h"
 
 namespace fs = std::filesystem;
 
@@ -93,6 +94,22 @@ const std::vector<std::pair<std::string, Want>> kStageKeys = {
     {"load_s", Want::kNumber},       {"exit", Want::kString},   {"allocation", Want::kObject}};
 const std::vector<std::pair<std::string, Want>> kMetricKeys = {
     {"kind", Want::kString}, {"step", Want::kInt}, {"loss", Want::kNumber}};
+
+// The manifest's [model] keys that apply to its model (model_key_applies), each as the JSON value
+// of the TOML text the manifest keeps ("\"gpt\"" -> "gpt", "[256]" -> [256], "2" -> 2).
+nlohmann::json model_json(const nlohmann::json& kept) {
+  const auto value_of = [](const nlohmann::json& text) {
+    const auto parsed = nlohmann::json::parse(text.get<std::string>(), nullptr, false);
+    return parsed.is_discarded() ? text : parsed;
+  };
+  const auto name = kept.contains("name") ? value_of(kept.at("name")) : nlohmann::json();
+  const std::string model = name.is_string() ? name.get<std::string>() : "";
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, text] : kept.items()) {
+    if (model_key_applies(model, key)) out[key] = value_of(text);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -265,33 +282,71 @@ int ckpt_inspect_command(const std::string& path) {
   std::printf("  step       %lld  (consumed samples %lld, global batch %lld)\n", (long long)ck.step(),
               (long long)ck.consumed_samples(), (long long)m.value("global_batch", 0));
   std::printf("  written by %d rank(s), plan %s\n", m.value("world", 1), m.value("plan", "").c_str());
-  std::printf("  model      %s\n", m.at("model").dump().c_str());
+  std::printf("  model      %s\n", model_json(m.at("model")).dump().c_str());
   std::printf("  probe loss %.6f\n", m.value("probe_loss", 0.0));
   std::printf("  tensors    %zu in %lld pieces, %.2f MB\n", ck.tensor_names().size(), (long long)pieces, bytes / 1e6);
   if (m.contains("stage_ledger")) std::printf("  stages     %zu before this checkpoint\n", m.at("stage_ledger").size());
   return 0;
 }
 
-int ckpt_verify_command(const std::string& path) {
-  CheckpointReader ck(resolve_checkpoint_path(path));
-  auto problems = ck.verify();
-  for (const auto& p : problems) std::printf("%s\n", p.c_str());
-  if (problems.empty()) {
-    std::printf("%s: OK (%zu tensors, every checksum matches)\n", ck.path().c_str(), ck.tensor_names().size());
-    return 0;
+int ckpt_verify_command(const std::string& path, bool all) {
+  const std::string newest = resolve_checkpoint_path(path);
+  // --all: every committed checkpoint beside the newest (the run's kept ones), oldest first.
+  std::vector<std::string> paths;
+  const fs::path root = fs::path(newest).parent_path();
+  if (all) {
+    for (const auto& [step, dir] : committed_checkpoint_dirs(root.string())) paths.push_back(dir.string());
+  } else {
+    paths.push_back(newest);
   }
-  return 1;
+  size_t failed = 0;
+  for (const auto& p : paths) {
+    std::vector<std::string> problems;
+    size_t tensors = 0;
+    if (!all) {
+      CheckpointReader ck(p);  // one checkpoint: a manifest that does not open is the command's error
+      problems = ck.verify();
+      tensors = ck.tensor_names().size();
+    } else {
+      try {  // several: a manifest that does not open is that checkpoint's problem; the others go on
+        CheckpointReader ck(p);
+        problems = ck.verify();
+        tensors = ck.tensor_names().size();
+      } catch (const Error& e) {
+        problems.push_back(first_line(e.what()));
+      }
+    }
+    for (const auto& line : problems) std::printf("%s\n", line.c_str());
+    if (problems.empty()) {
+      std::printf("%s: OK (%zu tensors, every checksum matches)\n", p.c_str(), tensors);
+    } else {
+      ++failed;
+      std::printf("%s: FAILED (%zu problem%s)\n", p.c_str(), problems.size(), problems.size() == 1 ? "" : "s");
+    }
+  }
+  if (all) {
+    std::printf("%zu checkpoint%s in %s: %zu passed, %zu failed\n", paths.size(), paths.size() == 1 ? "" : "s",
+                root.c_str(), paths.size() - failed, failed);
+  }
+  return failed == 0 ? 0 : 1;
 }
 
 int ckpt_export_command(const CkptExportOptions& o) {
   torch::ScalarType cast = torch::kFloat32;
   const bool stored = o.dtype == "stored";
-  if (o.dtype == "bfloat16") {
+  // precision.dtype's spellings too (fp32, bf16, fp16).
+  std::string dtype = o.dtype;
+  if (dtype == "fp32") dtype = "float32";
+  if (dtype == "bf16") dtype = "bfloat16";
+  if (dtype == "fp16") dtype = "float16";
+  if (dtype == "bfloat16") {
     cast = torch::kBFloat16;
-  } else if (o.dtype == "float16") {
+  } else if (dtype == "float16") {
     cast = torch::kFloat16;
-  } else if (!stored && o.dtype != "float32") {
-    throw ConfigError("--dtype: '" + o.dtype + "' is not one of stored, float32, bfloat16, float16");
+  } else if (!stored && dtype != "float32") {
+    throw ConfigError("--dtype: '" + o.dtype +
+                      "' is not one of stored, float32, bfloat16, float16 (or fp32, bf16, fp16 as precision.dtype "
+                      "spells them)");
   }
   if (o.out.empty()) throw ConfigError("OUT: expected the path of the .safetensors file to write, got ''");
   // Through a symlink (a dangling one too) to its target; only a regular file, or nothing, is replaced.
@@ -331,12 +386,7 @@ int ckpt_export_command(const CkptExportOptions& o) {
     specs.push_back(std::move(s));
   }
   if (specs.empty()) throw CheckpointError(ck.path() + ": holds no model tensors to export");
-  // The manifest keeps each [model] value as its TOML text ("\"gpt\"", "[256]"): as JSON values here.
-  nlohmann::json model = nlohmann::json::object();
-  for (const auto& [key, value] : ck.manifest().at("model").items()) {
-    const auto parsed = value.is_string() ? nlohmann::json::parse(value.get<std::string>(), nullptr, false) : value;
-    model[key] = parsed.is_discarded() ? value : parsed;
-  }
+  const nlohmann::json model = model_json(ck.manifest().at("model"));
   std::map<std::string, std::string> meta = {{"format", "pt"},
                                              {"gtrain_checkpoint", ck.path()},
                                              {"gtrain_step", std::to_string(ck.step())},
@@ -370,7 +420,7 @@ int ckpt_export_command(const CkptExportOptions& o) {
                  (long long)overflowed);
   std::printf(
       "%s: %zu tensors (%s%s), %.2f MB, from %s (step %lld)%s\n", o.out.c_str(), specs.size(),
-      stored ? "as stored" : o.dtype.c_str(), o.optimizer ? ", optimizer state included" : "", bytes / 1e6,
+      stored ? "as stored" : dtype.c_str(), o.optimizer ? ", optimizer state included" : "", bytes / 1e6,
       ck.path().c_str(), (long long)ck.step(),
       skipped ? (", " + std::to_string(skipped) + " optimizer tensors left out (--optimizer keeps them)").c_str() : "");
   return 0;

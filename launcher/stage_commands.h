@@ -9,12 +9,15 @@ namespace gtrain {
 
 int status_command(const std::string& run_dir, bool json);
 int ckpt_inspect_command(const std::string& path);
-int ckpt_verify_command(const std::string& path);
+// Verifies the checkpoint `path` names (its newest), or with `all` every committed checkpoint in its
+// directory; problems one line each (a damaged data file is one line), exit 1 when any fails.
+int ckpt_verify_command(const std::string& path, bool all = false);
 
 struct CkptExportOptions {
   std::string path;              // checkpoint (or run / checkpoints directory: the newest)
   std::string out;               // the .safetensors file to write
-  std::string dtype = "stored";  // stored (the checkpoint's: fp32 master weights), float32, bfloat16, float16
+  std::string dtype = "stored";  // stored (the checkpoint's: fp32 master weights), float32, bfloat16, float16;
+                                 // or fp32, bf16, fp16 as precision.dtype spells them
   bool optimizer = false;        // also the optimizer's state (exp_avg, exp_avg_sq, momentum_buffer, step)
 };
 // Writes the checkpoint's full (unsharded) model tensors to one safetensors file, whatever layout

@@ -262,7 +262,8 @@ TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
 
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {dir.file("run") + " " + dir.file("x.st") + " --dtype int8",
-            "gtrain: config error: --dtype: 'int8' is not one of stored, float32, bfloat16, float16\n"},
+            "gtrain: config error: --dtype: 'int8' is not one of stored, float32, bfloat16, float16 (or fp32, bf16, "
+            "fp16 as precision.dtype spells them)\n"},
            {dir.file("run") + " " + dir.file("no/x.st"),
             "gtrain: config error: " + dir.file("no/x.st") + ": folder " + dir.file("no") + " does not exist\n"},
            {dir.file("run") + " " + dir.path(),

@@ -230,6 +230,60 @@ TEST(Config, OverrideErrorsNameTheOverride) {
             "(no error)");
 }
 
+// Every problem of a file in one pass, in file order, one a line: unknown keys (a key of another
+// section suggested by its section.key), wrong values, unknown sections.
+TEST(Config, EveryProblemOfAFileInOnePass) {
+  EXPECT_EQ(error_of("[train]\nsteps = 3\nlerning_rate = 0.1\nglobal_batch = 0\n[model]\ndropout = 1.5\n"
+                     "[optimiser]\nname = \"sgd\"\n"),
+            "config.toml:3:1: unknown key 'lerning_rate' in [train]; did you mean optimizer.learning_rate?\n"
+            "  config.toml:4:16: train.global_batch: expected an integer >= 1, got 0 (integer)\n"
+            "  config.toml:6:11: model.dropout: expected a number in [0, 0.9], got 1.5 (float)\n"
+            "  config.toml:7:2: unknown section [optimiser]; did you mean [optimizer]?");
+  // The right key in the wrong section, from the file or a --set; a key above every section.
+  EXPECT_EQ(error_of("[train]\nsteps = 3\n[model]\nwarmup_steps = 5\n"),
+            "config.toml:4:1: unknown key 'warmup_steps' in [model]; did you mean train.warmup_steps?");
+  EXPECT_EQ(error_of("[train]\nsteps = 3\n", {"train.learning_rate=0.1"}),
+            "--set train.learning_rate=0.1: unknown key 'learning_rate' in [train]; did you mean "
+            "optimizer.learning_rate?");
+  EXPECT_EQ(error_of("seed = 3\n[train]\nsteps = 3\n"),
+            "config.toml:1:1: unknown top-level key 'seed'; keys belong in a section such as [train]; did you mean "
+            "train.seed (under [train])?");
+  // A short word is near too many keys of other sections: only its own section's are offered.
+  EXPECT_EQ(error_of("[train]\nsteps = 3\n", {}, {{"GTRAIN_OPTIMIZER_LR", "0.1"}}).find("did you mean"),
+            std::string::npos);
+  // A --set or variable problem and a file's, together; the cross-field rules only once every value reads.
+  EXPECT_EQ(error_of("[train]\nsteps = 2.5\n", {"steps"}),
+            "--set 'steps': expected section.key=value, e.g. --set train.steps=100\n"
+            "  config.toml:2:9: train.steps: expected an integer >= 0, got 2.5 (float)");
+  EXPECT_EQ(error_of("[train]\nsteps = 3\nepochs = 1.0\n[model]\nname = \"gpt\"\nn_embd = 30\nn_head = 4\n"),
+            "config.toml: [train]: set exactly one of train.steps, train.epochs, train.tokens (found train.steps = 3 "
+            "train.epochs = 1)\n"
+            "  config.toml: [model]: model.n_head = 4 must divide model.n_embd = 30");
+}
+
+// At most 20 lines: the first 19 problems, then how many more.
+TEST(Config, ProblemsAreReportedUpToTwentyLines) {
+  std::string toml = "[train]\nsteps = 3\n";
+  for (int i = 0; i < 30; ++i) toml += "zz" + std::to_string(100 + i) + "zzzzzz = 1\n";
+  const auto lines = test::lines(error_of(toml));
+  ASSERT_EQ(lines.size(), 20u);
+  EXPECT_EQ(lines[0].rfind("config.toml:3:1: unknown key 'zz100zzzzzz' in [train]; valid keys: ", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[18].rfind("  config.toml:21:1: unknown key 'zz118zzzzzz' in [train]", 0), 0u) << lines[18];
+  EXPECT_EQ(lines[19], "  ... and 11 more (30 problems in all)");
+}
+
+// Through the binary: every problem on its own line after "gtrain: config error:", exit 2.
+TEST(Config, CommandReportsEveryProblem) {
+  test::TempDir dir;
+  test::write_file(dir.file("bad.toml"), "[train]\nsteps = 3\nlerning_rate = 0.1\n[model]\ndropout = 2\n");
+  const auto r = test::run_command(GTRAIN_BINARY " config show " + dir.file("bad.toml"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output, "gtrain: config error: " + dir.file("bad.toml") +
+                          ":3:1: unknown key 'lerning_rate' in [train]; did you mean optimizer.learning_rate?\n  " +
+                          dir.file("bad.toml") +
+                          ":5:11: model.dropout: expected a number in [0, 0.9], got 2 (integer)\n");
+}
+
 TEST(Config, MissingFileNamesPath) {
   try {
     load_job_config("/definitely/not/here.toml", {}, kNoEnv);

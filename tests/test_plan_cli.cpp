@@ -195,12 +195,67 @@ TEST(PlanCli, TextWithListOfCountsAndExplain) {
   auto r = run_command(clean_env("") + GTRAIN_BINARY " plan " + dir.file("gpt2.toml") +
                        " --gpus 1,2,4,8 --gpu-type h100 --explain");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("chosen: dp=8 tp=1 pp=1 zero=0"), std::string::npos) << r.output;
+  // The chosen block says which of the counts it is for.
+  EXPECT_NE(r.output.find("\nchosen for 8 GPUs (the largest of --gpus 1,2,4,8; the table below plans each count): "
+                          "dp=8 tp=1 pp=1 zero=0"),
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("profile   H100-80GB (table)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("why it lost"), std::string::npos);
   EXPECT_NE(r.output.find("activations     per sample"), std::string::npos) << "--explain adds the breakdown";
   const auto table = r.output.substr(r.output.find("what-if"));
   EXPECT_EQ(test::lines(table).size(), 2u + 4u) << table;  // title, header, 4 counts
+}
+
+const char* kSmallMlp =
+    "[model]\nname = \"mlp\"\nhidden = [32]\n[data]\nkind = \"synthetic\"\nsynthetic_samples = 256\n"
+    "[train]\nglobal_batch = 16\nsteps = 10\n";
+
+// CPU ranks go where gtrain run --ranks N puts them: all on this machine, sharing its memory; the
+// what-if table over rank counts says one node for each.
+TEST(PlanCli, CpuRanksShareThisMachine) {
+  test::TempDir dir;
+  test::write_file(dir.file("mlp.toml"), kSmallMlp);
+  const std::string plan = clean_env("") + GTRAIN_BINARY " plan " + dir.file("mlp.toml");
+  auto r = run_command(plan + " --ranks 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto two = nlohmann::json::parse(r.output);
+  EXPECT_EQ(two.at("unit"), "rank");
+  EXPECT_EQ(two.at("world"), 2);
+  EXPECT_EQ(two.at("nodes"), 1);
+  EXPECT_EQ(two.at("gpus_per_node"), 2);
+  EXPECT_EQ(two.at("chosen").at("dp"), 2);
+  ASSERT_GE(two.at("what_if").size(), 4u);
+  for (const auto& row : two.at("what_if")) EXPECT_EQ(row.at("nodes"), 1) << row.dump();
+  r = run_command(plan + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto one = nlohmann::json::parse(r.output);
+  EXPECT_EQ(one.at("world"), 1);
+  for (const auto& row : one.at("what_if")) EXPECT_EQ(row.at("nodes"), 1) << row.dump();  // was one node per rank
+  // Two ranks share the memory one rank has alone.
+  const double ratio = two.at("usable_memory_bytes").get<double>() / one.at("usable_memory_bytes").get<double>();
+  EXPECT_GT(ratio, 0.45);
+  EXPECT_LT(ratio, 0.55);
+
+  r = run_command(plan + " --ranks 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("  devices   2 ranks (granted: local, 2 ranks as configured (--ranks)), 2 per node\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("\nchosen: dp=2 tp=1 pp=1"), std::string::npos) << r.output;
+  const auto table = test::lines(r.output.substr(r.output.find("what-if over rank counts")));
+  ASSERT_GE(table.size(), 4u) << r.output;
+  EXPECT_EQ(table[3].substr(0, 15), "       2      1") << table[3];  // 2 ranks on 1 node
+
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--ranks 2 --gpus 4",
+            "gtrain: config error: --ranks 2 plans the ranks gtrain run --ranks 2 starts here, --gpus 4 GPUs "
+            "elsewhere: give one of them"},
+           {"--ranks 0", "gtrain: config error: --ranks: Value 0 not in range 1 to 65536 (see gtrain --help)"}}) {
+    r = run_command(plan + " " + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+    EXPECT_EQ(r.output, message + "\n") << flags;
+  }
 }
 
 TEST(PlanCli, ModelThatCannotFitPrintsTheTableThenOneErrorLine) {

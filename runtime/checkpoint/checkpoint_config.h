@@ -36,7 +36,7 @@ struct CheckpointConfig {
       "Weights a fresh start begins from (fine-tuning): a .safetensors file (gtrain ckpt export's, or any "
       "with gtrain's tensor names and shapes), a checkpoint directory, or a run directory (its newest "
       "checkpoint). Every model tensor must be there with its shape, in a floating-point type, and "
-      "nothing else; the optimizer "
+      "no other model's tensor; optimizer state in it is ignored (the run says how many tensors): the optimizer "
       "starts fresh at step 0. Ignored when the run resumes from its own checkpoint (\"\" = the model's "
       "own initialisation).");
   }

@@ -46,6 +46,11 @@ struct Origins {
     if (src.begin.line == 0) return file;
     return file + ":" + std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column);
   }
+  // Where in the file, to report problems in file order: 0 for an override or no position.
+  uint64_t position(const std::string& dotted, const toml::source_region& src) const {
+    if (overridden.count(dotted)) return 0;
+    return (static_cast<uint64_t>(src.begin.line) << 32) | src.begin.column;
+  }
 };
 
 std::string describe_spec(const char* base, const cfg::Spec& s) {
@@ -102,11 +107,40 @@ bool in_range(double v, const cfg::Spec& s) {
   return true;
 }
 
-// Reads one section's fields from a TOML table through the struct's visit().
+// Every problem of one load, so a file's mistakes are reported in one pass, not one per run.
+class Problems {
+ public:
+  // `position` orders the file's problems as they appear in it (Origins::position; 0 first).
+  void add(std::string line, uint64_t position = 0) { lines_.emplace_back(position, std::move(line)); }
+  bool empty() const { return lines_.empty(); }
+  // One ConfigError: the first problem, then each other on its own line, at most kMaxLines lines.
+  void throw_if_any() {
+    if (lines_.empty()) return;
+    std::stable_sort(lines_.begin(), lines_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    constexpr size_t kMaxLines = 20;
+    const size_t shown = lines_.size() <= kMaxLines ? lines_.size() : kMaxLines - 1;
+    std::string out;
+    for (size_t i = 0; i < shown; ++i) out += (i ? "\n  " : "") + lines_[i].second;
+    if (shown < lines_.size())
+      out += "\n  ... and " + std::to_string(lines_.size() - shown) + " more (" + std::to_string(lines_.size()) +
+             " problems in all)";
+    throw ConfigError(out);
+  }
+
+ private:
+  std::vector<std::pair<uint64_t, std::string>> lines_;
+};
+
+// Every section's keys, for "did you mean" across sections (lerning_rate in [train]).
+using SectionKeys = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
+// Reads one section's fields from a TOML table through the struct's visit(); each problem goes to
+// `problems` and the field keeps its default.
 class SectionReader {
  public:
-  SectionReader(const toml::table* tbl, std::string section, const Origins& origins)
-      : tbl_(tbl), section_(std::move(section)), origins_(origins) {}
+  SectionReader(const toml::table* tbl, std::string section, const Origins& origins, Problems& problems,
+                const SectionKeys* all_keys = nullptr)
+      : tbl_(tbl), section_(std::move(section)), origins_(origins), problems_(problems), all_keys_(all_keys) {}
 
   template <class T>
   void operator()(const char* key, T& out, const char* /*doc*/, const cfg::Spec& spec = {}) {
@@ -117,7 +151,8 @@ class SectionReader {
     read(key, *n, out, spec);
   }
 
-  // Any key the struct did not claim is unknown: report the first, with a suggestion.
+  // Any key the struct did not claim is unknown: each is reported, with a suggestion from this
+  // section or, when a key of another section is closer, that one (section.key).
   void finish() const {
     if (!tbl_) return;
     for (auto&& [k, v] : *tbl_) {
@@ -125,26 +160,48 @@ class SectionReader {
       if (std::find(known_.begin(), known_.end(), name) != known_.end()) continue;
       std::string msg =
           origins_.of(section_ + "." + name, k.source()) + ": unknown key '" + name + "' in [" + section_ + "]";
-      std::string near = cfg::closest_match(name, known_);
+      const std::string near = suggestion(name);
       if (!near.empty())
-        msg += "; did you mean '" + near + "'?";
+        msg += "; did you mean " + near + "?";
       else
         msg += "; valid keys: " + join_known();
-      throw ConfigError(msg);
+      problems_.add(msg, origins_.position(section_ + "." + name, k.source()));
     }
   }
 
  private:
+  std::string suggestion(const std::string& name) const {
+    const size_t limit = std::max<size_t>(2, name.size() / 3);
+    std::string best;
+    size_t best_d = limit + 1;
+    for (const auto& k : known_) {
+      const size_t d = cfg::edit_distance(name, k);
+      if (d < best_d) best_d = d, best = "'" + k + "'";
+    }
+    if (!all_keys_) return best;
+    // Another section's key only when it is closer, and close for its length (a short word is near
+    // too many keys: lr is two edits from checkpoint.dir).
+    best_d = std::min(best_d, name.size() / 4 + 1);
+    for (const auto& [section, keys] : *all_keys_) {
+      if (section == section_) continue;
+      for (const auto& k : keys) {
+        const size_t d = cfg::edit_distance(name, k);
+        if (d < best_d) best_d = d, best = section + "." + k;
+      }
+    }
+    return best;
+  }
+
   std::string join_known() const {
     std::string s;
     for (auto& k : known_) s += (s.empty() ? "" : ", ") + k;
     return s;
   }
 
-  [[noreturn]] void fail(const char* key, const toml::node& n, const std::string& expected) const {
+  void fail(const char* key, const toml::node& n, const std::string& expected) const {
     std::string dotted = section_ + "." + key;
-    throw ConfigError(origins_.of(dotted, n.source()) + ": " + dotted + ": expected " + expected + ", got " +
-                      render(n));
+    problems_.add(origins_.of(dotted, n.source()) + ": " + dotted + ": expected " + expected + ", got " + render(n),
+                  origins_.position(dotted, n.source()));
   }
 
   // Keys in seconds (time_limit_s, min_lead_s, ...) also take a duration string ("2h", "1h30m", "01:30:00"),
@@ -164,15 +221,14 @@ class SectionReader {
   void read(const char* key, const toml::node& n, int64_t& out, const cfg::Spec& s) {
     auto v = n.as_integer();
     std::string expected = describe_spec("an integer", s);
-    if (!v) fail(key, n, expected);
-    if (!in_range(static_cast<double>(v->get()), s)) fail(key, n, expected);
+    if (!v || !in_range(static_cast<double>(v->get()), s)) return fail(key, n, expected);
     out = v->get();
   }
   void read(const char* key, const toml::node& n, int& out, const cfg::Spec& s) {
-    int64_t wide = out;
-    read(key, n, wide, s);
-    if (wide < INT32_MIN || wide > INT32_MAX) fail(key, n, "a 32-bit integer");
-    out = static_cast<int>(wide);
+    auto v = n.as_integer();
+    if (!v || !in_range(static_cast<double>(v->get()), s)) return fail(key, n, describe_spec("an integer", s));
+    if (v->get() < INT32_MIN || v->get() > INT32_MAX) return fail(key, n, "a 32-bit integer");
+    out = static_cast<int>(v->get());
   }
   void read(const char* key, const toml::node& n, double& out, const cfg::Spec& s) {
     std::string expected = describe_spec("a number", s);
@@ -184,35 +240,35 @@ class SectionReader {
     else if (auto d = n.as_string(); d && is_seconds_key(key))
       v = parse_duration_or_fail(key, n, d->get(), expected);
     else
-      fail(key, n, expected);
-    if (!std::isfinite(v) || !in_range(v, s)) fail(key, n, expected);
+      return fail(key, n, expected);
+    if (!std::isfinite(v) || !in_range(v, s)) return fail(key, n, expected);
     // Rates, decays and scales become 32-bit floats in tensors: past that range is a typo.
-    if (std::abs(v) > 3.4e38) fail(key, n, expected + ", within the 32-bit float range (|x| <= 3.4e38)");
+    if (std::abs(v) > 3.4e38) return fail(key, n, expected + ", within the 32-bit float range (|x| <= 3.4e38)");
     out = v;
   }
   void read(const char* key, const toml::node& n, bool& out, const cfg::Spec&) {
     auto b = n.as_boolean();
-    if (!b) fail(key, n, "true or false");
+    if (!b) return fail(key, n, "true or false");
     out = b->get();
   }
   void read(const char* key, const toml::node& n, std::string& out, const cfg::Spec& s) {
     auto str = n.as_string();
     std::string expected = describe_spec("a string", s);
-    if (!str) fail(key, n, expected);
+    if (!str) return fail(key, n, expected);
     if (!s.choices.empty() && std::find(s.choices.begin(), s.choices.end(), str->get()) == s.choices.end()) {
       std::string near = cfg::closest_match(str->get(), s.choices);
-      fail(key, n, expected + (near.empty() ? "" : " (did you mean \"" + near + "\"?)"));
+      return fail(key, n, expected + (near.empty() ? "" : " (did you mean \"" + near + "\"?)"));
     }
     out = str->get();
   }
   void read(const char* key, const toml::node& n, std::vector<int64_t>& out, const cfg::Spec& s) {
     auto arr = n.as_array();
     std::string expected = describe_spec("an array of integers", s);
-    if (!arr) fail(key, n, expected);
+    if (!arr) return fail(key, n, expected);
     std::vector<int64_t> vals;
     for (auto& el : *arr) {
       auto i = el.as_integer();
-      if (!i || !in_range(static_cast<double>(i->get()), s)) fail(key, n, expected);
+      if (!i || !in_range(static_cast<double>(i->get()), s)) return fail(key, n, expected);
       vals.push_back(i->get());
     }
     out = vals;
@@ -221,13 +277,16 @@ class SectionReader {
   template <class T, class = std::enable_if_t<std::is_class_v<T>>>
   void read(const char* key, const toml::node& n, std::vector<T>& out, const cfg::Spec&) {
     auto arr = n.as_array();
-    if (!arr) fail(key, n, "an array of tables ([[" + section_ + "." + key + "]])");
+    if (!arr) return fail(key, n, "an array of tables ([[" + section_ + "." + key + "]])");
     std::vector<T> vals;
     for (size_t i = 0; i < arr->size(); ++i) {
       const auto* tbl = (*arr)[i].as_table();
-      if (!tbl) fail(key, (*arr)[i], "a table");
+      if (!tbl) {
+        fail(key, (*arr)[i], "a table");
+        continue;
+      }
       T item;
-      SectionReader nested(tbl, section_ + "." + key, origins_);
+      SectionReader nested(tbl, section_ + "." + key, origins_, problems_);
       item.visit(nested);
       nested.finish();
       vals.push_back(item);
@@ -236,11 +295,11 @@ class SectionReader {
   }
   void read(const char* key, const toml::node& n, std::vector<std::string>& out, const cfg::Spec&) {
     auto arr = n.as_array();
-    if (!arr) fail(key, n, "an array of strings");
+    if (!arr) return fail(key, n, "an array of strings");
     std::vector<std::string> vals;
     for (auto& el : *arr) {
       auto str = el.as_string();
-      if (!str) fail(key, n, "an array of strings");
+      if (!str) return fail(key, n, "an array of strings");
       vals.push_back(str->get());
     }
     out = vals;
@@ -249,6 +308,8 @@ class SectionReader {
   const toml::table* tbl_;
   std::string section_;
   const Origins& origins_;
+  Problems& problems_;
+  const SectionKeys* all_keys_;
   std::vector<std::string> known_;
 };
 
@@ -270,11 +331,19 @@ void set_override(toml::table& root, const std::string& section, const std::stri
 
 struct SectionCollector {
   std::vector<std::string> names;
+  SectionKeys keys;
   template <class S>
-  void operator()(const char* name, S&, const char*) {
+  void operator()(const char* name, S& section, const char*) {
     names.push_back(name);
+    std::vector<std::string> fields;
+    for (const auto& f : cfg::list_fields(section)) fields.push_back(f.key);
+    keys.emplace_back(name, fields);
   }
 };
+
+// The cross-field rules' problems (validate_job_config), each a line; the windows' own checks
+// (which throw) only when there is no other problem.
+void cross_field_problems(const JobConfig& c, Problems& problems);
 
 }  // namespace
 
@@ -296,7 +365,10 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
     throw ConfigError(origin + ":" + std::to_string(err.source().begin.line) + ":" +
                       std::to_string(err.source().begin.column) + ": invalid TOML: " + std::string(err.description()));
   }
-  const std::vector<std::string> sections = section_names();
+  SectionCollector col;
+  JobConfig().visit_sections(col);
+  const std::vector<std::string>& sections = col.names;
+  Problems problems;
 
   // Environment first, so that --set (applied after) wins.
   for (const auto& [name, value] : env) {
@@ -316,21 +388,23 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
     const std::string head = rest.substr(0, rest.find('_'));
     const std::string near = matched || head == rest ? std::string() : cfg::closest_match(head, sections);
     if (!near.empty() && head != "internal" && head != "profile" && head != "worker" && head != "slurm") {
-      throw ConfigError("environment " + name + ": no config section [" + head + "]; did you mean GTRAIN_" +
-                        upper(near) + "_" + name.substr(8 + head.size()) + "?");
+      problems.add("environment " + name + ": no config section [" + head + "]; did you mean GTRAIN_" + upper(near) +
+                   "_" + name.substr(8 + head.size()) + "?");
     }
   }
   for (const auto& set : sets) {
     auto eq = set.find('=');
     auto dot = set.find('.');
     if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq) {
-      throw ConfigError("--set '" + set + "': expected section.key=value, e.g. --set train.steps=100");
+      problems.add("--set '" + set + "': expected section.key=value, e.g. --set train.steps=100");
+      continue;
     }
     std::string section = set.substr(0, dot), key = set.substr(dot + 1, eq - dot - 1);
     if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
       std::string near = cfg::closest_match(section, sections);
-      throw ConfigError("--set '" + set + "': unknown section [" + section + "]" +
-                        (near.empty() ? "" : "; did you mean [" + near + "]?"));
+      problems.add("--set '" + set + "': unknown section [" + section + "]" +
+                   (near.empty() ? "" : "; did you mean [" + near + "]?"));
+      continue;
     }
     set_override(root, section, key, set.substr(eq + 1));
     origins.overridden[section + "." + key] = "--set " + set;
@@ -340,31 +414,40 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
   for (auto&& [k, v] : root) {
     std::string name(k.str());
     if (std::find(sections.begin(), sections.end(), name) != sections.end()) {
-      if (!v.is_table()) {
-        throw ConfigError(origins.of(name, k.source()) + ": '" + name + "' must be a [" + name + "] table, got " +
-                          render(v));
-      }
+      if (!v.is_table())
+        problems.add(origins.of(name, k.source()) + ": '" + name + "' must be a [" + name + "] table, got " + render(v),
+                     origins.position(name, k.source()));
       continue;
     }
     std::string where = origins.of(name, k.source());
     std::string near = cfg::closest_match(name, sections);
     if (v.is_table()) {
-      throw ConfigError(where + ": unknown section [" + name + "]" +
-                        (near.empty() ? "" : "; did you mean [" + near + "]?"));
+      problems.add(where + ": unknown section [" + name + "]" + (near.empty() ? "" : "; did you mean [" + near + "]?"),
+                   origins.position(name, k.source()));
+      continue;
     }
-    throw ConfigError(where + ": unknown top-level key '" + name + "'; keys belong in a section such as [train]");
+    // A key of some section, written above every section header: name the section.
+    std::string owner;
+    for (const auto& [section, keys] : col.keys) {
+      if (owner.empty() && std::find(keys.begin(), keys.end(), name) != keys.end()) owner = section;
+    }
+    problems.add(where + ": unknown top-level key '" + name + "'; keys belong in a section such as [train]" +
+                     (owner.empty() ? "" : "; did you mean " + owner + "." + name + " (under [" + owner + "])?"),
+                 origins.position(name, k.source()));
   }
 
   JobConfig cfg;
   cfg.source_path = origin;
   cfg.overrides = origins.overridden;
   auto read_section = [&](const char* name, auto& section, const char*) {
-    SectionReader reader(root[name].as_table(), name, origins);
+    SectionReader reader(root[name].as_table(), name, origins, problems, &col.keys);
     section.visit(reader);
     reader.finish();
   };
   cfg.visit_sections(read_section);
-  validate_job_config(cfg);
+  // The cross-field rules only over values that were read: a field that failed keeps its default.
+  if (problems.empty()) cross_field_problems(cfg, problems);
+  problems.throw_if_any();
   return cfg;
 }
 
@@ -381,6 +464,14 @@ JobConfig load_job_config(const std::string& path, const std::vector<std::string
 }
 
 void validate_job_config(const JobConfig& c) {
+  Problems problems;
+  cross_field_problems(c, problems);
+  problems.throw_if_any();
+}
+
+namespace {
+
+void cross_field_problems(const JobConfig& c, Problems& problems) {
   // Where the keys a check is about came from: the --set or environment variable that set one of
   // them, else the file.
   const std::string file = c.source_path.empty() ? "config" : c.source_path;
@@ -398,51 +489,55 @@ void validate_job_config(const JobConfig& c) {
     if (t.steps > 0) found += " train.steps = " + std::to_string(t.steps);
     if (t.epochs > 0) found += " train.epochs = " + fmt_num(t.epochs);
     if (t.tokens > 0) found += " train.tokens = " + std::to_string(t.tokens);
-    throw ConfigError(from({"train.steps", "train.epochs", "train.tokens"}) +
-                      ": [train]: set exactly one of train.steps, train.epochs, train.tokens" +
-                      (found.empty() ? std::string(" (none is set)") : " (found" + found + ")"));
+    problems.add(from({"train.steps", "train.epochs", "train.tokens"}) +
+                 ": [train]: set exactly one of train.steps, train.epochs, train.tokens" +
+                 (found.empty() ? std::string(" (none is set)") : " (found" + found + ")"));
   }
   if (c.model.name == "gpt" && c.model.n_embd % c.model.n_head != 0) {
-    throw ConfigError(from({"model.n_head", "model.n_embd", "model.name"}) + ": [model]: model.n_head = " +
-                      std::to_string(c.model.n_head) + " must divide model.n_embd = " + std::to_string(c.model.n_embd));
+    problems.add(from({"model.n_head", "model.n_embd", "model.name"}) + ": [model]: model.n_head = " +
+                 std::to_string(c.model.n_head) + " must divide model.n_embd = " + std::to_string(c.model.n_embd));
   }
   if (t.tokens > 0 && c.model.name != "gpt" && c.data.kind != "tokens" && c.data.kind != "text_bytes") {
-    throw ConfigError(from({"train.tokens", "model.name", "data.kind"}) +
-                      ": [train]: train.tokens needs a token model and data (data.kind = "
-                      "\"tokens\" or \"text_bytes\"); use train.steps or train.epochs");
+    problems.add(from({"train.tokens", "model.name", "data.kind"}) +
+                 ": [train]: train.tokens needs a token model and data (data.kind = "
+                 "\"tokens\" or \"text_bytes\"); use train.steps or train.epochs");
   }
   for (const auto& sig : c.schedule.stop_signals) {
     if (signal_number(sig) < 0) {
-      throw ConfigError(from({"schedule.stop_signals"}) + ": schedule.stop_signals: unknown signal '" + sig +
-                        "' (expected USR1, USR2, TERM, INT, HUP)");
+      problems.add(from({"schedule.stop_signals"}) + ": schedule.stop_signals: unknown signal '" + sig +
+                   "' (expected USR1, USR2, TERM, INT, HUP)");
     }
-  }
-  for (size_t i = 0; i < c.schedule.window.size(); ++i) {
-    parse_window(c.schedule.window[i], from({"schedule.window"}) + ": schedule.window[" + std::to_string(i) + "]");
   }
   const std::string& name = c.log.name;
   if (name == "." || name == ".." || name.find('/') != std::string::npos) {
     // <root>/.. would put the run's files (checkpoints, metrics, locks) into log.root's parent.
-    throw ConfigError(from({"log.name"}) + ": log.name: expected a plain name without '/' (not . or ..), got '" + name +
-                      "'; the run directory is <log.root>/<log.name>: set log.root to choose where, or pass "
-                      "--run-dir");
+    problems.add(from({"log.name"}) + ": log.name: expected a plain name without '/' (not . or ..), got '" + name +
+                 "'; the run directory is <log.root>/<log.name>: set log.root to choose where, or pass "
+                 "--run-dir");
   }
   if (c.parallel.pp_microbatches > 0 && c.parallel.micro_batch > 0) {
-    throw ConfigError(from({"parallel.pp_microbatches", "parallel.micro_batch"}) +
-                      ": [parallel]: set parallel.micro_batch or parallel.pp_microbatches, not both (micro-batches "
-                      "per replica decide the micro-batch size, and the other way round)");
+    problems.add(from({"parallel.pp_microbatches", "parallel.micro_batch"}) +
+                 ": [parallel]: set parallel.micro_batch or parallel.pp_microbatches, not both (micro-batches "
+                 "per replica decide the micro-batch size, and the other way round)");
   }
   if (c.parallel.mode == "auto") {
     const ParallelConfig d;
     if (c.parallel.tp != d.tp || c.parallel.pp != d.pp || c.parallel.dp != d.dp || c.parallel.zero != d.zero ||
         c.parallel.recompute != d.recompute) {
-      throw ConfigError(
+      problems.add(
           from({"parallel.mode", "parallel.dp", "parallel.tp", "parallel.pp", "parallel.zero", "parallel.recompute"}) +
           ": [parallel]: dp, tp, pp, zero and recompute are chosen by the planner "
           "when parallel.mode = \"auto\"; set parallel.mode = \"explicit\" to fix them");
     }
   }
+  // Last, and only alone: parse_window throws its problem (its one line) itself.
+  if (!problems.empty()) return;
+  for (size_t i = 0; i < c.schedule.window.size(); ++i) {
+    parse_window(c.schedule.window[i], from({"schedule.window"}) + ": schedule.window[" + std::to_string(i) + "]");
+  }
 }
+
+}  // namespace
 
 std::string to_toml(const JobConfig& c) {
   std::string out = "# Resolved gtrain configuration (file + environment + --set, with defaults).\n";

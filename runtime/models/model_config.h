@@ -55,4 +55,16 @@ inline bool model_key_shapes_parameters(const std::string& name, const std::stri
   return true;
 }
 
+// Whether [model] key `key` applies to model `name` (the keys gtrain ckpt inspect and export list):
+// name and dropout always; mlp: hidden; cnn: channels; gpt: n_layer, n_head, n_embd, seq_len, vocab,
+// tied_embeddings, init_std; a plugin's model: every key but plugin (which ones it reads is its own).
+inline bool model_key_applies(const std::string& name, const std::string& key) {
+  if (key == "plugin") return false;
+  if (key == "name" || key == "dropout") return true;
+  if (name == "mlp") return key == "hidden";
+  if (name == "cnn") return key == "channels";
+  if (name == "gpt") return key != "hidden" && key != "channels";
+  return true;
+}
+
 }  // namespace gtrain

@@ -39,6 +39,7 @@ struct Source {
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, torch::ScalarType> dtypes;
   std::function<torch::Tensor(const std::string&)> read;
+  int64_t optimizer_tensors = 0;  // its optimizer state, which is not read
 };
 
 Source open_source(const std::string& path) {
@@ -63,8 +64,12 @@ Source open_source(const std::string& path) {
     throw ConfigError(std::string(kKey) + ": " + e.what());
   }
   if (s.path.empty()) check_init_from(path);  // neither a directory nor a file: throws its one-line error
-  for (const auto& [n, shape] : all)
-    if (!is_optimizer_state(n, names)) s.shapes[n] = shape;
+  for (const auto& [n, shape] : all) {
+    if (is_optimizer_state(n, names))
+      ++s.optimizer_tensors;
+    else
+      s.shapes[n] = shape;
+  }
   return s;
 }
 
@@ -119,7 +124,7 @@ InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, 
     }
     return src.read(name);
   });
-  return {src.path, static_cast<int64_t>(src.shapes.size())};
+  return {src.path, static_cast<int64_t>(src.shapes.size()), src.optimizer_tensors};
 }
 
 }  // namespace gtrain

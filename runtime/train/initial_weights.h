@@ -13,6 +13,7 @@ class ParallelEngine;
 struct InitialWeights {
   std::string source;   // the file or checkpoint directory read
   int64_t tensors = 0;  // model tensors loaded (this rank's and the others')
+  int64_t ignored = 0;  // optimizer-state tensors in the source, not read (the optimizer starts fresh)
 };
 
 // Loads the weights `path` names (a .safetensors file, a checkpoint directory, or a run / checkpoints
