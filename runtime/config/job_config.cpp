@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <toml++/toml.h>
@@ -209,12 +210,14 @@ class SectionReader {
   static bool is_seconds_key(const std::string& key) {
     return key.size() > 2 && key.compare(key.size() - 2, 2, "_s") == 0;
   }
-  double parse_duration_or_fail(const char* key, const toml::node& n, const std::string& text,
-                                const std::string& expected) const {
+  // The seconds a duration string gives; nullopt once its problem is recorded.
+  std::optional<double> parse_duration_or_fail(const char* key, const toml::node& n, const std::string& text,
+                                               const std::string& expected) const {
     try {
       return parse_duration(text, section_ + "." + key);
     } catch (const ConfigError&) {
       fail(key, n, expected + " or a duration such as \"90s\", \"15m\", \"1h30m\", \"01:30:00\"");
+      return std::nullopt;
     }
   }
 
@@ -237,9 +240,11 @@ class SectionReader {
       v = f->get();
     else if (auto i = n.as_integer())
       v = static_cast<double>(i->get());
-    else if (auto d = n.as_string(); d && is_seconds_key(key))
-      v = parse_duration_or_fail(key, n, d->get(), expected);
-    else
+    else if (auto d = n.as_string(); d && is_seconds_key(key)) {
+      const auto seconds = parse_duration_or_fail(key, n, d->get(), expected);
+      if (!seconds) return;
+      v = *seconds;
+    } else
       return fail(key, n, expected);
     if (!std::isfinite(v) || !in_range(v, s)) return fail(key, n, expected);
     // Rates, decays and scales become 32-bit floats in tensors: past that range is a typo.
