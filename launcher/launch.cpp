@@ -188,8 +188,11 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     if (sig <= 0) continue;
     const char* name = strsignal(sig);
     const bool stop = std::find(spec.stop_signals.begin(), spec.stop_signals.end(), sig) != spec.stop_signals.end();
-    if (!stop) {  // not a stop signal: what it would have done to mpirun itself (TERM, INT, HUP end the job)
-      if (sig == SIGUSR1 || sig == SIGUSR2) {
+    if (!stop) {  // not a stop signal: what it would have done to mpirun itself (TERM, INT end the job)
+      if (sig == SIGHUP) {
+        // The terminal or ssh session is gone: training goes on, its output in the run directory.
+        if (!spec.quiet) std::fprintf(stderr, "gtrain: %s: the console is gone; the ranks train on\n", name);
+      } else if (sig == SIGUSR1 || sig == SIGUSR2) {
         ::kill(child, sig);  // mpirun passes these on to the ranks
       } else {
         end_ranks(sig);  // the ranks have no handler for it and end

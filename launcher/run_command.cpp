@@ -193,9 +193,10 @@ DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re,
 }
 
 // What in a run directory says the run has committed a checkpoint before: committed checkpoint
-// directories (here: every one invalid), or metrics.jsonl's "checkpoint" records that confirm a
-// finished write (previous_write_s: this save's when synchronous, the one before when asynchronous;
-// a save still in flight when the run was killed proves nothing). "" when nothing does: a run that
+// directories (here: every one invalid), or metrics.jsonl's "checkpoint" records of a save known to
+// have finished (a synchronous one; an asynchronous one followed by a record of the next save's
+// previous_write_s, or by a stage's "final" / "stage_end" record, written once its saves commit; a
+// save still in flight when the run was killed proves nothing). "" when nothing does: a run that
 // never saved loses nothing by starting at step 0. (stages.jsonl outlives --no-resume: not evidence.)
 std::string saved_history(const std::string& run_dir, const std::string& checkpoints) {
   std::vector<std::string> found;
@@ -212,9 +213,13 @@ std::string saved_history(const std::string& run_dir, const std::string& checkpo
   std::string line;
   while (std::getline(in, line)) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || j.value("kind", "") != "checkpoint") continue;
+    if (!j.is_object()) continue;
+    const std::string kind = j.value("kind", "");
+    // A stage's "final" and "stage_end" records come after it waited for its saves to commit.
+    if ((kind == "final" || kind == "stage_end") && saves > 0) finished = true;
+    if (kind != "checkpoint") continue;
     ++saves;
-    finished = finished || j.contains("previous_write_s");
+    finished = finished || j.contains("previous_write_s") || !j.value("async", true);
     if (j.contains("step") && j["step"].is_number_integer()) last_save = std::max(last_save, j["step"].get<int64_t>());
   }
   if (finished)

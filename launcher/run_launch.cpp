@@ -205,19 +205,8 @@ void record_unreported_stage(const std::string& run_dir, double start_unix, int 
   if (ran.empty()) return;  // no step trained: a start refused or failed before training is no stage
   // The time it trained, from its train records (step_time_s): goodput counts it.
   const MetricsStage& s = ran.back();
-  const nlohmann::json rec = {{"start", start_unix},
-                              {"end", unix_now()},
-                              {"allocation", allocation},
-                              {"world", world},
-                              {"step_from", ran.front().step_from},
-                              {"step_to", s.step_to},
-                              {"total_steps", total_steps},
-                              {"samples", s.samples},
-                              {"productive_s", s.productive_s},
-                              {"save_s", 0.0},
-                              {"load_s", 0.0},
-                              {"exit", exit},
-                              {"reported_by", "launcher"}};
+  const nlohmann::json rec = unreported_stage_record(start_unix, unix_now(), allocation, world, ran.front().step_from,
+                                                     s, total_steps, exit, "launcher");
   std::ofstream(fs::path(run_dir) / "stages.jsonl", std::ios::app) << rec.dump() << "\n";
 }
 

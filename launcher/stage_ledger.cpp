@@ -17,6 +17,24 @@ namespace fs = std::filesystem;
 
 namespace gtrain {
 
+nlohmann::json unreported_stage_record(double start, double end, const nlohmann::json& allocation, int64_t world,
+                                       int64_t step_from, const MetricsStage& s, int64_t total_steps,
+                                       const std::string& exit, const std::string& reported_by) {
+  return {{"start", start},
+          {"end", end},
+          {"allocation", allocation},
+          {"world", world},
+          {"step_from", step_from},
+          {"step_to", s.step_to},
+          {"total_steps", total_steps},
+          {"samples", s.samples},
+          {"productive_s", s.productive_s},
+          {"save_s", 0.0},
+          {"load_s", 0.0},
+          {"exit", exit},
+          {"reported_by", reported_by}};
+}
+
 std::vector<MetricsStage> metrics_stages(const std::string& metrics_path, double since_unix) {
   std::vector<MetricsStage> out;
   std::ifstream in(metrics_path);
@@ -120,20 +138,11 @@ std::vector<nlohmann::json> record_lost_stages(const std::string& run_dir, int64
   for (size_t i = 0; i < lost.size(); ++i) {
     const MetricsStage& s = lost[i];
     const std::string who = holder_pid > 0 && i + 1 == lost.size() ? " (pid " + std::to_string(holder_pid) + ")" : "";
-    nlohmann::json rec = {{"start", s.start},
-                          {"end", s.end},
-                          {"allocation", nlohmann::json::object()},
-                          {"world", std::max<int64_t>(1, i + 1 == lost.size() && world > 0 ? world : 1)},
-                          {"step_from", s.step_from},
-                          {"step_to", s.step_to},
-                          {"total_steps", total_steps},
-                          {"samples", s.samples},
-                          {"productive_s", s.productive_s},
-                          {"save_s", 0.0},
-                          {"load_s", 0.0},
-                          {"exit", "failed: its launcher" + who +
-                                       " ended without recording the stage (killed?); recorded from metrics.jsonl"},
-                          {"reported_by", "next start"}};
+    const nlohmann::json rec = unreported_stage_record(
+        s.start, s.end, nlohmann::json::object(), std::max<int64_t>(1, i + 1 == lost.size() && world > 0 ? world : 1),
+        s.step_from, s, total_steps,
+        "failed: its launcher" + who + " ended without recording the stage (killed?); recorded from metrics.jsonl",
+        "next start");
     ledger << rec.dump() << "\n";
     out.push_back(rec);
   }

@@ -22,6 +22,12 @@ struct MetricsStage {
   int records = 0;
 };
 
+// The ledger record of a stage nobody else reported, from its train records: from `step_from` to
+// `s`'s last step, the time `s` trained; no save or load time is known. `reported_by` names the writer.
+nlohmann::json unreported_stage_record(double start, double end, const nlohmann::json& allocation, int64_t world,
+                                       int64_t step_from, const MetricsStage& s, int64_t total_steps,
+                                       const std::string& exit, const std::string& reported_by);
+
 // The stages of the train records written after `since_unix` (0 = all), in order; a stage starts
 // where elapsed_s goes back (each stage counts from its own start) and after a "resume" record.
 std::vector<MetricsStage> metrics_stages(const std::string& metrics_path, double since_unix);

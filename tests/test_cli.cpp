@@ -44,12 +44,6 @@ test::CommandResult gtrain_run(const std::string& config, const std::string& run
   return run_command(std::string(GTRAIN_BINARY) + " run " + config + " --run-dir " + run_dir + extra);
 }
 
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  for (const auto& l : test::lines(test::read_file(path))) out.push_back(nlohmann::json::parse(l));
-  return out;
-}
-
 TEST(Cli, RunWritesRunDirectoryAndMetrics) {
   test::TempDir dir;
   test::write_file(dir.file("tiny.toml"), kTiny);
@@ -59,7 +53,7 @@ TEST(Cli, RunWritesRunDirectoryAndMetrics) {
   ASSERT_TRUE(fs::exists(run + "/config.toml")) << r.output;
   ASSERT_TRUE(fs::exists(run + "/plan.json"));
   EXPECT_NE(test::read_file(run + "/config.toml").find("global_batch = 32"), std::string::npos);
-  auto recs = read_jsonl(run + "/metrics.jsonl");
+  auto recs = test::read_jsonl(run + "/metrics.jsonl");
   std::vector<int64_t> steps;
   int evals = 0, finals = 0;
   for (const auto& j : recs) {
@@ -88,7 +82,7 @@ TEST(Cli, RunWritesRunDirectoryAndMetrics) {
   EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000020/manifest.json"));
   EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000020/shard_0.bin"));
   // The stage ledger has one completed stage, and status reads it back.
-  auto stages = read_jsonl(run + "/stages.jsonl");
+  auto stages = test::read_jsonl(run + "/stages.jsonl");
   ASSERT_EQ(stages.size(), 1u);
   EXPECT_EQ(stages[0].at("exit"), "completed");
   EXPECT_EQ(stages[0].at("step_to"), 20);
@@ -108,9 +102,9 @@ TEST(Cli, RunWritesRunDirectoryAndMetrics) {
   EXPECT_NE(again.output.find("is complete (step 20 of 20); nothing to do"), std::string::npos) << again.output;
   // ... and leaves the finished run's records as they were: one final record, one completed stage.
   int finals_after = 0;
-  for (const auto& j : read_jsonl(run + "/metrics.jsonl")) finals_after += j.at("kind") == "final";
+  for (const auto& j : test::read_jsonl(run + "/metrics.jsonl")) finals_after += j.at("kind") == "final";
   EXPECT_EQ(finals_after, 1);
-  EXPECT_EQ(read_jsonl(run + "/stages.jsonl").size(), 1u);
+  EXPECT_EQ(test::read_jsonl(run + "/stages.jsonl").size(), 1u);
 }
 
 // A step with both an interval checkpoint and an interval evaluation saves first (an error while
@@ -120,7 +114,7 @@ TEST(Cli, IntervalCheckpointComesBeforeIntervalEvaluation) {
   test::write_file(dir.file("tiny.toml"), kTiny);
   auto order = [&](const std::string& run) {
     std::vector<std::string> out;  // "checkpoint@10", "eval@10", ...
-    for (const auto& j : read_jsonl(run + "/metrics.jsonl")) {
+    for (const auto& j : test::read_jsonl(run + "/metrics.jsonl")) {
       const std::string kind = j.value("kind", "");
       if (kind == "checkpoint" || kind == "eval" || kind == "stage_end")
         out.push_back(kind + "@" + std::to_string(j.value("step", -1)));
@@ -184,7 +178,7 @@ TEST(Cli, FailedStageIsRecordedInTheLedger) {
   auto r = run_command(GTRAIN_BINARY " run " + dir.file("tiny.toml") + " --run-dir " + dir.file("run") +
                        " --set optimizer.learning_rate=1e30 --set train.warmup_steps=0 --set train.grad_clip=0");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  auto stages = read_jsonl(dir.file("run/stages.jsonl"));
+  auto stages = test::read_jsonl(dir.file("run/stages.jsonl"));
   ASSERT_EQ(stages.size(), 1u) << r.output;
   const std::string exit = stages[0].at("exit");
   EXPECT_EQ(exit.rfind("failed: training diverged: loss is ", 0), 0u) << exit;
@@ -442,7 +436,7 @@ TEST(Cli, SetOverridesAndRunDirFlag) {
                        " --set train.steps=7 --set log.progress=none --run-dir " + dir.file("out"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   int train = 0;
-  for (const auto& j : read_jsonl(dir.file("out/metrics.jsonl"))) train += j.at("kind") == "train";
+  for (const auto& j : test::read_jsonl(dir.file("out/metrics.jsonl"))) train += j.at("kind") == "train";
   EXPECT_EQ(train, 7);
   EXPECT_EQ(r.output.find("step 5/7"), std::string::npos) << "progress = none prints no step lines";
 }
@@ -576,7 +570,7 @@ TEST(Cli, PluginModelTrainsFromConfig) {
                                                 "[optimizer]\nlearning_rate = 0.01\n[log]\nprogress = \"none\"\n");
   auto r = run_command(GTRAIN_BINARY " run " + dir.file("plugin.toml") + " --run-dir " + dir.file("run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto recs = read_jsonl(dir.file("run/metrics.jsonl"));
+  auto recs = test::read_jsonl(dir.file("run/metrics.jsonl"));
   ASSERT_FALSE(recs.empty());
   EXPECT_EQ(recs.back().at("kind"), "final");
   EXPECT_GT(recs.back().at("eval_accuracy").get<double>(), 0.9) << r.output;
@@ -624,7 +618,7 @@ TEST(Cli, FusedLossFollowsThePlainTrajectory) {
     const std::string run = dir.file(std::string("run-") + mode);
     auto r = gtrain_run(dir.file("g.toml"), run, std::string(" --set train.fused_loss=") + mode);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    for (const auto& j : read_jsonl(run + "/metrics.jsonl")) {
+    for (const auto& j : test::read_jsonl(run + "/metrics.jsonl")) {
       if (j.value("kind", "") == "train") losses[k].push_back(j.at("loss").get<double>());
     }
     ++k;
@@ -661,7 +655,7 @@ TEST(Cli, ResumeAfterShardsAreAdded) {
   auto first = gtrain_run(dir.file("g.toml"), run);
   ASSERT_EQ(first.exit_code, 0) << first.output;
   std::vector<std::string> kinds;
-  for (const auto& j : read_jsonl(run + "/metrics.jsonl")) kinds.push_back(j.value("kind", ""));
+  for (const auto& j : test::read_jsonl(run + "/metrics.jsonl")) kinds.push_back(j.value("kind", ""));
   const auto ck = std::find(kinds.begin(), kinds.end(), "checkpoint"),
              ev = std::find(kinds.begin(), kinds.end(), "eval");
   ASSERT_NE(ck, kinds.end());
@@ -686,7 +680,7 @@ TEST(Cli, ResumeAfterShardsAreAdded) {
   // start instead of "complete; nothing to do".
   auto count_final = [&] {
     int n = 0;
-    for (const auto& j : read_jsonl(run + "/metrics.jsonl")) n += j.value("kind", "") == "final" ? 1 : 0;
+    for (const auto& j : test::read_jsonl(run + "/metrics.jsonl")) n += j.value("kind", "") == "final" ? 1 : 0;
     return n;
   };
   {
@@ -717,12 +711,12 @@ TEST(Cli, ResumeAfterShardsAreAdded) {
             std::string::npos)
       << wider.output;
   // A refused --resume of an older checkpoint leaves the newer ones and their records in place.
-  const size_t records = read_jsonl(run + "/metrics.jsonl").size();
+  const size_t records = test::read_jsonl(run + "/metrics.jsonl").size();
   auto older = gtrain_run(dir.file("g.toml"), run, " --resume " + run + "/checkpoints/step_00000004");
   EXPECT_EQ(older.exit_code, 2) << older.output;
   EXPECT_EQ(older.output.find("moved"), std::string::npos) << older.output;
   EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000008"));
-  EXPECT_EQ(read_jsonl(run + "/metrics.jsonl").size(), records);
+  EXPECT_EQ(test::read_jsonl(run + "/metrics.jsonl").size(), records);
   // A file replaced by other tokens of the same length is named: a warning where the probe windows
   // lie elsewhere, a refusal (exit 2) where they lie in it; never "report it" (exit 1).
   fs::remove(dir.file("s_003.bin"));
@@ -800,7 +794,7 @@ TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
   const double tensor_mb = j.at("peak_tensor_mb").at("cpu").get<double>();
   EXPECT_GT(tensor_mb, 16 * 64 * 4 / 1048576.0);
   double peak_rss_mb = 0;
-  for (const auto& x : read_jsonl(run + "/metrics.jsonl"))
+  for (const auto& x : test::read_jsonl(run + "/metrics.jsonl"))
     peak_rss_mb = std::max(peak_rss_mb, x.value("peak_mem_mb", 0.0));
   EXPECT_LT(tensor_mb, peak_rss_mb);
   const std::string text = test::read_file(run + "/profile/profile-rank0.txt");
@@ -811,9 +805,9 @@ TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
   auto plain = gtrain_run(dir.file("g.toml"), dir.file("plain"));
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   std::vector<double> a, b;
-  for (const auto& x : read_jsonl(run + "/metrics.jsonl"))
+  for (const auto& x : test::read_jsonl(run + "/metrics.jsonl"))
     if (x.value("kind", "") == "train") a.push_back(x.at("loss"));
-  for (const auto& x : read_jsonl(dir.file("plain") + "/metrics.jsonl"))
+  for (const auto& x : test::read_jsonl(dir.file("plain") + "/metrics.jsonl"))
     if (x.value("kind", "") == "train") b.push_back(x.at("loss"));
   ASSERT_EQ(a.size(), 6u);
   EXPECT_EQ(a, b);

@@ -44,18 +44,6 @@ progress = "plain"
 interval = 1
 )";
 
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  for (const auto& l : test::lines(test::read_file(path))) out.push_back(nlohmann::json::parse(l));
-  return out;
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 // `gtrain run ... | head -2`: the console is gone after two lines; the run trains to its end, saves
 // and records the stage, and exits 0 (it ended by SIGPIPE, 141, with nothing saved).
 TEST(Console, ClosedPipeDoesNotEndTheRun) {
@@ -68,32 +56,13 @@ TEST(Console, ClosedPipeDoesNotEndTheRun) {
     const auto r = run_command(cmd);
     EXPECT_NE(r.output.find("exit=0"), std::string::npos) << ranks << " ranks: " << r.output;
     EXPECT_EQ(test::last_train_step(dir.file("run/metrics.jsonl")), 60) << ranks << " ranks";
-    const auto stages = read_jsonl(dir.file("run/stages.jsonl"));
+    const auto stages = test::read_jsonl(dir.file("run/stages.jsonl"));
     ASSERT_EQ(stages.size(), 1u) << ranks << " ranks";
     EXPECT_EQ(stages[0].at("exit"), "completed");
     const auto ckpts = committed_checkpoint_dirs(dir.file("run/checkpoints"));
     ASSERT_FALSE(ckpts.empty());
     EXPECT_EQ(ckpts.back().first, 60);
   }
-}
-
-// Starts `args` (gtrain run ...) with its output in `log`; returns its pid.
-pid_t spawn(const std::string& args, const std::string& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    execl("/bin/sh", "sh", "-c", ("exec " GTRAIN_BINARY " " + args).c_str(), nullptr);
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // One rank, the worker itself: a Ctrl-C says what happens now, as a multi-rank run's launcher does;
@@ -111,20 +80,50 @@ TEST(Console, StopRequestIsAnnouncedOnceAndQuietSaysNothing) {
                        Case{1, true, ""}, Case{2, true, ""}}) {
     test::TempDir dir;
     test::write_file(dir.file("job.toml"), kJob);
-    const pid_t pid = spawn("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
-                                std::to_string(c.ranks) + " --set train.steps=1000000" + (c.quiet ? " --quiet" : ""),
-                            dir.file("out.log"));
+    const pid_t pid =
+        test::spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
+                               std::to_string(c.ranks) + " --set train.steps=1000000" + (c.quiet ? " --quiet" : ""),
+                           dir.file("out.log"));
     for (int i = 0; i < 3000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 3; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     kill(pid, SIGINT);
-    const int rc = wait_exit(pid);
+    const int rc = test::wait_exit(pid);
     const std::string out = test::read_file(dir.file("out.log"));
     EXPECT_EQ(rc, 3) << out;
     if (c.quiet) {
       EXPECT_EQ(out.find("Interrupt"), std::string::npos) << c.ranks << " ranks --quiet: " << out;
     } else {
-      EXPECT_EQ(count(out, c.notice), 1u) << c.ranks << " ranks: " << out;
+      EXPECT_EQ(test::count_of(out, c.notice), 1u) << c.ranks << " ranks: " << out;
     }
+  }
+}
+
+// A hang-up (the terminal closed, the ssh session dropped) is the console going away: the run trains
+// to its end, on one rank (the worker itself) and on two (gtrain over mpirun), unless HUP is named in
+// schedule.stop_signals, when it saves and exits 3 like the other stop signals.
+TEST(Console, HangUpDoesNotEndTheRun) {
+  for (const std::string variant : {"1", "2", "2 --set schedule.stop_signals=[\\\"HUP\\\"]"}) {
+    test::TempDir dir;
+    test::write_file(dir.file("job.toml"), kJob);
+    const pid_t pid = test::spawn_gtrain(
+        "run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --set train.steps=400 --ranks " + variant,
+        dir.file("out.log"));
+    for (int i = 0; i < 3000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 3; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    kill(pid, SIGHUP);
+    const int rc = test::wait_exit(pid);
+    const std::string out = test::read_file(dir.file("out.log"));
+    const bool stops = variant.find("HUP") != std::string::npos;
+    EXPECT_EQ(rc, stops ? 3 : 0) << variant << ": " << out;
+    const int last = test::last_train_step(dir.file("run/metrics.jsonl"));
+    if (stops) {
+      EXPECT_LT(last, 400) << out;
+    } else {
+      EXPECT_EQ(last, 400) << variant << ": " << out;
+    }
+    const auto stages = test::read_jsonl(dir.file("run/stages.jsonl"));
+    ASSERT_EQ(stages.size(), 1u) << out;
+    EXPECT_EQ(stages[0].at("exit").get<std::string>().rfind(stops ? "resumable" : "completed", 0), 0u) << out;
   }
 }
 
@@ -145,11 +144,12 @@ TEST(Console, SameErrorFromEveryRankIsPrintedOnce) {
   }
   const auto r = run_command(run + " --ranks 3");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_EQ(count(r.output, "] gtrain: checkpoint error: " + dir.file("run") + " has saved before"), 1u) << r.output;
+  EXPECT_EQ(test::count_of(r.output, "] gtrain: checkpoint error: " + dir.file("run") + " has saved before"), 1u)
+      << r.output;
   // Several ranks got to it before the job was torn down (the first's MPI_Abort): a line says which.
   if (r.output.find(" reported the same error, shown once above from rank ") == std::string::npos)
     std::cout << "note: only one rank reported before the abort\n";
-  EXPECT_LE(count(r.output, "hint: --no-resume starts the run over"), 1u) << r.output;
+  EXPECT_LE(test::count_of(r.output, "hint: --no-resume starts the run over"), 1u) << r.output;
 }
 
 }  // namespace

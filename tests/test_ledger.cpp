@@ -44,23 +44,6 @@ interval = 5
 progress = "none"
 )";
 
-// `gtrain ARGS > LOG 2>&1` in its own process group; with one rank the process becomes the rank.
-pid_t spawn_gtrain(const std::string& args, const std::string& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    execl("/bin/sh", "sh", "-c", ("exec " GTRAIN_BINARY " " + args + " > " + log + " 2>&1").c_str(), (char*)nullptr);
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 bool wait_for_step(const std::string& metrics, int step) {
   for (int i = 0; i < 6000; ++i) {
     if (test::last_train_step(metrics) >= step) return true;
@@ -83,10 +66,10 @@ TEST(Ledger, StageWhoseLauncherWasKilledIsAddedByTheNextStart) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
   const std::string run = dir.file("run");
-  const pid_t pid = spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + run, dir.file("first.log"));
+  const pid_t pid = test::spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + run, dir.file("first.log"));
   ASSERT_TRUE(wait_for_step(run + "/metrics.jsonl", 12)) << test::read_file(dir.file("first.log"));
   kill(pid, SIGKILL);
-  EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
+  EXPECT_EQ(test::wait_exit(pid), 128 + SIGKILL);
   const int killed_at = test::last_train_step(run + "/metrics.jsonl");
   EXPECT_TRUE(ledger(run).empty()) << "nothing could record the killed stage";
 
@@ -129,12 +112,12 @@ TEST(Status, ShowsTheRunningStage) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
   const std::string run = dir.file("run");
-  const pid_t pid = spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + run, dir.file("out.log"));
+  const pid_t pid = test::spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + run, dir.file("out.log"));
   ASSERT_TRUE(wait_for_step(run + "/metrics.jsonl", 20)) << test::read_file(dir.file("out.log"));
   const auto status = test::run_command(GTRAIN_BINARY " status " + run);
   const auto json = test::run_command(GTRAIN_BINARY " status --json " + run);
   kill(pid, SIGUSR1);
-  EXPECT_EQ(wait_exit(pid), 3) << test::read_file(dir.file("out.log"));
+  EXPECT_EQ(test::wait_exit(pid), 3) << test::read_file(dir.file("out.log"));
   EXPECT_EQ(status.exit_code, 0) << status.output;
   EXPECT_NE(status.output.find("  running    since "), std::string::npos) << status.output;
   EXPECT_NE(status.output.find("(pid " + std::to_string(pid) + "): steps 0-"), std::string::npos) << status.output;

@@ -43,12 +43,6 @@ test::CommandResult gtrain_run(const test::TempDir& dir, const std::string& extr
                      extra);
 }
 
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  for (const auto& l : test::lines(test::read_file(path))) out.push_back(nlohmann::json::parse(l));
-  return out;
-}
-
 // Overwrites every data file of a checkpoint with zeros of the same size (the manifest stays).
 void zero_data(const fs::path& ckpt) {
   for (const auto& e : fs::directory_iterator(ckpt)) {
@@ -57,12 +51,6 @@ void zero_data(const fs::path& ckpt) {
     std::ofstream f(e.path(), std::ios::binary | std::ios::trunc);
     f << std::string(size, '\0');
   }
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 // Every checkpoint damaged: the start is refused (exit 2) with what was found and how to start over,
@@ -128,7 +116,7 @@ TEST(ResumeNotes, ChangedHyperParametersAreNamedAndRecorded) {
   EXPECT_EQ(r.output.find("checkpoint.interval"), std::string::npos) << "not a trajectory key: ledger only";
   // The lr the line names: the checkpoint's next lr at peak 0.003 (cosine over 10 steps: its end,
   // the minimum) and this run's at step 10 of 20 with peak 0.0001.
-  const auto stages = read_jsonl(dir.file("run/stages.jsonl"));
+  const auto stages = test::read_jsonl(dir.file("run/stages.jsonl"));
   ASSERT_EQ(stages.size(), 2u);
   EXPECT_FALSE(stages[0].contains("config_changes"));
   const auto& changes = stages[1].at("config_changes");
@@ -143,7 +131,7 @@ TEST(ResumeNotes, ChangedHyperParametersAreNamedAndRecorded) {
                                 "--set checkpoint.interval=5 --set train.steps=25");
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_EQ(again.output.find("optimizer.learning_rate"), std::string::npos) << again.output;
-  EXPECT_EQ(count(again.output, "gtrain: warning: train.steps 20 -> 25"), 1u) << again.output;
+  EXPECT_EQ(test::count_of(again.output, "gtrain: warning: train.steps 20 -> 25"), 1u) << again.output;
 }
 
 // Records after the resumed step are dropped with the reason that applies: --resume of an older
@@ -180,7 +168,7 @@ TEST(ResumeNotes, DeadlineStopSaysWhy) {
   ASSERT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("s left before the deadline (--time-limit) < next step "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("+ schedule.min_lead_s 5 s"), std::string::npos) << r.output;
-  const auto stages = read_jsonl(dir.file("run/stages.jsonl"));
+  const auto stages = test::read_jsonl(dir.file("run/stages.jsonl"));
   ASSERT_EQ(stages.size(), 1u);
   EXPECT_NE(stages[0].value("stop_detail", "").find("s left before the deadline (--time-limit)"), std::string::npos)
       << stages[0].dump();

@@ -308,23 +308,6 @@ TEST(Stages, ResumeKeepsTheCheckpointsGlobalBatch) {
   expect_same_run(ref, got, "3 ranks (batch 9) -> 1 rank");
 }
 
-// Starts the launcher alone (no shell), returns its pid; output goes to `log`.
-pid_t spawn_gtrain(const std::string& args, const std::string& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);  // its own process group, as a shell's foreground job
-    execl("/bin/sh", "sh", "-c", ("exec " GTRAIN_BINARY " " + args + " > " + log + " 2>&1").c_str(), (char*)nullptr);
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 // A stop signal to the launcher (kill, scancel --signal) or to its process group (a terminal's
 // Ctrl-C) ends the stage the same way: every rank saves at the same step, and the launcher exits 3
 // with the ledger naming that signal.
@@ -338,7 +321,7 @@ TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
     test::TempDir dir;
     test::write_file(dir.file("job.toml"), kGpt);
     const std::string slow = variant < 0 ? " --set model.n_embd=768 --set model.n_layer=6" : "";  // 43M parameters
-    const pid_t pid = spawn_gtrain(
+    const pid_t pid = test::spawn_gtrain(
         "run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks 2 --set train.steps=100000" + slow,
         dir.file("out.log"));
     for (int i = 0; i < 3000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 2; ++i) {
@@ -358,7 +341,7 @@ TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
     } else {
       kill(sig == SIGINT ? -pid : pid, sig);
     }
-    const int rc = wait_exit(pid);
+    const int rc = test::wait_exit(pid);
     const std::string out = test::read_file(dir.file("out.log"));
     EXPECT_EQ(rc, 3) << variant << "\n" << out;
     const auto ledger = test::lines(test::read_file(dir.file("run/stages.jsonl")));
@@ -377,14 +360,15 @@ TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
 TEST(Stages, SignalOutsideTheStopListEndsEveryRank) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
-  const pid_t pid = spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
-                                     " --ranks 2 --set train.steps=100000 --set schedule.stop_signals=[\\\"USR1\\\"]",
-                                 dir.file("out.log"));
+  const pid_t pid =
+      test::spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
+                             " --ranks 2 --set train.steps=100000 --set schedule.stop_signals=[\\\"USR1\\\"]",
+                         dir.file("out.log"));
   for (int i = 0; i < 3000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   kill(pid, SIGTERM);
-  EXPECT_EQ(wait_exit(pid), 128 + SIGTERM) << test::read_file(dir.file("out.log"));
+  EXPECT_EQ(test::wait_exit(pid), 128 + SIGTERM) << test::read_file(dir.file("out.log"));
   bool gone = false;
   for (int i = 0; i < 100 && !gone; ++i) {
     // [g]: the pattern must not match the shell that runs pgrep with it.
@@ -417,7 +401,7 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
     test::TempDir dir;
     test::write_file(dir.file("job.toml"), kGpt);
     const pid_t pid =
-        spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + slow, dir.file("out.log"));
+        test::spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + slow, dir.file("out.log"));
     for (int i = 0; i < 6000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 1; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -425,7 +409,7 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     kill(pid, SIGTERM);
     const auto t0 = Clock::now();
-    const int rc = wait_exit(pid);
+    const int rc = test::wait_exit(pid);
     const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
     const std::string out = test::read_file(dir.file("out.log"));
     EXPECT_EQ(rc, 128 + SIGTERM) << out;
@@ -449,7 +433,7 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
                                   .output;
     ASSERT_EQ(test::lines(test::read_file(dir.file("run/stages.jsonl"))).size(), 1u) << first;
     const pid_t pid =
-        spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + slow, dir.file("out.log"));
+        test::spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + slow, dir.file("out.log"));
     for (int i = 0; i < 6000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 3; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -457,7 +441,7 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
     if (ranks.size() != 2u) kill(pid, SIGKILL);
     ASSERT_EQ(ranks.size(), 2u);
     kill(std::stoi(ranks.back()), SIGKILL);  // as the out-of-memory killer would
-    const int rc = wait_exit(pid);
+    const int rc = test::wait_exit(pid);
     const std::string out = test::read_file(dir.file("out.log"));
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("gtrain: error: a rank (or mpirun) was ended by signal 9 (Killed)"), std::string::npos) << out;
@@ -484,9 +468,9 @@ TEST(Stages, StopSignalDuringStartUpIsNotLost) {
   for (int ranks : {1, 2}) {
     test::TempDir dir;
     test::write_file(dir.file("job.toml"), kGpt);
-    const pid_t pid = spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
-                                       std::to_string(ranks) + " --set train.steps=100000",
-                                   dir.file("out.log"));
+    const pid_t pid = test::spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
+                                             std::to_string(ranks) + " --set train.steps=100000",
+                                         dir.file("out.log"));
     // As soon as gtrain's main has its handler (SigCgt in /proc: the shell's exec and the dynamic
     // loader come first, and USR1 is fatal to them, as to any process before its handler); a fixed
     // 30 ms wait hit them on a loaded machine.
@@ -500,7 +484,7 @@ TEST(Stages, StopSignalDuringStartUpIsNotLost) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     kill(pid, SIGUSR1);
-    const int rc = wait_exit(pid);
+    const int rc = test::wait_exit(pid);
     EXPECT_EQ(rc, 3) << ranks << " ranks\n" << test::read_file(dir.file("out.log"));
     // Either it stopped before the ranks started, or they saved after their first steps.
     EXPECT_LT(test::last_train_step(dir.file("run/metrics.jsonl")), 50) << test::read_file(dir.file("out.log"));
@@ -513,9 +497,9 @@ TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
   const std::string ck = " --set checkpoint.dir=" + dir.file("shared-ckpt");
-  const pid_t first =
-      spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("a") + ck + " --set train.steps=100000",
-                   dir.file("a.log"));
+  const pid_t first = test::spawn_gtrain(
+      "run " + dir.file("job.toml") + " --run-dir " + dir.file("a") + ck + " --set train.steps=100000",
+      dir.file("a.log"));
   for (int i = 0; i < 500 && test::last_train_step(dir.file("a/metrics.jsonl")) < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -527,7 +511,7 @@ TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
   EXPECT_FALSE(fs::exists(dir.file("b/metrics.jsonl"))) << "the refused run must not have started";
   // A run's default checkpoint directory (<run dir>/checkpoints) is locked too: another run
   // pointing checkpoint.dir at it is refused.
-  const pid_t plain = spawn_gtrain(
+  const pid_t plain = test::spawn_gtrain(
       "run " + dir.file("job.toml") + " --run-dir " + dir.file("c") + " --set train.steps=100000", dir.file("c.log"));
   for (int i = 0; i < 500 && test::last_train_step(dir.file("c/metrics.jsonl")) < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -538,9 +522,9 @@ TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
   EXPECT_NE(into_c.output.find("checkpoint directory " + dir.file("c/checkpoints") + " is in use"), std::string::npos)
       << into_c.output;
   kill(plain, SIGUSR1);
-  EXPECT_EQ(wait_exit(plain), 3) << test::read_file(dir.file("c.log"));
+  EXPECT_EQ(test::wait_exit(plain), 3) << test::read_file(dir.file("c.log"));
   kill(first, SIGUSR1);
-  EXPECT_EQ(wait_exit(first), 3) << test::read_file(dir.file("a.log"));
+  EXPECT_EQ(test::wait_exit(first), 3) << test::read_file(dir.file("a.log"));
   // Once the first has ended, the directory is free again.
   auto third = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("b") + ck +
                                  " --set train.steps=2 --no-resume");

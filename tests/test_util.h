@@ -73,6 +73,41 @@ inline std::vector<std::string> lines(const std::string& s) {
   return out;
 }
 
+// Every line of a JSON-lines file (metrics.jsonl, stages.jsonl), parsed.
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  for (const auto& l : lines(read_file(path))) out.push_back(nlohmann::json::parse(l));
+  return out;
+}
+
+// How many times `what` occurs in `text`.
+inline size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+#ifdef GTRAIN_BINARY
+// `gtrain ARGS > LOG 2>&1` in its own process group (as a shell's foreground job), without waiting;
+// with one rank the process becomes the rank. Returns its pid.
+inline pid_t spawn_gtrain(const std::string& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    execl("/bin/sh", "sh", "-c", ("exec " GTRAIN_BINARY " " + args + " > " + log + " 2>&1").c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+#endif
+
+// The exit code of a spawned process (128 + N when signal N ended it).
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 // The step of the last training record in a metrics.jsonl (0 when none; partial lines skipped).
 inline int last_train_step(const std::string& metrics_path) {
   int step = 0;

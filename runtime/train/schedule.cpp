@@ -97,13 +97,16 @@ void install_stop_signals(const std::vector<std::string>& names) {
   }
   for (const int sig : stop_signal_candidates()) {
     const bool stop = std::find(sigs.begin(), sigs.end(), sig) != sigs.end();
+    // A hang-up is the console going away (a closed terminal, a dropped ssh session): it must not end
+    // training, so HUP left out of the list is ignored. Any other signal left out acts as usual.
+    const bool console_gone = sig == SIGHUP && !stop;
     struct sigaction sa {};
-    sa.sa_handler = stop ? on_stop_signal : SIG_DFL;  // a signal left out of the list acts as usual
+    sa.sa_handler = stop ? on_stop_signal : console_gone ? SIG_IGN : SIG_DFL;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     struct sigaction was {};
     sigaction(sig, nullptr, &was);
-    if (stop || was.sa_handler == on_stop_signal) sigaction(sig, &sa, nullptr);
+    if (stop || console_gone || was.sa_handler == on_stop_signal) sigaction(sig, &sa, nullptr);
   }
 }
 

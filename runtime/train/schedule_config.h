@@ -35,7 +35,8 @@ struct ScheduleConfig {
   void visit(V& v) {
     v("stop_signals", stop_signals,
       "Signals that end a stage: finish the step, save, exit with code 3 "
-      "(resumable). Any of USR1, USR2, TERM, INT, HUP.");
+      "(resumable). Any of USR1, USR2, TERM, INT, HUP; HUP left out is ignored (a closed terminal or ssh "
+      "session does not end training).");
     v("time_limit_s", time_limit_s,
       "Wall-time limit of a stage in seconds from its start (0 = none; "
       "--time-limit overrides).",
