@@ -36,9 +36,11 @@ std::pair<int, int> tune(int most, const std::vector<double>& steps) {
 }
 
 TEST(ThreadChoice, KeepsTheFastestMeanAndFewerThreadsWhenClose) {
-  // 1 thread: 40 ms a step; 2 threads: steps of 38 and 200 ms (a spinning pool): the mean loses.
+  // 1 thread: 40 ms a step; 2 threads: steps of 38 and 50 ms (a spinning pool): the mean loses.
   // The first step at each count settles it and is not timed (the 900 ms).
-  EXPECT_EQ(tune(2, {0.9, 0.040, 0.040, 0.9, 0.038, 0.200}), std::make_pair(1, 6));
+  EXPECT_EQ(tune(2, {0.9, 0.040, 0.040, 0.9, 0.038, 0.050}), std::make_pair(1, 6));
+  // A count already 1.5x slower than an earlier one is dropped after its first timed step.
+  EXPECT_EQ(tune(2, {0.9, 0.040, 0.040, 0.9, 0.200, 0.040}), std::make_pair(1, 5));
   EXPECT_EQ(tune(2, {0.9, 0.040, 0.040, 0.9, 0.020, 0.020}), std::make_pair(2, 6));
   // Within 5% of the fastest, fewer threads win (less to share with the data workers).
   EXPECT_EQ(tune(2, {0.9, 0.041, 0.041, 0.9, 0.040, 0.040}), std::make_pair(1, 6));

@@ -12,7 +12,8 @@
 namespace gtrain {
 namespace {
 
-constexpr double kWithin = 1.05;  // fewer threads win when this close to the fastest
+constexpr double kWithin = 1.05;   // fewer threads win when this close to the fastest
+constexpr double kHopeless = 1.5;  // a count this much slower than an earlier one stops being timed
 
 std::string ms(double s) {
   char buf[32];
@@ -43,17 +44,23 @@ void ThreadTuner::before_step() {
 
 bool ThreadTuner::after_step(double seconds, Communicator& comm) {
   if (!active()) return false;
-  // The first step at a count settles its pool (threads started, caches warm): not timed. The
-  // mean, not the fastest, of the rest: spinning pools make steps bimodal (38 ms, then 200 ms).
-  if (step_in_count_++ > 0) seconds_here_ += seconds;
-  if (step_in_count_ <= timed_steps_) return false;
-  double slowest = seconds_here_ / timed_steps_;
+  // The first step at a count settles its pool (threads started, caches warm): not timed.
+  if (step_in_count_++ == 0) return false;
+  // Every rank decides from the same figures: the slowest rank's step.
   if (comm.size() > 1) {
-    auto t = torch::tensor({slowest}, torch::kDouble);
+    auto t = torch::tensor({seconds}, torch::kDouble);
     comm.allreduce(t, ReduceOp::kMax);
-    slowest = t.item<double>();
+    seconds = t.item<double>();
   }
-  best_[index_++] = slowest;
+  // The mean, not the fastest, of the timed steps: spinning pools make steps bimodal (38 ms, then
+  // 200 ms). A count already far slower than one tried before is not worth its remaining steps.
+  seconds_here_ += seconds;
+  const int timed = step_in_count_ - 1;
+  const double mean = seconds_here_ / timed;
+  const double best_before = index_ > 0 ? *std::min_element(best_.begin(), best_.begin() + index_) : 0.0;
+  const bool hopeless = index_ > 0 && mean > kHopeless * best_before;
+  if (timed < timed_steps_ && !hopeless) return false;
+  best_[index_++] = mean;
   step_in_count_ = 0;
   seconds_here_ = 0;
   if (active()) return false;

@@ -16,9 +16,9 @@ std::vector<int> thread_candidates(int most);
 
 // Runs the stage's first steps at each candidate count in turn (one step to settle, then
 // `timed_steps` timed, their mean counting), then keeps the fastest, or fewer threads when within 5%
-// of it. The slowest
-// rank's time counts (an allreduce after each count), so every rank keeps the same count. These
-// are real training steps: nothing is spent but the slower counts' extra time.
+// of it; a count whose steps are already 1.5x slower than an earlier count's is dropped early. The
+// slowest rank's time counts (an allreduce after each timed step), so every rank decides alike.
+// These are real training steps: nothing is spent but the slower counts' extra time.
 class ThreadTuner {
  public:
   ThreadTuner(int most, int local_ranks, int timed_steps = 4);
