@@ -147,14 +147,14 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
   }
   // mpirun runs the ranks; a stop signal becomes the stop file, which rank 0 reads after each step and
   // all ranks agree on, so every rank saves and exits 3, whatever the ranks were doing when it came.
-  std::unique_ptr<MpirunStderrForwarder> forward_stderr, forward_stdout;
+  std::unique_ptr<MpirunOutputForwarder> forward_stderr, forward_stdout;
   if (filtered) {
     ::close(err_pipe[1]);
-    forward_stderr = std::make_unique<MpirunStderrForwarder>(err_pipe[0]);
+    forward_stderr = std::make_unique<MpirunOutputForwarder>(err_pipe[0]);
   }
   if (out_piped) {
     ::close(out_pipe[1]);
-    forward_stdout = std::make_unique<MpirunStderrForwarder>(out_pipe[0], 1, /*filtered=*/false);
+    forward_stdout = std::make_unique<MpirunOutputForwarder>(out_pipe[0], 1, /*filtered=*/false);
   }
   int requests = 0, aborted_by = 0;
   bool first_interactive = false;  // the first request came by TERM or INT

@@ -49,8 +49,8 @@ std::vector<std::string> mpirun_argv(const LaunchSpec& spec);
 // Sets Open MPI's run-as-root permission when root, starts mpirun as a child and stays its parent:
 // the first stop signal writes spec.stop_file (the ranks save at their next step and exit 3), TERM or
 // INT again aborts them; USR1, USR2, TERM or INT outside the stop list go to mpirun as they would
-// have without this parent, HUP outside it is ignored (the console went away); the second TERM or INT kills this host's
-// ranks at once (SIGKILL; mpirun ends the others). mpirun dies with this process.
+// have without this parent, HUP outside it is ignored (the console went away); the second TERM or
+// INT kills this host's ranks at once (SIGKILL; mpirun ends the others). mpirun dies with this process.
 struct MpirunResult {
   int exit_code = 0;   // mpirun's exit code (128 + N: mpirun ended by signal N), or 128 + aborted_by
   int aborted_by = 0;  // the signal this process aborted the job for (0 = none)

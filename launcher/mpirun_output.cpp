@@ -228,26 +228,26 @@ std::string MpirunStderrFilter::finish() {
   return out;
 }
 
-MpirunStderrForwarder::MpirunStderrForwarder(int read_fd, int out_fd, bool filtered)
+MpirunOutputForwarder::MpirunOutputForwarder(int read_fd, int out_fd, bool filtered)
     : fd_(read_fd), out_fd_(out_fd), filtered_(filtered), thread_([this] { loop(); }) {}
 
-void MpirunStderrForwarder::write_out(const std::string& s) {
+void MpirunOutputForwarder::write_out(const std::string& s) {
   if (console_gone_ || s.empty()) return;
   if (!write_all(out_fd_, s)) console_gone_ = true;  // the console is gone: keep draining, write nothing
 }
 
-MpirunStderrForwarder::~MpirunStderrForwarder() {
+MpirunOutputForwarder::~MpirunOutputForwarder() {
   stop();
 }
 
-void MpirunStderrForwarder::stop() {
+void MpirunOutputForwarder::stop() {
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }
 
-void MpirunStderrForwarder::loop() {
+void MpirunOutputForwarder::loop() {
   MpirunStderrFilter filter;
   char buf[65536];
   std::chrono::steady_clock::time_point stop_deadline{};

@@ -32,8 +32,8 @@ class MpirunStderrFilter {
 
  private:
   std::string line(const std::string& text);  // one complete line (with its '\n')
-  // A rank's error line ("[rank N] gtrain: ... error: ..."): "" to show it (the first of its kind),
-  // else nothing, and its hint lines go too.
+  // Whether `text` is a rank's error line ("[rank N] gtrain: ... error: ...") that another rank
+  // reported alike before: true drops it (and its hint lines), false shows it.
   bool repeated_error(const std::string& text);
   struct SameError {
     int first_rank = 0;
@@ -54,10 +54,10 @@ class MpirunStderrFilter {
 // reading: mpirun never blocks on a full pipe nor sees the pipe close, so the job trains on. stop()
 // returns once the pipe is at its end, or, when a process mpirun left behind still holds it, quiet
 // for 0.2 s (2 s at most).
-class MpirunStderrForwarder {
+class MpirunOutputForwarder {
  public:
-  explicit MpirunStderrForwarder(int read_fd, int out_fd = 2, bool filtered = true);
-  ~MpirunStderrForwarder();
+  explicit MpirunOutputForwarder(int read_fd, int out_fd = 2, bool filtered = true);
+  ~MpirunOutputForwarder();
   void stop();
 
  private:

@@ -18,7 +18,6 @@
 #include "launcher/launch.h"
 #include "launcher/program_runner.h"
 #include "launcher/run_lock.h"
-#include "launcher/stage_ledger.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/comm/mpi_communicator.h"
@@ -296,11 +295,8 @@ RunOutcome run_job(const RunOptions& o) {
   const bool main_rank = comm->rank() == 0;
   if (!main_rank) cfg.log.progress = "none";
   // Launched by srun without our launcher: rank 0 holds the lock.
-  if (!lock && main_rank && env_or(stage_env, "GTRAIN_INTERNAL_LOCKED").empty()) {
-    const int64_t previous_holder = lock_pid(run_dir);
-    lock = RunLock::acquire(run_dir, checkpoint_directory(cfg.checkpoint, run_dir));
-    note_lost_stages(run_dir, previous_holder, cfg.train.steps);
-  }
+  if (!lock && main_rank && env_or(stage_env, "GTRAIN_INTERNAL_LOCKED").empty())
+    lock = acquire_stage_lock(run_dir, cfg);
   install_stop_signals(cfg.schedule.stop_signals);
   // No launching gtrain says what a stop signal does (it does for ranks under mpirun): this rank does.
   announce_stop_requests(!o.quiet && main_rank && (comm->size() == 1 || rank_env.launcher == "srun"));

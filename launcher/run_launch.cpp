@@ -212,12 +212,15 @@ void record_unreported_stage(const std::string& run_dir, double start_unix, int 
 
 }  // namespace
 
-void note_lost_stages(const std::string& run_dir, int64_t previous_holder, int64_t total_steps) {
-  for (const auto& rec : record_lost_stages(run_dir, previous_holder, total_steps)) {
+std::unique_ptr<RunLock> acquire_stage_lock(const std::string& run_dir, const JobConfig& cfg) {
+  const int64_t previous_holder = RunLock::holder_pid(run_dir);  // the last run that held it
+  auto lock = RunLock::acquire(run_dir, checkpoint_directory(cfg.checkpoint, run_dir));
+  for (const auto& rec : record_lost_stages(run_dir, previous_holder, cfg.train.steps)) {
     std::cerr << "gtrain: warning: " << run_dir << "/stages.jsonl had no record of the stage that trained steps "
               << rec.at("step_from").get<int64_t>() << "-" << rec.at("step_to").get<int64_t>()
               << " (its launcher was killed before it wrote one): added from metrics.jsonl" << std::endl;
   }
+  return lock;
 }
 
 std::string cancelled_chain_stage(const std::map<std::string, std::string>& env, const std::string& run_dir) {
@@ -285,9 +288,7 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   const Allocation alloc = discover_allocation(env, system_command_runner(), dopt);
   StageLaunch out;
   out.ranks = alloc.world_size();
-  const int64_t previous_holder = lock_pid(run_dir);  // the lock file names the last run that held it
-  out.lock = RunLock::acquire(run_dir, checkpoint_directory(cfg.checkpoint, run_dir));
-  note_lost_stages(run_dir, previous_holder, cfg.train.steps);
+  out.lock = acquire_stage_lock(run_dir, cfg);
   // A stage of a chain gtrain cancel cancelled (its request may have come before this job's script or
   // gtrain run was up, and the scheduler does not keep it): nothing starts.
   if (const std::string why = cancelled_chain_stage(env, run_dir); !why.empty()) {

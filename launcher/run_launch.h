@@ -81,10 +81,10 @@ struct StageLaunch {
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
                          const std::string& worker, const std::function<void(const Allocation&)>& validate);
 
-// For a start that now holds the run directory's lock: adds to stages.jsonl each stage metrics.jsonl
-// shows after its last record (a launcher killed with kill -9 wrote none), with a warning each.
-// `previous_holder`: the pid the lock file named before this start took it.
-void note_lost_stages(const std::string& run_dir, int64_t previous_holder, int64_t total_steps);
+// Locks the run (and checkpoint) directory for a stage (RunLock::acquire), then adds to stages.jsonl
+// each stage metrics.jsonl shows after its last record (a launcher killed with kill -9 wrote none),
+// naming the pid that held the lock before, with a warning each.
+std::unique_ptr<RunLock> acquire_stage_lock(const std::string& run_dir, const JobConfig& cfg);
 
 // When `env` is a stage of a chain (GTRAIN_SUBMIT_STAGE, which the batch scripts export) and the
 // run directory's chain.json says gtrain cancel cancelled it: a line saying so ("" otherwise).

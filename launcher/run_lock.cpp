@@ -26,11 +26,10 @@ int lock_dir(const std::string& dir, const std::string& what, const std::string&
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
   if (fd < 0) throw ConfigError(path + ": cannot open lock file: " + std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    std::string holder;
-    std::ifstream(path) >> holder;
+    const int64_t holder = RunLock::holder_pid(dir);
     ::close(fd);
     throw BusyError(what + " " + dir + " is in use by another gtrain run" +
-                    (holder.empty() ? "" : " (pid " + holder + ")") + "; " + hint);
+                    (holder > 0 ? " (pid " + std::to_string(holder) + ")" : "") + "; " + hint);
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) == 0) {
@@ -54,6 +53,22 @@ std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir, const std:
                                   "checkpoints)"));
   }
   return lock;
+}
+
+int64_t RunLock::holder_pid(const std::string& dir) {
+  std::ifstream in(dir + "/.lock");
+  int64_t pid = 0;
+  in >> pid;
+  return in ? pid : 0;
+}
+
+bool RunLock::held(const std::string& dir) {
+  const std::string path = dir + "/.lock";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool taken = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
+  ::close(fd);  // drops the shared lock when it was taken
+  return taken;
 }
 
 RunLock::~RunLock() {

@@ -3,6 +3,7 @@
 // on the same directory, or writing into the same checkpoint.dir from another run directory, is refused.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,10 @@ class RunLock {
   // or <run dir>/checkpoints) unless it is the run directory itself. Throws BusyError (exit code 4)
   // naming the directory and the holder's pid when either is taken.
   static std::unique_ptr<RunLock> acquire(const std::string& run_dir, const std::string& checkpoint_dir);
+  // The pid the last run to hold `dir`'s lock wrote into <dir>/.lock (0 when none), and whether a
+  // live process holds it now.
+  static int64_t holder_pid(const std::string& dir);
+  static bool held(const std::string& dir);
   ~RunLock();
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/chain.h"
+#include "launcher/run_lock.h"
 #include "launcher/stage_ledger.h"
 #include "launcher/text_util.h"
 #include "runtime/checkpoint/checkpoint.h"
@@ -175,8 +176,8 @@ int status_command(const std::string& run_dir, bool json) {
   }
   // Stages metrics.jsonl shows after the ledger's last record: the one running now (a gtrain run holds
   // the lock), and ones whose launcher was killed before anything recorded them (the next start adds them).
-  const bool running = lock_held(run_dir);
-  const int64_t running_pid = running ? lock_pid(run_dir) : 0;
+  const bool running = RunLock::held(run_dir);
+  const int64_t running_pid = running ? RunLock::holder_pid(run_dir) : 0;
   std::vector<nlohmann::json> unrecorded;
   const auto extra = metrics_stages((dir / "metrics.jsonl").string(), ledger_end(run_dir));
   for (size_t i = 0; i < extra.size(); ++i) {
@@ -303,15 +304,16 @@ int ckpt_verify_command(const std::string& path, bool all) {
   for (const auto& p : paths) {
     std::vector<std::string> problems;
     size_t tensors = 0;
-    if (!all) {
-      CheckpointReader ck(p);  // one checkpoint: a manifest that does not open is the command's error
+    const auto check = [&] {
+      CheckpointReader ck(p);
       problems = ck.verify();
       tensors = ck.tensor_names().size();
+    };
+    if (!all) {
+      check();  // one checkpoint: a manifest that does not open is the command's error
     } else {
       try {  // several: a manifest that does not open is that checkpoint's problem; the others go on
-        CheckpointReader ck(p);
-        problems = ck.verify();
-        tensors = ck.tensor_names().size();
+        check();
       } catch (const Error& e) {
         problems.push_back(first_line(e.what()));
       }

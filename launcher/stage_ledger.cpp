@@ -1,10 +1,6 @@
 // stage_ledger.cpp: stages from metrics.jsonl that stages.jsonl lacks (see stage_ledger.h).
 #include "launcher/stage_ledger.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -99,22 +95,6 @@ double ledger_end(const std::string& run_dir) {
     if (j.is_object() && j.contains("end") && j["end"].is_number()) end = std::max(end, j["end"].get<double>());
   }
   return end;
-}
-
-int64_t lock_pid(const std::string& run_dir) {
-  std::ifstream in(fs::path(run_dir) / ".lock");
-  int64_t pid = 0;
-  in >> pid;
-  return in ? pid : 0;
-}
-
-bool lock_held(const std::string& run_dir) {
-  const std::string path = (fs::path(run_dir) / ".lock").string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
-  ::close(fd);  // drops the shared lock when it was taken
-  return held;
 }
 
 std::vector<nlohmann::json> record_lost_stages(const std::string& run_dir, int64_t holder_pid, int64_t total_steps) {

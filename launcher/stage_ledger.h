@@ -35,10 +35,6 @@ std::vector<MetricsStage> metrics_stages(const std::string& metrics_path, double
 // The end of the ledger's last record (0 without one).
 double ledger_end(const std::string& run_dir);
 
-// The pid a gtrain run wrote into RUN_DIR/.lock (0 when none), and whether a live process holds the lock now.
-int64_t lock_pid(const std::string& run_dir);
-bool lock_held(const std::string& run_dir);
-
 // For a start that holds the run directory's lock: a ledger record for each stage metrics.jsonl shows
 // after the ledger's last record (its launcher was killed before it, or anyone, wrote one), naming
 // `holder_pid` (the pid the lock file held before this start). Returns the records written.

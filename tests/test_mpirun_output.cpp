@@ -130,7 +130,7 @@ TEST(MpirunOutput, ClosedConsoleKeepsThePipeDrained) {
   ::close(console[0]);  // the reader of gtrain's stdout (head) is gone
   ::fcntl(in[1], F_SETFL, O_NONBLOCK);
   {
-    gtrain::MpirunStderrForwarder forward(in[0], console[1], /*filtered=*/false);
+    gtrain::MpirunOutputForwarder forward(in[0], console[1], /*filtered=*/false);
     const std::string chunk(1 << 16, 'x');
     size_t written = 0;
     while (written < (4u << 20)) {  // 4 MiB: far past any pipe buffer, so a reader must be draining it

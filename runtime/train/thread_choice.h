@@ -30,7 +30,6 @@ class ThreadTuner {
   int chosen() const { return chosen_; }
   // "1 thread(s): 31.2 ms, 2: 95.0 ms" (mean step times), "" before the choice.
   const std::string& measured() const { return measured_; }
-  const std::vector<int>& counts() const { return counts_; }
 
  private:
   std::vector<int> counts_;

@@ -50,7 +50,7 @@ struct TrainConfig {
     v("eval_batches", eval_batches, "At most this many eval batches of global_batch samples (0 = whole split).",
       cfg::at_least(0));
     v("threads", threads,
-      "Torch intra-op threads per rank (0 = CPU ranks time a forward pass at start with 1, 2, 4, ... up to the "
+      "Torch intra-op threads per rank (0 = CPU ranks run their first steps at 1, 2, 4, ... threads up to the "
       "cores per rank and keep the fastest; CUDA ranks take the cores per rank).",
       cfg::range(0, 1024));
     v("deterministic", deterministic, "Use deterministic algorithms where the backend offers them.");
