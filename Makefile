@@ -1,6 +1,7 @@
 # gtrain: the README's two set-up commands.
 #   make run   install missing Debian packages, build, train examples/quickstart.toml
-#   make test  same set-up, then ctest with every label this machine can run
+#   make test  same set-up plus the Python test venv (scripts/venv.sh, shared by every clone on the
+#              machine), then ctest with every label this machine can run
 #   make format apply .clang-format to every C++ file (ctest's Style.clang_format checks it)
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -8,12 +9,15 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Uni
 # ccache must ignore the precompiled header's timestamps to reuse results.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all deps configure build run test format clean
+.PHONY: all deps venv configure build run test format clean
 
 all: build
 
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh --no-venv
+
+venv: deps
+	@scripts/venv.sh ensure || true
 
 configure: deps
 	@if [ ! -f $(BUILD)/CMakeCache.txt ]; then \
@@ -27,7 +31,7 @@ build: configure
 run: build
 	./$(BUILD)/gtrain run examples/quickstart.toml --no-resume
 
-test: build
+test: build venv
 	@scripts/run-tests.sh $(BUILD)
 
 format:

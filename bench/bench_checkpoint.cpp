@@ -10,6 +10,7 @@
 #include <string>
 
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/common/errors.h"
 #include "runtime/common/startup.h"
 
 using Clock = std::chrono::steady_clock;
@@ -19,10 +20,7 @@ static double secs_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-int main(int argc, char** argv) {
-  gtrain::tune_malloc();
-  const int64_t mb = argc > 1 ? std::atoll(argv[1]) : 256;
-  const std::string dir = argc > 2 ? argv[2] : (fs::temp_directory_path() / "gtrain-bench-ckpt").string();
+static int run(int64_t mb, const std::string& dir) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   // A model-like state: 64 tensors of mb/64 MB each.
@@ -54,7 +52,7 @@ int main(int argc, char** argv) {
   double dd_s = 1e9, sync_s = 1e9, stall_s = 1e9, load_s = 1e9;
   for (int rep = 0; rep < 3; ++rep) {
     auto t0 = Clock::now();
-    if (std::system(dd.c_str()) != 0) return 1;
+    if (std::system(dd.c_str()) != 0) throw std::runtime_error("dd failed: " + dd);
     dd_s = std::min(dd_s, secs_since(t0));
     fs::remove(dir + "/dd.bin");
 
@@ -70,7 +68,11 @@ int main(int argc, char** argv) {
     async.wait();
 
     t0 = Clock::now();
-    gtrain::CheckpointReader ck(gtrain::find_latest_valid_checkpoint(dir + "/ckpt", nullptr));
+    // The newest committed checkpoint (this one has no training facts, so the training run's
+    // find_latest_valid_checkpoint would pass it over).
+    const std::string latest = gtrain::find_latest_complete_checkpoint(dir + "/ckpt");
+    if (latest.empty()) throw gtrain::CheckpointError(dir + "/ckpt: no committed checkpoint after the saves");
+    gtrain::CheckpointReader ck(latest);
     for (const auto& n : ck.tensor_names()) ck.read(n);
     load_s = std::min(load_s, secs_since(t0));
   }
@@ -84,4 +86,20 @@ int main(int argc, char** argv) {
   std::printf("load + verify (read all)   %6.3f s  %6.2f GB/s\n", load_s, gb / load_s);
   fs::remove_all(dir);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  gtrain::tune_malloc();
+  const int64_t mb = argc > 1 ? std::atoll(argv[1]) : 256;
+  if (mb < 1) {
+    std::fprintf(stderr, "bench_checkpoint: MB must be a whole number of megabytes >= 1, got '%s'\n", argv[1]);
+    return 2;
+  }
+  const std::string dir = argc > 2 ? argv[2] : (fs::temp_directory_path() / "gtrain-bench-ckpt").string();
+  try {
+    return run(mb, dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_checkpoint: %s\n", e.what());
+    return 1;
+  }
 }

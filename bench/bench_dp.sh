@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# CPU data parallel on 2 ranks, gtrain against PyTorch DDP (Debian's python3-torch, gloo), same GPT,
-# global batch and optimizer, in one run: samples/s and start-up (launch -> first finished step).
-# Usage: bench/bench_dp.sh [build-dir]    (needs: apt-get install python3-torch)
+# CPU data parallel on 2 ranks, gtrain against PyTorch DDP (gloo), same GPT, global batch and
+# optimizer, in one run: samples/s and start-up (launch -> first finished step).
+# Usage: scripts/venv.sh run bench/bench_dp.sh [build-dir]   (PyTorch: the python3 on PATH, the
+#        project venv's there; or set PYTHON to another python with torch)
 set -euo pipefail
 BUILD=${1:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -46,9 +47,9 @@ print(json.dumps({"samples_per_s": sps, "startup_s": train[0]["time"] - float(sy
 PY
 )
   start=$(now)
-  # --redirects 2 --tee 1: Debian's torch 1.13 on Python 3.11 cannot parse the default "0" (IntFlag
-  # iteration skips zero members); this keeps rank 0's stdout on the console.
-  torch_json=$(STEPS=$STEPS OMP_NUM_THREADS=1 /usr/bin/python3 -m torch.distributed.run --nproc_per_node 2 \
+  # --redirects 2 --tee 1: rank 0's stdout on the console, its stderr to a file (torch 1.13 on
+  # Python 3.11 also cannot parse the default "0": IntFlag iteration skips zero members).
+  torch_json=$(STEPS=$STEPS OMP_NUM_THREADS=1 "${PYTHON:-python3}" -m torch.distributed.run --nproc_per_node 2 \
       --master_port $((29500 + round)) --redirects 2 --tee 1 "$HERE/ddp_reference.py" 2>/dev/null | tail -1 |
       sed 's/^\[default0\]://')
   python3 - "$gtrain_json" "$torch_json" "$start" "$round" <<'PY'

@@ -9,7 +9,7 @@ BUILD=${1:-build}
 GTRAIN=$(realpath "$BUILD/gtrain")
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-cat > "$WORK/job.toml" <<'TOML'
+cat > "$WORK/job.toml" <<TOML
 [model]
 name = "gpt"
 n_layer = 8
@@ -21,7 +21,7 @@ vocab = 256
 kind = "synthetic"
 [train]
 global_batch = 32
-steps = 12
+steps = ${STEPS:-12}
 threads = 1
 [log]
 progress = "none"

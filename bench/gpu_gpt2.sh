@@ -85,47 +85,32 @@ fi
 # ---- 1. build -------------------------------------------------------------------------------
 BUILD_STATUS=ok
 if ((BUILD_IT)) && ! ((SMOKE)); then
-  TORCH_PREFIX=$("$PYTHON" -c 'import torch;print(torch.utils.cmake_prefix_path)')
-  PREFIXES="$TORCH_PREFIX"
+  # The same configuration as CI's torch2 build (scripts/build-torch2.sh: the CUDA toolkit, the
+  # NCCL of torch's wheel, CUDA and NCCL required), with this machine's python's torch.
+  EXTRA_PREFIX=
   EXTRA=()
   # Header-only dependencies a bare machine may lack: bench/gpu_pack_deps.sh copies them from a
   # machine that has them into bench/.deps (carry that folder along).
   if [[ -d "$HERE/.deps/usr" ]]; then
     [[ -f /usr/include/toml++/toml.h && -f /usr/include/nlohmann/json.hpp && -f /usr/include/gtest/gtest.h &&
       -f /usr/include/CLI/CLI.hpp ]] ||
-      PREFIXES="$PREFIXES;$HERE/.deps/usr"
+      EXTRA_PREFIX="$HERE/.deps/usr"
     if [[ ! -f /usr/include/zlib.h && -f "$HERE/.deps/usr/include/zlib.h" ]]; then
       zlib_so=$( (ls /usr/lib/x86_64-linux-gnu/libz.so* /lib/x86_64-linux-gnu/libz.so* 2>/dev/null || true) | head -1)
       EXTRA+=(-DZLIB_INCLUDE_DIR="$HERE/.deps/usr/include" -DZLIB_LIBRARY="$zlib_so")
     fi
   fi
-  # CUDA toolkit for LibTorch's CMake (and the NVTX3 headers CMakeLists.txt looks for under
-  # CUDA_HOME): /usr/local/cuda, else the toolkit of the nvcc on PATH.
-  if [[ -z "${CUDA_HOME:-}" && -x /usr/local/cuda/bin/nvcc ]]; then export CUDA_HOME=/usr/local/cuda; fi
-  if [[ -z "${CUDA_HOME:-}" ]] && command -v nvcc >/dev/null; then
-    CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")"); export CUDA_HOME
-  fi
-  # NCCL: the copy pip's torch loads (nvidia/nccl in site-packages), so one NCCL serves both torch
-  # and gtrain's communicator; the system's, possibly older, only when the wheel has none.
-  nccl_dir=$("$PYTHON" -c 'import nvidia.nccl as n;print(list(n.__path__)[0])' 2>/dev/null || true)
-  if [[ -n "$nccl_dir" && -f "$nccl_dir/include/nccl.h" && -f "$nccl_dir/lib/libnccl.so.2" ]]; then
-    EXTRA+=(-DNCCL_INCLUDE_DIR="$nccl_dir/include" -DNCCL_LIBRARY="$nccl_dir/lib/libnccl.so.2")
-    echo "nccl: torch's wheel $nccl_dir ($(grep -m1 -E '^#define NCCL_(VERSION_CODE|MAJOR)' "$nccl_dir/include/nccl.h" || true))" >>"$OUTDIR/facts.txt"
-  else
-    echo "nccl: system ($(grep -m1 -E '^#define NCCL_VERSION_CODE' /usr/include/nccl.h 2>/dev/null || echo 'nccl.h not found'))" >>"$OUTDIR/facts.txt"
-  fi
-  [[ -n "${CUDA_HOME:-}" ]] && EXTRA+=(-DCUDAToolkit_ROOT="$CUDA_HOME" -DCMAKE_CUDA_COMPILER="$CUDA_HOME/bin/nvcc")
   # The GPU test suite needs GoogleTest (here, or carried in bench/.deps); without it only gtrain.
   if [[ -f /usr/include/gtest/gtest.h || -f "$HERE/.deps/usr/include/gtest/gtest.h" ]]; then TESTS=ON; else TESTS=OFF; fi
-  GEN="Unix Makefiles"; command -v ninja >/dev/null && GEN=Ninja
-  log "configuring $BUILD (LibTorch $TORCH_PREFIX, $GEN)"
+  log "configuring $BUILD with scripts/build-torch2.sh (python $PYTHON)"
   t=$(allow 150 300 60)
-  if ! timeout "$t" cmake -S "$ROOT" -B "$BUILD" -G "$GEN" -DCMAKE_BUILD_TYPE=Release -DGTRAIN_BUILD_TESTS=$TESTS \
-      -DGTRAIN_WITH_CUDA=ON -DCMAKE_PREFIX_PATH="$PREFIXES" "${EXTRA[@]}" >"$OUTDIR/configure.log" 2>&1; then
+  if ! PYTHON=$PYTHON EXTRA_PREFIX=$EXTRA_PREFIX BUILD_TYPE=Release timeout "$t" "$ROOT/scripts/build-torch2.sh" \
+      --configure-only "$BUILD" -- -DGTRAIN_BUILD_TESTS=$TESTS "${EXTRA[@]}" >"$OUTDIR/configure.log" 2>&1; then
     BUILD_STATUS="configure failed (see configure.log)"
     tail -25 "$OUTDIR/configure.log"
   else
-    grep "gtrain:" "$OUTDIR/configure.log" || true
+    cat "$OUTDIR/configure.log"
+    sed -n 's/^build-torch2: /torch2 build: /p' "$OUTDIR/configure.log" >>"$OUTDIR/facts.txt"
     t=$(allow 330 240 120)
     log "building gtrain -j$JOBS (at most ${t}s)"
     if ! timeout "$t" cmake --build "$BUILD" -j "$JOBS" --target gtrain >"$OUTDIR/build.log" 2>&1; then

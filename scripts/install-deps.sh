@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gtrain needs, only those missing. Idempotent.
 # As non-root with packages missing it stops and lists them.
+# Then the project's Python test venv (scripts/venv.sh ensure: torch with CUDA, transformers, ...;
+# a failure there is one reported line, not fatal: what needs the venv is skipped).
+#   scripts/install-deps.sh [--no-venv]   --no-venv: the Debian packages only (make run, make build)
 set -euo pipefail
 
 PKGS=(
@@ -8,7 +11,7 @@ PKGS=(
   libtorch-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist python3-venv
   slurmctld slurmd slurm-client munge
 )
 
@@ -19,8 +22,13 @@ for p in "${PKGS[@]}"; do
   fi
 done
 
+venv() {
+  if [[ ${1:-} != --no-venv ]]; then "$(dirname "$0")/venv.sh" ensure || true; fi
+}
+
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install-deps: all ${#PKGS[@]} packages present"
+  venv "$@"
   exit 0
 fi
 
@@ -34,3 +42,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
+venv "$@"

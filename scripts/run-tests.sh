@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs ctest with every label this machine can run: cpu always; multiproc when the build has MPI
-# and mpirun exists; slurm when Slurm's daemons are installed; gpu when a GPU is visible; compat
-# (the LibTorch 2.x compile check) when the build registered it, i.e. CUDA headers are here.
+# and mpirun exists; slurm when Slurm's daemons are installed; gpu when a GPU is visible; python,
+# bench and torch2 always (their tests that need the project venv say SKIPPED and why without it;
+# torch2 builds and tests gtrain against the venv's LibTorch 2.x with CUDA, in BUILD-torch2); compat
+# (LibTorch 2.14's headers) when CUDA headers are here.
+# Environment: LABELS, a '|'-separated label list to run instead; CTEST_JOBS (default 1).
 set -euo pipefail
 BUILD=${1:-build}
 labels="cpu"
@@ -14,9 +17,13 @@ fi
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   labels="$labels|gpu"
 fi
+labels="$labels|python|bench|torch2"
+# compat (LibTorch 2.14 headers, C++20) when the build registered it, i.e. CUDA headers are here.
 if grep -q "^GTRAIN_CUDA_INCLUDE_DIR:PATH=/" "$BUILD/CMakeCache.txt" 2>/dev/null; then
   labels="$labels|compat"
 fi
+labels=${LABELS:-$labels}
 echo "run-tests: labels $labels"
 cd "$BUILD"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 exec ctest -L "^($labels)\$" --output-on-failure --timeout 900 -j "${CTEST_JOBS:-1}"

@@ -6,7 +6,8 @@
 # installs the build dependencies in it, clones the committed HEAD of this repository into it,
 # builds, and runs ctest -L 'cpu|multiproc'.
 # Needs root. About half an hour on 2 cores the first time, so it is a tool for changes to
-# torch-facing code, not a CI step (CI runs the header-only scripts/compile-check-torch2.sh).
+# torch-facing code, not a CI step (CI builds and tests against pip's LibTorch 2.11, label torch2, and
+# compiles against sid's 2.14 headers with scripts/compile-check-torch2.sh, label compat).
 #
 #   scripts/test-torch2.sh [CHROOT_DIR]      (default: /var/tmp/gtrain-$SUITE)
 #

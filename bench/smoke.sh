@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# smoke.sh: one benchmark at a tiny size (ctest label bench), so that no bench rots unnoticed.
+#   bench/smoke.sh NAME BUILD_DIR
+# Runs the bench, shows its output, and fails when it exits non-zero or does not print the figures
+# it exists for (each NAME's pattern below). Benches that compare with PyTorch run in the project
+# venv (scripts/venv.sh) and are skipped, saying why, without it. Sizes are far too small for the
+# figures to mean anything: bench/README.md has the real runs.
+set -euo pipefail
+name=$1 build=$(realpath "$2")
+here=$(cd "$(dirname "$0")" && pwd)
+venv=$here/../scripts/venv.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+case $name in
+  planner) cmd=("$build/bench/bench_planner"); want='slowest run [0-9.]+ ms' ;;
+  checkpoint) cmd=("$build/bench_checkpoint" 4 "$tmp/ckpt"); want='save / dd throughput +[0-9.]+x' ;;
+  grad_path) cmd=("$build/bench_grad_path"); want='^2 +[0-9.]+ +[0-9.]+ +[0-9.]+x' ;;
+  allreduce) cmd=(mpirun -np 2 --oversubscribe --bind-to none "$build/bench_allreduce"); want='^64 MB +[0-9.]+ +[0-9.]+ +[0-9.]+' ;;
+  threads) cmd=(env STEPS=12 "$here/bench_threads.sh" "$build"); want='auto / best fixed: [0-9.]+x' ;;
+  pipeline) cmd=(env STEPS=4 "$here/bench_pipeline.sh" "$build"); want='^tp=2 pp=2 m=4 +[0-9.]+ +[0-9.]+' ;;
+  dp) cmd=("$venv" run env STEPS=8 "$here/bench_dp.sh" "$build"); want='round 2: samples/s gtrain [0-9.]+ +pytorch-ddp [0-9.]+ +ratio [0-9.]+x' ;;
+  gpu_gpt2) cmd=("$venv" run env BUILD="$build" OUT="$tmp/out" "$here/gpu_gpt2.sh" --smoke --no-record)
+            want='gtrain / eager' ;;
+  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline dp gpu_gpt2)" >&2; exit 2 ;;
+esac
+rc=0
+"${cmd[@]}" >"$tmp/out.txt" 2>&1 || rc=$?
+cat "$tmp/out.txt"
+if ((rc == 77)) && grep -q '^SKIPPED' "$tmp/out.txt"; then exit 77; fi
+((rc == 0)) || { echo "smoke.sh: $name exited $rc"; exit 1; }
+grep -Eq "$want" "$tmp/out.txt" || { echo "smoke.sh: $name printed no line matching /$want/"; exit 1; }
+echo "smoke.sh: $name ok"
