@@ -2,6 +2,7 @@
 #   make run   install missing Debian packages, build, train examples/quickstart.toml
 #   make test  same set-up plus the Python test venv (scripts/venv.sh, shared by every clone on the
 #              machine), then ctest with every label this machine can run
+#   make run-torch2  the same quickstart built against the venv's pip LibTorch 2.x (build-torch2/)
 #   make format apply .clang-format to every C++ file (ctest's Style.clang_format checks it)
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -9,7 +10,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Uni
 # ccache must ignore the precompiled header's timestamps to reuse results.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all deps venv configure build run test format clean
+.PHONY: all deps venv configure build run run-torch2 test format clean
 
 all: build
 
@@ -31,6 +32,10 @@ build: configure
 run: build
 	./$(BUILD)/gtrain run examples/quickstart.toml --no-resume
 
+run-torch2: venv
+	scripts/build-torch2.sh build-torch2
+	./build-torch2/gtrain run examples/quickstart.toml --no-resume
+
 test: build venv
 	@scripts/run-tests.sh $(BUILD)
 
@@ -38,4 +43,4 @@ format:
 	@scripts/check-format.sh --fix
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-torch2

@@ -27,9 +27,15 @@ int launch_run_fast(int argc, char** argv) {
   } catch (const CLI::Error&) {
     return -1;  // help, version and usage errors: the worker prints them
   }
-  // --quiet: only errors on the console, LibTorch's own (glog) warnings in the ranks included; set
-  // before the worker starts, which reads it when LibTorch loads.
-  if (run.quiet) setenv("GLOG_minloglevel", "2", 0);
+  // --quiet: only errors on the console, LibTorch's own warnings in the ranks included; set before
+  // the worker starts, which reads them when LibTorch loads: glog's level (Debian's LibTorch 1.13),
+  // c10's own logger (pip's 2.x, no glog) and Kineto's (its profiler; on a machine without a GPU
+  // it reports the failed device count of a CUDA LibTorch as an error).
+  if (run.quiet) {
+    setenv("GLOG_minloglevel", "2", 0);
+    setenv("TORCH_CPP_LOG_LEVEL", "ERROR", 0);
+    setenv("KINETO_LOG_LEVEL", "5", 0);
+  }
   const auto env = process_environment();
   if (detect_rank_environment(env).launched) return -1;  // one task of an srun / mpirun launch
   JobConfig cfg = load_job_config(run.config_path, run.sets, env);

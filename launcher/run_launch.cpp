@@ -324,7 +324,11 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
     if (spec.hosts.size() > 1) {
       spec.hostfile = (fs::path(run_dir) / "hostfile").string();
       for (const auto& kv : env) {
-        if (kv.first.rfind("GTRAIN_", 0) == 0) spec.forward_env.push_back(kv.first);
+        // Ours, and LibTorch's log levels (--quiet sets them: main.cpp).
+        if (kv.first.rfind("GTRAIN_", 0) == 0 || kv.first == "GLOG_minloglevel" || kv.first == "TORCH_CPP_LOG_LEVEL" ||
+            kv.first == "KINETO_LOG_LEVEL") {
+          spec.forward_env.push_back(kv.first);
+        }
       }
       spec.forward_env.insert(spec.forward_env.end(),
                               {"PATH", "LD_LIBRARY_PATH", "GTRAIN_INTERNAL_LOCKED", "GTRAIN_INTERNAL_DEADLINE",

@@ -1,6 +1,7 @@
 // worker_main.cpp: gtrain-worker, the LibTorch half of gtrain (every command; the ranks of a run):
 // start-up tuning, then the CLI; the only place its errors are caught.
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 
 #include <string>
 
@@ -12,6 +13,9 @@
 
 int main(int argc, char** argv) {
   gtrain::tune_malloc();
+  // LibTorch reads TORCH_CPP_LOG_LEVEL (its C++ log level; --quiet sets ERROR) only here: python's
+  // torch calls this when imported, a C++ program must itself.
+  c10::initLogging();
   gtrain::ignore_closed_console();
   // gtrain hands on a stop signal it caught, blocked (pending); `run` records it, the rest act as usual.
   if (argc > 1 && std::string(argv[1]) == "run") gtrain::install_stop_signals(gtrain::ScheduleConfig{}.stop_signals);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "runtime/common/elf_needed.h"
 #include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
 #include "runtime/models/activations.h"
@@ -9,6 +10,7 @@
 #include "runtime/models/gpt.h"
 #include "runtime/models/keyed_dropout.h"
 #include "runtime/models/model_registry.h"
+#include "tests/test_util.h"
 
 namespace gtrain {
 namespace {
@@ -163,6 +165,41 @@ TEST(Registry, BadPluginPathIsAConfigError) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("model.plugin: cannot load '/no/such/plugin.so'"), std::string::npos);
   }
+}
+
+// A plugin linked against another LibTorch would crash inside dlopen (its LibTorch's static
+// initialisers register operators with ours): it is refused from its NEEDED entries, before loading.
+// The stand-in is a library that needs "libtorch_cpu.so.0.1", built here with the C compiler.
+TEST(Registry, PluginOfAnotherLibTorchIsRefusedBeforeLoading) {
+  test::TempDir dir;
+  test::write_file(dir.file("stub.c"), "int gtrain_stub_torch(void) { return 1; }\n");
+  test::write_file(
+      dir.file("plugin.c"),
+      "int gtrain_stub_torch(void);\nvoid gtrain_register_models(void* r) { (void)r; gtrain_stub_torch(); }\n");
+  const std::string build = "cd " + dir.path() +
+                            " && cc -shared -fPIC -o libtorch_cpu.so.0.1 -Wl,-soname,libtorch_cpu.so.0.1 stub.c"
+                            " && cc -shared -fPIC -o plugin.so plugin.c -Wl,--no-as-needed ./libtorch_cpu.so.0.1 2>&1";
+  ASSERT_EQ(std::system(build.c_str()), 0) << build;
+  ASSERT_EQ(elf_needed_libraries(dir.file("plugin.so")).front(), "libtorch_cpu.so.0.1");
+  ModelRegistry reg;
+  std::string what = "no error";
+  try {
+    reg.load_plugin(dir.file("plugin.so"));
+  } catch (const ConfigError& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("model.plugin: '" + dir.file("plugin.so") +
+                      "' links libtorch_cpu.so.0.1, a LibTorch this gtrain does not run (it runs libtorch_cpu.so"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("LibTorch " TORCH_VERSION ")"), std::string::npos) << what;
+  // Not loaded: dlopen would have found the stub beside it only through $ORIGIN, so a load would
+  // have failed with dlopen's error instead.
+  EXPECT_EQ(what.find("cannot load"), std::string::npos) << what;
+  // This process's own LibTorch is among the loaded libraries the check compares with.
+  const auto loaded = loaded_library_names();
+  EXPECT_TRUE(std::any_of(loaded.begin(), loaded.end(),
+                          [](const std::string& l) { return l.rfind("libtorch_cpu.so", 0) == 0; }));
 }
 
 TEST(Models, MlpAndCnnShapes) {

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <torch/version.h>
+
+#include "runtime/common/elf_needed.h"
 #include "runtime/common/errors.h"
 #include "runtime/config/schema.h"
 
@@ -76,6 +79,35 @@ std::shared_ptr<Model> ModelRegistry::create(const ModelConfig& config, const Da
   return model;
 }
 
+namespace {
+
+// A plugin built against another LibTorch than the one this process runs crashes inside dlopen (its
+// LibTorch's static initialisers register operators with ours), so its NEEDED LibTorch libraries
+// are compared with those loaded here first, from the file.
+void check_plugin_libtorch(const std::string& path, const std::string& file) {
+  std::vector<std::string> needed;
+  try {
+    needed = elf_needed_libraries(file);
+  } catch (const std::exception&) {
+    return;  // not an ELF file we can read: dlopen's own error names the problem
+  }
+  const auto loaded = loaded_library_names();
+  for (const auto& lib : needed) {
+    if (lib.rfind("libtorch", 0) != 0 && lib.rfind("libc10", 0) != 0) continue;
+    if (std::find(loaded.begin(), loaded.end(), lib) != loaded.end()) continue;
+    std::string ours;
+    for (const auto& l : loaded) {
+      if (l.rfind("libtorch_cpu", 0) == 0) ours = l;
+    }
+    throw ConfigError("model.plugin: '" + path + "' links " + lib + ", a LibTorch this gtrain does not run (it runs " +
+                          (ours.empty() ? std::string("another one") : ours) + ", LibTorch " TORCH_VERSION ")",
+                      "rebuild the plugin against gtrain's build tree: cmake -S <plugin> -B <dir> "
+                      "-DGTRAIN_BUILD_DIR=<gtrain's build> (examples/custom_model/CMakeLists.txt)");
+  }
+}
+
+}  // namespace
+
 void ModelRegistry::load_plugin(const std::string& path) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -86,6 +118,7 @@ void ModelRegistry::load_plugin(const std::string& path) {
   std::error_code ec;
   const std::string file =
       path.find('/') == std::string::npos && std::filesystem::is_regular_file(path, ec) ? "./" + path : path;
+  check_plugin_libtorch(path, file);
   void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* err = dlerror();
