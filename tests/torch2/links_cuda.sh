@@ -8,7 +8,7 @@
 set -euo pipefail
 build=$1
 torch_lib=$("$(dirname "$0")/../../scripts/venv.sh" python >/dev/null 2>&1 &&
-  "$(dirname "$0")/../../scripts/venv.sh" run python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') ||
+  "$(dirname "$0")/../../scripts/venv.sh" run python3 -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))') ||
   { echo "SKIPPED: $("$(dirname "$0")/../../scripts/venv.sh" python 2>&1 >/dev/null)"; exit 77; }
 torch_lib=$(realpath "$torch_lib")
 fail=0
