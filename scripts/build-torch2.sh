@@ -23,9 +23,7 @@ if [[ $# -gt 0 && $1 != -- ]]; then build=$1; shift; fi
 [[ $build == /* ]] || build=$root/$build
 
 if [[ -z ${PYTHON:-} ]]; then
-  PYTHON=$("$root/scripts/venv.sh" python 2>/tmp/gtrain-venv-why.$$) || {
-    echo "SKIPPED: $(cat /tmp/gtrain-venv-why.$$)"; rm -f /tmp/gtrain-venv-why.$$; exit 77; }
-  rm -f /tmp/gtrain-venv-why.$$
+  PYTHON=$("$root/scripts/venv.sh" python) || { echo "$PYTHON"; exit 77; }
 fi
 facts=$("$PYTHON" - <<'PY'
 import os, torch

@@ -10,7 +10,7 @@
 #   scripts/venv.sh ensure   create it unless it is complete (a second run costs nothing); on
 #                            failure print one line, record why, exit 1
 #   scripts/venv.sh path     print the venv's folder (whether or not it exists yet)
-#   scripts/venv.sh python   print its python when complete; else print why not, exit 77
+#   scripts/venv.sh python   print its python when complete; else print "SKIPPED: <why>", exit 77
 #   scripts/venv.sh run CMD  run CMD with the venv's bin/ first on PATH; when the venv is not
 #                            complete print "SKIPPED: <why>" and exit 77 (ctest: skipped)
 # Environment: GTRAIN_CACHE, GTRAIN_PYTHON_BASE (default /usr/bin/python3, Debian's), and pip's
@@ -85,7 +85,7 @@ case ${1:-} in
   ensure) ensure ;;
   path) echo "$venv" ;;
   python)
-    if complete; then echo "$venv/bin/python"; else why_not >&2; exit 77; fi ;;
+    if complete; then echo "$venv/bin/python"; else echo "SKIPPED: $(why_not)"; exit 77; fi ;;
   run)
     shift
     [[ $# -gt 0 ]] || { echo "venv.sh run: no command given" >&2; exit 2; }

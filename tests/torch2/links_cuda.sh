@@ -7,9 +7,8 @@
 # gtrain-worker) loads them and answers.
 set -euo pipefail
 build=$1
-torch_lib=$("$(dirname "$0")/../../scripts/venv.sh" python >/dev/null 2>&1 &&
-  "$(dirname "$0")/../../scripts/venv.sh" run python3 -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))') ||
-  { echo "SKIPPED: $("$(dirname "$0")/../../scripts/venv.sh" python 2>&1 >/dev/null)"; exit 77; }
+py=$("$(dirname "$0")/../../scripts/venv.sh" python) || { echo "$py"; exit 77; }
+torch_lib=$("$py" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))')
 torch_lib=$(realpath "$torch_lib")
 fail=0
 for bin in gtrain-worker gtrain_gpu_tests; do

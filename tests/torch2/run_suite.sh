@@ -5,8 +5,7 @@
 # The whole log is TORCH2_BUILD_DIR/ctest-torch2.log; this prints its summary and the failed tests.
 set -euo pipefail
 build=$1
-"$(dirname "$0")/../../scripts/venv.sh" python >/dev/null 2>&1 ||
-  { echo "SKIPPED: $("$(dirname "$0")/../../scripts/venv.sh" python 2>&1 >/dev/null)"; exit 77; }
+py=$("$(dirname "$0")/../../scripts/venv.sh" python) || { echo "$py"; exit 77; }
 [[ -f $build/CTestTestfile.cmake ]] || { echo "FAIL: $build has no tests (did Torch2.build run?)"; exit 1; }
 labels=cpu
 if grep -q "GTRAIN_HAVE_MPI:INTERNAL=ON" "$build/CMakeCache.txt" && command -v mpirun >/dev/null; then labels="cpu|multiproc"; fi

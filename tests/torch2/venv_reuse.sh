@@ -4,7 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 venv=$root/scripts/venv.sh
-"$venv" python >/dev/null 2>&1 || { echo "SKIPPED: $("$venv" python 2>&1 >/dev/null)"; exit 77; }
+py=$("$venv" python) || { echo "$py"; exit 77; }
 fail=0
 t0=$(date +%s%N)
 out=$("$venv" ensure)
