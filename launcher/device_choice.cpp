@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "launcher/hostlist.h"
 #include "runtime/common/errors.h"
 
 namespace gtrain {
@@ -79,42 +78,6 @@ DeviceChoice choose_device(const DeviceChoiceInput& in) {
     too_many_ranks(in, in.device_count, "visible");
   }
   return c;
-}
-
-std::string format_granted(const std::vector<std::pair<std::string, std::vector<int>>>& hosts) {
-  std::string out;
-  for (const auto& [host, gpus] : hosts) {
-    if (!out.empty()) out += ';';
-    out += host + '=';
-    for (size_t i = 0; i < gpus.size(); ++i) out += (i ? "," : "") + std::to_string(gpus[i]);
-  }
-  return out;
-}
-
-std::optional<std::vector<int>> granted_for_host(const std::string& text, const std::string& host) {
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t end = std::min(text.find(';', at), text.size());
-    const std::string entry = text.substr(at, end - at);
-    at = end + 1;
-    const size_t eq = entry.find('=');
-    if (eq == std::string::npos || eq == 0) return std::nullopt;
-    const std::string name = entry.substr(0, eq);
-    if (!same_host(name, host)) continue;
-    std::vector<int> gpus;
-    size_t p = eq + 1;
-    while (p < entry.size()) {
-      const size_t q = std::min(entry.find(',', p), entry.size());
-      const std::string item = entry.substr(p, q - p);
-      if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 6) {
-        return std::nullopt;
-      }
-      gpus.push_back(std::stoi(item));
-      p = q + 1;
-    }
-    return gpus;
-  }
-  return std::nullopt;
 }
 
 }  // namespace gtrain

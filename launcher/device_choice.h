@@ -39,10 +39,4 @@ struct DeviceChoice {
 
 DeviceChoice choose_device(const DeviceChoiceInput& in);
 
-// The GPUs the allocation granted each host, as the launcher hands them to the ranks
-// (GTRAIN_INTERNAL_GRANTED, "host=0,1;host2=2,3"), so a rank need not discover the allocation again.
-std::string format_granted(const std::vector<std::pair<std::string, std::vector<int>>>& hosts);
-// `host`'s list (exact or short-name match); nullopt when it is not there or the text is malformed.
-std::optional<std::vector<int>> granted_for_host(const std::string& text, const std::string& host);
-
 }  // namespace gtrain

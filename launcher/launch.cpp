@@ -18,6 +18,7 @@
 
 #include "launcher/mpirun_output.h"
 #include "runtime/common/errors.h"
+#include "runtime/common/unique_fd.h"
 #include "runtime/train/schedule.h"
 
 namespace gtrain {
@@ -78,8 +79,11 @@ std::vector<std::string> mpirun_argv(const LaunchSpec& s) {
   return argv;
 }
 
-MpirunResult run_mpirun(const LaunchSpec& spec) {
-  auto argv = mpirun_argv(spec);
+namespace {
+
+// Open MPI's run-as-root permission, the shared-memory transport on one host, and one core's share
+// of BLAS / OpenMP threads per rank unless set.
+void set_mpirun_environment(const LaunchSpec& spec) {
   if (geteuid() == 0) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
@@ -93,6 +97,118 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
   const std::string per_rank = std::to_string(std::max<long>(1, cores / std::max(1, spec.ranks)));
   setenv("OPENBLAS_NUM_THREADS", per_rank.c_str(), 0);
   setenv("OMP_NUM_THREADS", per_rank.c_str(), 0);
+}
+
+// In the forked child: the signals back to mpirun's share, its own process group, /dev/null as
+// input and the pipes as output, then exec. Never returns.
+[[noreturn]] void exec_mpirun_child(std::vector<char*>& cargv, pid_t parent, const Pipe& err, const Pipe& out) {
+  for (int sig : stop_signal_candidates()) std::signal(sig, SIG_DFL);
+  // TERM, INT and HUP stay blocked in mpirun (a blocked signal stays so across exec): a scheduler
+  // signals every process of a job (scancel, preemption), and mpirun would answer its TERM by
+  // signalling the ranks again and killing them a second later, in the middle of their save. gtrain
+  // decides what each signal does (MpirunSignals below); mpirun ends when its ranks do.
+  sigset_t to_mpirun;
+  sigemptyset(&to_mpirun);
+  sigaddset(&to_mpirun, SIGUSR1);
+  sigaddset(&to_mpirun, SIGUSR2);
+  pthread_sigmask(SIG_UNBLOCK, &to_mpirun, nullptr);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);                // gtrain killed outright (kill -9): the job goes with it
+  if (::getppid() != parent) _exit(kExitFailure);  // it died before the line above
+  // Its own process group: a terminal's Ctrl-C (INT to the foreground group) reaches gtrain only,
+  // which turns it into the stop request; mpirun would abort on it. No terminal input for it either.
+  ::setpgid(0, 0);
+  const int devnull = ::open("/dev/null", O_RDONLY);
+  if (devnull >= 0) ::dup2(devnull, 0);
+  if (err.write) ::dup2(err.write.get(), 2);
+  if (out.write) ::dup2(out.write.get(), 1);
+  execvp("mpirun", cargv.data());
+  dprintf(2, "gtrain: config error: cannot start mpirun: %s\n  hint: install openmpi-bin, or run with --ranks 1\n",
+          std::strerror(errno));
+  _exit(kExitUsage);
+}
+
+// What each signal that reaches gtrain while mpirun runs does: the first stop signal becomes the
+// stop file, which rank 0 reads after each step and all ranks agree on, so every rank saves and
+// exits 3, whatever the ranks were doing when it came; TERM or INT again aborts them.
+class MpirunSignals {
+ public:
+  MpirunSignals(const LaunchSpec& spec, pid_t child) : spec_(spec), child_(child) {}
+  int aborted_by() const { return aborted_by_; }
+
+  void handle(int sig) {
+    const char* name = strsignal(sig);
+    const auto& stops = spec_.stop_signals;
+    if (std::find(stops.begin(), stops.end(), sig) == stops.end()) return not_a_stop_signal(sig, name);
+    const bool interactive = sig == SIGTERM || sig == SIGINT;
+    if (requests_ > 0 && !(interactive && first_interactive_)) {
+      // A scheduler's cancel signals every process of the job, and the batch script passes its own
+      // TERM on as USR1: TERM after a USR1 request (or the reverse) is that same request. Only TERM or
+      // INT after a TERM or INT is a second request.
+      std::fprintf(stderr, "gtrain: %s after the stop request: the ranks are already saving\n", name);
+      return;
+    }
+    if (++requests_ == 1) return first_request(sig, name, interactive);
+    if (!interactive) return;
+    if (!spec_.outcome_file.empty() && std::ifstream(spec_.outcome_file).good()) {
+      std::fprintf(stderr, "gtrain: %s again: the stage's checkpoint is already committed; the ranks are exiting\n",
+                   name);
+      return;
+    }
+    std::fprintf(stderr,
+                 "gtrain: %s again: aborting the ranks without saving (the last committed checkpoint "
+                 "stays valid)\n",
+                 name);
+    // mpirun would only pass a TERM on, which the ranks take as one more stop request (they finish
+    // the step and save): this host's ranks are killed outright, and mpirun, seeing them die, ends
+    // the job's ranks elsewhere. A save cut short leaves no committed checkpoint behind (saves are
+    // renamed into place when complete).
+    end_ranks(SIGKILL);
+    aborted_by_ = sig;
+  }
+
+ private:
+  // Not a stop signal: what it would have done to mpirun itself (TERM, INT end the job).
+  void not_a_stop_signal(int sig, const char* name) {
+    if (sig == SIGHUP) {
+      // The terminal or ssh session is gone: training goes on, its output in the run directory.
+      if (!spec_.quiet) std::fprintf(stderr, "gtrain: %s: the console is gone; the ranks train on\n", name);
+    } else if (sig == SIGUSR1 || sig == SIGUSR2) {
+      ::kill(child_, sig);  // mpirun passes these on to the ranks
+    } else {
+      end_ranks(sig);  // the ranks have no handler for it and end
+      aborted_by_ = sig;
+    }
+  }
+
+  void first_request(int sig, const char* name, bool interactive) {
+    first_interactive_ = interactive;
+    std::ofstream f(spec_.stop_file, std::ios::trunc);
+    f << "signal " << sig << "\n";
+    if (!spec_.quiet) {
+      std::fprintf(stderr, "gtrain: %s: every rank finishes its step, saves and exits 3%s\n", name,
+                   interactive ? " (TERM or INT again aborts the ranks without saving)" : "");
+    }
+  }
+
+  // Ends the job by signalling this host's ranks (mpirun has TERM blocked; seeing them end, it ends
+  // the job's ranks elsewhere), or mpirun itself while it has started none: there is nothing to lose.
+  void end_ranks(int sig) {
+    const std::vector<pid_t> ranks = child_processes(child_);
+    for (pid_t rank : ranks) ::kill(rank, sig);
+    if (ranks.empty()) ::kill(child_, SIGKILL);
+  }
+
+  const LaunchSpec& spec_;
+  pid_t child_;
+  int requests_ = 0, aborted_by_ = 0;
+  bool first_interactive_ = false;  // the first request came by TERM or INT
+};
+
+}  // namespace
+
+MpirunResult run_mpirun(const LaunchSpec& spec) {
+  auto argv = mpirun_argv(spec);
+  set_mpirun_environment(spec);
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
@@ -108,63 +224,25 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
   // mpirun's stderr comes through a pipe, which drops Open MPI's MPI_ABORT banner after a rank's error
   // and shows an error every rank reports once; its stdout through another. gtrain drains both
   // whatever becomes of its own console (`| head`, a tee that dies): mpirun never sees a closed pipe.
-  int err_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1};
-  const bool filtered = ::pipe2(err_pipe, O_CLOEXEC) == 0;
-  const bool out_piped = ::pipe2(out_pipe, O_CLOEXEC) == 0;
+  Pipe err_pipe = make_pipe(), out_pipe = make_pipe();
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0) {
     const int fork_errno = errno;
-    if (filtered) ::close(err_pipe[0]), ::close(err_pipe[1]);
-    if (out_piped) ::close(out_pipe[0]), ::close(out_pipe[1]);
     pthread_sigmask(SIG_SETMASK, &before, nullptr);
     throw Error(std::string("cannot start mpirun: fork failed: ") + std::strerror(fork_errno));
   }
-  if (child == 0) {
-    for (int sig : stop_signal_candidates()) std::signal(sig, SIG_DFL);
-    // TERM, INT and HUP stay blocked in mpirun (a blocked signal stays so across exec): a scheduler
-    // signals every process of a job (scancel, preemption), and mpirun would answer its TERM by
-    // signalling the ranks again and killing them a second later, in the middle of their save. gtrain
-    // decides what each signal does (run_mpirun below); mpirun ends when its ranks do.
-    sigset_t to_mpirun;
-    sigemptyset(&to_mpirun);
-    sigaddset(&to_mpirun, SIGUSR1);
-    sigaddset(&to_mpirun, SIGUSR2);
-    pthread_sigmask(SIG_UNBLOCK, &to_mpirun, nullptr);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);                // gtrain killed outright (kill -9): the job goes with it
-    if (::getppid() != parent) _exit(kExitFailure);  // it died before the line above
-    // Its own process group: a terminal's Ctrl-C (INT to the foreground group) reaches gtrain only,
-    // which turns it into the stop request; mpirun would abort on it. No terminal input for it either.
-    ::setpgid(0, 0);
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    if (filtered) ::dup2(err_pipe[1], 2);
-    if (out_piped) ::dup2(out_pipe[1], 1);
-    execvp("mpirun", cargv.data());
-    dprintf(2, "gtrain: config error: cannot start mpirun: %s\n  hint: install openmpi-bin, or run with --ranks 1\n",
-            std::strerror(errno));
-    _exit(kExitUsage);
-  }
-  // mpirun runs the ranks; a stop signal becomes the stop file, which rank 0 reads after each step and
-  // all ranks agree on, so every rank saves and exits 3, whatever the ranks were doing when it came.
+  if (child == 0) exec_mpirun_child(cargv, parent, err_pipe, out_pipe);
   std::unique_ptr<MpirunOutputForwarder> forward_stderr, forward_stdout;
-  if (filtered) {
-    ::close(err_pipe[1]);
-    forward_stderr = std::make_unique<MpirunOutputForwarder>(err_pipe[0]);
+  if (err_pipe.read) {
+    err_pipe.write.reset();
+    forward_stderr = std::make_unique<MpirunOutputForwarder>(err_pipe.read.release());
   }
-  if (out_piped) {
-    ::close(out_pipe[1]);
-    forward_stdout = std::make_unique<MpirunOutputForwarder>(out_pipe[0], 1, /*filtered=*/false);
+  if (out_pipe.read) {
+    out_pipe.write.reset();
+    forward_stdout = std::make_unique<MpirunOutputForwarder>(out_pipe.read.release(), 1, /*filtered=*/false);
   }
-  int requests = 0, aborted_by = 0;
-  bool first_interactive = false;  // the first request came by TERM or INT
-  // Ends the job by signalling this host's ranks (mpirun has TERM blocked; seeing them end, it ends
-  // the job's ranks elsewhere), or mpirun itself while it has started none: there is nothing to lose.
-  const auto end_ranks = [&](int sig) {
-    const std::vector<pid_t> ranks = child_processes(child);
-    for (pid_t rank : ranks) ::kill(rank, sig);
-    if (ranks.empty()) ::kill(child, SIGKILL);
-  };
+  MpirunSignals signals(spec, child);
   for (;;) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
@@ -174,6 +252,7 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
       if (forward_stderr) forward_stderr->stop();
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
       if (!spec.stop_file.empty()) ::unlink(spec.stop_file.c_str());
+      const int aborted_by = signals.aborted_by();
       if (aborted_by) return {128 + aborted_by, aborted_by};  // as if the signal had ended this process
       return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), 0};
     }
@@ -185,53 +264,7 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
       0, 100 * 1000 * 1000
     };
     const int sig = sigtimedwait(&handled, nullptr, &tick);
-    if (sig <= 0) continue;
-    const char* name = strsignal(sig);
-    const bool stop = std::find(spec.stop_signals.begin(), spec.stop_signals.end(), sig) != spec.stop_signals.end();
-    if (!stop) {  // not a stop signal: what it would have done to mpirun itself (TERM, INT end the job)
-      if (sig == SIGHUP) {
-        // The terminal or ssh session is gone: training goes on, its output in the run directory.
-        if (!spec.quiet) std::fprintf(stderr, "gtrain: %s: the console is gone; the ranks train on\n", name);
-      } else if (sig == SIGUSR1 || sig == SIGUSR2) {
-        ::kill(child, sig);  // mpirun passes these on to the ranks
-      } else {
-        end_ranks(sig);  // the ranks have no handler for it and end
-        aborted_by = sig;
-      }
-      continue;
-    }
-    const bool interactive = sig == SIGTERM || sig == SIGINT;
-    if (requests > 0 && !(interactive && first_interactive)) {
-      // A scheduler's cancel signals every process of the job, and the batch script passes its own
-      // TERM on as USR1: TERM after a USR1 request (or the reverse) is that same request. Only TERM or
-      // INT after a TERM or INT is a second request.
-      std::fprintf(stderr, "gtrain: %s after the stop request: the ranks are already saving\n", name);
-      continue;
-    }
-    if (++requests == 1) {
-      first_interactive = interactive;
-      std::ofstream f(spec.stop_file, std::ios::trunc);
-      f << "signal " << sig << "\n";
-      if (!spec.quiet) {
-        std::fprintf(stderr, "gtrain: %s: every rank finishes its step, saves and exits 3%s\n", name,
-                     interactive ? " (TERM or INT again aborts the ranks without saving)" : "");
-      }
-    } else if ((sig == SIGTERM || sig == SIGINT) && !spec.outcome_file.empty() &&
-               std::ifstream(spec.outcome_file).good()) {
-      std::fprintf(stderr, "gtrain: %s again: the stage's checkpoint is already committed; the ranks are exiting\n",
-                   name);
-    } else if (sig == SIGTERM || sig == SIGINT) {
-      std::fprintf(stderr,
-                   "gtrain: %s again: aborting the ranks without saving (the last committed checkpoint "
-                   "stays valid)\n",
-                   name);
-      // mpirun would only pass a TERM on, which the ranks take as one more stop request (they finish
-      // the step and save): this host's ranks are killed outright, and mpirun, seeing them die, ends
-      // the job's ranks elsewhere. A save cut short leaves no committed checkpoint behind (saves are
-      // renamed into place when complete).
-      end_ranks(SIGKILL);
-      aborted_by = sig;
-    }
+    if (sig > 0) signals.handle(sig);
   }
 }
 

@@ -243,8 +243,7 @@ MpirunOutputForwarder::~MpirunOutputForwarder() {
 void MpirunOutputForwarder::stop() {
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  fd_.reset();
 }
 
 void MpirunOutputForwarder::loop() {
@@ -256,7 +255,7 @@ void MpirunOutputForwarder::loop() {
       stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     if (stopping_ && std::chrono::steady_clock::now() > stop_deadline) break;
     const bool was_stopping = stopping_;  // quiet after mpirun ended: done (else look once more)
-    pollfd p{fd_, POLLIN, 0};
+    pollfd p{fd_.get(), POLLIN, 0};
     const int ready = ::poll(&p, 1, was_stopping ? 200 : 100);
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) break;
@@ -265,7 +264,7 @@ void MpirunOutputForwarder::loop() {
       if (was_stopping) break;
       continue;
     }
-    const ssize_t n = ::read(fd_, buf, sizeof(buf));
+    const ssize_t n = ::read(fd_.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // every writer is gone
     const std::string bytes(buf, static_cast<size_t>(n));

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/common/unique_fd.h"
+
 namespace gtrain {
 
 // Line filter, fed bytes as they come. Drops the block "----- / MPI_ABORT was invoked on rank ... /
@@ -63,7 +65,7 @@ class MpirunOutputForwarder {
  private:
   void loop();
   void write_out(const std::string& s);
-  int fd_;
+  UniqueFd fd_;  // the pipe mpirun writes into
   int out_fd_;
   bool filtered_;
   bool console_gone_ = false;

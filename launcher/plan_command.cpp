@@ -14,6 +14,7 @@
 #include "launcher/calibrate.h"
 #include "launcher/run_launch.h"
 #include "runtime/common/errors.h"
+#include "runtime/common/format.h"
 #include "runtime/data/dataset.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/train/trainer.h"
@@ -23,35 +24,6 @@ namespace gtrain {
 namespace {
 
 using nlohmann::json;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
-}
-
-std::string gib(double bytes) {
-  return std::isinf(bytes) ? "unlimited" : fmt("%.2f", bytes / kGiB);
-}
-
-// Bytes in a unit that shows them: "512.0 KiB", "37.5 MiB", "45.56 GiB".
-std::string human(double bytes) {
-  if (std::isinf(bytes)) return "unlimited";
-  const double a = std::fabs(bytes);
-  if (a >= kGiB) return fmt("%.2f GiB", bytes / kGiB);
-  if (a >= 1024.0 * 1024.0) return fmt("%.1f MiB", bytes / (1024.0 * 1024.0));
-  return fmt("%.1f KiB", bytes / 1024.0);
-}
-
-std::string duration(double s) {
-  if (s <= 0 || !std::isfinite(s)) return "unknown";
-  if (s < 120) return fmt("%.1f s", s);
-  if (s < 7200) return fmt("%.1f min", s / 60);
-  if (s < 3 * 86400) return fmt("%.1f h", s / 3600);
-  return fmt("%.1f days", s / 86400);
-}
-
 std::string pad(const std::string& s, size_t w) {
   return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' ');
 }
@@ -200,9 +172,9 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
   if (!o.gpu_type.empty()) {
     auto p = find_gpu_profile(o.gpu_type, mem_flag);
     if (!p) {
-      std::string names;
-      for (const auto& t : gpu_profile_table()) names += (names.empty() ? "" : ", ") + t.name;
-      throw ConfigError("--gpu-type '" + o.gpu_type + "': unknown GPU; known: " + names);
+      std::vector<std::string> names;
+      for (const auto& t : gpu_profile_table()) names.push_back(t.name);
+      throw ConfigError("--gpu-type '" + o.gpu_type + "': unknown GPU; known: " + join(names));
     }
     s.profile = *p;
   } else if (s.gpu) {
@@ -214,7 +186,7 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
       s.profile = *p;
     } else if (mem_flag > 0) {
       s.profile = nearest_gpu_profile_by_memory(mem_flag);
-      s.notes.push_back("GPU type not given: assuming " + s.profile.name + " rates for " + gib(mem_flag) +
+      s.notes.push_back("GPU type not given: assuming " + s.profile.name + " rates for " + format_gib(mem_flag) +
                         " GiB (use --gpu-type)");
     } else {
       s.profile = *find_gpu_profile("A100-80GB");
@@ -300,7 +272,7 @@ double parse_memory_size(const std::string& text, const std::string& what) {
   else if (unit == "gb")
     mult = 1e9;
   else if (unit == "mib" || unit == "m" || unit == "mi")
-    mult = 1024.0 * 1024.0;
+    mult = kMiB;
   else if (unit == "mb")
     mult = 1e6;
   else if (unit == "tib" || unit == "t" || unit == "ti")
@@ -369,53 +341,82 @@ JobDescription describe_job(const JobConfig& cfg) {
   return d;
 }
 
-int run_plan_command(const PlanOptions& o, const std::map<std::string, std::string>& env, std::ostream& out) {
-  const HardwareInfo hw = query_hardware();
-  json doc;
-  if (o.calibrate) {
-    const std::string path = profile_path(env, hw.hostname);
-    if (path.empty()) throw ConfigError("--calibrate: nowhere to save the profile; set GTRAIN_PROFILE_DIR or HOME");
-    const Calibration c = calibrate_this_machine(hw);
-    save_profile(c.profile, path);
-    const bool cpu = c.profile.kind == "cpu";
-    if (o.json) {
-      doc["calibration"] = {{"device", c.device},
-                            {"matmul_fp32_flops", c.matmul_fp32_flops},
-                            {"matmul_bf16_flops", c.matmul_bf16_flops},
-                            {"copy_bytes_per_s", c.copy_bw},
-                            {"allreduce_bytes_per_s", c.profile.intra_node_bw},
-                            {"allreduce_measured_by", cpu ? "memcpy proxy" : "table (not measured)"},
-                            {"seconds", c.seconds},
-                            {"saved_to", path},
-                            {"profile", profile_to_json(c.profile)}};
-    } else {
-      out << "gtrain plan --calibrate: " << c.device << "\n"
-          << "  matmul fp32      " << fmt("%.1f", c.matmul_fp32_flops / 1e9) << " GFLOP/s\n"
-          << "  matmul bf16      " << fmt("%.1f", c.matmul_bf16_flops / 1e9) << " GFLOP/s\n"
-          << "  memory copy      " << fmt("%.2f", c.copy_bw / 1e9) << " GB/s (read + write)\n"
-          << "  allreduce bw     " << fmt("%.2f", c.profile.intra_node_bw / 1e9) << " GB/s "
-          << (cpu ? "(memcpy proxy: half the copy bandwidth; measured over MPI once the communicator exists)"
-                  : "(from the table; not measured yet)")
-          << "\n  saved to " << path << " (" << fmt("%.1f", c.seconds) << " s); later plans on this host use it\n";
+namespace {
+
+// What `gtrain plan` computed, rendered once as text or as JSON.
+struct PlanReport {
+  JobConfig cfg;
+  JobDescription job;
+  Setup setup;
+  PlannerInput input;
+  std::vector<RankedPlan> candidates;
+  bool ok = false;    // the first candidate fits
+  double usable = 0;  // usable memory per rank
+  std::string unit;   // "GPU" or "rank"
+  std::vector<WhatIfRow> rows;
+  std::string error;  // why nothing fits ("" when ok)
+};
+
+// --calibrate: this machine measured, and where its profile was saved.
+struct CalibrationReport {
+  Calibration c;
+  std::string path;
+};
+
+CalibrationReport run_calibration(const std::map<std::string, std::string>& env, const HardwareInfo& hw) {
+  CalibrationReport r;
+  r.path = profile_path(env, hw.hostname);
+  if (r.path.empty()) throw ConfigError("--calibrate: nowhere to save the profile; set GTRAIN_PROFILE_DIR or HOME");
+  r.c = calibrate_this_machine(hw);
+  save_profile(r.c.profile, r.path);
+  return r;
+}
+
+json calibration_json(const CalibrationReport& r) {
+  const Calibration& c = r.c;
+  return {{"device", c.device},
+          {"matmul_fp32_flops", c.matmul_fp32_flops},
+          {"matmul_bf16_flops", c.matmul_bf16_flops},
+          {"copy_bytes_per_s", c.copy_bw},
+          {"allreduce_bytes_per_s", c.profile.intra_node_bw},
+          {"allreduce_measured_by", c.profile.kind == "cpu" ? "memcpy proxy" : "table (not measured)"},
+          {"seconds", c.seconds},
+          {"saved_to", r.path},
+          {"profile", profile_to_json(c.profile)}};
+}
+
+void render_calibration(const CalibrationReport& r, std::ostream& out) {
+  const Calibration& c = r.c;
+  out << "gtrain plan --calibrate: " << c.device << "\n"
+      << "  matmul fp32      " << strf("%.1f", c.matmul_fp32_flops / 1e9) << " GFLOP/s\n"
+      << "  matmul bf16      " << strf("%.1f", c.matmul_bf16_flops / 1e9) << " GFLOP/s\n"
+      << "  memory copy      " << strf("%.2f", c.copy_bw / 1e9) << " GB/s (read + write)\n"
+      << "  allreduce bw     " << strf("%.2f", c.profile.intra_node_bw / 1e9) << " GB/s "
+      << (c.profile.kind == "cpu"
+              ? "(memcpy proxy: half the copy bandwidth; measured over MPI once the communicator exists)"
+              : "(from the table; not measured yet)")
+      << "\n  saved to " << r.path << " (" << strf("%.1f", c.seconds) << " s); later plans on this host use it\n";
+}
+
+// The closest miss of a device count where nothing fits: the least memory short, else why dp
+// cannot split the batch.
+std::string closest_miss(const std::vector<RankedPlan>& all, const Setup& s) {
+  for (const auto& r : all) {
+    if (!r.structural && r.missing_bytes > 0) {
+      return "needs " + format_bytes(r.memory.total()) + " per " + cpu_or_gpu(s) + " at best (" + short_layout(r.plan) +
+             "), " + format_bytes(r.missing_bytes) + " missing";
     }
-    if (o.config_path.empty()) {
-      if (o.json) out << doc.dump(2) << "\n";
-      return kExitOk;
-    }
-    if (!o.json) out << "\n";
   }
-  if (o.config_path.empty()) throw ConfigError("gtrain plan: a config file is required (or --calibrate)");
+  std::string why;
+  for (const auto& r : all) {
+    if (r.plan.tp == 1 && r.plan.pp == 1) why = r.why;
+  }
+  return why;
+}
 
-  const JobConfig cfg = load_job_config(o.config_path, o.sets, env);
-  const JobDescription d = describe_job(cfg);
-  const Setup s = resolve_setup(o, env, hw, cfg);
-  const PlannerInput in = planner_input(cfg, d, s, s.world, o.runnable);
-  const auto cands = plan_candidates(in);  // explicit layouts with wrong factors throw here
-  const bool ok = !cands.empty() && cands.front().feasible;
-  const std::string unit = cpu_or_gpu(s);
-  const double usable = usable_memory_bytes(in);
-
-  // What-if over device counts, always in auto mode.
+// What-if over device counts, always in auto mode.
+std::vector<WhatIfRow> what_if_rows(const PlanOptions& o, const JobConfig& cfg, const JobDescription& d,
+                                    const Setup& s) {
   std::vector<WhatIfRow> rows;
   JobConfig auto_cfg = cfg;
   auto_cfg.parallel.mode = "auto";
@@ -433,186 +434,237 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
       row.feasible = true;
       row.best = all.front();
     } else {
-      // The closest miss: the least memory short, else why dp cannot split the batch.
-      for (const auto& r : all) {
-        if (!r.structural && r.missing_bytes > 0) {
-          row.why = "needs " + human(r.memory.total()) + " per " + cpu_or_gpu(s) + " at best (" + short_layout(r.plan) +
-                    "), " + human(r.missing_bytes) + " missing";
-          break;
-        }
-      }
-      if (row.why.empty()) {
-        for (const auto& r : all) {
-          if (r.plan.tp == 1 && r.plan.pp == 1) row.why = r.why;
-        }
-      }
+      row.why = closest_miss(all, s);
     }
     rows.push_back(row);
   }
-  std::string error;
-  if (!ok) {
+  return rows;
+}
+
+PlanReport compute_plan_report(const PlanOptions& o, const std::map<std::string, std::string>& env,
+                               const HardwareInfo& hw) {
+  PlanReport r;
+  r.cfg = load_job_config(o.config_path, o.sets, env);
+  r.job = describe_job(r.cfg);
+  r.setup = resolve_setup(o, env, hw, r.cfg);
+  r.input = planner_input(r.cfg, r.job, r.setup, r.setup.world, o.runnable);
+  r.candidates = plan_candidates(r.input);  // explicit layouts with wrong factors throw here
+  r.ok = !r.candidates.empty() && r.candidates.front().feasible;
+  r.unit = cpu_or_gpu(r.setup);
+  r.usable = usable_memory_bytes(r.input);
+  r.rows = what_if_rows(o, r.cfg, r.job, r.setup);
+  if (!r.ok) {
     try {
-      plan_job(in);
+      plan_job(r.input);
     } catch (const ConfigError& e) {
-      error = e.what();
+      r.error = e.what();
     }
   }
+  return r;
+}
 
-  if (o.json) {
-    const auto& m = d.stats;
-    doc["config"] = o.config_path;
-    doc["model"] = {{"name", cfg.model.name}, {"params", m.params},
-                    {"blocks", m.blocks},     {"heads", m.heads},
-                    {"hidden", m.hidden},     {"seq_len", m.seq_len},
-                    {"vocab", m.vocab},       {"flops_per_sample", m.flops_per_sample}};
-    doc["global_batch"] = cfg.train.global_batch;
-    doc["steps"] = d.total_steps > 0 ? json(d.total_steps) : json(nullptr);
-    doc["precision"] = cfg.precision.dtype;
-    doc["world"] = s.world;
-    doc["unit"] = unit;
-    doc["gpus_per_node"] = in.gpus_per_node;
-    doc["nodes"] = (s.world + in.gpus_per_node - 1) / in.gpus_per_node;
-    doc["source"] = s.source;
-    doc["usable_memory_bytes"] = std::isinf(usable) ? json(nullptr) : json(usable);
-    doc["hardware"] = profile_to_json(s.profile);
-    doc["capabilities"] = {{"max_zero", in.caps.max_zero},
-                           {"tensor_parallel", in.caps.tensor_parallel},
-                           {"pipeline_parallel", in.caps.pipeline_parallel},
-                           {"recompute", in.caps.recompute}};
-    doc["chosen"] = ok ? candidate_json(cands.front()) : json(nullptr);
-    json cj = json::array();
-    for (const auto& r : cands) cj.push_back(candidate_json(r));
-    doc["candidates"] = cj;
-    json wj = json::array();
-    for (const auto& r : rows) {
-      json x = {{"gpus", r.gpus}, {"nodes", r.nodes}, {"feasible", r.feasible}};
-      if (r.feasible) {
-        const double step = r.best.time.total();
-        x["plan"] = candidate_json(r.best);
-        x["step_seconds"] = step;
-        x["memory_bytes"] = r.best.memory.total();
-        x["finish_seconds"] = d.total_steps > 0 ? json(step * static_cast<double>(d.total_steps)) : json(nullptr);
-        x["gpu_hours"] = d.total_steps > 0
-                             ? json(step * static_cast<double>(d.total_steps) * static_cast<double>(r.gpus) / 3600.0)
-                             : json(nullptr);
-      } else {
-        x["why"] = r.why;
-      }
-      wj.push_back(x);
+json what_if_json(const WhatIfRow& r, int64_t total_steps) {
+  json x = {{"gpus", r.gpus}, {"nodes", r.nodes}, {"feasible", r.feasible}};
+  if (!r.feasible) {
+    x["why"] = r.why;
+    return x;
+  }
+  const double step = r.best.time.total();
+  const double steps = static_cast<double>(total_steps);
+  x["plan"] = candidate_json(r.best);
+  x["step_seconds"] = step;
+  x["memory_bytes"] = r.best.memory.total();
+  x["finish_seconds"] = total_steps > 0 ? json(step * steps) : json(nullptr);
+  x["gpu_hours"] = total_steps > 0 ? json(step * steps * static_cast<double>(r.gpus) / 3600.0) : json(nullptr);
+  return x;
+}
+
+void fill_plan_json(const PlanOptions& o, const PlanReport& r, json& doc) {
+  const auto& m = r.job.stats;
+  const auto& in = r.input;
+  doc["config"] = o.config_path;
+  doc["model"] = {{"name", r.cfg.model.name}, {"params", m.params},
+                  {"blocks", m.blocks},       {"heads", m.heads},
+                  {"hidden", m.hidden},       {"seq_len", m.seq_len},
+                  {"vocab", m.vocab},         {"flops_per_sample", m.flops_per_sample}};
+  doc["global_batch"] = r.cfg.train.global_batch;
+  doc["steps"] = r.job.total_steps > 0 ? json(r.job.total_steps) : json(nullptr);
+  doc["precision"] = r.cfg.precision.dtype;
+  doc["world"] = r.setup.world;
+  doc["unit"] = r.unit;
+  doc["gpus_per_node"] = in.gpus_per_node;
+  doc["nodes"] = (r.setup.world + in.gpus_per_node - 1) / in.gpus_per_node;
+  doc["source"] = r.setup.source;
+  doc["usable_memory_bytes"] = std::isinf(r.usable) ? json(nullptr) : json(r.usable);
+  doc["hardware"] = profile_to_json(r.setup.profile);
+  doc["capabilities"] = {{"max_zero", in.caps.max_zero},
+                         {"tensor_parallel", in.caps.tensor_parallel},
+                         {"pipeline_parallel", in.caps.pipeline_parallel},
+                         {"recompute", in.caps.recompute}};
+  doc["chosen"] = r.ok ? candidate_json(r.candidates.front()) : json(nullptr);
+  json cj = json::array();
+  for (const auto& c : r.candidates) cj.push_back(candidate_json(c));
+  doc["candidates"] = cj;
+  json wj = json::array();
+  for (const auto& row : r.rows) wj.push_back(what_if_json(row, r.job.total_steps));
+  doc["what_if"] = wj;
+  doc["notes"] = r.setup.notes;
+  doc["error"] = r.error.empty() ? json(nullptr) : json(r.error);
+}
+
+void render_header(const PlanOptions& o, const PlanReport& r, std::ostream& out) {
+  const auto& m = r.job.stats;
+  const auto& cfg = r.cfg;
+  const Setup& s = r.setup;
+  out << "gtrain plan: " << o.config_path << "\n";
+  out << "  model     " << cfg.model.name << ": " << strf("%.1f", static_cast<double>(m.params) / 1e6) << "M params";
+  if (m.blocks > 0) out << ", " << m.blocks << " blocks";
+  if (m.heads > 0) out << ", " << m.heads << " heads";
+  out << "; " << strf("%.3g", m.flops_per_sample) << " FLOPs per sample\n";
+  out << "  training  global_batch " << cfg.train.global_batch << ", "
+      << (r.job.total_steps > 0 ? std::to_string(r.job.total_steps) + " steps" : std::string("steps unknown")) << ", "
+      << cfg.precision.dtype << ", " << cfg.optimizer.name << "\n";
+  out << "  devices   " << s.world << " " << r.unit << (s.world == 1 ? "" : "s") << " (" << s.source << "), "
+      << r.input.gpus_per_node << " per node\n";
+  out << "  profile   " << s.profile.name << " (" << s.profile.source
+      << "): " << strf("%.1f", s.profile.achievable_flops(cfg.precision.dtype) / 1e12) << " TFLOP/s achievable in "
+      << cfg.precision.dtype << ", "
+      << (std::isinf(r.usable) ? std::string("unlimited") : format_gib(r.usable) + " GiB") << " usable per " << r.unit
+      << ", links " << strf("%.1f", s.profile.intra_node_bw / 1e9) << " GB/s in node / "
+      << strf("%.1f", s.profile.inter_node_bw / 1e9) << " GB/s per node across\n";
+  const std::string run_caps = caps_text(kRunCapabilities);
+  out << "  executors " << caps_text(r.input.caps)
+      << (caps_text(r.input.caps) == run_caps ? " (all executed by gtrain run)"
+                                              : " (gtrain run executes " + run_caps + "; --runnable plans for that)")
+      << "\n";
+  for (const auto& n : s.notes) out << "  note      " << n << "\n";
+  out << "\n";
+}
+
+void render_chosen(const PlanOptions& o, const PlanReport& r, std::ostream& out) {
+  const Setup& s = r.setup;
+  const std::string& unit = r.unit;
+  if (!r.ok) {
+    out << "chosen: none fits on " << s.world << " " << unit << (s.world == 1 ? "" : "s") << "\n  " << r.error << "\n";
+    return;
+  }
+  const RankedPlan& c = r.candidates.front();
+  const MemoryEstimate& me = c.memory;
+  const TimeEstimate& te = c.time;
+  out << "chosen";
+  if (s.count_list) {
+    out << " for " << s.world << " " << unit << "s (the largest of --gpus " << o.gpus
+        << "; the table below plans each count)";
+  }
+  out << ": " << c.plan.summary() << "\n";
+  if (c.plan.requested_global_batch > 0) {
+    out << "  global batch " << c.plan.global_batch() << " (requested " << c.plan.requested_global_batch
+        << ", within parallel.batch_tolerance)\n";
+  }
+  out << "  memory per " << unit << "  " << format_bytes(me.total()) << " of " << format_bytes(r.usable) << ": params "
+      << format_bytes(me.params) << ", grads " << format_bytes(me.grads) << " (+ " << format_bytes(me.grad_accumulators)
+      << " accumulating), optimizer " << format_bytes(me.optimizer) << ", activations " << format_bytes(me.activations)
+      << " (" << c.plan.micro_batch << " x " << format_bytes(me.activation_per_sample) << " x " << me.in_flight
+      << " in flight), workspace " << format_bytes(me.workspace) << "\n";
+  out << "  time per step   " << strf("%.4g", te.total()) << " s: compute " << strf("%.3g", te.compute) << ", overhead "
+      << strf("%.3g", te.overhead) << ", tp comm " << strf("%.3g", te.tp_comm) << ", pp comm "
+      << strf("%.3g", te.pp_comm) << ", bubble " << strf("%.3g", te.bubble) << " ("
+      << strf("%.0f", 100 * te.bubble_fraction) << "%), dp comm " << strf("%.3g", te.dp_comm) << ", ZeRO "
+      << strf("%.3g", te.zero_comm) << ", optimizer " << strf("%.3g", te.optimizer) << "\n";
+  if (r.job.total_steps > 0) {
+    const double finish = te.total() * static_cast<double>(r.job.total_steps);
+    out << "  to finish       " << format_duration_words(finish) << ", "
+        << strf("%.1f", finish * static_cast<double>(s.world) / 3600.0) << " " << unit << "-hours\n";
+  }
+  out << "  why             " << c.why << "\n";
+  if (o.explain) {
+    out << "  activations     per sample " << format_bytes(me.activation_per_sample_no_recompute)
+        << " without recompute, " << format_bytes(me.activation_per_sample_recompute) << " with\n";
+    out << "  profile         " << profile_to_json(s.profile).dump() << "\n";
+  }
+}
+
+void render_alternatives(const PlanOptions& o, const PlanReport& r, std::ostream& out) {
+  const auto& cands = r.candidates;
+  int64_t feasible = 0;
+  for (const auto& c : cands) feasible += c.feasible;
+  const size_t max_rows = o.explain ? cands.size() : 8;
+  size_t shown = 0;
+  if (feasible > 1) {
+    out << "\nalternatives" << (o.explain ? "" : " (fastest first; --explain lists every candidate)") << ":\n";
+    out << "  " << pad("#", 4) << pad("layout", 30) << rpad("GiB/" + r.unit, 10) << rpad("s/step", 10)
+        << "   why it lost\n";
+    for (const auto& c : cands) {
+      if (!c.feasible || c.rank == 1) continue;
+      if (shown++ >= max_rows) break;
+      out << "  " << pad(std::to_string(c.rank), 4) << pad(short_layout(c.plan), 30)
+          << rpad(format_gib(c.memory.total()), 10) << rpad(strf("%.4g", c.time.total()), 10) << "   " << c.why << "\n";
     }
-    doc["what_if"] = wj;
-    doc["notes"] = s.notes;
-    doc["error"] = error.empty() ? json(nullptr) : json(error);
+  }
+  shown = 0;
+  const size_t infeasible = cands.size() - static_cast<size_t>(feasible);
+  if (infeasible > 0) {
+    out << "\nnot feasible (" << infeasible << (o.explain ? "" : "; closest first, --explain lists all") << "):\n";
+    for (const auto& c : cands) {
+      if (c.feasible) continue;
+      if (shown++ >= (o.explain ? cands.size() : 6)) break;
+      out << "  " << pad(short_layout(c.plan), 34) << c.why << "\n";
+    }
+  }
+}
+
+void render_what_if(const PlanReport& r, std::ostream& out) {
+  const std::string& unit = r.unit;
+  const int64_t steps = r.job.total_steps;
+  out << "\nwhat-if over " << unit << " counts (parallel.mode = auto, global_batch " << r.cfg.train.global_batch
+      << "):\n";
+  out << "  " << rpad(unit + "s", 6) << rpad("nodes", 7) << "  " << pad("layout", 28) << rpad("s/step", 10)
+      << rpad("to finish", 12) << rpad(unit + "-hours", 12) << rpad("GiB/" + unit, 10) << "\n";
+  for (const auto& row : r.rows) {
+    out << "  " << rpad(std::to_string(row.gpus), 6) << rpad(std::to_string(row.nodes), 7) << "  ";
+    if (!row.feasible) {
+      out << "does not fit: " << row.why << "\n";
+      continue;
+    }
+    const double step = row.best.time.total();
+    const double finish = step * static_cast<double>(steps);
+    out << pad(short_layout(row.best.plan), 28) << rpad(strf("%.4g", step), 10)
+        << rpad(steps > 0 ? format_duration_words(finish) : "unknown", 12)
+        << rpad(steps > 0 ? strf("%.1f", finish * static_cast<double>(row.gpus) / 3600.0) : "unknown", 12)
+        << rpad(format_gib(row.best.memory.total()), 10) << "\n";
+  }
+}
+
+}  // namespace
+
+int run_plan_command(const PlanOptions& o, const std::map<std::string, std::string>& env, std::ostream& out) {
+  const HardwareInfo hw = query_hardware();
+  json doc;
+  if (o.calibrate) {
+    const CalibrationReport cal = run_calibration(env, hw);
+    if (o.json) {
+      doc["calibration"] = calibration_json(cal);
+    } else {
+      render_calibration(cal, out);
+    }
+    if (o.config_path.empty()) {
+      if (o.json) out << doc.dump(2) << "\n";
+      return kExitOk;
+    }
+    if (!o.json) out << "\n";
+  }
+  if (o.config_path.empty()) throw ConfigError("gtrain plan: a config file is required (or --calibrate)");
+  const PlanReport report = compute_plan_report(o, env, hw);
+  if (o.json) {
+    fill_plan_json(o, report, doc);
     out << doc.dump(2) << "\n";
   } else {
-    const auto& m = d.stats;
-    out << "gtrain plan: " << o.config_path << "\n";
-    out << "  model     " << cfg.model.name << ": " << fmt("%.1f", static_cast<double>(m.params) / 1e6) << "M params";
-    if (m.blocks > 0) out << ", " << m.blocks << " blocks";
-    if (m.heads > 0) out << ", " << m.heads << " heads";
-    out << "; " << fmt("%.3g", m.flops_per_sample) << " FLOPs per sample\n";
-    out << "  training  global_batch " << cfg.train.global_batch << ", "
-        << (d.total_steps > 0 ? std::to_string(d.total_steps) + " steps" : std::string("steps unknown")) << ", "
-        << cfg.precision.dtype << ", " << cfg.optimizer.name << "\n";
-    out << "  devices   " << s.world << " " << unit << (s.world == 1 ? "" : "s") << " (" << s.source << "), "
-        << in.gpus_per_node << " per node\n";
-    out << "  profile   " << s.profile.name << " (" << s.profile.source
-        << "): " << fmt("%.1f", s.profile.achievable_flops(cfg.precision.dtype) / 1e12) << " TFLOP/s achievable in "
-        << cfg.precision.dtype << ", " << (std::isinf(usable) ? std::string("unlimited") : gib(usable) + " GiB")
-        << " usable per " << unit << ", links " << fmt("%.1f", s.profile.intra_node_bw / 1e9) << " GB/s in node / "
-        << fmt("%.1f", s.profile.inter_node_bw / 1e9) << " GB/s per node across\n";
-    const std::string run_caps = caps_text(kRunCapabilities);
-    out << "  executors " << caps_text(in.caps)
-        << (caps_text(in.caps) == run_caps ? " (all executed by gtrain run)"
-                                           : " (gtrain run executes " + run_caps + "; --runnable plans for that)")
-        << "\n";
-    for (const auto& n : s.notes) out << "  note      " << n << "\n";
-    out << "\n";
-    if (ok) {
-      const RankedPlan& c = cands.front();
-      const MemoryEstimate& me = c.memory;
-      const TimeEstimate& te = c.time;
-      out << "chosen";
-      if (s.count_list) {
-        out << " for " << s.world << " " << unit << "s (the largest of --gpus " << o.gpus
-            << "; the table below plans each count)";
-      }
-      out << ": " << c.plan.summary() << "\n";
-      if (c.plan.requested_global_batch > 0) {
-        out << "  global batch " << c.plan.global_batch() << " (requested " << c.plan.requested_global_batch
-            << ", within parallel.batch_tolerance)\n";
-      }
-      out << "  memory per " << unit << "  " << human(me.total()) << " of " << human(usable) << ": params "
-          << human(me.params) << ", grads " << human(me.grads) << " (+ " << human(me.grad_accumulators)
-          << " accumulating), optimizer " << human(me.optimizer) << ", activations " << human(me.activations) << " ("
-          << c.plan.micro_batch << " x " << human(me.activation_per_sample) << " x " << me.in_flight
-          << " in flight), workspace " << human(me.workspace) << "\n";
-      out << "  time per step   " << fmt("%.4g", te.total()) << " s: compute " << fmt("%.3g", te.compute)
-          << ", overhead " << fmt("%.3g", te.overhead) << ", tp comm " << fmt("%.3g", te.tp_comm) << ", pp comm "
-          << fmt("%.3g", te.pp_comm) << ", bubble " << fmt("%.3g", te.bubble) << " ("
-          << fmt("%.0f", 100 * te.bubble_fraction) << "%), dp comm " << fmt("%.3g", te.dp_comm) << ", ZeRO "
-          << fmt("%.3g", te.zero_comm) << ", optimizer " << fmt("%.3g", te.optimizer) << "\n";
-      if (d.total_steps > 0) {
-        const double finish = te.total() * static_cast<double>(d.total_steps);
-        out << "  to finish       " << duration(finish) << ", "
-            << fmt("%.1f", finish * static_cast<double>(s.world) / 3600.0) << " " << unit << "-hours\n";
-      }
-      out << "  why             " << c.why << "\n";
-      if (o.explain) {
-        out << "  activations     per sample " << human(me.activation_per_sample_no_recompute) << " without recompute, "
-            << human(me.activation_per_sample_recompute) << " with\n";
-        out << "  profile         " << profile_to_json(s.profile).dump() << "\n";
-      }
-    } else {
-      out << "chosen: none fits on " << s.world << " " << unit << (s.world == 1 ? "" : "s") << "\n  " << error << "\n";
-    }
-
-    // Alternatives.
-    int64_t feasible = 0;
-    for (const auto& r : cands) feasible += r.feasible;
-    const size_t max_rows = o.explain ? cands.size() : 8;
-    size_t shown = 0;
-    if (feasible > 1) {
-      out << "\nalternatives" << (o.explain ? "" : " (fastest first; --explain lists every candidate)") << ":\n";
-      out << "  " << pad("#", 4) << pad("layout", 30) << rpad("GiB/" + unit, 10) << rpad("s/step", 10)
-          << "   why it lost\n";
-      for (const auto& r : cands) {
-        if (!r.feasible || r.rank == 1) continue;
-        if (shown++ >= max_rows) break;
-        out << "  " << pad(std::to_string(r.rank), 4) << pad(short_layout(r.plan), 30)
-            << rpad(gib(r.memory.total()), 10) << rpad(fmt("%.4g", r.time.total()), 10) << "   " << r.why << "\n";
-      }
-    }
-    shown = 0;
-    const size_t infeasible = cands.size() - static_cast<size_t>(feasible);
-    if (infeasible > 0) {
-      out << "\nnot feasible (" << infeasible << (o.explain ? "" : "; closest first, --explain lists all") << "):\n";
-      for (const auto& r : cands) {
-        if (r.feasible) continue;
-        if (shown++ >= (o.explain ? cands.size() : 6)) break;
-        out << "  " << pad(short_layout(r.plan), 34) << r.why << "\n";
-      }
-    }
-
-    out << "\nwhat-if over " << unit << " counts (parallel.mode = auto, global_batch " << cfg.train.global_batch
-        << "):\n";
-    out << "  " << rpad(unit + "s", 6) << rpad("nodes", 7) << "  " << pad("layout", 28) << rpad("s/step", 10)
-        << rpad("to finish", 12) << rpad(unit + "-hours", 12) << rpad("GiB/" + unit, 10) << "\n";
-    for (const auto& r : rows) {
-      out << "  " << rpad(std::to_string(r.gpus), 6) << rpad(std::to_string(r.nodes), 7) << "  ";
-      if (!r.feasible) {
-        out << "does not fit: " << r.why << "\n";
-        continue;
-      }
-      const double step = r.best.time.total();
-      const double finish = step * static_cast<double>(d.total_steps);
-      out << pad(short_layout(r.best.plan), 28) << rpad(fmt("%.4g", step), 10)
-          << rpad(d.total_steps > 0 ? duration(finish) : "unknown", 12)
-          << rpad(d.total_steps > 0 ? fmt("%.1f", finish * static_cast<double>(r.gpus) / 3600.0) : "unknown", 12)
-          << rpad(gib(r.best.memory.total()), 10) << "\n";
-    }
+    render_header(o, report, out);
+    render_chosen(o, report, out);
+    render_alternatives(o, report, out);
+    render_what_if(report, out);
   }
-  if (!ok) throw ConfigError(error.empty() ? "no layout fits" : error);
+  if (!report.ok) throw ConfigError(report.error.empty() ? "no layout fits" : report.error);
   return kExitOk;
 }
 

@@ -6,14 +6,13 @@
 #include <ctime>
 
 #include "launcher/hostlist.h"
+#include "runtime/common/format.h"
 
 namespace gtrain {
 namespace {
 
-std::string gib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-  return buf;
+std::string gib_text(int64_t bytes) {
+  return format_gib(static_cast<double>(bytes), 1) + " GiB";
 }
 
 std::string local_time(int64_t unix_s) {
@@ -108,7 +107,7 @@ std::string allocation_to_text(const Allocation& a, int64_t now_unix) {
   std::string g = "GPUs       " + std::to_string(a.total_gpus()) + " granted";
   if (a.total_gpus() > 0) {
     g += " (" + (a.gpu_model.empty() ? std::string("model unknown") : a.gpu_model) + ", " +
-         (a.gpu_memory_bytes > 0 ? gib(a.gpu_memory_bytes) : std::string("memory unknown")) +
+         (a.gpu_memory_bytes > 0 ? gib_text(a.gpu_memory_bytes) : std::string("memory unknown")) +
          (a.nvlink_links > 0 ? ", " + std::to_string(a.nvlink_links) + " NVLink links to " +
                                    std::to_string(std::max(0, a.nvlink_peers)) + " peer GPUs"
                              : "") +

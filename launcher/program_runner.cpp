@@ -10,21 +10,19 @@
 #include <cerrno>
 #include <chrono>
 
+#include "runtime/common/unique_fd.h"
+
 namespace gtrain {
 
 std::optional<std::string> run_program(const std::vector<std::string>& argv, double timeout_s) {
   if (argv.empty()) return std::nullopt;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
+  Pipe pipe = make_pipe();
+  if (!pipe.read) return std::nullopt;
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return std::nullopt;
-  }
+  if (pid < 0) return std::nullopt;
   if (pid == 0) {
     // Child: stdout to the pipe, stdin/stderr to /dev/null, own process group so a timeout
     // kills anything it started.
@@ -34,11 +32,11 @@ std::optional<std::string> run_program(const std::vector<std::string>& argv, dou
       dup2(devnull, 0);
       dup2(devnull, 2);
     }
-    dup2(fds[1], 1);
+    dup2(pipe.write.get(), 1);
     execvp(args[0], args.data());
     _exit(127);
   }
-  close(fds[1]);
+  pipe.write.reset();
   std::string out;
   bool timed_out = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -50,7 +48,7 @@ std::optional<std::string> run_program(const std::vector<std::string>& argv, dou
       timed_out = true;
       break;
     }
-    pollfd p{fds[0], POLLIN, 0};
+    pollfd p{pipe.read.get(), POLLIN, 0};
     const int r = poll(&p, 1, static_cast<int>(left.count()));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
@@ -58,12 +56,12 @@ std::optional<std::string> run_program(const std::vector<std::string>& argv, dou
       if (r < 0) timed_out = true;
       break;
     }
-    const ssize_t n = read(fds[0], buf, sizeof(buf));
+    const ssize_t n = read(pipe.read.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // EOF
     if (out.size() < (4u << 20)) out.append(buf, static_cast<size_t>(n));
   }
-  close(fds[0]);
+  pipe.read.reset();
   // The child may close stdout and keep running: wait for it only until the deadline.
   int status = 0;
   bool reaped = false;

@@ -23,6 +23,7 @@
 #include "launcher/hardware_query.h"
 #include "launcher/launch.h"
 #include "launcher/program_runner.h"
+#include "launcher/stage_handoff.h"
 #include "launcher/stage_ledger.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/common/errors.h"
@@ -183,6 +184,11 @@ int launch_nvml_index(const JobConfig& cfg, const Allocation& alloc) {
 
 namespace {
 
+// Exports the hand-off into this process's environment, for the ranks it starts.
+void export_env(const StageHandoff& handoff) {
+  for (const auto& [name, value] : handoff.to_env()) setenv(name.c_str(), value.c_str(), 1);
+}
+
 // The worker executable could not be started (errno `err`).
 Error worker_start_error(const std::string& worker, int err) {
   return Error("cannot start " + worker + ": " + std::strerror(err) +
@@ -268,8 +274,7 @@ nlohmann::json allocation_record(const Allocation& alloc, int ranks) {
 }
 
 bool stage_prepared(const std::map<std::string, std::string>& env, const std::string& run_dir) {
-  auto it = env.find("GTRAIN_INTERNAL_LOCKED");
-  return it != env.end() && it->second == run_dir;
+  return StageHandoff::from_env(env).locked_run_dir == run_dir;
 }
 
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
@@ -297,16 +302,17 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
     return out;
   }
   const Deadline deadline = stage_deadline(cfg, o, alloc);
-  // Ranks learn the stage's facts from the launching process.
-  setenv("GTRAIN_INTERNAL_LOCKED", run_dir.c_str(), 1);
-  setenv("GTRAIN_INTERNAL_DEADLINE", (std::to_string(deadline.unix_time) + "|" + deadline.source).c_str(), 1);
+  // Ranks learn the stage's facts from the launching process (launcher/stage_handoff.h).
+  StageHandoff handoff;
+  handoff.locked_run_dir = run_dir;
+  handoff.has_deadline = true;
+  handoff.deadline_unix = deadline.unix_time;
+  handoff.deadline_source = deadline.source;
   const nlohmann::json allocation = allocation_record(alloc, out.ranks);
-  setenv("GTRAIN_INTERNAL_ALLOCATION", allocation.dump().c_str(), 1);
-  {
-    std::vector<std::pair<std::string, std::vector<int>>> granted;
-    for (const auto& n : alloc.nodes) granted.emplace_back(n.host, n.gpus);
-    setenv("GTRAIN_INTERNAL_GRANTED", format_granted(granted).c_str(), 1);
-  }
+  handoff.allocation_json = allocation.dump();
+  handoff.has_granted = true;
+  for (const auto& n : alloc.nodes) handoff.granted.emplace_back(n.host, n.gpus);
+  export_env(handoff);
   if (validate) validate(alloc);
   if (out.ranks > 1) {
     // Here, as the one-rank exec would say it: mpirun's own report of a missing executable ends in an
@@ -330,10 +336,8 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
           spec.forward_env.push_back(kv.first);
         }
       }
-      spec.forward_env.insert(spec.forward_env.end(),
-                              {"PATH", "LD_LIBRARY_PATH", "GTRAIN_INTERNAL_LOCKED", "GTRAIN_INTERNAL_DEADLINE",
-                               "GTRAIN_INTERNAL_ALLOCATION", "GTRAIN_INTERNAL_GRANTED", "GTRAIN_INTERNAL_STOP_FILE",
-                               "GTRAIN_INTERNAL_OUTCOME_FILE"});
+      spec.forward_env.insert(spec.forward_env.end(), {"PATH", "LD_LIBRARY_PATH"});
+      for (const auto& name : StageHandoff::variables()) spec.forward_env.push_back(name);
     } else {
       spec.hosts.clear();
     }
@@ -343,12 +347,13 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
     spec.stop_file = (fs::path(run_dir) / ".stop-request").string();
     std::error_code ec;
     fs::remove(spec.stop_file, ec);  // a request left by an earlier stage is not this stage's
-    setenv("GTRAIN_INTERNAL_STOP_FILE", spec.stop_file.c_str(), 1);
+    handoff.stop_file = spec.stop_file;
     // Rank 0 writes "resumable" here when the stage ends early, and the ranks exit 0 (cli.cpp).
     const std::string outcome = (fs::path(run_dir) / ".stage-outcome").string();
     spec.outcome_file = outcome;
     fs::remove(outcome, ec);
-    setenv("GTRAIN_INTERNAL_OUTCOME_FILE", outcome.c_str(), 1);
+    handoff.outcome_file = outcome;
+    export_env(handoff);
     // From here the signals wait, blocked, for run_mpirun, which acts on each (launch.h).
     install_stop_signals(cfg.schedule.stop_signals);
     block_stop_signals(true);

@@ -16,18 +16,18 @@ namespace gtrain {
 
 namespace {
 
-// flock on <dir>/.lock; -1 never returned: throws naming `what` (run directory / checkpoint directory).
-int lock_dir(const std::string& dir, const std::string& what, const std::string& hint) {
+// flock on <dir>/.lock; throws naming `what` (run directory / checkpoint directory) when it is taken.
+UniqueFd lock_dir(const std::string& dir, const std::string& what, const std::string& hint) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw ConfigError(dir + ": cannot create " + what + ": " + ec.message());
   const std::string path = dir + "/.lock";
   // Not close-on-exec: gtrain-worker, which replaces the launcher for one rank, keeps holding it.
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+  UniqueFd lock(::open(path.c_str(), O_RDWR | O_CREAT, 0644));
+  const int fd = lock.get();
   if (fd < 0) throw ConfigError(path + ": cannot open lock file: " + std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int64_t holder = RunLock::holder_pid(dir);
-    ::close(fd);
     throw BusyError(what + " " + dir + " is in use by another gtrain run" +
                     (holder > 0 ? " (pid " + std::to_string(holder) + ")" : "") + "; " + hint);
   }
@@ -36,14 +36,14 @@ int lock_dir(const std::string& dir, const std::string& what, const std::string&
     ssize_t w = ::pwrite(fd, pid.data(), pid.size(), 0);
     (void)w;
   }
-  return fd;
+  return lock;
 }
 
 }  // namespace
 
 std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir, const std::string& checkpoint_dir) {
-  std::unique_ptr<RunLock> lock(
-      new RunLock({lock_dir(run_dir, "run directory", "wait for it to end or choose another --run-dir")}));
+  std::unique_ptr<RunLock> lock(new RunLock());
+  lock->fds_.push_back(lock_dir(run_dir, "run directory", "wait for it to end or choose another --run-dir"));
   std::error_code ec;
   if (!checkpoint_dir.empty() &&
       std::filesystem::weakly_canonical(checkpoint_dir, ec) != std::filesystem::weakly_canonical(run_dir, ec)) {
@@ -64,18 +64,14 @@ int64_t RunLock::holder_pid(const std::string& dir) {
 
 bool RunLock::held(const std::string& dir) {
   const std::string path = dir + "/.lock";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool taken = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
-  ::close(fd);  // drops the shared lock when it was taken
-  return taken;
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  return ::flock(fd.get(), LOCK_SH | LOCK_NB) != 0;  // closing drops the shared lock when it was taken
 }
 
 RunLock::~RunLock() {
-  for (int fd : fds_) {
-    ::flock(fd, LOCK_UN);
-    ::close(fd);
-  }
+  // Unlocked first: a child that inherited a descriptor (not close-on-exec) would keep the lock.
+  for (const auto& fd : fds_) ::flock(fd.get(), LOCK_UN);
 }
 
 }  // namespace gtrain

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/unique_fd.h"
+
 namespace gtrain {
 
 class RunLock {
@@ -25,8 +27,8 @@ class RunLock {
   RunLock& operator=(const RunLock&) = delete;
 
  private:
-  explicit RunLock(std::vector<int> fds) : fds_(std::move(fds)) {}
-  std::vector<int> fds_;
+  RunLock() = default;
+  std::vector<UniqueFd> fds_;  // one flock-ed .lock per directory
 };
 
 }  // namespace gtrain

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "launcher/cli.h"
+#include "launcher/cli/cli.h"
 #include "runtime/common/errors.h"
 #include "runtime/common/rank_output.h"
 #include "runtime/common/startup.h"

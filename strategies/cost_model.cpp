@@ -55,7 +55,7 @@ double params_per_device(const ModelStats& m, int64_t tp, int64_t pp) {
   return stage / static_cast<double>(std::max<int64_t>(1, tp));
 }
 
-MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
+MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l) {
   const ModelStats& m = in.model;
   MemoryEstimate e;
   const double P = params_per_device(m, l.tp, l.pp);
@@ -135,7 +135,7 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l) {
   return e;
 }
 
-TimeEstimate estimate_time(const CostModelInput& in, const Layout& l) {
+TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   const ModelStats& m = in.model;
   const HardwareProfile& hw = in.profile;
   TimeEstimate t;

@@ -24,19 +24,11 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/common/parallel_layout.h"
 #include "runtime/models/model_stats.h"
 #include "strategies/hardware_profile.h"
 
 namespace gtrain {
-
-struct Layout {
-  int64_t dp = 1, tp = 1, pp = 1;
-  int64_t zero = 0;
-  int64_t micro_batch = 1;
-  int64_t grad_accum = 1;
-  bool recompute = false;
-  bool gpipe = false;  // pipeline schedule: GPipe keeps every micro-batch in flight, 1F1B at most pp
-};
 
 struct Topology {
   int64_t world = 1;
@@ -84,7 +76,7 @@ struct TimeEstimate {
 // Parameters held by one device of the most loaded stage (before ZeRO sharding).
 double params_per_device(const ModelStats& m, int64_t tp, int64_t pp);
 
-MemoryEstimate estimate_memory(const CostModelInput& in, const Layout& l);
-TimeEstimate estimate_time(const CostModelInput& in, const Layout& l);
+MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l);
+TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l);
 
 }  // namespace gtrain

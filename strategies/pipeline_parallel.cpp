@@ -51,7 +51,7 @@ double pipeline_bubble_fraction(int64_t pp, int64_t m) {
 PipelineEngine::PipelineEngine(const ProcessGroups& groups, std::shared_ptr<Model> model, std::vector<int64_t> bounds,
                                DataParallelOptions dpo, PipelineOptions options)
     : groups_(groups), model_(std::move(model)), opt_(std::move(options)) {
-  const int64_t pp = groups_.dims.pp, s = groups_.pp_rank;
+  const int64_t pp = groups_.layout.pp, s = groups_.pp_rank;
   GT_CHECK(static_cast<int64_t>(bounds.size()) == pp + 1, "stage bounds do not match pp");
   begin_ = bounds[s], end_ = bounds[s + 1];
   first_ = s == 0, last_ = s == pp - 1;
@@ -102,8 +102,8 @@ PipelineEngine::PipelineEngine(const ProcessGroups& groups, std::shared_ptr<Mode
 std::string PipelineEngine::describe() const {
   char buf[200];
   std::snprintf(buf, sizeof(buf), "pipeline pp=%lld stage %lld blocks [%lld, %lld) schedule %s tp=%lld; %s",
-                (long long)groups_.dims.pp, (long long)groups_.pp_rank, (long long)begin_, (long long)end_,
-                opt_.schedule.c_str(), (long long)groups_.dims.tp, dp_->describe().c_str());
+                (long long)groups_.layout.pp, (long long)groups_.pp_rank, (long long)begin_, (long long)end_,
+                opt_.schedule.c_str(), (long long)groups_.layout.tp, dp_->describe().c_str());
   return buf;
 }
 
@@ -132,7 +132,7 @@ torch::Tensor PipelineEngine::stage_forward(const torch::Tensor& input, const to
 torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
   const auto start = std::chrono::steady_clock::now();
   comm_wait_s_ = 0;
-  const int64_t m = w.count, pp = groups_.dims.pp, s = groups_.pp_rank;
+  const int64_t m = w.count, pp = groups_.layout.pp, s = groups_.pp_rank;
   auto& pcomm = *groups_.pp;
   const int prev = static_cast<int>(s - 1), next = static_cast<int>(s + 1);
   std::vector<std::pair<torch::Tensor, torch::Tensor>> batches;

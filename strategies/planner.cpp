@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "runtime/common/errors.h"
+#include "runtime/common/format.h"
 
 namespace gtrain {
 namespace {
@@ -80,12 +81,11 @@ std::string structural_reason(const Context& c, int64_t tp, int64_t pp) {
   return "";
 }
 
-RankedPlan make_candidate(const Context& c, const Layout& l, int64_t requested_batch) {
+RankedPlan make_candidate(const Context& c, const ParallelLayout& l, int64_t requested_batch) {
   RankedPlan r;
   Plan& p = r.plan;
   p.world = c.in.world;
-  p.dp = l.dp, p.tp = l.tp, p.pp = l.pp, p.zero = l.zero;
-  p.micro_batch = l.micro_batch, p.grad_accum = l.grad_accum, p.recompute = l.recompute;
+  static_cast<ParallelLayout&>(p) = l;
   p.precision = c.in.precision.dtype;
   p.gpus_per_node = c.gpn;
   p.nodes = (c.in.world + c.gpn - 1) / c.gpn;
@@ -115,13 +115,13 @@ RankedPlan structural_candidate(const Context& c, int64_t tp, int64_t pp, const 
 
 // For one (dp, tp, pp, zero, recompute): the fastest micro-batch that fits, or the smallest one
 // marked over memory.
-RankedPlan best_micro_batch(const Context& c, Layout l, int64_t batch, bool explicit_layout) {
+RankedPlan best_micro_batch(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout) {
   const int64_t per_rank = batch / l.dp;
   std::vector<int64_t> ms;
   const int64_t fixed = c.in.parallel.micro_batch;
   if (fixed > 0) {
     if (per_rank % fixed != 0) {
-      Layout bad = l;
+      ParallelLayout bad = l;
       bad.micro_batch = fixed, bad.grad_accum = std::max<int64_t>(1, per_rank / fixed);
       RankedPlan r = make_candidate(c, bad, c.in.train.global_batch);
       r.structural = true;
@@ -154,11 +154,11 @@ RankedPlan best_micro_batch(const Context& c, Layout l, int64_t batch, bool expl
   l.grad_accum = per_rank / l.micro_batch;
   RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
   r.missing_bytes = r.memory.total() - c.usable;
-  r.why = "over memory by " + format_gib(r.missing_bytes) + " (needs " + format_gib(r.memory.total()) + " per " +
-          c.unit + ", " + format_gib(c.usable) + " usable) even at micro_batch " + num(l.micro_batch);
+  r.why = "over memory by " + format_size(r.missing_bytes) + " (needs " + format_size(r.memory.total()) + " per " +
+          c.unit + ", " + format_size(c.usable) + " usable) even at micro_batch " + num(l.micro_batch);
   if (explicit_layout) {
     r.feasible = true;
-    r.why = "explicit layout; exceeds the memory estimate by " + format_gib(r.missing_bytes) +
+    r.why = "explicit layout; exceeds the memory estimate by " + format_size(r.missing_bytes) +
             " (the estimate errs on the safe side)";
   }
   return r;
@@ -215,7 +215,7 @@ void explain_ranking(std::vector<RankedPlan>* all, const Context& c) {
                     seconds(tb).c_str(), 100.0 * (ta / tb - 1.0));
       r.why = buf + slower_because(r.time, best.time) + (r.why.empty() ? "" : "; " + r.why);
     } else {
-      r.why = "as fast, " + format_gib(r.memory.total() - best.memory.total()) + " more memory per " + c.unit +
+      r.why = "as fast, " + format_size(r.memory.total() - best.memory.total()) + " more memory per " + c.unit +
               (r.why.empty() ? "" : "; " + r.why);
     }
   }
@@ -308,7 +308,7 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
     for (size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : "") + problems[i];
     throw ConfigError(msg);
   }
-  Layout l;
+  ParallelLayout l;
   l.dp = dp, l.tp = tp, l.pp = pp, l.zero = pc.zero, l.recompute = pc.recompute;
   l.gpipe = pc.pp_schedule == "gpipe";
   RankedPlan r = best_micro_batch(c, l, batch, true);
@@ -317,17 +317,6 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
 }
 
 }  // namespace
-
-std::string format_gib(double bytes) {
-  if (std::isinf(bytes)) return "unlimited";
-  char buf[32];
-  if (std::fabs(bytes) < 1024.0 * 1024.0 * 1024.0) {
-    std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024.0));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  }
-  return buf;
-}
 
 double usable_memory_bytes(const PlannerInput& in) {
   if (in.memory_bytes > 0) return in.memory_bytes;
@@ -368,7 +357,7 @@ std::vector<RankedPlan> plan_candidates(const PlannerInput& in) {
       const bool can_recompute = in.caps.recompute && in.model.blocks > 0;
       for (int64_t zero = 0; zero <= max_zero; ++zero) {
         for (int rc = 0; rc <= (can_recompute ? 1 : 0); ++rc) {
-          Layout l;
+          ParallelLayout l;
           l.dp = dp, l.tp = tp, l.pp = pp, l.zero = zero, l.recompute = rc == 1;
           l.gpipe = in.parallel.pp_schedule == "gpipe";
           RankedPlan r = best_micro_batch(c, l, batch, false);
@@ -397,8 +386,8 @@ Plan plan_job(const PlannerInput& in) {
   for (const auto& r : all) {
     if (r.structural || r.missing_bytes <= 0) continue;
     throw ConfigError("no layout fits: the smallest, " + r.plan.summary() + " on " + num(in.world) + " " + c.unit +
-                      "s, needs " + format_gib(r.memory.total()) + " per " + c.unit + ", " + format_gib(c.usable) +
-                      " usable: " + format_gib(r.missing_bytes) + " missing; use more or larger devices" +
+                      "s, needs " + format_size(r.memory.total()) + " per " + c.unit + ", " + format_size(c.usable) +
+                      " usable: " + format_size(r.missing_bytes) + " missing; use more or larger devices" +
                       (in.precision.dtype == "fp32" ? ", bf16," : "") + " or a smaller model");
   }
   // Otherwise no dp can split the batch: report the pure data-parallel one, then why each layout

@@ -68,7 +68,4 @@ std::vector<int64_t> nearest_valid_global_batches(int64_t global_batch, int64_t 
 // Usable memory per rank the planner compares against (infinity when unlimited).
 double usable_memory_bytes(const PlannerInput& in);
 
-// "12.3 GiB" (or "512.0 MiB" below 1 GiB)
-std::string format_gib(double bytes);
-
 }  // namespace gtrain

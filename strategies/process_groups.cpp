@@ -1,22 +1,12 @@
-// process_groups.cpp: validation of the parallel dimensions and the sub-communicator splits.
+// process_groups.cpp: the sub-communicator splits of a parallel layout.
 #include "strategies/process_groups.h"
-
-#include "runtime/common/errors.h"
 
 namespace gtrain {
 
-void ParallelDims::validate(int64_t world) const {
-  if (dp < 1 || tp < 1 || pp < 1 || dp * tp * pp != world) {
-    throw ConfigError("parallel dims dp=" + std::to_string(dp) + " x tp=" + std::to_string(tp) +
-                      " x pp=" + std::to_string(pp) + " = " + std::to_string(dp * tp * pp) + " must equal the " +
-                      std::to_string(world) + " ranks, each factor at least 1");
-  }
-}
-
-ProcessGroups make_process_groups(std::shared_ptr<Communicator> world, const ParallelDims& dims) {
-  dims.validate(world->size());
+ProcessGroups make_process_groups(std::shared_ptr<Communicator> world, const ParallelLayout& dims) {
+  dims.validate(world->size(), dims.global_batch());
   ProcessGroups g;
-  g.dims = dims;
+  g.layout = dims;
   g.world = world;
   const int64_t r = world->rank();
   g.dp_rank = dims.dp_index(r), g.pp_rank = dims.pp_index(r), g.tp_rank = dims.tp_index(r);

@@ -115,20 +115,5 @@ TEST(CudaDevice, NvmlIndexFollowsCudaVisibleDevices) {
   }
 }
 
-// What the launcher hands the ranks: each host's granted GPUs, found again by exact or short name;
-// an unlisted host or malformed text means "discover it yourself".
-TEST(DeviceChoice, GrantedListRoundTripsPerHost) {
-  const std::string text = format_granted({{"node1.cluster", {0, 1, 2, 3}}, {"node2", {5, 7}}, {"cpuhost", {}}});
-  EXPECT_EQ(text, "node1.cluster=0,1,2,3;node2=5,7;cpuhost=");
-  EXPECT_EQ(granted_for_host(text, "node1.cluster"), (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(granted_for_host(text, "node1"), (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(granted_for_host(text, "node2.cluster"), (std::vector<int>{5, 7}));
-  EXPECT_EQ(granted_for_host(text, "cpuhost"), std::vector<int>{});
-  EXPECT_FALSE(granted_for_host(text, "node3").has_value());
-  EXPECT_FALSE(granted_for_host("", "node1").has_value());
-  EXPECT_FALSE(granted_for_host("node1=0,x", "node1").has_value());
-  EXPECT_FALSE(granted_for_host("=0,1", "node1").has_value());
-}
-
 }  // namespace
 }  // namespace gtrain

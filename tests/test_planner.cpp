@@ -305,7 +305,7 @@ TEST(CostModel, PipelineBubbleAndMemoryTerms) {
   c.precision = "bf16";
   c.profile = *find_gpu_profile("A100-80GB");
   c.topology = {8, 8, 1};
-  Layout l;
+  ParallelLayout l;
   l.dp = 2, l.pp = 4, l.micro_batch = 2, l.grad_accum = 4;
   const TimeEstimate t = estimate_time(c, l);
   EXPECT_NEAR(t.bubble_fraction, 3.0 / 7.0, 1e-12);
@@ -313,7 +313,7 @@ TEST(CostModel, PipelineBubbleAndMemoryTerms) {
   const double busy = t.compute + t.overhead + t.tp_comm + t.pp_comm;
   EXPECT_NEAR(t.bubble / (t.bubble + busy), 3.0 / 7.0, 1e-9);
 
-  Layout dp8;
+  ParallelLayout dp8;
   dp8.dp = 8, dp8.micro_batch = 4, dp8.grad_accum = 1;
   const MemoryEstimate m0 = estimate_memory(c, dp8);
   dp8.zero = 1;
@@ -327,7 +327,7 @@ TEST(CostModel, PipelineBubbleAndMemoryTerms) {
   EXPECT_NEAR(m0.params, 6.0 * static_cast<double>(c.model.params), 1.0);     // fp32 master + bf16 copy
   // Recompute keeps less per sample; tensor parallel splits activations and parameters.
   EXPECT_LT(m0.activation_per_sample_recompute, 0.4 * m0.activation_per_sample_no_recompute);  // logits stay
-  Layout tp2 = dp8;
+  ParallelLayout tp2 = dp8;
   tp2.zero = 0, tp2.dp = 4, tp2.tp = 2;
   const MemoryEstimate mt = estimate_memory(c, tp2);
   EXPECT_LT(mt.activation_per_sample, m0.activation_per_sample);
@@ -349,7 +349,7 @@ TEST(CostModel, PipelineBubbleAndMemoryTerms) {
   EXPECT_NEAR(mc.grad_accumulators, 4.0 * static_cast<double>(c.model.params) / 2, 0.01 * mc.grad_accumulators);
   EXPECT_GE(mc.total(), mc.build);
   // 1F1B: the first of 4 stages holds min(pp, accum) micro-batches.
-  Layout pp4;
+  ParallelLayout pp4;
   pp4.dp = 2, pp4.pp = 4, pp4.micro_batch = 1, pp4.grad_accum = 8;
   EXPECT_EQ(estimate_memory(c, pp4).in_flight, 4);
   pp4.grad_accum = 2;
@@ -523,7 +523,7 @@ CostModelInput gpt2_bf16_on_h100() {
 // (one micro-batch hands each gradient straight to its bucket).
 TEST(CostModel, GpuAccumulatorsOnlyWithSeveralMicroBatches) {
   const CostModelInput in = gpt2_bf16_on_h100();
-  Layout l;
+  ParallelLayout l;
   l.micro_batch = 8;
   const MemoryEstimate one = estimate_memory(in, l);
   l.grad_accum = 4;
@@ -538,7 +538,7 @@ TEST(CostModel, GpuAccumulatorsOnlyWithSeveralMicroBatches) {
 // blocks and gradients it holds instead; tensor parallelism keeps the vocabulary-parallel loss.
 TEST(CostModel, FusedLossDropsTheWholeLogits) {
   CostModelInput in = gpt2_bf16_on_h100();
-  Layout l;
+  ParallelLayout l;
   l.micro_batch = 16;
   const MemoryEstimate plain = estimate_memory(in, l);
   in.fused_loss = true;

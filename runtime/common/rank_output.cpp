@@ -13,12 +13,14 @@
 
 #include "runtime/common/errors.h"
 
+#include "runtime/common/unique_fd.h"
+
 namespace gtrain {
 namespace {
 
 struct Forwarder {
-  int original = -1;  // dup of the original fd
-  int read_end = -1;
+  UniqueFd original;  // dup of the original fd
+  UniqueFd read_end;  // the pipe the fd now writes into
   std::thread thread;
 };
 
@@ -90,22 +92,20 @@ void forward(int in, int out, const std::string& prefix) {
 }
 
 void redirect(Forwarder& f, int fd, const std::string& prefix) {
-  int fds[2];
-  if (::pipe(fds) != 0) return;
-  f.original = ::dup(fd);
-  ::dup2(fds[1], fd);
-  ::close(fds[1]);
-  f.read_end = fds[0];
-  f.thread = std::thread(forward, f.read_end, f.original, prefix);
+  Pipe pipe = make_pipe(0);
+  if (!pipe.read) return;
+  f.original.reset(::dup(fd));
+  ::dup2(pipe.write.get(), fd);
+  f.read_end = std::move(pipe.read);
+  f.thread = std::thread(forward, f.read_end.get(), f.original.get(), prefix);
 }
 
 void restore(Forwarder& f, int fd) {
-  if (f.original < 0) return;
-  ::dup2(f.original, fd);  // closes the pipe's last write end: the thread sees EOF
+  if (!f.original) return;
+  ::dup2(f.original.get(), fd);  // closes the pipe's last write end: the thread sees EOF
   if (f.thread.joinable()) f.thread.join();
-  ::close(f.read_end);
-  ::close(f.original);
-  f.original = -1;
+  f.read_end.reset();
+  f.original.reset();
 }
 
 }  // namespace
@@ -119,7 +119,7 @@ void start_rank_output_prefix(int rank) {
   redirect(s.out, STDOUT_FILENO, s.prefix);
   redirect(s.err, STDERR_FILENO, s.prefix);
   std::strncpy(g_fatal_prefix, s.prefix.c_str(), sizeof(g_fatal_prefix) - 1);
-  g_fatal_fd.store(s.err.original);
+  g_fatal_fd.store(s.err.original.get());
   s.active = true;
 }
 
@@ -142,7 +142,7 @@ void write_fatal_line(const std::string& line) {
   std::string text = (s.active ? s.prefix : std::string()) + line + "\n";
   std::fflush(stdout);
   std::fflush(stderr);
-  write_all(s.active ? s.err.original : STDERR_FILENO, text.data(), text.size());
+  write_all(s.active ? s.err.original.get() : STDERR_FILENO, text.data(), text.size());
 }
 
 void write_fatal_parts_signal_safe(const char* const* parts, size_t count) {

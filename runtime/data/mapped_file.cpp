@@ -18,6 +18,7 @@
 
 #include "runtime/common/errors.h"
 #include "runtime/common/rank_output.h"
+#include "runtime/common/unique_fd.h"
 #include "runtime/data/dataset.h"
 
 namespace gtrain {
@@ -87,14 +88,14 @@ void unregister_map(const uint8_t* data) {
 
 MappedFile::MappedFile(const std::string& path, const std::string& key) : path_(path) {
   require_regular_file(path, key);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));  // the map keeps the file once closed
+  const int fd = file.get();
   if (fd < 0) {
     throw DataError(path + ": cannot open data file (" + std::strerror(errno) + "; " + key + ")");
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
-    ::close(fd);
     throw DataError(path + ": cannot stat data file (" + std::strerror(err) + "; " + key + ")");
   }
   size_ = static_cast<size_t>(st.st_size);
@@ -102,13 +103,11 @@ MappedFile::MappedFile(const std::string& path, const std::string& key) : path_(
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
       const int err = errno;
-      ::close(fd);
       throw DataError(path + ": cannot map data file (" + std::strerror(err) + "; " + key + ")");
     }
     data_ = static_cast<const uint8_t*>(p);
     register_map(path, data_, size_);
   }
-  ::close(fd);  // the map keeps the file
 }
 
 MappedFile::~MappedFile() {

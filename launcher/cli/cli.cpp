@@ -1,0 +1,76 @@
+// cli.cpp: cli_main, the gtrain command line: declares every subcommand (commands.h), names a
+// misspelt or missing one, parses, and runs the one given.
+#include "launcher/cli/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "launcher/cli/commands.h"
+#include "runtime/common/errors.h"
+#include "runtime/common/format.h"
+
+namespace gtrain {
+namespace {
+
+// The visible subcommands of `a`, for messages.
+std::string command_names(const CLI::App* a) {
+  std::vector<std::string> names;
+  for (const auto* sub : a->get_subcommands([](const CLI::App*) { return true; }))
+    if (!sub->get_group().empty()) names.push_back(sub->get_name());
+  return join(names);
+}
+
+// CLI11 reports a misspelt or missing command as "A subcommand is required" (a config error): a
+// usage error naming the command and its choices instead.
+void check_command_words(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* cur = &app;
+  std::string path = "gtrain";
+  int i = 1;
+  for (; i < argc && argv[i][0] != '-'; ++i) {
+    const auto subs = cur->get_subcommands([](const CLI::App*) { return true; });
+    if (subs.empty()) break;
+    const CLI::App* next = nullptr;
+    for (const auto* a : subs) {
+      if (a->check_name(argv[i])) next = a;
+    }
+    if (!next) throw UsageError(path + ": unknown command '" + argv[i] + "'; expected one of " + command_names(cur));
+    cur = next;
+    path += " " + next->get_name();
+  }
+  const bool help = i < argc && (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help" ||
+                                 std::string(argv[i]) == "--version");
+  if (!help && cur->get_require_subcommand_min() > 0 && (i == argc || argv[i][0] == '-'))
+    throw UsageError(path + ": expected a command, one of " + command_names(cur) + " (see " + path + " --help)");
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  CLI::App app{"gtrain: train on whatever GPUs the scheduler granted, resume on any other count.", "gtrain"};
+  app.set_version_flag("--version", "gtrain 0.1.0");
+  app.require_subcommand(1);
+  const std::vector<Command> commands = {add_run(app, argc, argv), add_config(app),     add_probe(app),
+                                         add_plan(app),            add_models(app),     add_status(app),
+                                         add_submit(app),          add_cancel(app),     add_chain_step(app),
+                                         add_ckpt(app)};
+  check_command_words(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    throw ConfigError(std::string(e.what()) + " (see gtrain --help)");
+  }
+  for (const auto& c : commands) {
+    if (c.app->parsed()) return c.run();
+  }
+  return kExitUsage;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,32 @@
+// commands.h: Command, one gtrain subcommand as the CLI declares it (its flags and help, on the
+// parser) and runs it, and the add_<command>() that declares each, in the order `gtrain --help`
+// lists them.
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace gtrain {
+
+struct Command {
+  CLI::App* app = nullptr;  // the subcommand's parser (its options hold the command's own state)
+  std::function<int()> run;  // runs the command once argv is parsed; returns the exit code
+};
+
+// Training: train_commands.cpp.
+Command add_run(CLI::App& app, int argc, char** argv);
+Command add_config(CLI::App& app);
+Command add_probe(CLI::App& app);
+Command add_plan(CLI::App& app);
+Command add_models(CLI::App& app);
+// Jobs and checkpoints: job_commands.cpp.
+Command add_status(CLI::App& app);
+Command add_submit(CLI::App& app);
+Command add_cancel(CLI::App& app);
+Command add_chain_step(CLI::App& app);
+Command add_ckpt(CLI::App& app);
+
+}  // namespace gtrain

@@ -1,0 +1,173 @@
+// job_commands.cpp: the job and checkpoint subcommands' flags and runs: status, submit, cancel,
+// chain-step (for the batch scripts), ckpt inspect / verify / export.
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <iostream>
+#include <memory>
+
+#include "launcher/chain.h"
+#include "launcher/cli/commands.h"
+#include "launcher/program_runner.h"
+#include "launcher/stage_commands.h"
+#include "launcher/submit_command.h"
+#include "runtime/common/errors.h"
+#include "runtime/config/job_config.h"
+#include "runtime/train/schedule.h"
+
+namespace gtrain {
+
+namespace {
+
+// --signal-lead: "0", seconds, or a duration ("2m"), rewritten as whole seconds for CLI11.
+CLI::Validator signal_lead_validator() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        if (v == "0") return "";
+        try {  // the one duration reader; CLI11 then reads the whole seconds
+          v = std::to_string(static_cast<int64_t>(std::ceil(parse_duration(v, "--signal-lead"))));
+          return "";
+        } catch (const ConfigError& e) {
+          const std::string what = e.what(), prefix = "--signal-lead: ";  // CLI11 names the flag itself
+          return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+        }
+      },
+      "DURATION");
+}
+
+}  // namespace
+
+Command add_status(CLI::App& app) {
+  struct State {
+    std::string dir;
+    bool json = false;
+  };
+  auto st = std::make_shared<State>();
+  Command c;
+  c.app = app.add_subcommand("status", "Progress, stages, goodput and ETA of a run directory.");
+  c.app->add_option("run_dir", st->dir, "Run directory")->required();
+  c.app->add_flag("--json", st->json, "Machine-readable output");
+  c.run = [st] {
+    const int rc = status_command(st->dir, st->json);
+    if (!st->json && chain_exists(st->dir)) print_chain_status(st->dir, system_command_runner(), std::cout);
+    return rc;
+  };
+  return c;
+}
+
+Command add_submit(CLI::App& app) {
+  auto submit = std::make_shared<SubmitOptions>();
+  Command c;
+  auto* cmd = c.app = app.add_subcommand("submit",
+                                         "Write Slurm/PBS batch scripts into the run directory and submit them "
+                                         "as a chain of stages that resume each other.");
+  cmd->add_option("config", submit->config_path, "TOML config file")->required();
+  cmd->add_option("--set", submit->sets, "Override a key (passed on to gtrain run)")->allow_extra_args(false);
+  cmd->add_option("--run-dir", submit->run_dir, "Run directory (default <log.root>/<log.name>)");
+  cmd->add_option("--scheduler", submit->scheduler, "slurm or pbs");
+  cmd->add_flag("--dry-run", submit->dry_run, "Write the scripts and print the commands; submit nothing");
+  cmd->add_option("--stages", submit->stages, "auto (one more stage while resumable) or a fixed number");
+  cmd->add_option("--gpus", submit->gpus,
+                  "GPUs per stage, or one count per stage (2,4,1); default: the "
+                  "quota window's max_gpus, else 1, and at least one a node")
+      ->type_name("N|LIST");
+  cmd->add_option("--nodes", submit->nodes, "Nodes per stage (default 1), or one count per stage")
+      ->type_name("N|LIST");
+  cmd->add_option("--time", submit->time,
+                  "Time limit of each stage (2h, 90m, 1h30m, HH:MM:SS, or Slurm's MM, MM:SS, D-HH, D-HH:MM, "
+                  "D-HH:MM:SS; a plain number is minutes, as for sbatch)");
+  cmd->add_option("--partition", submit->partition, "Partition (PBS: queue)");
+  cmd->add_option("--account", submit->account, "Account to charge");
+  cmd->add_option("--qos", submit->qos, "Quality of service");
+  cmd->add_option("--sbatch-arg", submit->sbatch_args, "Extra directive, e.g. --constraint=a100 (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--signal-lead", submit->signal_lead_s,
+                  "Slurm: seconds before the limit USR1 is sent (default, or 0: measured save time x safety + "
+                  "margin + 30). PBS: gtrain run's own deadline this long before the walltime (default 30; "
+                  "it saves ahead of it). Seconds, or a duration such as 2m")
+      ->transform(signal_lead_validator());
+  cmd->add_option("--launcher", submit->launcher, "How the job starts ranks: mpirun (default) or srun");
+  cmd->add_option("--cpus-per-gpu", submit->cpus_per_gpu,
+                  "CPU cores to request per GPU (Slurm --cpus-per-gpu, PBS ncpus); default 0: the site's default, "
+                  "which on some sites is one core per task")
+      ->check(CLI::Range(0, 1024));
+  c.run = [submit] { return submit_command(*submit, process_environment(), system_command_runner(30.0), std::cout); };
+  return c;
+}
+
+Command add_cancel(CLI::App& app) {
+  struct State {
+    std::string dir;
+    bool now = false;
+  };
+  auto st = std::make_shared<State>();
+  Command c;
+  c.app = app.add_subcommand("cancel",
+                             "Cancel a submitted chain: queued stages go, the running one saves and exits 3 first.");
+  c.app->add_option("run_dir", st->dir, "Run directory")->required();
+  c.app->add_flag("--now", st->now,
+                  "Cancel the running stage outright (the scheduler's TERM, then KILL after its grace time): "
+                  "its ranks still save if they can before the KILL");
+  // A running stage's request is repeated until it confirms (a job just allocated may not have its
+  // script up to take the first), for up to a minute.
+  c.run = [st] { return cancel_command(st->dir, system_command_runner(30.0), std::cout, st->now, CancelRetry{60, 3}); };
+  return c;
+}
+
+// Called by the generated batch scripts, not by people: hidden from --help.
+Command add_chain_step(CLI::App& app) {
+  struct State {
+    std::string dir, job;
+    int stage = 0, exit = 0;
+  };
+  auto st = std::make_shared<State>();
+  Command c;
+  c.app = app.add_subcommand("chain-step", "(batch scripts) report a stage's exit code to its chain");
+  c.app->group("");
+  c.app->add_option("run_dir", st->dir)->required();
+  c.app->add_option("--stage", st->stage)->required();
+  c.app->add_option("--exit", st->exit)->required();
+  c.app->add_option("--job", st->job);
+  c.run = [st] {
+    std::cout << "gtrain chain: " << chain_step(st->dir, st->stage, st->exit, st->job, system_command_runner(30.0))
+              << std::endl;
+    return static_cast<int>(kExitOk);
+  };
+  return c;
+}
+
+Command add_ckpt(CLI::App& app) {
+  struct State {
+    std::string path;
+    bool verify_all = false;
+    CkptExportOptions exporting;
+  };
+  auto st = std::make_shared<State>();
+  Command c;
+  c.app = app.add_subcommand("ckpt", "Inspect, verify or export a checkpoint.");
+  c.app->require_subcommand(1);
+  const char* path_help = "Checkpoint directory (or a run / checkpoints directory: the newest)";
+  auto* inspect = c.app->add_subcommand("inspect", "Print a checkpoint's manifest summary.");
+  inspect->add_option("path", st->path, path_help)->required();
+  auto* verify = c.app->add_subcommand("verify", "Check every piece's size and CRC32; exit 1 on a problem.");
+  verify->add_option("path", st->path, path_help)->required();
+  verify->add_flag("--all", st->verify_all, "Check every kept checkpoint of the directory, not only the newest");
+  auto* exporter = c.app->add_subcommand(
+      "export", "Write the model's full weights (any layout's checkpoint) to one .safetensors file.");
+  exporter->add_option("path", st->exporting.path, path_help)->required();
+  exporter->add_option("out", st->exporting.out, "The .safetensors file to write (replaced if it exists)")->required();
+  exporter
+      ->add_option("--dtype", st->exporting.dtype,
+                   "stored (the checkpoint's fp32 master weights), float32, bfloat16 or float16 (or fp32, bf16, "
+                   "fp16, as precision.dtype spells them)")
+      ->capture_default_str();
+  exporter->add_flag("--optimizer", st->exporting.optimizer,
+                     "Also the optimizer's state (exp_avg, exp_avg_sq, momentum_buffer, optimizer.step)");
+  c.run = [st, inspect, exporter] {
+    if (exporter->parsed()) return ckpt_export_command(st->exporting);
+    return inspect->parsed() ? ckpt_inspect_command(st->path) : ckpt_verify_command(st->path, st->verify_all);
+  };
+  return c;
+}
+
+}  // namespace gtrain

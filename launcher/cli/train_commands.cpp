@@ -1,0 +1,140 @@
+// train_commands.cpp: the training subcommands' flags and runs: run, config, probe, plan, models.
+#include <CLI/CLI.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "launcher/cli/commands.h"
+#include "launcher/plan_command.h"
+#include "launcher/probe_command.h"
+#include "launcher/program_runner.h"
+#include "launcher/run_command.h"
+#include "launcher/stage_handoff.h"
+#include "runtime/common/errors.h"
+#include "runtime/config/job_config.h"
+#include "runtime/models/model_registry.h"
+
+namespace gtrain {
+
+namespace {
+
+// `gtrain run` in this process: train, then say how the stage ended. A rank under gtrain's own
+// mpirun says "resumable" through the outcome file and exits 0, so mpirun ends quietly (a non-zero
+// exit makes it print an abort notice); gtrain exits 3. Written before MPI is finalised: a
+// scheduler's TERM may have reached mpirun too, which then ends the ranks, and the stage's
+// checkpoint is committed already.
+int run_and_report(const RunOptions& run) {
+  const RunOutcome out = run_job(run);
+  if (out.launcher_exit >= 0) return out.launcher_exit;
+  const std::string outcome = StageHandoff::from_env(process_environment()).outcome_file;
+  const bool under_launcher = !outcome.empty();
+  if (out.summary.stopped_early && under_launcher && ProcessContext::get().rank == 0) {
+    std::ofstream(outcome) << "resumable\n";
+  }
+  finish_run_process();
+  if (!out.summary.stopped_early) return kExitOk;
+  return under_launcher ? kExitOk : kExitResumable;
+}
+
+}  // namespace
+
+Command add_run(CLI::App& app, int argc, char** argv) {
+  auto run = std::make_shared<RunOptions>();
+  Command c;
+  c.app = add_run_command(app, *run);
+  c.run = [run, argc, argv] {
+    for (int i = 1; i < argc; ++i) run->argv.push_back(argv[i]);
+    return run_and_report(*run);
+  };
+  return c;
+}
+
+Command add_config(CLI::App& app) {
+  struct State {
+    std::string path;
+    std::vector<std::string> sets;
+  };
+  auto st = std::make_shared<State>();
+  Command c;
+  c.app = app.add_subcommand("config", "Show configuration.");
+  c.app->require_subcommand(1);
+  auto* reference = c.app->add_subcommand("reference", "Print every key with its default and meaning.");
+  auto* show = c.app->add_subcommand("show", "Print the resolved config (file + env + --set).");
+  show->add_option("config", st->path, "TOML config file")->required();
+  show->add_option("--set", st->sets, "Override a key: section.key=value")->allow_extra_args(false);
+  c.run = [st, reference] {
+    if (reference->parsed()) {
+      std::cout << reference_toml();
+    } else {
+      std::cout << to_toml(load_job_config(st->path, st->sets, process_environment()));
+    }
+    return static_cast<int>(kExitOk);
+  };
+  return c;
+}
+
+Command add_probe(CLI::App& app) {
+  auto probe = std::make_shared<ProbeOptions>();
+  Command c;
+  c.app = app.add_subcommand("probe",
+                             "Show what the scheduler granted (nodes, GPUs, CPUs, time) and the limits that bind.");
+  c.app->add_flag("--json", probe->json, "Print JSON instead of text");
+  c.app->add_flag("!--no-limits", probe->read_limits, "Do not run squeue/scontrol/sacctmgr/qstat");
+  c.run = [probe] { return run_probe(*probe, process_environment(), system_command_runner(), std::cout); };
+  return c;
+}
+
+Command add_plan(CLI::App& app) {
+  auto plan = std::make_shared<PlanOptions>();
+  Command c;
+  auto* cmd = c.app = app.add_subcommand("plan",
+                                         "Choose the parallel layout (dp/tp/pp/ZeRO/micro-batch) for a config, "
+                                         "with estimates, alternatives and a what-if table over GPU counts.");
+  cmd->add_option("config", plan->config_path, "TOML config file (optional with --calibrate)");
+  cmd->add_option("--set", plan->sets, "Override a key: section.key=value")->allow_extra_args(false);
+  cmd->add_option("--gpus", plan->gpus, "Plan for N GPUs, or for each of a list (1,2,4,8) instead of what was granted")
+      ->type_name("N|LIST");
+  cmd->add_option("--ranks", plan->ranks,
+                  "Plan for the N ranks gtrain run --ranks N starts here (CPU ranks share this machine's nodes)")
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--nodes", plan->nodes, "Nodes the GPUs are spread over (default: 8 GPUs per node)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.find_first_not_of("0123456789") == std::string::npos &&
+                           v.find_first_not_of('0') != std::string::npos
+                       ? std::string()
+                       : "expected a node count >= 1, got '" + v + "'";
+          },
+          "N>=1"));
+  cmd->add_option("--gpu-mem", plan->gpu_mem, "Memory per GPU, e.g. 80GiB, 40GB, 81920MiB")->type_name("SIZE");
+  cmd->add_option("--gpu-type", plan->gpu_type,
+                  "GPU model for the rates: V100-32GB, A100-40GB, A100-80GB, "
+                  "H100-80GB, H200, L40S");
+  cmd->add_flag("--json", plan->json, "Print JSON instead of text");
+  cmd->add_flag("--explain", plan->explain, "List every candidate and the estimate breakdown");
+  cmd->add_flag(
+      "--runnable", plan->runnable,
+      "Only layouts gtrain run executes (today every layout the planner knows: dp, ZeRO 1-2, tp, pp, recompute)");
+  cmd->add_flag("--calibrate", plan->calibrate,
+                "Measure this machine (matmul rate, bandwidth) and save its "
+                "profile for later plans");
+  c.run = [plan] { return run_plan_command(*plan, process_environment(), std::cout); };
+  return c;
+}
+
+Command add_models(CLI::App& app) {
+  auto plugin = std::make_shared<std::string>();
+  Command c;
+  c.app = app.add_subcommand("models", "List registered models.");
+  c.app->add_option("--plugin", *plugin, "Also load this model plugin library");
+  c.run = [plugin] {
+    auto& reg = ModelRegistry::global();
+    if (!plugin->empty()) reg.load_plugin(*plugin);
+    for (const auto& n : reg.names()) std::cout << n << "\n";
+    return static_cast<int>(kExitOk);
+  };
+  return c;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,81 @@
+// engine_factory.cpp: a job's parallel engine from its plan.
+#include "strategies/engine_factory.h"
+
+#include "runtime/common/errors.h"
+#include "runtime/models/gpt.h"
+#include "strategies/data_parallel.h"
+#include "strategies/pipeline_parallel.h"
+#include "strategies/process_groups.h"
+
+namespace gtrain {
+
+namespace {
+
+DataParallelOptions data_parallel_options(const JobConfig& cfg, const Plan& plan, Model& model,
+                                          const ProcessGroups& groups) {
+  DataParallelOptions dpo;
+  dpo.zero_stage = plan.zero;
+  dpo.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1e6);
+  dpo.optimizer = cfg.optimizer;
+  dpo.placements = model.parameter_placements();
+  dpo.model_comm = groups.model;
+  dpo.reports_loss = groups.tp_rank == 0;
+  if (groups.tp_rank > 0) {
+    // Parameters every tp rank holds whole (norms, row-parallel biases): tp rank 0 counts and writes them.
+    for (const auto& kv : model.named_parameters()) {
+      if (!dpo.placements.count(kv.key())) dpo.mirrored.insert(kv.key());
+    }
+  }
+  return dpo;
+}
+
+// Stages balanced by FLOPs: uniform blocks, the embedding on the first stage, the output layer
+// (2 x hidden x vocab per token, x3 for backward) on the last.
+std::vector<int64_t> pipeline_stages(const ModelStats& st, Model& model, int64_t pp) {
+  const int64_t nblocks = static_cast<int64_t>(model.blocks().size());
+  const double block = st.blocks > 0 ? st.flops_per_sample / static_cast<double>(st.blocks) : 1.0;
+  const double head = 6.0 * static_cast<double>(st.hidden * st.vocab * st.seq_len);
+  return balance_stages(std::vector<double>(nblocks, block), 0.0, head, pp);
+}
+
+}  // namespace
+
+std::unique_ptr<ParallelEngine> build_engine(const JobConfig& cfg, const Plan& plan, const ModelStats& stats,
+                                             const std::shared_ptr<Model>& model,
+                                             const std::shared_ptr<Communicator>& comm, torch::Device device) {
+  if (comm->size() != plan.world) {
+    throw Error("build_engine: communicator has " + std::to_string(comm->size()) + " ranks, plan expects " +
+                std::to_string(plan.world));
+  }
+  // Sub-communicators (tp adjacent, then pp, then dp), then the model split over them: each rank
+  // built the whole model from the same seed and keeps its part.
+  const ProcessGroups groups = make_process_groups(comm, plan);
+  if (plan.tp > 1) model->shard_tensor_parallel(groups.tp);
+  if (plan.recompute) model->set_recompute(true);
+  // Built (and initialised) on the CPU from the same seed everywhere, then moved to the rank's device.
+  if (!device.is_cpu()) model->to(device);
+  if (auto gpt = std::dynamic_pointer_cast<Gpt>(model)) {
+    // Fused output layer + loss: on CUDA by default (logits of 50k-token vocabularies dominate
+    // memory traffic there); the CPU keeps the plain layer unless asked.
+    gpt->set_fused_loss(cfg.train.fused_loss == "on" || (cfg.train.fused_loss == "auto" && device.is_cuda()));
+  }
+  const DataParallelOptions dpo = data_parallel_options(cfg, plan, *model, groups);
+  if (plan.pp > 1) {
+    PipelineOptions po;
+    po.schedule = cfg.parallel.pp_schedule;
+    return std::make_unique<PipelineEngine>(groups, model, pipeline_stages(stats, *model, plan.pp), dpo, po);
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& kv : model->named_parameters()) named.emplace_back(kv.key(), kv.value());
+  return std::make_unique<DataParallelEngine>(groups.dp, std::move(named), dpo);
+}
+
+void check_pipeline_split(Model& model, const Plan& plan) {
+  if (plan.pp <= 1) return;
+  const int64_t nblocks = static_cast<int64_t>(model.blocks().size());
+  if (nblocks == 0)
+    throw ConfigError("pp = " + std::to_string(plan.pp) + ": this model has no blocks to split into stages");
+  balance_stages(std::vector<double>(nblocks, 1.0), 0, 0, plan.pp);
+}
+
+}  // namespace gtrain
