@@ -6,6 +6,8 @@
 #   make format apply .clang-format to every C++ file (ctest's Style.clang_format checks it)
 BUILD ?= build
 JOBS ?= $(shell nproc)
+# WERROR=ON (CI sets it): warnings fail the build.
+WERROR ?= OFF
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 # ccache must ignore the precompiled header's timestamps to reuse results.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
@@ -23,7 +25,7 @@ venv: deps
 configure: deps
 	@if [ ! -f $(BUILD)/CMakeCache.txt ]; then \
 	  cmake -S . -B $(BUILD) -G "$$(command -v ninja >/dev/null 2>&1 && echo Ninja || echo 'Unix Makefiles')" \
-	    -DCMAKE_BUILD_TYPE=RelWithDebInfo; \
+	    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGTRAIN_WERROR=$(WERROR); \
 	fi
 
 build: configure

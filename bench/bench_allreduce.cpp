@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "runtime/comm/mpi_communicator.h"
-#include "runtime/common/startup.h"
+#include "runtime/core/startup.h"
 
 using Clock = std::chrono::steady_clock;
 

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/common/errors.h"
-#include "runtime/common/startup.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/startup.h"
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "runtime/common/startup.h"
+#include "runtime/core/startup.h"
 #include "strategies/data_parallel.h"
 
 using Clock = std::chrono::steady_clock;

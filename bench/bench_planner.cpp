@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "strategies/planner.h"
+#include "strategies/planner/planner.h"
 
 using namespace gtrain;
 

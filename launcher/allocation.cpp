@@ -11,9 +11,9 @@
 #include <numeric>
 #include <sstream>
 
-#include "launcher/hostlist.h"
-#include "launcher/text_util.h"
-#include "runtime/common/errors.h"
+#include "launcher/launch/text_util.h"
+#include "launcher/scheduler/hostlist.h"
+#include "runtime/core/errors.h"
 
 namespace fs = std::filesystem;
 

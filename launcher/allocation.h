@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/hardware_query.h"
-#include "launcher/program_runner.h"
+#include "launcher/launch/hardware_query.h"
+#include "launcher/launch/program_runner.h"
 #include "launcher/scheduler_limits.h"
 
 namespace gtrain {

@@ -21,8 +21,8 @@
 
 #include "launcher/batch_script.h"
 #include "launcher/submit_command.h"
-#include "runtime/common/errors.h"
-#include "runtime/train/schedule.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/schedule.h"
 
 namespace fs = std::filesystem;
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/program_runner.h"
-#include "runtime/train/schedule_config.h"
+#include "launcher/launch/program_runner.h"
+#include "runtime/core/config/schedule_config.h"
 
 namespace gtrain {
 

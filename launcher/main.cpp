@@ -5,12 +5,12 @@
 
 #include <cstring>
 
-#include "launcher/launch.h"
-#include "launcher/run_launch.h"
-#include "runtime/common/errors.h"
-#include "runtime/common/rank_output.h"
-#include "runtime/common/startup.h"
-#include "runtime/train/schedule.h"
+#include "launcher/launch/launch.h"
+#include "launcher/launch/run_launch.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/rank_output.h"
+#include "runtime/core/schedule.h"
+#include "runtime/core/startup.h"
 
 namespace gtrain {
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/program_runner.h"
+#include "launcher/launch/program_runner.h"
 
 namespace gtrain {
 

@@ -10,17 +10,17 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/chain.h"
-#include "launcher/run_lock.h"
-#include "launcher/stage_ledger.h"
-#include "launcher/text_util.h"
+#include "launcher/chain/stage_ledger.h"
+#include "launcher/launch/run_lock.h"
+#include "launcher/launch/text_util.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/checkpoint/crc32c.h"
 #include "runtime/checkpoint/safetensors.h"
-#include "runtime/common/errors.h"
-#include "runtime/config/job_config.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/config/model_config.h"
+#include "runtime/core/errors.h"
 #include "runtime/metrics/progress.h"
-#include "runtime/models/model_config.h"
 
 namespace fs = std::filesystem;
 

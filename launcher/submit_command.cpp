@@ -1,7 +1,7 @@
 // submit_command.cpp: `gtrain submit` and `gtrain cancel`.
 #include "launcher/submit_command.h"
 
-#include "launcher/text_util.h"
+#include "launcher/launch/text_util.h"
 
 #include <unistd.h>
 
@@ -17,14 +17,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/plan_command.h"
-#include "launcher/run_launch.h"
-#include "launcher/run_lock.h"
+#include "launcher/chain/stage_ledger.h"
+#include "launcher/commands/plan_command.h"
+#include "launcher/launch/run_launch.h"
+#include "launcher/launch/run_lock.h"
 #include "launcher/scheduler_limits.h"
-#include "launcher/stage_ledger.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
-#include "runtime/common/errors.h"
-#include "runtime/config/job_config.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/errors.h"
 #include "runtime/data/mapped_file.h"
 
 namespace fs = std::filesystem;

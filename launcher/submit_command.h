@@ -12,8 +12,8 @@
 
 #include "launcher/batch_script.h"
 #include "launcher/chain.h"
-#include "launcher/program_runner.h"
-#include "runtime/train/schedule.h"
+#include "launcher/launch/program_runner.h"
+#include "runtime/core/schedule.h"
 
 namespace gtrain {
 

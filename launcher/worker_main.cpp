@@ -6,10 +6,10 @@
 #include <string>
 
 #include "launcher/cli/cli.h"
-#include "runtime/common/errors.h"
-#include "runtime/common/rank_output.h"
-#include "runtime/common/startup.h"
-#include "runtime/train/schedule.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/rank_output.h"
+#include "runtime/core/schedule.h"
+#include "runtime/core/startup.h"
 
 int main(int argc, char** argv) {
   gtrain::tune_malloc();

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 

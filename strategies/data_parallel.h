@@ -26,8 +26,8 @@
 #include <set>
 
 #include "runtime/comm/communicator.h"
+#include "runtime/core/config/optimizer_config.h"
 #include "runtime/models/model.h"
-#include "runtime/train/optimizer_config.h"
 #include "runtime/train/parallel_engine.h"
 
 namespace gtrain {

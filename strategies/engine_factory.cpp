@@ -1,7 +1,7 @@
 // engine_factory.cpp: a job's parallel engine from its plan.
 #include "strategies/engine_factory.h"
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "runtime/models/gpt.h"
 #include "strategies/data_parallel.h"
 #include "strategies/pipeline_parallel.h"

@@ -9,11 +9,11 @@
 #include <torch/torch.h>
 
 #include "runtime/comm/communicator.h"
-#include "runtime/config/job_config.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/model_stats.h"
+#include "runtime/core/plan.h"
 #include "runtime/models/model.h"
-#include "runtime/models/model_stats.h"
 #include "runtime/train/parallel_engine.h"
-#include "strategies/plan.h"
 
 namespace gtrain {
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <set>
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "runtime/precision/precision.h"
 
 namespace gtrain {

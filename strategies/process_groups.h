@@ -8,7 +8,7 @@
 #include <string>
 
 #include "runtime/comm/communicator.h"
-#include "runtime/common/parallel_layout.h"
+#include "runtime/core/parallel_layout.h"
 
 namespace gtrain {
 

@@ -8,11 +8,11 @@
 #include <chrono>
 
 #include "launcher/allocation.h"
-#include "launcher/hostlist.h"
-#include "launcher/launch.h"
-#include "launcher/program_runner.h"
+#include "launcher/launch/launch.h"
+#include "launcher/launch/program_runner.h"
+#include "launcher/scheduler/hostlist.h"
 #include "launcher/scheduler_limits.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "tests/test_util.h"
 
 namespace gtrain {

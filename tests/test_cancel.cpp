@@ -12,7 +12,7 @@
 #include "launcher/batch_script.h"
 #include "launcher/chain.h"
 #include "launcher/submit_command.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "tests/fake_scheduler.h"
 #include "tests/test_util.h"
 

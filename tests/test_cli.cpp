@@ -12,7 +12,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/checkpoint/safetensors.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "tests/test_util.h"
 
 namespace gtrain {

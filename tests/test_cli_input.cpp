@@ -11,9 +11,9 @@
 
 #include "launcher/batch_script.h"
 #include "launcher/chain.h"
-#include "launcher/run_lock.h"
+#include "launcher/launch/run_lock.h"
 #include "launcher/submit_command.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "tests/fake_scheduler.h"
 #include "tests/test_util.h"
 

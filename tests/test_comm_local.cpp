@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "runtime/comm/communicator.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 namespace {

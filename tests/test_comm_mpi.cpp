@@ -5,8 +5,8 @@
 #include <torch/torch.h>
 
 #include "runtime/comm/mpi_communicator.h"
-#include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
+#include "runtime/core/errors.h"
 #include "strategies/data_parallel.h"
 #include "tests/adamw_reference.h"
 

@@ -4,8 +4,8 @@
 
 #include <regex>
 
-#include "runtime/common/errors.h"
-#include "runtime/config/job_config.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/errors.h"
 #include "tests/test_util.h"
 
 namespace gtrain {

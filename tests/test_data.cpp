@@ -11,8 +11,8 @@
 #include <cstring>
 #include <set>
 
-#include "runtime/common/errors.h"
-#include "runtime/common/rank_output.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/rank_output.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/mapped_file.h"
 #include "runtime/data/prefetcher.h"

@@ -3,9 +3,9 @@
 // ordinal -> NVML index mapping.
 #include <gtest/gtest.h>
 
-#include "launcher/device_choice.h"
+#include "launcher/launch/device_choice.h"
 #include "runtime/common/cuda_device.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 namespace {

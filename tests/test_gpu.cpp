@@ -8,7 +8,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "launcher/run_command.h"
+#include "launcher/commands/run_command.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/comm/comm_errors.h"
 #include "runtime/common/cuda_device.h"

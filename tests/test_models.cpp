@@ -3,8 +3,8 @@
 #include <torch/torch.h>
 
 #include "runtime/common/elf_needed.h"
-#include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
+#include "runtime/core/errors.h"
 #include "runtime/models/activations.h"
 #include "runtime/models/fused_loss.h"
 #include "runtime/models/gpt.h"

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "launcher/mpirun_output.h"
+#include "launcher/launch/mpirun_output.h"
 
 // mpirun's stderr passes through gtrain: Open MPI's MPI_ABORT banner after a rank's one-line error
 // goes, and nothing else does (start-up failure reasons, "exited on signal" lines, a rank's text).

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "launcher/run_command.h"
+#include "launcher/commands/run_command.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "tests/multiproc_util.h"
 

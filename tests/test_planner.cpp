@@ -6,9 +6,9 @@
 #include <cmath>
 #include <regex>
 
-#include "launcher/plan_command.h"
-#include "runtime/common/errors.h"
-#include "strategies/planner.h"
+#include "launcher/commands/plan_command.h"
+#include "runtime/core/errors.h"
+#include "strategies/planner/planner.h"
 #include "tests/test_util.h"
 
 namespace gtrain {

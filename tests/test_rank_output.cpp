@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "runtime/common/rank_output.h"
+#include "runtime/core/rank_output.h"
 
 namespace gtrain {
 namespace {

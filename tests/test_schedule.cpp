@@ -10,9 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/common/errors.h"
-#include "runtime/config/job_config.h"
-#include "runtime/train/schedule.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/schedule.h"
 #include "tests/test_util.h"
 
 namespace gtrain {

@@ -2,7 +2,7 @@
 // environment and back.
 #include <gtest/gtest.h>
 
-#include "launcher/stage_handoff.h"
+#include "launcher/launch/stage_handoff.h"
 
 namespace gtrain {
 namespace {

@@ -8,15 +8,15 @@
 #include <functional>
 #include <thread>
 
-#include "launcher/run_command.h"
+#include "launcher/commands/run_command.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/schedule.h"
 #include "runtime/metrics/step_profiler.h"
 #include "runtime/train/lr_schedule.h"
-#include "runtime/train/schedule.h"
 #include "strategies/data_parallel.h"
-#include "strategies/planner.h"
+#include "strategies/planner/planner.h"
 #include "tests/adamw_reference.h"
 #include "tests/test_util.h"
 

@@ -7,7 +7,7 @@
 // a copy outside gtrain's build, see CMakeLists.txt here.
 #include <torch/torch.h>
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "runtime/models/model_registry.h"
 
 namespace {

@@ -12,7 +12,7 @@ class App;
 namespace gtrain {
 
 struct Command {
-  CLI::App* app = nullptr;  // the subcommand's parser (its options hold the command's own state)
+  CLI::App* app = nullptr;   // the subcommand's parser (its options hold the command's own state)
   std::function<int()> run;  // runs the command once argv is parsed; returns the exit code
 };
 

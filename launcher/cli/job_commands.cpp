@@ -8,12 +8,12 @@
 
 #include "launcher/chain.h"
 #include "launcher/cli/commands.h"
-#include "launcher/program_runner.h"
+#include "launcher/launch/program_runner.h"
 #include "launcher/stage_commands.h"
 #include "launcher/submit_command.h"
-#include "runtime/common/errors.h"
-#include "runtime/config/job_config.h"
-#include "runtime/train/schedule.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/schedule.h"
 
 namespace gtrain {
 
@@ -71,8 +71,7 @@ Command add_submit(CLI::App& app) {
                   "GPUs per stage, or one count per stage (2,4,1); default: the "
                   "quota window's max_gpus, else 1, and at least one a node")
       ->type_name("N|LIST");
-  cmd->add_option("--nodes", submit->nodes, "Nodes per stage (default 1), or one count per stage")
-      ->type_name("N|LIST");
+  cmd->add_option("--nodes", submit->nodes, "Nodes per stage (default 1), or one count per stage")->type_name("N|LIST");
   cmd->add_option("--time", submit->time,
                   "Time limit of each stage (2h, 90m, 1h30m, HH:MM:SS, or Slurm's MM, MM:SS, D-HH, D-HH:MM, "
                   "D-HH:MM:SS; a plain number is minutes, as for sbatch)");

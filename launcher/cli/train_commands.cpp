@@ -6,13 +6,13 @@
 #include <memory>
 
 #include "launcher/cli/commands.h"
-#include "launcher/plan_command.h"
-#include "launcher/probe_command.h"
-#include "launcher/program_runner.h"
-#include "launcher/run_command.h"
-#include "launcher/stage_handoff.h"
-#include "runtime/common/errors.h"
-#include "runtime/config/job_config.h"
+#include "launcher/commands/plan_command.h"
+#include "launcher/commands/probe_command.h"
+#include "launcher/commands/run_command.h"
+#include "launcher/launch/program_runner.h"
+#include "launcher/launch/stage_handoff.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/errors.h"
 #include "runtime/models/model_registry.h"
 
 namespace gtrain {

@@ -15,7 +15,7 @@
 
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/checkpoint/crc32c.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace fs = std::filesystem;
 

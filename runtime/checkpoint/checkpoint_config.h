@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/config/schema.h"
+#include "runtime/core/config/schema.h"
 
 namespace gtrain {
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "runtime/checkpoint/safetensors_header.h"
-#include "runtime/common/errors.h"
-#include "runtime/config/job_config.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace fs = std::filesystem;
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 [[noreturn]] void throw_comm_error(const char* library, const char* call, const std::string& detail, const char* hint,

@@ -1,11 +1,13 @@
 // communicator.cpp: default "not supported" collectives and the single-process communicator.
 #include "runtime/comm/communicator.h"
 
+#include "runtime/comm/comm_errors.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 
@@ -92,6 +94,14 @@ std::string broadcast_string(Communicator& comm, const std::string& text, int ro
   if (comm.rank() == root && !text.empty()) std::memcpy(bytes.data_ptr(), text.data(), text.size());
   if (bytes.numel() > 0) comm.broadcast(bytes, root);
   return std::string(reinterpret_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
+}
+
+void throw_comm_error(const char* library, const char* call, const std::string& detail, const char* hint,
+                      const char* file, int line) {
+  const auto& ctx = ProcessContext::get();
+  throw CommError(std::string(library) + " call " + call + " failed: " + detail + " (rank " + std::to_string(ctx.rank) +
+                      " on " + ctx.host + ")",
+                  hint, file, line);
 }
 
 }  // namespace gtrain

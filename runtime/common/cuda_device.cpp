@@ -16,7 +16,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain::cuda {
 

@@ -9,9 +9,9 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/data/data_config.h"
+#include "runtime/core/config/data_config.h"
+#include "runtime/core/config/model_config.h"
 #include "runtime/models/model.h"
-#include "runtime/models/model_config.h"
 
 namespace gtrain {
 

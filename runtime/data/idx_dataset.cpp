@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "runtime/data/dataset.h"
 
 namespace gtrain {

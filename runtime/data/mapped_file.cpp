@@ -16,9 +16,9 @@
 #include <filesystem>
 #include <mutex>
 
-#include "runtime/common/errors.h"
-#include "runtime/common/rank_output.h"
-#include "runtime/common/unique_fd.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/rank_output.h"
+#include "runtime/core/unique_fd.h"
 #include "runtime/data/dataset.h"
 
 namespace gtrain {

@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/mapped_file.h"
 #include "runtime/data/rng.h"

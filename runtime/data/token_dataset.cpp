@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "runtime/checkpoint/crc32c.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/mapped_file.h"
 

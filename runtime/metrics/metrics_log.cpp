@@ -7,7 +7,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "runtime/metrics/log_config.h"
+#include "runtime/core/config/log_config.h"
 
 namespace gtrain {
 

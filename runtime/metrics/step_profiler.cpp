@@ -14,8 +14,8 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include "runtime/common/cuda_device.h"
-#include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 namespace {

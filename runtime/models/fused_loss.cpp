@@ -3,9 +3,9 @@
 
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
-#include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
-#include "runtime/models/model_stats.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/model_stats.h"
 
 namespace gtrain {
 namespace {

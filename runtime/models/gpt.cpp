@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
+#include "runtime/core/errors.h"
 #include "runtime/models/activations.h"
 #include "runtime/models/fused_loss.h"
 #include "runtime/models/keyed_dropout.h"

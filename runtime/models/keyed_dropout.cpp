@@ -3,7 +3,7 @@
 
 #include <ATen/Parallel.h>
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "runtime/data/rng.h"
 
 namespace gtrain {

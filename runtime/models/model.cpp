@@ -1,7 +1,7 @@
 // model.cpp: default loss, accuracy and size estimates shared by all models.
 #include "runtime/models/model.h"
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "runtime/models/parallel_layers.h"
 
 namespace gtrain {

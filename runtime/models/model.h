@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/models/model_config.h"
-#include "runtime/models/model_stats.h"
+#include "runtime/core/config/model_config.h"
+#include "runtime/core/model_stats.h"
 
 namespace gtrain {
 

@@ -9,8 +9,8 @@
 #include <torch/version.h>
 
 #include "runtime/common/elf_needed.h"
-#include "runtime/common/errors.h"
-#include "runtime/config/schema.h"
+#include "runtime/core/config/schema.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 

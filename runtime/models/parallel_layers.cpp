@@ -1,7 +1,7 @@
 // parallel_layers.cpp: tensor-parallel layers and their autograd functions.
 #include "runtime/models/parallel_layers.h"
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 

@@ -1,7 +1,7 @@
 // vision_models.cpp: the built-in classifiers "mlp" and "cnn", and built-in registration.
 #include <cmath>
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/keyed_dropout.h"
 #include "runtime/models/model_registry.h"

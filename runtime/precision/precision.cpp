@@ -1,8 +1,8 @@
 // precision.cpp: autocast scopes and dynamic loss scaling.
 #include "runtime/precision/precision.h"
 
-#include "runtime/common/errors.h"
 #include "runtime/common/torch_compat.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 

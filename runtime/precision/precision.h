@@ -5,7 +5,7 @@
 
 #include <torch/torch.h>
 
-#include "runtime/precision/precision_config.h"
+#include "runtime/core/config/precision_config.h"
 
 namespace gtrain {
 

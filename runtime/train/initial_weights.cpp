@@ -11,7 +11,7 @@
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "runtime/train/parallel_engine.h"
 
 namespace gtrain {

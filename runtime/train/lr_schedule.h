@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "runtime/train/train_config.h"
+#include "runtime/core/config/train_config.h"
 
 namespace gtrain {
 

@@ -11,13 +11,13 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/cuda_device.h"
-#include "runtime/common/errors.h"
-#include "runtime/common/startup.h"
 #include "runtime/common/torch_compat.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/schedule.h"
+#include "runtime/core/startup.h"
 #include "runtime/data/rng.h"
 #include "runtime/metrics/step_profiler.h"
 #include "runtime/train/lr_schedule.h"
-#include "runtime/train/schedule.h"
 #include "runtime/train/thread_choice.h"
 
 namespace gtrain {

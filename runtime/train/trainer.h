@@ -11,7 +11,8 @@
 #include <string>
 
 #include "runtime/comm/communicator.h"
-#include "runtime/config/job_config.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/plan.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/prefetcher.h"
 #include "runtime/data/sampler.h"
@@ -20,7 +21,6 @@
 #include "runtime/models/model.h"
 #include "runtime/precision/precision.h"
 #include "runtime/train/parallel_engine.h"
-#include "strategies/plan.h"
 
 namespace gtrain {
 

@@ -1,0 +1,671 @@
+// plan_command.cpp: `gtrain plan`: describe the job, pick the hardware profile and topology, run the
+// planner for the granted (or given) GPU count and for a range of counts, and print it all.
+#include "launcher/commands/plan_command.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/allocation.h"
+#include "launcher/commands/calibrate.h"
+#include "launcher/launch/run_launch.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/format.h"
+#include "runtime/data/dataset.h"
+#include "runtime/models/model_registry.h"
+#include "runtime/train/trainer.h"
+#include "strategies/planner/planner.h"
+
+namespace gtrain {
+namespace {
+
+using nlohmann::json;
+std::string pad(const std::string& s, size_t w) {
+  return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' ');
+}
+std::string rpad(const std::string& s, size_t w) {
+  return s.size() >= w ? " " + s : std::string(w - s.size(), ' ') + s;
+}
+
+std::string short_layout(const Plan& p) {
+  if (p.micro_batch <= 0) {
+    return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp);
+  }
+  return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " z" +
+         std::to_string(p.zero) + " mb" + std::to_string(p.micro_batch) + "x" + std::to_string(p.grad_accum) +
+         (p.recompute ? " rc" : "");
+}
+
+json memory_json(const MemoryEstimate& m) {
+  return {{"total", m.total()},
+          {"params", m.params},
+          {"grads", m.grads},
+          {"grad_accumulators", m.grad_accumulators},
+          {"build", m.build},
+          {"optimizer", m.optimizer},
+          {"activations", m.activations},
+          {"workspace", m.workspace},
+          {"activation_per_sample", m.activation_per_sample},
+          {"activation_per_sample_no_recompute", m.activation_per_sample_no_recompute},
+          {"activation_per_sample_recompute", m.activation_per_sample_recompute},
+          {"in_flight_micro_batches", m.in_flight}};
+}
+
+json time_json(const TimeEstimate& t) {
+  return {{"total", t.total()},
+          {"compute", t.compute},
+          {"overhead", t.overhead},
+          {"tp_comm", t.tp_comm},
+          {"pp_comm", t.pp_comm},
+          {"bubble", t.bubble},
+          {"bubble_fraction", t.bubble_fraction},
+          {"dp_comm", t.dp_comm},
+          {"zero_comm", t.zero_comm},
+          {"optimizer", t.optimizer}};
+}
+
+json candidate_json(const RankedPlan& r) {
+  const Plan& p = r.plan;
+  json j = {{"rank", r.rank}, {"feasible", r.feasible},   {"dp", p.dp},  {"tp", p.tp}, {"pp", p.pp},
+            {"zero", p.zero}, {"recompute", p.recompute}, {"why", r.why}};
+  if (p.micro_batch > 0) {
+    j["micro_batch"] = p.micro_batch;
+    j["grad_accum"] = p.grad_accum;
+    j["global_batch"] = p.global_batch();
+    j["memory_bytes"] = r.memory.total();
+    j["step_seconds"] = r.time.total();
+    j["memory"] = memory_json(r.memory);
+    j["time"] = time_json(r.time);
+  }
+  if (r.missing_bytes > 0) j["missing_bytes"] = r.missing_bytes;
+  return j;
+}
+
+// How the command plans: world, topology, profile, memory.
+struct Setup {
+  int64_t world = 1;
+  int64_t gpus_per_node = 1;
+  bool gpu = false;  // planning GPU ranks (else CPU ranks)
+  HardwareProfile profile;
+  double memory_per_rank = 0;         // PlannerInput::memory_bytes (0 = the profile's)
+  std::vector<int64_t> what_if;       // GPU counts for the table
+  int64_t what_if_gpus_per_node = 0;  // per node in the table's rows (0 = gpus_per_node)
+  std::vector<std::string> notes;
+  std::string source;  // "granted: slurm job 123" or "--gpus 8"
+  // CPU ranks: each node's slots, which gtrain run's mpirun fills in turn (all on one node here).
+  std::vector<int64_t> cpu_slots;
+  double host_memory = 0;   // CPU ranks: the memory the ranks of a node share
+  bool count_list = false;  // --gpus gave several counts: the chosen block is for the largest
+};
+
+// CPU ranks: the most ranks on one node when gtrain run starts `world` of them (mpirun fills each
+// node's slots in turn; past them all, it spreads them over every node).
+int64_t cpu_ranks_per_node(const Setup& s, int64_t world) {
+  int64_t nodes = 0, filled = 0;
+  for (int64_t slots : s.cpu_slots) {
+    if (filled >= world) break;
+    filled += slots;
+    ++nodes;
+  }
+  nodes = std::max<int64_t>(1, nodes);
+  return (world + nodes - 1) / nodes;
+}
+
+std::vector<int64_t> ladder(int64_t world) {
+  std::set<int64_t> s;
+  const int64_t top = std::min<int64_t>(4096, std::max<int64_t>(8, 4 * world));
+  for (int64_t n = 1; n <= top; n *= 2) s.insert(n);
+  s.insert(world);
+  return {s.begin(), s.end()};
+}
+
+Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::string>& env, const HardwareInfo& hw,
+                    const JobConfig& cfg) {
+  Setup s;
+  const bool hypothetical = !o.gpus.empty();
+  std::vector<int64_t> counts;
+  double mem_flag = 0;
+  if (!o.gpu_mem.empty()) mem_flag = parse_memory_size(o.gpu_mem, "--gpu-mem");
+  Allocation alloc;
+  if (hypothetical && o.ranks > 0) {
+    throw ConfigError("--ranks " + std::to_string(o.ranks) + " plans the ranks gtrain run --ranks " +
+                      std::to_string(o.ranks) + " starts here, --gpus " + o.gpus + " GPUs elsewhere: give one of them");
+  }
+  if (hypothetical) {
+    counts = parse_gpu_counts(o.gpus, "--gpus");
+    s.world = *std::max_element(counts.begin(), counts.end());
+    s.gpu = true;
+    s.source = "--gpus " + o.gpus;
+  } else {
+    DiscoveryOptions d;
+    d.read_limits = false;
+    d.hardware = hw;
+    d.ranks = o.ranks;  // as gtrain run --ranks N
+    alloc = discover_allocation(env, system_command_runner(2.0), d);
+    s.world = alloc.world_size();
+    s.gpu = (alloc.total_gpus() > 0 && alloc.cuda_build) || !o.gpu_type.empty() || mem_flag > 0;
+    s.source = "granted: " + alloc.scheduler + (alloc.job_id.empty() ? "" : " job " + alloc.job_id) + ", " +
+               alloc.world_size_reason();
+  }
+  if (o.nodes < 0) throw ConfigError("--nodes " + std::to_string(o.nodes) + ": expected a node count >= 1");
+  if (o.nodes > 0) {
+    if (s.world % o.nodes != 0) {
+      throw ConfigError("--nodes " + std::to_string(o.nodes) + " must divide the GPU count " + std::to_string(s.world));
+    }
+    s.gpus_per_node = s.world / o.nodes;
+  } else if (hypothetical) {
+    s.gpus_per_node = std::min<int64_t>(s.world, 8);
+    s.what_if_gpus_per_node = 8;  // the table's other counts fill nodes of 8, as --nodes says by default
+  } else if (alloc.gpus_per_node() > 0 && alloc.ranks_override == 0) {
+    s.gpus_per_node = alloc.gpus_per_node();
+  } else {
+    const int64_t n = std::max<size_t>(1, alloc.nodes.size());
+    s.gpus_per_node = (s.world + n - 1) / n;
+  }
+
+  // The hardware profile.
+  const auto saved = load_profile(profile_path(env, hw.hostname));
+  if (!o.gpu_type.empty()) {
+    auto p = find_gpu_profile(o.gpu_type, mem_flag);
+    if (!p) {
+      std::vector<std::string> names;
+      for (const auto& t : gpu_profile_table()) names.push_back(t.name);
+      throw ConfigError("--gpu-type '" + o.gpu_type + "': unknown GPU; known: " + join(names));
+    }
+    s.profile = *p;
+  } else if (s.gpu) {
+    const std::string model = hypothetical ? std::string() : alloc.gpu_model;
+    const double mem = hypothetical ? mem_flag : static_cast<double>(alloc.gpu_memory_bytes);
+    if (saved && saved->kind == "gpu" && (model.empty() || saved->name == model) && !hypothetical) {
+      s.profile = *saved;
+    } else if (auto p = find_gpu_profile(model, mem)) {
+      s.profile = *p;
+    } else if (mem_flag > 0) {
+      s.profile = nearest_gpu_profile_by_memory(mem_flag);
+      s.notes.push_back("GPU type not given: assuming " + s.profile.name + " rates for " + format_gib(mem_flag) +
+                        " GiB (use --gpu-type)");
+    } else {
+      s.profile = *find_gpu_profile("A100-80GB");
+      s.notes.push_back(std::string("GPU type ") + (model.empty() ? "not given" : "'" + model + "' not in the table") +
+                        ": assuming A100-80GB (use --gpu-type)");
+    }
+  } else {
+    s.profile = saved && saved->kind == "cpu" ? *saved : default_cpu_profile(hw.cores);
+    if (!alloc.cuda_build && alloc.total_gpus() > 0) {
+      s.notes.push_back("this build has no CUDA: the " + std::to_string(alloc.total_gpus()) +
+                        " granted GPUs run as CPU ranks; plan for GPUs with --gpus N --gpu-type NAME");
+    }
+  }
+  if (mem_flag > 0) s.profile.memory_bytes = mem_flag;
+  if (!s.gpu) {
+    // CPU ranks share their node's memory, and go where gtrain run's mpirun puts them: the node slots
+    // of run_launch.cpp (a GPU's, else a task's, else one), or those --nodes gives.
+    for (const auto& n : alloc.nodes)
+      s.cpu_slots.push_back(n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size()));
+    if (o.nodes > 0) s.cpu_slots.assign(static_cast<size_t>(o.nodes), s.world / o.nodes);
+    s.gpus_per_node = cpu_ranks_per_node(s, s.world);
+    s.host_memory = static_cast<double>(hw.memory_bytes);
+    s.memory_per_rank = 0.8 * s.host_memory / static_cast<double>(s.gpus_per_node);
+  }
+  if (cfg.parallel.memory_gb > 0) s.memory_per_rank = cfg.parallel.memory_gb * kGiB;
+  s.what_if = counts.size() > 1 ? counts : ladder(s.world);
+  s.count_list = counts.size() > 1;
+  return s;
+}
+
+PlannerInput planner_input(const JobConfig& cfg, const JobDescription& d, const Setup& s, int64_t world,
+                           bool runnable) {
+  PlannerInput in = planner_input_for(cfg, d.stats, world);
+  in.gpus_per_node = std::min(world, s.gpus_per_node);
+  in.memory_bytes = s.memory_per_rank;
+  if (!s.gpu) {
+    in.gpus_per_node = cpu_ranks_per_node(s, world);
+    if (cfg.parallel.memory_gb <= 0) in.memory_bytes = 0.8 * s.host_memory / static_cast<double>(in.gpus_per_node);
+  }
+  in.profile = s.profile;
+  in.caps = runnable ? kRunCapabilities : kAllCapabilities;
+  return in;
+}
+
+std::string caps_text(const Capabilities& c) {
+  std::string s = "dp";
+  if (c.tensor_parallel) s += ", tp";
+  if (c.pipeline_parallel) s += ", pp";
+  if (c.max_zero > 0) s += ", ZeRO 1-" + std::to_string(c.max_zero);
+  if (c.recompute) s += ", recompute";
+  return s;
+}
+
+struct WhatIfRow {
+  int64_t gpus = 0, nodes = 0;
+  bool feasible = false;
+  RankedPlan best;
+  std::string why;
+};
+
+std::string cpu_or_gpu(const Setup& s) {
+  return s.gpu ? "GPU" : "rank";
+}
+
+}  // namespace
+
+double parse_memory_size(const std::string& text, const std::string& what) {
+  const std::string t = text;
+  size_t i = 0;
+  while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
+  const std::string number = t.substr(0, i);
+  std::string unit = t.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
+  auto fail = [&]() -> double {
+    throw ConfigError(what + " '" + text + "': expected a memory size such as 80GiB, 40GB or 81920MiB");
+  };
+  if (number.empty() || number == "." || std::count(number.begin(), number.end(), '.') > 1) return fail();
+  const double v = std::stod(number);
+  double mult = 0;
+  if (unit.empty() || unit == "gib" || unit == "g" || unit == "gi")
+    mult = kGiB;
+  else if (unit == "gb")
+    mult = 1e9;
+  else if (unit == "mib" || unit == "m" || unit == "mi")
+    mult = kMiB;
+  else if (unit == "mb")
+    mult = 1e6;
+  else if (unit == "tib" || unit == "t" || unit == "ti")
+    mult = kGiB * 1024.0;
+  else if (unit == "tb")
+    mult = 1e12;
+  else
+    return fail();
+  const double bytes = v * mult;
+  if (!(bytes >= 64.0 * 1024 * 1024)) {
+    throw ConfigError(what + " '" + text + "': too small; expected at least 64MiB per GPU");
+  }
+  return bytes;
+}
+
+std::vector<int64_t> parse_gpu_counts(const std::string& text, const std::string& what) {
+  std::vector<int64_t> out;
+  std::string item;
+  auto fail = [&] {
+    throw ConfigError(what + " '" + text +
+                      "': expected a GPU count from 1 to 65536 (e.g. 8) or a list such as 1,2,4,8");
+  };
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || text[i] == ',') {
+      if (item.empty() || item.size() > 6 || !std::all_of(item.begin(), item.end(), ::isdigit)) fail();
+      const int64_t n = std::stoll(item);
+      if (n < 1 || n > 65536) fail();
+      if (std::find(out.begin(), out.end(), n) != out.end())
+        throw ConfigError(what + " '" + text + "': " + std::to_string(n) + " is listed twice");
+      out.push_back(n);
+      item.clear();
+    } else if (text[i] != ' ') {
+      item += text[i];
+    }
+  }
+  return out;
+}
+
+JobDescription describe_job(const JobConfig& cfg) {
+  JobDescription d;
+  std::shared_ptr<Dataset> train;
+  auto open = [&] {
+    if (!train) train = open_datasets(cfg.data, cfg.model, cfg.train.seed).train;
+    return train;
+  };
+  if (auto stats = model_stats_from_config(cfg)) {
+    d.stats = *stats;  // sized from the shape: a 13B model is never built here
+  } else if (cfg.model.name == "gpt" && cfg.model.plugin.empty()) {
+    d.stats = gpt_stats(cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd, cfg.model.seq_len, open()->spec().vocab,
+                        cfg.model.tied_embeddings, cfg.model.dropout);
+  } else {
+    auto& reg = ModelRegistry::global();
+    if (!cfg.model.plugin.empty()) reg.load_plugin(cfg.model.plugin);
+    if (!reg.has(cfg.model.name)) reg.create(cfg.model, DataSpec{});  // names the unknown model
+    auto model = reg.create(cfg.model, open()->spec());
+    d.stats = model->stats(open()->spec());
+  }
+  const auto& t = cfg.train;
+  if (t.steps > 0) {
+    d.total_steps = t.steps;
+  } else if (t.tokens > 0 && d.stats.seq_len > 0) {
+    d.total_steps = compute_total_steps(t, 0, d.stats.seq_len);
+  } else if (t.epochs > 0) {
+    d.total_steps = compute_total_steps(t, open()->size(), open()->spec().tokens_per_sample());
+  }
+  return d;
+}
+
+namespace {
+
+// What `gtrain plan` computed, rendered once as text or as JSON.
+struct PlanReport {
+  JobConfig cfg;
+  JobDescription job;
+  Setup setup;
+  PlannerInput input;
+  std::vector<RankedPlan> candidates;
+  bool ok = false;    // the first candidate fits
+  double usable = 0;  // usable memory per rank
+  std::string unit;   // "GPU" or "rank"
+  std::vector<WhatIfRow> rows;
+  std::string error;  // why nothing fits ("" when ok)
+};
+
+// --calibrate: this machine measured, and where its profile was saved.
+struct CalibrationReport {
+  Calibration c;
+  std::string path;
+};
+
+CalibrationReport run_calibration(const std::map<std::string, std::string>& env, const HardwareInfo& hw) {
+  CalibrationReport r;
+  r.path = profile_path(env, hw.hostname);
+  if (r.path.empty()) throw ConfigError("--calibrate: nowhere to save the profile; set GTRAIN_PROFILE_DIR or HOME");
+  r.c = calibrate_this_machine(hw);
+  save_profile(r.c.profile, r.path);
+  return r;
+}
+
+json calibration_json(const CalibrationReport& r) {
+  const Calibration& c = r.c;
+  return {{"device", c.device},
+          {"matmul_fp32_flops", c.matmul_fp32_flops},
+          {"matmul_bf16_flops", c.matmul_bf16_flops},
+          {"copy_bytes_per_s", c.copy_bw},
+          {"allreduce_bytes_per_s", c.profile.intra_node_bw},
+          {"allreduce_measured_by", c.profile.kind == "cpu" ? "memcpy proxy" : "table (not measured)"},
+          {"seconds", c.seconds},
+          {"saved_to", r.path},
+          {"profile", profile_to_json(c.profile)}};
+}
+
+void render_calibration(const CalibrationReport& r, std::ostream& out) {
+  const Calibration& c = r.c;
+  out << "gtrain plan --calibrate: " << c.device << "\n"
+      << "  matmul fp32      " << strf("%.1f", c.matmul_fp32_flops / 1e9) << " GFLOP/s\n"
+      << "  matmul bf16      " << strf("%.1f", c.matmul_bf16_flops / 1e9) << " GFLOP/s\n"
+      << "  memory copy      " << strf("%.2f", c.copy_bw / 1e9) << " GB/s (read + write)\n"
+      << "  allreduce bw     " << strf("%.2f", c.profile.intra_node_bw / 1e9) << " GB/s "
+      << (c.profile.kind == "cpu"
+              ? "(memcpy proxy: half the copy bandwidth; measured over MPI once the communicator exists)"
+              : "(from the table; not measured yet)")
+      << "\n  saved to " << r.path << " (" << strf("%.1f", c.seconds) << " s); later plans on this host use it\n";
+}
+
+// The closest miss of a device count where nothing fits: the least memory short, else why dp
+// cannot split the batch.
+std::string closest_miss(const std::vector<RankedPlan>& all, const Setup& s) {
+  for (const auto& r : all) {
+    if (!r.structural && r.missing_bytes > 0) {
+      return "needs " + format_bytes(r.memory.total()) + " per " + cpu_or_gpu(s) + " at best (" + short_layout(r.plan) +
+             "), " + format_bytes(r.missing_bytes) + " missing";
+    }
+  }
+  std::string why;
+  for (const auto& r : all) {
+    if (r.plan.tp == 1 && r.plan.pp == 1) why = r.why;
+  }
+  return why;
+}
+
+// What-if over device counts, always in auto mode.
+std::vector<WhatIfRow> what_if_rows(const PlanOptions& o, const JobConfig& cfg, const JobDescription& d,
+                                    const Setup& s) {
+  std::vector<WhatIfRow> rows;
+  JobConfig auto_cfg = cfg;
+  auto_cfg.parallel.mode = "auto";
+  auto_cfg.parallel.dp = 0, auto_cfg.parallel.tp = 1, auto_cfg.parallel.pp = 1, auto_cfg.parallel.zero = 0;
+  auto_cfg.parallel.recompute = false;
+  for (int64_t n : s.what_if) {
+    WhatIfRow row;
+    row.gpus = n;
+    Setup row_setup = s;
+    if (s.what_if_gpus_per_node > 0) row_setup.gpus_per_node = s.what_if_gpus_per_node;
+    PlannerInput wi = planner_input(auto_cfg, d, row_setup, n, o.runnable);
+    row.nodes = (n + wi.gpus_per_node - 1) / wi.gpus_per_node;
+    const auto all = plan_candidates(wi);
+    if (!all.empty() && all.front().feasible) {
+      row.feasible = true;
+      row.best = all.front();
+    } else {
+      row.why = closest_miss(all, s);
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+PlanReport compute_plan_report(const PlanOptions& o, const std::map<std::string, std::string>& env,
+                               const HardwareInfo& hw) {
+  PlanReport r;
+  r.cfg = load_job_config(o.config_path, o.sets, env);
+  r.job = describe_job(r.cfg);
+  r.setup = resolve_setup(o, env, hw, r.cfg);
+  r.input = planner_input(r.cfg, r.job, r.setup, r.setup.world, o.runnable);
+  r.candidates = plan_candidates(r.input);  // explicit layouts with wrong factors throw here
+  r.ok = !r.candidates.empty() && r.candidates.front().feasible;
+  r.unit = cpu_or_gpu(r.setup);
+  r.usable = usable_memory_bytes(r.input);
+  r.rows = what_if_rows(o, r.cfg, r.job, r.setup);
+  if (!r.ok) {
+    try {
+      plan_job(r.input);
+    } catch (const ConfigError& e) {
+      r.error = e.what();
+    }
+  }
+  return r;
+}
+
+json what_if_json(const WhatIfRow& r, int64_t total_steps) {
+  json x = {{"gpus", r.gpus}, {"nodes", r.nodes}, {"feasible", r.feasible}};
+  if (!r.feasible) {
+    x["why"] = r.why;
+    return x;
+  }
+  const double step = r.best.time.total();
+  const double steps = static_cast<double>(total_steps);
+  x["plan"] = candidate_json(r.best);
+  x["step_seconds"] = step;
+  x["memory_bytes"] = r.best.memory.total();
+  x["finish_seconds"] = total_steps > 0 ? json(step * steps) : json(nullptr);
+  x["gpu_hours"] = total_steps > 0 ? json(step * steps * static_cast<double>(r.gpus) / 3600.0) : json(nullptr);
+  return x;
+}
+
+void fill_plan_json(const PlanOptions& o, const PlanReport& r, json& doc) {
+  const auto& m = r.job.stats;
+  const auto& in = r.input;
+  doc["config"] = o.config_path;
+  doc["model"] = {{"name", r.cfg.model.name}, {"params", m.params},
+                  {"blocks", m.blocks},       {"heads", m.heads},
+                  {"hidden", m.hidden},       {"seq_len", m.seq_len},
+                  {"vocab", m.vocab},         {"flops_per_sample", m.flops_per_sample}};
+  doc["global_batch"] = r.cfg.train.global_batch;
+  doc["steps"] = r.job.total_steps > 0 ? json(r.job.total_steps) : json(nullptr);
+  doc["precision"] = r.cfg.precision.dtype;
+  doc["world"] = r.setup.world;
+  doc["unit"] = r.unit;
+  doc["gpus_per_node"] = in.gpus_per_node;
+  doc["nodes"] = (r.setup.world + in.gpus_per_node - 1) / in.gpus_per_node;
+  doc["source"] = r.setup.source;
+  doc["usable_memory_bytes"] = std::isinf(r.usable) ? json(nullptr) : json(r.usable);
+  doc["hardware"] = profile_to_json(r.setup.profile);
+  doc["capabilities"] = {{"max_zero", in.caps.max_zero},
+                         {"tensor_parallel", in.caps.tensor_parallel},
+                         {"pipeline_parallel", in.caps.pipeline_parallel},
+                         {"recompute", in.caps.recompute}};
+  doc["chosen"] = r.ok ? candidate_json(r.candidates.front()) : json(nullptr);
+  json cj = json::array();
+  for (const auto& c : r.candidates) cj.push_back(candidate_json(c));
+  doc["candidates"] = cj;
+  json wj = json::array();
+  for (const auto& row : r.rows) wj.push_back(what_if_json(row, r.job.total_steps));
+  doc["what_if"] = wj;
+  doc["notes"] = r.setup.notes;
+  doc["error"] = r.error.empty() ? json(nullptr) : json(r.error);
+}
+
+void render_header(const PlanOptions& o, const PlanReport& r, std::ostream& out) {
+  const auto& m = r.job.stats;
+  const auto& cfg = r.cfg;
+  const Setup& s = r.setup;
+  out << "gtrain plan: " << o.config_path << "\n";
+  out << "  model     " << cfg.model.name << ": " << strf("%.1f", static_cast<double>(m.params) / 1e6) << "M params";
+  if (m.blocks > 0) out << ", " << m.blocks << " blocks";
+  if (m.heads > 0) out << ", " << m.heads << " heads";
+  out << "; " << strf("%.3g", m.flops_per_sample) << " FLOPs per sample\n";
+  out << "  training  global_batch " << cfg.train.global_batch << ", "
+      << (r.job.total_steps > 0 ? std::to_string(r.job.total_steps) + " steps" : std::string("steps unknown")) << ", "
+      << cfg.precision.dtype << ", " << cfg.optimizer.name << "\n";
+  out << "  devices   " << s.world << " " << r.unit << (s.world == 1 ? "" : "s") << " (" << s.source << "), "
+      << r.input.gpus_per_node << " per node\n";
+  out << "  profile   " << s.profile.name << " (" << s.profile.source
+      << "): " << strf("%.1f", s.profile.achievable_flops(cfg.precision.dtype) / 1e12) << " TFLOP/s achievable in "
+      << cfg.precision.dtype << ", "
+      << (std::isinf(r.usable) ? std::string("unlimited") : format_gib(r.usable) + " GiB") << " usable per " << r.unit
+      << ", links " << strf("%.1f", s.profile.intra_node_bw / 1e9) << " GB/s in node / "
+      << strf("%.1f", s.profile.inter_node_bw / 1e9) << " GB/s per node across\n";
+  const std::string run_caps = caps_text(kRunCapabilities);
+  out << "  executors " << caps_text(r.input.caps)
+      << (caps_text(r.input.caps) == run_caps ? " (all executed by gtrain run)"
+                                              : " (gtrain run executes " + run_caps + "; --runnable plans for that)")
+      << "\n";
+  for (const auto& n : s.notes) out << "  note      " << n << "\n";
+  out << "\n";
+}
+
+void render_chosen(const PlanOptions& o, const PlanReport& r, std::ostream& out) {
+  const Setup& s = r.setup;
+  const std::string& unit = r.unit;
+  if (!r.ok) {
+    out << "chosen: none fits on " << s.world << " " << unit << (s.world == 1 ? "" : "s") << "\n  " << r.error << "\n";
+    return;
+  }
+  const RankedPlan& c = r.candidates.front();
+  const MemoryEstimate& me = c.memory;
+  const TimeEstimate& te = c.time;
+  out << "chosen";
+  if (s.count_list) {
+    out << " for " << s.world << " " << unit << "s (the largest of --gpus " << o.gpus
+        << "; the table below plans each count)";
+  }
+  out << ": " << c.plan.summary() << "\n";
+  if (c.plan.requested_global_batch > 0) {
+    out << "  global batch " << c.plan.global_batch() << " (requested " << c.plan.requested_global_batch
+        << ", within parallel.batch_tolerance)\n";
+  }
+  out << "  memory per " << unit << "  " << format_bytes(me.total()) << " of " << format_bytes(r.usable) << ": params "
+      << format_bytes(me.params) << ", grads " << format_bytes(me.grads) << " (+ " << format_bytes(me.grad_accumulators)
+      << " accumulating), optimizer " << format_bytes(me.optimizer) << ", activations " << format_bytes(me.activations)
+      << " (" << c.plan.micro_batch << " x " << format_bytes(me.activation_per_sample) << " x " << me.in_flight
+      << " in flight), workspace " << format_bytes(me.workspace) << "\n";
+  out << "  time per step   " << strf("%.4g", te.total()) << " s: compute " << strf("%.3g", te.compute) << ", overhead "
+      << strf("%.3g", te.overhead) << ", tp comm " << strf("%.3g", te.tp_comm) << ", pp comm "
+      << strf("%.3g", te.pp_comm) << ", bubble " << strf("%.3g", te.bubble) << " ("
+      << strf("%.0f", 100 * te.bubble_fraction) << "%), dp comm " << strf("%.3g", te.dp_comm) << ", ZeRO "
+      << strf("%.3g", te.zero_comm) << ", optimizer " << strf("%.3g", te.optimizer) << "\n";
+  if (r.job.total_steps > 0) {
+    const double finish = te.total() * static_cast<double>(r.job.total_steps);
+    out << "  to finish       " << format_duration_words(finish) << ", "
+        << strf("%.1f", finish * static_cast<double>(s.world) / 3600.0) << " " << unit << "-hours\n";
+  }
+  out << "  why             " << c.why << "\n";
+  if (o.explain) {
+    out << "  activations     per sample " << format_bytes(me.activation_per_sample_no_recompute)
+        << " without recompute, " << format_bytes(me.activation_per_sample_recompute) << " with\n";
+    out << "  profile         " << profile_to_json(s.profile).dump() << "\n";
+  }
+}
+
+void render_alternatives(const PlanOptions& o, const PlanReport& r, std::ostream& out) {
+  const auto& cands = r.candidates;
+  int64_t feasible = 0;
+  for (const auto& c : cands) feasible += c.feasible;
+  const size_t max_rows = o.explain ? cands.size() : 8;
+  size_t shown = 0;
+  if (feasible > 1) {
+    out << "\nalternatives" << (o.explain ? "" : " (fastest first; --explain lists every candidate)") << ":\n";
+    out << "  " << pad("#", 4) << pad("layout", 30) << rpad("GiB/" + r.unit, 10) << rpad("s/step", 10)
+        << "   why it lost\n";
+    for (const auto& c : cands) {
+      if (!c.feasible || c.rank == 1) continue;
+      if (shown++ >= max_rows) break;
+      out << "  " << pad(std::to_string(c.rank), 4) << pad(short_layout(c.plan), 30)
+          << rpad(format_gib(c.memory.total()), 10) << rpad(strf("%.4g", c.time.total()), 10) << "   " << c.why << "\n";
+    }
+  }
+  shown = 0;
+  const size_t infeasible = cands.size() - static_cast<size_t>(feasible);
+  if (infeasible > 0) {
+    out << "\nnot feasible (" << infeasible << (o.explain ? "" : "; closest first, --explain lists all") << "):\n";
+    for (const auto& c : cands) {
+      if (c.feasible) continue;
+      if (shown++ >= (o.explain ? cands.size() : 6)) break;
+      out << "  " << pad(short_layout(c.plan), 34) << c.why << "\n";
+    }
+  }
+}
+
+void render_what_if(const PlanReport& r, std::ostream& out) {
+  const std::string& unit = r.unit;
+  const int64_t steps = r.job.total_steps;
+  out << "\nwhat-if over " << unit << " counts (parallel.mode = auto, global_batch " << r.cfg.train.global_batch
+      << "):\n";
+  out << "  " << rpad(unit + "s", 6) << rpad("nodes", 7) << "  " << pad("layout", 28) << rpad("s/step", 10)
+      << rpad("to finish", 12) << rpad(unit + "-hours", 12) << rpad("GiB/" + unit, 10) << "\n";
+  for (const auto& row : r.rows) {
+    out << "  " << rpad(std::to_string(row.gpus), 6) << rpad(std::to_string(row.nodes), 7) << "  ";
+    if (!row.feasible) {
+      out << "does not fit: " << row.why << "\n";
+      continue;
+    }
+    const double step = row.best.time.total();
+    const double finish = step * static_cast<double>(steps);
+    out << pad(short_layout(row.best.plan), 28) << rpad(strf("%.4g", step), 10)
+        << rpad(steps > 0 ? format_duration_words(finish) : "unknown", 12)
+        << rpad(steps > 0 ? strf("%.1f", finish * static_cast<double>(row.gpus) / 3600.0) : "unknown", 12)
+        << rpad(format_gib(row.best.memory.total()), 10) << "\n";
+  }
+}
+
+}  // namespace
+
+int run_plan_command(const PlanOptions& o, const std::map<std::string, std::string>& env, std::ostream& out) {
+  const HardwareInfo hw = query_hardware();
+  json doc;
+  if (o.calibrate) {
+    const CalibrationReport cal = run_calibration(env, hw);
+    if (o.json) {
+      doc["calibration"] = calibration_json(cal);
+    } else {
+      render_calibration(cal, out);
+    }
+    if (o.config_path.empty()) {
+      if (o.json) out << doc.dump(2) << "\n";
+      return kExitOk;
+    }
+    if (!o.json) out << "\n";
+  }
+  if (o.config_path.empty()) throw ConfigError("gtrain plan: a config file is required (or --calibrate)");
+  const PlanReport report = compute_plan_report(o, env, hw);
+  if (o.json) {
+    fill_plan_json(o, report, doc);
+    out << doc.dump(2) << "\n";
+  } else {
+    render_header(o, report, out);
+    render_chosen(o, report, out);
+    render_alternatives(o, report, out);
+    render_what_if(report, out);
+  }
+  if (!report.ok) throw ConfigError(report.error.empty() ? "no layout fits" : report.error);
+  return kExitOk;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,559 @@
+// run_command.cpp: the body of `gtrain run` for one rank.
+#include "launcher/commands/run_command.h"
+
+#include <unistd.h>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/allocation.h"
+#include "launcher/launch/device_choice.h"
+#include "launcher/launch/hardware_query.h"
+#include "launcher/launch/launch.h"
+#include "launcher/launch/program_runner.h"
+#include "launcher/launch/run_lock.h"
+#include "launcher/launch/stage_handoff.h"
+#include "launcher/scheduler/hostlist.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_dirs.h"
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/routed_communicator.h"
+#include "runtime/common/cuda_device.h"
+#include "runtime/common/torch_threads.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/format.h"
+#include "runtime/core/rank_output.h"
+#include "runtime/core/schedule.h"
+#include "runtime/core/startup.h"
+#include "runtime/metrics/metrics_log.h"
+#include "runtime/models/model_registry.h"
+#include "runtime/train/initial_weights.h"
+#include "runtime/train/thread_choice.h"
+#include "strategies/engine_factory.h"
+#include "strategies/planner/capabilities.h"
+#include "strategies/planner/hardware_profile.h"
+#include "strategies/planner/planner.h"
+
+namespace fs = std::filesystem;
+
+namespace gtrain {
+
+// A whole-split evaluation longer than this many global batches is named at start: token data's
+// held-out split can hold millions of windows.
+constexpr int64_t kLongEvalBatches = 1000;
+
+JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks,
+                      torch::Device device) {
+  auto& registry = ModelRegistry::global();
+  if (!cfg.model.plugin.empty()) registry.load_plugin(cfg.model.plugin);
+  if (!registry.has(cfg.model.name)) {
+    registry.create(cfg.model, DataSpec{});  // reports the unknown name before any data is read
+  }
+  JobParts parts;
+  parts.data = open_datasets(cfg.data, cfg.model, cfg.train.seed);
+  if (cfg.train.global_batch > parts.data.train->size()) {
+    throw ConfigError("train.global_batch = " + std::to_string(cfg.train.global_batch) + " exceeds the " +
+                          std::to_string(parts.data.train->size()) + " samples of the training split (data.kind = \"" +
+                          cfg.data.kind + "\"): one step would draw samples more than once",
+                      "lower train.global_batch, or give the job more data");
+  }
+  torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
+  parts.model = registry.create(cfg.model, parts.data.train->spec());
+  parts.stats = parts.model->stats(parts.data.train->spec());
+
+  // A CUDA rank plans with its GPU's profile and memory (found by its NVML index).
+  parts.plan = plan_run(cfg, parts.stats, world_size, local_ranks,
+                        device.is_cuda() ? cuda::nvml_index_for(device.index(), process_environment()) : -1);
+  const Plan& plan = parts.plan;
+
+  if (comm) {
+    parts.engine = build_engine(cfg, plan, parts.stats, parts.model, comm, device);
+  } else {
+    check_pipeline_split(*parts.model, plan);  // before the ranks start: the stages must exist
+  }
+  return parts;
+}
+
+namespace {
+
+void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Plan& plan, int64_t requested_batch) {
+  {
+    std::ofstream f(fs::path(run_dir) / "config.toml");
+    f << to_toml(cfg);
+    if (!f) throw Error(run_dir + "/config.toml: cannot write");
+  }
+  nlohmann::json pj = {{"world", plan.world},
+                       {"dp", plan.dp},
+                       {"tp", plan.tp},
+                       {"pp", plan.pp},
+                       {"zero", plan.zero},
+                       {"micro_batch", plan.micro_batch},
+                       {"grad_accum", plan.grad_accum},
+                       {"recompute", plan.recompute},
+                       {"precision", plan.precision},
+                       {"est_memory_bytes", plan.est_memory_bytes},
+                       {"est_tensor_bytes", plan.est_tensor_bytes},
+                       {"est_step_seconds", plan.est_step_seconds},
+                       {"global_batch", plan.global_batch()},
+                       {"requested_global_batch", requested_batch},
+                       {"profile", plan.profile},
+                       {"reason", plan.reason}};
+  std::ofstream f(fs::path(run_dir) / "plan.json");
+  f << pj.dump(2) << "\n";
+}
+
+std::string env_or(const std::map<std::string, std::string>& env, const char* key) {
+  auto it = env.find(key);
+  return it == env.end() ? std::string() : it->second;
+}
+
+// This rank's device (launcher/device_choice.h): train.device, the visible CUDA devices, and, when
+// CUDA_VISIBLE_DEVICES does not already narrow them, the GPUs the allocation granted this node.
+DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re,
+                         const std::map<std::string, std::string>& env) {
+  DeviceChoiceInput in;
+  in.requested = cfg.train.device;
+  in.cuda_build = cuda::built_with_cuda();
+  in.device_count = in.requested == "cpu" ? 0 : cuda::device_count();
+  in.local_rank = re.local_rank;
+  in.local_size = re.local_size;
+  const std::string vis = env_or(env, "CUDA_VISIBLE_DEVICES");
+  in.visible_set = env.count("CUDA_VISIBLE_DEVICES") > 0 &&
+                   parse_visible_devices(vis, "CUDA_VISIBLE_DEVICES").kind == VisibleDevices::kList;
+  if (in.cuda_build && in.device_count > 0 && !in.visible_set) {
+    // The launching gtrain passes what it discovered; discover here only without it (srun ranks).
+    if (auto g = StageHandoff::from_env(env).granted_for(ProcessContext::get().host)) {
+      in.granted = *g;
+      return choose_device(in);
+    }
+    DiscoveryOptions d;
+    d.read_limits = false;
+    const Allocation a = discover_allocation(env, system_command_runner(), d);
+    for (const auto& node : a.nodes) {
+      if (same_host(node.host, a.this_host)) in.granted = node.gpus;
+    }
+  }
+  return choose_device(in);
+}
+
+// What in a run directory says the run has committed a checkpoint before: committed checkpoint
+// directories (here: every one invalid), or metrics.jsonl's "checkpoint" records of a save known to
+// have finished (a synchronous one; an asynchronous one followed by a record of the next save's
+// previous_write_s, or by a stage's "final" / "stage_end" record, written once its saves commit; a
+// save still in flight when the run was killed proves nothing). "" when nothing does: a run that
+// never saved loses nothing by starting at step 0. (stages.jsonl outlives --no-resume: not evidence.)
+std::string saved_history(const std::string& run_dir, const std::string& checkpoints) {
+  std::vector<std::string> found;
+  const auto committed = committed_checkpoint_dirs(checkpoints);
+  if (!committed.empty()) {
+    std::string steps;
+    for (const auto& [step, path] : committed) steps += (steps.empty() ? "" : ", ") + std::to_string(step);
+    found.push_back(std::to_string(committed.size()) + " checkpoint(s) in " + checkpoints + " (step " + steps +
+                    "), none valid");
+  }
+  int64_t saves = 0, last_save = -1;
+  bool finished = false;
+  std::ifstream in(fs::path(run_dir) / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object()) continue;
+    const std::string kind = j.value("kind", "");
+    // A stage's "final" and "stage_end" records come after it waited for its saves to commit.
+    if ((kind == "final" || kind == "stage_end") && saves > 0) finished = true;
+    if (kind != "checkpoint") continue;
+    ++saves;
+    finished = finished || j.contains("previous_write_s") || !j.value("async", true);
+    if (j.contains("step") && j["step"].is_number_integer()) last_save = std::max(last_save, j["step"].get<int64_t>());
+  }
+  if (finished)
+    found.push_back("metrics.jsonl records " + std::to_string(saves) + " save(s), the last at step " +
+                    std::to_string(last_save));
+  std::string out;
+  for (const auto& f : found) out += (out.empty() ? "" : "; ") + f;
+  return out;
+}
+
+// One rank's job as run_job builds it, step by step.
+struct RankJob {
+  explicit RankJob(const RunOptions& options) : o(options) {}
+  const RunOptions& o;
+  JobConfig cfg;
+  RankEnvironment rank_env;
+  std::string run_dir;
+  std::string batch_note;  // the resume kept its checkpoint's global batch ("" = unchanged)
+  std::unique_ptr<RunLock> lock;
+  std::map<std::string, std::string> stage_env;  // the environment once the stage is prepared
+  StageHandoff handoff;                          // what a launching gtrain told this rank
+  std::shared_ptr<Communicator> comm;
+  DeviceChoice dev;
+  torch::Device device{torch::kCPU};
+  bool main_rank = true;
+  int threads = 1;
+  std::string threads_text;  // the start-up line's "threads/rank N (why)"
+  int64_t requested_batch = 0;
+};
+
+// Where the run starts: a checkpoint to resume ("" = step 0) and what was found on the way.
+struct ResumeChoice {
+  std::string from;
+  std::vector<std::string> warnings;
+};
+
+// Started as gtrain-worker directly (or by gtrain for a model it cannot size without LibTorch):
+// launch here; several ranks are validated once (data, model, plan), then mpirun runs them. Returns
+// mpirun's exit code, or -1 when this process is the rank.
+int launch_here(RankJob& job, const std::map<std::string, std::string>& env) {
+  const JobConfig& cfg = job.cfg;
+  StageLaunch stage = launch_stage(job.o, cfg, env, self_executable(), [&](const Allocation& alloc) {
+    const int ranks = alloc.world_size();
+    if (ranks == 1) return;  // this process is the rank: it builds the job next
+    const int gpu = launch_nvml_index(cfg, alloc);
+    assemble_job(cfg, ranks, nullptr, ranks, gpu >= 0 ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU));
+  });
+  if (stage.exit_code >= 0) return stage.exit_code;
+  job.lock = std::move(stage.lock);
+  return -1;
+}
+
+// The world communicator (MPI when launched as one of several ranks) and this rank's device; CUDA
+// ranks reduce CUDA tensors over NCCL (MPI keeps CPU tensors and the bootstrap).
+void open_communicator(RankJob& job) {
+#ifdef GTRAIN_WITH_MPI
+  if (job.rank_env.launched) {
+    MpiCommOptions mo;
+    mo.timeout_s = job.cfg.parallel.collective_timeout_s;
+    job.comm = MpiCommunicator::world(mo);
+    start_rank_output_prefix(job.comm->rank());
+  }
+#else
+  if (job.rank_env.launched) {
+    throw ConfigError("this gtrain was built without MPI, so it cannot run as one of " +
+                      std::to_string(job.rank_env.size) + " ranks (rebuild with libopenmpi-dev installed)");
+  }
+#endif
+  if (!job.comm) job.comm = std::make_shared<LocalCommunicator>();
+  job.dev = rank_device(job.cfg, job.rank_env, job.stage_env);
+  job.device = job.dev.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(job.dev.index))
+                            : torch::Device(torch::kCPU);
+  if (!job.dev.cuda) return;
+  cuda::set_device(job.dev.index);
+#if defined(GTRAIN_WITH_NCCL) && defined(GTRAIN_WITH_MPI)
+  if (auto mpi = std::dynamic_pointer_cast<MpiCommunicator>(job.comm))
+    job.comm = RoutedCommunicator::create(mpi, job.dev.index);
+#else
+  if (job.comm->size() > 1) {
+    throw ConfigError("train.device: " + std::to_string(job.comm->size()) +
+                          " CUDA ranks need NCCL, and this gtrain was "
+                          "built without it",
+                      "install NCCL (nccl.h, libnccl) and rebuild, or set train.device = \"cpu\"");
+  }
+#endif
+}
+
+// The lock (srun-started ranks: rank 0 takes it), stop signals, and the CPU threads per rank.
+void claim_stage(RankJob& job) {
+  job.main_rank = job.comm->rank() == 0;
+  if (!job.main_rank) job.cfg.log.progress = "none";
+  if (!job.lock && job.main_rank && job.handoff.locked_run_dir.empty())
+    job.lock = acquire_stage_lock(job.run_dir, job.cfg);
+  install_stop_signals(job.cfg.schedule.stop_signals);
+  // No launching gtrain says what a stop signal does (it does for ranks under mpirun): this rank does.
+  announce_stop_requests(!job.o.quiet && job.main_rank && (job.comm->size() == 1 || job.rank_env.launcher == "srun"));
+  job.threads = set_torch_threads(job.cfg.train.threads, job.rank_env.local_size);
+  job.threads_text =
+      std::to_string(job.threads) + (job.cfg.train.threads > 0 ? " (train.threads)" : " (cores / local ranks)");
+}
+
+// --resume PATH, else the newest valid checkpoint unless --no-resume. Rank 0 verifies (reads every
+// piece once) and tells the others which checkpoint to load. A run that saved before and has
+// nothing valid left is refused rather than started over unnoticed: an unattended stage would redo
+// the whole job. The refusal goes to every rank.
+ResumeChoice choose_resume(const RankJob& job, const TrainerPaths& paths) {
+  ResumeChoice r;
+  const RunOptions& o = job.o;
+  if (!o.resume.empty()) {
+    if (!fs::exists(fs::path(o.resume) / "manifest.json")) {
+      throw ConfigError("--resume " + o.resume + ": not a committed checkpoint (no manifest.json)");
+    }
+    r.from = o.resume;
+    return r;
+  }
+  if (o.no_resume) return r;
+  std::string refusal;
+  if (job.main_rank) {
+    r.from = find_latest_valid_checkpoint(paths.checkpoints, &r.warnings);
+    if (r.from.empty() && !paths.checkpoints.empty()) refusal = saved_history(job.run_dir, paths.checkpoints);
+  }
+  refusal = broadcast_string(*job.comm, refusal, 0);
+  if (!refusal.empty()) {
+    if (job.main_rank)
+      for (const auto& w : r.warnings) std::cerr << "gtrain: warning: " << w << std::endl;
+    throw ResumeMismatchError(job.run_dir + " has saved before (" + refusal + ") but nothing is left to resume from",
+                              "--no-resume starts the run over at step 0 (its checkpoints are moved aside, not "
+                              "deleted), --resume PATH resumes from a checkpoint elsewhere; gtrain ckpt verify "
+                              "PATH says what is wrong with one");
+  }
+  r.from = broadcast_string(*job.comm, r.from, 0);
+  return r;
+}
+
+// Rank 0 reports what the resume search found and creates the run directory before any rank writes.
+void prepare_run_directory(const RankJob& job, const ResumeChoice& resume) {
+  if (job.main_rank) {
+    for (const auto& w : resume.warnings) std::cerr << "gtrain: warning: " << w << std::endl;
+    if (!job.batch_note.empty() && !job.o.quiet) std::cout << "gtrain: " << job.batch_note << std::endl;
+    std::error_code ec;
+    fs::create_directories(job.run_dir, ec);
+    if (ec) throw ConfigError(job.run_dir + ": cannot create run directory: " + ec.message());
+  }
+  if (job.comm->size() > 1) job.comm->barrier();
+}
+
+// The stage's facts: its deadline, stop file and allocation from the launching gtrain (or, for
+// srun-started ranks, found by rank 0), and the token every rank's saves carry.
+StageOptions stage_options(const RankJob& job) {
+  StageOptions stage;
+  stage.ledger = (fs::path(job.run_dir) / "stages.jsonl").string();
+  const StageHandoff& handoff = job.handoff;
+  if (handoff.has_deadline) {
+    stage.deadline_unix = handoff.deadline_unix;
+    stage.deadline_source = handoff.deadline_source;
+  }
+  stage.stop_file = handoff.stop_file;
+  const std::string& a = handoff.allocation_json;
+  stage.allocation = a.empty() ? nlohmann::json::object() : nlohmann::json::parse(a, nullptr, false);
+  if (job.rank_env.launcher == "srun" && job.main_rank && !handoff.has_deadline) {
+    // srun started the ranks, so no launching gtrain found the stage's deadline and allocation:
+    // rank 0, the only one that reads them, does (the job's end time, --time-limit, quota windows).
+    DiscoveryOptions dopt;
+    dopt.read_limits = false;
+    const Allocation alloc = discover_allocation(job.stage_env, system_command_runner(), dopt);
+    const Deadline deadline = stage_deadline(job.cfg, job.o, alloc);
+    stage.deadline_unix = deadline.unix_time;
+    stage.deadline_source = deadline.source;
+    stage.allocation = allocation_record(alloc, job.comm->size());
+  }
+  // Same token on every rank: rank 0's clock and pid.
+  auto token =
+      torch::tensor({static_cast<int64_t>(unix_now() * 1000) ^ (static_cast<int64_t>(::getpid()) << 40)}, torch::kLong);
+  if (job.comm->size() > 1) job.comm->broadcast(token, 0);
+  stage.save_token = std::to_string(token.item<int64_t>());
+  return stage;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The resumed checkpoint, or checkpoint.init_from's weights on a fresh start (a resume has its own).
+InitialWeights load_start_weights(const RankJob& job, Trainer& trainer, const std::string& resume_from,
+                                  StageOptions& stage) {
+  InitialWeights initial;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!resume_from.empty()) {
+    trainer.resume(resume_from);
+    stage.load_seconds = seconds_since(t0);
+  } else if (!job.cfg.checkpoint.init_from.empty()) {
+    initial = load_initial_weights(trainer.engine(), *job.comm, job.cfg.checkpoint.init_from);
+    stage.load_seconds = seconds_since(t0);
+  }
+  return initial;
+}
+
+// Why metrics.jsonl's records after the resumed step go depends on why the run resumes there.
+std::string dropped_records_reason(const RunOptions& o, const SupersededCheckpoints& moved, int64_t resume_step) {
+  if (!o.resume.empty())
+    return "--resume " + o.resume + " goes back to step " + std::to_string(resume_step) +
+           ": the later steps are trained again from there";
+  if (!moved.steps.empty())
+    return "the newer checkpoint(s) (step " + std::to_string(moved.steps.back()) +
+           (moved.steps.size() > 1 ? " and older" : "") + ") are invalid, so the run resumes at step " +
+           std::to_string(resume_step) + " and trains the later steps again";
+  return "the previous stage ran past its last checkpoint (step " + std::to_string(resume_step) +
+         ") before it ended; those steps are trained again";
+}
+
+// Rank 0, once the start is accepted: the resolved config and plan, then checkpoints newer than
+// where this run starts (another trajectory) moved aside, never deleted, so that pruning keeps
+// this run's checkpoints and the next start resumes this run, and their metrics records dropped. A
+// refused start leaves the run directory as it was.
+void commit_start(const RankJob& job, const Plan& plan, const TrainerPaths& paths, const std::string& resume_from,
+                  int64_t resume_step) {
+  if (!job.main_rank) return;
+  const RunOptions& o = job.o;
+  write_run_files(job.run_dir, job.cfg, plan, job.requested_batch);
+  const auto moved = supersede_checkpoints(paths.checkpoints, resume_step, resume_from);
+  if (resume_step >= 0) {
+    int64_t last_dropped = -1;
+    const int64_t dropped = drop_records_after(paths.metrics, resume_step, &last_dropped);
+    if (dropped > 0) {
+      const std::string upto = last_dropped > resume_step ? " (up to step " + std::to_string(last_dropped) + ")" : "";
+      std::cerr << "gtrain: warning: " << paths.metrics << ": dropped " << dropped << " record(s) after step "
+                << resume_step << upto << ": " << dropped_records_reason(o, moved, resume_step) << std::endl;
+    }
+  }
+  if (moved.steps.empty()) return;
+  const std::string why = o.no_resume           ? "--no-resume starts the run over"
+                          : !o.resume.empty()   ? "resuming from the older checkpoint " + resume_from
+                          : resume_from.empty() ? "they are invalid and no valid checkpoint remains"
+                                                : "they are invalid; resuming from " + resume_from;
+  std::cerr << "gtrain: warning: moved " << moved.steps.size() << " checkpoint(s) (step " << join(moved.steps)
+            << ") aside to " << moved.folder << ": " << why << std::endl;
+}
+
+// The start-up lines: run, plan, estimate, engine, device, where the weights came from, warnings.
+void print_start(const RankJob& job, const JobParts& parts, const Trainer& trainer, const std::string& engine_desc,
+                 const std::string& resume_from, const InitialWeights& initial, const StageOptions& stage) {
+  const JobConfig& cfg = job.cfg;
+  const Plan& plan = parts.plan;
+  const auto& train = *parts.data.train;
+  std::cout << "gtrain: run " << job.run_dir << "  model " << cfg.model.name << " (" << parts.stats.params
+            << " params)  data " << cfg.data.kind << " (" << (train.source().empty() ? "" : train.source() + ": ")
+            << train.size() << " train samples"
+            << (parts.data.eval && !parts.data.eval->source().empty() ? "; eval " + parts.data.eval->source() : "")
+            << ")\n"
+            << "gtrain: plan " << plan.summary() << "  global_batch " << cfg.train.global_batch
+            << (job.requested_batch != cfg.train.global_batch
+                    ? " (requested " + std::to_string(job.requested_batch) + ")"
+                    : "")
+            << "  steps " << trainer.total_steps() << "  threads/rank " << job.threads_text << "\n"
+            << "gtrain: " << plan.estimate_summary() << "\n"
+            << "gtrain: " << engine_desc << " over " << job.comm->backend() << "\n"
+            << "gtrain: device " << job.dev.str() << " (" << job.dev.reason << ")\n";
+  if (!resume_from.empty()) {
+    std::cout << "gtrain: resumed from " << resume_from << " at step " << trainer.steps_done()
+              << " (probe loss checked, " << stage.load_seconds << " s)\n";
+    if (!cfg.checkpoint.init_from.empty())
+      std::cout << "gtrain: checkpoint.init_from (" << cfg.checkpoint.init_from
+                << ") is for fresh starts: the run's own checkpoint was loaded instead\n";
+  }
+  if (!initial.source.empty()) {
+    std::cout << "gtrain: weights from " << initial.source << " (" << initial.tensors
+              << " tensors, checkpoint.init_from; optimizer fresh at step 0, " << stage.load_seconds << " s)\n";
+    if (initial.ignored > 0)
+      std::cout << "gtrain: checkpoint.init_from: " << initial.ignored << " optimizer-state tensors in "
+                << initial.source << " ignored (exp_avg, exp_avg_sq, momentum_buffer, optimizer.step)\n";
+  }
+  for (const auto& n : parts.data.notes) std::cerr << "gtrain: warning: " << n << std::endl;
+  const int64_t batch = cfg.train.global_batch;
+  const int64_t eval_batches = parts.data.eval ? (parts.data.eval->size() + batch - 1) / batch : 0;
+  if (cfg.train.eval_batches == 0 && eval_batches > kLongEvalBatches) {
+    std::cerr << "gtrain: warning: train.eval_batches = 0 evaluates the whole held-out split, " << eval_batches
+              << " batches of " << batch << " at each evaluation; set train.eval_batches to cap it (llm.c uses 20)"
+              << std::endl;
+  }
+  if (stage.deadline_unix > 0) {
+    std::cout << "gtrain: stage deadline in " << static_cast<int64_t>(stage.deadline_unix - unix_now()) << " s ("
+              << stage.deadline_source << ")\n";
+  }
+  std::cout << std::flush;
+}
+
+// The closing line: done, stage ended (and why), or nothing to do.
+void print_end(const RankJob& job, const TrainSummary& s, int64_t total_steps, bool has_eval) {
+  if (s.already_complete) {
+    std::cout << "gtrain: " << job.run_dir << " is complete (step " << s.steps << " of " << total_steps
+              << "); nothing to do" << std::endl;
+    return;
+  }
+  if (s.stopped_early && s.stage_steps == 0) {
+    std::cout << "gtrain: stage ended by " << s.stop_reason << " before its first step (at step " << s.steps
+              << "); nothing to save; run the same command to resume (exit code 3)"
+              << (s.stop_detail.empty() ? "" : "\ngtrain: stopping: " + s.stop_detail) << std::endl;
+    return;
+  }
+  // "done 200 steps" for a whole run in one stage; after a resume, the stage's own share too.
+  std::string steps = std::to_string(s.steps) + " steps";
+  if (s.stage_steps != s.steps)
+    steps = "step " + std::to_string(s.steps) + " (" + std::to_string(s.stage_steps) + " this stage)";
+  std::cout << strf("gtrain: %s %s in %.1f s (%.0f samples/s, data wait %.2f s)  train loss %.4f",
+                    s.stopped_early ? "stage ended at" : "done", steps.c_str(), s.seconds, s.samples_per_s,
+                    s.data_wait_s, s.final_loss);
+  if (s.stopped_early) {
+    std::cout << "\ngtrain: stage ended by " << s.stop_reason << "; checkpoint saved; run the same command to resume"
+              << " (exit code 3)";
+    if (!s.stop_detail.empty()) std::cout << "\ngtrain: stopping at step " << s.steps << ": " << s.stop_detail;
+  }
+  if (has_eval && !s.stopped_early) {
+    std::cout << strf("  eval loss %.4f  accuracy %.2f%%", s.eval.loss, 100.0 * s.eval.accuracy);
+  }
+  std::cout << std::endl;
+}
+
+}  // namespace
+
+RunOutcome run_job(const RunOptions& o) {
+  // 1. Config, rank environment, run directory.
+  const auto env = process_environment();
+  RankJob job(o);
+  job.cfg = load_job_config(o.config_path, o.sets, env);
+  if (o.quiet) job.cfg.log.progress = "none";
+  job.rank_env = detect_rank_environment(env);
+  require_mpi_wireup(job.rank_env);  // before MPI_Init, which would abort every rank
+  job.run_dir = resolve_run_dir(job.cfg, o);
+  job.batch_note = keep_checkpoint_batch(job.cfg, o, job.run_dir);
+  RunOutcome out;
+  out.run_dir = job.run_dir;
+  // 2. Launch the ranks here unless a launcher did.
+  if (!job.rank_env.launched && !stage_prepared(env, job.run_dir)) {
+    out.launcher_exit = launch_here(job, env);
+    if (out.launcher_exit >= 0) return out;  // several ranks ran under mpirun
+  }
+  job.stage_env = process_environment();
+  job.handoff = StageHandoff::from_env(job.stage_env);
+  // 3. Communicator, device, lock, threads.
+  open_communicator(job);
+  claim_stage(job);
+  // 4. Assemble data, model, plan and engine; memory the job adds on top of the loaded program is
+  // compared with the planner's estimate.
+  reset_peak_resident();
+  const double baseline_rss = resident_bytes();
+  JobParts parts = [&] {
+    BuildAllocationScope build;  // the whole model is transient: give it back once split
+    return assemble_job(job.cfg, job.comm->size(), job.comm, job.rank_env.local_size, job.device);
+  }();
+  job.requested_batch = job.cfg.train.global_batch;
+  job.cfg.train.global_batch = parts.plan.global_batch();  // differs only within parallel.batch_tolerance
+  // 5. Choose where to start.
+  TrainerPaths paths;
+  paths.metrics = (fs::path(job.run_dir) / "metrics.jsonl").string();
+  paths.checkpoints = checkpoint_directory(job.cfg.checkpoint, job.run_dir);
+  const ResumeChoice resume = choose_resume(job, paths);
+  paths.append_metrics = !resume.from.empty();
+  prepare_run_directory(job, resume);
+  // 6. The trainer, its stage, and its starting weights.
+  const std::string engine_desc = parts.engine->describe();
+  Trainer trainer(job.cfg, parts.plan, job.comm, parts.model, parts.data, std::move(parts.engine), paths, job.device);
+  trainer.set_memory_baseline(baseline_rss);
+  if (job.cfg.train.threads == 0 && job.device.is_cpu() && job.threads > 1) {
+    // The cores' share is not always fastest (OpenMP's spinning pool against OpenBLAS's and the data
+    // workers: 2-20x slower steps at 2 threads than at 1 on 2 busy cores here): the first steps measure.
+    trainer.set_thread_tuning(job.threads, job.rank_env.local_size);
+    job.threads_text = "auto (the first steps try " + join(thread_candidates(job.threads)) + " and keep the fastest)";
+  }
+  StageOptions stage = stage_options(job);
+  const InitialWeights initial = load_start_weights(job, trainer, resume.from, stage);
+  commit_start(job, parts.plan, paths, resume.from, resume.from.empty() ? -1 : trainer.steps_done());
+  trainer.set_stage(stage);
+  const bool report = !o.quiet && job.main_rank;
+  if (report) print_start(job, parts, trainer, engine_desc, resume.from, initial, stage);
+  // 7. Train, then the summary.
+  out.summary = trainer.run();
+  if (report) print_end(job, out.summary, trainer.total_steps(), parts.data.eval != nullptr);
+  return out;
+}
+
+void finish_run_process() {
+#ifdef GTRAIN_WITH_MPI
+  MpiCommunicator::finalize();
+#endif
+  stop_rank_output_prefix();
+}
+
+}  // namespace gtrain

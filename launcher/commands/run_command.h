@@ -1,0 +1,38 @@
+// run_command.h: `gtrain run` in gtrain-worker: load the config, open data, build the model, plan, train.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher/launch/run_launch.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/plan.h"
+#include "runtime/train/trainer.h"
+
+namespace gtrain {
+
+struct RunOutcome {
+  std::string run_dir;
+  TrainSummary summary;
+  int launcher_exit = -1;  // this process launched the ranks (mpirun): their exit code
+};
+
+// What a rank builds from a config before training: data, model (seeded), plan, and the parallel
+// engine over `comm` (no engine when comm is null: validation before launching ranks).
+struct JobParts {
+  DataSplits data;
+  std::shared_ptr<Model> model;
+  ModelStats stats;
+  Plan plan;
+  std::unique_ptr<ParallelEngine> engine;
+};
+JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks = 1,
+                      torch::Device device = torch::kCPU);
+
+// Runs one job in this process (one rank). Throws gtrain::Error on failure.
+RunOutcome run_job(const RunOptions& options);
+
+// After run_job returned normally: finalizes MPI (if used) and restores stdout/stderr.
+void finish_run_process();
+
+}  // namespace gtrain

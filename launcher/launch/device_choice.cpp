@@ -1,0 +1,83 @@
+// device_choice.cpp: local rank + visible / granted GPUs -> this rank's device.
+#include "launcher/launch/device_choice.h"
+
+#include <algorithm>
+
+#include "runtime/core/errors.h"
+
+namespace gtrain {
+namespace {
+
+std::string n_of(int n, const char* what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+[[noreturn]] void too_many_ranks(const DeviceChoiceInput& in, int devices, const std::string& where) {
+  throw ConfigError(n_of(in.local_size, "rank") + " on this node but " + n_of(devices, "GPU") + " " + where +
+                        " (local rank " + std::to_string(in.local_rank) + " has none)",
+                    "start one rank per granted GPU (gtrain run does by default), or set train.device = \"cpu\"");
+}
+
+}  // namespace
+
+DeviceChoice choose_device(const DeviceChoiceInput& in) {
+  DeviceChoice c;
+  if (in.requested != "auto" && in.requested != "cpu" && in.requested != "cuda") {
+    throw ConfigError("train.device = \"" + in.requested + "\": expected \"auto\", \"cpu\" or \"cuda\"");
+  }
+  if (in.requested == "cpu") {
+    c.reason = "train.device = \"cpu\"";
+    return c;
+  }
+  if (!in.cuda_build || in.device_count <= 0) {
+    const std::string why = !in.cuda_build ? "this gtrain was built without CUDA" : "no CUDA device is visible";
+    if (in.requested == "cuda") {
+      throw ConfigError("train.device = \"cuda\" but " + why,
+                        !in.cuda_build ? "rebuild against a CUDA LibTorch (CMAKE_PREFIX_PATH), or use \"auto\""
+                                       : "check CUDA_VISIBLE_DEVICES and nvidia-smi, or use \"auto\"");
+    }
+    c.reason = why + ": CPU";
+    return c;
+  }
+  c.cuda = true;
+  const int r = in.local_rank;
+  if (in.visible_set) {
+    if (in.device_count == 1) {
+      c.index = 0;
+      c.reason =
+          "CUDA_VISIBLE_DEVICES shows one GPU" + std::string(in.local_size > 1 ? " (shared by this node's ranks)" : "");
+    } else if (r < in.device_count) {
+      c.index = r;
+      c.reason = "local rank " + std::to_string(r) + " of " + std::to_string(in.local_size) + " -> visible GPU " +
+                 std::to_string(r);
+    } else {
+      too_many_ranks(in, in.device_count, "visible (CUDA_VISIBLE_DEVICES)");
+    }
+    return c;
+  }
+  if (!in.granted.empty()) {
+    const int n = static_cast<int>(in.granted.size());
+    const int pick = n == 1 ? 0 : r;
+    if (pick >= n) too_many_ranks(in, n, "granted");
+    c.index = in.granted[static_cast<size_t>(pick)];
+    if (c.index < 0 || c.index >= in.device_count) {
+      throw ConfigError("the allocation grants GPU " + std::to_string(c.index) + " but this process sees " +
+                            n_of(in.device_count, "CUDA device"),
+                        "set CUDA_VISIBLE_DEVICES to the granted GPUs, or check the scheduler's GPU binding");
+    }
+    c.reason = "local rank " + std::to_string(r) + " -> granted GPU " + std::to_string(c.index);
+    return c;
+  }
+  if (in.device_count == 1) {
+    c.index = 0;
+    c.reason = "the only visible GPU";
+  } else if (r < in.device_count) {
+    c.index = r;
+    c.reason = "local rank " + std::to_string(r) + " -> GPU " + std::to_string(r);
+  } else {
+    too_many_ranks(in, in.device_count, "visible");
+  }
+  return c;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,463 @@
+// run_launch.cpp: the launching side of `gtrain run` (torch-free; see run_launch.h).
+#include "launcher/launch/run_launch.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/allocation.h"
+#include "launcher/chain/stage_ledger.h"
+#include "launcher/launch/device_choice.h"
+#include "launcher/launch/hardware_query.h"
+#include "launcher/launch/launch.h"
+#include "launcher/launch/program_runner.h"
+#include "launcher/launch/stage_handoff.h"
+#include "runtime/checkpoint/checkpoint_dirs.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/format.h"
+#include "runtime/core/rank_output.h"
+#include "runtime/core/schedule.h"
+#include "runtime/core/startup.h"
+#include "strategies/planner/capabilities.h"
+#include "strategies/planner/hardware_profile.h"
+#include "strategies/planner/planner.h"
+
+namespace fs = std::filesystem;
+
+namespace gtrain {
+
+CLI::App* add_run_command(CLI::App& app, RunOptions& run) {
+  auto* run_cmd = app.add_subcommand("run", "Train the job a config file describes.");
+  run_cmd->add_option("config", run.config_path, "TOML config file")->required();
+  run_cmd->add_option("--set", run.sets, "Override a key: section.key=value (repeatable; beats env and file)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  run_cmd->add_option("--run-dir", run.run_dir, "Run directory (default <log.root>/<log.name>)");
+  run_cmd->add_flag("--quiet", run.quiet, "Only errors on the console");
+  auto* resume = run_cmd->add_option("--resume", run.resume,
+                                     "Resume from this checkpoint directory (default: the newest valid one)");
+  run_cmd->add_flag("--no-resume", run.no_resume, "Start from step 0 even when the run directory has checkpoints")
+      ->excludes(resume);
+  run_cmd
+      ->add_option("--time-limit", run.time_limit,
+                   "Stage wall time (90s, 15m, 2h, HH:MM:SS, D-HH:MM): stop early enough to save, exit 3")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              parse_duration(v, "--time-limit");
+              return "";
+            } catch (const ConfigError& e) {
+              const std::string what = e.what(), prefix = "--time-limit: ";  // CLI11 names the flag itself
+              return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+            }
+          },
+          "DURATION"));
+  run_cmd
+      ->add_option("--ranks", run.ranks, "Ranks to start (default: one per granted GPU; CPU ranks stand in for GPUs)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1)
+              return "expected a whole number of ranks from 1 to 999999, got '" + v + "'";
+            return "";
+          },
+          "N"));
+  return run_cmd;
+}
+
+std::string resolve_run_dir(const JobConfig& c, const std::string& config_path, const std::string& run_dir) {
+  if (!run_dir.empty()) return run_dir;
+  std::string name = c.log.name;
+  if (name.empty()) name = fs::path(config_path).stem().string();
+  if (name.empty()) name = "run";
+  return (fs::path(c.log.root) / name).string();
+}
+
+std::string resolve_run_dir(const JobConfig& c, const RunOptions& o) {
+  return resolve_run_dir(c, o.config_path, o.run_dir);
+}
+
+std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std::string& run_dir) {
+  if (o.no_resume) return "";
+  std::string path = o.resume;
+  if (path.empty()) {  // the newest committed checkpoint (the resume verifies it, and falls back, later)
+    const auto committed = committed_checkpoint_dirs(checkpoint_directory(cfg.checkpoint, run_dir));
+    if (!committed.empty()) path = committed.back().second.string();
+  }
+  if (path.empty()) return "";
+  std::ifstream f(fs::path(path) / "manifest.json");
+  const auto m = nlohmann::json::parse(f, nullptr, false);
+  if (!m.is_object() || !m.contains("global_batch") || !m["global_batch"].is_number_integer()) return "";
+  const int64_t saved = m["global_batch"].get<int64_t>(), asked = cfg.train.global_batch;
+  if (saved == asked && cfg.parallel.batch_tolerance == 0) return "";
+  const double off = std::abs(static_cast<double>(saved - asked)) / static_cast<double>(std::max<int64_t>(asked, 1));
+  if (off > cfg.parallel.batch_tolerance + 1e-12) return "";  // a changed batch: the resume refuses it, naming both
+  cfg.train.global_batch = saved;
+  cfg.parallel.batch_tolerance = 0;
+  cfg.parallel.batch_from_checkpoint = true;
+  return "resuming with the checkpoint's global batch " + std::to_string(saved) + " exactly (train.global_batch " +
+         std::to_string(asked) + ", parallel.batch_tolerance applies to fresh starts only)";
+}
+
+std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
+  if (cfg.model.name != "gpt" || !cfg.model.plugin.empty()) return std::nullopt;
+  int64_t vocab = cfg.model.vocab;
+  if (vocab <= 0) {
+    if (cfg.data.kind == "text_bytes")
+      vocab = 256;
+    else if (cfg.data.kind == "synthetic")
+      vocab = 64;  // the synthetic token task's default
+    else
+      return std::nullopt;  // the data's vocabulary decides
+  }
+  return gpt_stats(cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd, cfg.model.seq_len, vocab,
+                   cfg.model.tied_embeddings, cfg.model.dropout);
+}
+
+Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index) {
+  // Plan with what this runtime executes (strategies/capabilities.h) and this host's CPU profile
+  // (calibrated by `gtrain plan --calibrate`, else a conservative default).
+  PlannerInput pin = planner_input_for(cfg, stats, world_size);
+  pin.gpus_per_node = world_size;
+  pin.caps = kRunCapabilities;
+  pin.profile = local_cpu_profile(process_environment(), ProcessContext::get().host,
+                                  static_cast<int>(std::thread::hardware_concurrency()));
+  pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
+                                                : 0.8 * available_memory_bytes() / std::max(1, local_ranks);
+  if (nvml_index >= 0) {
+    // By the GPU's NVML name and memory; unless parallel.memory_gb says otherwise, its memory less a
+    // margin for the CUDA context.
+    const HardwareInfo hw = query_hardware();
+    if (static_cast<size_t>(nvml_index) < hw.gpus.size()) {
+      const GpuInfo& g = hw.gpus[static_cast<size_t>(nvml_index)];
+      const double mem = static_cast<double>(g.memory_bytes);
+      const auto known = find_gpu_profile(g.name, mem);
+      pin.profile = known ? *known : nearest_gpu_profile_by_memory(mem);
+      if (cfg.parallel.memory_gb <= 0 && mem > 0) pin.memory_bytes = 0.9 * mem;
+    }
+  }
+  if (cfg.parallel.pp_microbatches > 0 && cfg.parallel.micro_batch == 0) {
+    // m micro-batches per replica: micro_batch = global_batch / (dp * m), dp from the explicit layout.
+    const int64_t tp = cfg.parallel.tp, pp = cfg.parallel.pp;
+    const int64_t dp = cfg.parallel.dp > 0 ? cfg.parallel.dp : std::max<int64_t>(1, world_size / (tp * pp));
+    const int64_t per_replica = cfg.train.global_batch / dp;
+    if (cfg.train.global_batch % dp != 0 || per_replica % cfg.parallel.pp_microbatches != 0) {
+      const std::string own = "parallel.pp_microbatches = " + std::to_string(cfg.parallel.pp_microbatches) +
+                              " must divide the " + std::to_string(per_replica) +
+                              " samples per replica (train.global_batch " + std::to_string(cfg.train.global_batch) +
+                              " / dp " + std::to_string(dp) + ")";
+      try {  // the layout's other problems too, in one message
+        plan_job(pin);
+      } catch (const ConfigError& e) {
+        throw ConfigError(std::string(e.what()) + "; " + own);
+      }
+      throw ConfigError(own);
+    }
+    pin.parallel.micro_batch = per_replica / cfg.parallel.pp_microbatches;
+  }
+  Plan plan = plan_job(pin);
+  if (plan.tp > 1 && stats.vocab > 0 && stats.vocab % plan.tp != 0) {
+    throw ConfigError("tp = " + std::to_string(plan.tp) + " must divide the vocabulary (" +
+                      std::to_string(stats.vocab) + "); set model.vocab to a multiple of " + std::to_string(plan.tp));
+  }
+  return plan;
+}
+
+int launch_nvml_index(const JobConfig& cfg, const Allocation& alloc) {
+  if (!alloc.cuda_build || cfg.train.device == "cpu" || alloc.total_gpus() == 0) return -1;
+  for (const auto& n : alloc.nodes) {
+    if (!n.gpus.empty()) return n.gpus.front();
+  }
+  return -1;
+}
+
+namespace {
+
+// Exports the hand-off into this process's environment, for the ranks it starts.
+void export_env(const StageHandoff& handoff) {
+  for (const auto& [name, value] : handoff.to_env()) setenv(name.c_str(), value.c_str(), 1);
+}
+
+// The worker executable could not be started (errno `err`).
+Error worker_start_error(const std::string& worker, int err) {
+  return Error("cannot start " + worker + ": " + std::strerror(err) +
+               " (gtrain-worker is built next to gtrain; set GTRAIN_WORKER to its path)");
+}
+
+size_t count_lines(const fs::path& file) {
+  std::ifstream in(file);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) n += !line.empty();
+  return n;
+}
+
+// A stage whose ranks died without writing their ledger record (a rank killed by a signal, the
+// second TERM's abort): the launcher writes one from what metrics.jsonl shows of the stage, so
+// stages.jsonl has every stage and `gtrain status` does not take an earlier stage's end for the run's.
+void record_unreported_stage(const std::string& run_dir, double start_unix, int world, const nlohmann::json& allocation,
+                             int64_t total_steps, const std::string& exit) {
+  const auto ran = metrics_stages((fs::path(run_dir) / "metrics.jsonl").string(), start_unix);
+  if (ran.empty()) return;  // no step trained: a start refused or failed before training is no stage
+  // The time it trained, from its train records (step_time_s): goodput counts it.
+  const MetricsStage& s = ran.back();
+  const nlohmann::json rec = unreported_stage_record(start_unix, unix_now(), allocation, world, ran.front().step_from,
+                                                     s, total_steps, exit, "launcher");
+  std::ofstream(fs::path(run_dir) / "stages.jsonl", std::ios::app) << rec.dump() << "\n";
+}
+
+}  // namespace
+
+std::unique_ptr<RunLock> acquire_stage_lock(const std::string& run_dir, const JobConfig& cfg) {
+  const int64_t previous_holder = RunLock::holder_pid(run_dir);  // the last run that held it
+  auto lock = RunLock::acquire(run_dir, checkpoint_directory(cfg.checkpoint, run_dir));
+  for (const auto& rec : record_lost_stages(run_dir, previous_holder, cfg.train.steps)) {
+    std::cerr << "gtrain: warning: " << run_dir << "/stages.jsonl had no record of the stage that trained steps "
+              << rec.at("step_from").get<int64_t>() << "-" << rec.at("step_to").get<int64_t>()
+              << " (its launcher was killed before it wrote one): added from metrics.jsonl" << std::endl;
+  }
+  return lock;
+}
+
+std::string cancelled_chain_stage(const std::map<std::string, std::string>& env, const std::string& run_dir) {
+  const auto stage = env.find("GTRAIN_SUBMIT_STAGE");
+  if (stage == env.end() || stage->second.empty()) return "";
+  // chain.json as chain.h writes it, read here without the chain's machinery (gtrain links none of it);
+  // a damaged one is the stage's chain-step's to name.
+  const fs::path path = fs::path(run_dir) / "chain.json";
+  std::ifstream in(path);
+  if (!in) return "";
+  const auto c = nlohmann::json::parse(in, nullptr, false);
+  if (!c.is_object() || !c.contains("state") || c["state"] != "cancelled") return "";
+  return "stage " + stage->second + " of a chain gtrain cancel cancelled (" + path.string() + ")";
+}
+
+// The earliest of the scheduler's end time, --time-limit / schedule.time_limit_s and the end of the
+// quota window we are in.
+Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc) {
+  const double now = unix_now();
+  std::vector<Deadline> ds;
+  if (alloc.end_time_unix > 0) ds.push_back({static_cast<double>(alloc.end_time_unix), alloc.scheduler + " end time"});
+  double limit = cfg.schedule.time_limit_s;
+  if (!o.time_limit.empty()) limit = parse_duration(o.time_limit, "--time-limit");
+  if (limit > 0) ds.push_back({now + limit, o.time_limit.empty() ? "schedule.time_limit_s" : "--time-limit"});
+  std::vector<Window> windows;
+  for (size_t i = 0; i < cfg.schedule.window.size(); ++i) {
+    windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
+  }
+  if (const double end = window_stretch_end(windows, now); end > 0) {
+    ds.push_back({end, "quota window"});
+  } else if (!windows.empty() && window_end(windows, now) == 0) {
+    std::cerr << "gtrain: warning: started outside every [[schedule.window]]: no quota window bounds this stage "
+                 "(gtrain submit starts stages at window openings)"
+              << std::endl;
+  }
+  return earliest(ds);
+}
+
+nlohmann::json allocation_record(const Allocation& alloc, int ranks) {
+  return {{"scheduler", alloc.scheduler},
+          {"job_id", alloc.job_id},
+          {"nodes", alloc.nodes.size()},
+          {"gpus", alloc.total_gpus()},
+          {"ranks", ranks}};
+}
+
+bool stage_prepared(const std::map<std::string, std::string>& env, const std::string& run_dir) {
+  return StageHandoff::from_env(env).locked_run_dir == run_dir;
+}
+
+namespace {
+
+// The mpirun launch of `ranks` workers over the allocation's nodes (a hostfile and forwarded
+// variables for several hosts), with the stop and outcome files this stage uses.
+LaunchSpec mpirun_spec(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
+                       const std::string& worker, const Allocation& alloc, const std::string& run_dir, int ranks) {
+  LaunchSpec spec;
+  spec.ranks = ranks;
+  spec.executable = worker;
+  spec.args = o.argv;
+  for (const auto& n : alloc.nodes) {
+    spec.hosts.push_back({n.host, n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size())});
+  }
+  if (spec.hosts.size() > 1) {
+    spec.hostfile = (fs::path(run_dir) / "hostfile").string();
+    for (const auto& kv : env) {
+      // Ours, and LibTorch's log levels (--quiet sets them: main.cpp).
+      if (kv.first.rfind("GTRAIN_", 0) == 0 || kv.first == "GLOG_minloglevel" || kv.first == "TORCH_CPP_LOG_LEVEL" ||
+          kv.first == "KINETO_LOG_LEVEL") {
+        spec.forward_env.push_back(kv.first);
+      }
+    }
+    spec.forward_env.insert(spec.forward_env.end(), {"PATH", "LD_LIBRARY_PATH"});
+    for (const auto& name : StageHandoff::variables()) spec.forward_env.push_back(name);
+  } else {
+    spec.hosts.clear();
+  }
+  // This process stays mpirun's parent and turns stop signals into a stop request (launch.h).
+  spec.stop_signals = stop_signal_numbers(cfg.schedule.stop_signals);
+  spec.quiet = o.quiet;
+  spec.stop_file = (fs::path(run_dir) / ".stop-request").string();
+  // Rank 0 writes "resumable" here when the stage ends early, and the ranks exit 0 (cli/).
+  spec.outcome_file = (fs::path(run_dir) / ".stage-outcome").string();
+  return spec;
+}
+
+// The stage's exit code from how mpirun ended: 3 once rank 0 said the stage is resumable, else
+// mpirun's, with one line to act on for a rank killed by a signal or an mpirun that started none.
+int stage_exit_code(const MpirunResult& ran, const LaunchSpec& spec, const std::string& said, int rank_signal) {
+  int exit_code = ran.exit_code;
+  // Rank 0 says "resumable" only once the stage's checkpoint is committed: the stage is resumable
+  // however mpirun then ended (a scheduler's TERM reaches mpirun too, which then exits non-zero).
+  if (said == "resumable") {
+    if (exit_code != kExitOk) {
+      std::cerr << "gtrain: mpirun exited " << exit_code
+                << " after every rank saved (it was signalled too); the stage is resumable" << std::endl;
+    }
+    return kExitResumable;
+  }
+  if (rank_signal) {
+    std::cerr << "gtrain: error: a rank (or mpirun) was ended by signal " << rank_signal << " ("
+              << strsignal(rank_signal) << "); the stage did not save (the last committed checkpoint stays valid)"
+              << (rank_signal == SIGKILL ? "\n  hint: SIGKILL often means the out-of-memory killer: see dmesg or "
+                                           "the scheduler's log, or lower parallel.micro_batch"
+                                         : "")
+              << std::endl;
+    exit_code = kExitFailure;
+  }
+  if (exit_code == 255) {
+    // Open MPI's own failure (no rank ran): its banner above says why, at length. One line to act on.
+    std::vector<std::string> hosts;
+    for (const auto& h : spec.hosts) hosts.push_back(h.host);
+    std::cerr << "gtrain: error: mpirun could not start the ranks" << (hosts.empty() ? "" : " on " + join(hosts))
+              << " (exit 255; its message is above)\n  hint: check that every host is reachable (ssh "
+                 "without a password, or run under srun --mpi=pmix) and has gtrain at "
+              << spec.executable << std::endl;
+    exit_code = kExitFailure;
+  }
+  return exit_code;
+}
+
+// Several ranks: mpirun over the worker, this process its parent; returns the stage's exit code.
+int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
+                 const std::string& worker, const Allocation& alloc, const std::string& run_dir, int ranks,
+                 StageHandoff& handoff, const nlohmann::json& allocation) {
+  // Here, as the one-rank exec would say it: mpirun's own report of a missing executable ends in an
+  // exit code (132) that reads as a rank's signal.
+  if (::access(worker.c_str(), X_OK) != 0) throw worker_start_error(worker, errno);
+  const LaunchSpec spec = mpirun_spec(o, cfg, env, worker, alloc, run_dir, ranks);
+  std::error_code ec;
+  fs::remove(spec.stop_file, ec);  // a request left by an earlier stage is not this stage's
+  fs::remove(spec.outcome_file, ec);
+  handoff.stop_file = spec.stop_file;
+  handoff.outcome_file = spec.outcome_file;
+  export_env(handoff);
+  // From here the signals wait, blocked, for run_mpirun, which acts on each (launch.h).
+  install_stop_signals(cfg.schedule.stop_signals);
+  block_stop_signals(true);
+  if (const int sig = stop_signal_received()) {
+    std::cerr << "gtrain: " << strsignal(sig) << " before the ranks started: nothing to save; exit 3 (run the same "
+              << "command to continue)" << std::endl;
+    return kExitResumable;
+  }
+  const fs::path ledger = fs::path(run_dir) / "stages.jsonl";
+  const size_t ledger_lines = count_lines(ledger);
+  const double start_unix = unix_now();
+  const MpirunResult ran = run_mpirun(spec);
+  // mpirun passes on a rank's death by signal N (137: SIGKILL, the kernel's out-of-memory killer's
+  // too) as 128 + N; without an abort of gtrain's own, that is a runtime failure.
+  const int rank_signal = !ran.aborted_by && ran.exit_code > 128 && ran.exit_code < 128 + 65 ? ran.exit_code - 128 : 0;
+  if (ran.exit_code != kExitOk && count_lines(ledger) == ledger_lines) {
+    record_unreported_stage(run_dir, start_unix, ranks, allocation, cfg.train.steps,
+                            ran.aborted_by ? "aborted: signal " + std::to_string(ran.aborted_by)
+                            : rank_signal  ? "failed: a rank ended by signal " + std::to_string(rank_signal)
+                                           : "failed: mpirun exited " + std::to_string(ran.exit_code));
+  }
+  std::string said;
+  std::getline(std::ifstream(spec.outcome_file), said);
+  fs::remove(spec.outcome_file, ec);
+  return stage_exit_code(ran, spec, said, rank_signal);
+}
+
+}  // namespace
+
+StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
+                         const std::string& worker, const std::function<void(const Allocation&)>& validate) {
+  if (!o.time_limit.empty()) parse_duration(o.time_limit, "--time-limit");  // reject bad input early
+  const std::string run_dir = resolve_run_dir(cfg, o);
+  // A fresh start's weights (a resume reads its own checkpoint instead): there before ranks start.
+  if (!cfg.checkpoint.init_from.empty() &&
+      (o.no_resume ||
+       (o.resume.empty() && committed_checkpoint_dirs(checkpoint_directory(cfg.checkpoint, run_dir)).empty())))
+    check_init_from(cfg.checkpoint.init_from);
+  // One rank per granted GPU (CPU ranks stand in without CUDA), or --ranks.
+  DiscoveryOptions dopt;
+  dopt.ranks = o.ranks;
+  dopt.read_limits = false;
+  const Allocation alloc = discover_allocation(env, system_command_runner(), dopt);
+  StageLaunch out;
+  out.ranks = alloc.world_size();
+  out.lock = acquire_stage_lock(run_dir, cfg);
+  // A stage of a chain gtrain cancel cancelled (its request may have come before this job's script or
+  // gtrain run was up, and the scheduler does not keep it): nothing starts.
+  if (const std::string why = cancelled_chain_stage(env, run_dir); !why.empty()) {
+    std::cerr << "gtrain: " << why << ": nothing to save; exit 3 (gtrain submit starts a new chain)" << std::endl;
+    out.exit_code = kExitResumable;
+    return out;
+  }
+  const Deadline deadline = stage_deadline(cfg, o, alloc);
+  // Ranks learn the stage's facts from the launching process (launcher/launch/stage_handoff.h).
+  StageHandoff handoff;
+  handoff.locked_run_dir = run_dir;
+  handoff.has_deadline = true;
+  handoff.deadline_unix = deadline.unix_time;
+  handoff.deadline_source = deadline.source;
+  const nlohmann::json allocation = allocation_record(alloc, out.ranks);
+  handoff.allocation_json = allocation.dump();
+  handoff.has_granted = true;
+  for (const auto& n : alloc.nodes) handoff.granted.emplace_back(n.host, n.gpus);
+  export_env(handoff);
+  if (validate) validate(alloc);
+  if (out.ranks > 1) out.exit_code = launch_ranks(o, cfg, env, worker, alloc, run_dir, out.ranks, handoff, allocation);
+  return out;
+}
+
+std::string gtrain_executable() {
+  const fs::path self = self_executable();
+  const fs::path launcher = self.parent_path() / "gtrain";
+  std::error_code ec;
+  return fs::exists(launcher, ec) ? launcher.string() : self.string();
+}
+
+std::string worker_executable() {
+  if (const char* w = std::getenv("GTRAIN_WORKER"); w && *w) return w;
+  return (fs::path(self_executable()).parent_path() / "gtrain-worker").string();
+}
+
+void exec_worker(int argc, char** argv) {
+  const std::string worker = worker_executable();
+  // A stop signal caught so far stays pending for the worker, which unblocks it once its handlers are in.
+  block_stop_signals(true);
+  hand_on_stop_signal();
+  std::vector<char*> args(argv, argv + argc);
+  args.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::execv(worker.c_str(), args.data());
+  const int exec_errno = errno;
+  block_stop_signals(false);
+  throw worker_start_error(worker, exec_errno);
+}
+
+}  // namespace gtrain

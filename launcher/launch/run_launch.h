@@ -1,0 +1,109 @@
+// run_launch.h: the launching side of `gtrain run`, torch-free: run options and their flags, the
+// run directory, the stage deadline, planning from model sizes, and starting the ranks (mpirun over
+// gtrain-worker, or exec of the worker for one rank) with the run directory locked.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/allocation.h"
+#include "launcher/launch/run_lock.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/model_stats.h"
+#include "runtime/core/plan.h"
+#include "runtime/core/schedule.h"
+
+namespace CLI {
+class App;
+}
+
+namespace gtrain {
+
+struct RunOptions {
+  std::string config_path;
+  std::vector<std::string> sets;  // --set section.key=value
+  std::string run_dir;            // --run-dir ("" = <log.root>/<log.name>)
+  bool quiet = false;             // no console output besides errors
+  int ranks = 0;                  // --ranks: ranks to start (0 = one per granted GPU, else 1)
+  std::vector<std::string> argv;  // the command line after the program name, for mpirun
+  std::string resume;             // --resume PATH: this checkpoint (default: the newest valid one)
+  bool no_resume = false;         // --no-resume: start from step 0 even if checkpoints exist
+  std::string time_limit;         // --time-limit: stage wall time (90s, 15m, HH:MM:SS)
+};
+
+// Declares the `run` subcommand and its flags on `app` (once, for gtrain and gtrain-worker).
+CLI::App* add_run_command(CLI::App& app, RunOptions& o);
+
+// The run directory a config resolves to: `run_dir` (--run-dir) if set, else
+// <log.root>/<log.name, or the config file's stem>.
+std::string resolve_run_dir(const JobConfig& c, const std::string& config_path, const std::string& run_dir);
+std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);
+
+// A resume keeps the global batch its checkpoint was written with: when the newest committed
+// checkpoint (or --resume's) has a batch within parallel.batch_tolerance of train.global_batch, the
+// config takes it exactly, tolerance 0, so the plan on any rank count keeps the trajectory (or
+// fails, naming every factor). Returns a line saying so, or "" when nothing changed.
+std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std::string& run_dir);
+
+// Model sizes known from the config alone (the built-in gpt with a known vocabulary), so the
+// launcher can plan without LibTorch or data; nullopt when the model must be built to know them.
+std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg);
+
+// The plan a run uses on `world_size` ranks (`local_ranks` share this machine's memory): the
+// planner with what the runtime executes and this host's CPU profile, or, for a CUDA rank
+// (`nvml_index` >= 0), its GPU's profile and memory. Throws ConfigError for an impossible request,
+// naming the factor.
+Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index = -1);
+
+// The NVML index of the GPU the first rank of `alloc` will use (its first granted GPU) when the
+// ranks will run on CUDA (CUDA build, GPUs granted, train.device not "cpu"), else -1.
+int launch_nvml_index(const JobConfig& cfg, const Allocation& alloc);
+
+// True when a launching gtrain already prepared this stage (lock held, deadline and allocation in
+// GTRAIN_INTERNAL_*) for `run_dir`, so this process runs as the job's rank(s) directly.
+bool stage_prepared(const std::map<std::string, std::string>& env, const std::string& run_dir);
+
+// The launching side of a stage: discovers the allocation, locks the run directory, hands the
+// deadline and allocation to the ranks (GTRAIN_INTERNAL_*), calls `validate(alloc)` so bad input is
+// one message, then for several ranks execs mpirun over `worker` (never returns). Returns the lock
+// and the rank count (1) otherwise.
+struct StageLaunch {
+  std::unique_ptr<RunLock> lock;
+  int ranks = 1;
+  int exit_code = -1;  // several ranks: mpirun's exit code once they ended (-1: this process is the rank)
+};
+StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
+                         const std::string& worker, const std::function<void(const Allocation&)>& validate);
+
+// Locks the run (and checkpoint) directory for a stage (RunLock::acquire), then adds to stages.jsonl
+// each stage metrics.jsonl shows after its last record (a launcher killed with kill -9 wrote none),
+// naming the pid that held the lock before, with a warning each.
+std::unique_ptr<RunLock> acquire_stage_lock(const std::string& run_dir, const JobConfig& cfg);
+
+// When `env` is a stage of a chain (GTRAIN_SUBMIT_STAGE, which the batch scripts export) and the
+// run directory's chain.json says gtrain cancel cancelled it: a line saying so ("" otherwise).
+std::string cancelled_chain_stage(const std::map<std::string, std::string>& env, const std::string& run_dir);
+
+// What a launching gtrain hands its ranks (GTRAIN_INTERNAL_DEADLINE / _ALLOCATION), found by rank 0
+// itself when srun started the ranks: the stage's deadline (the allocation's end time, --time-limit or
+// schedule.time_limit_s, the current quota window's end; unix_time 0 = none) and the allocation as
+// stages.jsonl records it.
+Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc);
+nlohmann::json allocation_record(const Allocation& alloc, int ranks);
+
+// The gtrain launcher (for batch scripts): `gtrain` next to this executable, else this executable.
+std::string gtrain_executable();
+
+// gtrain-worker: the LibTorch half of gtrain (GTRAIN_WORKER, else next to this executable).
+std::string worker_executable();
+
+// Replaces this process with gtrain-worker, same arguments (argv[0] kept for messages).
+[[noreturn]] void exec_worker(int argc, char** argv);
+
+}  // namespace gtrain

@@ -1,0 +1,77 @@
+// run_lock.cpp: flock-based locks on the run directory and the checkpoint directory.
+#include "launcher/launch/run_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/core/errors.h"
+
+namespace gtrain {
+
+namespace {
+
+// flock on <dir>/.lock; throws naming `what` (run directory / checkpoint directory) when it is taken.
+UniqueFd lock_dir(const std::string& dir, const std::string& what, const std::string& hint) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw ConfigError(dir + ": cannot create " + what + ": " + ec.message());
+  const std::string path = dir + "/.lock";
+  // Not close-on-exec: gtrain-worker, which replaces the launcher for one rank, keeps holding it.
+  UniqueFd lock(::open(path.c_str(), O_RDWR | O_CREAT, 0644));
+  const int fd = lock.get();
+  if (fd < 0) throw ConfigError(path + ": cannot open lock file: " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int64_t holder = RunLock::holder_pid(dir);
+    throw BusyError(what + " " + dir + " is in use by another gtrain run" +
+                    (holder > 0 ? " (pid " + std::to_string(holder) + ")" : "") + "; " + hint);
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0) {
+    ssize_t w = ::pwrite(fd, pid.data(), pid.size(), 0);
+    (void)w;
+  }
+  return lock;
+}
+
+}  // namespace
+
+std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir, const std::string& checkpoint_dir) {
+  std::unique_ptr<RunLock> lock(new RunLock());
+  lock->fds_.push_back(lock_dir(run_dir, "run directory", "wait for it to end or choose another --run-dir"));
+  std::error_code ec;
+  if (!checkpoint_dir.empty() &&
+      std::filesystem::weakly_canonical(checkpoint_dir, ec) != std::filesystem::weakly_canonical(run_dir, ec)) {
+    // When this throws, `lock` releases the run directory again.
+    lock->fds_.push_back(lock_dir(checkpoint_dir, "checkpoint directory",
+                                  "give each run its own checkpoint.dir (two runs would prune each other's "
+                                  "checkpoints)"));
+  }
+  return lock;
+}
+
+int64_t RunLock::holder_pid(const std::string& dir) {
+  std::ifstream in(dir + "/.lock");
+  int64_t pid = 0;
+  in >> pid;
+  return in ? pid : 0;
+}
+
+bool RunLock::held(const std::string& dir) {
+  const std::string path = dir + "/.lock";
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  return ::flock(fd.get(), LOCK_SH | LOCK_NB) != 0;  // closing drops the shared lock when it was taken
+}
+
+RunLock::~RunLock() {
+  // Unlocked first: a child that inherited a descriptor (not close-on-exec) would keep the lock.
+  for (const auto& fd : fds_) ::flock(fd.get(), LOCK_UN);
+}
+
+}  // namespace gtrain

@@ -1,0 +1,70 @@
+// parallel_config.h: the [parallel] section: automatic or explicit dp/tp/pp/ZeRO and micro-batching.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/core/config/schema.h"
+
+namespace gtrain {
+
+struct ParallelConfig {
+  std::string mode = "auto";            // auto: the planner picks the layout; explicit: use the fields below
+  int64_t dp = 0;                       // explicit: data-parallel ranks (0 = world / (tp * pp))
+  int64_t tp = 1;                       // explicit: tensor-parallel ranks
+  int64_t pp = 1;                       // explicit: pipeline stages
+  int64_t zero = 0;                     // explicit: ZeRO stage on the dp dimension (0, 1, 2)
+  int64_t micro_batch = 0;              // samples per rank per forward/backward (0 = planner picks)
+  bool recompute = false;               // explicit: recompute activations per block in backward
+  std::string pp_schedule = "1f1b";     // pipeline schedule: "1f1b" or "gpipe"
+  int64_t pp_microbatches = 0;          // pipeline: micro-batches per step per replica (0 = from micro_batch)
+  double memory_gb = 0.0;               // usable memory per rank for planning (0 = detect)
+  double bucket_mb = 25.0;              // data parallel: gradient bucket size
+  double collective_timeout_s = 300.0;  // a collective longer than this aborts the job
+  double batch_tolerance = 0.0;         // fraction the global batch may move to split evenly over dp
+  // Not a config key: the launcher sets it when a resume keeps its checkpoint's global batch.
+  bool batch_from_checkpoint = false;
+
+  template <class V>
+  void visit(V& v) {
+    v("mode", mode,
+      "\"auto\": plan dp/tp/pp/ZeRO/micro-batch for the granted devices; "
+      "\"explicit\": use dp, tp, pp, zero, micro_batch as given.",
+      cfg::one_of({"auto", "explicit"}));
+    v("dp", dp, "explicit: data-parallel size (0 = world size / (tp * pp)).", cfg::at_least(0));
+    v("tp", tp, "explicit: tensor-parallel size.", cfg::at_least(1));
+    v("pp", pp, "explicit: pipeline-parallel stages.", cfg::at_least(1));
+    v("zero", zero, "explicit: ZeRO stage over data parallel (0 = off, 1 = optimizer state, 2 = + gradients).",
+      cfg::range(0, 2));
+    v("micro_batch", micro_batch,
+      "Samples per rank per forward/backward; must divide the per-rank batch "
+      "(0 = the planner picks).",
+      cfg::at_least(0));
+    v("recompute", recompute, "explicit: recompute activations per block during backward to save memory.");
+    v("pp_schedule", pp_schedule,
+      "Pipeline schedule when pp > 1: \"1f1b\" (one forward, one backward: at most "
+      "pp micro-batches of activations in flight) or \"gpipe\" (all forwards, then all backwards).",
+      cfg::one_of({"1f1b", "gpipe"}));
+    v("pp_microbatches", pp_microbatches,
+      "Micro-batches per optimizer step per data-parallel replica; sets "
+      "micro_batch = global_batch / (dp * pp_microbatches). More micro-batches shrink the pipeline bubble "
+      "(pp-1)/(m+pp-1) (0 = from micro_batch).",
+      cfg::at_least(0));
+    v("memory_gb", memory_gb, "Usable memory per rank in GiB for planning (0 = detect).", cfg::at_least(0.0));
+    v("bucket_mb", bucket_mb,
+      "Data parallel: gradient bucket size in MB; full buckets are all-reduced while "
+      "backward continues.",
+      cfg::greater_than(0.0));
+    v("collective_timeout_s", collective_timeout_s,
+      "A collective that takes longer than this (a peer died or hangs) "
+      "aborts every rank with a message naming the rank.",
+      cfg::greater_than(0.0));
+    v("batch_tolerance", batch_tolerance,
+      "Fraction by which the planner may change train.global_batch when "
+      "the data-parallel size cannot split it evenly (0 = keep it exactly; an error then lists the nearest "
+      "valid global batches).",
+      cfg::range(0.0, 0.5));
+  }
+};
+
+}  // namespace gtrain

@@ -1,0 +1,69 @@
+// train_config.h: the [train] section: batch, length, seed, LR schedule, clipping, evaluation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/core/config/schema.h"
+
+namespace gtrain {
+
+struct TrainConfig {
+  int64_t global_batch = 64;           // samples per optimizer step, summed over ranks and micro-batches
+  int64_t steps = 0;                   // optimizer steps (exactly one of steps/epochs/tokens is set)
+  double epochs = 0.0;                 // passes over the training split
+  int64_t tokens = 0;                  // training tokens (token models)
+  int64_t seed = 1234;                 // seeds init, data order and dropout
+  int64_t warmup_steps = 0;            // linear LR warmup
+  std::string lr_schedule = "cosine";  // cosine | linear | constant (after warmup)
+  double min_lr_ratio = 0.1;           // final LR as a fraction of the peak (cosine, linear)
+  double grad_clip = 1.0;              // max global gradient L2 norm (0 = off)
+  int64_t eval_interval = 0;           // steps between evaluations (0 = only at the end)
+  int64_t eval_batches = 0;            // cap on eval batches of global_batch samples (0 = whole split)
+  int64_t threads = 0;                 // torch intra-op threads per rank (0 = measured at start)
+  bool deterministic = true;           // use deterministic algorithms where the backend has them
+  std::string device = "auto";         // auto | cpu | cuda: where each rank computes
+  std::string fused_loss = "auto";     // auto | on | off: gpt output layer + cross-entropy in row blocks
+
+  template <class V>
+  void visit(V& v) {
+    v("global_batch", global_batch,
+      "Samples per optimizer step, summed over all ranks and micro-batches; "
+      "kept exactly on any number of GPUs.",
+      cfg::at_least(1));
+    v("steps", steps, "Optimizer steps to train. Exactly one of steps, epochs, tokens is non-zero.", cfg::at_least(0));
+    v("epochs", epochs, "Passes over the training split (rounded up to whole steps).", cfg::at_least(0.0));
+    v("tokens", tokens, "Training tokens for token models (rounded up to whole steps).", cfg::at_least(0));
+    v("seed", seed, "Seed of initialisation, data order and dropout; same seed, same run.", cfg::at_least(0));
+    v("warmup_steps", warmup_steps,
+      "Steps of linear learning-rate warmup: step k (from 1) of the first warmup_steps uses learning_rate x "
+      "k / warmup_steps, so the first step already trains and the last warmup step reaches the peak (as "
+      "nanoGPT); the decay then starts from the peak and ends at min_lr_ratio x learning_rate on the last step.",
+      cfg::at_least(0));
+    v("lr_schedule", lr_schedule, "Decay after warmup: \"cosine\", \"linear\" or \"constant\".",
+      cfg::one_of({"cosine", "linear", "constant"}));
+    v("min_lr_ratio", min_lr_ratio, "Final learning rate as a fraction of the peak (cosine, linear).",
+      cfg::range(0.0, 1.0));
+    v("grad_clip", grad_clip, "Clip the global gradient L2 norm to this value (0 = no clipping).", cfg::at_least(0.0));
+    v("eval_interval", eval_interval, "Steps between evaluations on the held-out split (0 = only at the end).",
+      cfg::at_least(0));
+    v("eval_batches", eval_batches, "At most this many eval batches of global_batch samples (0 = whole split).",
+      cfg::at_least(0));
+    v("threads", threads,
+      "Torch intra-op threads per rank (0 = CPU ranks run their first steps at 1, 2, 4, ... threads up to the "
+      "cores per rank and keep the fastest; CUDA ranks take the cores per rank).",
+      cfg::range(0, 1024));
+    v("deterministic", deterministic, "Use deterministic algorithms where the backend offers them.");
+    v("device", device,
+      "Where each rank computes: \"auto\" (its granted CUDA GPU when this build has CUDA and one "
+      "is visible, else the CPU), \"cpu\", or \"cuda\" (an error when there is no GPU).",
+      cfg::one_of({"auto", "cpu", "cuda"}));
+    v("fused_loss", fused_loss,
+      "gpt training loss: output layer and cross-entropy computed a block of rows at a "
+      "time, so the [tokens, vocab] logits and their fp32 copy never exist whole: \"on\", \"off\", or \"auto\" "
+      "(on for CUDA ranks without tensor parallelism; CPU keeps the plain layer).",
+      cfg::one_of({"auto", "on", "off"}));
+  }
+};
+
+}  // namespace gtrain

@@ -1,0 +1,74 @@
+// model_stats.cpp: GPT sizes from its shape (the formulas Gpt::stats and the planner share).
+#include "runtime/core/model_stats.h"
+
+#include <algorithm>
+
+namespace gtrain {
+
+double transformer_block_activation_elements(const ModelStats& s, int64_t tp) {
+  const double T = static_cast<double>(s.seq_len), C = static_cast<double>(s.hidden);
+  const double H = static_cast<double>(s.heads), t = static_cast<double>(tp < 1 ? 1 : tp);
+  // Per block (pre-LN): LN1 input + output, LN2 input + output stay whole on every rank (4TC);
+  // q, k, v (3TC), attention output (TC), MLP hidden before and after GELU (8TC) are split by tp,
+  // as are the attention's softmax-sized tensors (k HT^2), or the flash kernels' log-sum-exp (HT).
+  const double k = s.attention_score_tensors;
+  const double attention = k > 0 ? k * H * T * T : H * T;
+  return 4.0 * T * C + (12.0 * T * C + attention) / t;
+}
+
+double attention_score_tensors(double dropout) {
+  if (dropout > 0.0) return 2.25;
+#if defined(GTRAIN_TORCH_SDPA) && GTRAIN_TORCH_SDPA
+  return 0.0;
+#else
+  return 1.0;
+#endif
+}
+
+double fused_loss_block_bytes(bool gpu) {
+  return (gpu ? 512.0 : 64.0) * 1024 * 1024;
+}
+
+int64_t fused_loss_block_rows(int64_t rows, int64_t vocab, bool gpu) {
+  const double row_bytes = 4.0 * static_cast<double>(std::max<int64_t>(1, vocab));
+  const int64_t most = std::max<int64_t>(1, static_cast<int64_t>(fused_loss_block_bytes(gpu) / row_bytes));
+  rows = std::max<int64_t>(1, rows);
+  const int64_t blocks = (rows + most - 1) / most;
+  return (rows + blocks - 1) / blocks;
+}
+
+double transformer_outer_activation_elements(const ModelStats& s, int64_t tp) {
+  const double T = static_cast<double>(s.seq_len), C = static_cast<double>(s.hidden);
+  const double V = static_cast<double>(s.vocab), t = static_cast<double>(tp < 1 ? 1 : tp);
+  return 2.0 * T * C + 2.0 * T * V / t;
+}
+
+ModelStats gpt_stats(int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t seq_len, int64_t vocab,
+                     bool tied_embeddings, double dropout) {
+  ModelStats s;
+  s.dropout = dropout;
+  const int64_t C = n_embd;
+  // Per block: 2 LayerNorms (4C), qkv (3C^2 + 3C), attention proj (C^2 + C), fc (4C^2 + 4C), proj (4C^2 + C).
+  s.params_per_block = 12 * C * C + 13 * C;
+  s.params = vocab * C + seq_len * C + n_layer * s.params_per_block + 2 * C + (tied_embeddings ? 0 : vocab * C);
+  s.blocks = n_layer;
+  s.heads = n_head;
+  s.hidden = n_embd;
+  s.seq_len = seq_len;
+  s.vocab = vocab;
+  s.supports_tp = true;
+  s.supports_pp = true;
+  const double T = static_cast<double>(seq_len), Cd = static_cast<double>(C);
+  const double L = static_cast<double>(n_layer), V = static_cast<double>(vocab);
+  // Matmul FLOPs (fwd + bwd = 3x fwd): 24 C^2 per token per layer, attention 4 T C per layer, head 2 C V.
+  const double fwd = T * (L * (24.0 * Cd * Cd + 4.0 * T * Cd) + 2.0 * Cd * V);
+  s.flops_per_sample = 3.0 * fwd;
+  const double block = transformer_block_activation_elements(s, 1);
+  const double outer = transformer_outer_activation_elements(s, 1);
+  s.activation_bytes_per_sample = 4.0 * (L * block + outer);
+  // Per-block recompute keeps each block's input, plus one block's working set while it recomputes.
+  s.recompute_bytes_per_sample = 4.0 * (L * T * Cd + block + outer);
+  return s;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,28 @@
+// plan.h: Plan, the parallel layout the planner chose for one job (runtime/common/parallel_layout.h)
+// with where it runs and what it is estimated to cost.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/core/parallel_layout.h"
+
+namespace gtrain {
+
+struct Plan : ParallelLayout {
+  int64_t world = 1;  // ranks in the job (dp * tp * pp once validated)
+  std::string precision = "fp32";
+  int64_t nodes = 1;                   // nodes the ranks span
+  int64_t gpus_per_node = 1;           // ranks per node
+  int64_t requested_global_batch = 0;  // train.global_batch when a tolerance changed it (0 = kept)
+  std::string profile;                 // hardware profile the estimates assume
+  double est_memory_bytes = 0;         // per rank
+  double est_tensor_bytes = 0;         // per rank, tensors only (comparable to torch's max allocated)
+  double est_step_seconds = 0;         // per optimizer step (global batch)
+  std::string reason;                  // why the planner chose it
+
+  std::string summary() const;           // "dp=2 tp=1 pp=1 zero=0 micro_batch=16 grad_accum=2 ..."
+  std::string estimate_summary() const;  // "est 3.21 GiB/rank, 0.512 s/step"
+};
+
+}  // namespace gtrain

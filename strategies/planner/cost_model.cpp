@@ -1,0 +1,204 @@
+// cost_model.cpp: the memory and time formulas described in cost_model.h.
+#include "strategies/planner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gtrain {
+namespace {
+
+bool half(const std::string& precision) {
+  return precision == "bf16" || precision == "fp16";
+}
+
+// Bytes per activation element kept for backward: fp32 4; under autocast most saved tensors are
+// 16-bit but norms, softmax and the loss keep fp32 copies (about 60% of fp32 overall).
+double activation_element_bytes(const std::string& precision) {
+  return half(precision) ? 2.4 : 4.0;
+}
+
+// Bytes per element sent between ranks (activations and their gradients).
+double wire_bytes(const std::string& precision) {
+  return half(precision) ? 2.0 : 4.0;
+}
+
+double optimizer_state_bytes(const CostModelInput& in) {
+  if (in.optimizer == "adamw") return 8.0;  // two fp32 moments
+  return in.momentum > 0 ? 4.0 : 0.0;       // SGD momentum buffer
+}
+
+// Bytes read and written per parameter by one optimizer step (param, grad, state).
+double optimizer_step_bytes(const CostModelInput& in) {
+  if (in.optimizer == "adamw") return 28.0;
+  return in.momentum > 0 ? 20.0 : 12.0;
+}
+
+double ring_allreduce_s(double bytes, int64_t n, double bw, double latency) {
+  if (n <= 1 || bytes <= 0) return 0;
+  return 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * bytes / bw + latency;
+}
+
+}  // namespace
+
+double params_per_device(const ModelStats& m, int64_t tp, int64_t pp) {
+  double stage = static_cast<double>(m.params);
+  if (pp > 1 && m.blocks > 0) {
+    if (m.params_per_block > 0) {
+      const double outside = std::max(0.0, static_cast<double>(m.params - m.blocks * m.params_per_block));
+      // The most loaded stage: its blocks plus everything outside the blocks (embeddings sit on
+      // the first stage and, tied, again on the last).
+      stage = static_cast<double>(m.blocks / pp) * static_cast<double>(m.params_per_block) + outside;
+    } else {
+      stage = static_cast<double>(m.params) / static_cast<double>(pp);
+    }
+  }
+  return stage / static_cast<double>(std::max<int64_t>(1, tp));
+}
+
+MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l) {
+  const ModelStats& m = in.model;
+  MemoryEstimate e;
+  const double P = params_per_device(m, l.tp, l.pp);
+  const double dp = static_cast<double>(std::max<int64_t>(1, l.dp));
+  e.params = P * (4.0 + (half(in.precision) ? 2.0 : 0.0));
+  e.grads = 4.0 * P / (l.zero >= 2 ? dp : 1.0);
+  // Autograd computes each parameter's incoming gradient, the engine copies it into the bucket and
+  // frees it. A CPU heap keeps every freed block (4P at its high-water mark); a GPU's caching
+  // allocator reuses them, so there only the largest parameter's counts (a transformer's embedding
+  // or MLP matrix), plus the flat accumulators (4P) when a step has more than one micro-batch.
+  e.grad_accumulators = 4.0 * P;
+  if (in.profile.kind == "gpu" && m.is_transformer()) {
+    const double C = static_cast<double>(m.hidden), t = static_cast<double>(std::max<int64_t>(1, l.tp));
+    e.grad_accumulators =
+        std::min(e.grad_accumulators, 4.0 * std::max(static_cast<double>(m.vocab) * C, 4.0 * C * C) / t);
+    if (l.grad_accum > 1) e.grad_accumulators += 4.0 * P;
+  }
+  e.optimizer = optimizer_state_bytes(in) * P / (l.zero >= 1 ? dp : 1.0);
+
+  e.in_flight = l.pp > 1 ? (l.gpipe ? l.grad_accum : std::min(l.pp, l.grad_accum)) : 1;
+  const double mb = static_cast<double>(l.micro_batch);
+  if (m.is_transformer() && m.blocks > 0) {
+    const double eb = activation_element_bytes(in.precision);
+    const double layers = static_cast<double>(m.blocks / std::max<int64_t>(1, l.pp));
+    const double block = transformer_block_activation_elements(m, l.tp);
+    // Fused output layer + loss (tp = 1): the [T, V] logits and their gradient never exist whole;
+    // what it holds instead is counted in `fused` below.
+    const bool fused = in.fused_loss && l.tp == 1;
+    const double T_ = static_cast<double>(m.seq_len), V_ = static_cast<double>(m.vocab);
+    const double outer = transformer_outer_activation_elements(m, l.tp) - (fused ? 2.0 * T_ * V_ : 0.0);
+    const double tc = static_cast<double>(m.seq_len) * static_cast<double>(m.hidden);
+    const double stage_full = layers * block;
+    const double stage_recompute = layers * tc + block;
+    e.activation_per_sample_no_recompute = (stage_full + outer) * eb;
+    e.activation_per_sample_recompute = (stage_recompute + outer) * eb;
+    const double stage = (l.recompute ? stage_recompute : stage_full) * eb;
+    e.activation_per_sample = stage + outer * eb;
+    // 1F1B: the first stage holds `in_flight` micro-batches; the last one holds one plus the logits.
+    // GPipe: every stage holds all of them, the last one with each micro-batch's logits too.
+    const double first = stage * static_cast<double>(e.in_flight) + (l.pp == 1 ? outer * eb : 0.0);
+    const double last = (stage + outer * eb) * (l.gpipe ? static_cast<double>(e.in_flight) : 1.0);
+    // Backward's working set on top of what forward kept: one block's MLP-sized gradients and their
+    // temporaries (about 3 x 4TC) and the logits' gradient (2TV), per micro-batch sample. Measured
+    // on CPU against the resident high-water mark (tests/test_memory_estimate.cpp).
+    const double T = static_cast<double>(m.seq_len), C = static_cast<double>(m.hidden);
+    const double t = static_cast<double>(std::max<int64_t>(1, l.tp));
+    const double backward_ws = (12.0 * T * C / t + (fused ? 0.0 : 2.0 * T * static_cast<double>(m.vocab) / t)) * eb;
+    e.activations = (std::max(first, last) + backward_ws) * mb;
+    if (fused) {
+      // Two blocks of fp32 (fused_loss_block_rows(): the logits and their log-softmax, live
+      // together at the block's peak), the input's gradient (fp32) and product-dtype copy, and the
+      // fp32 weight gradient.
+      const int64_t rows = fused_loss_block_rows(m.seq_len * l.micro_batch, m.vocab, in.profile.kind == "gpu");
+      const double block = 4.0 * V_ * static_cast<double>(rows);
+      e.activations += 2.0 * block + (4.0 + 2.0) * T * C * mb + 4.0 * V_ * C;
+    }
+  } else {
+    const double scale = half(in.precision) ? 0.6 : 1.0;
+    const double stages = static_cast<double>(std::max<int64_t>(1, l.pp));
+    e.activation_per_sample_no_recompute = m.activation_bytes_per_sample * scale / stages;
+    e.activation_per_sample_recompute = m.recompute_bytes_per_sample * scale / stages;
+    e.activation_per_sample = l.recompute ? e.activation_per_sample_recompute : e.activation_per_sample_no_recompute;
+    e.activations = e.activation_per_sample * mb * static_cast<double>(e.in_flight);
+  }
+  // A 1F1B stage frees one micro-batch's activations while the next one's forward allocates, so
+  // freed blocks are split and reused less: on CPU its heap outgrew the live tensors by ~1.5x what
+  // a sequential or GPipe step's did (pp=2 and tp2 x pp2 read 1.16-1.17 at the base fraction, GPipe
+  // 0.88-0.95; tests/test_multiproc.cpp MultiRankMemory, LibTorch 1.13 and 2.6).
+  const double interleaved = l.pp > 1 && !l.gpipe ? 1.5 : 1.0;
+  e.workspace =
+      in.profile.workspace_bytes + interleaved * in.profile.fragmentation * (e.grad_accumulators + e.activations);
+  // Every rank builds the whole model from the same seed and keeps its part. On a CPU that is the
+  // memory the plan is for; a GPU would receive only the part (the build is in host memory).
+  if ((l.tp > 1 || l.pp > 1) && in.profile.kind == "cpu") {
+    e.build = 4.0 * static_cast<double>(m.params) + in.profile.workspace_bytes;
+  }
+  return e;
+}
+
+TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
+  const ModelStats& m = in.model;
+  const HardwareProfile& hw = in.profile;
+  TimeEstimate t;
+  const double world = static_cast<double>(l.dp * l.tp * l.pp);
+  const double accum = static_cast<double>(l.grad_accum);
+  const double batch = static_cast<double>(l.dp * l.micro_batch * l.grad_accum);
+  const double gpn = static_cast<double>(std::max<int64_t>(1, in.topology.gpus_per_node));
+
+  // One micro-batch through one stage on one device.
+  const double flops = batch * m.flops_per_sample * (l.recompute ? 4.0 / 3.0 : 1.0) / world;
+  const double compute_mb = flops / hw.achievable_flops(in.precision) / accum;
+  const double layers = m.blocks > 0 ? static_cast<double>(m.blocks / std::max<int64_t>(1, l.pp)) : 1.0;
+  // About 12 kernels per block forward, 3 passes (forward, two for backward), plus loss/embedding.
+  const double overhead_mb = 3.0 * (12.0 * layers + 4.0) * hw.launch_overhead_s;
+  const double mb = static_cast<double>(l.micro_batch);
+  double boundary_bytes = 0;  // activations crossing a tensor- or pipeline-parallel boundary
+  if (m.is_transformer()) {
+    boundary_bytes = mb * static_cast<double>(m.seq_len) * static_cast<double>(m.hidden) * wire_bytes(in.precision);
+  } else if (m.blocks > 0) {
+    boundary_bytes = mb * m.activation_bytes_per_sample / static_cast<double>(m.blocks);
+  }
+  double tp_mb = 0, pp_mb = 0;
+  if (l.tp > 1) {
+    // Megatron layout: 2 allreduces forward and 2 backward per block (+2 when recomputing).
+    const double n = layers * (4.0 + (l.recompute ? 2.0 : 0.0));
+    tp_mb = n * ring_allreduce_s(boundary_bytes, l.tp, hw.intra_node_bw, hw.latency_s);
+  }
+  if (l.pp > 1) {
+    const bool within_node = static_cast<double>(l.tp * l.pp) <= gpn;
+    const double bw = within_node ? hw.intra_node_bw : hw.inter_node_bw / gpn;
+    pp_mb = 2.0 * (boundary_bytes / bw + hw.latency_s);  // activations forward, gradients back
+  }
+  const double t_mb = compute_mb + overhead_mb + tp_mb + pp_mb;
+  t.compute = accum * compute_mb;
+  t.overhead = accum * overhead_mb;
+  t.tp_comm = accum * tp_mb;
+  t.pp_comm = accum * pp_mb;
+  t.bubble = static_cast<double>(l.pp - 1) * t_mb;
+  t.bubble_fraction = static_cast<double>(l.pp - 1) / (accum + static_cast<double>(l.pp - 1));
+
+  const double P = params_per_device(m, l.tp, l.pp);
+  if (l.dp > 1) {
+    const double grad_bytes = 4.0 * P;
+    const bool one_node = in.topology.nodes <= 1 || static_cast<double>(l.dp * l.tp * l.pp) <= gpn;
+    const double groups_per_node = std::min(static_cast<double>(l.tp * l.pp), gpn);
+    const double bw = one_node ? hw.intra_node_bw : std::min(hw.intra_node_bw, hw.inter_node_bw / groups_per_node);
+    const double buckets = std::ceil(grad_bytes / (25.0 * 1024 * 1024));
+    const double ring = ring_allreduce_s(grad_bytes, l.dp, bw, hw.latency_s * buckets);
+    const double window = 0.8 * (2.0 / 3.0) * compute_mb;  // backward of one micro-batch hides comm
+    if (l.zero == 0) {
+      t.dp_comm = std::max(0.0, ring - window);
+    } else {
+      // Reduce-scatter gradients (half a ring) behind backward: once per step for ZeRO-1, every
+      // micro-batch for ZeRO-2 (it keeps no full gradient to accumulate into); then all-gather the
+      // updated parameters (the other half) in the open, plus copying into flat shards.
+      const double rs = std::max(0.0, ring / 2.0 - window);
+      t.dp_comm = l.zero >= 2 ? accum * rs : rs;
+      t.zero_comm = ring / 2.0 + 2.0 * grad_bytes / hw.memory_bw;
+    }
+  }
+  const double updated = P / (l.zero >= 1 ? static_cast<double>(std::max<int64_t>(1, l.dp)) : 1.0);
+  t.optimizer = optimizer_step_bytes(in) * updated / hw.memory_bw;
+  return t;
+}
+
+}  // namespace gtrain

@@ -1,0 +1,82 @@
+// cost_model.h: memory per device and time per global batch of one parallel layout, from the
+// model's sizes, the optimizer, the precision, the hardware profile and the node topology.
+//
+// Memory per device (the most loaded pipeline stage):
+//   params     fp32 master weights of this stage / tp (+ a 16-bit autocast copy in bf16/fp16)
+//   grads      fp32 gradient buckets, / dp under ZeRO-2
+//   grad_accumulators  autograd's per-parameter fp32 gradients (4 B/param) before the engine
+//              copies them into the buckets, and with more than one micro-batch a step the flat
+//              accumulators they are summed into
+//   optimizer  AdamW 8 B/param, SGD momentum 4 B/param, / dp under ZeRO-1 and 2
+//   activations  per sample x micro_batch x micro-batches in flight (1F1B: stage 0 holds
+//              min(pp, grad_accum)); transformers use the per-block formula split by tp
+//   workspace  the profile's reserve + fragmentation x what each step allocates and frees
+//              (activations and accumulators; the flat buffers are allocated once, at build)
+//   build      CPU, while a tp or pp rank builds: the whole model in fp32 before it keeps its
+//              part (returned once split); the total is the larger of this and the training sum
+// Time per global batch (seconds):
+//   (grad_accum + pp - 1) x per-micro-batch stage time (compute + kernel overhead + TP allreduces
+//   + PP sends), so the pipeline bubble is (pp-1)/(grad_accum+pp-1) of it; plus the DP gradient
+//   allreduce not hidden behind the last backward (ZeRO-2 reduce-scatters every micro-batch),
+//   ZeRO's parameter all-gather, and the optimizer step (memory bound).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/core/model_stats.h"
+#include "runtime/core/parallel_layout.h"
+#include "strategies/planner/hardware_profile.h"
+
+namespace gtrain {
+
+struct Topology {
+  int64_t world = 1;
+  int64_t gpus_per_node = 1;  // devices per node (tp groups stay within one)
+  int64_t nodes = 1;
+};
+
+struct CostModelInput {
+  ModelStats model;
+  std::string optimizer = "adamw";  // adamw | sgd
+  double momentum = 0.9;            // sgd: state only when > 0
+  std::string precision = "fp32";   // fp32 | bf16 | fp16
+  HardwareProfile profile;
+  Topology topology;
+  bool fused_loss = false;  // output layer + loss in row blocks (tp = 1): no whole logits
+};
+
+struct MemoryEstimate {
+  double params = 0, grads = 0, grad_accumulators = 0, optimizer = 0, activations = 0, workspace = 0;
+  double build = 0;                               // peak while building (0: the model is not split)
+  double activation_per_sample = 0;               // this layout (recompute as chosen), one micro-batch sample
+  double activation_per_sample_no_recompute = 0;  // the same without recompute
+  double activation_per_sample_recompute = 0;     // and with recompute
+  int64_t in_flight = 1;                          // micro-batches a stage holds at once
+  // What the framework's allocator holds at most (torch.cuda.max_memory_allocated on a GPU): the
+  // training figure less the device reserve and fragmentation.
+  double tensors() const { return params + grads + grad_accumulators + optimizer + activations; }
+  double training() const { return tensors() + workspace; }
+  double total() const { return training() > build ? training() : build; }
+};
+
+struct TimeEstimate {
+  double compute = 0;    // FLOPs / achievable rate (recompute adds a forward)
+  double overhead = 0;   // fixed per-kernel costs
+  double tp_comm = 0;    // tensor-parallel allreduces (on the critical path)
+  double pp_comm = 0;    // stage-to-stage sends
+  double bubble = 0;     // pipeline idle time
+  double dp_comm = 0;    // exposed data-parallel gradient communication
+  double zero_comm = 0;  // ZeRO parameter all-gather after the step
+  double optimizer = 0;  // optimizer step
+  double bubble_fraction = 0;
+  double total() const { return compute + overhead + tp_comm + pp_comm + bubble + dp_comm + zero_comm + optimizer; }
+};
+
+// Parameters held by one device of the most loaded stage (before ZeRO sharding).
+double params_per_device(const ModelStats& m, int64_t tp, int64_t pp);
+
+MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l);
+TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l);
+
+}  // namespace gtrain
