@@ -310,7 +310,7 @@ Env slurm_single_node() {
 TEST(SlurmAllocation, SingleNodeFromVariables) {
   FakeRunner r;
   const Allocation a = discover_allocation(slurm_single_node(), r.runner(), with(cuda_machine("gpu07", 4), false));
-  EXPECT_EQ(a.scheduler, "slurm");
+  EXPECT_EQ(a.scheduler, SchedulerKind::slurm);
   EXPECT_EQ(a.job_id, "4242");
   ASSERT_EQ(a.nodes.size(), 1u);
   EXPECT_EQ(a.nodes[0].host, "gpu07");
@@ -489,7 +489,7 @@ TEST(PbsAllocation, ProFromNodefileAndQstat) {
   FakeRunner r;
   r.outputs["qstat -f 1234.pbs01"] = kQstat;
   const Allocation a = discover_allocation(env, r.runner(), with(cpu_machine("node1", 16)));
-  EXPECT_EQ(a.scheduler, "pbs");
+  EXPECT_EQ(a.scheduler, SchedulerKind::pbs);
   ASSERT_EQ(a.nodes.size(), 2u);
   EXPECT_EQ(a.nodes[0].host, "node1");
   EXPECT_EQ(a.nodes[0].tasks, 2);
@@ -590,7 +590,7 @@ TEST(LsfAllocation, McpuHostsAndVisibleDevices) {
              {"LSB_QUEUE", "gpuq"},
              {"LSB_PROJECT_NAME", "projx"}};
   const Allocation a = discover_allocation(env, no_command_runner(), with(cpu_machine("hostA", 8)));
-  EXPECT_EQ(a.scheduler, "lsf");
+  EXPECT_EQ(a.scheduler, SchedulerKind::lsf);
   ASSERT_EQ(a.nodes.size(), 2u);
   EXPECT_EQ(a.nodes[0].gpus, (std::vector<int>{0, 1}));
   EXPECT_EQ(a.nodes[1].gpus.size(), 2u);
@@ -640,7 +640,7 @@ TEST(VisibleDevices, IndicesUuidsEmptyNoneAll) {
 TEST(CudaEnvAllocation, FromVisibleDevicesWithoutScheduler) {
   Allocation a =
       discover_allocation({{"CUDA_VISIBLE_DEVICES", "2,3"}}, no_command_runner(), with(cuda_machine("w", 4)));
-  EXPECT_EQ(a.scheduler, "cuda_env");
+  EXPECT_EQ(a.scheduler, SchedulerKind::cuda_env);
   EXPECT_EQ(a.nodes[0].gpus, (std::vector<int>{2, 3}));
   EXPECT_EQ(a.world_size(), 2);
   a = discover_allocation({{"CUDA_VISIBLE_DEVICES", "GPU-1002"}}, no_command_runner(), with(cuda_machine("w", 4)));
@@ -657,7 +657,7 @@ TEST(CudaEnvAllocation, FromVisibleDevicesWithoutScheduler) {
 
 TEST(LocalAllocation, HardwareDecides) {
   Allocation a = discover_allocation({}, no_command_runner(), with(cuda_machine("box", 2)));
-  EXPECT_EQ(a.scheduler, "local");
+  EXPECT_EQ(a.scheduler, SchedulerKind::local);
   EXPECT_EQ(a.total_gpus(), 2);
   EXPECT_EQ(a.gpu_model, "NVIDIA A100-SXM4-80GB");
   EXPECT_TRUE(a.cuda_build);

@@ -385,9 +385,9 @@ TEST(SubmitChain, SubmitsDependentStagesAndSteps) {
   EXPECT_NE(chain_step(run_dir, 1, 3, "100", fake.runner()).find("stage 2 continues"), std::string::npos);
   EXPECT_NE(chain_step(run_dir, 2, 0, "101", fake.runner()).find("training complete"), std::string::npos);
   c = read_chain(run_dir);
-  EXPECT_EQ(c.state, "completed");
-  EXPECT_EQ(c.stages[0].state, "resumable");
-  EXPECT_EQ(c.stages[2].state, "cancelled");
+  EXPECT_EQ(c.state, ChainState::completed);
+  EXPECT_EQ(c.stages[0].state, StageState::resumable);
+  EXPECT_EQ(c.stages[2].state, StageState::cancelled);
   EXPECT_EQ(fake.calls.back(), (std::vector<std::string>{"scancel", "102"}));
 
   std::ostringstream status;
@@ -406,8 +406,8 @@ TEST(SubmitChain, FailureCancelsTheRestAndSaysWhy) {
   EXPECT_NE(why.find("stage 1 failed with exit code 2 (bad input)"), std::string::npos) << why;
   EXPECT_EQ(fake.count("scancel"), 2);
   const Chain c = read_chain(o.run_dir);
-  EXPECT_EQ(c.state, "failed");
-  EXPECT_EQ(c.stages[1].state, "cancelled");
+  EXPECT_EQ(c.state, ChainState::failed);
+  EXPECT_EQ(c.stages[1].state, StageState::cancelled);
 }
 
 TEST(SubmitChain, AutoStagesSubmitOneMoreWhileResumable) {
@@ -425,7 +425,7 @@ TEST(SubmitChain, AutoStagesSubmitOneMoreWhileResumable) {
   chain_step(o.run_dir, 2, 0, "101", fake.runner());
   const Chain c = read_chain(o.run_dir);
   EXPECT_EQ(c.stages.size(), 2u);
-  EXPECT_EQ(c.state, "completed");
+  EXPECT_EQ(c.state, ChainState::completed);
   std::ostringstream cancel;
   EXPECT_EQ(cancel_chain(o.run_dir, fake.runner(), cancel).cancelled, 0);
 }
@@ -463,7 +463,7 @@ TEST(SubmitChain, RefusalShowsTheMessageAndTheLargestAcceptedPlan) {
               std::string::npos)
         << e.hint();
   }
-  EXPECT_EQ(read_chain(o.run_dir).state, "failed");
+  EXPECT_EQ(read_chain(o.run_dir).state, ChainState::failed);
 }
 
 TEST(SubmitChain, PbsDependsWithW) {
@@ -760,9 +760,9 @@ TEST(SubmitChain, CancelThatFailsSaysSoAndKeepsTheChain) {
   }
   EXPECT_NE(cancel.str().find("gtrain cancel: 1 job(s) cancelled"), std::string::npos) << cancel.str();
   const Chain c = read_chain(o.run_dir);
-  EXPECT_EQ(c.state, "running");
-  EXPECT_EQ(c.stages[0].state, "cancelled");
-  EXPECT_EQ(c.stages[1].state, "queued");
+  EXPECT_EQ(c.state, ChainState::running);
+  EXPECT_EQ(c.stages[0].state, StageState::cancelled);
+  EXPECT_EQ(c.stages[1].state, StageState::queued);
 }
 
 // Stages --stages auto adds follow the quota windows as the first ones did: one that would start
@@ -855,9 +855,9 @@ TEST(SubmitChain, CancelledAutoChainSubmitsNoMoreStages) {
             "stage 1 ended (exit 3) after gtrain cancel; nothing more is submitted (resume with gtrain submit again)");
   EXPECT_EQ(fake.count("sbatch"), 1);
   const Chain c = read_chain(o.run_dir);
-  EXPECT_EQ(c.state, "cancelled");
+  EXPECT_EQ(c.state, ChainState::cancelled);
   ASSERT_EQ(c.stages.size(), 1u);
-  EXPECT_EQ(c.stages[0].state, "resumable");
+  EXPECT_EQ(c.stages[0].state, StageState::resumable);
   EXPECT_EQ(c.stages[0].exit, 3);
 }
 
@@ -891,12 +891,12 @@ TEST(SubmitChain, CancelAsksTheRunningStageToSaveFirst) {
             std::string::npos)
       << cancel.str();
   Chain c = read_chain(o.run_dir);
-  EXPECT_EQ(c.state, "cancelled");
-  EXPECT_EQ(c.stages[0].state, "queued") << "until its chain-step reports";
-  EXPECT_EQ(c.stages[1].state, "cancelled");
+  EXPECT_EQ(c.state, ChainState::cancelled);
+  EXPECT_EQ(c.stages[0].state, StageState::queued) << "until its chain-step reports";
+  EXPECT_EQ(c.stages[1].state, StageState::cancelled);
   // The stage saves and reports: recorded, nothing more submitted.
   EXPECT_NE(chain_step(o.run_dir, 1, 3, "100", fake.runner()).find("after gtrain cancel"), std::string::npos);
-  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "resumable");
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, StageState::resumable);
   // Slurm requeued it (--requeue): it waits again though chain.json says resumable. A new submit is
   // refused while it exists, and cancel cancels it, outright with --now even when it runs.
   squeue = "100 PENDING\n";
@@ -911,14 +911,14 @@ TEST(SubmitChain, CancelAsksTheRunningStageToSaveFirst) {
   cancel.str("");
   EXPECT_EQ(cancel_command(o.run_dir, fake.runner(), cancel, /*now=*/true), 0) << cancel.str();
   EXPECT_EQ(called({"scancel", "100"}), 1);
-  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "cancelled");
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, StageState::cancelled);
   chain_step(o.run_dir, 1, 205, "100", fake.runner());  // what the kill left of gtrain run
-  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "cancelled");
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, StageState::cancelled);
   EXPECT_EQ(read_chain(o.run_dir).stages[0].exit, 205);
   // Once the scheduler has none of the chain's jobs, submit starts a new chain.
   squeue = "";
   EXPECT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
-  EXPECT_EQ(read_chain(o.run_dir).state, "running");
+  EXPECT_EQ(read_chain(o.run_dir).state, ChainState::running);
 }
 
 // PBS: a running stage (qstat -f: job_state = R) gets qsig -s USR1; a queued one qdel.
@@ -987,10 +987,10 @@ TEST(SubmitChain, PbsJobIdsMatchWithTheServersFullName) {
   ASSERT_EQ(read_chain(o.run_dir).stages[0].job, "100.pbs01");
   EXPECT_NE(chain_step(o.run_dir, 1, 3, "100.pbs01.example.org", fake.runner()).find("stage 2 continues"),
             std::string::npos);
-  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "resumable");
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, StageState::resumable);
   EXPECT_NE(chain_step(o.run_dir, 2, 0, "7.pbs01", fake.runner()).find("not in this run directory's chain"),
             std::string::npos);
-  EXPECT_EQ(read_chain(o.run_dir).stages[1].state, "queued");
+  EXPECT_EQ(read_chain(o.run_dir).stages[1].state, StageState::queued);
 }
 
 // A chain that had ended (stopped, failed) when a stage Slurm requeued reports again: the result is
@@ -1003,20 +1003,20 @@ TEST(SubmitChain, EndedChainSubmitsNothingForARequeuedStage) {
   std::ostringstream out;
   ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0);
   Chain c = read_chain(o.run_dir);
-  c.state = "failed";
+  c.state = ChainState::failed;
   c.reason = "set by the test";
   write_chain(o.run_dir, c);
   const std::string what = chain_step(o.run_dir, 1, 3, "100", fake.runner());
   EXPECT_NE(what.find("after the chain ended (failed); nothing more is submitted"), std::string::npos) << what;
   EXPECT_EQ(fake.count("sbatch"), 1);
-  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "resumable");
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, StageState::resumable);
   fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
     if (argv[0] == "squeue") return std::string("100 RUNNING\ngtrain-rc=0");
     return std::nullopt;
   };
   std::ostringstream cancel;
   EXPECT_EQ(cancel_command(o.run_dir, fake.runner(), cancel), 0) << cancel.str();
-  EXPECT_EQ(read_chain(o.run_dir).state, "cancelled") << cancel.str();
+  EXPECT_EQ(read_chain(o.run_dir).state, ChainState::cancelled) << cancel.str();
 }
 
 // submit refuses a run directory a gtrain run works in now: its stages could not start.
@@ -1091,7 +1091,7 @@ TEST(SubmitChain, StageThatDiedWithoutReportingDoesNotHoldTheChain) {
   };
   std::ostringstream cancel;
   EXPECT_THROW(cancel_command(o.run_dir, fake.runner(), cancel), Error) << "squeue could not be asked";
-  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "queued");
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, StageState::queued);
   squeue_answers = true;
   cancel.str("");
   EXPECT_EQ(cancel_command(o.run_dir, fake.runner(), cancel), 0) << cancel.str();
@@ -1100,18 +1100,18 @@ TEST(SubmitChain, StageThatDiedWithoutReportingDoesNotHoldTheChain) {
             std::string::npos)
       << cancel.str();
   Chain c = read_chain(o.run_dir);
-  EXPECT_EQ(c.state, "cancelled");
-  EXPECT_EQ(c.stages[0].state, "ended");
-  EXPECT_EQ(c.stages[1].state, "cancelled");
+  EXPECT_EQ(c.state, ChainState::cancelled);
+  EXPECT_EQ(c.stages[0].state, StageState::ended);
+  EXPECT_EQ(c.stages[1].state, StageState::cancelled);
   // A chain whose only queued stage the scheduler no longer lists (squeue prints no state) is over.
-  c.stages[1].state = "queued";
+  c.stages[1].state = StageState::queued;
   write_chain(o.run_dir, c);
   fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
     if (argv[0] == "squeue") return std::string("gtrain-rc=0");
     return std::nullopt;
   };
   EXPECT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
-  EXPECT_EQ(read_chain(o.run_dir).state, "running");
+  EXPECT_EQ(read_chain(o.run_dir).state, ChainState::running);
 }
 
 // gtrain status shows the scheduler's whole reason, spaces and all, for each stage.
@@ -1148,7 +1148,7 @@ TEST(SubmitChain, StatusKeepsReasonsWithSpaces) {
   EXPECT_NE(running.str().find("job 101  1 GPU(s) on 1 node(s)  queued  scheduler: PENDING (Dependency)"),
             std::string::npos)
       << running.str();
-  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "queued");
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, StageState::queued);
   // A stage neither squeue nor sacct knows any more ended without reporting: not shown as queued.
   fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
     if (argv[0] == "squeue") return std::string("101 PENDING Dependency\n");
@@ -1194,7 +1194,7 @@ TEST(SubmitChain, UnreachableControllerIsARuntimeError) {
       EXPECT_NE(what.find("\n" + message), std::string::npos) << what;
     }
     EXPECT_EQ(fake.count("sbatch"), 1) << "no --test-only probing of a scheduler that is not there";
-    EXPECT_EQ(read_chain(o.run_dir).state, "failed");
+    EXPECT_EQ(read_chain(o.run_dir).state, ChainState::failed);
   }
 }
 
