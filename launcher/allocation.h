@@ -1,7 +1,8 @@
 // allocation.h: Allocation, exactly what the scheduler granted this job (nodes, GPUs per node,
 // CPUs, tasks, time, partition, account, limits), and discover_allocation, which reads it.
 //
-// Discovery order (the first that applies decides `scheduler`):
+// Discovery order (the first that applies decides `scheduler`; the ordered detection list is
+// GTRAIN_SCHEDULER_BACKENDS in scheduler/scheduler_kind.h, each entry one scheduler/*_backend.cpp):
 //   1. Slurm   (SLURM_JOB_ID): SLURM_JOB_NODELIST, SLURM_STEP_GPUS / SLURM_JOB_GPUS /
 //              SLURM_GPUS_ON_NODE / SLURM_GPUS_PER_NODE / SLURM_GPUS, SLURM_NTASKS,
 //              SLURM_TASKS_PER_NODE, SLURM_CPUS_ON_NODE, SLURM_JOB_CPUS_PER_NODE; end time from
@@ -23,8 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/launch/hardware_query.h"
-#include "launcher/launch/program_runner.h"
+#include "launcher/hardware_query.h"
+#include "launcher/program_runner.h"
+#include "launcher/scheduler/scheduler_kind.h"
 #include "launcher/scheduler_limits.h"
 
 namespace gtrain {
@@ -37,7 +39,7 @@ struct NodeAllocation {
 };
 
 struct Allocation {
-  std::string scheduler = "local";  // "slurm", "pbs", "lsf", "cuda_env", "local"
+  SchedulerKind scheduler = SchedulerKind::local;  // shown as "slurm", "pbs", "lsf", "cuda_env", "local"
   std::string job_id;
   std::vector<NodeAllocation> nodes;
   std::string gpu_model;               // "NVIDIA A100-SXM4-80GB" (NVML) or a scheduler GPU type ("a100"); "" = unknown
@@ -98,6 +100,8 @@ std::vector<int> parse_index_list(const std::string& text, const std::string& wh
 // "[type:]count" as in SLURM_GPUS_PER_NODE ("4", "a100:4", "a100:2,v100:2" -> 4). Returns the
 // count, and the type in *type when one is given.
 int parse_gpu_count(const std::string& text, const std::string& what, std::string* type);
+
+// PBS parsers (scheduler/pbs_backend.cpp).
 
 // PBS exec_vnode "(n1:ncpus=8:ngpus=4)+(n2[0]:ngpus=2)" -> per host (first appearance order)
 // {ncpus, ngpus}.

@@ -1,5 +1,6 @@
-// batch_script.h: the text of one stage's batch script (Slurm sbatch or PBS qsub), and
-// shell_quote, the one function every path and value in a generated script goes through.
+// batch_script.h: the text of one stage's batch script (its scheduler's directives, then the
+// scheduler-independent body), and shell_quote, the one function every path and value in a
+// generated script goes through.
 #pragma once
 
 #include <cstdint>
@@ -27,18 +28,19 @@ struct BatchStage {
   int cpus_per_gpu = 0;                       // CPU cores per GPU (0 = not requested: the site's default)
 };
 
-// PBS's resource chunk: select=N:ngpus=G[:ncpus=G*C]:mpiprocs=G.
-std::string pbs_select(int nodes, int gpus_per_node, int cpus_per_gpu);
-
 // Quotes `s` for bash: the result expands to exactly `s` (spaces, quotes, $, backticks, newlines).
 std::string shell_quote(const std::string& s);
 
-// sbatch script: #SBATCH directives for the resources, then a body that runs `gtrain run` in the
-// background, forwards USR1/TERM to it as USR1, waits for it across traps, and reports the exit
-// code to `gtrain chain-step` (which submits, stops or cancels the rest of the chain).
-std::string slurm_script(const BatchStage& s);
+class SchedulerBackend;
 
-// qsub script for PBS Pro: select=N:ngpus=G:mpiprocs=G, walltime, the same body.
+// The scheduler's directives for the resources (SchedulerBackend::script_directives), then a body
+// that runs `gtrain run` in the background, forwards USR1/TERM to it as USR1, waits for it across
+// traps, and reports the exit code to `gtrain chain-step` (which submits, stops or cancels the rest
+// of the chain).
+std::string batch_script(const SchedulerBackend& scheduler, const BatchStage& s);
+
+// batch_script for Slurm (#SBATCH) and PBS Pro (#PBS -l select=N:ngpus=G:mpiprocs=G, walltime).
+std::string slurm_script(const BatchStage& s);
 std::string pbs_script(const BatchStage& s);
 
 }  // namespace gtrain

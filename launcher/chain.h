@@ -1,7 +1,7 @@
 // chain.h: the chain of batch jobs one `gtrain submit` created, kept in RUN_DIR/chain.json:
 // job ids per stage and how each ended; submitting, stepping (what a stage's script reports when
 // gtrain run exits), status and cancel, all through an injectable CommandRunner so tests replay
-// a fake scheduler.
+// a fake scheduler. Every scheduler command comes from the chain's SchedulerBackend.
 //
 // Protocol:
 //   1. `gtrain submit` writes stage-K.{sbatch,pbs} and submits them in order, stage K+1 with
@@ -18,10 +18,49 @@
 #include <string>
 #include <vector>
 
-#include "launcher/launch/program_runner.h"
-#include "runtime/core/config/schedule_config.h"
+#include "launcher/program_runner.h"
+#include "launcher/scheduler/scheduler_backend.h"
+#include "runtime/train/schedule_config.h"
 
 namespace gtrain {
+
+// A stage's state in chain.json. ended: the scheduler has no such job, and its script never
+// reported; refused: the scheduler refused its submission.
+#define GTRAIN_STAGE_STATES(X) \
+  X(planned)                   \
+  X(queued)                    \
+  X(resumable)                 \
+  X(completed)                 \
+  X(failed)                    \
+  X(cancelled)                 \
+  X(skipped)                   \
+  X(ended)                     \
+  X(refused)
+// The chain's state in chain.json.
+#define GTRAIN_CHAIN_STATES(X) \
+  X(running)                   \
+  X(completed)                 \
+  X(failed)                    \
+  X(stopped)                   \
+  X(cancelled)
+
+#define GTRAIN_STATE_ENUMERATOR(name) name,
+enum class StageState { GTRAIN_STAGE_STATES(GTRAIN_STATE_ENUMERATOR) };
+enum class ChainState { GTRAIN_CHAIN_STATES(GTRAIN_STATE_ENUMERATOR) };
+#undef GTRAIN_STATE_ENUMERATOR
+
+// The one name table of each (the strings in chain.json and in every message); nullopt for any
+// other string.
+const char* state_name(StageState s);
+const char* state_name(ChainState s);
+std::optional<StageState> stage_state_from_name(const std::string& name);
+std::optional<ChainState> chain_state_from_name(const std::string& name);
+inline std::ostream& operator<<(std::ostream& out, StageState s) {
+  return out << state_name(s);
+}
+inline std::ostream& operator<<(std::ostream& out, ChainState s) {
+  return out << state_name(s);
+}
 
 struct ChainStage {
   int index = 1;
@@ -30,17 +69,16 @@ struct ChainStage {
   std::vector<std::string> submit_argv;  // the exact sbatch/qsub command (without the dependency)
   std::string begin;                     // --begin value ("" = none)
   std::string job;                       // scheduler job id ("" = not submitted)
-  std::string state = "planned";         // planned, queued, resumable, completed, failed, cancelled, skipped, ended
-                                         // (ended: the scheduler has no such job, and its script never reported)
-  int exit = -1;                         // gtrain run's exit code (-1 = not reported)
+  StageState state = StageState::planned;
+  int exit = -1;  // gtrain run's exit code (-1 = not reported)
 };
 
 struct Chain {
-  std::string scheduler = "slurm";  // slurm | pbs
-  bool auto_stages = false;         // submit one more stage whenever the last one ends resumable
-  int max_auto_stages = 100;        // safety bound for auto chains
-  std::string state = "running";    // running, completed, failed, stopped, cancelled
-  std::string reason;               // why the chain stopped
+  SchedulerKind scheduler = SchedulerKind::slurm;  // one that can submit: slurm | pbs
+  bool auto_stages = false;                        // submit one more stage whenever the last one ends resumable
+  int max_auto_stages = 100;                       // safety bound for auto chains
+  ChainState state = ChainState::running;
+  std::string reason;  // why the chain stopped
   std::vector<ChainStage> stages;
   // For stages --stages auto adds: the config's quota windows (a stage starting outside them gets
   // --begin at the next opening), whether GPU counts follow the windows' max_gpus (no --gpus), and
@@ -49,6 +87,8 @@ struct Chain {
   bool gpus_from_windows = false;
   std::string launcher = "mpirun";
   int cpus_per_gpu = 0;  // submit --cpus-per-gpu (PBS: the ncpus of a new select)
+
+  const SchedulerBackend& backend() const { return scheduler_backend(scheduler); }
 };
 
 std::string chain_path(const std::string& run_dir);
@@ -56,19 +96,9 @@ bool chain_exists(const std::string& run_dir);
 Chain read_chain(const std::string& run_dir);                  // ConfigError when missing/bad
 void write_chain(const std::string& run_dir, const Chain& c);  // atomic (rename)
 
-// A command's exit code and its stdout+stderr together (the scheduler's message verbatim).
-struct CommandOutput {
-  int rc = -1;
-  std::string text;
-};
-CommandOutput run_merged(const CommandRunner& runner, const std::vector<std::string>& argv);
-
 // The exact sbatch/qsub command for stage `k` (0-based) after `after_job` ("" = no dependency):
 // the recorded submit_argv plus the dependency, --begin/-a and GTRAIN_STAGE, before the script.
 std::vector<std::string> stage_submit_argv(const Chain& c, size_t k, const std::string& after_job);
-
-// RUN_DIR/pbs-stage-K.out: a PBS stage's joined output (qsub -o has no job-id pattern).
-std::string pbs_output_path(const std::string& run_dir, int index);
 
 // Submits stage `k` (0-based) after `after_job` ("" = no dependency); records the job id.
 // Returns the command's output; on refusal leaves the stage unsubmitted and returns rc != 0.
@@ -97,7 +127,7 @@ class ChainLock {
 // The scheduler's state for each job of the chain it still knows as pending, running or otherwise
 // not yet ended (squeue's %T: PENDING, RUNNING, ...; qstat -f's job_state: Q, R, H, ...); a job missing
 // from the map has ended. nullopt when the scheduler cannot be asked.
-std::optional<std::map<std::string, std::string>> active_jobs(const Chain& c, const CommandRunner& runner);
+std::optional<std::map<std::string, JobState>> active_jobs(const Chain& c, const CommandRunner& runner);
 
 // Cancels the chain, printing a line per stage: a running stage is asked to save and stop (Slurm:
 // scancel --batch --signal=USR1, PBS: qsig -s USR1, which the script passes to gtrain run as on the
@@ -122,11 +152,6 @@ struct CancelRetry {
 };
 CancelResult cancel_chain(const std::string& run_dir, const CommandRunner& runner, std::ostream& out, bool now = false,
                           const CancelRetry& retry = {});
-
-// True when the scheduler clearly answers that it no longer knows `job` as pending or running
-// (squeue lists it in no state, or "Invalid job id"; qstat "Unknown Job Id"); false when it cannot
-// be asked. A stage whose script died before its chain-step stays "queued" in chain.json otherwise.
-bool job_gone(const std::string& scheduler, const std::string& job, const CommandRunner& runner);
 
 // Chain lines for `gtrain status`: job ids and the scheduler's states (squeue, sacct if present).
 void print_chain_status(const std::string& run_dir, const CommandRunner& runner, std::ostream& out);

@@ -73,6 +73,14 @@ std::string format_duration(int64_t s) {
   return buf;
 }
 
+std::string hms(double seconds) {
+  const auto s = static_cast<int64_t>(seconds);
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%02lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  return buf;
+}
+
 std::map<std::string, std::string> parse_scontrol_record(const std::string& line) {
   std::map<std::string, std::string> out;
   std::istringstream is(line);
@@ -161,14 +169,9 @@ int64_t tres_gpu_count(const std::string& tres) {
   return any_typed ? typed : -1;
 }
 
-SchedulerLimits read_slurm_limits(const std::string& job_id, const std::string& user, const std::string& account,
-                                  const std::string& partition, const std::string& qos, const CommandRunner& run) {
-  SchedulerLimits L;
-  L.user = user;
-  L.account = account;
-  L.partition = partition;
-  L.qos = qos;
+namespace {
 
+void read_job_limits(SchedulerLimits& L, const std::string& job_id, const CommandRunner& run) {
   // 1. The job itself.
   if (auto out = run({"scontrol", "show", "job", "-o", job_id})) {
     const auto rec = parse_scontrol_record(trim(*out));
@@ -199,7 +202,9 @@ SchedulerLimits read_slurm_limits(const std::string& job_id, const std::string& 
   } else {
     L.notes.push_back("scontrol show job " + job_id + " gave nothing (scontrol missing or job not visible)");
   }
+}
 
+void read_partition_limits(SchedulerLimits& L, const CommandRunner& run) {
   // 2. The partition.
   if (!L.partition.empty()) {
     if (auto out = run({"scontrol", "show", "partition", "-o", L.partition})) {
@@ -220,7 +225,9 @@ SchedulerLimits read_slurm_limits(const std::string& job_id, const std::string& 
   } else {
     L.notes.push_back("partition unknown: partition limits unknown");
   }
+}
 
+void read_qos_limits(SchedulerLimits& L, const CommandRunner& run) {
   // 3. QOS (the job's and the partition's).
   auto read_qos = [&](const std::string& name, LimitValue* wall, LimitValue* per_job, LimitValue* per_user,
                       LimitValue* grp) {
@@ -250,7 +257,9 @@ SchedulerLimits read_slurm_limits(const std::string& job_id, const std::string& 
   if (!L.partition_qos.empty()) {
     read_qos(L.partition_qos, nullptr, &L.partition_qos_max_gpus_per_job, &L.partition_qos_max_gpus_per_user, nullptr);
   }
+}
 
+void read_assoc_limits(SchedulerLimits& L, const CommandRunner& run) {
   // 4. Associations: the user's row in the account (for this partition, or for all partitions)
   //    and the account's own row.
   if (!L.account.empty()) {
@@ -283,6 +292,21 @@ SchedulerLimits read_slurm_limits(const std::string& job_id, const std::string& 
   } else {
     L.notes.push_back("account unknown: association limits unknown");
   }
+}
+
+}  // namespace
+
+SchedulerLimits read_slurm_limits(const std::string& job_id, const std::string& user, const std::string& account,
+                                  const std::string& partition, const std::string& qos, const CommandRunner& run) {
+  SchedulerLimits L;
+  L.user = user;
+  L.account = account;
+  L.partition = partition;
+  L.qos = qos;
+  read_job_limits(L, job_id, run);
+  read_partition_limits(L, run);
+  read_qos_limits(L, run);
+  read_assoc_limits(L, run);
   return L;
 }
 

@@ -83,5 +83,7 @@ int64_t tres_gpu_count(const std::string& tres);
 
 // Formats seconds as Slurm does: "D-HH:MM:SS" or "HH:MM:SS".
 std::string format_duration(int64_t seconds);
+// Seconds as HH:MM:SS, hours past 24 as they are (PBS walltime): 90000 -> "25:00:00".
+std::string hms(double seconds);
 
 }  // namespace gtrain

@@ -66,23 +66,16 @@ double measured_save_seconds(const std::string& run_dir) {
   return best > 0 ? best : 5.0;
 }
 
-// Slurm expands %j, %u, ... in --output: a literal % is %%.
-std::string slurm_pattern_literal(const std::string& s) {
-  std::string out;
-  for (char c : s) out += c == '%' ? std::string("%%") : std::string(1, c);
-  return out;
-}
-
-// The largest GPU count below `refused` that the scheduler would accept (sbatch --test-only), or 0.
-// The largest GPU count below the stage's that `sbatch --test-only` accepts, and its node count (the
-// stage's when it divides the count, else 1); {0, 0} when none is.
-std::pair<int, int> largest_accepted(const ChainStage& s, int nodes, const CommandRunner& runner) {
+// The largest GPU count below the stage's that the scheduler's test submission accepts, and its node
+// count (the stage's when it divides the count, else 1); {0, 0} when none is, or the scheduler has
+// no test submission.
+std::pair<int, int> largest_accepted(const SchedulerBackend& backend, const ChainStage& s, int nodes,
+                                     const CommandRunner& runner) {
   for (int g = s.gpus - 1; g >= 1; --g) {
     const int n = g % nodes == 0 ? nodes : 1;
-    std::vector<std::string> argv = s.submit_argv;
-    argv.insert(argv.end() - 1,
-                {"--test-only", "--nodes=" + std::to_string(n), "--gpus-per-node=" + std::to_string(g / n)});
-    if (run_merged(runner, argv).rc == 0) return {g, n};
+    const auto argv = backend.test_submit_argv(s.submit_argv, n, g / n);
+    if (!argv) return {0, 0};
+    if (run_merged(runner, *argv).rc == 0) return {g, n};
   }
   return {0, 0};
 }
@@ -93,7 +86,7 @@ std::string resubmit_line(const SubmitOptions& o, int gpus, int nodes) {
   std::string line = "gtrain submit " + shell_quote(o.config_path);
   for (const auto& x : o.sets) line += " --set " + shell_quote(x);
   if (!o.run_dir.empty()) line += " --run-dir " + shell_quote(o.run_dir);
-  if (o.scheduler != "slurm") line += " --scheduler " + o.scheduler;
+  if (o.scheduler != SubmitOptions().scheduler) line += " --scheduler " + o.scheduler;
   line += " --stages " + o.stages + " --gpus " + std::to_string(gpus) + " --nodes " + std::to_string(nodes) +
           " --time " + shell_quote(o.time);
   if (!o.partition.empty()) line += " --partition " + o.partition;
@@ -156,9 +149,7 @@ std::string dry_run_commands(const Chain& chain) {
     }
     const std::string var = "JOB" + std::to_string(i + 1);
     text += "  " + var + "=$(" + line + ")";
-    // sbatch --parsable answers "JOBID;CLUSTER" on a multi-cluster site; dependencies take the id.
-    if (chain.scheduler != "pbs") text += " && " + var + "=${" + var + "%%;*}";
-    text += "\n";
+    text += chain.backend().shell_job_id_fixup(var) + "\n";
   }
   return text;
 }
@@ -174,26 +165,27 @@ double parse_slurm_time(const std::string& text) {
   return total;
 }
 
-std::string hms(double seconds) {
-  const auto s = static_cast<int64_t>(seconds);
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), "%02lld:%02lld:%02lld", static_cast<long long>(s / 3600),
-                static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
-  return buf;
+static const SchedulerBackend& submit_backend(const SubmitOptions& o) {
+  const SchedulerBackend* b = find_scheduler_backend(o.scheduler);
+  if (b && b->can_submit()) return *b;
+  std::vector<std::string> names;
+  for (const SchedulerBackend* x : scheduler_backends()) {
+    if (x->can_submit() && std::find(names.begin(), names.end(), x->name()) == names.end()) names.push_back(x->name());
+  }
+  std::string expected;
+  for (size_t i = 0; i < names.size(); ++i)
+    expected += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  throw ConfigError("--scheduler '" + o.scheduler + "': expected " + expected);
 }
 
 int validate_submit_options(const SubmitOptions& o) {
-  if (o.scheduler != "slurm" && o.scheduler != "pbs")
-    throw ConfigError("--scheduler '" + o.scheduler + "': expected slurm or pbs");
+  const SchedulerBackend& backend = submit_backend(o);
   if (o.launcher != "mpirun" && o.launcher != "srun")
     throw ConfigError("--launcher '" + o.launcher + "': expected mpirun or srun");
-  if (o.scheduler == "pbs" && !o.qos.empty())
-    throw ConfigError("--qos '" + o.qos + "': PBS has no QOS; choose the queue with --partition (qsub -q) instead");
+  backend.check_qos(o.qos);
   if (o.cpus_per_gpu < 0 || o.cpus_per_gpu > 1024)
     throw ConfigError("--cpus-per-gpu " + std::to_string(o.cpus_per_gpu) + ": expected 0 (the site's default) to 1024");
-  if (o.launcher == "srun" && o.scheduler != "slurm")
-    throw ConfigError("--launcher srun needs --scheduler slurm (got " + o.scheduler +
-                      "); PBS stages start ranks with mpirun");
+  backend.check_launcher(o.launcher);
   int stages = 0;
   if (o.stages != "auto") {
     if (!std::regex_match(o.stages, std::regex("[0-9]{1,4}")) || std::stoi(o.stages) < 1)
@@ -222,10 +214,7 @@ int validate_submit_options(const SubmitOptions& o) {
   for (const auto& a : o.sbatch_args) {
     if (a.rfind("-", 0) != 0 || a.find_first_of("\n\r") != std::string::npos)
       throw ConfigError("--sbatch-arg '" + a + "': expected one option such as --constraint=a100 (no newlines)");
-    // #SBATCH lines take quotes (batch_script.cpp); a #PBS line's parsing of them differs by PBS flavour.
-    if (o.scheduler == "pbs" && a.find_first_of(" \t\"'\\") != std::string::npos)
-      throw ConfigError("--sbatch-arg '" + a +
-                        "': blanks, quotes and backslashes are not supported with --scheduler pbs");
+    backend.check_directive(a);
   }
   if (o.signal_lead_s < 0) throw ConfigError("--signal-lead must be >= 0");
   if (o.signal_lead_s >= limit)
@@ -275,38 +264,18 @@ std::vector<StagePlan> plan_stages(const SubmitOptions& o, int stages, const std
 }
 
 std::string slurm_begin(double unix_time) {
-  return text::local_time(unix_time, "%Y-%m-%dT%H:%M:%S");
-}
-
-// Slurm keeps a job whose --time exceeds its partition's MaxTime pending for ever (PartitionTimeLimit)
-// unless EnforcePartLimits refuses it: refused here, when scontrol tells the partition's MaxTime.
-static void check_partition_time(const SubmitOptions& o, double limit_s, const CommandRunner& runner) {
-  if (o.scheduler != "slurm") return;
-  std::vector<std::string> argv = {"scontrol", "show", "partition", "-o"};
-  if (!o.partition.empty()) argv.push_back(o.partition);
-  const auto text = runner(argv);
-  if (!text) return;  // no scontrol, or no such partition: sbatch says so
-  std::istringstream in(*text);
-  for (std::string line; std::getline(in, line);) {
-    auto rec = parse_scontrol_record(line);
-    if (o.partition.empty() ? rec["Default"] != "YES" : rec["PartitionName"] != o.partition) continue;
-    const LimitValue max = parse_slurm_duration(rec["MaxTime"]);
-    if (max.known() && limit_s > static_cast<double>(max.value))
-      throw ConfigError("--time " + o.time + " exceeds partition " + rec["PartitionName"] + "'s MaxTime " +
-                            format_duration(max.value) + ": Slurm would keep every stage pending (PartitionTimeLimit)",
-                        "ask for --time " + format_duration(max.value) +
-                            " or less: the chain's stages resume each other, so shorter stages lose nothing");
-  }
+  return scheduler_backend(SchedulerKind::slurm).begin_time(unix_time);
 }
 
 std::string pbs_begin(double unix_time) {
-  return text::local_time(unix_time, "%Y%m%d%H%M.%S");
+  return scheduler_backend(SchedulerKind::pbs).begin_time(unix_time);
 }
 
-int submit_command(const SubmitOptions& o, const std::map<std::string, std::string>& env, const CommandRunner& runner,
-                   std::ostream& out) {
-  const int stages = validate_submit_options(o);
-  const JobConfig cfg = load_job_config(o.config_path, o.sets, env);
+namespace {
+
+// What gtrain run needs of the config before any stage is queued: USR1 among the stop signals, and
+// the quota windows.
+std::vector<Window> submit_windows(const JobConfig& cfg) {
   const auto& stops = cfg.schedule.stop_signals;
   if (std::find(stops.begin(), stops.end(), "USR1") == stops.end()) {
     std::string list;
@@ -318,122 +287,102 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   std::vector<Window> windows;
   for (size_t i = 0; i < cfg.schedule.window.size(); ++i)
     windows.push_back(parse_window(cfg.schedule.window[i], "schedule.window[" + std::to_string(i) + "]"));
-  const std::string run_dir = fs::absolute(resolve_run_dir(cfg, o.config_path, o.run_dir)).lexically_normal().string();
-  // chain.json changes under its lock from here (a stage of an earlier chain may report meanwhile).
-  const bool run_dir_exists = fs::is_directory(run_dir);
-  std::optional<ChainLock> chain_lock;
-  if (run_dir_exists) chain_lock.emplace(run_dir);
-  if (chain_exists(run_dir)) {
-    // Any job of the earlier chain the scheduler still has, whatever chain.json last heard of it (a
-    // stage requeued after it saved, one still saving after gtrain cancel), holds the run directory.
-    // Without the scheduler's answer: a stage recorded as queued, unless its job is gone (killed
-    // outright, node lost).
-    const Chain old = read_chain(run_dir);
-    const auto active = active_jobs(old, runner);
-    for (const auto& s : old.stages) {
-      const bool holds =
-          active ? active->count(s.job) > 0 : s.state == "queued" && !job_gone(old.scheduler, s.job, runner);
-      if (holds)
-        throw ConfigError(run_dir + ": a chain still has stage " + std::to_string(s.index) + " (job " + s.job + ", " +
-                              (active ? active->at(s.job) : std::string("queued")) + ")",
-                          "see gtrain status, or gtrain cancel it first and wait for it to end");
-    }
-  }
-  if (run_dir_exists) {
-    // A gtrain run working in the run directory (or its checkpoint directory) now: a stage could not start.
-    const std::string ckpt = checkpoint_directory(cfg.checkpoint, run_dir);
-    RunLock::acquire(run_dir, fs::is_directory(ckpt) ? ckpt : std::string());
-  }
-  check_partition_time(o, parse_slurm_time(o.time), runner);
-  const double now = static_cast<double>(std::time(nullptr));
-  const auto plans = plan_stages(o, stages, windows, now);
+  return windows;
+}
 
-  // What `gtrain run` would refuse at once fails here, before anything is written: the model (an
-  // unknown name, a plugin that does not load), the data, and a layout for each stage's GPU count.
-  // Memory is not judged here: the stage's own hardware decides it.
-  {
-    const JobDescription job = describe_job(cfg);
-    // Sizing a model from its shape opens no data: a typo in the token files' path would only show
-    // after the queue wait. The files (or a glob's matches) must exist now.
-    if (cfg.data.kind == "tokens" || cfg.data.kind == "text_bytes") {
-      expand_data_path(cfg.data.path, "data.path");
-      if (!cfg.data.eval_path.empty()) expand_data_path(cfg.data.eval_path, "data.eval_path");
-    }
-    // The first stage starts from checkpoint.init_from unless the run has checkpoints of its own.
-    if (!cfg.checkpoint.init_from.empty() &&
-        committed_checkpoint_dirs(checkpoint_directory(cfg.checkpoint, run_dir)).empty())
-      check_init_from(cfg.checkpoint.init_from);
-    JobConfig layout = cfg;
-    if (layout.parallel.memory_gb <= 0) layout.parallel.memory_gb = 1e9;
-    std::set<std::pair<int, int>> checked;
-    std::vector<StagePlan> sizes = plans;
-    if (stages == 0 && o.gpus.empty()) {
-      // --stages auto adds stages at every window's cap: each of those sizes must have a layout too.
-      for (const auto& w : windows) {
-        StagePlan p = plans.back();
-        p.gpus = w.max_gpus > 0 ? static_cast<int>(w.max_gpus) : 1;
-        if (p.gpus % p.nodes != 0) p.gpus = std::max(p.nodes, p.gpus / p.nodes * p.nodes);
-        sizes.push_back(p);
-      }
-    }
-    for (const auto& p : sizes) {
-      if (checked.insert({p.gpus, p.nodes}).second) plan_run(layout, job.stats, p.gpus, p.gpus / p.nodes);
+// Any job of an earlier chain the scheduler still has, whatever chain.json last heard of it (a stage
+// requeued after it saved, one still saving after gtrain cancel), holds the run directory. Without
+// the scheduler's answer: a stage recorded as queued, unless its job is gone (killed outright, node
+// lost).
+void check_no_chain_holds(const std::string& run_dir, const CommandRunner& runner) {
+  if (!chain_exists(run_dir)) return;
+  const Chain old = read_chain(run_dir);
+  const auto active = active_jobs(old, runner);
+  for (const auto& s : old.stages) {
+    const bool holds =
+        active ? active->count(s.job) > 0 : s.state == StageState::queued && !old.backend().job_gone(s.job, runner);
+    if (holds)
+      throw ConfigError(run_dir + ": a chain still has stage " + std::to_string(s.index) + " (job " + s.job + ", " +
+                            (active ? active->at(s.job).text : std::string("queued")) + ")",
+                        "see gtrain status, or gtrain cancel it first and wait for it to end");
+  }
+}
+
+// What `gtrain run` would refuse at once fails here, before anything is written: the model (an
+// unknown name, a plugin that does not load), the data, and a layout for each stage's GPU count.
+// Memory is not judged here: the stage's own hardware decides it.
+void check_stages_runnable(const JobConfig& cfg, const std::string& run_dir, const std::vector<StagePlan>& plans,
+                           const std::vector<Window>& windows, bool auto_sized) {
+  const JobDescription job = describe_job(cfg);
+  // Sizing a model from its shape opens no data: a typo in the token files' path would only show
+  // after the queue wait. The files (or a glob's matches) must exist now.
+  if (cfg.data.kind == "tokens" || cfg.data.kind == "text_bytes") {
+    expand_data_path(cfg.data.path, "data.path");
+    if (!cfg.data.eval_path.empty()) expand_data_path(cfg.data.eval_path, "data.eval_path");
+  }
+  // The first stage starts from checkpoint.init_from unless the run has checkpoints of its own.
+  if (!cfg.checkpoint.init_from.empty() &&
+      committed_checkpoint_dirs(checkpoint_directory(cfg.checkpoint, run_dir)).empty())
+    check_init_from(cfg.checkpoint.init_from);
+  JobConfig layout = cfg;
+  if (layout.parallel.memory_gb <= 0) layout.parallel.memory_gb = 1e9;
+  std::set<std::pair<int, int>> checked;
+  std::vector<StagePlan> sizes = plans;
+  if (auto_sized) {
+    // --stages auto adds stages at every window's cap: each of those sizes must have a layout too.
+    for (const auto& w : windows) {
+      StagePlan p = plans.back();
+      p.gpus = w.max_gpus > 0 ? static_cast<int>(w.max_gpus) : 1;
+      if (p.gpus % p.nodes != 0) p.gpus = std::max(p.nodes, p.gpus / p.nodes * p.nodes);
+      sizes.push_back(p);
     }
   }
-  std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec) throw ConfigError(run_dir + ": cannot create run directory: " + ec.message());
-  const int lead = o.signal_lead_s > 0 ? o.signal_lead_s
-                                       : signal_lead_seconds(measured_save_seconds(run_dir), cfg.schedule.save_safety,
-                                                             cfg.schedule.min_lead_s);
-  if (lead >= parse_slurm_time(o.time))
-    throw ConfigError("--time " + o.time + " is too short: the " + (o.scheduler == "pbs" ? "save lead" : "USR1 lead") +
-                      " alone is " + std::to_string(lead) + " s (save time x safety + margin + 30 s)");
-  std::string name = cfg.log.name.empty() ? fs::path(o.config_path).stem().string() : cfg.log.name;
-  std::string job_name;
-  for (char c : name) job_name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
-  job_name = "gtrain-" + job_name;
+  for (const auto& p : sizes) {
+    if (checked.insert({p.gpus, p.nodes}).second) plan_run(layout, job.stats, p.gpus, p.gpus / p.nodes);
+  }
+}
 
-  Chain chain;
-  chain.scheduler = o.scheduler;
-  chain.auto_stages = stages == 0;
-  chain.windows = cfg.schedule.window;
-  chain.gpus_from_windows = o.gpus.empty() && !windows.empty();
-  chain.launcher = o.launcher;
-  chain.cpus_per_gpu = o.cpus_per_gpu;
-  const bool pbs = o.scheduler == "pbs";
-  const double limit_s = parse_slurm_time(o.time);
-  // PBS sends no signal before the walltime: gtrain run stops itself by a --time-limit of the
-  // walltime less its exit margin (--signal-lead, else 30 s for mpirun's teardown and chain-step).
-  // gtrain run leaves its own save lead before that deadline: one lead, not two.
-  const int pbs_exit_margin = o.signal_lead_s > 0 ? o.signal_lead_s : 30;
-  const int64_t pbs_time_limit = static_cast<int64_t>(limit_s) - pbs_exit_margin;
-  const std::string work_dir = fs::current_path().string();
-  // One numbering for the chain and the ledger: the chain's stages follow the stages the run directory
-  // has had (stages.jsonl's records, and those metrics.jsonl shows after them), so chain stage K is row K
-  // of gtrain status's stage table.
+// One numbering for the chain and the ledger: the chain's stages follow the stages the run directory
+// has had (stages.jsonl's records, and those metrics.jsonl shows after them), so chain stage K is row K
+// of gtrain status's stage table.
+int first_stage_index(const std::string& run_dir) {
   int first_index = 1;
-  {
-    std::ifstream ledger(fs::path(run_dir) / "stages.jsonl");
-    for (std::string line; std::getline(ledger, line);) first_index += !line.empty();
-    first_index +=
-        static_cast<int>(metrics_stages((fs::path(run_dir) / "metrics.jsonl").string(), ledger_end(run_dir)).size());
-  }
+  std::ifstream ledger(fs::path(run_dir) / "stages.jsonl");
+  for (std::string line; std::getline(ledger, line);) first_index += !line.empty();
+  first_index +=
+      static_cast<int>(metrics_stages((fs::path(run_dir) / "metrics.jsonl").string(), ledger_end(run_dir)).size());
+  return first_index;
+}
+
+// What every stage's script shares.
+struct ScriptCommon {
+  std::string run_dir, job_name;
+  int lead = 0;                // the USR1 lead (signalling schedulers)
+  int64_t run_time_limit = 0;  // gtrain run's --time-limit (schedulers that do not signal)
+  double limit_s = 0;
+};
+
+// Writes each stage's batch script and records its submit command in the chain.
+void write_stage_scripts(const SubmitOptions& o, const std::vector<StagePlan>& plans, const ScriptCommon& w,
+                         Chain& chain) {
+  const SchedulerBackend& backend = chain.backend();
+  const std::string work_dir = fs::current_path().string();
+  const int first_index = first_stage_index(w.run_dir);
   for (size_t i = 0; i < plans.size(); ++i) {
     BatchStage b;
     b.gtrain = o.gtrain.empty() ? gtrain_executable() : fs::absolute(o.gtrain).string();
     b.config = fs::absolute(o.config_path).lexically_normal().string();
-    b.run_dir = run_dir;
+    b.run_dir = w.run_dir;
     b.work_dir = work_dir;
     for (const auto& s : o.sets) b.run_args.insert(b.run_args.end(), {"--set", s});
-    if (pbs) b.run_time_limit_s = pbs_time_limit;
+    if (!backend.signals_before_limit()) b.run_time_limit_s = w.run_time_limit;
     b.index = first_index + static_cast<int>(i);
     b.gpus = plans[i].gpus;
     b.nodes = plans[i].nodes;
     // sbatch --time in Slurm's own form whatever form --time took (1h30m -> 01:30:00); PBS walltime
     // is [[HH:]MM:]SS, with no days.
-    b.time = pbs ? hms(limit_s) : format_duration(static_cast<int64_t>(limit_s));
-    b.signal_lead_s = lead;
+    b.time = backend.time_limit_text(static_cast<int64_t>(w.limit_s));
+    b.signal_lead_s = w.lead;
     b.partition = o.partition;
     b.account = o.account;
     b.qos = o.qos;
@@ -444,67 +393,98 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     s.index = b.index;
     s.gpus = b.gpus;
     s.nodes = b.nodes;
-    s.script = "stage-" + std::to_string(b.index) + (pbs ? ".pbs" : ".sbatch");
-    const std::string script_path = (fs::path(run_dir) / s.script).string();
+    s.script = "stage-" + std::to_string(b.index) + backend.script_suffix();
+    const std::string script_path = (fs::path(w.run_dir) / s.script).string();
     {
       std::ofstream f(script_path);
-      f << (pbs ? pbs_script(b) : slurm_script(b));
+      f << batch_script(backend, b);
       if (!f) throw ConfigError(script_path + ": cannot write");
     }
     fs::permissions(script_path, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
-    if (pbs) {
-      s.submit_argv = {"qsub", "-N", job_name, "-o", pbs_output_path(run_dir, b.index), script_path};
-    } else {
-      s.submit_argv = {"sbatch",
-                       "--parsable",
-                       "--job-name=" + job_name,
-                       "--chdir=" + run_dir,
-                       "--output=" + slurm_pattern_literal(run_dir) + "/slurm-%j.out",
-                       script_path};
-    }
-    if (plans[i].begin_unix > 0) s.begin = pbs ? pbs_begin(plans[i].begin_unix) : slurm_begin(plans[i].begin_unix);
+    s.submit_argv = backend.submit_argv({w.job_name, w.run_dir, b.index, script_path});
+    if (plans[i].begin_unix > 0) s.begin = backend.begin_time(plans[i].begin_unix);
     chain.stages.push_back(s);
   }
+}
 
+void print_submit_plan(const SubmitOptions& o, const Chain& chain, const ScriptCommon& w, std::ostream& out) {
   out << "gtrain submit: " << chain.stages.size()
       << (chain.auto_stages ? " stage(s), more while resumable" : " stage(s)") << ", " << o.time
-      << (o.time != format_duration(static_cast<int64_t>(limit_s))
-              ? " (" + format_duration(static_cast<int64_t>(limit_s)) + ")"
+      << (o.time != format_duration(static_cast<int64_t>(w.limit_s))
+              ? " (" + format_duration(static_cast<int64_t>(w.limit_s)) + ")"
               : "")
       << " each, "
-      << (pbs ? "gtrain run --time-limit " + std::to_string(pbs_time_limit) +
+      << (!chain.backend().signals_before_limit()
+              ? "gtrain run --time-limit " + std::to_string(w.run_time_limit) +
                     "s less the script's start-up (PBS sends no early signal; it saves ahead by its measured "
                     "save time)"
-              : "USR1 " + std::to_string(lead) + " s before the limit")
-      << "; run dir " << run_dir << "\n"
+              : "USR1 " + std::to_string(w.lead) + " s before the limit")
+      << "; run dir " << w.run_dir << "\n"
       << (o.cpus_per_gpu > 0 ? "  " + std::to_string(o.cpus_per_gpu) + " CPU core(s) per GPU\n"
                              : "  CPU cores: the site's default (on some sites one per task, which every rank and "
                                "data worker would share); --cpus-per-gpu N requests N per GPU\n");
-  for (size_t i = 0; i < chain.stages.size(); ++i) {
-    const auto& s = chain.stages[i];
+  for (const auto& s : chain.stages) {
     out << "  stage " << s.index << ": " << s.gpus << " GPU(s) on " << s.nodes << " node(s)"
         << (s.begin.empty() ? "" : ", begin " + s.begin) << ", " << s.script << "\n";
   }
-  if (o.dry_run) {
-    out << "dry run: scripts written, nothing submitted. The commands submit would run (bash; each stage reports "
-           "to the chain.json that only submit writes, so run gtrain submit without --dry-run to queue them):\n"
-        << dry_run_commands(chain);
-    return kExitOk;
-  }
+}
 
+// Stages before `i` that were queued: cancelled again, as the chain could not be completed.
+void cancel_submitted(Chain& chain, size_t i, const CommandRunner& runner) {
+  for (size_t j = 0; j < i; ++j) {
+    if (run_merged(runner, chain.backend().cancel_argv(chain.stages[j].job)).rc == 0)
+      chain.stages[j].state = StageState::cancelled;
+  }
+}
+
+// Stage `i` was refused: says why, and what the scheduler would accept instead.
+[[noreturn]] void refused(const SubmitOptions& o, const std::map<std::string, std::string>& env, Chain& chain, size_t i,
+                          const CommandOutput& r, const std::string& run_dir, const CommandRunner& runner) {
+  const SchedulerBackend& backend = chain.backend();
+  std::ostringstream msg;
+  msg << backend.submit_program() << " refused stage " << chain.stages[i].index << ": " << r.text;
+  std::string hint;
+  if (backend.test_submit_argv(chain.stages[i].submit_argv, 1, 1) && chain.stages[i].gpus > 1) {
+    const auto [g, n] = largest_accepted(backend, chain.stages[i], chain.stages[i].nodes, runner);
+    if (g > 0) {
+      std::ostringstream plan;
+      PlanOptions po;
+      po.config_path = o.config_path;
+      po.sets = o.sets;
+      po.gpus = std::to_string(g);
+      po.nodes = n;
+      po.runnable = true;
+      try {
+        run_plan_command(po, env, plan);
+      } catch (const Error&) {
+      }
+      hint = "the largest GPU count the scheduler accepts is " + std::to_string(g) + " (on " + std::to_string(n) +
+             " node(s)): " + resubmit_line(o, g, n) + "; its plan:\n" + plan.str();
+    } else {
+      hint = "no smaller GPU count was accepted either; check the partition, account and QOS";
+    }
+  }
+  chain.stages[i].state = StageState::refused;
+  cancel_submitted(chain, i, runner);
+  chain.state = ChainState::failed;
+  chain.reason = msg.str();
+  write_chain(run_dir, chain);
+  throw ConfigError(msg.str(), hint);
+}
+
+// Submits the stages in order, each after the one before.
+void submit_chain(const SubmitOptions& o, const std::map<std::string, std::string>& env, Chain& chain,
+                  const std::string& run_dir, const CommandRunner& runner, std::ostream& out) {
   write_chain(run_dir, chain);
   std::string previous;
   for (size_t i = 0; i < chain.stages.size(); ++i) {
     const CommandOutput r = submit_stage(chain, i, previous, runner);
     if (r.rc != 0 && scheduler_unreachable(r)) {
       // Not a verdict on the job: the command or the scheduler was not there. A runtime failure.
-      chain.stages[i].state = "failed";
-      for (size_t j = 0; j < i; ++j) {
-        if (run_merged(runner, {pbs ? "qdel" : "scancel", chain.stages[j].job}).rc == 0)
-          chain.stages[j].state = "cancelled";
-      }
-      const std::string program = pbs ? "qsub" : "sbatch";
-      chain.state = "failed";
+      chain.stages[i].state = StageState::failed;
+      cancel_submitted(chain, i, runner);
+      const std::string program = chain.backend().submit_program();
+      chain.state = ChainState::failed;
       chain.reason = program + " could not submit stage " + std::to_string(chain.stages[i].index) +
                      " (scheduler unreachable, exit " + std::to_string(r.rc) + ")";
       write_chain(run_dir, chain);
@@ -512,44 +492,74 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
       while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
       throw Error(chain.reason + "; try again when it answers. " + program + " said:\n" + text);
     }
-    if (r.rc != 0) {
-      std::ostringstream msg;
-      msg << (pbs ? "qsub" : "sbatch") << " refused stage " << chain.stages[i].index << ": " << r.text;
-      std::string hint;
-      if (!pbs && chain.stages[i].gpus > 1) {
-        const auto [g, n] = largest_accepted(chain.stages[i], chain.stages[i].nodes, runner);
-        if (g > 0) {
-          std::ostringstream plan;
-          PlanOptions po;
-          po.config_path = o.config_path;
-          po.sets = o.sets;
-          po.gpus = std::to_string(g);
-          po.nodes = n;
-          po.runnable = true;
-          try {
-            run_plan_command(po, env, plan);
-          } catch (const Error&) {
-          }
-          hint = "the largest GPU count the scheduler accepts is " + std::to_string(g) + " (on " + std::to_string(n) +
-                 " node(s)): " + resubmit_line(o, g, n) + "; its plan:\n" + plan.str();
-        } else {
-          hint = "no smaller GPU count was accepted either; check the partition, account and QOS";
-        }
-      }
-      chain.stages[i].state = "refused";
-      for (size_t j = 0; j < i; ++j) {
-        if (run_merged(runner, {pbs ? "qdel" : "scancel", chain.stages[j].job}).rc == 0)
-          chain.stages[j].state = "cancelled";
-      }
-      chain.state = "failed";
-      chain.reason = msg.str();
-      write_chain(run_dir, chain);
-      throw ConfigError(msg.str(), hint);
-    }
+    if (r.rc != 0) refused(o, env, chain, i, r, run_dir, runner);
     previous = chain.stages[i].job;
     write_chain(run_dir, chain);
     out << "  stage " << chain.stages[i].index << " submitted as job " << previous << "\n";
   }
+}
+
+}  // namespace
+
+int submit_command(const SubmitOptions& o, const std::map<std::string, std::string>& env, const CommandRunner& runner,
+                   std::ostream& out) {
+  const int stages = validate_submit_options(o);
+  const SchedulerBackend& backend = submit_backend(o);
+  const JobConfig cfg = load_job_config(o.config_path, o.sets, env);
+  const std::vector<Window> windows = submit_windows(cfg);
+  const std::string run_dir = fs::absolute(resolve_run_dir(cfg, o.config_path, o.run_dir)).lexically_normal().string();
+  // chain.json changes under its lock from here (a stage of an earlier chain may report meanwhile).
+  const bool run_dir_exists = fs::is_directory(run_dir);
+  std::optional<ChainLock> chain_lock;
+  if (run_dir_exists) chain_lock.emplace(run_dir);
+  check_no_chain_holds(run_dir, runner);
+  if (run_dir_exists) {
+    // A gtrain run working in the run directory (or its checkpoint directory) now: a stage could not start.
+    const std::string ckpt = checkpoint_directory(cfg.checkpoint, run_dir);
+    RunLock::acquire(run_dir, fs::is_directory(ckpt) ? ckpt : std::string());
+  }
+  backend.check_time_limit(o.partition, o.time, parse_slurm_time(o.time), runner);
+  const double now = static_cast<double>(std::time(nullptr));
+  const auto plans = plan_stages(o, stages, windows, now);
+  check_stages_runnable(cfg, run_dir, plans, windows, stages == 0 && o.gpus.empty());
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec) throw ConfigError(run_dir + ": cannot create run directory: " + ec.message());
+  ScriptCommon w;
+  w.run_dir = run_dir;
+  w.lead = o.signal_lead_s > 0
+               ? o.signal_lead_s
+               : signal_lead_seconds(measured_save_seconds(run_dir), cfg.schedule.save_safety, cfg.schedule.min_lead_s);
+  if (w.lead >= parse_slurm_time(o.time))
+    throw ConfigError("--time " + o.time + " is too short: the " +
+                      (backend.signals_before_limit() ? "USR1 lead" : "save lead") + " alone is " +
+                      std::to_string(w.lead) + " s (save time x safety + margin + 30 s)");
+  std::string name = cfg.log.name.empty() ? fs::path(o.config_path).stem().string() : cfg.log.name;
+  for (char c : name) w.job_name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
+  w.job_name = "gtrain-" + w.job_name;
+  w.limit_s = parse_slurm_time(o.time);
+  // A scheduler that sends no signal before the walltime (PBS): gtrain run stops itself by a
+  // --time-limit of the walltime less its exit margin (--signal-lead, else 30 s for mpirun's teardown
+  // and chain-step). gtrain run leaves its own save lead before that deadline: one lead, not two.
+  const int exit_margin = o.signal_lead_s > 0 ? o.signal_lead_s : 30;
+  w.run_time_limit = static_cast<int64_t>(w.limit_s) - exit_margin;
+
+  Chain chain;
+  chain.scheduler = backend.kind();
+  chain.auto_stages = stages == 0;
+  chain.windows = cfg.schedule.window;
+  chain.gpus_from_windows = o.gpus.empty() && !windows.empty();
+  chain.launcher = o.launcher;
+  chain.cpus_per_gpu = o.cpus_per_gpu;
+  write_stage_scripts(o, plans, w, chain);
+  print_submit_plan(o, chain, w, out);
+  if (o.dry_run) {
+    out << "dry run: scripts written, nothing submitted. The commands submit would run (bash; each stage reports "
+           "to the chain.json that only submit writes, so run gtrain submit without --dry-run to queue them):\n"
+        << dry_run_commands(chain);
+    return kExitOk;
+  }
+  submit_chain(o, env, chain, run_dir, runner, out);
   out << "gtrain status " << shell_quote(run_dir) << " follows the chain; gtrain cancel stops it.\n";
   return kExitOk;
 }

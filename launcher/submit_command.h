@@ -12,8 +12,9 @@
 
 #include "launcher/batch_script.h"
 #include "launcher/chain.h"
-#include "launcher/launch/program_runner.h"
-#include "runtime/core/schedule.h"
+#include "launcher/program_runner.h"
+#include "launcher/scheduler_limits.h"
+#include "runtime/train/schedule.h"
 
 namespace gtrain {
 
@@ -43,8 +44,6 @@ struct StagePlan {
 
 // "HH:MM:SS", "MM:SS", "D-HH:MM:SS" -> seconds; ConfigError otherwise.
 double parse_slurm_time(const std::string& text);
-// Seconds as HH:MM:SS, hours past 24 as they are (PBS walltime): 90000 -> "25:00:00".
-std::string hms(double seconds);
 
 // Checks every option (throws ConfigError naming the option); returns the stage count (0 = auto).
 int validate_submit_options(const SubmitOptions& o);

@@ -67,7 +67,7 @@ TEST(CancelStage, StageOfACancelledChainDoesNotTrain) {
   ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
   std::ostringstream cancel;
   ASSERT_EQ(cancel_command(o.run_dir, fake.runner(), cancel), 0) << cancel.str();
-  ASSERT_EQ(read_chain(o.run_dir).state, "cancelled");
+  ASSERT_EQ(read_chain(o.run_dir).state, ChainState::cancelled);
   const std::string cmd = GTRAIN_BINARY " run " + o.config_path + " --run-dir " + o.run_dir;
   const auto r = test::run_command("env GTRAIN_SUBMIT_STAGE=1 " + cmd);
   EXPECT_EQ(r.exit_code, 3) << r.output;
@@ -93,7 +93,7 @@ TEST(CancelStage, CancelRepeatsTheRequestUntilTheStageConfirms) {
   std::string state_at_first_signal;
   fake.on_call = [&](const std::vector<std::string>& argv) {
     if (argv != usr1) return;
-    if (state_at_first_signal.empty()) state_at_first_signal = read_chain(o.run_dir).state;
+    if (state_at_first_signal.empty()) state_at_first_signal = state_name(read_chain(o.run_dir).state);
     if (fake.count(usr1) == 3) test::write_file(o.run_dir + "/.stop-ack-1", "100\n");  // the third one arrives
   };
   std::ostringstream cancel;
@@ -107,7 +107,7 @@ TEST(CancelStage, CancelRepeatsTheRequestUntilTheStageConfirms) {
   // A job that ends without acknowledging (it was gone) ends the repeats too.
   fs::remove(o.run_dir + "/.stop-ack-1");
   Chain c = read_chain(o.run_dir);
-  c.state = "running";
+  c.state = ChainState::running;
   write_chain(o.run_dir, c);
   fake.calls.clear();
   fake.on_call = [&](const std::vector<std::string>& argv) {
@@ -138,5 +138,5 @@ TEST(CancelStage, CancelNowSaysWhatHappens) {
   EXPECT_EQ(cancel.str().find("without"), std::string::npos) << cancel.str();
   // It saved (exit 3): recorded as resumable, as it is.
   chain_step(o.run_dir, 1, 3, "100", fake.runner());
-  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, "resumable");
+  EXPECT_EQ(read_chain(o.run_dir).stages[0].state, StageState::resumable);
 }

@@ -148,8 +148,8 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
     alloc = discover_allocation(env, system_command_runner(2.0), d);
     s.world = alloc.world_size();
     s.gpu = (alloc.total_gpus() > 0 && alloc.cuda_build) || !o.gpu_type.empty() || mem_flag > 0;
-    s.source = "granted: " + alloc.scheduler + (alloc.job_id.empty() ? "" : " job " + alloc.job_id) + ", " +
-               alloc.world_size_reason();
+    s.source = "granted: " + std::string(scheduler_name(alloc.scheduler)) +
+               (alloc.job_id.empty() ? "" : " job " + alloc.job_id) + ", " + alloc.world_size_reason();
   }
   if (o.nodes < 0) throw ConfigError("--nodes " + std::to_string(o.nodes) + ": expected a node count >= 1");
   if (o.nodes > 0) {

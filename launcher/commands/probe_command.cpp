@@ -1,6 +1,8 @@
 // probe_command.cpp: formatting an Allocation as text and JSON, and `gtrain probe`.
 #include "launcher/commands/probe_command.h"
 
+#include "launcher/scheduler/scheduler_backend.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -89,9 +91,9 @@ std::string allocation_to_text(const Allocation& a, int64_t now_unix) {
   std::string o;
   std::vector<std::string> hosts;
   for (const auto& n : a.nodes) hosts.push_back(n.host);
-  o += "gtrain probe: " + a.scheduler + (a.job_id.empty() ? std::string() : " job " + a.job_id) + " on " +
-       std::to_string(a.nodes.size()) + " node" + (a.nodes.size() == 1 ? "" : "s") + " (" + compress_hostlist(hosts) +
-       ")\n";
+  o += "gtrain probe: " + std::string(scheduler_name(a.scheduler)) +
+       (a.job_id.empty() ? std::string() : " job " + a.job_id) + " on " + std::to_string(a.nodes.size()) + " node" +
+       (a.nodes.size() == 1 ? "" : "s") + " (" + compress_hostlist(hosts) + ")\n";
   const size_t shown = std::min<size_t>(a.nodes.size(), 16);
   for (size_t i = 0; i < shown; ++i) {
     const auto& n = a.nodes[i];
@@ -116,7 +118,7 @@ std::string allocation_to_text(const Allocation& a, int64_t now_unix) {
   o += "  " + g + "\n";
   o += "  ranks      " + std::to_string(a.world_size()) + ": " + a.world_size_reason() + "\n";
   auto or_unknown = [](const std::string& s) { return s.empty() ? std::string("unknown") : s; };
-  if (a.scheduler != "local" && a.scheduler != "cuda_env") {
+  if (scheduler_backend(a.scheduler).is_batch_scheduler()) {
     o += "  queue      partition " + or_unknown(a.partition) + ", account " + or_unknown(a.account) + ", QOS " +
          or_unknown(a.qos) + ", user " + or_unknown(a.user) + "\n";
   }

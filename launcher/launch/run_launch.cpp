@@ -248,7 +248,9 @@ std::string cancelled_chain_stage(const std::map<std::string, std::string>& env,
 Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc) {
   const double now = unix_now();
   std::vector<Deadline> ds;
-  if (alloc.end_time_unix > 0) ds.push_back({static_cast<double>(alloc.end_time_unix), alloc.scheduler + " end time"});
+  if (alloc.end_time_unix > 0)
+    ds.push_back(
+        {static_cast<double>(alloc.end_time_unix), scheduler_name(alloc.scheduler) + std::string(" end time")});
   double limit = cfg.schedule.time_limit_s;
   if (!o.time_limit.empty()) limit = parse_duration(o.time_limit, "--time-limit");
   if (limit > 0) ds.push_back({now + limit, o.time_limit.empty() ? "schedule.time_limit_s" : "--time-limit"});
