@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/chain.h"
+#include "launcher/chain/chain.h"
 #include "launcher/chain/stage_ledger.h"
 #include "launcher/launch/run_lock.h"
 #include "launcher/launch/text_util.h"

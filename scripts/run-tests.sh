@@ -19,7 +19,7 @@ fi
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   labels="$labels|gpu"
 fi
-labels="$labels|python|bench|torch2"
+labels="$labels|python|bench|torch2|sanitize"
 labels=${LABELS:-$labels}
 echo "run-tests: labels $labels"
 cd "$BUILD"

@@ -8,7 +8,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/checkpoint/safetensors.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {

@@ -9,13 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/batch_script.h"
-#include "launcher/chain.h"
+#include "launcher/chain/batch_script.h"
+#include "launcher/chain/chain.h"
+#include "launcher/commands/submit_command.h"
 #include "launcher/launch/run_lock.h"
-#include "launcher/submit_command.h"
 #include "runtime/core/errors.h"
-#include "tests/fake_scheduler.h"
-#include "tests/test_util.h"
+#include "tests/support/fake_scheduler.h"
+#include "tests/support/test_util.h"
 
 namespace fs = std::filesystem;
 using namespace gtrain;

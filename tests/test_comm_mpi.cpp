@@ -8,7 +8,7 @@
 #include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
 #include "strategies/data_parallel.h"
-#include "tests/adamw_reference.h"
+#include "tests/support/adamw_reference.h"
 
 namespace gtrain {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "runtime/checkpoint/checkpoint_dirs.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {

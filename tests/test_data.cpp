@@ -17,7 +17,7 @@
 #include "runtime/data/mapped_file.h"
 #include "runtime/data/prefetcher.h"
 #include "runtime/data/sampler.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {

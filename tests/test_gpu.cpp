@@ -16,7 +16,7 @@
 #include "runtime/models/fused_loss.h"
 #include "runtime/models/keyed_dropout.h"
 #include "strategies/data_parallel.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 #ifdef GTRAIN_WITH_NCCL
 #include "runtime/comm/nccl_communicator.h"
 #endif

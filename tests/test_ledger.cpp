@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/chain.h"
-#include "launcher/submit_command.h"
-#include "tests/test_util.h"
+#include "launcher/chain/chain.h"
+#include "launcher/commands/submit_command.h"
+#include "tests/support/test_util.h"
 
 namespace fs = std::filesystem;
 using namespace gtrain;

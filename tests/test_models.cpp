@@ -10,7 +10,7 @@
 #include "runtime/models/gpt.h"
 #include "runtime/models/keyed_dropout.h"
 #include "runtime/models/model_registry.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {

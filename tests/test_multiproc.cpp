@@ -11,7 +11,7 @@
 
 #include "launcher/commands/run_command.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "tests/multiproc_util.h"
+#include "tests/support/multiproc_util.h"
 
 namespace gtrain {
 namespace {

@@ -9,7 +9,7 @@
 #include "launcher/commands/plan_command.h"
 #include "runtime/core/errors.h"
 #include "strategies/planner/planner.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint/checkpoint_dirs.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {

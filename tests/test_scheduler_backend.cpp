@@ -7,14 +7,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/allocation.h"
-#include "launcher/chain.h"
+#include "launcher/chain/chain.h"
+#include "launcher/commands/submit_command.h"
+#include "launcher/scheduler/allocation.h"
 #include "launcher/scheduler/discovery.h"
 #include "launcher/scheduler/scheduler_backend.h"
-#include "launcher/submit_command.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 #include "tests/support/submit_fixture.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 using namespace gtrain;
 using namespace gtrain::submit_test;

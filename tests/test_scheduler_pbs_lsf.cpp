@@ -7,14 +7,14 @@
 
 #include <chrono>
 
-#include "launcher/allocation.h"
-#include "launcher/hostlist.h"
-#include "launcher/launch.h"
-#include "launcher/program_runner.h"
-#include "launcher/scheduler_limits.h"
-#include "runtime/common/errors.h"
+#include "launcher/launch/launch.h"
+#include "launcher/launch/program_runner.h"
+#include "launcher/scheduler/allocation.h"
+#include "launcher/scheduler/hostlist.h"
+#include "launcher/scheduler/scheduler_limits.h"
+#include "runtime/core/errors.h"
 #include "tests/support/allocation_fixture.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {

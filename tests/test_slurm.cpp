@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/batch_script.h"
-#include "tests/test_util.h"
+#include "launcher/chain/batch_script.h"
+#include "tests/support/test_util.h"
 
 namespace fs = std::filesystem;
 using namespace gtrain;

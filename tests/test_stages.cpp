@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "tests/multiproc_util.h"
+#include "tests/support/multiproc_util.h"
 
 namespace gtrain {
 namespace {

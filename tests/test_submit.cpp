@@ -12,13 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/batch_script.h"
-#include "launcher/chain.h"
-#include "launcher/run_lock.h"
-#include "launcher/submit_command.h"
-#include "runtime/common/errors.h"
+#include "launcher/chain/batch_script.h"
+#include "launcher/chain/chain.h"
+#include "launcher/commands/submit_command.h"
+#include "launcher/launch/run_lock.h"
+#include "runtime/core/errors.h"
 #include "tests/support/submit_fixture.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fs = std::filesystem;
 using namespace gtrain;
@@ -88,8 +88,8 @@ TEST(SubmitOptions, RejectsBadValues) {
   EXPECT_THROW(parse_slurm_time("1-24:00"), ConfigError);
   EXPECT_THROW(parse_slurm_time("01:60:00"), ConfigError);
   EXPECT_THROW(parse_slurm_time("1:2:3:4"), ConfigError);
-  EXPECT_EQ(hms(90000), "25:00:00");
-  EXPECT_EQ(hms(3723), "01:02:03");
+  EXPECT_EQ(format_walltime(90000), "25:00:00");
+  EXPECT_EQ(format_walltime(3723), "01:02:03");
 }
 
 TEST(SubmitPlan, GpusFromListsAndWindows) {

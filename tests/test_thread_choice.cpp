@@ -8,7 +8,7 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/train/thread_choice.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {

@@ -17,8 +17,8 @@
 #include "runtime/train/lr_schedule.h"
 #include "strategies/data_parallel.h"
 #include "strategies/planner/planner.h"
-#include "tests/adamw_reference.h"
-#include "tests/test_util.h"
+#include "tests/support/adamw_reference.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {

@@ -6,11 +6,11 @@
 #include <iostream>
 #include <memory>
 
-#include "launcher/chain.h"
+#include "launcher/chain/chain.h"
 #include "launcher/cli/commands.h"
+#include "launcher/commands/submit_command.h"
 #include "launcher/launch/program_runner.h"
 #include "launcher/stage_commands.h"
-#include "launcher/submit_command.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/schedule.h"

@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/allocation.h"
 #include "launcher/commands/calibrate.h"
 #include "launcher/launch/run_launch.h"
+#include "launcher/scheduler/allocation.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
 #include "runtime/data/dataset.h"

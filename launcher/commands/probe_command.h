@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/allocation.h"
+#include "launcher/scheduler/allocation.h"
 
 namespace gtrain {
 

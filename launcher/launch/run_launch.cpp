@@ -18,13 +18,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/allocation.h"
 #include "launcher/chain/stage_ledger.h"
 #include "launcher/launch/device_choice.h"
 #include "launcher/launch/hardware_query.h"
 #include "launcher/launch/launch.h"
 #include "launcher/launch/program_runner.h"
 #include "launcher/launch/stage_handoff.h"
+#include "launcher/scheduler/allocation.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"

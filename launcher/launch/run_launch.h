@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/allocation.h"
 #include "launcher/launch/run_lock.h"
+#include "launcher/scheduler/allocation.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/model_stats.h"
 #include "runtime/core/plan.h"

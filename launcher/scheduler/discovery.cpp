@@ -5,9 +5,9 @@
 #include <cctype>
 #include <numeric>
 
-#include "launcher/hostlist.h"
-#include "launcher/text_util.h"
-#include "runtime/common/errors.h"
+#include "launcher/launch/text_util.h"
+#include "launcher/scheduler/hostlist.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 

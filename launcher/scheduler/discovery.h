@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/allocation.h"
+#include "launcher/scheduler/allocation.h"
 
 namespace gtrain {
 

@@ -4,7 +4,7 @@
 
 #include "launcher/scheduler/discovery.h"
 #include "launcher/scheduler/scheduler_backend.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 namespace {

@@ -7,11 +7,11 @@
 #include <iomanip>
 #include <sstream>
 
-#include "launcher/hostlist.h"
+#include "launcher/launch/text_util.h"
 #include "launcher/scheduler/discovery.h"
+#include "launcher/scheduler/hostlist.h"
 #include "launcher/scheduler/scheduler_backend.h"
-#include "launcher/text_util.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace fs = std::filesystem;
 
@@ -193,7 +193,7 @@ class PbsBackend : public SchedulerBackend {
   std::string script_suffix() const override { return ".pbs"; }
   std::string job_id_variable() const override { return "PBS_JOBID"; }
   // PBS walltime is [[HH:]MM:]SS, with no days.
-  std::string time_limit_text(int64_t seconds) const override { return hms(static_cast<double>(seconds)); }
+  std::string time_limit_text(int64_t seconds) const override { return format_walltime(static_cast<double>(seconds)); }
 
   std::string script_directives(const BatchStage& s) const override {
     std::ostringstream o;

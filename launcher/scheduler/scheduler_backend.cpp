@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "launcher/batch_script.h"
-#include "launcher/program_runner.h"
+#include "launcher/chain/batch_script.h"
+#include "launcher/launch/program_runner.h"
 #include "launcher/scheduler/scheduler_kind.h"
-#include "launcher/scheduler_limits.h"
+#include "launcher/scheduler/scheduler_limits.h"
 
 namespace gtrain {
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <sstream>
 
-#include "launcher/hostlist.h"
+#include "launcher/launch/text_util.h"
 #include "launcher/scheduler/discovery.h"
+#include "launcher/scheduler/hostlist.h"
 #include "launcher/scheduler/scheduler_backend.h"
-#include "launcher/text_util.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/allocation.h"
-#include "launcher/program_runner.h"
-#include "runtime/common/errors.h"
+#include "launcher/launch/program_runner.h"
+#include "launcher/scheduler/allocation.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain::alloc_test {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/batch_script.h"
-#include "launcher/submit_command.h"
-#include "tests/test_util.h"
+#include "launcher/chain/batch_script.h"
+#include "launcher/commands/submit_command.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain::submit_test {
 

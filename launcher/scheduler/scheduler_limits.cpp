@@ -1,6 +1,6 @@
 // scheduler_limits.cpp: parsing scontrol / sacctmgr output into SchedulerLimits and deciding
 // which limits bind.
-#include "launcher/scheduler_limits.h"
+#include "launcher/scheduler/scheduler_limits.h"
 
 #include "launcher/launch/text_util.h"
 
@@ -58,27 +58,6 @@ std::string LimitValue::str(bool as_duration) const {
     default:
       return as_duration ? format_duration(value) : std::to_string(value);
   }
-}
-
-std::string format_duration(int64_t s) {
-  if (s < 0) s = 0;
-  char buf[64];
-  const int64_t d = s / 86400, h = (s % 86400) / 3600, m = (s % 3600) / 60, sec = s % 60;
-  if (d > 0) {
-    std::snprintf(buf, sizeof(buf), "%lld-%02lld:%02lld:%02lld", (long long)d, (long long)h, (long long)m,
-                  (long long)sec);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%02lld:%02lld:%02lld", (long long)h, (long long)m, (long long)sec);
-  }
-  return buf;
-}
-
-std::string hms(double seconds) {
-  const auto s = static_cast<int64_t>(seconds);
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), "%02lld:%02lld:%02lld", static_cast<long long>(s / 3600),
-                static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
-  return buf;
 }
 
 std::map<std::string, std::string> parse_scontrol_record(const std::string& line) {

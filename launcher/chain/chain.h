@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/program_runner.h"
+#include "launcher/launch/program_runner.h"
 #include "launcher/scheduler/scheduler_backend.h"
-#include "runtime/train/schedule_config.h"
+#include "runtime/core/config/schedule_config.h"
 
 namespace gtrain {
 

@@ -1,15 +1,15 @@
 // allocation.cpp: Allocation's counts, the scheduler-independent parsers (visible devices, GPU
 // lists and counts), and discover_allocation, which hands the environment to the first backend of
 // the detection list that claims it (scheduler/*_backend.cpp).
-#include "launcher/allocation.h"
+#include "launcher/scheduler/allocation.h"
 
 #include <algorithm>
 #include <cctype>
 
+#include "launcher/launch/text_util.h"
 #include "launcher/scheduler/discovery.h"
 #include "launcher/scheduler/scheduler_backend.h"
-#include "launcher/text_util.h"
-#include "runtime/common/errors.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 

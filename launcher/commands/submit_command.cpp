@@ -1,5 +1,5 @@
 // submit_command.cpp: `gtrain submit` and `gtrain cancel`.
-#include "launcher/submit_command.h"
+#include "launcher/commands/submit_command.h"
 
 #include "launcher/launch/text_util.h"
 
@@ -21,7 +21,7 @@
 #include "launcher/commands/plan_command.h"
 #include "launcher/launch/run_launch.h"
 #include "launcher/launch/run_lock.h"
-#include "launcher/scheduler_limits.h"
+#include "launcher/scheduler/scheduler_limits.h"
 #include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"

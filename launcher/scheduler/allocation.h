@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "launcher/hardware_query.h"
-#include "launcher/program_runner.h"
+#include "launcher/launch/hardware_query.h"
+#include "launcher/launch/program_runner.h"
 #include "launcher/scheduler/scheduler_kind.h"
-#include "launcher/scheduler_limits.h"
+#include "launcher/scheduler/scheduler_limits.h"
 
 namespace gtrain {
 

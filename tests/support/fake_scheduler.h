@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/submit_command.h"
-#include "tests/test_util.h"
+#include "launcher/commands/submit_command.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain::test {
 

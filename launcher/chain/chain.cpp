@@ -1,5 +1,5 @@
 // chain.cpp: chain.json and the chain's transitions.
-#include "launcher/chain.h"
+#include "launcher/chain/chain.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/common/errors.h"
-#include "runtime/train/schedule.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/schedule.h"
 
 namespace fs = std::filesystem;
 

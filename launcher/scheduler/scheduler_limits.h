@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "launcher/launch/program_runner.h"
+#include "runtime/core/format.h"  // format_duration: Slurm's D-HH:MM:SS
 
 namespace gtrain {
 
@@ -80,10 +81,5 @@ int64_t parse_slurm_datetime(const std::string& text);
 // GPU count in a TRES string ("cpu=64,gres/gpu=8,node=2" -> 8; typed "gres/gpu:a100=4" counted
 // when no untyped entry exists). -1 when absent.
 int64_t tres_gpu_count(const std::string& tres);
-
-// Formats seconds as Slurm does: "D-HH:MM:SS" or "HH:MM:SS".
-std::string format_duration(int64_t seconds);
-// Seconds as HH:MM:SS, hours past 24 as they are (PBS walltime): 90000 -> "25:00:00".
-std::string hms(double seconds);
 
 }  // namespace gtrain

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "launcher/batch_script.h"
-#include "launcher/chain.h"
-#include "launcher/program_runner.h"
-#include "launcher/scheduler_limits.h"
-#include "runtime/train/schedule.h"
+#include "launcher/chain/batch_script.h"
+#include "launcher/chain/chain.h"
+#include "launcher/launch/program_runner.h"
+#include "launcher/scheduler/scheduler_limits.h"
+#include "runtime/core/schedule.h"
 
 namespace gtrain {
 
