@@ -633,7 +633,7 @@ TEST(Checkpoint, ShardsAssembleFromRegionsAndFlatRanges) {
     r.rank = rank;
     r.world = 2;
     r.token = "t";
-    if (rank == 0) r.meta = {{"model", nlohmann::json::object()}};
+    if (rank == 0) r.meta = CheckpointMeta{};  // the model key alone
     auto half = global.narrow(1, rank * 3, 3).contiguous().view({-1});
     r.shards.push_back({"w", {4, 6}, {0, rank * 3}, {4, 3}, 0, half.narrow(0, 0, 5), true});
     r.shards.push_back({"w", {4, 6}, {0, rank * 3}, {4, 3}, 5, half.narrow(0, 5, 7), true});
@@ -655,7 +655,7 @@ void tiny_checkpoint(const std::string& dir, int64_t step, int64_t keep, const s
   r.consumed_samples = step * 4;
   r.keep = keep;
   r.token = token;
-  r.meta = {{"model", nlohmann::json::object()}};
+  r.meta = CheckpointMeta{};  // the model key alone
   auto w = torch::arange(6, torch::kFloat).reshape({2, 3}) + static_cast<double>(step);
   r.shards.push_back({"w", {2, 3}, {0, 0}, {2, 3}, 0, w.view({-1}), true});
   write_checkpoint(r);
