@@ -37,7 +37,7 @@ static int run(int64_t mb, const std::string& dir) {
     r.shards = shards;
     r.keep = 1;
     r.token = "bench";
-    r.meta = {{"model", nlohmann::json::object()}};
+    r.meta = gtrain::CheckpointMeta{};  // the model key alone
     return r;
   };
   // dd: the same random bytes (from a page-cached file, so only the write is timed), same disk,

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/core/checkpoint_dirs.h"
 #include "tests/support/test_util.h"
 
 namespace gtrain {

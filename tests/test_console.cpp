@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "runtime/checkpoint/checkpoint_dirs.h"
+#include "runtime/core/checkpoint_dirs.h"
 #include "tests/support/test_util.h"
 
 namespace gtrain {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/checkpoint/checkpoint_dirs.h"
+#include "runtime/core/checkpoint_dirs.h"
 #include "tests/support/test_util.h"
 
 namespace gtrain {

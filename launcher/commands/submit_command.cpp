@@ -22,7 +22,7 @@
 #include "launcher/launch/run_launch.h"
 #include "launcher/launch/run_lock.h"
 #include "launcher/scheduler/scheduler_limits.h"
-#include "runtime/checkpoint/checkpoint_dirs.h"
+#include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/data/mapped_file.h"

@@ -25,7 +25,8 @@
 #include "launcher/launch/program_runner.h"
 #include "launcher/launch/stage_handoff.h"
 #include "launcher/scheduler/allocation.h"
-#include "runtime/checkpoint/checkpoint_dirs.h"
+#include "runtime/core/checkpoint_dirs.h"
+#include "runtime/core/checkpoint_manifest.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
 #include "runtime/core/rank_output.h"
@@ -97,10 +98,11 @@ std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std
     if (!committed.empty()) path = committed.back().second.string();
   }
   if (path.empty()) return "";
-  std::ifstream f(fs::path(path) / "manifest.json");
+  std::ifstream f(fs::path(path) / kManifestFile);
   const auto m = nlohmann::json::parse(f, nullptr, false);
-  if (!m.is_object() || !m.contains("global_batch") || !m["global_batch"].is_number_integer()) return "";
-  const int64_t saved = m["global_batch"].get<int64_t>(), asked = cfg.train.global_batch;
+  const char* batch_key = manifest_key::kGlobalBatch;
+  if (!m.is_object() || !m.contains(batch_key) || !m[batch_key].is_number_integer()) return "";
+  const int64_t saved = m[batch_key].get<int64_t>(), asked = cfg.train.global_batch;
   if (saved == asked && cfg.parallel.batch_tolerance == 0) return "";
   const double off = std::abs(static_cast<double>(saved - asked)) / static_cast<double>(std::max<int64_t>(asked, 1));
   if (off > cfg.parallel.batch_tolerance + 1e-12) return "";  // a changed batch: the resume refuses it, naming both

@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/checkpoint/crc32c.h"
+#include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/errors.h"
 
 namespace fs = std::filesystem;
@@ -107,185 +107,6 @@ nlohmann::json read_json(const fs::path& p) {
   }
 }
 
-// ---- manifest validation: every key the readers use, with its type, checked before any is used ----
-
-const char* json_kind(const nlohmann::json& j) {
-  if (j.is_null()) return "null";
-  if (j.is_boolean()) return "a boolean";
-  if (j.is_number_integer())
-    return j.is_number_unsigned() || j.get<int64_t>() >= 0 ? "an integer" : "a negative integer";
-  if (j.is_number()) return "a fractional number";
-  if (j.is_string()) return "a string";
-  if (j.is_array()) return "an array";
-  return "an object";
-}
-
-[[noreturn]] void bad_key(const std::string& where, const std::string& key, const std::string& expected,
-                          const nlohmann::json* got) {
-  if (!got) throw CheckpointError(where + ": key '" + key + "' is missing");
-  throw CheckpointError(where + ": key '" + key + "' must be " + expected + ", got " + json_kind(*got));
-}
-
-bool is_count(const nlohmann::json& j) {
-  return j.is_number_unsigned() || (j.is_number_integer() && j.get<int64_t>() >= 0);
-}
-
-const nlohmann::json& require(const std::string& where, const nlohmann::json& obj, const std::string& key,
-                              const std::string& path) {
-  auto it = obj.find(key);
-  if (it == obj.end()) bad_key(where, path, "", nullptr);
-  return *it;
-}
-
-int64_t require_count(const std::string& where, const nlohmann::json& obj, const std::string& key,
-                      const std::string& path) {
-  const auto& v = require(where, obj, key, path);
-  if (!is_count(v)) bad_key(where, path, "a non-negative integer", &v);
-  return v.get<int64_t>();
-}
-
-std::vector<int64_t> require_counts(const std::string& where, const nlohmann::json& obj, const std::string& key,
-                                    const std::string& path, int64_t rank) {
-  const auto& v = require(where, obj, key, path);
-  const std::string expected =
-      "an array of " + (rank >= 0 ? std::to_string(rank) + " " : std::string()) + "non-negative integers";
-  if (!v.is_array() || (rank >= 0 && static_cast<int64_t>(v.size()) != rank)) bad_key(where, path, expected, &v);
-  std::vector<int64_t> out;
-  for (const auto& x : v) {
-    if (!is_count(x)) bad_key(where, path, expected, &v);
-    out.push_back(x.get<int64_t>());
-  }
-  return out;
-}
-
-void optional_type(const std::string& where, const nlohmann::json& m, const std::string& key,
-                   bool (*ok)(const nlohmann::json&), const std::string& expected) {
-  auto it = m.find(key);
-  if (it != m.end() && !ok(*it)) bad_key(where, key, expected, &*it);
-}
-
-// A piece's data file: a plain name inside the checkpoint directory.
-bool plain_file_name(const std::string& f) {
-  return !f.empty() && f != "." && f != ".." && f.find('/') == std::string::npos && f.find('\\') == std::string::npos &&
-         f.find('\0') == std::string::npos;
-}
-
-void validate_manifest(const nlohmann::json& m, const std::string& where) {
-  if (!m.is_object()) throw CheckpointError(where + ": must be a JSON object, got " + json_kind(m));
-  const auto fmt = m.find("format");
-  if (fmt == m.end() || !fmt->is_string() || fmt->get<std::string>() != "gtrain-checkpoint") {
-    throw CheckpointError(where + ": not a gtrain checkpoint (key 'format' is not \"gtrain-checkpoint\")");
-  }
-  const auto ver = m.find("version");
-  if (ver == m.end() || !ver->is_number_integer())
-    bad_key(where, "version", "an integer", ver == m.end() ? nullptr : &*ver);
-  const int version = ver->get<int>();
-  if (version != kCheckpointFormatVersion) {
-    throw CheckpointError(where + ": format version " + std::to_string(version) + ", this gtrain reads version " +
-                          std::to_string(kCheckpointFormatVersion));
-  }
-  const int64_t step = require_count(where, m, "step", "step");
-  const int64_t consumed = require_count(where, m, "consumed_samples", "consumed_samples");
-  const auto& model = require(where, m, "model", "model");
-  if (!model.is_object())
-    bad_key(where, "model", "an object (the model config the checkpoint was written for)", &model);
-  for (const auto& [k, v] : model.items()) {
-    if (!v.is_string()) bad_key(where, "model." + k, "a string", &v);
-  }
-  optional_type(where, m, "world", is_count, "a non-negative integer");
-  optional_type(where, m, "global_batch", is_count, "a non-negative integer");
-  if (m.contains("global_batch")) {
-    // A training run's checkpoint: consumed_samples is step x global_batch (ranks resume from it).
-    const int64_t batch = m.at("global_batch").get<int64_t>();
-    int64_t product = 0;
-    if (__builtin_mul_overflow(step, batch, &product) || product != consumed) {
-      throw CheckpointError(where + ": key 'consumed_samples' is " + std::to_string(consumed) +
-                            ", not step x global_batch = " + std::to_string(step) + " x " + std::to_string(batch));
-    }
-  }
-  optional_type(
-      where, m, "probe_loss", [](const nlohmann::json& j) { return j.is_number(); }, "a number");
-  optional_type(
-      where, m, "plan", [](const nlohmann::json& j) { return j.is_string(); }, "a string");
-  optional_type(
-      where, m, "stage_ledger", [](const nlohmann::json& j) { return j.is_array(); }, "an array");
-  optional_type(where, m, "train_samples", is_count, "a non-negative integer");
-  optional_type(
-      where, m, "train_data", [](const nlohmann::json& j) { return j.is_array() || j.is_null(); },
-      "an array (the training files) or null");
-  optional_type(
-      where, m, "vocab_from_data", [](const nlohmann::json& j) { return j.is_boolean(); }, "true or false");
-  optional_type(
-      where, m, "probe_indices",
-      [](const nlohmann::json& j) {
-        return j.is_array() && !j.empty() && std::all_of(j.begin(), j.end(), [](const auto& v) { return is_count(v); });
-      },
-      "a non-empty array of non-negative integers (training window indices)");
-  const auto& tensors = require(where, m, "tensors", "tensors");
-  if (!tensors.is_object() || tensors.empty()) bad_key(where, "tensors", "a non-empty object", &tensors);
-  for (const auto& [name, t] : tensors.items()) {
-    const std::string tk = "tensors." + name;
-    if (!t.is_object()) bad_key(where, tk, "an object", &t);
-    const auto& dtype = require(where, t, "dtype", tk + ".dtype");
-    if (!dtype.is_string()) bad_key(where, tk + ".dtype", "a string", &dtype);
-    const auto scalar = dtype_of(dtype.get<std::string>(), where + ": key '" + tk + ".dtype'");
-    const int64_t item = static_cast<int64_t>(c10::elementSize(scalar));
-    const auto shape = require_counts(where, t, "shape", tk + ".shape", -1);
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    int64_t elements = 1;
-    for (int64_t d : shape) {
-      if (__builtin_mul_overflow(elements, d, &elements) || elements > (int64_t{1} << 50)) {
-        bad_key(where, tk + ".shape", "a tensor shape of at most 2^50 elements", &t.at("shape"));
-      }
-    }
-    int64_t covered = 0;  // the pieces' elements: exactly the shape's, or the tensor has holes
-    const auto& pieces = require(where, t, "pieces", tk + ".pieces");
-    if (!pieces.is_array()) bad_key(where, tk + ".pieces", "an array", &pieces);
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      const auto& p = pieces[i];
-      const std::string pk = tk + ".pieces[" + std::to_string(i) + "]";
-      if (!p.is_object()) bad_key(where, pk, "an object", &p);
-      const auto& file = require(where, p, "file", pk + ".file");
-      if (!file.is_string() || !plain_file_name(file.get<std::string>())) {
-        bad_key(where, pk + ".file", "a plain file name in the checkpoint directory (no '/', no '..')", &file);
-      }
-      require_count(where, p, "offset", pk + ".offset");
-      const int64_t nbytes = require_count(where, p, "nbytes", pk + ".nbytes");
-      const auto& crc = require(where, p, "crc32c", pk + ".crc32c");
-      if (!crc.is_number_unsigned() && !(crc.is_number_integer() && crc.get<int64_t>() >= 0)) {
-        bad_key(where, pk + ".crc32c", "an unsigned 32-bit integer", &crc);
-      }
-      if (crc.get<uint64_t>() > 0xffffffffull) bad_key(where, pk + ".crc32c", "an unsigned 32-bit integer", &crc);
-      const auto off = require_counts(where, p, "region_offsets", pk + ".region_offsets", rank);
-      const auto rshape = require_counts(where, p, "region_shape", pk + ".region_shape", rank);
-      int64_t region_numel = 1;
-      for (int64_t d = 0; d < rank; ++d) {
-        if (off[d] + rshape[d] > shape[d]) {
-          throw CheckpointError(where + ": key '" + pk + "': region exceeds the tensor's shape in dimension " +
-                                std::to_string(d));
-        }
-        region_numel *= rshape[d];
-      }
-      const int64_t flat_begin = require_count(where, p, "flat_begin", pk + ".flat_begin");
-      const int64_t numel = require_count(where, p, "numel", pk + ".numel");
-      if (flat_begin + numel > region_numel) {
-        throw CheckpointError(where + ": key '" + pk + "': flat range " + std::to_string(flat_begin) + "+" +
-                              std::to_string(numel) + " exceeds its region of " + std::to_string(region_numel) +
-                              " elements");
-      }
-      if (numel * item != nbytes) {
-        throw CheckpointError(where + ": key '" + pk + ".nbytes' is " + std::to_string(nbytes) + ", not numel x " +
-                              std::to_string(item) + " bytes = " + std::to_string(numel * item));
-      }
-      covered += numel;
-    }
-    if (covered != elements) {
-      throw CheckpointError(where + ": key '" + tk + ".pieces': they hold " + std::to_string(covered) + " of the " +
-                            std::to_string(elements) + " elements of its shape");
-    }
-  }
-}
-
 // Takes a checkpoint directory out of the committed set, then deletes it: renamed first (atomic) to a
 // *.tmp-* name, so a crash while deleting leaves a leftover that the next commit cleans up, never a
 // half-deleted step_* directory that looks committed.
@@ -296,14 +117,88 @@ void retire_dir(const fs::path& p, const std::string& token) {
   fs::remove_all(ec ? p : doomed, ec);
 }
 
+// Rank 0: waits for every rank's piece list in `tmp` and assembles the manifest from them.
+CheckpointManifest assemble_manifest(const SaveRequest& r, const fs::path& tmp) {
+  CheckpointManifest manifest;
+  manifest.meta = r.meta;
+  manifest.step = r.step;
+  manifest.consumed_samples = r.consumed_samples;
+  manifest.world = r.world;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(r.commit_timeout_s);
+  for (int k = 0; k < r.world; ++k) {
+    const fs::path part = tmp / ("shard_" + std::to_string(k) + ".json");
+    while (!fs::exists(part)) {
+      if (Clock::now() > deadline) {
+        throw CheckpointError(part.string() + ": rank " + std::to_string(k) +
+                              " did not finish its part of the "
+                              "checkpoint in time; the checkpoint was not committed");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (const auto& p : read_json(part)) {
+      ShardPiece piece = ShardPiece::from_json(p);
+      auto& t = manifest.tensors[piece.name];
+      t.dtype = piece.dtype;
+      t.shape = piece.shape;
+      piece.piece.rank = k;
+      t.pieces.push_back(piece.piece);
+    }
+  }
+  return manifest;
+}
+
+// Only once the new checkpoint is committed, and only checkpoints older than it (newer ones belong
+// to another trajectory: the run moves those aside when it starts): all but the newest `keep`.
+void prune_older(const SaveRequest& r) {
+  std::vector<fs::path> older;
+  for (const auto& [step, path] : committed_checkpoint_dirs(r.dir)) {
+    if (step < r.step) older.push_back(path);
+  }
+  const size_t keep_older = static_cast<size_t>(std::max<int64_t>(r.keep - 1, 0));
+  for (size_t i = 0; i + keep_older < older.size(); ++i) retire_dir(older[i], r.token);
+}
+
+// Leftovers of crashed saves and prunes: *.tmp-* of other saves, step_* without a manifest.
+void clean_leftovers(const SaveRequest& r) {
+  std::error_code ec;
+  std::vector<fs::path> leftovers;
+  for (const auto& e : fs::directory_iterator(r.dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool tmp = name.find(".tmp-") != std::string::npos && name.find(".tmp-" + r.token) == std::string::npos;
+    const bool incomplete = is_step_dir_name(name) && !fs::exists(e.path() / kManifestFile);
+    if (tmp || incomplete) leftovers.push_back(e.path());
+  }
+  for (const auto& p : leftovers) {
+    if (p.filename().string().find(".tmp-") != std::string::npos)
+      fs::remove_all(p, ec);
+    else
+      retire_dir(p, r.token);
+  }
+}
+
+// Rank 0: the manifest into `tmp`, then `tmp` renamed to step_<N> (the commit), then pruning.
+void commit(const SaveRequest& r, const fs::path& tmp) {
+  write_file_atomic(tmp / kManifestFile, assemble_manifest(r, tmp).to_json().dump(1));
+  fsync_path(tmp);
+  const fs::path final_dir = fs::path(r.dir) / step_name(r.step);
+  if (fs::exists(final_dir)) retire_dir(final_dir, r.token);  // a re-save of the same step
+  std::error_code ec;
+  fs::rename(tmp, final_dir, ec);
+  if (ec) throw CheckpointError(final_dir.string() + ": commit (rename) failed: " + ec.message());
+  fsync_path(r.dir);
+  prune_older(r);
+  clean_leftovers(r);
+}
+
 }  // namespace
 
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointInfo> out;
   for (const auto& [step, path] : committed_checkpoint_dirs(dir)) {
     try {
-      auto m = read_json(path / "manifest.json");
-      out.push_back({path.string(), m.at("step").get<int64_t>(), m.at("consumed_samples").get<int64_t>()});
+      auto m = read_json(path / kManifestFile);
+      out.push_back({path.string(), m.at(manifest_key::kStep).get<int64_t>(),
+                     m.at(manifest_key::kConsumedSamples).get<int64_t>()});
     } catch (const std::exception&) {
       continue;
     }
@@ -375,17 +270,19 @@ void CheckpointWriter::write(SaveRequest& r) {
   for (const auto& s : r.shards) {
     const size_t n = s.data.nbytes();
     write_all(fd, s.data.data_ptr(), n, data_path.string());
-    pieces.push_back({{"name", s.name},
-                      {"dtype", dtype_name(s.data.scalar_type())},
-                      {"shape", s.global_shape},
-                      {"region_offsets", s.region_offsets},
-                      {"region_shape", s.region_shape},
-                      {"flat_begin", s.flat_begin},
-                      {"numel", s.data.numel()},
-                      {"file", file},
-                      {"offset", offset},
-                      {"nbytes", n},
-                      {"crc32c", crc_of(s.data.data_ptr(), n)}});
+    ShardPiece piece;
+    piece.name = s.name;
+    piece.dtype = dtype_name(s.data.scalar_type());
+    piece.shape = s.global_shape;
+    piece.piece.region_offsets = s.region_offsets;
+    piece.piece.region_shape = s.region_shape;
+    piece.piece.flat_begin = s.flat_begin;
+    piece.piece.numel = s.data.numel();
+    piece.piece.file = file;
+    piece.piece.offset = offset;
+    piece.piece.nbytes = static_cast<int64_t>(n);
+    piece.piece.crc32c = crc_of(s.data.data_ptr(), n);
+    pieces.push_back(piece.to_json());
     offset += static_cast<int64_t>(n);
   }
   ::fsync(fd);
@@ -394,68 +291,7 @@ void CheckpointWriter::write(SaveRequest& r) {
   last_bytes_ = offset;
 
   // 2. Rank 0 commits once every rank has published its pieces.
-  if (r.rank == 0) {
-    nlohmann::json manifest = r.meta;
-    manifest["format"] = "gtrain-checkpoint";
-    manifest["version"] = kCheckpointFormatVersion;
-    manifest["step"] = r.step;
-    manifest["consumed_samples"] = r.consumed_samples;
-    manifest["world"] = r.world;
-    nlohmann::json tensors = nlohmann::json::object();
-    const auto deadline = Clock::now() + std::chrono::duration<double>(r.commit_timeout_s);
-    for (int k = 0; k < r.world; ++k) {
-      const fs::path part = tmp / ("shard_" + std::to_string(k) + ".json");
-      while (!fs::exists(part)) {
-        if (Clock::now() > deadline) {
-          throw CheckpointError(part.string() + ": rank " + std::to_string(k) +
-                                " did not finish its part of the "
-                                "checkpoint in time; the checkpoint was not committed");
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      for (const auto& p : read_json(part)) {
-        auto& t = tensors[p.at("name").get<std::string>()];
-        t["dtype"] = p.at("dtype");
-        t["shape"] = p.at("shape");
-        nlohmann::json piece = p;
-        piece.erase("name");
-        piece.erase("dtype");
-        piece.erase("shape");
-        piece["rank"] = k;
-        t["pieces"].push_back(piece);
-      }
-    }
-    manifest["tensors"] = tensors;
-    write_file_atomic(tmp / "manifest.json", manifest.dump(1));
-    fsync_path(tmp);
-    const fs::path final_dir = fs::path(r.dir) / step_name(r.step);
-    if (fs::exists(final_dir)) retire_dir(final_dir, r.token);  // a re-save of the same step
-    fs::rename(tmp, final_dir, ec);
-    if (ec) throw CheckpointError(final_dir.string() + ": commit (rename) failed: " + ec.message());
-    fsync_path(r.dir);
-    // 3. Prune only now that the new checkpoint is committed, and only checkpoints older than it
-    //    (newer ones belong to another trajectory: the run moves those aside when it starts).
-    std::vector<fs::path> older;
-    for (const auto& [step, path] : committed_checkpoint_dirs(r.dir)) {
-      if (step < r.step) older.push_back(path);
-    }
-    const size_t keep_older = static_cast<size_t>(std::max<int64_t>(r.keep - 1, 0));
-    for (size_t i = 0; i + keep_older < older.size(); ++i) retire_dir(older[i], r.token);
-    //    Clean leftovers of crashed saves and prunes: *.tmp-* of other saves, step_* without a manifest.
-    std::vector<fs::path> leftovers;
-    for (const auto& e : fs::directory_iterator(r.dir, ec)) {
-      const std::string name = e.path().filename().string();
-      const bool tmp = name.find(".tmp-") != std::string::npos && name.find(".tmp-" + r.token) == std::string::npos;
-      const bool incomplete = is_step_dir_name(name) && !fs::exists(e.path() / "manifest.json");
-      if (tmp || incomplete) leftovers.push_back(e.path());
-    }
-    for (const auto& p : leftovers) {
-      if (p.filename().string().find(".tmp-") != std::string::npos)
-        fs::remove_all(p, ec);
-      else
-        retire_dir(p, r.token);
-    }
-  }
+  if (r.rank == 0) commit(r, tmp);
   last_write_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -470,19 +306,18 @@ CheckpointInfo write_checkpoint(SaveRequest request) {
 // ---- reading ----
 
 CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
-  manifest_ = read_json(fs::path(path) / "manifest.json");
-  validate_manifest(manifest_, (fs::path(path) / "manifest.json").string());
-  for (const auto& [name, t] : manifest_.at("tensors").items()) tensors_[name] = &t;
+  const fs::path file = fs::path(path) / kManifestFile;
+  manifest_ = CheckpointManifest::from_json(read_json(file), file.string());
 }
 
 std::vector<std::string> CheckpointReader::tensor_names() const {
   std::vector<std::string> out;
-  for (const auto& kv : tensors_) out.push_back(kv.first);
+  for (const auto& kv : manifest_.tensors) out.push_back(kv.first);
   return out;
 }
 
 bool CheckpointReader::has(const std::string& name) const {
-  return tensors_.count(name) > 0;
+  return manifest_.tensors.count(name) > 0;
 }
 
 bool is_optimizer_state(const std::string& name, const std::vector<std::string>& names) {
@@ -496,18 +331,18 @@ bool is_optimizer_state(const std::string& name, const std::vector<std::string>&
   return false;
 }
 
-const nlohmann::json& CheckpointReader::entry(const std::string& name) const {
-  auto it = tensors_.find(name);
-  if (it == tensors_.end()) throw CheckpointError(path_ + ": has no tensor '" + name + "'");
-  return *it->second;
+const ManifestTensor& CheckpointReader::entry(const std::string& name) const {
+  auto it = manifest_.tensors.find(name);
+  if (it == manifest_.tensors.end()) throw CheckpointError(path_ + ": has no tensor '" + name + "'");
+  return it->second;
 }
 
 torch::ScalarType CheckpointReader::dtype(const std::string& name) const {
-  return dtype_of(entry(name).at("dtype").get<std::string>(), path_);
+  return dtype_of(entry(name).dtype, path_);
 }
 
 std::vector<int64_t> CheckpointReader::shape(const std::string& name) const {
-  return entry(name).at("shape").get<std::vector<int64_t>>();
+  return entry(name).shape;
 }
 
 torch::Tensor CheckpointReader::read(const std::string& name) const {
@@ -517,26 +352,26 @@ torch::Tensor CheckpointReader::read(const std::string& name) const {
   auto global = torch::zeros(shape, dtype);
   std::map<std::string, int> fds;
   try {
-    for (const auto& p : t.at("pieces")) {
-      const std::string file = p.at("file").get<std::string>();
+    for (const auto& p : t.pieces) {
+      const std::string& file = p.file;
       const std::string fpath = (fs::path(path_) / file).string();
       if (!fds.count(file)) {
         int fd = ::open(fpath.c_str(), O_RDONLY);
         if (fd < 0) throw CheckpointError(fpath + ": missing data file (" + std::strerror(errno) + ")");
         fds[file] = fd;
       }
-      const int64_t numel = p.at("numel").get<int64_t>(), nbytes = p.at("nbytes").get<int64_t>();
+      const int64_t numel = p.numel, nbytes = p.nbytes;
       auto buf = torch::empty({numel}, dtype);
       if (static_cast<int64_t>(buf.nbytes()) != nbytes)
         throw CheckpointError(fpath + ": piece of '" + name + "' has a bad size");
-      const ssize_t got = ::pread(fds[file], buf.data_ptr(), nbytes, p.at("offset").get<int64_t>());
+      const ssize_t got = ::pread(fds[file], buf.data_ptr(), nbytes, p.offset);
       if (got != nbytes) throw CheckpointError(fpath + ": truncated (piece of '" + name + "')");
-      if (crc_of(buf.data_ptr(), nbytes) != p.at("crc32c").get<uint32_t>()) {
+      if (crc_of(buf.data_ptr(), nbytes) != p.crc32c) {
         throw CheckpointError(fpath + ": checksum mismatch in '" + name + "' (the file is corrupt)");
       }
-      const auto off = p.at("region_offsets").get<std::vector<int64_t>>();
-      const auto rshape = p.at("region_shape").get<std::vector<int64_t>>();
-      const int64_t flat_begin = p.at("flat_begin").get<int64_t>();
+      const auto& off = p.region_offsets;
+      const auto& rshape = p.region_shape;
+      const int64_t flat_begin = p.flat_begin;
       torch::Tensor region = global;
       for (size_t d = 0; d < off.size(); ++d) region = region.narrow(static_cast<int64_t>(d), off[d], rshape[d]);
       if (region.is_contiguous()) {
@@ -566,10 +401,9 @@ std::vector<std::string> CheckpointReader::verify() const {
     const std::string f = e.path().filename().string();
     if (f.rfind("shard_", 0) != 0 || e.path().extension() != ".json") continue;
     try {
-      for (const auto& p : read_json(e.path())) {
-        const std::string name = p.at("name").get<std::string>();
-        if (!tensors_.count(name)) {
-          problems.push_back(path_ + "/manifest.json: has no tensor '" + name + "', which " + f + " lists");
+      for (const auto& name : shard_piece_names(read_json(e.path()))) {
+        if (!manifest_.tensors.count(name)) {
+          problems.push_back(path_ + "/" + kManifestFile + ": has no tensor '" + name + "', which " + f + " lists");
         }
       }
     } catch (const std::exception& x) {
@@ -585,15 +419,15 @@ std::vector<std::string> CheckpointReader::verify() const {
   };
   std::map<std::string, FileCheck> files;
   std::vector<char> buf;
-  for (const auto& [name, t] : tensors_) {
-    for (const auto& p : t->at("pieces")) {
-      const std::string file = p.at("file").get<std::string>();
+  for (const auto& [name, t] : manifest_.tensors) {
+    for (const auto& p : t.pieces) {
+      const std::string& file = p.file;
       FileCheck& f = files[file];
       if (f.fd < 0) f.fd = ::open((fs::path(path_) / file).c_str(), O_RDONLY);
-      const int64_t nbytes = p.at("nbytes").get<int64_t>();
+      const int64_t nbytes = p.nbytes;
       buf.resize(static_cast<size_t>(nbytes));
-      const bool ok = f.fd >= 0 && ::pread(f.fd, buf.data(), nbytes, p.at("offset").get<int64_t>()) == nbytes &&
-                      crc_of(buf.data(), static_cast<size_t>(nbytes)) == p.at("crc32c").get<uint32_t>();
+      const bool ok = f.fd >= 0 && ::pread(f.fd, buf.data(), nbytes, p.offset) == nbytes &&
+                      crc_of(buf.data(), static_cast<size_t>(nbytes)) == p.crc32c;
       ++f.pieces;
       if (ok) continue;
       ++f.bad;
@@ -614,10 +448,10 @@ std::vector<std::string> CheckpointReader::verify() const {
 
 std::vector<std::string> CheckpointReader::check_files() const {
   std::map<std::string, int64_t> ends;
-  for (const auto& kv : tensors_) {
-    for (const auto& p : kv.second->at("pieces")) {
-      auto& end = ends[p.at("file").get<std::string>()];
-      end = std::max(end, p.at("offset").get<int64_t>() + p.at("nbytes").get<int64_t>());
+  for (const auto& kv : manifest_.tensors) {
+    for (const auto& p : kv.second.pieces) {
+      auto& end = ends[p.file];
+      end = std::max(end, p.offset + p.nbytes);
     }
   }
   std::vector<std::string> problems;
@@ -688,11 +522,9 @@ std::string find_latest_valid_checkpoint(const std::string& dir, std::vector<std
       CheckpointReader r(it->second.string());
       auto problems = r.verify();
       // A run resumes from what a training run wrote: its probe loss and global batch.
-      for (const char* key : {"probe_loss", "global_batch"}) {
-        if (!r.manifest().contains(key))
-          problems.push_back(it->second.string() + "/manifest.json: key '" + key +
-                             "' is missing (not written by a training run)");
-      }
+      const std::string where = it->second.string() + "/" + kManifestFile;
+      if (!r.manifest().meta.probe_loss) problems.push_back(missing_training_key(where, manifest_key::kProbeLoss));
+      if (!r.manifest().meta.global_batch) problems.push_back(missing_training_key(where, manifest_key::kGlobalBatch));
       if (problems.empty()) return it->second.string();
       if (warnings) warnings->push_back("skipping checkpoint " + it->second.string() + ": " + problems.front());
     } catch (const std::exception& e) {

@@ -29,11 +29,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/train/parallel_engine.h"
+#include "runtime/checkpoint/tensor_shard.h"
+#include "runtime/core/checkpoint_manifest.h"
 
 namespace gtrain {
-
-constexpr int kCheckpointFormatVersion = 4;
 
 struct CheckpointInfo {
   std::string path;
@@ -52,7 +51,7 @@ struct SaveRequest {
   std::string dir;  // checkpoint root
   int64_t step = 0;
   int64_t consumed_samples = 0;
-  nlohmann::json meta;              // rank 0: job facts stored in the manifest (plan, probe loss, ...)
+  CheckpointMeta meta;              // rank 0: job facts stored in the manifest (plan, probe loss, ...)
   std::vector<TensorShard> shards;  // this rank's pieces (only those with write = true are written)
   int rank = 0, world = 1;
   int64_t keep = 2;
@@ -90,9 +89,9 @@ class CheckpointReader {
   // Reads and checks the manifest (every key the readers use, with its type); throws CheckpointError
   // naming the file and the key.
   explicit CheckpointReader(const std::string& path);
-  const nlohmann::json& manifest() const { return manifest_; }
-  int64_t step() const { return manifest_.at("step").get<int64_t>(); }
-  int64_t consumed_samples() const { return manifest_.at("consumed_samples").get<int64_t>(); }
+  const CheckpointManifest& manifest() const { return manifest_; }
+  int64_t step() const { return manifest_.step; }
+  int64_t consumed_samples() const { return manifest_.consumed_samples; }
   std::vector<std::string> tensor_names() const;
   bool has(const std::string& name) const;
   // The stored dtype and global shape of a tensor (from the manifest, checked when it was opened).
@@ -111,10 +110,9 @@ class CheckpointReader {
   const std::string& path() const { return path_; }
 
  private:
-  const nlohmann::json& entry(const std::string& name) const;  // the manifest's entry; throws when absent
+  const ManifestTensor& entry(const std::string& name) const;  // the manifest's entry; throws when absent
   std::string path_;
-  nlohmann::json manifest_;
-  std::map<std::string, const nlohmann::json*> tensors_;
+  CheckpointManifest manifest_;
 };
 
 // The newest checkpoint in `dir` that opens and verifies; a bad one is skipped with a warning

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/checkpoint/safetensors_header.h"
+#include "runtime/core/safetensors_header.h"
 
 namespace gtrain {
 

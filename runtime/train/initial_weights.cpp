@@ -8,9 +8,9 @@
 #include <set>
 
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/errors.h"
 #include "runtime/train/parallel_engine.h"
 

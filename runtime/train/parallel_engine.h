@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "runtime/checkpoint/tensor_shard.h"
 #include "runtime/models/keyed_dropout.h"
 
 #include <functional>
@@ -36,24 +37,6 @@ struct MicroBatchWork {
     return DropoutRows{true, dropout_seed, first_samples[static_cast<size_t>(i)]};
   }
 };
-
-// A piece of a named global tensor held by this rank, for checkpoints that reshard on load.
-// `data` holds elements [flat_begin, flat_begin + data.numel()) of the row-major flattening of the
-// region [region_offsets, region_offsets + region_shape) of the global tensor. A whole replicated
-// tensor is one region covering everything; a tensor-parallel slice is a smaller region; a ZeRO
-// chunk is a flat range inside its region.
-struct TensorShard {
-  std::string name;  // "h.0.attn.qkv.weight", "h.0.attn.qkv.weight.exp_avg", "optimizer.step"
-  std::vector<int64_t> global_shape;
-  std::vector<int64_t> region_offsets;
-  std::vector<int64_t> region_shape;
-  int64_t flat_begin = 0;
-  torch::Tensor data;  // 1-D contiguous
-  bool write = true;   // false when another rank writes the same elements (replicas)
-};
-
-// Produces the full (unsharded) tensor of a name from a checkpoint; throws when it is missing.
-using GlobalTensorReader = std::function<torch::Tensor(const std::string& name)>;
 
 class ParallelEngine {
  public:

@@ -13,67 +13,18 @@
 #include "runtime/common/cuda_device.h"
 #include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/lr_schedule.h"
+#include "runtime/core/metrics_records.h"
+#include "runtime/core/resume_check.h"
 #include "runtime/core/schedule.h"
+#include "runtime/core/stage_ledger.h"
 #include "runtime/core/startup.h"
+#include "runtime/core/stop_policy.h"
 #include "runtime/data/rng.h"
 #include "runtime/metrics/step_profiler.h"
-#include "runtime/train/lr_schedule.h"
 #include "runtime/train/thread_choice.h"
 
 namespace gtrain {
-namespace {
-
-// The files that differ between two Dataset::identity() lists: "s_0.bin added, s_2.bin changed".
-std::string data_files_changed(const nlohmann::json& was, const nlohmann::json& now) {
-  if (!was.is_array() || !now.is_array()) return "";
-  std::map<std::string, nlohmann::json> before, after;
-  for (const auto& f : was)
-    if (f.is_object() && f.contains("file") && f["file"].is_string()) before[f["file"].get<std::string>()] = f;
-  for (const auto& f : now)
-    if (f.is_object() && f.contains("file") && f["file"].is_string()) after[f["file"].get<std::string>()] = f;
-  std::vector<std::string> changes;
-  for (const auto& [name, f] : after) {
-    const auto it = before.find(name);
-    if (it == before.end())
-      changes.push_back(name + " added");
-    else if (it->second != f)
-      changes.push_back(name + " changed");
-  }
-  for (const auto& [name, f] : before)
-    if (!after.count(name)) changes.push_back(name + " removed");
-  std::string out;
-  for (size_t i = 0; i < changes.size() && i < 3; ++i) out += (i ? ", " : "") + changes[i];
-  if (changes.size() > 3) out += " and " + std::to_string(changes.size() - 3) + " more";
-  return out;
-}
-
-// Settings a resume may change that change the trajectory from the resumed step on, each with what
-// it changes. The model's keys, train.seed and precision.dtype are the resume check's own (drift).
-struct TrajectoryKey {
-  const char* key;
-  bool schedule;  // the learning rate at the resumed step is recomputed from it
-  const char* effect;
-};
-constexpr TrajectoryKey kTrajectoryKeys[] = {
-    {"optimizer.learning_rate", true, "the peak learning rate"},
-    {"train.steps", true, "the run's length (the learning-rate schedule is stretched or squeezed to it)"},
-    {"train.epochs", true, "the run's length (the learning-rate schedule is stretched or squeezed to it)"},
-    {"train.tokens", true, "the run's length (the learning-rate schedule is stretched or squeezed to it)"},
-    {"train.warmup_steps", true, "the warmup of the learning-rate schedule"},
-    {"train.lr_schedule", true, "the decay of the learning rate"},
-    {"train.min_lr_ratio", true, "the final learning rate of the decay"},
-    {"optimizer.weight_decay", false, "the weight decay of every update"},
-    {"optimizer.beta1", false, "the optimizer's first-moment decay"},
-    {"optimizer.beta2", false, "the optimizer's second-moment decay"},
-    {"optimizer.eps", false, "the optimizer's epsilon"},
-    {"optimizer.momentum", false, "sgd's momentum"},
-    {"optimizer.nesterov", false, "sgd's Nesterov momentum"},
-    {"train.grad_clip", false, "gradient clipping"},
-    {"precision.loss_scale_init", false, "fp16's loss scaling"},
-    {"precision.loss_scale_window", false, "fp16's loss scaling"},
-};
-
-}  // namespace
 int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t tokens_per_sample) {
   if (t.steps > 0) return t.steps;
   const bool by_epochs = t.epochs > 0;
@@ -112,8 +63,11 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
   if (device_.is_cuda()) {
     cuda::set_device(device_.index());
     cuda::reset_peak_memory(device_.index());
-    nvml_index_ = cuda::nvml_index_for(device_.index(), process_environment());
   }
+  const PlannedMemory est{plan_.est_tensor_bytes, plan_.est_memory_bytes};
+  device_metrics_ = device_.is_cuda() ? DeviceMetrics(device_.index(),
+                                                      cuda::nvml_index_for(device_.index(), process_environment()), est)
+                                      : DeviceMetrics(-1, -1, est);
   GT_CHECK(engine_ != nullptr, "Trainer needs a ParallelEngine");
   model_->train();
   precision_ = std::make_unique<Precision>(config_.precision, device_);
@@ -176,37 +130,28 @@ void Trainer::set_thread_tuning(int most, int local_ranks) {
   thread_tuner_ = std::make_unique<ThreadTuner>(most, local_ranks);
 }
 
-nlohmann::json Trainer::checkpoint_meta() {
-  nlohmann::json model = nlohmann::json::object();
+CheckpointMeta Trainer::checkpoint_meta() {
+  CheckpointMeta meta;
   const int64_t data_vocab = data_.train->spec().vocab;
   for (const auto& f : cfg::list_fields(config_.model)) {
     if (f.key == "plugin") continue;
     // model.vocab = 0 is recorded as the vocabulary the data gave, so a resume sees it change.
     const bool from_data = f.key == "vocab" && f.value == "0" && data_vocab > 0;
-    model[f.key] = from_data ? std::to_string(data_vocab) : f.value;
+    meta.model[f.key] = from_data ? std::to_string(data_vocab) : f.value;
   }
-  nlohmann::json ledger = nlohmann::json::array();
-  if (!stage_.ledger.empty()) {
-    std::ifstream in(stage_.ledger);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (!line.empty()) ledger.push_back(nlohmann::json::parse(line, nullptr, false));
-    }
-  }
-  return {{"model", model},
-          {"config", flat_fields(config_)},
-          {"lr_next", lr_at(config_.train, config_.optimizer.learning_rate, step_, total_steps_)},
-          {"global_batch", layout_.global_batch},
-          {"seed", config_.train.seed},
-          {"total_steps", total_steps_},
-          {"precision", config_.precision.dtype},
-          {"optimizer", config_.optimizer.name},
-          {"plan", plan_.summary()},
-          {"world", comm_->size()},
-          {"train_samples", data_.train->size()},
-          {"vocab_from_data", config_.model.vocab <= 0},
-          {"train_data", data_.train->identity()},
-          {"stage_ledger", ledger}};
+  meta.config = flat_fields(config_);
+  meta.lr_next = lr_at(config_.train, config_.optimizer.learning_rate, step_, total_steps_);
+  meta.global_batch = layout_.global_batch;
+  meta.seed = config_.train.seed;
+  meta.total_steps = total_steps_;
+  meta.precision = config_.precision.dtype;
+  meta.optimizer = config_.optimizer.name;
+  meta.plan = plan_.summary();
+  meta.train_samples = data_.train->size();
+  meta.vocab_from_data = config_.model.vocab <= 0;
+  meta.train_data = data_.train->identity();
+  meta.stage_ledger = StageLedger(stage_.ledger).records();
+  return meta;
 }
 
 double Trainer::save_checkpoint_now() {
@@ -226,8 +171,8 @@ double Trainer::save_checkpoint_now() {
   const double probe = probe_loss(probe_idx);
   if (r.rank == 0) {
     r.meta = checkpoint_meta();
-    r.meta["probe_loss"] = probe;
-    r.meta["probe_indices"] = probe_idx;  // the windows a resume on changed data probes again
+    r.meta.probe_loss = probe;
+    r.meta.probe_indices = probe_idx;  // the windows a resume on changed data probes again
   }
   writer_->save(std::move(r));
   const double stall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -251,95 +196,17 @@ void Trainer::finish_saves() {
 
 void Trainer::resume(const std::string& path) {
   CheckpointReader ck(path);
-  const auto& m = ck.manifest();
-  for (const char* key : {"global_batch", "probe_loss"}) {
-    if (!m.contains(key)) {
-      throw CheckpointError(path + "/manifest.json: key '" + key + "' is missing (not written by a training run)");
-    }
-  }
-  // The model must be the one that was saved: name every key that shapes its parameters and
-  // changed. Keys this model does not read may change; model.vocab = 0 means the data's vocabulary.
-  // Settings that change the trajectory (not the tensors) are named in the resume check's verdict.
-  std::string changed, drift;
-  const int64_t data_vocab = data_.train->spec().vocab;
-  const auto resolved = [data_vocab](const std::string& key, const std::string& value) {
-    return key == "vocab" && value == "0" && data_vocab > 0 ? std::to_string(data_vocab) : value;
-  };
-  bool data_vocab_changed = false;
-  for (const auto& f : cfg::list_fields(config_.model)) {
-    if (f.key == "plugin" || !m.at("model").contains(f.key)) continue;
-    const std::string was = m.at("model").at(f.key).get<std::string>();
-    if (resolved(f.key, was) == resolved(f.key, f.value)) continue;
-    std::string change = "model." + f.key + " " + was + " -> " + f.value;
-    if (f.key == "vocab" && f.value == "0") {
-      change =
-          "model.vocab " + was + " -> " + resolved(f.key, f.value) + " (model.vocab = 0: the data's largest id + 1)";
-      data_vocab_changed = m.value("vocab_from_data", false);
-    }
-    if (model_key_shapes_parameters(config_.model.name, f.key)) {
-      changed += (changed.empty() ? "" : ", ") + change;
-    } else if (f.key == "dropout") {
-      drift = change;
-    }
-  }
-  if (!changed.empty()) {
-    throw ResumeMismatchError(path + " was written for a different model (" + changed + ")",
-                              data_vocab_changed ? "the data's largest id changed (data.path / data.eval_path): "
-                                                   "restore the files the run trained with, or --no-resume to start "
-                                                   "over"
-                                                 : "use the model config the run started with, or --no-resume to "
-                                                   "start over");
-  }
-  if (m.at("global_batch").get<int64_t>() != layout_.global_batch) {
-    throw ResumeMismatchError(
-        path + " was written with train.global_batch = " + std::to_string(m.at("global_batch").get<int64_t>()) +
-            ", this run has " + std::to_string(layout_.global_batch),
-        "keep the global batch across stages (the planner keeps it on any GPU count)");
-  }
-  // The optimizer's state cannot carry over to another optimizer: say so before reading any tensor.
-  const auto text_of = [&m](const char* key) {
-    return m.contains(key) && m.at(key).is_string() ? m.at(key).get<std::string>() : std::string();
-  };
-  const std::string saved_optimizer = text_of("optimizer");
-  if (!saved_optimizer.empty() && saved_optimizer != config_.optimizer.name) {
-    throw ResumeMismatchError(
-        path + " was written with optimizer.name = " + saved_optimizer + ", this run has " + config_.optimizer.name,
-        "its optimizer state cannot carry over: use optimizer.name = " + saved_optimizer +
-            ", or --no-resume to start over");
-  }
-  if (m.contains("seed") && m.at("seed").is_number_integer() && m.at("seed").get<int64_t>() != config_.train.seed) {
-    drift += (drift.empty() ? "" : ", ") + std::string("train.seed ") + std::to_string(m.at("seed").get<int64_t>()) +
-             " -> " + std::to_string(config_.train.seed);
-  }
-  const std::string saved_dtype = text_of("precision");
-  if (!saved_dtype.empty() && saved_dtype != config_.precision.dtype) {
-    drift +=
-        (drift.empty() ? "" : ", ") + std::string("precision.dtype ") + saved_dtype + " -> " + config_.precision.dtype;
-  }
-  // Other training data (shards added, a file replaced): the sample order from here differs, and
-  // the probe batch is taken by its saved window indices where they still exist.
-  const int64_t saved_samples = m.value("train_samples", data_.train->size());
-  const std::string files_changed =
-      m.contains("train_data") ? data_files_changed(m.at("train_data"), data_.train->identity()) : "";
-  if (saved_samples != data_.train->size() || !files_changed.empty()) {
-    drift += (drift.empty() ? "" : ", ") + std::string("the training data (") + config_.data.kind + " " +
-             (saved_samples == data_.train->size()
-                  ? std::to_string(saved_samples)
-                  : std::to_string(saved_samples) + " -> " + std::to_string(data_.train->size())) +
-             " samples" + (files_changed.empty() ? "" : "; " + files_changed) +
-             (data_.eval && config_.data.eval_path.empty() &&
-                      (config_.data.kind == "tokens" || config_.data.kind == "text_bytes")
-                  ? "; data.eval_fraction's held-out tail moved with it, data.eval_path would keep it fixed)"
-                  : ")");
-  }
-  // validate_manifest checked the shape (a non-empty array of counts); the data may have shrunk.
-  std::vector<int64_t> probe_idx = probe_indices();
-  if (m.contains("probe_indices")) {
-    const auto saved_idx = m.at("probe_indices").get<std::vector<int64_t>>();
-    const int64_t n = data_.train->size();
-    if (std::all_of(saved_idx.begin(), saved_idx.end(), [n](int64_t i) { return i >= 0 && i < n; }))
-      probe_idx = saved_idx;
-  }
+  ResumeFacts facts;
+  facts.data_vocab = data_.train->spec().vocab;
+  facts.train_samples = data_.train->size();
+  facts.train_identity = data_.train->identity();
+  facts.has_eval = data_.eval != nullptr;
+  facts.global_batch = layout_.global_batch;
+  facts.total_steps = total_steps_;
+  facts.probe_indices = probe_indices();
+  // Refused before any tensor is read: another model, global batch or optimizer.
+  const ResumeVerdict verdict = check_resume(ck.manifest(), path, config_, facts);
+  if (verdict.refused()) verdict.refusals.front().raise();
   engine_->load_state(ck.reader());
   step_ = ck.step();
   if (ck.consumed_samples() != step_ * layout_.global_batch) {
@@ -348,144 +215,65 @@ void Trainer::resume(const std::string& path) {
   }
   prefetch_.reset();  // restart the data stream at the resumed step
   // Guard against silently wrong resumes: the probe batch must give the saved loss.
-  const double saved = m.at("probe_loss").get<double>(), now = probe_loss(probe_idx);
-  const double rel = std::abs(now - saved) / std::max(std::abs(saved), 1e-12);
-  if (!(rel <= config_.checkpoint.probe_tolerance)) {
-    const std::string what = "resume check failed: the probe batch's loss is " + std::to_string(now) +
-                             " after loading " + path + " on plan " + plan_.summary() + ", " + std::to_string(saved) +
-                             " at save (relative " + std::to_string(rel) + " > checkpoint.probe_tolerance " +
-                             std::to_string(config_.checkpoint.probe_tolerance) + ")";
-    if (!drift.empty()) {
-      throw ResumeMismatchError(what + "; changed since the checkpoint: " + drift,
-                                "restore those settings, raise checkpoint.probe_tolerance to accept the change, or "
-                                "--no-resume to start over");
-    }
-    throw CheckpointError(what, "the checkpoint did not load into this layout correctly; report it, or --no-resume");
+  const double saved = *ck.manifest().meta.probe_loss, now = probe_loss(verdict.probe_indices);
+  const auto refusal = check_probe(verdict, path, plan_.summary(), saved, now, config_.checkpoint.probe_tolerance);
+  if (refusal) refusal->raise();
+  if (comm_->rank() == 0) {
+    for (const auto& w : verdict.warnings) std::cerr << "gtrain: warning: " << w << std::endl;
   }
-  // A complete run trains no further: its trajectory cannot differ, so nothing to warn of.
-  if (!drift.empty() && comm_->rank() == 0 && step_ < total_steps_) {
-    std::cerr << "gtrain: warning: resumed with " << drift << " changed since " << path
-              << ": the trajectory differs from an uninterrupted run" << std::endl;
-  }
-  note_config_changes(m, path);
+  config_changes_ = verdict.config_changes;
   // Written when the stage runs: until then a refused start leaves metrics.jsonl as it was.
   pending_resume_record_ = {{"kind", "resume"},          {"step", step_},          {"path", path}, {"probe_loss", now},
                             {"probe_loss_saved", saved}, {"plan", plan_.summary()}};
 }
 
-void Trainer::note_config_changes(const nlohmann::json& manifest, const std::string& path) {
-  config_changes_ = nlohmann::json::object();
-  if (!manifest.contains("config") || !manifest.at("config").is_object()) return;  // written before gtrain recorded it
-  const auto& was = manifest.at("config");
-  for (const auto& [key, value] : flat_fields(config_)) {
-    if (!was.contains(key) || !was.at(key).is_string()) continue;
-    const std::string before = was.at(key).get<std::string>();
-    // The global batch the plan gives within parallel.batch_tolerance is the resume check's.
-    if (before != value && key != "train.global_batch") config_changes_[key] = {before, value};
-  }
-  // The stage's ledger line records every change; the console names those that change the
-  // trajectory, one line each with what they change.
-  if (comm_->rank() != 0 || step_ >= total_steps_) return;
-  const double lr_now = lr_at(config_.train, config_.optimizer.learning_rate, step_, total_steps_);
-  char lr_text[160] = "";
-  if (manifest.contains("lr_next") && manifest.at("lr_next").is_number()) {
-    std::snprintf(lr_text, sizeof(lr_text), "; the learning rate at step %lld goes %.6g -> %.6g",
-                  static_cast<long long>(step_), manifest.at("lr_next").get<double>(), lr_now);
-  }
-  for (const auto& k : kTrajectoryKeys) {
-    if (!config_changes_.contains(k.key)) continue;
-    const auto& c = config_changes_.at(k.key);
-    std::cerr << "gtrain: warning: " << k.key << " " << c[0].get<std::string>() << " -> " << c[1].get<std::string>()
-              << " since " << path << ": changes " << k.effect << " from step " << step_ << " on"
-              << (k.schedule ? lr_text : "") << std::endl;
-  }
-}
-
 bool Trainer::final_recorded() {
   auto flag = torch::zeros({1}, torch::kLong);
-  if (comm_->rank() == 0) {
-    std::ifstream in(paths_.metrics);
-    std::string line;
-    while (std::getline(in, line)) {
-      const auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.contains("kind") && j["kind"] == "final" && j.contains("step") &&
-          j["step"].is_number_integer() && j["step"].get<int64_t>() == step_)
-        flag[0] = 1;
-    }
-  }
+  if (comm_->rank() == 0 && has_final_record(paths_.metrics, step_)) flag[0] = 1;
   if (comm_->size() > 1) comm_->broadcast(flag, 0);
   return flag[0].item<int64_t>() == 1;
 }
 
 std::string Trainer::stop_check(double last_step_seconds, bool before_first_step) {
-  int code = 0;
-  std::string reason;
-  if (const int sig = stop_signal_received()) code = 1, reason = "signal " + std::to_string(sig);
-  if (!code && comm_->rank() == 0 && !stage_.stop_file.empty()) {
-    std::ifstream f(stage_.stop_file);  // the launcher's stop request: "signal N"
-    if (f && std::getline(f, reason) && !reason.empty()) code = 1;
-  }
-  if (!code && stage_.deadline_unix > 0 && comm_->rank() == 0) {
-    // Before the first step only a deadline already past counts: every stage that starts in time
-    // makes progress (one step and a save) however short its limit.
-    const double save = std::max(max_save_seconds_, 1.0);
-    const double lead =
-        before_first_step ? 0.0 : last_step_seconds + save * config_.schedule.save_safety + config_.schedule.min_lead_s;
-    const double left = stage_.deadline_unix - unix_now();
-    if (left <= lead) {
-      code = 2, reason = "deadline (" + stage_.deadline_source + ")";
-      // Why now: a stop well before the limit is the lead it keeps for the next step and the save.
-      char why[320];
-      if (before_first_step) {
-        std::snprintf(why, sizeof(why), "the deadline (%s) passed %.1f s before the first step",
-                      stage_.deadline_source.c_str(), -left);
-      } else {
-        std::snprintf(why, sizeof(why),
-                      "%.1f s left before the deadline (%s) < next step %.2f s + %g x save %.1f s "
-                      "(schedule.save_safety x the longest save, at least 1 s) + schedule.min_lead_s %g s",
-                      left, stage_.deadline_source.c_str(), last_step_seconds, config_.schedule.save_safety, save,
-                      config_.schedule.min_lead_s);
-      }
-      stop_detail_ = why;
-    }
-  }
+  const StopPolicy policy({stage_.stop_file, stage_.deadline_unix, stage_.deadline_source, config_.schedule.save_safety,
+                           config_.schedule.min_lead_s},
+                          comm_->rank() == 0);
+  const auto mine =
+      policy.decide(stop_signal_received(), unix_now(), last_step_seconds, max_save_seconds_, before_first_step);
+  if (!mine.detail.empty()) stop_detail_ = mine.detail;
+  int agreed = mine.code;
   if (comm_->size() > 1) {
     // Every rank stops at the same step: agree on the strongest reason.
-    auto t = torch::tensor({code}, torch::kInt);
+    auto t = torch::tensor({mine.code}, torch::kInt);
     comm_->allreduce(t, ReduceOp::kMax);
-    const int agreed = t.item<int>();
-    if (agreed != code) reason = agreed == 1 ? "signal (on another rank)" : "deadline (" + stage_.deadline_source + ")";
-    code = agreed;
+    agreed = t.item<int>();
   }
-  return code ? reason : std::string();
+  return policy.agreed_reason(mine, agreed);
 }
 
 void Trainer::write_ledger(const TrainSummary& s, int64_t first_step, double productive_s) {
   if (stage_.ledger.empty() || comm_->rank() != 0) return;
-  nlohmann::json rec = {{"start", stage_start_unix_},
-                        {"end", unix_now()},
-                        {"allocation", stage_.allocation},
-                        {"world", comm_->size()},
-                        {"plan", plan_.summary()},
-                        {"step_from", first_step},
-                        {"step_to", s.steps},
-                        {"total_steps", total_steps_},
-                        {"samples", (s.steps - first_step) * layout_.global_batch},
-                        {"productive_s", productive_s},
-                        {"save_s", save_stall_total_},
-                        {"load_s", stage_.load_seconds},
-                        {"exit", s.stop_reason.rfind("failed: ", 0) == 0 ? s.stop_reason
-                                 : s.stopped_early                       ? "resumable: " + s.stop_reason
-                                                                         : std::string("completed")}};
-  if (!s.stop_detail.empty()) rec["stop_detail"] = s.stop_detail;
+  StageRecord rec;
+  rec.start = stage_start_unix_;
+  rec.end = unix_now();
+  rec.allocation = stage_.allocation;
+  rec.world = comm_->size();
+  rec.plan = plan_.summary();
+  rec.step_from = first_step;
+  rec.step_to = s.steps;
+  rec.total_steps = total_steps_;
+  rec.samples = (s.steps - first_step) * layout_.global_batch;
+  rec.productive_s = productive_s;
+  rec.save_s = save_stall_total_;
+  rec.load_s = stage_.load_seconds;
+  rec.exit = stage_exit(s.stop_reason, s.stopped_early);
+  rec.stop_detail = s.stop_detail;
   if (thread_tuner_ && !thread_tuner_->measured().empty()) {
-    rec["threads"] = thread_tuner_->chosen();
-    rec["threads_measured"] = thread_tuner_->measured();
+    rec.threads = thread_tuner_->chosen();
+    rec.threads_measured = thread_tuner_->measured();
   }
-  // What this stage changed in the configuration since the checkpoint it resumed: [was, now].
-  if (!config_changes_.empty()) rec["config_changes"] = config_changes_;
-  std::ofstream f(stage_.ledger, std::ios::app);
-  f << rec.dump() << "\n";
+  rec.config_changes = config_changes_;
+  StageLedger(stage_.ledger).append(rec);
 }
 
 void Trainer::start_prefetch() {
@@ -616,27 +404,6 @@ bool Trainer::values_needed(int64_t step) const {
   return step == 1 || step % config_.log.metrics_interval == 0 || step == total_steps_ || progress_->prints(step - 1);
 }
 
-void Trainer::add_device_metrics(nlohmann::json& rec) const {
-  constexpr double kMb = 1 << 20;
-  const auto m = cuda::memory_stats(device_.index());
-  rec["cuda_max_allocated_mb"] = m.max_allocated / kMb;
-  rec["cuda_reserved_mb"] = m.reserved / kMb;
-  rec["cuda_max_reserved_mb"] = m.max_reserved / kMb;
-  // The planner's estimate of the tensors is compared with what torch allocated on the device at
-  // most; its whole figure (plus the CUDA context, library workspaces and the caching allocator's
-  // slack) with what the device had in use.
-  rec["peak_mem_mb"] = m.max_allocated / kMb;
-  rec["est_mem_mb"] = plan_.est_tensor_bytes / kMb;
-  rec["est_device_mem_mb"] = plan_.est_memory_bytes / kMb;
-  const auto n = cuda::nvml_sample(nvml_index_);
-  if (n.valid) {
-    rec["gpu_util"] = n.gpu_util;
-    rec["gpu_mem_util"] = n.mem_util;
-    rec["gpu_mem_used_mb"] = n.used_bytes / kMb;
-    rec["gpu_mem_total_mb"] = n.total_bytes / kMb;
-  }
-}
-
 void Trainer::log_step(const StepResult& r) {
   if (!r.values_read) return;  // neither printed nor logged (values_needed)
   const double samples = static_cast<double>(layout_.global_batch);
@@ -659,13 +426,7 @@ void Trainer::log_step(const StepResult& r) {
                         {"time", unix_now()}};
   if (tokens) rec["tokens_per_s"] = unit_rate;
   if (r.skipped) rec["skipped"] = true;
-  if (device_.is_cuda()) {
-    add_device_metrics(rec);
-  } else if (memory_baseline_ > 0) {
-    // CPU: the job's resident high-water mark above the baseline.
-    rec["peak_mem_mb"] = (peak_resident_bytes() - memory_baseline_) / (1 << 20);
-    rec["est_mem_mb"] = plan_.est_memory_bytes / (1 << 20);
-  }
+  device_metrics_.add_to(rec);
   if (auto* s = precision_->scaler()) rec["loss_scale"] = s->scale();
   metrics_->write(rec);
 }

@@ -11,11 +11,13 @@
 #include <string>
 
 #include "runtime/comm/communicator.h"
+#include "runtime/core/checkpoint_manifest.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/plan.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/prefetcher.h"
 #include "runtime/data/sampler.h"
+#include "runtime/metrics/device_metrics.h"
 #include "runtime/metrics/metrics_log.h"
 #include "runtime/metrics/progress.h"
 #include "runtime/models/model.h"
@@ -89,7 +91,7 @@ class Trainer {
 
   void set_stage(StageOptions stage) { stage_ = std::move(stage); }
   // Resident memory before the job was built; metrics then report the job's own peak on top of it.
-  void set_memory_baseline(double bytes) { memory_baseline_ = bytes; }
+  void set_memory_baseline(double bytes) { device_metrics_.set_memory_baseline(bytes); }
   // Loads parameters, optimizer state and the step from a checkpoint written by any layout, and
   // checks the probe loss. Throws CheckpointError (changed model, global batch, probe mismatch).
   void resume(const std::string& checkpoint_path);
@@ -115,7 +117,6 @@ class Trainer {
   // Whether step `step` (1-based, just done) logs or prints its values (and the first step): on CUDA
   // the loss and norm are read from the device only then, so other steps never wait for the GPU.
   bool values_needed(int64_t step) const;
-  void add_device_metrics(nlohmann::json& rec) const;
   void log_step(const StepResult& r);
   void maybe_checkpoint(bool final);
   // "" = go on. Before the first step (before_first_step) only a deadline already past counts.
@@ -128,9 +129,8 @@ class Trainer {
   std::string stop_detail_;  // why the deadline stops the stage now (rank 0; stop_check)
   // The keys whose values differ from the resumed checkpoint's ("section.key": [was, now]); the
   // trajectory's are named on the console, all go in the stage's ledger line.
-  void note_config_changes(const nlohmann::json& manifest, const std::string& path);
   nlohmann::json config_changes_ = nlohmann::json::object();
-  nlohmann::json checkpoint_meta();
+  CheckpointMeta checkpoint_meta();
 
   JobConfig config_;
   Plan plan_;
@@ -158,9 +158,8 @@ class Trainer {
   int64_t last_saved_step_ = -1;          // the step of this stage's latest save (-1: none yet)
   nlohmann::json pending_resume_record_;  // the "resume" record, written when the stage starts
   double stage_start_unix_ = 0;
-  double memory_baseline_ = 0;
-  int nvml_index_ = -1;          // NVML index of device_ (CUDA), -1 = none
-  int64_t last_read_step_ = -1;  // CUDA: the last step whose values were read, and when
+  DeviceMetrics device_metrics_;  // the memory and utilisation figures of train records
+  int64_t last_read_step_ = -1;   // CUDA: the last step whose values were read, and when
   std::chrono::steady_clock::time_point last_read_time_;
   std::unique_ptr<class ThreadTuner> thread_tuner_;  // set_thread_tuning; done once it has chosen
 };

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/checkpoint/checkpoint_config.h"
+#include "runtime/core/config/checkpoint_config.h"
 #include "runtime/core/config/data_config.h"
 #include "runtime/core/config/log_config.h"
 #include "runtime/core/config/model_config.h"

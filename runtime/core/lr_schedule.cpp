@@ -1,5 +1,5 @@
 // lr_schedule.cpp: warmup + cosine / linear / constant schedules.
-#include "runtime/train/lr_schedule.h"
+#include "runtime/core/lr_schedule.h"
 
 #include <algorithm>
 #include <cmath>

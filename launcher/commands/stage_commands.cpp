@@ -1,5 +1,5 @@
 // stage_commands.cpp: run status from the stage ledger, metrics and checkpoints; checkpoint tools.
-#include "launcher/stage_commands.h"
+#include "launcher/commands/stage_commands.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -14,9 +14,9 @@
 #include "launcher/launch/run_lock.h"
 #include "launcher/launch/text_util.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/checkpoint_dirs.h"
 #include "runtime/checkpoint/crc32c.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/config/model_config.h"
 #include "runtime/core/errors.h"
@@ -98,15 +98,15 @@ const std::vector<std::pair<std::string, Want>> kMetricKeys = {
 
 // The manifest's [model] keys that apply to its model (model_key_applies), each as the JSON value
 // of the TOML text the manifest keeps ("\"gpt\"" -> "gpt", "[256]" -> [256], "2" -> 2).
-nlohmann::json model_json(const nlohmann::json& kept) {
-  const auto value_of = [](const nlohmann::json& text) {
-    const auto parsed = nlohmann::json::parse(text.get<std::string>(), nullptr, false);
-    return parsed.is_discarded() ? text : parsed;
+nlohmann::json model_json(const std::map<std::string, std::string>& kept) {
+  const auto value_of = [](const std::string& text) {
+    const auto parsed = nlohmann::json::parse(text, nullptr, false);
+    return parsed.is_discarded() ? nlohmann::json(text) : parsed;
   };
-  const auto name = kept.contains("name") ? value_of(kept.at("name")) : nlohmann::json();
+  const auto name = kept.count("name") ? value_of(kept.at("name")) : nlohmann::json();
   const std::string model = name.is_string() ? name.get<std::string>() : "";
   nlohmann::json out = nlohmann::json::object();
-  for (const auto& [key, text] : kept.items()) {
+  for (const auto& [key, text] : kept) {
     if (model_key_applies(model, key)) out[key] = value_of(text);
   }
   return out;
@@ -158,7 +158,7 @@ int status_command(const std::string& run_dir, bool json) {
   if (total == 0 && !latest.empty()) {
     // Epoch- or token-based runs: the trainer's resolved total, stored in its checkpoints.
     try {
-      total = CheckpointReader(latest).manifest().value("total_steps", int64_t{0});
+      total = CheckpointReader(latest).manifest().meta.total_steps.value_or(0);
     } catch (const std::exception&) {
     }
   }
@@ -275,18 +275,19 @@ int ckpt_inspect_command(const std::string& path) {
   CheckpointReader ck(resolve_checkpoint_path(path));
   const auto& m = ck.manifest();
   int64_t bytes = 0, pieces = 0;
-  for (const auto& [name, t] : m.at("tensors").items()) {
-    for (const auto& p : t.at("pieces")) bytes += p.at("nbytes").get<int64_t>(), ++pieces;
+  for (const auto& [name, t] : m.tensors) {
+    for (const auto& p : t.pieces) bytes += p.nbytes, ++pieces;
   }
   std::printf("checkpoint %s\n", ck.path().c_str());
-  std::printf("  format     %s v%d\n", m.value("format", "").c_str(), m.value("version", 0));
+  std::printf("  format     %s v%d\n", kCheckpointFormat, m.version);
   std::printf("  step       %lld  (consumed samples %lld, global batch %lld)\n", (long long)ck.step(),
-              (long long)ck.consumed_samples(), (long long)m.value("global_batch", 0));
-  std::printf("  written by %d rank(s), plan %s\n", m.value("world", 1), m.value("plan", "").c_str());
-  std::printf("  model      %s\n", model_json(m.at("model")).dump().c_str());
-  std::printf("  probe loss %.6f\n", m.value("probe_loss", 0.0));
+              (long long)ck.consumed_samples(), (long long)m.meta.global_batch.value_or(0));
+  std::printf("  written by %d rank(s), plan %s\n", static_cast<int>(m.world.value_or(1)),
+              m.meta.plan.value_or("").c_str());
+  std::printf("  model      %s\n", model_json(m.meta.model).dump().c_str());
+  std::printf("  probe loss %.6f\n", m.meta.probe_loss.value_or(0.0));
   std::printf("  tensors    %zu in %lld pieces, %.2f MB\n", ck.tensor_names().size(), (long long)pieces, bytes / 1e6);
-  if (m.contains("stage_ledger")) std::printf("  stages     %zu before this checkpoint\n", m.at("stage_ledger").size());
+  if (m.meta.stage_ledger) std::printf("  stages     %zu before this checkpoint\n", m.meta.stage_ledger->size());
   return 0;
 }
 
@@ -388,12 +389,12 @@ int ckpt_export_command(const CkptExportOptions& o) {
     specs.push_back(std::move(s));
   }
   if (specs.empty()) throw CheckpointError(ck.path() + ": holds no model tensors to export");
-  const nlohmann::json model = model_json(ck.manifest().at("model"));
+  const nlohmann::json model = model_json(ck.manifest().meta.model);
   std::map<std::string, std::string> meta = {{"format", "pt"},
                                              {"gtrain_checkpoint", ck.path()},
                                              {"gtrain_step", std::to_string(ck.step())},
                                              {"gtrain_model", model.dump()},
-                                             {"gtrain_plan", ck.manifest().value("plan", "")}};
+                                             {"gtrain_plan", ck.manifest().meta.plan.value_or("")}};
   std::vector<uint32_t> crcs(specs.size());
   int64_t overflowed = 0;  // finite values a float16 cast made infinite
   const int64_t bytes = write_safetensors(out.string(), specs, meta, [&](size_t i) {

@@ -1,11 +1,12 @@
 // checkpoint_dirs.cpp: the checkpoint directory of a run and its committed step directories.
-#include "runtime/checkpoint/checkpoint_dirs.h"
+#include "runtime/core/checkpoint_dirs.h"
 
 #include <algorithm>
 
-#include "runtime/checkpoint/safetensors_header.h"
+#include "runtime/core/checkpoint_manifest.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/safetensors_header.h"
 
 namespace gtrain {
 
@@ -26,7 +27,7 @@ std::vector<std::pair<int64_t, fs::path>> committed_checkpoint_dirs(const std::s
   if (!fs::is_directory(dir, ec)) return out;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (!is_step_dir_name(name) || !fs::exists(e.path() / "manifest.json", ec)) continue;
+    if (!is_step_dir_name(name) || !fs::exists(e.path() / kManifestFile, ec)) continue;
     out.emplace_back(std::stoll(name.substr(5)), e.path());
   }
   std::sort(out.begin(), out.end());
@@ -35,7 +36,7 @@ std::vector<std::pair<int64_t, fs::path>> committed_checkpoint_dirs(const std::s
 
 std::string resolve_checkpoint_path(const std::string& path, const std::string& what) {
   std::error_code ec;
-  if (fs::exists(fs::path(path) / "manifest.json", ec)) return path;
+  if (fs::exists(fs::path(path) / kManifestFile, ec)) return path;
   const auto newest = [](const fs::path& root) {
     auto all = committed_checkpoint_dirs(root.string());
     return all.empty() ? std::string() : all.back().second.string();

@@ -1,5 +1,5 @@
 // safetensors_header.cpp: a safetensors header read and checked in full, torch-free.
-#include "runtime/checkpoint/safetensors_header.h"
+#include "runtime/core/safetensors_header.h"
 
 #include <algorithm>
 #include <cerrno>

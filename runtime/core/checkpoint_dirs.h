@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/checkpoint/checkpoint_config.h"
+#include "runtime/core/config/checkpoint_config.h"
 
 namespace gtrain {
 

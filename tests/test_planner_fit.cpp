@@ -1,0 +1,69 @@
+// test_planner_fit.cpp: the planner keeps the global batch, shrinks the micro-batch to fit memory,
+// and names impossible requests.
+#include <gtest/gtest.h>
+
+#include "runtime/core/errors.h"
+#include "strategies/planner/planner.h"
+
+namespace gtrain {
+namespace {
+
+PlannerInput planner_input(int64_t world, int64_t batch, double mem) {
+  PlannerInput in;
+  in.model.params = 1000000;
+  in.model.activation_bytes_per_sample = 10e6;
+  in.model.recompute_bytes_per_sample = 2e6;
+  in.train.global_batch = batch;
+  in.world = world;
+  in.memory_bytes = mem;
+  return in;
+}
+
+TEST(Planner, KeepsGlobalBatchAndShrinksMicroBatchToFit) {
+  auto plan = plan_job(planner_input(1, 64, 0));
+  EXPECT_EQ(plan.micro_batch, 64);
+  EXPECT_EQ(plan.grad_accum, 1);
+  // 16 MB of weights/grads/Adam + 64 MB workspace + 10 MB per sample: 200 MB fits 12 samples -> 8.
+  auto tight = plan_job(planner_input(1, 64, 200e6));
+  EXPECT_EQ(tight.micro_batch, 8);
+  EXPECT_EQ(tight.grad_accum, 8);
+  EXPECT_EQ(tight.global_batch(), 64);
+  EXPECT_LE(tight.est_memory_bytes, 200e6);
+  auto two = plan_job(planner_input(2, 64, 0));
+  EXPECT_EQ(two.dp, 2);
+  EXPECT_EQ(two.micro_batch * two.grad_accum, 32);
+}
+
+TEST(Planner, ImpossibleRequestsAreClearErrors) {
+  try {
+    plan_job(planner_input(3, 64, 0));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("nearest valid global batches: 63 or 66"), std::string::npos) << e.what();
+  }
+  try {
+    plan_job(planner_input(1, 64, 50e6));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("no layout fits"), std::string::npos) << e.what();
+  }
+  auto in = planner_input(1, 64, 0);
+  in.parallel.micro_batch = 10;
+  EXPECT_THROW(plan_job(in), ConfigError);
+  Plan p;
+  p.dp = 2;
+  p.tp = 2;
+  p.micro_batch = 4;
+  p.grad_accum = 2;
+  try {
+    p.validate(8, 16);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("dp=2 tp=2 pp=1 (dp*tp*pp=4), world=8; micro_batch=4 grad_accum=2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gtrain
