@@ -478,17 +478,22 @@ TEST(Synthetic, DeterministicAndSplitsDiffer) {
 TEST(Sampler, GlobalBatchIndependentOfLayout) {
   SampleOrder order(1000, 42, false);
   const int64_t B = 24;
-  std::vector<BatchLayout> layouts = {{B, 1, 24, 1}, {B, 1, 6, 4}, {B, 2, 12, 1},
-                                      {B, 2, 3, 4},  {B, 4, 6, 1}, {B, 3, 4, 2}};
+  auto layout = [](int64_t dp, int64_t micro_batch, int64_t grad_accum) {
+    ParallelLayout l;
+    l.dp = dp, l.micro_batch = micro_batch, l.grad_accum = grad_accum;
+    return l;
+  };
+  const std::vector<ParallelLayout> layouts = {layout(1, 24, 1), layout(1, 6, 4), layout(2, 12, 1),
+                                               layout(2, 3, 4),  layout(4, 6, 1), layout(3, 4, 2)};
   for (int64_t step : {0, 7, 41, 42}) {  // step 41/42 straddle the epoch boundary (1000 / 24)
     std::multiset<int64_t> ref;
     for (int64_t g = step * B; g < (step + 1) * B; ++g) ref.insert(order.dataset_index(g));
     for (const auto& l : layouts) {
       std::multiset<int64_t> got;
       for (int64_t r = 0; r < l.dp; ++r)
-        for (int64_t i = 0; i < l.accum; ++i)
+        for (int64_t i = 0; i < l.grad_accum; ++i)
           for (auto idx : micro_batch_indices(order, l, step, r, i)) got.insert(idx);
-      EXPECT_EQ(got, ref) << "dp=" << l.dp << " m=" << l.micro_batch << " a=" << l.accum << " step " << step;
+      EXPECT_EQ(got, ref) << "dp=" << l.dp << " m=" << l.micro_batch << " a=" << l.grad_accum << " step " << step;
     }
   }
 }

@@ -52,8 +52,8 @@ TEST(Trainer, GradientAccumulationEqualsOneBigBatch) {
   c.train.grad_clip = 0.5;  // clipping sees the same global norm either way
   auto whole = make_trainer(c, 32);
   auto split = make_trainer(c, 8);
-  ASSERT_EQ(whole->layout().accum, 1);
-  ASSERT_EQ(split->layout().accum, 4);
+  ASSERT_EQ(whole->layout().grad_accum, 1);
+  ASSERT_EQ(split->layout().grad_accum, 4);
   for (int s = 0; s < 3; ++s) {
     auto a = whole->train_step(), b = split->train_step();
     EXPECT_NEAR(a.loss, b.loss, 1e-6 * std::abs(a.loss));

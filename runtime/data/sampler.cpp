@@ -37,13 +37,12 @@ int64_t SampleOrder::dataset_index(int64_t g) const {
   return permutation(g / size_)[static_cast<size_t>(g % size_)];
 }
 
-int64_t first_sample(const BatchLayout& l, int64_t step, int64_t dp_rank, int64_t micro_step) {
-  return step * l.global_batch + (micro_step * l.dp + dp_rank) * l.micro_batch;
+int64_t first_sample(const ParallelLayout& l, int64_t step, int64_t dp_rank, int64_t micro_step) {
+  return step * l.global_batch() + (micro_step * l.dp + dp_rank) * l.micro_batch;
 }
 
-std::vector<int64_t> micro_batch_indices(const SampleOrder& order, const BatchLayout& l, int64_t step, int64_t dp_rank,
-                                         int64_t micro_step) {
-  GT_CHECK(l.dp * l.micro_batch * l.accum == l.global_batch, "BatchLayout: dp x micro_batch x accum != global_batch");
+std::vector<int64_t> micro_batch_indices(const SampleOrder& order, const ParallelLayout& l, int64_t step,
+                                         int64_t dp_rank, int64_t micro_step) {
   const int64_t g0 = first_sample(l, step, dp_rank, micro_step);
   std::vector<int64_t> idx(static_cast<size_t>(l.micro_batch));
   for (int64_t i = 0; i < l.micro_batch; ++i) idx[i] = order.dataset_index(g0 + i);

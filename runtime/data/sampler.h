@@ -13,6 +13,8 @@
 #include <mutex>
 #include <vector>
 
+#include "runtime/core/parallel_layout.h"
+
 namespace gtrain {
 
 class SampleOrder {
@@ -31,18 +33,11 @@ class SampleOrder {
   mutable std::vector<int64_t> cached_[2];
 };
 
-struct BatchLayout {
-  int64_t global_batch = 1;
-  int64_t dp = 1;           // data-parallel ranks
-  int64_t micro_batch = 1;  // samples per rank per micro-step
-  int64_t accum = 1;        // micro-steps per optimizer step
-};
-
 // First global sample index of (step, dp rank, micro-step).
-int64_t first_sample(const BatchLayout& l, int64_t step, int64_t dp_rank, int64_t micro_step);
+int64_t first_sample(const ParallelLayout& l, int64_t step, int64_t dp_rank, int64_t micro_step);
 
 // Dataset indices of that micro-batch.
-std::vector<int64_t> micro_batch_indices(const SampleOrder& order, const BatchLayout& l, int64_t step, int64_t dp_rank,
-                                         int64_t micro_step);
+std::vector<int64_t> micro_batch_indices(const SampleOrder& order, const ParallelLayout& l, int64_t step,
+                                         int64_t dp_rank, int64_t micro_step);
 
 }  // namespace gtrain

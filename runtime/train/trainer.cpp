@@ -74,7 +74,7 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
 
   const DataSpec spec = data_.train->spec();
   tokens_per_sample_ = spec.tokens_per_sample();
-  layout_ = {config_.train.global_batch, plan_.dp, plan_.micro_batch, plan_.grad_accum};
+  layout_ = plan_;  // its global batch is train.global_batch (run_job made them equal)
   order_ = std::make_unique<SampleOrder>(data_.train->size(), static_cast<uint64_t>(config_.train.seed),
                                          data_.train->random_windows());
   total_steps_ = compute_total_steps(config_.train, data_.train->size(), tokens_per_sample_);
@@ -141,7 +141,7 @@ CheckpointMeta Trainer::checkpoint_meta() {
   }
   meta.config = flat_fields(config_);
   meta.lr_next = lr_at(config_.train, config_.optimizer.learning_rate, step_, total_steps_);
-  meta.global_batch = layout_.global_batch;
+  meta.global_batch = layout_.global_batch();
   meta.seed = config_.train.seed;
   meta.total_steps = total_steps_;
   meta.precision = config_.precision.dtype;
@@ -161,7 +161,7 @@ double Trainer::save_checkpoint_now() {
   r.dir = paths_.checkpoints;
   r.step = step_;
   last_saved_step_ = step_;
-  r.consumed_samples = step_ * layout_.global_batch;
+  r.consumed_samples = step_ * layout_.global_batch();
   r.shards = engine_->state_shards();
   r.rank = comm_->rank();
   r.world = comm_->size();
@@ -201,7 +201,7 @@ void Trainer::resume(const std::string& path) {
   facts.train_samples = data_.train->size();
   facts.train_identity = data_.train->identity();
   facts.has_eval = data_.eval != nullptr;
-  facts.global_batch = layout_.global_batch;
+  facts.global_batch = layout_.global_batch();
   facts.total_steps = total_steps_;
   facts.probe_indices = probe_indices();
   // Refused before any tensor is read: another model, global batch or optimizer.
@@ -209,7 +209,7 @@ void Trainer::resume(const std::string& path) {
   if (verdict.refused()) verdict.refusals.front().raise();
   engine_->load_state(ck.reader());
   step_ = ck.step();
-  if (ck.consumed_samples() != step_ * layout_.global_batch) {
+  if (ck.consumed_samples() != step_ * layout_.global_batch()) {
     throw CheckpointError(path + ": consumed_samples " + std::to_string(ck.consumed_samples()) +
                           " is not step x global_batch");
   }
@@ -262,7 +262,7 @@ void Trainer::write_ledger(const TrainSummary& s, int64_t first_step, double pro
   rec.step_from = first_step;
   rec.step_to = s.steps;
   rec.total_steps = total_steps_;
-  rec.samples = (s.steps - first_step) * layout_.global_batch;
+  rec.samples = (s.steps - first_step) * layout_.global_batch();
   rec.productive_s = productive_s;
   rec.save_s = save_stall_total_;
   rec.load_s = stage_.load_seconds;
@@ -277,7 +277,7 @@ void Trainer::write_ledger(const TrainSummary& s, int64_t first_step, double pro
 }
 
 void Trainer::start_prefetch() {
-  const int64_t accum = layout_.accum, dp_rank = engine_->dp_rank();
+  const int64_t accum = layout_.grad_accum, dp_rank = engine_->dp_rank();
   auto indices = [this, accum, dp_rank](int64_t seq) {
     return micro_batch_indices(*order_, layout_, seq / accum, dp_rank, seq % accum);
   };
@@ -305,11 +305,11 @@ StepResult Trainer::train_step() {
   MicroBatchWork work;
   work.model = model_.get();
   work.precision = precision_.get();
-  work.count = layout_.accum;
-  work.inv_batch = 1.0 / static_cast<double>(layout_.global_batch);
+  work.count = layout_.grad_accum;
+  work.inv_batch = 1.0 / static_cast<double>(layout_.global_batch());
   work.loss_scale = scaler ? scaler->scale() : 1.0;
   work.dropout_seed = static_cast<uint64_t>(config_.train.seed);
-  for (int64_t i = 0; i < layout_.accum; ++i) {
+  for (int64_t i = 0; i < layout_.grad_accum; ++i) {
     work.first_samples.push_back(first_sample(layout_, step_, engine_->dp_rank(), i));
   }
   work.next = [this]() {
@@ -406,7 +406,7 @@ bool Trainer::values_needed(int64_t step) const {
 
 void Trainer::log_step(const StepResult& r) {
   if (!r.values_read) return;  // neither printed nor logged (values_needed)
-  const double samples = static_cast<double>(layout_.global_batch);
+  const double samples = static_cast<double>(layout_.global_batch());
   const double rate = samples / std::max(r.seconds, 1e-9);
   const bool tokens = tokens_per_sample_ > 0;
   const double unit_rate = tokens ? rate * static_cast<double>(tokens_per_sample_) : rate;
@@ -421,7 +421,7 @@ void Trainer::log_step(const StepResult& r) {
                         {"samples_per_s", rate},
                         {"step_time_s", r.seconds},
                         {"data_wait_s", r.data_wait_s},
-                        {"consumed_samples", r.step * layout_.global_batch},
+                        {"consumed_samples", r.step * layout_.global_batch()},
                         {"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()},
                         {"time", unix_now()}};
   if (tokens) rec["tokens_per_s"] = unit_rate;
@@ -478,7 +478,7 @@ TrainSummary Trainer::run_stage() {
     s.stage_steps = step_ - first;
     s.final_loss = last.loss;
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    s.samples_per_s = static_cast<double>((step_ - first) * layout_.global_batch) / std::max(s.seconds, 1e-9);
+    s.samples_per_s = static_cast<double>((step_ - first) * layout_.global_batch()) / std::max(s.seconds, 1e-9);
     s.data_wait_s = data_wait_total_;
   };
   // End of stage: save (whatever the interval) unless nothing ran, wait for it to commit, report resumable.

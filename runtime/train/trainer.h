@@ -110,7 +110,7 @@ class Trainer {
 
   Model& model() { return *model_; }
   ParallelEngine& engine() { return *engine_; }
-  const BatchLayout& layout() const { return layout_; }
+  const ParallelLayout& layout() const { return layout_; }
 
  private:
   void start_prefetch();
@@ -141,7 +141,7 @@ class Trainer {
   torch::Device device_{torch::kCPU};
   std::unique_ptr<ParallelEngine> engine_;
   std::unique_ptr<Precision> precision_;
-  BatchLayout layout_;
+  ParallelLayout layout_;  // the plan's factors the sampler and the loop use
   std::unique_ptr<SampleOrder> order_;
   std::unique_ptr<Prefetcher> prefetch_;
   std::unique_ptr<MetricsLog> metrics_;
