@@ -420,11 +420,11 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
 
 ChainLock::ChainLock(const std::string& run_dir) {
   const std::string path = (fs::path(run_dir) / ".chain.lock").string();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw Error(path + ": cannot open the chain's lock file: " + std::strerror(errno));
-  for (int waited_ms = 0; ::flock(fd_, LOCK_EX | LOCK_NB) != 0; waited_ms += 100) {
+  fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd_) throw Error(path + ": cannot open the chain's lock file: " + std::strerror(errno));
+  for (int waited_ms = 0; ::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0; waited_ms += 100) {
     if (waited_ms >= 300000) {
-      ::close(fd_);
+      fd_.reset();
       throw Error(path + ": another gtrain (submit, cancel or a stage's chain-step) has held the chain for 5 minutes");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -436,10 +436,9 @@ ChainLock::~ChainLock() {
 }
 
 void ChainLock::release() {
-  if (fd_ < 0) return;
-  ::flock(fd_, LOCK_UN);
-  ::close(fd_);
-  fd_ = -1;
+  if (!fd_) return;
+  ::flock(fd_.get(), LOCK_UN);
+  fd_.reset();
 }
 
 std::optional<std::map<std::string, JobState>> active_jobs(const Chain& c, const CommandRunner& runner) {

@@ -22,6 +22,8 @@
 #include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/config/schedule_config.h"
 
+#include "runtime/core/unique_fd.h"
+
 namespace gtrain {
 
 // A stage's state in chain.json. ended: the scheduler has no such job, and its script never
@@ -121,7 +123,7 @@ class ChainLock {
   ChainLock& operator=(const ChainLock&) = delete;
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;  // .chain.lock, flock-ed while held
 };
 
 // The scheduler's state for each job of the chain it still knows as pending, running or otherwise

@@ -20,6 +20,7 @@
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/config/model_config.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 #include "runtime/metrics/progress.h"
 
 namespace fs = std::filesystem;
@@ -112,161 +113,202 @@ nlohmann::json model_json(const std::map<std::string, std::string>& kept) {
   return out;
 }
 
-}  // namespace
-
-int status_command(const std::string& run_dir, bool json) {
-  if (!fs::is_directory(run_dir)) throw ConfigError(run_dir + ": no such run directory");
-  const fs::path dir(run_dir);
-  const bool has_config = fs::exists(dir / "config.toml");
-  if (!has_config && !fs::exists(dir / "metrics.jsonl") && !fs::exists(dir / "stages.jsonl") &&
-      !fs::exists(dir / "checkpoints") && !fs::exists(dir / "chain.json")) {
-    throw ConfigError(run_dir + ": not a gtrain run directory (no config.toml, metrics.jsonl or checkpoints)");
-  }
-  if (chain_exists(run_dir)) read_chain(run_dir);  // a bad chain.json: one clear error before any report
-  // The resolved config the run wrote at start: total steps and the checkpoint directory.
-  int64_t config_steps = 0;
-  std::string ckpt_dir = checkpoint_directory(CheckpointConfig{}, run_dir);
-  if (has_config) {
-    try {
-      const JobConfig cfg = load_job_config((dir / "config.toml").string(), {}, {});
-      config_steps = cfg.train.steps;
-      ckpt_dir = checkpoint_directory(cfg.checkpoint, run_dir);
-    } catch (const Error& e) {
-      std::cerr << "gtrain: warning: " << e.what() << " (total steps unknown)" << std::endl;
-    }
-  }
-  const auto stages = read_jsonl(dir / "stages.jsonl", kStageKeys);
-  const auto metrics = read_jsonl(dir / "metrics.jsonl", kMetricKeys);
-  nlohmann::json last_train;
-  for (const auto& m : metrics) {
-    if (m.value("kind", "") == "train") last_train = m;
-  }
-  const std::string latest = find_latest_complete_checkpoint(ckpt_dir);
+// What `gtrain status` found in a run directory, rendered once as text or as JSON.
+struct RunStatus {
+  std::string run_dir;
+  std::vector<nlohmann::json> stages;      // stages.jsonl
+  std::vector<nlohmann::json> unrecorded;  // stages metrics.jsonl shows after the ledger's last record
+  std::vector<MetricsStage> extra;         // the same, as read
+  nlohmann::json last_train;               // metrics.jsonl's last train record (null: none)
+  std::string latest;                      // the newest complete checkpoint ("" = none)
   int64_t total = 0, done = 0;
+  bool complete = false;
+  double eta = -1;  // seconds (-1 = unknown)
+  double goodput = 0;
+  bool running = false, running_stage = false;
+  int64_t running_pid = 0;
+};
+
+// The run's total steps and checkpoint directory from the config.toml it wrote at start (0 and the
+// default directory when it has none, or it no longer loads).
+std::pair<int64_t, std::string> config_steps_and_checkpoints(const fs::path& dir) {
+  std::pair<int64_t, std::string> out{0, checkpoint_directory(CheckpointConfig{}, dir.string())};
+  if (!fs::exists(dir / "config.toml")) return out;
+  try {
+    const JobConfig cfg = load_job_config((dir / "config.toml").string(), {}, {});
+    out = {cfg.train.steps, checkpoint_directory(cfg.checkpoint, dir.string())};
+  } catch (const Error& e) {
+    std::cerr << "gtrain: warning: " << e.what() << " (total steps unknown)" << std::endl;
+  }
+  return out;
+}
+
+// Progress, goodput and the ETA at the latest stage's time per step from the ledger.
+void read_ledger_progress(RunStatus& st, int64_t config_steps) {
   double productive_rank_s = 0, wall_rank_s = 0;
-  for (const auto& s : stages) {
-    total = s.value("total_steps", total);
+  for (const auto& s : st.stages) {
+    st.total = s.value("total_steps", st.total);
     // The latest stage's: a start over (--no-resume) or from an older checkpoint goes back.
-    done = s.value("step_to", done);
+    st.done = s.value("step_to", st.done);
     const double world = s.value("world", 1);
     productive_rank_s += s.value("productive_s", 0.0) * world;
     wall_rank_s += (s.value("end", 0.0) - s.value("start", 0.0)) * world;
   }
   // config.toml is the latest start's: its steps win over an earlier stage's total (a run restarted
   // with more steps, whose stage failed before it could write its own).
-  if (config_steps > 0) total = config_steps;
-  if (total == 0 && !latest.empty()) {
+  if (config_steps > 0) st.total = config_steps;
+  if (st.total == 0 && !st.latest.empty()) {
     // Epoch- or token-based runs: the trainer's resolved total, stored in its checkpoints.
     try {
-      total = CheckpointReader(latest).manifest().meta.total_steps.value_or(0);
+      st.total = CheckpointReader(st.latest).manifest().meta.total_steps.value_or(0);
     } catch (const std::exception&) {
     }
   }
-  if (!last_train.is_null()) done = std::max<int64_t>(done, last_train.value("step", 0));
+  if (!st.last_train.is_null()) st.done = std::max<int64_t>(st.done, st.last_train.value("step", 0));
   // Complete: the latest stage completed the run's steps, and nothing trained after it.
-  const bool complete = !stages.empty() && stages.back().value("exit", "") == "completed" &&
-                        stages.back().value("step_to", int64_t{-1}) == done && (total == 0 || done >= total);
-  // ETA at the current allocation: the latest stage's time per step that measured one.
-  double eta = -1;
-  for (auto s = stages.rbegin(); s != stages.rend() && eta < 0 && total > 0; ++s) {
+  st.complete = !st.stages.empty() && st.stages.back().value("exit", "") == "completed" &&
+                st.stages.back().value("step_to", int64_t{-1}) == st.done && (st.total == 0 || st.done >= st.total);
+  for (auto s = st.stages.rbegin(); s != st.stages.rend() && st.eta < 0 && st.total > 0; ++s) {
     const int64_t steps = s->value("step_to", 0) - s->value("step_from", 0);
     const double productive = s->value("productive_s", 0.0);
     if (steps > 0 && productive > 0)
-      eta = (productive / steps) * static_cast<double>(std::max<int64_t>(0, total - done));
+      st.eta = (productive / steps) * static_cast<double>(std::max<int64_t>(0, st.total - st.done));
   }
-  // Stages metrics.jsonl shows after the ledger's last record: the one running now (a gtrain run holds
-  // the lock), and ones whose launcher was killed before anything recorded them (the next start adds them).
-  const bool running = RunLock::held(run_dir);
-  const int64_t running_pid = running ? RunLock::holder_pid(run_dir) : 0;
-  std::vector<nlohmann::json> unrecorded;
-  const auto extra = metrics_stages((dir / "metrics.jsonl").string(), ledger_end(run_dir));
-  for (size_t i = 0; i < extra.size(); ++i) {
-    const MetricsStage& m = extra[i];
-    const bool now = running && i + 1 == extra.size();
-    unrecorded.push_back({{"start", m.start},
-                          {"end", m.end},
-                          {"step_from", m.step_from},
-                          {"step_to", m.step_to},
-                          {"productive_s", m.productive_s},
-                          {"steps_per_s", m.steps_per_s},
-                          {"exit", now ? "running" : "unrecorded: its launcher ended without a record (killed?)"}});
-    if (now && m.steps_per_s > 0 && total > 0)
-      eta = static_cast<double>(std::max<int64_t>(0, total - done)) / m.steps_per_s;  // at the running stage's speed
-  }
-  const bool running_stage = running && !extra.empty();
   // Goodput needs the ledger (a run killed before its first stage ended has none).
-  const double goodput = wall_rank_s > 0 ? productive_rank_s / wall_rank_s : 0;
-  if (json) {
-    nlohmann::json j = {
-        {"run_dir", run_dir},
-        {"step", done},
-        {"total_steps", total},
-        {"complete", complete},
-        {"goodput", stages.empty() ? nlohmann::json() : nlohmann::json(goodput)},
-        {"eta_s", eta},
-        {"stages", stages},
-        {"unrecorded_stages", unrecorded},
-        {"running", running ? nlohmann::json({{"pid", running_pid},
-                                              {"stage", running_stage ? unrecorded.back() : nlohmann::json()}})
-                            : nlohmann::json()},
-        {"latest_checkpoint", latest}};
-    // A submitted chain (chain.json, as `gtrain submit` and the stages' scripts keep it; checked).
-    if (chain_exists(run_dir)) {
-      read_chain(run_dir);
-      std::ifstream chain(chain_path(run_dir));
-      j["chain"] = nlohmann::json::parse(chain);
-    }
-    std::cout << j.dump(2) << std::endl;
-    return 0;
+  st.goodput = wall_rank_s > 0 ? productive_rank_s / wall_rank_s : 0;
+}
+
+// Stages metrics.jsonl shows after the ledger's last record: the one running now (a gtrain run holds
+// the lock), and ones whose launcher was killed before anything recorded them (the next start adds them).
+void read_unrecorded_stages(RunStatus& st, const fs::path& dir) {
+  st.running = RunLock::held(st.run_dir);
+  st.running_pid = st.running ? RunLock::holder_pid(st.run_dir) : 0;
+  st.extra = metrics_stages((dir / "metrics.jsonl").string(), ledger_end(st.run_dir));
+  for (size_t i = 0; i < st.extra.size(); ++i) {
+    const MetricsStage& m = st.extra[i];
+    const bool now = st.running && i + 1 == st.extra.size();
+    st.unrecorded.push_back({{"start", m.start},
+                             {"end", m.end},
+                             {"step_from", m.step_from},
+                             {"step_to", m.step_to},
+                             {"productive_s", m.productive_s},
+                             {"steps_per_s", m.steps_per_s},
+                             {"exit", now ? "running" : "unrecorded: its launcher ended without a record (killed?)"}});
+    if (now && m.steps_per_s > 0 && st.total > 0)  // at the running stage's speed
+      st.eta = static_cast<double>(std::max<int64_t>(0, st.total - st.done)) / m.steps_per_s;
   }
-  std::printf("gtrain status: %s\n", run_dir.c_str());
-  if (total > 0) {
-    std::printf("  progress   step %lld / %lld%s\n", (long long)done, (long long)total, complete ? "  (complete)" : "");
-  } else {
-    std::printf("  progress   step %lld / unknown\n", (long long)done);
+  st.running_stage = st.running && !st.extra.empty();
+}
+
+RunStatus compute_status(const std::string& run_dir) {
+  if (!fs::is_directory(run_dir)) throw ConfigError(run_dir + ": no such run directory");
+  const fs::path dir(run_dir);
+  if (!fs::exists(dir / "config.toml") && !fs::exists(dir / "metrics.jsonl") && !fs::exists(dir / "stages.jsonl") &&
+      !fs::exists(dir / "checkpoints") && !fs::exists(dir / "chain.json")) {
+    throw ConfigError(run_dir + ": not a gtrain run directory (no config.toml, metrics.jsonl or checkpoints)");
   }
-  if (!last_train.is_null()) std::printf("  last loss  %.4f\n", last_train.value("loss", 0.0));
-  std::printf("  checkpoint %s\n", latest.empty() ? "none" : latest.c_str());
-  if (running) {
-    if (running_stage) {
-      const MetricsStage& m = extra.back();
-      std::printf("  running    since %s (pid %lld): steps %lld-%lld, %.2f steps/s\n",
-                  text::local_time(m.start, "%Y-%m-%d %H:%M:%S").c_str(), (long long)running_pid,
-                  (long long)m.step_from, (long long)m.step_to, m.steps_per_s);
-    } else {
-      std::printf("  running    a stage (pid %lld), no step recorded yet\n", (long long)running_pid);
-    }
+  if (chain_exists(run_dir)) read_chain(run_dir);  // a bad chain.json: one clear error before any report
+  RunStatus st;
+  st.run_dir = run_dir;
+  const auto [config_steps, ckpt_dir] = config_steps_and_checkpoints(dir);
+  st.stages = read_jsonl(dir / "stages.jsonl", kStageKeys);
+  for (const auto& m : read_jsonl(dir / "metrics.jsonl", kMetricKeys)) {
+    if (m.value("kind", "") == "train") st.last_train = m;
   }
-  if (!stages.empty()) std::printf("  goodput    %.1f%% of rank-time in training steps\n", 100.0 * goodput);
-  if (!complete)
-    std::printf("  eta        %s at the %s stage's speed\n",
-                eta >= 0 ? Progress::format_duration(eta).c_str() : "unknown", running_stage ? "running" : "last");
-  const size_t lost = unrecorded.size() - (running_stage ? 1 : 0);
-  std::printf("  stages     %zu%s%s\n", stages.size() + unrecorded.size(), running_stage ? " (1 running)" : "",
-              lost > 0 ? (" (" + std::to_string(lost) + " without a ledger record)").c_str() : "");
+  st.latest = find_latest_complete_checkpoint(ckpt_dir);
+  read_ledger_progress(st, config_steps);
+  read_unrecorded_stages(st, dir);
+  return st;
+}
+
+nlohmann::json status_json(const RunStatus& st) {
+  nlohmann::json j = {
+      {"run_dir", st.run_dir},
+      {"step", st.done},
+      {"total_steps", st.total},
+      {"complete", st.complete},
+      {"goodput", st.stages.empty() ? nlohmann::json() : nlohmann::json(st.goodput)},
+      {"eta_s", st.eta},
+      {"stages", st.stages},
+      {"unrecorded_stages", st.unrecorded},
+      {"running", st.running ? nlohmann::json({{"pid", st.running_pid},
+                                               {"stage", st.running_stage ? st.unrecorded.back() : nlohmann::json()}})
+                             : nlohmann::json()},
+      {"latest_checkpoint", st.latest}};
+  // A submitted chain (chain.json, as `gtrain submit` and the stages' scripts keep it; checked).
+  if (chain_exists(st.run_dir)) {
+    read_chain(st.run_dir);
+    std::ifstream chain(chain_path(st.run_dir));
+    j["chain"] = nlohmann::json::parse(chain);
+  }
+  return j;
+}
+
+std::string clock_time(double unix_time) {
+  return text::local_time(unix_time, "%Y-%m-%d %H:%M:%S");
+}
+
+// The stages table: the ledger's records, then those only metrics.jsonl shows.
+void print_stage_table(const RunStatus& st) {
   std::printf("  %-3s %-19s %-19s %5s %-10s %9s %8s %7s %7s  %s\n", "#", "start", "end", "ranks", "steps", "productive",
               "save s", "load s", "sched", "exit");
-  for (size_t i = 0; i < stages.size(); ++i) {
-    const auto& s = stages[i];
+  for (size_t i = 0; i < st.stages.size(); ++i) {
+    const auto& s = st.stages[i];
     const std::string steps = std::to_string(s.value("step_from", 0)) + "-" + std::to_string(s.value("step_to", 0));
     const auto alloc = s.contains("allocation") ? s.at("allocation") : nlohmann::json::object();
     const auto sched = alloc.find("scheduler");
     const std::string scheduler = sched != alloc.end() && sched->is_string() ? sched->get<std::string>() : "-";
     std::printf("  %-3zu %-19s %-19s %5d %-10s %8.1fs %8.2f %7.2f %7s  %s\n", i + 1,
-                text::local_time(s.value("start", 0.0), "%Y-%m-%d %H:%M:%S").c_str(),
-                text::local_time(s.value("end", 0.0), "%Y-%m-%d %H:%M:%S").c_str(), s.value("world", 1), steps.c_str(),
-                s.value("productive_s", 0.0), s.value("save_s", 0.0), s.value("load_s", 0.0), scheduler.c_str(),
-                s.value("exit", "").c_str());
+                clock_time(s.value("start", 0.0)).c_str(), clock_time(s.value("end", 0.0)).c_str(), s.value("world", 1),
+                steps.c_str(), s.value("productive_s", 0.0), s.value("save_s", 0.0), s.value("load_s", 0.0),
+                scheduler.c_str(), s.value("exit", "").c_str());
   }
-  for (size_t i = 0; i < unrecorded.size(); ++i) {
-    const auto& s = unrecorded[i];
+  for (size_t i = 0; i < st.unrecorded.size(); ++i) {
+    const auto& s = st.unrecorded[i];
     const std::string steps =
         std::to_string(s.value("step_from", int64_t{0})) + "-" + std::to_string(s.value("step_to", int64_t{0}));
     const bool now = s.value("exit", "") == "running";
-    std::printf("  %-3zu %-19s %-19s %5s %-10s %8.1fs %8s %7s %7s  %s\n", stages.size() + i + 1,
-                text::local_time(s.value("start", 0.0), "%Y-%m-%d %H:%M:%S").c_str(),
-                now ? "-" : text::local_time(s.value("end", 0.0), "%Y-%m-%d %H:%M:%S").c_str(), "-", steps.c_str(),
-                s.value("productive_s", 0.0), "-", "-", "-", s.value("exit", "").c_str());
+    std::printf("  %-3zu %-19s %-19s %5s %-10s %8.1fs %8s %7s %7s  %s\n", st.stages.size() + i + 1,
+                clock_time(s.value("start", 0.0)).c_str(), now ? "-" : clock_time(s.value("end", 0.0)).c_str(), "-",
+                steps.c_str(), s.value("productive_s", 0.0), "-", "-", "-", s.value("exit", "").c_str());
+  }
+}
+
+void print_status_text(const RunStatus& st) {
+  std::printf("gtrain status: %s\n", st.run_dir.c_str());
+  if (st.total > 0) {
+    std::printf("  progress   step %lld / %lld%s\n", (long long)st.done, (long long)st.total,
+                st.complete ? "  (complete)" : "");
+  } else {
+    std::printf("  progress   step %lld / unknown\n", (long long)st.done);
+  }
+  if (!st.last_train.is_null()) std::printf("  last loss  %.4f\n", st.last_train.value("loss", 0.0));
+  std::printf("  checkpoint %s\n", st.latest.empty() ? "none" : st.latest.c_str());
+  if (st.running_stage) {
+    const MetricsStage& m = st.extra.back();
+    std::printf("  running    since %s (pid %lld): steps %lld-%lld, %.2f steps/s\n", clock_time(m.start).c_str(),
+                (long long)st.running_pid, (long long)m.step_from, (long long)m.step_to, m.steps_per_s);
+  } else if (st.running) {
+    std::printf("  running    a stage (pid %lld), no step recorded yet\n", (long long)st.running_pid);
+  }
+  if (!st.stages.empty()) std::printf("  goodput    %.1f%% of rank-time in training steps\n", 100.0 * st.goodput);
+  if (!st.complete)
+    std::printf("  eta        %s at the %s stage's speed\n", st.eta >= 0 ? format_clock(st.eta).c_str() : "unknown",
+                st.running_stage ? "running" : "last");
+  const size_t lost = st.unrecorded.size() - (st.running_stage ? 1 : 0);
+  std::printf("  stages     %zu%s%s\n", st.stages.size() + st.unrecorded.size(), st.running_stage ? " (1 running)" : "",
+              lost > 0 ? (" (" + std::to_string(lost) + " without a ledger record)").c_str() : "");
+  print_stage_table(st);
+}
+
+}  // namespace
+
+int status_command(const std::string& run_dir, bool json) {
+  const RunStatus st = compute_status(run_dir);
+  if (json) {
+    std::cout << status_json(st).dump(2) << std::endl;
+  } else {
+    print_status_text(st);
   }
   return 0;
 }

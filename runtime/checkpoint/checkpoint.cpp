@@ -19,6 +19,8 @@
 
 namespace fs = std::filesystem;
 
+#include "runtime/core/unique_fd.h"
+
 namespace gtrain {
 namespace {
 
@@ -31,11 +33,8 @@ std::string step_name(int64_t step) {
 }
 
 void fsync_path(const fs::path& p) {
-  int fd = ::open(p.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
+  const UniqueFd fd(::open(p.c_str(), O_RDONLY));
+  if (fd) ::fsync(fd.get());
 }
 
 uint32_t crc_of(const void* data, size_t n) {
@@ -87,11 +86,11 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
 
 void write_file_atomic(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".part";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw CheckpointError(tmp.string() + ": cannot create: " + std::strerror(errno));
-  write_all(fd, text.data(), text.size(), tmp.string());
-  ::fsync(fd);
-  ::close(fd);
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  if (!fd) throw CheckpointError(tmp.string() + ": cannot create: " + std::strerror(errno));
+  write_all(fd.get(), text.data(), text.size(), tmp.string());
+  ::fsync(fd.get());
+  fd.reset();
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) throw CheckpointError(path.string() + ": rename failed: " + ec.message());
@@ -263,8 +262,9 @@ void CheckpointWriter::write(SaveRequest& r) {
   // 1. This rank's data file and its piece list.
   const std::string file = "shard_" + std::to_string(r.rank) + ".bin";
   const fs::path data_path = tmp / file;
-  int fd = ::open(data_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw CheckpointError(data_path.string() + ": cannot create: " + std::strerror(errno));
+  UniqueFd data(::open(data_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  if (!data) throw CheckpointError(data_path.string() + ": cannot create: " + std::strerror(errno));
+  const int fd = data.get();
   nlohmann::json pieces = nlohmann::json::array();
   int64_t offset = 0;
   for (const auto& s : r.shards) {
@@ -286,7 +286,7 @@ void CheckpointWriter::write(SaveRequest& r) {
     offset += static_cast<int64_t>(n);
   }
   ::fsync(fd);
-  ::close(fd);
+  data.reset();
   write_file_atomic(tmp / ("shard_" + std::to_string(r.rank) + ".json"), pieces.dump());
   last_bytes_ = offset;
 
@@ -350,21 +350,21 @@ torch::Tensor CheckpointReader::read(const std::string& name) const {
   const auto dtype = this->dtype(name);
   const auto shape = this->shape(name);
   auto global = torch::zeros(shape, dtype);
-  std::map<std::string, int> fds;
-  try {
+  std::map<std::string, UniqueFd> fds;
+  {
     for (const auto& p : t.pieces) {
       const std::string& file = p.file;
       const std::string fpath = (fs::path(path_) / file).string();
       if (!fds.count(file)) {
-        int fd = ::open(fpath.c_str(), O_RDONLY);
-        if (fd < 0) throw CheckpointError(fpath + ": missing data file (" + std::strerror(errno) + ")");
-        fds[file] = fd;
+        UniqueFd fd(::open(fpath.c_str(), O_RDONLY));
+        if (!fd) throw CheckpointError(fpath + ": missing data file (" + std::strerror(errno) + ")");
+        fds[file] = std::move(fd);
       }
       const int64_t numel = p.numel, nbytes = p.nbytes;
       auto buf = torch::empty({numel}, dtype);
       if (static_cast<int64_t>(buf.nbytes()) != nbytes)
         throw CheckpointError(fpath + ": piece of '" + name + "' has a bad size");
-      const ssize_t got = ::pread(fds[file], buf.data_ptr(), nbytes, p.offset);
+      const ssize_t got = ::pread(fds[file].get(), buf.data_ptr(), nbytes, p.offset);
       if (got != nbytes) throw CheckpointError(fpath + ": truncated (piece of '" + name + "')");
       if (crc_of(buf.data_ptr(), nbytes) != p.crc32c) {
         throw CheckpointError(fpath + ": checksum mismatch in '" + name + "' (the file is corrupt)");
@@ -382,11 +382,7 @@ torch::Tensor CheckpointReader::read(const std::string& name) const {
         region.copy_(flat.view(region.sizes()));
       }
     }
-  } catch (...) {
-    for (auto& kv : fds) ::close(kv.second);
-    throw;
   }
-  for (auto& kv : fds) ::close(kv.second);
   return global;
 }
 
@@ -413,7 +409,7 @@ std::vector<std::string> CheckpointReader::verify() const {
   // Every piece's bytes against its CRC-32C (sizes and coverage were checked above and when the
   // manifest was opened), reported per data file: one damaged file is one line, not one a tensor.
   struct FileCheck {
-    int fd = -1;
+    UniqueFd fd;
     int64_t pieces = 0, bad = 0;
     std::vector<std::string> bad_tensors;  // by name, each once
   };
@@ -423,10 +419,10 @@ std::vector<std::string> CheckpointReader::verify() const {
     for (const auto& p : t.pieces) {
       const std::string& file = p.file;
       FileCheck& f = files[file];
-      if (f.fd < 0) f.fd = ::open((fs::path(path_) / file).c_str(), O_RDONLY);
+      if (!f.fd) f.fd.reset(::open((fs::path(path_) / file).c_str(), O_RDONLY));
       const int64_t nbytes = p.nbytes;
       buf.resize(static_cast<size_t>(nbytes));
-      const bool ok = f.fd >= 0 && ::pread(f.fd, buf.data(), nbytes, p.offset) == nbytes &&
+      const bool ok = f.fd && ::pread(f.fd.get(), buf.data(), nbytes, p.offset) == nbytes &&
                       crc_of(buf.data(), static_cast<size_t>(nbytes)) == p.crc32c;
       ++f.pieces;
       if (ok) continue;
@@ -435,7 +431,7 @@ std::vector<std::string> CheckpointReader::verify() const {
     }
   }
   for (auto& [file, f] : files) {
-    if (f.fd >= 0) ::close(f.fd);
+    f.fd.reset();
     if (f.bad == 0) continue;
     std::string names;
     for (size_t i = 0; i < f.bad_tensors.size() && i < 3; ++i) names += (i ? ", '" : "'") + f.bad_tensors[i] + "'";

@@ -1,6 +1,8 @@
 // progress.cpp: progress bar and plain log lines.
 #include "runtime/metrics/progress.h"
 
+#include "runtime/core/format.h"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -24,18 +26,6 @@ void Progress::set_start(int64_t first_step) {
   start_ = std::chrono::steady_clock::now();
 }
 
-std::string Progress::format_duration(double s) {
-  if (!std::isfinite(s) || s < 0) return "--:--";
-  auto t = static_cast<int64_t>(s + 0.5);
-  char buf[32];
-  if (t >= 3600)
-    std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60),
-                  (long long)(t % 60));
-  else
-    std::snprintf(buf, sizeof(buf), "%02lld:%02lld", (long long)(t / 60), (long long)(t % 60));
-  return buf;
-}
-
 std::string Progress::format_rate(double r) {
   char buf[32];
   if (r >= 1e6)
@@ -56,8 +46,8 @@ void Progress::update(int64_t step, double loss, double rate, const char* unit, 
   if (style_ == Style::kPlain) {
     if (done % interval_ != 0 && done != total_) return;
     std::fprintf(out_, "step %lld/%lld  loss %.4f  lr %.3g  %s %s/s  elapsed %s  eta %s\n", (long long)done,
-                 (long long)total_, loss, lr, format_rate(rate).c_str(), unit, format_duration(elapsed).c_str(),
-                 format_duration(eta).c_str());
+                 (long long)total_, loss, lr, format_rate(rate).c_str(), unit, format_clock(elapsed).c_str(),
+                 format_clock(eta).c_str());
     std::fflush(out_);
     return;
   }
@@ -66,7 +56,7 @@ void Progress::update(int64_t step, double loss, double rate, const char* unit, 
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(kWidth, '.');
   std::fprintf(out_, "\r[%s] %lld/%lld  loss %.4f  %s %s/s  eta %s \x1b[K", bar.c_str(), (long long)done,
-               (long long)total_, loss, format_rate(rate).c_str(), unit, format_duration(eta).c_str());
+               (long long)total_, loss, format_rate(rate).c_str(), unit, format_clock(eta).c_str());
   std::fflush(out_);
   bar_drawn_ = true;
 }

@@ -23,8 +23,6 @@ class Progress {
   void message(const std::string& line);  // a line that does not break the bar
   void finish();
   Style style() const { return style_; }
-
-  static std::string format_duration(double seconds);
   static std::string format_rate(double rate);
 
  private:
