@@ -330,7 +330,7 @@ TEST(Cli, LauncherIsTorchFreeAndHandsCommandsToTheWorker) {
   const auto ldd = gtrain::test::run_command(std::string("ldd ") + GTRAIN_BINARY);
   ASSERT_EQ(ldd.exit_code, 0) << ldd.output;
   EXPECT_EQ(ldd.output.find("libtorch"), std::string::npos) << ldd.output;
-  EXPECT_NE(ldd.output.find("libgtrain_runtime_base"), std::string::npos) << ldd.output;
+  EXPECT_NE(ldd.output.find("libgtrain_core"), std::string::npos) << ldd.output;
   const auto models = gtrain::test::run_command(std::string(GTRAIN_BINARY) + " models");
   EXPECT_EQ(models.exit_code, 0) << models.output;
   EXPECT_NE(models.output.find("gpt"), std::string::npos) << models.output;
