@@ -1,5 +1,5 @@
 // process_groups.h: ProcessGroups, the sub-communicators of one rank for a ParallelLayout
-// (runtime/common/parallel_layout.h: tp adjacent, then pp, then dp), built in one place with
+// (runtime/core/parallel_layout.h: tp adjacent, then pp, then dp), built in one place with
 // Communicator::split.
 #pragma once
 

@@ -112,7 +112,7 @@ std::string env_or(const std::map<std::string, std::string>& env, const char* ke
   return it == env.end() ? std::string() : it->second;
 }
 
-// This rank's device (launcher/device_choice.h): train.device, the visible CUDA devices, and, when
+// This rank's device (launcher/launch/device_choice.h): train.device, the visible CUDA devices, and, when
 // CUDA_VISIBLE_DEVICES does not already narrow them, the GPUs the allocation granted this node.
 DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re,
                          const std::map<std::string, std::string>& env) {

@@ -129,7 +129,7 @@ std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
 }
 
 Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index) {
-  // Plan with what this runtime executes (strategies/capabilities.h) and this host's CPU profile
+  // Plan with what this runtime executes (strategies/planner/capabilities.h) and this host's CPU profile
   // (calibrated by `gtrain plan --calibrate`, else a conservative default).
   PlannerInput pin = planner_input_for(cfg, stats, world_size);
   pin.gpus_per_node = world_size;

@@ -1,4 +1,4 @@
-// plan.h: Plan, the parallel layout the planner chose for one job (runtime/common/parallel_layout.h)
+// plan.h: Plan, the parallel layout the planner chose for one job (runtime/core/parallel_layout.h)
 // with where it runs and what it is estimated to cost.
 #pragma once
 

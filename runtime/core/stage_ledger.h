@@ -1,6 +1,6 @@
 // stage_ledger.h: the rank side of stages.jsonl (torch-free). Rank 0's trainer appends one record
 // when its stage ends, however it ends, and copies the records so far into each checkpoint.
-// (launcher/stage_ledger.h reads the ledger, and adds the records of stages whose trainer did not.)
+// (launcher/chain/stage_ledger.h reads the ledger, and adds the records of stages whose trainer did not.)
 #pragma once
 
 #include <cstdint>
