@@ -40,6 +40,15 @@ std::optional<std::vector<std::pair<std::string, std::vector<int>>>> parse_grant
   return out;
 }
 
+// `host`'s entry of `hosts` (exact or short-name match); nullopt when it is not listed.
+std::optional<std::vector<int>> find_host(const std::vector<std::pair<std::string, std::vector<int>>>& hosts,
+                                          const std::string& host) {
+  for (const auto& [name, gpus] : hosts) {
+    if (same_host(name, host)) return gpus;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string format_granted(const std::vector<std::pair<std::string, std::vector<int>>>& hosts) {
@@ -55,10 +64,7 @@ std::string format_granted(const std::vector<std::pair<std::string, std::vector<
 std::optional<std::vector<int>> granted_for_host(const std::string& text, const std::string& host) {
   const auto hosts = parse_granted(text);
   if (!hosts) return std::nullopt;
-  for (const auto& [name, gpus] : *hosts) {
-    if (same_host(name, host)) return gpus;
-  }
-  return std::nullopt;
+  return find_host(*hosts, host);
 }
 
 std::map<std::string, std::string> StageHandoff::to_env() const {
@@ -102,10 +108,7 @@ const std::vector<std::string>& StageHandoff::variables() {
 
 std::optional<std::vector<int>> StageHandoff::granted_for(const std::string& host) const {
   if (!has_granted) return std::nullopt;
-  for (const auto& [name, gpus] : granted) {
-    if (same_host(name, host)) return gpus;
-  }
-  return std::nullopt;
+  return find_host(granted, host);
 }
 
 }  // namespace gtrain
