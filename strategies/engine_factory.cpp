@@ -57,7 +57,7 @@ std::unique_ptr<ParallelEngine> build_engine(const JobConfig& cfg, const Plan& p
   if (auto gpt = std::dynamic_pointer_cast<Gpt>(model)) {
     // Fused output layer + loss: on CUDA by default (logits of 50k-token vocabularies dominate
     // memory traffic there); the CPU keeps the plain layer unless asked.
-    gpt->set_fused_loss(cfg.train.fused_loss == "on" || (cfg.train.fused_loss == "auto" && device.is_cuda()));
+    gpt->set_fused_loss(fused_loss_enabled(cfg.train.fused_loss, device.is_cuda()));
   }
   const DataParallelOptions dpo = data_parallel_options(cfg, plan, *model, groups);
   if (plan.pp > 1) {

@@ -122,7 +122,7 @@ TEST(Checkpoint, ResumeComparesTheKeysThatShapeTheModel) {
   g.model.n_head = 2;
   g.model.n_embd = 16;
   g.model.seq_len = 8;
-  g.data.kind = "text_bytes";
+  g.data.kind = DataKind::text_bytes;
   g.data.path = dir.file("t.txt");
   g.train.global_batch = 4;
   g.train.steps = 2;

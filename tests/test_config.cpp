@@ -6,6 +6,7 @@
 
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 #include "tests/support/test_util.h"
 
 namespace gtrain {
@@ -55,7 +56,7 @@ progress = "plain"
   EXPECT_EQ(c.model.name, "gpt");
   EXPECT_EQ(c.model.n_layer, 2);
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{64, 32}));
-  EXPECT_EQ(c.data.kind, "synthetic");
+  EXPECT_EQ(c.data.kind, DataKind::synthetic);
   EXPECT_DOUBLE_EQ(c.optimizer.learning_rate, 0.01);
   EXPECT_EQ(c.train.global_batch, 16);
   EXPECT_EQ(c.train.steps, 20);
@@ -164,6 +165,36 @@ TEST(Config, ChoiceErrorsListChoicesAndSuggest) {
   EXPECT_EQ(error_of("[train]\nsteps = 3\n[precision]\ndtype = \"bf61\"\n"),
             "config.toml:4:9: precision.dtype: expected one of \"fp32\", \"bf16\", \"fp16\" (did you mean \"bf16\"?), "
             "got 'bf61' (string)");
+}
+
+// The enum fields (enum_names.h) take exactly their table's names and are written back as names.
+TEST(Config, EnumFieldsReadAndWriteTheirNames) {
+  EXPECT_EQ(error_of("[train]\nsteps = 3\ndevice = \"tpu\"\n"),
+            "config.toml:3:10: train.device: expected one of \"auto\", \"cpu\", \"cuda\" (did you mean \"cpu\"?), got "
+            "'tpu' (string)");
+  EXPECT_EQ(error_of("[train]\nsteps = 3\nlr_schedule = \"cosin\"\n"),
+            "config.toml:3:15: train.lr_schedule: expected one of \"cosine\", \"linear\", \"constant\" (did you "
+            "mean \"cosine\"?), got 'cosin' (string)");
+  EXPECT_EQ(error_of("[train]\nsteps = 3\n[data]\nkind = 2\n"),
+            "config.toml:4:8: data.kind: expected one of \"idx\", \"tokens\", \"text_bytes\", \"synthetic\", "
+            "got 2 (integer)");
+  const JobConfig c = parse_job_config("[train]\nsteps = 3\nlr_schedule = \"linear\"\n", "config.toml",
+                                       {"train.device=cpu", "train.fused_loss=off", "data.kind=text_bytes"}, kNoEnv);
+  EXPECT_EQ(c.train.lr_schedule, LrSchedule::linear);
+  EXPECT_EQ(c.train.device, DeviceRequest::cpu);
+  EXPECT_EQ(c.train.fused_loss, FusedLoss::off);
+  EXPECT_EQ(c.data.kind, DataKind::text_bytes);
+  EXPECT_EQ(JobConfig().train.device, DeviceRequest::automatic);
+  const auto flat = flat_fields(c);
+  EXPECT_EQ(flat.at("train.lr_schedule"), "\"linear\"");
+  EXPECT_EQ(flat.at("train.device"), "\"cpu\"");
+  EXPECT_EQ(flat.at("train.fused_loss"), "\"off\"");
+  EXPECT_EQ(flat.at("data.kind"), "\"text_bytes\"");
+  EXPECT_EQ(str(c.train.device, "/", DeviceRequest::automatic, "/", FusedLoss::automatic), "cpu/auto/auto");
+  // The resolved config parses back to the same values.
+  const JobConfig again = parse_job_config(to_toml(c), "resolved.toml", {}, kNoEnv);
+  EXPECT_EQ(again.train.lr_schedule, LrSchedule::linear);
+  EXPECT_EQ(again.data.kind, DataKind::text_bytes);
 }
 
 TEST(Config, InvalidTomlNamesPosition) {

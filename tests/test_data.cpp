@@ -297,7 +297,7 @@ TEST(Tokens, EvalPathIsTheHeldOutSplitAndTheVocabularyCoversIt) {
   test::write_file(dir.file("train_000.bin"), llmc_shard(iota_tokens(0, 40)));
   test::write_file(dir.file("val_000.bin"), llmc_shard(iota_tokens(200, 9)));
   DataConfig d;
-  d.kind = "tokens";
+  d.kind = DataKind::tokens;
   d.path = dir.file("train_*.bin");
   d.eval_path = dir.file("val_*.bin");
   d.eval_fraction = 0.25;  // ignored: data.eval_path holds the eval split
@@ -426,7 +426,7 @@ TEST(TextBytes, ByteLevelWindows) {
   test::write_file(dir.file("a.txt"), "0123456789");
   test::write_file(dir.file("b.txt"), "abcdefgh");
   DataConfig d;
-  d.kind = "text_bytes";
+  d.kind = DataKind::text_bytes;
   d.path = dir.file("[ab].txt");
   d.eval_path = dir.file("t.txt");
   ModelConfig m;
@@ -460,7 +460,7 @@ TEST(TextBytes, ByteLevelWindows) {
 
 TEST(Synthetic, DeterministicAndSplitsDiffer) {
   DataConfig d;
-  d.kind = "synthetic";
+  d.kind = DataKind::synthetic;
   ModelConfig m;
   auto a = open_datasets(d, m, 9), b = open_datasets(d, m, 9);
   auto x = a.train->collate({5, 6}), y = b.train->collate({5, 6});

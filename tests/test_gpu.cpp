@@ -34,12 +34,12 @@ JobConfig tiny_gpt(const std::string& dtype, int64_t steps) {
   c.model.n_embd = 64;
   c.model.seq_len = 32;
   c.model.vocab = 512;
-  c.data.kind = "synthetic";
+  c.data.kind = DataKind::synthetic;
   c.data.synthetic_samples = 1024;
   c.train.global_batch = 16;
   c.train.steps = steps;
   c.train.eval_batches = 1;
-  c.train.device = "cuda";
+  c.train.device = DeviceRequest::cuda;
   c.precision.dtype = dtype;
   c.optimizer.learning_rate = 3e-3;
   c.log.progress = "none";

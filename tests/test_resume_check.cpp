@@ -19,7 +19,7 @@ JobConfig mlp_config() {
   JobConfig c;
   c.model.name = "mlp";
   c.model.hidden = {32};
-  c.data.kind = "synthetic";
+  c.data.kind = DataKind::synthetic;
   c.train.global_batch = 16;
   c.train.steps = 10;
   c.train.seed = 3;
@@ -114,7 +114,7 @@ TEST(ResumeCheck, VocabularyFromTheData) {
   JobConfig g;
   g.model.name = "gpt";
   g.model.vocab = 0;
-  g.data.kind = "text_bytes";
+  g.data.kind = DataKind::text_bytes;
   g.train.global_batch = 4;
   auto m = manifest_for(g);
   m.meta.model["vocab"] = "256";
@@ -182,7 +182,7 @@ TEST(ResumeCheck, DriftIsWarnedOfWhileTheRunGoesOn) {
 // Shards added to token data: the files that changed are named, and the held-out tail moved.
 TEST(ResumeCheck, ChangedTrainingFilesAreNamed) {
   auto c = mlp_config();
-  c.data.kind = "tokens";
+  c.data.kind = DataKind::tokens;
   auto m = manifest_for(c);
   m.meta.train_data = nlohmann::json::array({{{"file", "s_0.bin"}, {"size", 8}}});
   auto facts = facts_for(c);

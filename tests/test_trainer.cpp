@@ -33,7 +33,7 @@ TEST(Trainer, GptLearnsSyntheticSequences) {
   c.model.n_embd = 32;
   c.model.seq_len = 16;
   c.model.vocab = 16;
-  c.data.kind = "synthetic";
+  c.data.kind = DataKind::synthetic;
   c.train.global_batch = 16;
   c.train.steps = 120;
   c.train.warmup_steps = 10;
@@ -140,9 +140,9 @@ TEST(LrSchedule, WarmupThenCosineToFloor) {
   EXPECT_NEAR(lr_at(t, 1.0, 10, 110), 1.0, 1e-12);
   EXPECT_NEAR(lr_at(t, 1.0, 109, 110), 0.1, 1e-12);
   EXPECT_NEAR(lr_at(t, 1.0, 10 + 99 / 2.0, 110), 0.55, 0.02);
-  t.lr_schedule = "linear";
+  t.lr_schedule = LrSchedule::linear;
   EXPECT_NEAR(lr_at(t, 1.0, 109, 110), 0.1, 1e-12);
-  t.lr_schedule = "constant";
+  t.lr_schedule = LrSchedule::constant;
   EXPECT_NEAR(lr_at(t, 1.0, 100, 110), 1.0, 1e-12);
 }
 

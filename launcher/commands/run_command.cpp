@@ -59,7 +59,7 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
   if (cfg.train.global_batch > parts.data.train->size()) {
     throw ConfigError("train.global_batch = " + std::to_string(cfg.train.global_batch) + " exceeds the " +
                           std::to_string(parts.data.train->size()) + " samples of the training split (data.kind = \"" +
-                          cfg.data.kind + "\"): one step would draw samples more than once",
+                          name_of(cfg.data.kind) + "\"): one step would draw samples more than once",
                       "lower train.global_batch, or give the job more data");
   }
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
@@ -119,7 +119,7 @@ DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re,
   DeviceChoiceInput in;
   in.requested = cfg.train.device;
   in.cuda_build = cuda::built_with_cuda();
-  in.device_count = in.requested == "cpu" ? 0 : cuda::device_count();
+  in.device_count = in.requested == DeviceRequest::cpu ? 0 : cuda::device_count();
   in.local_rank = re.local_rank;
   in.local_size = re.local_size;
   const std::string vis = env_or(env, "CUDA_VISIBLE_DEVICES");

@@ -316,7 +316,7 @@ void check_stages_runnable(const JobConfig& cfg, const std::string& run_dir, con
   const JobDescription job = describe_job(cfg);
   // Sizing a model from its shape opens no data: a typo in the token files' path would only show
   // after the queue wait. The files (or a glob's matches) must exist now.
-  if (cfg.data.kind == "tokens" || cfg.data.kind == "text_bytes") {
+  if (is_token_file(cfg.data.kind)) {
     expand_data_path(cfg.data.path, "data.path");
     if (!cfg.data.eval_path.empty()) expand_data_path(cfg.data.eval_path, "data.eval_path");
   }

@@ -22,16 +22,13 @@ std::string n_of(int n, const char* what) {
 
 DeviceChoice choose_device(const DeviceChoiceInput& in) {
   DeviceChoice c;
-  if (in.requested != "auto" && in.requested != "cpu" && in.requested != "cuda") {
-    throw ConfigError("train.device = \"" + in.requested + "\": expected \"auto\", \"cpu\" or \"cuda\"");
-  }
-  if (in.requested == "cpu") {
+  if (in.requested == DeviceRequest::cpu) {
     c.reason = "train.device = \"cpu\"";
     return c;
   }
   if (!in.cuda_build || in.device_count <= 0) {
     const std::string why = !in.cuda_build ? "this gtrain was built without CUDA" : "no CUDA device is visible";
-    if (in.requested == "cuda") {
+    if (in.requested == DeviceRequest::cuda) {
       throw ConfigError("train.device = \"cuda\" but " + why,
                         !in.cuda_build ? "rebuild against a CUDA LibTorch (CMAKE_PREFIX_PATH), or use \"auto\""
                                        : "check CUDA_VISIBLE_DEVICES and nvidia-smi, or use \"auto\"");

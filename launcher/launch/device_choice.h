@@ -19,14 +19,16 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/core/config/train_config.h"
+
 namespace gtrain {
 
 struct DeviceChoiceInput {
-  std::string requested = "auto";  // train.device: "auto" | "cpu" | "cuda"
-  bool cuda_build = false;         // GTRAIN_WITH_CUDA
-  int device_count = 0;            // CUDA devices this process sees
-  bool visible_set = false;        // CUDA_VISIBLE_DEVICES lists the devices (remapped to 0..n-1)
-  std::vector<int> granted;        // this node's granted GPU indices from the allocation ({} = unknown)
+  DeviceRequest requested = DeviceRequest::automatic;  // train.device
+  bool cuda_build = false;                             // GTRAIN_WITH_CUDA
+  int device_count = 0;                                // CUDA devices this process sees
+  bool visible_set = false;                            // CUDA_VISIBLE_DEVICES lists the devices (remapped to 0..n-1)
+  std::vector<int> granted;  // this node's granted GPU indices from the allocation ({} = unknown)
   int local_rank = 0, local_size = 1;
 };
 

@@ -117,9 +117,9 @@ std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
   if (cfg.model.name != "gpt" || !cfg.model.plugin.empty()) return std::nullopt;
   int64_t vocab = cfg.model.vocab;
   if (vocab <= 0) {
-    if (cfg.data.kind == "text_bytes")
+    if (cfg.data.kind == DataKind::text_bytes)
       vocab = 256;
-    else if (cfg.data.kind == "synthetic")
+    else if (cfg.data.kind == DataKind::synthetic)
       vocab = 64;  // the synthetic token task's default
     else
       return std::nullopt;  // the data's vocabulary decides
@@ -178,7 +178,7 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
 }
 
 int launch_nvml_index(const JobConfig& cfg, const Allocation& alloc) {
-  if (!alloc.cuda_build || cfg.train.device == "cpu" || alloc.total_gpus() == 0) return -1;
+  if (!alloc.cuda_build || cfg.train.device == DeviceRequest::cpu || alloc.total_gpus() == 0) return -1;
   for (const auto& n : alloc.nodes) {
     if (!n.gpus.empty()) return n.gpus.front();
   }

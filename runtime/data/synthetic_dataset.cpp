@@ -120,7 +120,7 @@ std::shared_ptr<Dataset> make_synthetic(const DataConfig& d, const ModelConfig& 
 
 DataSplits open_datasets(const DataConfig& d, const ModelConfig& m, int64_t seed) {
   DataSplits s;
-  if (d.kind == "idx") {
+  if (d.kind == DataKind::idx) {
     if (!exists(d.path)) throw DataError("data.path: directory \"" + d.path + "\" does not exist");
     std::error_code ec;
     if (!std::filesystem::is_directory(d.path, ec)) {
@@ -135,12 +135,12 @@ DataSplits open_datasets(const DataConfig& d, const ModelConfig& m, int64_t seed
     };
     s.train = open_split(d.train_prefix);
     if (!d.eval_prefix.empty()) s.eval = open_split(d.eval_prefix);
-  } else if (d.kind == "tokens" || d.kind == "text_bytes") {
-    const std::string dtype = d.kind == "tokens" ? d.token_dtype : "bytes";
+  } else if (is_token_file(d.kind)) {
+    const std::string dtype = d.kind == DataKind::tokens ? d.token_dtype : "bytes";
     const auto train_files = expand_data_path(d.path, "data.path");
     const auto eval_files =
         d.eval_path.empty() ? std::vector<std::string>{} : expand_data_path(d.eval_path, "data.eval_path");
-    int64_t vocab = d.kind == "text_bytes" ? 256 : m.vocab;
+    int64_t vocab = d.kind == DataKind::text_bytes ? 256 : m.vocab;
     if (vocab <= 0) {  // the vocabulary covers every file, the held-out ones too
       vocab = token_files_vocab(train_files, dtype, "data.path");
       if (!eval_files.empty()) vocab = std::max(vocab, token_files_vocab(eval_files, dtype, "data.eval_path"));
@@ -164,11 +164,9 @@ DataSplits open_datasets(const DataConfig& d, const ModelConfig& m, int64_t seed
       if (d.eval_fraction > 0)
         s.eval = open_token_files(train_files, dtype, m.seq_len, split, 1.0, true, vocab, "data.path");
     }
-  } else if (d.kind == "synthetic") {
+  } else {  // DataKind::synthetic
     s.train = make_synthetic(d, m, static_cast<uint64_t>(seed), false);
     s.eval = make_synthetic(d, m, static_cast<uint64_t>(seed), true);
-  } else {
-    throw ConfigError("data.kind: unknown dataset kind \"" + d.kind + "\"");
   }
   return s;
 }

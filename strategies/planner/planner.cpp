@@ -238,8 +238,7 @@ Context make_context(const PlannerInput& in) {
   c.cost.profile = in.profile;
   c.cost.topology = {in.world, c.gpn, (in.world + c.gpn - 1) / c.gpn};
   // gpt's fused output layer + loss (train.fused_loss; "auto" = on for GPU ranks).
-  c.cost.fused_loss = in.model.is_transformer() &&
-                      (in.train.fused_loss == "on" || (in.train.fused_loss == "auto" && in.profile.kind == "gpu"));
+  c.cost.fused_loss = in.model.is_transformer() && fused_loss_enabled(in.train.fused_loss, in.profile.kind == "gpu");
   return c;
 }
 

@@ -14,7 +14,7 @@ inline JobConfig synthetic_mlp(int64_t steps, int64_t batch) {
   JobConfig c;
   c.model.name = "mlp";
   c.model.hidden = {32};
-  c.data.kind = "synthetic";
+  c.data.kind = DataKind::synthetic;
   c.data.synthetic_samples = 4096;
   c.data.synthetic_features = 16;
   c.data.synthetic_classes = 4;

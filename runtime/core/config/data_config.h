@@ -4,12 +4,28 @@
 #include <cstdint>
 #include <string>
 
+#include <array>
+
+#include "runtime/core/config/enum_names.h"
 #include "runtime/core/config/schema.h"
 
 namespace gtrain {
 
+// data.kind: which dataset reader opens data.path.
+enum class DataKind { idx, tokens, text_bytes, synthetic };
+constexpr std::array<EnumName<DataKind>, 4> enum_names(DataKind) {
+  return {{{DataKind::idx, "idx"},
+           {DataKind::tokens, "tokens"},
+           {DataKind::text_bytes, "text_bytes"},
+           {DataKind::synthetic, "synthetic"}}};
+}
+// Whether the kind reads a token file (tokens, text_bytes): data a token count applies to.
+constexpr bool is_token_file(DataKind kind) {
+  return kind == DataKind::tokens || kind == DataKind::text_bytes;
+}
+
 struct DataConfig {
-  std::string kind = "idx";                                // idx | tokens | text_bytes | synthetic
+  DataKind kind = DataKind::idx;                           // idx | tokens | text_bytes | synthetic
   std::string path = "/usr/share/datasets/fashion-mnist";  // idx: directory; tokens/text_bytes: file or glob
   std::string eval_path = "";                              // tokens/text_bytes: held-out file or glob ("" = tail)
   std::string train_prefix = "train";                      // idx: <prefix>-images-idx3-ubyte[.gz] for training
@@ -26,8 +42,7 @@ struct DataConfig {
   void visit(V& v) {
     v("kind", kind,
       "Dataset reader: \"idx\" (MNIST/Fashion-MNIST files), \"tokens\" (flat binary token file), "
-      "\"text_bytes\" (byte-level LM on any file), \"synthetic\" (deterministic, for tests and benchmarks).",
-      cfg::one_of({"idx", "tokens", "text_bytes", "synthetic"}));
+      "\"text_bytes\" (byte-level LM on any file), \"synthetic\" (deterministic, for tests and benchmarks).");
     v("path", path,
       "idx: directory of the IDX files (gzipped or not); tokens/text_bytes: the file, or a glob of shards "
       "(\"fineweb_train_*.bin\", taken in sorted order; a window never spans two files). Token files are "

@@ -266,6 +266,15 @@ class SectionReader {
     }
     out = str->get();
   }
+  // An enum field: one of its table's names (enum_names.h), with a "did you mean" for a near miss.
+  template <class E, std::enable_if_t<has_enum_names_v<E>, int> = 0>
+  void read(const char* key, const toml::node& n, E& out, const cfg::Spec& s) {
+    cfg::Spec named = s;
+    named.choices = enum_name_list<E>();
+    std::string name = name_of(out);
+    read(key, n, name, named);  // a problem is recorded and `name` keeps the default
+    if (const auto value = enum_from_name<E>(name)) out = *value;
+  }
   void read(const char* key, const toml::node& n, std::vector<int64_t>& out, const cfg::Spec& s) {
     auto arr = n.as_array();
     std::string expected = describe_spec("an array of integers", s);
@@ -502,7 +511,7 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
     problems.add(from({"model.n_head", "model.n_embd", "model.name"}) + ": [model]: model.n_head = " +
                  std::to_string(c.model.n_head) + " must divide model.n_embd = " + std::to_string(c.model.n_embd));
   }
-  if (t.tokens > 0 && c.model.name != "gpt" && c.data.kind != "tokens" && c.data.kind != "text_bytes") {
+  if (t.tokens > 0 && c.model.name != "gpt" && !is_token_file(c.data.kind)) {
     problems.add(from({"train.tokens", "model.name", "data.kind"}) +
                  ": [train]: train.tokens needs a token model and data (data.kind = "
                  "\"tokens\" or \"text_bytes\"); use train.steps or train.epochs");

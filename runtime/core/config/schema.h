@@ -11,7 +11,8 @@
 //   };
 //
 // Visitors (reader, writer, lister) overload operator() for each supported field type:
-// int64_t, int, double, bool, std::string, std::vector<int64_t>, std::vector<std::string>.
+// int64_t, int, double, bool, std::string, std::vector<int64_t>, std::vector<std::string>, and an
+// enum with a name table (enum_names.h), read and written as its names.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "runtime/core/config/enum_names.h"
 
 namespace gtrain::cfg {
 
@@ -81,6 +84,8 @@ class FieldLister {
   void operator()(const char* key, T& value, const char* doc, const Spec& = {}) {
     if constexpr (std::is_same_v<T, int>) {
       fields.push_back({key, toml_literal(static_cast<int64_t>(value)), doc});
+    } else if constexpr (std::is_enum_v<T>) {
+      fields.push_back({key, toml_literal(std::string(name_of(value))), doc});
     } else {
       fields.push_back({key, toml_literal(value), doc});
     }

@@ -4,26 +4,51 @@
 #include <cstdint>
 #include <string>
 
+#include <array>
+
+#include "runtime/core/config/enum_names.h"
 #include "runtime/core/config/schema.h"
 
 namespace gtrain {
 
+// train.lr_schedule: the decay after warmup.
+enum class LrSchedule { cosine, linear, constant };
+constexpr std::array<EnumName<LrSchedule>, 3> enum_names(LrSchedule) {
+  return {{{LrSchedule::cosine, "cosine"}, {LrSchedule::linear, "linear"}, {LrSchedule::constant, "constant"}}};
+}
+
+// train.device: where each rank computes ("auto": its granted GPU when there is one, else the CPU).
+enum class DeviceRequest { automatic, cpu, cuda };
+constexpr std::array<EnumName<DeviceRequest>, 3> enum_names(DeviceRequest) {
+  return {{{DeviceRequest::automatic, "auto"}, {DeviceRequest::cpu, "cpu"}, {DeviceRequest::cuda, "cuda"}}};
+}
+
+// train.fused_loss: gpt's output layer + cross-entropy in row blocks ("auto": on for CUDA ranks).
+enum class FusedLoss { automatic, on, off };
+constexpr std::array<EnumName<FusedLoss>, 3> enum_names(FusedLoss) {
+  return {{{FusedLoss::automatic, "auto"}, {FusedLoss::on, "on"}, {FusedLoss::off, "off"}}};
+}
+// Whether the fused loss is used on a rank that computes on a GPU (`gpu`) or not.
+constexpr bool fused_loss_enabled(FusedLoss mode, bool gpu) {
+  return mode == FusedLoss::on || (mode == FusedLoss::automatic && gpu);
+}
+
 struct TrainConfig {
-  int64_t global_batch = 64;           // samples per optimizer step, summed over ranks and micro-batches
-  int64_t steps = 0;                   // optimizer steps (exactly one of steps/epochs/tokens is set)
-  double epochs = 0.0;                 // passes over the training split
-  int64_t tokens = 0;                  // training tokens (token models)
-  int64_t seed = 1234;                 // seeds init, data order and dropout
-  int64_t warmup_steps = 0;            // linear LR warmup
-  std::string lr_schedule = "cosine";  // cosine | linear | constant (after warmup)
-  double min_lr_ratio = 0.1;           // final LR as a fraction of the peak (cosine, linear)
-  double grad_clip = 1.0;              // max global gradient L2 norm (0 = off)
-  int64_t eval_interval = 0;           // steps between evaluations (0 = only at the end)
-  int64_t eval_batches = 0;            // cap on eval batches of global_batch samples (0 = whole split)
-  int64_t threads = 0;                 // torch intra-op threads per rank (0 = measured at start)
-  bool deterministic = true;           // use deterministic algorithms where the backend has them
-  std::string device = "auto";         // auto | cpu | cuda: where each rank computes
-  std::string fused_loss = "auto";     // auto | on | off: gpt output layer + cross-entropy in row blocks
+  int64_t global_batch = 64;                        // samples per optimizer step, summed over ranks and micro-batches
+  int64_t steps = 0;                                // optimizer steps (exactly one of steps/epochs/tokens is set)
+  double epochs = 0.0;                              // passes over the training split
+  int64_t tokens = 0;                               // training tokens (token models)
+  int64_t seed = 1234;                              // seeds init, data order and dropout
+  int64_t warmup_steps = 0;                         // linear LR warmup
+  LrSchedule lr_schedule = LrSchedule::cosine;      // cosine | linear | constant (after warmup)
+  double min_lr_ratio = 0.1;                        // final LR as a fraction of the peak (cosine, linear)
+  double grad_clip = 1.0;                           // max global gradient L2 norm (0 = off)
+  int64_t eval_interval = 0;                        // steps between evaluations (0 = only at the end)
+  int64_t eval_batches = 0;                         // cap on eval batches of global_batch samples (0 = whole split)
+  int64_t threads = 0;                              // torch intra-op threads per rank (0 = measured at start)
+  bool deterministic = true;                        // use deterministic algorithms where the backend has them
+  DeviceRequest device = DeviceRequest::automatic;  // auto | cpu | cuda: where each rank computes
+  FusedLoss fused_loss = FusedLoss::automatic;      // auto | on | off: gpt output layer + cross-entropy in row blocks
 
   template <class V>
   void visit(V& v) {
@@ -40,8 +65,7 @@ struct TrainConfig {
       "k / warmup_steps, so the first step already trains and the last warmup step reaches the peak (as "
       "nanoGPT); the decay then starts from the peak and ends at min_lr_ratio x learning_rate on the last step.",
       cfg::at_least(0));
-    v("lr_schedule", lr_schedule, "Decay after warmup: \"cosine\", \"linear\" or \"constant\".",
-      cfg::one_of({"cosine", "linear", "constant"}));
+    v("lr_schedule", lr_schedule, "Decay after warmup: \"cosine\", \"linear\" or \"constant\".");
     v("min_lr_ratio", min_lr_ratio, "Final learning rate as a fraction of the peak (cosine, linear).",
       cfg::range(0.0, 1.0));
     v("grad_clip", grad_clip, "Clip the global gradient L2 norm to this value (0 = no clipping).", cfg::at_least(0.0));
@@ -56,13 +80,11 @@ struct TrainConfig {
     v("deterministic", deterministic, "Use deterministic algorithms where the backend offers them.");
     v("device", device,
       "Where each rank computes: \"auto\" (its granted CUDA GPU when this build has CUDA and one "
-      "is visible, else the CPU), \"cpu\", or \"cuda\" (an error when there is no GPU).",
-      cfg::one_of({"auto", "cpu", "cuda"}));
+      "is visible, else the CPU), \"cpu\", or \"cuda\" (an error when there is no GPU).");
     v("fused_loss", fused_loss,
       "gpt training loss: output layer and cross-entropy computed a block of rows at a "
       "time, so the [tokens, vocab] logits and their fp32 copy never exist whole: \"on\", \"off\", or \"auto\" "
-      "(on for CUDA ranks without tensor parallelism; CPU keeps the plain layer).",
-      cfg::one_of({"auto", "on", "off"}));
+      "(on for CUDA ranks without tensor parallelism; CPU keeps the plain layer).");
   }
 };
 
