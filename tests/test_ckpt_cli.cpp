@@ -9,6 +9,7 @@
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/core/checkpoint_dirs.h"
 #include "tests/support/test_util.h"
+#include "tests/support/tiny_configs.h"
 
 namespace gtrain {
 namespace {
@@ -16,24 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::run_command;
 
-const std::string kTinyGpt = R"(
-[model]
-name = "gpt"
-n_layer = 2
-n_head = 2
-n_embd = 16
-seq_len = 8
-vocab = 32
-[data]
-kind = "synthetic"
-[train]
-global_batch = 4
-steps = 4
-[checkpoint]
-interval = 2
-[log]
-progress = "none"
-)";
+const std::string kTinyGpt = test::tiny_job("gpt");
 
 // A run of the tiny gpt in `run` (checkpoints at steps 2 and 4); the committed checkpoints.
 std::vector<std::string> tiny_gpt_run(const test::TempDir& dir, const std::string& run) {

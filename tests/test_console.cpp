@@ -16,6 +16,7 @@
 
 #include "runtime/core/checkpoint_dirs.h"
 #include "tests/support/test_util.h"
+#include "tests/support/tiny_configs.h"
 
 namespace gtrain {
 namespace {
@@ -23,26 +24,14 @@ namespace {
 namespace fs = std::filesystem;
 using test::run_command;
 
-const std::string kJob = R"(
-[model]
-name = "gpt"
-n_layer = 2
-n_head = 2
-n_embd = 32
-seq_len = 16
-vocab = 32
-[data]
-kind = "synthetic"
-[train]
-global_batch = 12
-steps = 60
-threads = 1
-[checkpoint]
-interval = 20
-[log]
-progress = "plain"
-interval = 1
-)";
+const std::string kJob = test::tiny_job("gpt", {{"model.n_embd", "32"},
+                                                {"model.seq_len", "16"},
+                                                {"train.global_batch", "12"},
+                                                {"train.steps", "60"},
+                                                {"train.threads", "1"},
+                                                {"checkpoint.interval", "20"},
+                                                {"log.progress", "\"plain\""},
+                                                {"log.interval", "1"}});
 
 // `gtrain run ... | head -2`: the console is gone after two lines; the run trains to its end, saves
 // and records the stage, and exits 0 (it ended by SIGPIPE, 141, with nothing saved).

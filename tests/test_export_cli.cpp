@@ -11,6 +11,7 @@
 #include "runtime/core/errors.h"
 #include "tests/support/cli_util.h"
 #include "tests/support/test_util.h"
+#include "tests/support/tiny_configs.h"
 
 namespace gtrain {
 namespace {
@@ -19,22 +20,7 @@ namespace fs = std::filesystem;
 using test::run_command;
 
 // A 2-block GPT trained 3 steps: 28 model tensors (embeddings 2, 12 a block, ln_f 2), 57 of optimizer state.
-const std::string kTinyGpt = R"(
-[model]
-name = "gpt"
-n_layer = 2
-n_head = 2
-n_embd = 16
-seq_len = 8
-vocab = 32
-[data]
-kind = "synthetic"
-[train]
-global_batch = 4
-steps = 3
-[log]
-progress = "none"
-)";
+const std::string kTinyGpt = test::tiny_job("gpt", {{"train.steps", "3"}, {"checkpoint.interval", "0"}});
 
 // `gtrain ckpt export`: the model's full tensors in one safetensors file, equal to the checkpoint's,
 // optimizer state only on request, casts on request; bad requests are one-line errors, exit 2.

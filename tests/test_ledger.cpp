@@ -18,31 +18,14 @@
 #include "launcher/chain/chain.h"
 #include "launcher/commands/submit_command.h"
 #include "tests/support/test_util.h"
+#include "tests/support/tiny_configs.h"
 
 namespace fs = std::filesystem;
 using namespace gtrain;
 
 namespace {
 
-const char* kGpt = R"(
-[model]
-name = "gpt"
-n_layer = 2
-n_head = 2
-n_embd = 64
-seq_len = 32
-vocab = 32
-[data]
-kind = "synthetic"
-[train]
-global_batch = 16
-steps = 100000
-threads = 1
-[checkpoint]
-interval = 5
-[log]
-progress = "none"
-)";
+const std::string kGpt = test::tiny_job("gpt_small", {{"train.steps", "100000"}, {"checkpoint.interval", "5"}});
 
 bool wait_for_step(const std::string& metrics, int step) {
   for (int i = 0; i < 6000; ++i) {

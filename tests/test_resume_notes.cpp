@@ -9,6 +9,7 @@
 
 #include "runtime/core/checkpoint_dirs.h"
 #include "tests/support/test_util.h"
+#include "tests/support/tiny_configs.h"
 
 namespace gtrain {
 namespace {
@@ -16,27 +17,13 @@ namespace {
 namespace fs = std::filesystem;
 using test::run_command;
 
-const std::string kJob = R"(
-[model]
-name = "mlp"
-hidden = [16]
-[data]
-kind = "synthetic"
-synthetic_samples = 512
-synthetic_features = 8
-synthetic_classes = 3
-[optimizer]
-learning_rate = 0.003
-[train]
-global_batch = 32
-steps = 20
-warmup_steps = 2
-threads = 1
-[checkpoint]
-interval = 10
-[log]
-progress = "none"
-)";
+const std::string kJob = test::tiny_job("mlp", {{"optimizer.learning_rate", "0.003"},
+                                                {"train.eval_interval", "0"},
+                                                {"train.warmup_steps", "2"},
+                                                {"train.threads", "1"},
+                                                {"checkpoint.interval", "10"},
+                                                {"log.progress", "\"none\""},
+                                                {"log.interval", "10"}});
 
 test::CommandResult gtrain_run(const test::TempDir& dir, const std::string& extra = "") {
   return run_command(std::string(GTRAIN_BINARY) + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "tests/support/multiproc_util.h"
+#include "tests/support/tiny_configs.h"
 
 namespace gtrain {
 namespace {
@@ -18,28 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-const std::string kGpt = R"(
-[model]
-name = "gpt"
-n_layer = 2
-n_head = 2
-n_embd = 64
-seq_len = 32
-vocab = 32
-[data]
-kind = "synthetic"
-[optimizer]
-learning_rate = 0.002
-eps = 1e-6
-[train]
-global_batch = 16
-steps = 40
-warmup_steps = 4
-seed = 11
-threads = 1  # the same matmul summation order on every layout
-[log]
-progress = "none"
-)";
+const std::string kGpt = test::tiny_job("gpt_small", {{"optimizer.learning_rate", "0.002"},
+                                                      {"optimizer.eps", "1e-6"},
+                                                      {"train.warmup_steps", "4"},
+                                                      {"train.seed", "11"}});
 
 // Starts `cmd`, sends SIGUSR1 to it once metrics.jsonl shows `at_step`, returns exit code and output.
 test::CommandResult run_and_signal(const std::string& cmd, const std::string& metrics, int at_step) {

@@ -8,6 +8,7 @@
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/schedule.h"
+#include "runtime/core/stage_ledger.h"
 
 namespace fs = std::filesystem;
 
@@ -16,19 +17,19 @@ namespace gtrain {
 nlohmann::json unreported_stage_record(double start, double end, const nlohmann::json& allocation, int64_t world,
                                        int64_t step_from, const MetricsStage& s, int64_t total_steps,
                                        const std::string& exit, const std::string& reported_by) {
-  return {{"start", start},
-          {"end", end},
-          {"allocation", allocation},
-          {"world", world},
-          {"step_from", step_from},
-          {"step_to", s.step_to},
-          {"total_steps", total_steps},
-          {"samples", s.samples},
-          {"productive_s", s.productive_s},
-          {"save_s", 0.0},
-          {"load_s", 0.0},
-          {"exit", exit},
-          {"reported_by", reported_by}};
+  StageRecord r;  // the trainer's record, less what only the trainer knows (plan, save and load times)
+  r.start = start;
+  r.end = end;
+  r.allocation = allocation;
+  r.world = static_cast<int>(world);
+  r.step_from = step_from;
+  r.step_to = s.step_to;
+  r.total_steps = total_steps;
+  r.samples = s.samples;
+  r.productive_s = s.productive_s;
+  r.exit = exit;
+  r.reported_by = reported_by;
+  return r.to_json();
 }
 
 std::vector<MetricsStage> metrics_stages(const std::string& metrics_path, double since_unix) {

@@ -10,7 +10,6 @@ nlohmann::json StageRecord::to_json() const {
                         {"end", end},
                         {"allocation", allocation},
                         {"world", world},
-                        {"plan", plan},
                         {"step_from", step_from},
                         {"step_to", step_to},
                         {"total_steps", total_steps},
@@ -19,6 +18,7 @@ nlohmann::json StageRecord::to_json() const {
                         {"save_s", save_s},
                         {"load_s", load_s},
                         {"exit", exit}};
+  if (!plan.empty()) rec["plan"] = plan;
   if (!stop_detail.empty()) rec["stop_detail"] = stop_detail;
   if (threads) {
     rec["threads"] = *threads;
@@ -26,6 +26,7 @@ nlohmann::json StageRecord::to_json() const {
   }
   // What this stage changed in the configuration since the checkpoint it resumed: [was, now].
   if (!config_changes.empty()) rec["config_changes"] = config_changes;
+  if (!reported_by.empty()) rec["reported_by"] = reported_by;
   return rec;
 }
 

@@ -17,7 +17,7 @@ struct StageRecord {
   double end = 0;             // unix time it ended
   nlohmann::json allocation;  // scheduler, job id, world size
   int world = 1;
-  std::string plan;  // the plan's summary
+  std::string plan;  // the plan's summary ("" = not known: a stage recorded by another process)
   int64_t step_from = 0;
   int64_t step_to = 0;
   int64_t total_steps = 0;
@@ -30,6 +30,7 @@ struct StageRecord {
   std::optional<int> threads;    // train.threads = 0: the measured choice
   std::string threads_measured;  // and its measurements
   nlohmann::json config_changes = nlohmann::json::object();  // "section.key": [was, now] since the checkpoint
+  std::string reported_by;  // "" = the stage's own trainer; else who recorded it from metrics.jsonl
   nlohmann::json to_json() const;
 };
 

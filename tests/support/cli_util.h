@@ -4,26 +4,11 @@
 #include <string>
 
 #include "tests/support/test_util.h"
+#include "tests/support/tiny_configs.h"
 
 namespace gtrain {
 
-inline const std::string kTiny = R"(
-[model]
-name = "mlp"
-hidden = [16]
-[data]
-kind = "synthetic"
-synthetic_samples = 512
-synthetic_features = 8
-synthetic_classes = 3
-[train]
-global_batch = 32
-steps = 20
-eval_interval = 10
-[log]
-progress = "plain"
-interval = 5
-)";
+inline const std::string kTiny = test::tiny_job("mlp");
 
 // `gtrain run CONFIG --run-dir RUN_DIR EXTRA`, its exit code and merged output.
 inline test::CommandResult gtrain_run(const std::string& config, const std::string& run_dir,

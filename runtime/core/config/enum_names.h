@@ -34,7 +34,7 @@ template <class E>
 struct has_enum_names<E, std::void_t<decltype(enum_names(E{}))>> : std::true_type {};
 // True for an enum with a name table.
 template <class E>
-inline constexpr bool has_enum_names_v = std::is_enum_v<E> && has_enum_names<E>::value;
+inline constexpr bool has_enum_names_v = std::conjunction_v<std::is_enum<E>, has_enum_names<E>>;
 
 // The name of `value` in its table ("?" for a value outside it, which no reader produces).
 template <class E, class = std::enable_if_t<has_enum_names_v<E>>>
