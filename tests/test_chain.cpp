@@ -80,6 +80,7 @@ TEST(SubmitChain, CancelThatFailsSaysSoAndKeepsTheChain) {
   } catch (const Error& e) {
     EXPECT_EQ(e.exit_code(), 1);
     EXPECT_NE(std::string(e.what()).find("1 job(s) could not be cancelled"), std::string::npos) << e.what();
+    EXPECT_EQ(e.hint().rfind("try gtrain cancel ", 0), 0u) << e.hint();
   }
   EXPECT_NE(cancel.str().find("gtrain cancel: 1 job(s) cancelled"), std::string::npos) << cancel.str();
   const Chain c = read_chain(o.run_dir);

@@ -133,8 +133,8 @@ TEST(Idx, MissingAndMalformedFilesNameThePath) {
     open_idx("/dev/zero", dir.file("ovf-labels-idx1-ubyte"));
     FAIL();
   } catch (const DataError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "/dev/zero: not a regular file (a device, FIFO or socket); data.path must name a file");
+    EXPECT_EQ(std::string(e.what()), "/dev/zero: not a regular file (a device, FIFO or socket)");
+    EXPECT_EQ(e.hint(), "make data.path name a file");
   }
 }
 
@@ -228,7 +228,7 @@ TEST(Tokens, BadShardsAndGlobsAreNamed) {
     try {
       f();
     } catch (const DataError& e) {
-      return e.what();
+      return e.hint().empty() ? std::string(e.what()) : std::string(e.what()) + " | hint: " + e.hint();
     }
     return "no error";
   };
@@ -238,14 +238,16 @@ TEST(Tokens, BadShardsAndGlobsAreNamed) {
                 ": llm.c header says 11 tokens, but the file holds 10 after its header (a truncated or damaged "
                 "shard?)");
   test::write_file(dir.file("wide.bin"), llmc_shard(iota_tokens(0, 10), 2));
-  EXPECT_EQ(error_of([&] { open_token_file(dir.file("wide.bin"), "uint16", 4, 0, 1, false, 0); }),
-            dir.file("wide.bin") + ": llm.c header says uint32 tokens (version 2); set data.token_dtype = \"uint32\"");
+  EXPECT_EQ(
+      error_of([&] { open_token_file(dir.file("wide.bin"), "uint16", 4, 0, 1, false, 0); }),
+      dir.file("wide.bin") + ": llm.c header says uint32 tokens (version 2) | hint: set data.token_dtype = \"uint32\"");
   test::write_file(dir.file("v7.bin"), llmc_shard(iota_tokens(0, 10), 7));
   EXPECT_NE(
       error_of([&] { open_token_file(dir.file("v7.bin"), "uint16", 4, 0, 1, false, 0); }).find("unknown version 7"),
       std::string::npos);
-  EXPECT_EQ(error_of([&] { expand_data_path(dir.file("none_*.bin"), "data.eval_path"); }),
-            "data.eval_path: no file matches \"" + dir.file("none_*.bin") + "\"");
+  EXPECT_EQ(
+      error_of([&] { expand_data_path(dir.file("none_*.bin"), "data.eval_path"); }),
+      "data.eval_path: no file matches \"" + dir.file("none_*.bin") + "\" | hint: check the pattern in data.eval_path");
   std::filesystem::create_directory(dir.file("sub.bin"));
   EXPECT_NE(error_of([&] { expand_data_path(dir.file("*.bin"), "data.path"); }).find("sub.bin: is a directory"),
             std::string::npos);
@@ -268,11 +270,11 @@ TEST(Tokens, BadShardsAndGlobsAreNamed) {
                          "data.path");
       }),
       "data.path (3 files): too short for one window of model.seq_len + 1 = 5 tokens in any one file (4 tokens in "
-      "the longest); lower model.seq_len or give longer files");
+      "the longest) | hint: lower model.seq_len or give longer files");
   test::write_file(dir.file("ten.bin"), llmc_shard(iota_tokens(0, 10)));
   EXPECT_EQ(error_of([&] { open_token_file(dir.file("ten.bin"), "uint16", 4, 0, 0.3, false, 0); }),
             dir.file("ten.bin") +
-                ": its training split is too short for one window of model.seq_len + 1 = 5 tokens; lower "
+                ": its training split is too short for one window of model.seq_len + 1 = 5 tokens | hint: lower "
                 "data.eval_fraction or model.seq_len");
   // A path naming an existing file is taken literally, glob characters and all; "data[1].bin" as a
   // pattern would match data1.bin.
@@ -289,7 +291,7 @@ TEST(Tokens, BadShardsAndGlobsAreNamed) {
   EXPECT_EQ(error_of([&] { open_token_file(dir.file("huge.bin"), "uint32", 4, 0, 1, false, 0); }),
             dir.file("huge.bin") +
                 ": token id 2147483647 with model.vocab = 0 would make a 2147483648-id vocabulary (data.token_dtype = "
-                "\"uint32\"; a file of another element type?); set model.vocab if the ids are right");
+                "\"uint32\"; a file of another element type?) | hint: set model.vocab if the ids are right");
 }
 
 TEST(Tokens, EvalPathIsTheHeldOutSplitAndTheVocabularyCoversIt) {
@@ -317,7 +319,8 @@ TEST(Tokens, EvalPathIsTheHeldOutSplitAndTheVocabularyCoversIt) {
     open_datasets(d, m, 1);
     ADD_FAILURE() << "a directory opened as data.eval_path";
   } catch (const DataError& e) {
-    EXPECT_EQ(std::string(e.what()), dir.path() + ": is a directory; data.eval_path must name a file");
+    EXPECT_EQ(std::string(e.what()), dir.path() + ": is a directory");
+    EXPECT_EQ(e.hint(), "make data.eval_path name a file");
   }
   // Held-out files that also train are named.
   d.eval_path = dir.file("train_*.bin");
@@ -441,10 +444,10 @@ TEST(TextBytes, ByteLevelWindows) {
     open_text_bytes(dir.file("t.txt"), 4, 0.95, 1.0, true);
     ADD_FAILURE() << "a 1-byte eval split opened";
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("its eval split is too short for one window of model.seq_len + 1 = 5 tokens; "
-                                         "raise data.eval_fraction"),
+    EXPECT_NE(std::string(e.what()).find("its eval split is too short for one window of model.seq_len + 1 = 5 tokens"),
               std::string::npos)
         << e.what();
+    EXPECT_EQ(e.hint().rfind("raise data.eval_fraction", 0), 0u) << e.hint();
   }
   // A directory as data.path: a data error naming it, not the stream library's "Is a directory".
   for (auto open : {std::function<void()>([&] { open_text_bytes(dir.path(), 4, 0.0, 1.0, false); }),
@@ -453,7 +456,8 @@ TEST(TextBytes, ByteLevelWindows) {
       open();
       ADD_FAILURE() << "a directory opened as data";
     } catch (const DataError& e) {
-      EXPECT_EQ(std::string(e.what()), dir.path() + ": is a directory; data.path must name a file");
+      EXPECT_EQ(std::string(e.what()), dir.path() + ": is a directory");
+      EXPECT_EQ(e.hint(), "make data.path name a file");
     }
   }
 }

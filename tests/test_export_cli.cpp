@@ -74,9 +74,10 @@ TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
             "gtrain: config error: --dtype: 'int8' is not one of stored, float32, bfloat16, float16 (or fp32, bf16, "
             "fp16 as precision.dtype spells them)\n"},
            {dir.file("run") + " " + dir.file("no/x.st"),
-            "gtrain: config error: " + dir.file("no/x.st") + ": folder " + dir.file("no") + " does not exist\n"},
+            "gtrain: config error: " + dir.file("no/x.st") + ": folder " + dir.file("no") +
+                " does not exist\n  hint: create the folder first, or give a path in an existing one\n"},
            {dir.file("run") + " " + dir.path(),
-            "gtrain: config error: " + dir.path() + ": is a directory; give the .safetensors file to write\n"},
+            "gtrain: config error: " + dir.path() + ": is a directory\n  hint: give the .safetensors file to write\n"},
            {dir.file("gpt.toml") + " " + dir.file("x.st"),
             "gtrain: config error: " + dir.file("gpt.toml") +
                 ": not a checkpoint, and holds no committed checkpoint\n"}}) {
@@ -92,10 +93,10 @@ TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
   fs::create_symlink("real/t.safetensors", dir.file("link.safetensors"));  // dangling until written
   const std::string step_dir = cks.back().second.string();
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
-           {dir.file("fifo"), dir.file("fifo") + ": is not a regular file (a device, FIFO or socket); give the "
-                                                 ".safetensors file to write"},
-           {step_dir + "/x.safetensors",
-            step_dir + "/x.safetensors: is inside the checkpoint it exports (" + step_dir + "); write it elsewhere"},
+           {dir.file("fifo"), dir.file("fifo") + ": is not a regular file (a device, FIFO or socket)\n"
+                                                 "  hint: give the .safetensors file to write"},
+           {step_dir + "/x.safetensors", step_dir + "/x.safetensors: is inside the checkpoint it exports (" + step_dir +
+                                             ")\n  hint: write it elsewhere"},
            {"''", "OUT: expected the path of the .safetensors file to write, got ''"}}) {
     r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;

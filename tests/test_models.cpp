@@ -130,12 +130,12 @@ TEST(Registry, BadFactoriesAndNameClashesAreConfigErrors) {
     try {
       f();
     } catch (const ConfigError& e) {
-      return e.what();
+      return e.hint().empty() ? std::string(e.what()) : std::string(e.what()) + " | hint: " + e.hint();
     }
-    return "no error";
+    return std::string("no error");
   };
   EXPECT_EQ(error_of([&] { reg.add("mlp", [](const ModelConfig&, const DataSpec&) { return nullptr; }); }),
-            "model registry: 'mlp' is already a registered model; give the new one a name of its own");
+            "model registry: 'mlp' is already a registered model | hint: give the new one a name of its own");
   reg.add("null", [](const ModelConfig&, const DataSpec&) -> std::shared_ptr<Model> { return nullptr; });
   reg.add("int", [](const ModelConfig&, const DataSpec&) -> std::shared_ptr<Model> { throw 7; });
   ModelConfig c;

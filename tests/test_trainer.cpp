@@ -124,8 +124,8 @@ TEST(Trainer, EpochsAndTokensSetTheStepCount) {
     compute_total_steps(t, 1000, 0);
     FAIL() << "accepted train.epochs = 1e18";
   } catch (const ConfigError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "train.epochs = 1e+18 makes 1e+19 optimizer steps (more than 2^62); give a realistic length");
+    EXPECT_EQ(std::string(e.what()), "train.epochs = 1e+18 makes 1e+19 optimizer steps (more than 2^62)");
+    EXPECT_EQ(e.hint(), "give a realistic length");
   }
   t.epochs = 1e14;
   EXPECT_EQ(compute_total_steps(t, 1000, 0), 1000000000000000ll);

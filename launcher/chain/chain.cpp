@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 #include "runtime/core/schedule.h"
 
 namespace fs = std::filesystem;
@@ -266,7 +267,10 @@ bool chain_exists(const std::string& run_dir) {
 
 Chain read_chain(const std::string& run_dir) {
   std::ifstream f(chain_path(run_dir));
-  if (!f) throw ConfigError(chain_path(run_dir) + ": no chain (was this run submitted with gtrain submit?)");
+  if (!f) {
+    throw ConfigError(chain_path(run_dir) + ": no chain",
+                      "check that this run was submitted with gtrain submit: only a submitted run has a chain");
+  }
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(f);
@@ -281,7 +285,7 @@ void write_chain(const std::string& run_dir, const Chain& c) {
   {
     std::ofstream f(tmp);
     f << to_json(c).dump(2) << "\n";
-    if (!f) throw Error(tmp + ": cannot write");
+    if (!f) throw Error(tmp + ": cannot write", "check that the disk is not full and the run directory is writable");
   }
   fs::rename(tmp, path);
 }
@@ -383,7 +387,10 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
   for (size_t i = 0; i < c.stages.size(); ++i) {
     if (c.stages[i].index == stage) k = i;
   }
-  if (k == c.stages.size()) throw ConfigError(chain_path(run_dir) + ": no stage " + std::to_string(stage));
+  if (k == c.stages.size()) {
+    throw ConfigError(str(chain_path(run_dir), ": no stage ", stage),
+                      str("gtrain status ", run_dir, " lists the stages"));
+  }
   auto& s = c.stages[k];
   // PBS may name one job "123.server" in qsub's answer and "123.server.example.org" in PBS_JOBID.
   const auto id_of = [](const std::string& j) { return j.substr(0, j.find('.')); };
@@ -421,11 +428,15 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
 ChainLock::ChainLock(const std::string& run_dir) {
   const std::string path = (fs::path(run_dir) / ".chain.lock").string();
   fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (!fd_) throw Error(path + ": cannot open the chain's lock file: " + std::strerror(errno));
+  if (!fd_) {
+    throw Error(str(path, ": cannot open the chain's lock file: ", std::strerror(errno)),
+                "check that the run directory exists and is writable");
+  }
   for (int waited_ms = 0; ::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0; waited_ms += 100) {
     if (waited_ms >= 300000) {
       fd_.reset();
-      throw Error(path + ": another gtrain (submit, cancel or a stage's chain-step) has held the chain for 5 minutes");
+      throw Error(path + ": another gtrain (submit, cancel or a stage's chain-step) has held the chain for 5 minutes",
+                  "retry once that gtrain has finished");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

@@ -42,7 +42,7 @@ void check_command_words(const CLI::App& app, int argc, char** argv) {
   const bool help = i < argc && (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help" ||
                                  std::string(argv[i]) == "--version");
   if (!help && cur->get_require_subcommand_min() > 0 && (i == argc || argv[i][0] == '-'))
-    throw UsageError(path + ": expected a command, one of " + command_names(cur) + " (see " + path + " --help)");
+    throw UsageError(str(path, ": expected a command, one of ", command_names(cur)), str("see ", path, " --help"));
 }
 
 }  // namespace
@@ -64,7 +64,7 @@ int cli_main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    throw ConfigError(std::string(e.what()) + " (see gtrain --help)");
+    throw ConfigError(e.what(), "see gtrain --help");
   }
   for (const auto& c : commands) {
     if (c.app->parsed()) return c.run();

@@ -132,8 +132,9 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
   if (!o.gpu_mem.empty()) mem_flag = parse_memory_size(o.gpu_mem, "--gpu-mem");
   Allocation alloc;
   if (hypothetical && o.ranks > 0) {
-    throw ConfigError("--ranks " + std::to_string(o.ranks) + " plans the ranks gtrain run --ranks " +
-                      std::to_string(o.ranks) + " starts here, --gpus " + o.gpus + " GPUs elsewhere: give one of them");
+    throw ConfigError(str("--ranks ", o.ranks, " plans the ranks gtrain run --ranks ", o.ranks, " starts here, --gpus ",
+                          o.gpus, " GPUs elsewhere"),
+                      "give one of them");
   }
   if (hypothetical) {
     counts = parse_gpu_counts(o.gpus, "--gpus");
@@ -354,7 +355,8 @@ struct PlanReport {
   double usable = 0;  // usable memory per rank
   std::string unit;   // "GPU" or "rank"
   std::vector<WhatIfRow> rows;
-  std::string error;  // why nothing fits ("" when ok)
+  std::string error;       // why nothing fits ("" when ok)
+  std::string error_hint;  // what to do about it ("" when none)
 };
 
 // --calibrate: this machine measured, and where its profile was saved.
@@ -366,7 +368,7 @@ struct CalibrationReport {
 CalibrationReport run_calibration(const std::map<std::string, std::string>& env, const HardwareInfo& hw) {
   CalibrationReport r;
   r.path = profile_path(env, hw.hostname);
-  if (r.path.empty()) throw ConfigError("--calibrate: nowhere to save the profile; set GTRAIN_PROFILE_DIR or HOME");
+  if (r.path.empty()) throw ConfigError("--calibrate: nowhere to save the profile", "set GTRAIN_PROFILE_DIR or HOME");
   r.c = calibrate_this_machine(hw);
   save_profile(r.c.profile, r.path);
   return r;
@@ -458,6 +460,7 @@ PlanReport compute_plan_report(const PlanOptions& o, const std::map<std::string,
       plan_job(r.input);
     } catch (const ConfigError& e) {
       r.error = e.what();
+      r.error_hint = e.hint();
     }
   }
   return r;
@@ -653,7 +656,10 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
     }
     if (!o.json) out << "\n";
   }
-  if (o.config_path.empty()) throw ConfigError("gtrain plan: a config file is required (or --calibrate)");
+  if (o.config_path.empty()) {
+    throw ConfigError("gtrain plan: a config file is required",
+                      "give the config file (gtrain plan CONFIG), or --calibrate to measure this machine");
+  }
   const PlanReport report = compute_plan_report(o, env, hw);
   if (o.json) {
     fill_plan_json(o, report, doc);
@@ -664,7 +670,7 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
     render_alternatives(o, report, out);
     render_what_if(report, out);
   }
-  if (!report.ok) throw ConfigError(report.error.empty() ? "no layout fits" : report.error);
+  if (!report.ok) throw ConfigError(report.error.empty() ? "no layout fits" : report.error, report.error_hint);
   return kExitOk;
 }
 

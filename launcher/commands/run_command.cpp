@@ -85,7 +85,9 @@ void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Pla
   {
     std::ofstream f(fs::path(run_dir) / "config.toml");
     f << to_toml(cfg);
-    if (!f) throw Error(run_dir + "/config.toml: cannot write");
+    if (!f)
+      throw Error(run_dir + "/config.toml: cannot write",
+                  "check that the disk is not full and the run directory is writable");
   }
   nlohmann::json pj = {{"world", plan.world},
                        {"dp", plan.dp},
@@ -233,8 +235,9 @@ void open_communicator(RankJob& job) {
   }
 #else
   if (job.rank_env.launched) {
-    throw ConfigError("this gtrain was built without MPI, so it cannot run as one of " +
-                      std::to_string(job.rank_env.size) + " ranks (rebuild with libopenmpi-dev installed)");
+    throw ConfigError(
+        str("this gtrain was built without MPI, so it cannot run as one of ", job.rank_env.size, " ranks"),
+        "rebuild with libopenmpi-dev installed");
   }
 #endif
   if (!job.comm) job.comm = std::make_shared<LocalCommunicator>();
@@ -279,7 +282,10 @@ ResumeChoice choose_resume(const RankJob& job, const TrainerPaths& paths) {
   const RunOptions& o = job.o;
   if (!o.resume.empty()) {
     if (!fs::exists(fs::path(o.resume) / "manifest.json")) {
-      throw ConfigError("--resume " + o.resume + ": not a committed checkpoint (no manifest.json)");
+      throw ConfigError(
+          "--resume " + o.resume + ": not a committed checkpoint (no manifest.json)",
+          "give --resume a checkpoint directory that holds a manifest.json, or leave --resume out to resume from "
+          "the newest valid checkpoint of the run directory");
     }
     r.from = o.resume;
     return r;
@@ -310,7 +316,10 @@ void prepare_run_directory(const RankJob& job, const ResumeChoice& resume) {
     if (!job.batch_note.empty() && !job.o.quiet) std::cout << "gtrain: " << job.batch_note << std::endl;
     std::error_code ec;
     fs::create_directories(job.run_dir, ec);
-    if (ec) throw ConfigError(job.run_dir + ": cannot create run directory: " + ec.message());
+    if (ec) {
+      throw ConfigError(job.run_dir + ": cannot create run directory: " + ec.message(),
+                        "check that its parent folder is writable, or choose another --run-dir");
+    }
   }
   if (job.comm->size() > 1) job.comm->barrier();
 }

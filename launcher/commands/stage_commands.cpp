@@ -201,11 +201,17 @@ void read_unrecorded_stages(RunStatus& st, const fs::path& dir) {
 }
 
 RunStatus compute_status(const std::string& run_dir) {
-  if (!fs::is_directory(run_dir)) throw ConfigError(run_dir + ": no such run directory");
+  if (!fs::is_directory(run_dir)) {
+    throw ConfigError(
+        run_dir + ": no such run directory",
+        "give the run directory gtrain run or gtrain submit used (its --run-dir, or <log.root>/<log.name>)");
+  }
   const fs::path dir(run_dir);
   if (!fs::exists(dir / "config.toml") && !fs::exists(dir / "metrics.jsonl") && !fs::exists(dir / "stages.jsonl") &&
       !fs::exists(dir / "checkpoints") && !fs::exists(dir / "chain.json")) {
-    throw ConfigError(run_dir + ": not a gtrain run directory (no config.toml, metrics.jsonl or checkpoints)");
+    throw ConfigError(
+        run_dir + ": not a gtrain run directory (no config.toml, metrics.jsonl or checkpoints)",
+        "give the run directory gtrain run or gtrain submit used (its --run-dir, or <log.root>/<log.name>)");
   }
   if (chain_exists(run_dir)) read_chain(run_dir);  // a bad chain.json: one clear error before any report
   RunStatus st;
@@ -402,17 +408,20 @@ int ckpt_export_command(const CkptExportOptions& o) {
     out = target.is_absolute() ? target : out.parent_path() / target;
   }
   const auto st = fs::status(out, ec);
-  if (fs::is_directory(st)) throw ConfigError(o.out + ": is a directory; give the .safetensors file to write");
+  if (fs::is_directory(st)) throw ConfigError(o.out + ": is a directory", "give the .safetensors file to write");
   if (fs::exists(st) && !fs::is_regular_file(st))
-    throw ConfigError(o.out +
-                      ": is not a regular file (a device, FIFO or socket); give the .safetensors file to write");
+    throw ConfigError(o.out + ": is not a regular file (a device, FIFO or socket)",
+                      "give the .safetensors file to write");
   const fs::path folder = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  if (!fs::is_directory(folder, ec)) throw ConfigError(o.out + ": folder " + folder.string() + " does not exist");
+  if (!fs::is_directory(folder, ec)) {
+    throw ConfigError(str(o.out, ": folder ", folder.string(), " does not exist"),
+                      "create the folder first, or give a path in an existing one");
+  }
   CheckpointReader ck(resolve_checkpoint_path(o.path));
   {
     const std::string inside = fs::weakly_canonical(ck.path(), ec).string() + "/";
     if (fs::weakly_canonical(out, ec).string().rfind(inside, 0) == 0)
-      throw ConfigError(o.out + ": is inside the checkpoint it exports (" + ck.path() + "); write it elsewhere");
+      throw ConfigError(str(o.out, ": is inside the checkpoint it exports (", ck.path(), ")"), "write it elsewhere");
   }
   const auto names = ck.tensor_names();
   std::vector<SafetensorsSpec> specs;
@@ -430,7 +439,8 @@ int ckpt_export_command(const CkptExportOptions& o) {
     s.dtype = (!stored && c10::isFloatingType(held)) ? cast : held;
     specs.push_back(std::move(s));
   }
-  if (specs.empty()) throw CheckpointError(ck.path() + ": holds no model tensors to export");
+  const std::string inspect = str("gtrain ckpt inspect ", ck.path(), " shows what it holds");
+  if (specs.empty()) throw CheckpointError(ck.path() + ": holds no model tensors to export", inspect);
   const nlohmann::json model = model_json(ck.manifest().meta.model);
   std::map<std::string, std::string> meta = {{"format", "pt"},
                                              {"gtrain_checkpoint", ck.path()},
@@ -456,7 +466,8 @@ int ckpt_export_command(const CkptExportOptions& o) {
   for (size_t i = 0; i < specs.size(); ++i) {
     const torch::Tensor t = back.has(specs[i].name) ? back.read(specs[i].name) : torch::Tensor();
     if (!t.defined() || t.scalar_type() != specs[i].dtype || crc32c(t.data_ptr(), t.nbytes()) != crcs[i])
-      throw CheckpointError(o.out + ": tensor '" + specs[i].name + "' reads back different from what was written");
+      throw CheckpointError(str(o.out, ": tensor '", specs[i].name, "' reads back different from what was written"),
+                            "check the disk and file system holding it, then run gtrain ckpt export again");
   }
   if (overflowed > 0)
     std::fprintf(stderr,

@@ -25,6 +25,7 @@
 #include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 #include "runtime/data/mapped_file.h"
 
 namespace fs = std::filesystem;
@@ -43,7 +44,8 @@ std::vector<int> parse_counts(const std::string& text, const std::string& what) 
       throw ConfigError(what + " '" + text + "': expected a positive count or a comma-separated list of them");
     out.push_back(std::stoi(item));
   }
-  if (out.empty()) throw ConfigError(what + " is empty");
+  if (out.empty())
+    throw ConfigError(what + " is empty", "give a positive count such as 4, or one per stage such as 4,8");
   return out;
 }
 
@@ -161,7 +163,9 @@ double parse_slurm_time(const std::string& text) {
   // HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (so "1-00:30" is a day and 30 minutes, "100:00:00" is 100
   // hours, and a plain number is minutes, as sbatch --time reads them). Whole seconds, rounded up.
   const double total = std::ceil(parse_duration(text, "--time", 60));
-  if (total < 60) throw ConfigError("--time '" + text + "': Slurm's smallest time limit is one minute");
+  if (total < 60) {
+    throw ConfigError(str("--time '", text, "': Slurm's smallest time limit is one minute"), "give --time 1m or more");
+  }
   return total;
 }
 
@@ -196,16 +200,18 @@ int validate_submit_options(const SubmitOptions& o) {
   const auto nodes = parse_counts(o.nodes, "--nodes");
   for (const auto* list : {&gpus, &nodes}) {
     if (list->size() > 1 && stages > 0 && static_cast<int>(list->size()) != stages)
-      throw ConfigError((list == &gpus ? "--gpus" : "--nodes") + std::string(" lists ") + std::to_string(list->size()) +
-                        " stages but --stages is " + o.stages);
+      throw ConfigError(
+          str(list == &gpus ? "--gpus" : "--nodes", " lists ", list->size(), " stages but --stages is ", o.stages),
+          "give one count per stage, one count for all stages, or leave --stages out");
   }
   if (gpus.size() > 1 && nodes.size() > 1 && gpus.size() != nodes.size())
-    throw ConfigError("--gpus and --nodes list different numbers of stages");
+    throw ConfigError("--gpus and --nodes list different numbers of stages",
+                      "give both one count per stage, or one of them a single count for all stages");
   for (size_t i = 0; i < gpus.size(); ++i) {
     const int n = nodes[nodes.size() > 1 ? i : 0];
     if (gpus[i] % n != 0)
-      throw ConfigError("--gpus " + std::to_string(gpus[i]) + " cannot be spread evenly over " + std::to_string(n) +
-                        " nodes");
+      throw ConfigError(str("--gpus ", gpus[i], " cannot be spread evenly over ", n, " nodes"),
+                        "give a GPU count that the node count divides, or change --nodes");
   }
   const double limit = parse_slurm_time(o.time);
   check_name(o.partition, "--partition");
@@ -218,8 +224,10 @@ int validate_submit_options(const SubmitOptions& o) {
   }
   if (o.signal_lead_s < 0) throw ConfigError("--signal-lead must be >= 0");
   if (o.signal_lead_s >= limit)
-    throw ConfigError("--signal-lead " + std::to_string(o.signal_lead_s) + " s is not below --time " + o.time);
-  if (o.config_path.empty()) throw ConfigError("gtrain submit needs a config file");
+    throw ConfigError(str("--signal-lead ", o.signal_lead_s, " s is not below --time ", o.time),
+                      "lower --signal-lead or raise --time");
+  if (o.config_path.empty())
+    throw ConfigError("gtrain submit needs a config file", "give it first: gtrain submit CONFIG [flags]");
   return stages;
 }
 
@@ -281,8 +289,9 @@ std::vector<Window> submit_windows(const JobConfig& cfg) {
     std::string list;
     for (const auto& x : stops) list += (list.empty() ? "\"" : ", \"") + x + "\"";
     throw ConfigError("schedule.stop_signals = [" + list +
-                      "] lacks \"USR1\", which the stage scripts send gtrain run to save before the time limit "
-                      "(Slurm's --signal=B:USR1, and the scheduler's TERM forwarded as USR1); add \"USR1\"");
+                          "] lacks \"USR1\", which the stage scripts send gtrain run to save before the time limit "
+                          "(Slurm's --signal=B:USR1, and the scheduler's TERM forwarded as USR1)",
+                      "add \"USR1\" to schedule.stop_signals");
   }
   std::vector<Window> windows;
   for (size_t i = 0; i < cfg.schedule.window.size(); ++i)
@@ -398,7 +407,9 @@ void write_stage_scripts(const SubmitOptions& o, const std::vector<StagePlan>& p
     {
       std::ofstream f(script_path);
       f << batch_script(backend, b);
-      if (!f) throw ConfigError(script_path + ": cannot write");
+      if (!f)
+        throw ConfigError(script_path + ": cannot write",
+                          "check that the disk is not full and the run directory is writable");
     }
     fs::permissions(script_path, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
     s.submit_argv = backend.submit_argv({w.job_name, w.run_dir, b.index, script_path});
@@ -490,7 +501,7 @@ void submit_chain(const SubmitOptions& o, const std::map<std::string, std::strin
       write_chain(run_dir, chain);
       std::string text = r.text;
       while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-      throw Error(chain.reason + "; try again when it answers. " + program + " said:\n" + text);
+      throw Error(str(chain.reason, ". ", program, " said:\n", text), "try again when it answers");
     }
     if (r.rc != 0) refused(o, env, chain, i, r, run_dir, runner);
     previous = chain.stages[i].job;
@@ -524,7 +535,10 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   check_stages_runnable(cfg, run_dir, plans, windows, stages == 0 && o.gpus.empty());
   std::error_code ec;
   fs::create_directories(run_dir, ec);
-  if (ec) throw ConfigError(run_dir + ": cannot create run directory: " + ec.message());
+  if (ec) {
+    throw ConfigError(run_dir + ": cannot create run directory: " + ec.message(),
+                      "check that its parent folder is writable, or choose another --run-dir");
+  }
   ScriptCommon w;
   w.run_dir = run_dir;
   w.lead = o.signal_lead_s > 0
@@ -532,8 +546,9 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
                : signal_lead_seconds(measured_save_seconds(run_dir), cfg.schedule.save_safety, cfg.schedule.min_lead_s);
   if (w.lead >= parse_slurm_time(o.time))
     throw ConfigError("--time " + o.time + " is too short: the " +
-                      (backend.signals_before_limit() ? "USR1 lead" : "save lead") + " alone is " +
-                      std::to_string(w.lead) + " s (save time x safety + margin + 30 s)");
+                          (backend.signals_before_limit() ? "USR1 lead" : "save lead") + " alone is " +
+                          std::to_string(w.lead) + " s (save time x safety + margin + 30 s)",
+                      "raise --time, or give a shorter lead with --signal-lead");
   std::string name = cfg.log.name.empty() ? fs::path(o.config_path).stem().string() : cfg.log.name;
   for (char c : name) w.job_name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
   w.job_name = "gtrain-" + w.job_name;
@@ -571,10 +586,8 @@ int cancel_command(const std::string& run_dir, const CommandRunner& runner, std:
   if (n.signalled > 0) out << ", " << n.signalled << " running stage(s) saving before they stop";
   out << "\n";
   if (n.failed > 0)
-    throw Error("gtrain cancel: " + std::to_string(n.failed) +
-                " job(s) could not be cancelled (see above); the chain "
-                "stays running: try gtrain cancel " +
-                shell_quote(run_dir) + " again");
+    throw Error(str("gtrain cancel: ", n.failed, " job(s) could not be cancelled (see above); the chain stays running"),
+                str("try gtrain cancel ", shell_quote(run_dir), " again"));
   return kExitOk;
 }
 

@@ -70,7 +70,10 @@ std::vector<std::string> mpirun_argv(const LaunchSpec& s) {
   if (s.hosts.size() > 1) {
     std::ofstream f(s.hostfile);
     for (const auto& h : s.hosts) f << h.host << " slots=" << h.slots << "\n";
-    if (!f) throw ConfigError(s.hostfile + ": cannot write the mpirun hostfile");
+    if (!f) {
+      throw ConfigError(s.hostfile + ": cannot write the mpirun hostfile",
+                        "check that the disk is not full and the run directory is writable");
+    }
     argv.insert(argv.end(), {"--hostfile", s.hostfile});
     for (const auto& name : s.forward_env) argv.insert(argv.end(), {"-x", name});
   }
@@ -230,7 +233,8 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
   if (child < 0) {
     const int fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &before, nullptr);
-    throw Error(std::string("cannot start mpirun: fork failed: ") + std::strerror(fork_errno));
+    throw Error(std::string("cannot start mpirun: fork failed: ") + std::strerror(fork_errno),
+                "check this user's process and memory limits (ulimit -u, ulimit -v)");
   }
   if (child == 0) exec_mpirun_child(cargv, parent, err_pipe, out_pipe);
   std::unique_ptr<MpirunOutputForwarder> forward_stderr, forward_stdout;

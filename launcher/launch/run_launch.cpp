@@ -160,19 +160,20 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
                               " must divide the " + std::to_string(per_replica) +
                               " samples per replica (train.global_batch " + std::to_string(cfg.train.global_batch) +
                               " / dp " + std::to_string(dp) + ")";
+      const std::string own_hint = str("set parallel.pp_microbatches to a divisor of ", per_replica);
       try {  // the layout's other problems too, in one message
         plan_job(pin);
       } catch (const ConfigError& e) {
-        throw ConfigError(std::string(e.what()) + "; " + own);
+        throw ConfigError(str(e.what(), "; ", own), e.hint().empty() ? own_hint : str(e.hint(), "; ", own_hint));
       }
-      throw ConfigError(own);
+      throw ConfigError(own, own_hint);
     }
     pin.parallel.micro_batch = per_replica / cfg.parallel.pp_microbatches;
   }
   Plan plan = plan_job(pin);
   if (plan.tp > 1 && stats.vocab > 0 && stats.vocab % plan.tp != 0) {
-    throw ConfigError("tp = " + std::to_string(plan.tp) + " must divide the vocabulary (" +
-                      std::to_string(stats.vocab) + "); set model.vocab to a multiple of " + std::to_string(plan.tp));
+    throw ConfigError(str("tp = ", plan.tp, " must divide the vocabulary (", stats.vocab, ")"),
+                      str("set model.vocab to a multiple of ", plan.tp));
   }
   return plan;
 }

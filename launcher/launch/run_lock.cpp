@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 
 namespace gtrain {
 
@@ -20,16 +21,22 @@ namespace {
 UniqueFd lock_dir(const std::string& dir, const std::string& what, const std::string& hint) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw ConfigError(dir + ": cannot create " + what + ": " + ec.message());
+  if (ec)
+    throw ConfigError(str(dir, ": cannot create ", what, ": ", ec.message()),
+                      "check that its parent folder is writable");
   const std::string path = dir + "/.lock";
   // Not close-on-exec: gtrain-worker, which replaces the launcher for one rank, keeps holding it.
   UniqueFd lock(::open(path.c_str(), O_RDWR | O_CREAT, 0644));
   const int fd = lock.get();
-  if (fd < 0) throw ConfigError(path + ": cannot open lock file: " + std::strerror(errno));
+  if (fd < 0) {
+    throw ConfigError(str(path, ": cannot open lock file: ", std::strerror(errno)),
+                      "check that the directory is writable");
+  }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int64_t holder = RunLock::holder_pid(dir);
     throw BusyError(what + " " + dir + " is in use by another gtrain run" +
-                    (holder > 0 ? " (pid " + std::to_string(holder) + ")" : "") + "; " + hint);
+                        (holder > 0 ? " (pid " + std::to_string(holder) + ")" : ""),
+                    hint);
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) == 0) {

@@ -12,6 +12,7 @@
 #include "launcher/scheduler/hostlist.h"
 #include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 
 namespace fs = std::filesystem;
 
@@ -214,17 +215,20 @@ class PbsBackend : public SchedulerBackend {
 
   void check_qos(const std::string& qos) const override {
     if (!qos.empty())
-      throw ConfigError("--qos '" + qos + "': PBS has no QOS; choose the queue with --partition (qsub -q) instead");
+      throw ConfigError(str("--qos '", qos, "': PBS has no QOS"),
+                        "choose the queue with --partition (qsub -q) instead");
   }
   void check_launcher(const std::string& launcher) const override {
     if (launcher == "srun")
-      throw ConfigError("--launcher srun needs --scheduler slurm (got pbs); PBS stages start ranks with mpirun");
+      throw ConfigError("--launcher srun needs --scheduler slurm (got pbs)",
+                        "give --launcher mpirun: PBS stages start ranks with mpirun");
   }
   // #SBATCH lines take quotes (slurm_backend.cpp); a #PBS line's parsing of them differs by PBS flavour.
   void check_directive(const std::string& arg) const override {
     if (arg.find_first_of(" \t\"'\\") != std::string::npos)
-      throw ConfigError("--sbatch-arg '" + arg +
-                        "': blanks, quotes and backslashes are not supported with --scheduler pbs");
+      throw ConfigError(
+          str("--sbatch-arg '", arg, "': blanks, quotes and backslashes are not supported with --scheduler pbs"),
+          "give each option as its own --sbatch-arg, without quotes");
   }
 
   std::vector<std::string> submit_argv(const SubmitRequest& r) const override {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 
 namespace gtrain {
 
@@ -108,7 +109,7 @@ CommandOutput run_merged(const CommandRunner& runner, const std::vector<std::str
 // Defaults: what a backend does not override, it does not support.
 
 void SchedulerBackend::unsupported(const std::string& what) const {
-  throw ConfigError("scheduler " + name() + " does not support " + what);
+  throw ConfigError(str("scheduler ", name(), " does not support ", what), "choose another scheduler with --scheduler");
 }
 
 SchedulerLimits SchedulerBackend::read_limits(const Allocation&, const CommandRunner&) const {

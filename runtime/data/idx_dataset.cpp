@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 #include "runtime/data/dataset.h"
 
 namespace gtrain {
@@ -104,10 +105,10 @@ void require_regular_file(const std::string& path, const std::string& key) {
   const auto st = std::filesystem::status(path, ec);
   if (ec || st.type() == std::filesystem::file_type::not_found) return;  // opening it says what is wrong
   if (st.type() == std::filesystem::file_type::directory) {
-    throw DataError(path + ": is a directory; " + key + " must name a file");
+    throw DataError(path + ": is a directory", str("make ", key, " name a file"));
   }
   if (st.type() != std::filesystem::file_type::regular) {
-    throw DataError(path + ": not a regular file (a device, FIFO or socket); " + key + " must name a file");
+    throw DataError(path + ": not a regular file (a device, FIFO or socket)", str("make ", key, " name a file"));
   }
 }
 

@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 #include "runtime/core/rank_output.h"
 #include "runtime/core/unique_fd.h"
 #include "runtime/data/dataset.h"
@@ -122,14 +123,15 @@ std::vector<std::string> expand_data_path(const std::string& path, const std::st
   // A path that names a file is that file, glob characters and all ("data[1].bin").
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) return {path};
-  if (path.find_first_of("*?[") == std::string::npos) throw DataError(key + ": file \"" + path + "\" does not exist");
+  if (path.find_first_of("*?[") == std::string::npos)
+    throw DataError(str(key, ": file \"", path, "\" does not exist"), str("check the path in ", key));
   glob_t g{};
   const int rc = ::glob(path.c_str(), GLOB_ERR, nullptr, &g);
   std::vector<std::string> out;
   for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
   ::globfree(&g);
   if (rc == GLOB_NOMATCH || (rc == 0 && out.empty())) {
-    throw DataError(key + ": no file matches \"" + path + "\"");
+    throw DataError(str(key, ": no file matches \"", path, "\""), str("check the pattern in ", key));
   }
   if (rc != 0) throw DataError(key + ": cannot expand \"" + path + "\" (a directory on the way unreadable?)");
   std::sort(out.begin(), out.end());  // glob sorts by locale; the shard order must not

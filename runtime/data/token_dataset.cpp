@@ -10,6 +10,7 @@
 
 #include "runtime/checkpoint/crc32c.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/mapped_file.h"
 
@@ -53,8 +54,8 @@ TokenFile open_tokens(const std::string& path, const std::string& dtype, const s
     }
     const char* named = width == 2 ? "uint16" : "uint32";
     if (width != f.width) {
-      throw DataError(path + ": llm.c header says " + named + " tokens (version " + std::to_string(head[1]) +
-                      "); set data.token_dtype = \"" + named + "\"");
+      throw DataError(str(path, ": llm.c header says ", named, " tokens (version ", head[1], ")"),
+                      str("set data.token_dtype = \"", named, "\""));
     }
     const size_t held = (size - kLlmcHeaderBytes) / width;
     if (head[2] < 0 || kLlmcHeaderBytes + static_cast<size_t>(head[2]) * width != size) {
@@ -241,8 +242,9 @@ int64_t token_files_vocab(const std::vector<std::string>& paths, const std::stri
     // type or layout, and a vocabulary of it would not fit in memory.
     if (m >= kLargestDataVocab) {
       throw DataError(f.map->path() + ": token id " + std::to_string(m) + " with model.vocab = 0 would make a " +
-                      std::to_string(static_cast<int64_t>(m) + 1) + "-id vocabulary (data.token_dtype = \"" + dtype +
-                      "\"; a file of another element type?); set model.vocab if the ids are right");
+                          std::to_string(static_cast<int64_t>(m) + 1) + "-id vocabulary (data.token_dtype = \"" +
+                          dtype + "\"; a file of another element type?)",
+                      "set model.vocab if the ids are right");
     }
     hi = std::max(hi, m);
   }
@@ -263,13 +265,13 @@ std::shared_ptr<Dataset> open_token_files(const std::vector<std::string>& paths,
     if (longest == 0) throw DataError(what + ": holds no tokens (an empty file?)");
     if (longest < seq_len + 1) {
       throw DataError(what + ": too short for " + window + (paths.size() == 1 ? "" : " in any one file") + " (" +
-                      std::to_string(longest) + " tokens" + (paths.size() == 1 ? "" : " in the longest") +
-                      "); lower model.seq_len or give longer files");
+                          std::to_string(longest) + " tokens" + (paths.size() == 1 ? "" : " in the longest") + ")",
+                      "lower model.seq_len or give longer files");
     }
-    throw DataError(what + ": its " + (eval_split ? "eval" : "training") + " split is too short for " + window +
-                    (eval_split ? "; raise data.eval_fraction, name held-out files in data.eval_path, or lower "
-                                  "model.seq_len"
-                                : "; lower data.eval_fraction or model.seq_len"));
+    throw DataError(str(what, ": its ", eval_split ? "eval" : "training", " split is too short for ", window),
+                    eval_split
+                        ? "raise data.eval_fraction, name held-out files in data.eval_path, or lower model.seq_len"
+                        : "lower data.eval_fraction or model.seq_len");
   }
   // Evaluation reads its windows in order, possibly hours in: its ids are all checked now.
   ds->check_vocabulary(eval_split ? -1 : kEagerCheckTokens);

@@ -23,7 +23,9 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!f_) {
     f_ = std::fopen(path_.c_str(), append_ ? "a" : "w");
-    if (!f_) throw Error(path_ + ": cannot open metrics file: " + std::strerror(errno));
+    if (!f_)
+      throw Error(path_ + ": cannot open metrics file: " + std::strerror(errno),
+                  "check that the disk is not full and the run directory is writable");
   }
   std::fwrite(line.data(), 1, line.size(), f_);
   std::fflush(f_);
@@ -53,10 +55,13 @@ int64_t drop_records_after(const std::string& path, int64_t step, int64_t* last_
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << kept;
-    if (!out.flush()) throw Error(tmp + ": cannot write metrics file: " + std::strerror(errno));
+    if (!out.flush())
+      throw Error(tmp + ": cannot write metrics file: " + std::strerror(errno),
+                  "check that the disk is not full and the run directory is writable");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw Error(path + ": cannot replace metrics file: " + std::strerror(errno));
+    throw Error(path + ": cannot replace metrics file: " + std::strerror(errno),
+                "check that the disk is not full and the run directory is writable");
   }
   return dropped;
 }

@@ -28,8 +28,8 @@ void ModelRegistry::add(const std::string& name, ModelFactory factory) {
   if (name.empty() || !factory) throw ConfigError("model registry: a model needs a name and a factory");
   // A second model of the same name (a plugin's "mlp") would silently train instead of the first.
   if (factories_.count(name)) {
-    throw ConfigError("model registry: '" + name +
-                      "' is already a registered model; give the new one a name of its own");
+    throw ConfigError("model registry: '" + name + "' is already a registered model",
+                      "give the new one a name of its own");
   }
   factories_[name] = std::move(factory);
 }
@@ -122,7 +122,8 @@ void ModelRegistry::load_plugin(const std::string& path) {
   void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* err = dlerror();
-    throw ConfigError("model.plugin: cannot load '" + path + "': " + (err ? err : "unknown dlopen error"));
+    throw ConfigError("model.plugin: cannot load '" + path + "': " + (err ? err : "unknown dlopen error"),
+                      "check the path in model.plugin, and that the libraries it needs are found (ldd lists them)");
   }
   {
     // The same library under another spelling of its path: its models are registered already.
@@ -135,8 +136,8 @@ void ModelRegistry::load_plugin(const std::string& path) {
   using Entry = void (*)(ModelRegistry&);
   auto entry = reinterpret_cast<Entry>(dlsym(handle, GTRAIN_PLUGIN_ENTRY_NAME));
   if (!entry) {
-    throw ConfigError("model.plugin: '" + path +
-                      "' has no " GTRAIN_PLUGIN_ENTRY_NAME " entry point (define it with GTRAIN_PLUGIN_ENTRY)");
+    throw ConfigError("model.plugin: '" + path + "' has no " GTRAIN_PLUGIN_ENTRY_NAME " entry point",
+                      "define it with GTRAIN_PLUGIN_ENTRY");
   }
   try {
     entry(*this);

@@ -3,6 +3,7 @@
 
 #include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 
 namespace gtrain {
 
@@ -21,8 +22,8 @@ Precision::Precision(const PrecisionConfig& config, torch::Device device) : conf
     dtype_ = torch::kBFloat16;
   } else if (config.dtype == "fp16") {
     if (!device.is_cuda()) {
-      throw ConfigError("precision.dtype = \"fp16\" needs a CUDA device (this rank runs on " + device.str() +
-                        "); use \"bf16\" or \"fp32\" on CPU");
+      throw ConfigError(str("precision.dtype = \"fp16\" needs a CUDA device (this rank runs on ", device.str(), ")"),
+                        "use \"bf16\" or \"fp32\" on CPU");
     }
     dtype_ = torch::kHalf;
     scaler_ = std::make_unique<DynamicLossScaler>(config.loss_scale_init, config.loss_scale_window);

@@ -61,7 +61,7 @@ Source open_source(const std::string& path) {
       s.read = [st](const std::string& n) { return st->read(n); };
     }
   } catch (const CheckpointError& e) {
-    throw ConfigError(std::string(kKey) + ": " + e.what());
+    throw ConfigError(std::string(kKey) + ": " + e.what(), e.hint());
   }
   if (s.path.empty()) check_init_from(path);  // neither a directory nor a file: throws its one-line error
   for (const auto& [n, shape] : all) {

@@ -39,7 +39,7 @@ int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t to
       std::snprintf(what, sizeof(what), "train.epochs = %g makes %g optimizer steps", t.epochs, steps);
     else
       std::snprintf(what, sizeof(what), "train.tokens = %lld makes %g optimizer steps", (long long)t.tokens, steps);
-    throw ConfigError(std::string(what) + " (more than 2^62); give a realistic length");
+    throw ConfigError(std::string(what) + " (more than 2^62)", "give a realistic length");
   }
   return std::max<int64_t>(1, static_cast<int64_t>(steps));
 }
@@ -210,8 +210,9 @@ void Trainer::resume(const std::string& path) {
   engine_->load_state(ck.reader());
   step_ = ck.step();
   if (ck.consumed_samples() != step_ * layout_.global_batch()) {
-    throw CheckpointError(path + ": consumed_samples " + std::to_string(ck.consumed_samples()) +
-                          " is not step x global_batch");
+    throw CheckpointError(
+        path + ": consumed_samples " + std::to_string(ck.consumed_samples()) + " is not step x global_batch",
+        "resume from another checkpoint with --resume PATH, or start over with --no-resume");
   }
   prefetch_.reset();  // restart the data stream at the resumed step
   // Guard against silently wrong resumes: the probe batch must give the saved loss.
