@@ -78,7 +78,9 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
   while (n > 0) {
     ssize_t w = ::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw CheckpointError(path + ": write failed: " + std::strerror(errno));
+    if (w <= 0)
+      throw CheckpointError(path + ": write failed: " + std::strerror(errno),
+                            "free space on the checkpoint's disk (checkpoint.dir), or set checkpoint.keep lower");
     p += w;
     n -= static_cast<size_t>(w);
   }
@@ -87,22 +89,31 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
 void write_file_atomic(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".part";
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
-  if (!fd) throw CheckpointError(tmp.string() + ": cannot create: " + std::strerror(errno));
+  if (!fd)
+    throw CheckpointError(tmp.string() + ": cannot create: " + std::strerror(errno),
+                          "check that checkpoint.dir is writable and its disk has room");
   write_all(fd.get(), text.data(), text.size(), tmp.string());
   ::fsync(fd.get());
   fd.reset();
   std::error_code ec;
   fs::rename(tmp, path, ec);
-  if (ec) throw CheckpointError(path.string() + ": rename failed: " + ec.message());
+  if (ec)
+    throw CheckpointError(path.string() + ": rename failed: " + ec.message(),
+                          "check that checkpoint.dir is writable and on one file system");
 }
 
 nlohmann::json read_json(const fs::path& p) {
   std::ifstream f(p);
-  if (!f) throw CheckpointError(p.string() + ": missing");
+  if (!f)
+    throw CheckpointError(p.string() + ": missing",
+                          "the checkpoint is incomplete: resume from another (--resume PATH; gtrain ckpt inspect "
+                          "RUN_DIR lists them) or start over with --no-resume");
   try {
     return nlohmann::json::parse(f);
   } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(p.string() + ": unreadable JSON (" + std::string(e.what()) + ")");
+    throw CheckpointError(p.string() + ": unreadable JSON (" + std::string(e.what()) + ")",
+                          "the checkpoint is damaged: resume from another (--resume PATH; gtrain ckpt inspect RUN_DIR "
+                          "lists them) or start over with --no-resume");
   }
 }
 
@@ -129,8 +140,10 @@ CheckpointManifest assemble_manifest(const SaveRequest& r, const fs::path& tmp) 
     while (!fs::exists(part)) {
       if (Clock::now() > deadline) {
         throw CheckpointError(part.string() + ": rank " + std::to_string(k) +
-                              " did not finish its part of the "
-                              "checkpoint in time; the checkpoint was not committed");
+                                  " did not finish its part of the "
+                                  "checkpoint in time; the checkpoint was not committed",
+                              "the previous checkpoint is still in place; that rank's own error (above, or in its log) "
+                              "says why it wrote nothing");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -183,7 +196,10 @@ void commit(const SaveRequest& r, const fs::path& tmp) {
   if (fs::exists(final_dir)) retire_dir(final_dir, r.token);  // a re-save of the same step
   std::error_code ec;
   fs::rename(tmp, final_dir, ec);
-  if (ec) throw CheckpointError(final_dir.string() + ": commit (rename) failed: " + ec.message());
+  if (ec)
+    throw CheckpointError(
+        final_dir.string() + ": commit (rename) failed: " + ec.message(),
+        "check that checkpoint.dir is writable and its disk has room; the previous checkpoint is still in place");
   fsync_path(r.dir);
   prune_older(r);
   clean_leftovers(r);
@@ -254,16 +270,22 @@ void CheckpointWriter::write(SaveRequest& r) {
   const auto t0 = Clock::now();
   std::error_code ec;
   fs::create_directories(r.dir, ec);
-  if (ec) throw CheckpointError(r.dir + ": cannot create checkpoint directory: " + ec.message());
+  if (ec)
+    throw CheckpointError(r.dir + ": cannot create checkpoint directory: " + ec.message(),
+                          "check checkpoint.dir: its parent must exist and be writable");
   const fs::path tmp = fs::path(r.dir) / (step_name(r.step) + ".tmp-" + r.token);
   fs::create_directories(tmp, ec);
-  if (ec) throw CheckpointError(tmp.string() + ": cannot create: " + ec.message());
+  if (ec)
+    throw CheckpointError(tmp.string() + ": cannot create: " + ec.message(),
+                          "check that checkpoint.dir is writable and its disk has room");
 
   // 1. This rank's data file and its piece list.
   const std::string file = "shard_" + std::to_string(r.rank) + ".bin";
   const fs::path data_path = tmp / file;
   UniqueFd data(::open(data_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
-  if (!data) throw CheckpointError(data_path.string() + ": cannot create: " + std::strerror(errno));
+  if (!data)
+    throw CheckpointError(data_path.string() + ": cannot create: " + std::strerror(errno),
+                          "check that checkpoint.dir is writable and its disk has room");
   const int fd = data.get();
   nlohmann::json pieces = nlohmann::json::array();
   int64_t offset = 0;
@@ -357,17 +379,27 @@ torch::Tensor CheckpointReader::read(const std::string& name) const {
       const std::string fpath = (fs::path(path_) / file).string();
       if (!fds.count(file)) {
         UniqueFd fd(::open(fpath.c_str(), O_RDONLY));
-        if (!fd) throw CheckpointError(fpath + ": missing data file (" + std::strerror(errno) + ")");
+        if (!fd)
+          throw CheckpointError(fpath + ": missing data file (" + std::strerror(errno) + ")",
+                                "the checkpoint is incomplete: gtrain ckpt verify RUN_DIR checks every piece; resume "
+                                "from another with --resume PATH");
         fds[file] = std::move(fd);
       }
       const int64_t numel = p.numel, nbytes = p.nbytes;
       auto buf = torch::empty({numel}, dtype);
       if (static_cast<int64_t>(buf.nbytes()) != nbytes)
-        throw CheckpointError(fpath + ": piece of '" + name + "' has a bad size");
+        throw CheckpointError(fpath + ": piece of '" + name + "' has a bad size",
+                              "the checkpoint is damaged: gtrain ckpt verify RUN_DIR checks every piece; resume from "
+                              "another with --resume PATH");
       const ssize_t got = ::pread(fds[file].get(), buf.data_ptr(), nbytes, p.offset);
-      if (got != nbytes) throw CheckpointError(fpath + ": truncated (piece of '" + name + "')");
+      if (got != nbytes)
+        throw CheckpointError(fpath + ": truncated (piece of '" + name + "')",
+                              "the checkpoint is damaged: gtrain ckpt verify RUN_DIR checks every piece; resume from "
+                              "another with --resume PATH");
       if (crc_of(buf.data_ptr(), nbytes) != p.crc32c) {
-        throw CheckpointError(fpath + ": checksum mismatch in '" + name + "' (the file is corrupt)");
+        throw CheckpointError(
+            fpath + ": checksum mismatch in '" + name + "' (the file is corrupt)",
+            "gtrain ckpt verify RUN_DIR checks every piece; resume from another checkpoint with --resume PATH");
       }
       const auto& off = p.region_offsets;
       const auto& rshape = p.region_shape;
@@ -495,7 +527,9 @@ SupersededCheckpoints supersede_checkpoints(const std::string& dir, int64_t resu
     folder = fs::path(dir) / (std::string("superseded-") + stamp + "-" + std::to_string(n));
   std::error_code ec;
   fs::create_directories(folder, ec);
-  if (ec) throw CheckpointError(folder.string() + ": cannot create: " + ec.message());
+  if (ec)
+    throw CheckpointError(folder.string() + ": cannot create: " + ec.message(),
+                          "check that the folder's parent exists and is writable");
   for (const auto& [step, path] : moving) {
     fs::rename(path, folder / path.filename(), ec);
     if (ec) {

@@ -96,7 +96,9 @@ int64_t write_safetensors(const std::string& path, const std::vector<Safetensors
   const fs::path tmp = target.parent_path() / (target.filename().string() + ".tmp-" + std::to_string(::getpid()));
   TmpFileGuard guard(tmp.string());
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  if (!out) throw CheckpointError(path + ": cannot write (" + std::strerror(errno) + ")");
+  if (!out)
+    throw CheckpointError(path + ": cannot write (" + std::strerror(errno) + ")",
+                          "check that the folder exists and is writable, and that the disk has room");
   write_le64(out, text.size());
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   try {
@@ -105,14 +107,20 @@ int64_t write_safetensors(const std::string& path, const std::vector<Safetensors
       if (t.scalar_type() != specs[i].dtype || t.sizes().vec() != specs[i].shape)
         throw CheckpointError(path + ": tensor '" + specs[i].name + "' is not the dtype and shape its header gives");
       out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
-      if (!out) throw CheckpointError(path + ": write failed at tensor '" + specs[i].name + "' (disk full?)");
+      if (!out)
+        throw CheckpointError(path + ": write failed at tensor '" + specs[i].name + "' (disk full?)",
+                              "free space on that disk, or write the file elsewhere");
     }
     out.flush();
     out.close();
-    if (!out) throw CheckpointError(path + ": write failed (disk full?)");
+    if (!out)
+      throw CheckpointError(path + ": write failed (disk full?)",
+                            "free space on that disk, or write the file elsewhere");
     std::error_code ec;
     fs::rename(tmp, target, ec);
-    if (ec) throw CheckpointError(path + ": cannot put the file in place: " + ec.message());
+    if (ec)
+      throw CheckpointError(path + ": cannot put the file in place: " + ec.message(),
+                            "check that the folder is writable and on one file system with the file");
   } catch (...) {
     std::error_code ec;
     fs::remove(tmp, ec);
@@ -144,7 +152,8 @@ torch::Tensor SafetensorsReader::read(const std::string& name) const {
   std::ifstream in(path_, std::ios::binary);
   in.seekg(begin);
   if (!in || !in.read(static_cast<char*>(t.data_ptr()), end - begin))
-    throw CheckpointError(path_ + ": cannot read tensor '" + name + "' (the file changed?)");
+    throw CheckpointError(path_ + ": cannot read tensor '" + name + "' (the file changed?)",
+                          "export the file again (gtrain ckpt export) and do not change it while it is read");
   return t;
 }
 

@@ -80,8 +80,9 @@ void check_format_and_version(const json& m, const std::string& where) {
   if (!m.is_object()) throw CheckpointError(where + ": must be a JSON object, got " + json_kind(m));
   const auto fmt = m.find(key::kFormat);
   if (fmt == m.end() || !fmt->is_string() || fmt->get<std::string>() != kCheckpointFormat) {
-    throw CheckpointError(where + ": not a gtrain checkpoint (key '" + key::kFormat + "' is not \"" +
-                          kCheckpointFormat + "\")");
+    throw CheckpointError(
+        where + ": not a gtrain checkpoint (key '" + key::kFormat + "' is not \"" + kCheckpointFormat + "\")",
+        "give a checkpoint directory written by gtrain (RUN_DIR/checkpoints/step_N)");
   }
   const auto ver = m.find(key::kVersion);
   if (ver == m.end() || !ver->is_number_integer())
@@ -89,7 +90,8 @@ void check_format_and_version(const json& m, const std::string& where) {
   const int version = ver->get<int>();
   if (version != kCheckpointFormatVersion) {
     throw CheckpointError(where + ": format version " + std::to_string(version) + ", this gtrain reads version " +
-                          std::to_string(kCheckpointFormatVersion));
+                              std::to_string(kCheckpointFormatVersion),
+                          "resume it with the gtrain that wrote it, or start over with --no-resume");
   }
 }
 

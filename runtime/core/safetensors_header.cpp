@@ -43,24 +43,30 @@ int64_t safetensors_numel(const std::vector<int64_t>& shape) {
 SafetensorsHeader read_safetensors_header(const std::string& path) {
   SafetensorsHeader out;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError(path + ": cannot open (" + std::strerror(errno) + ")");
+  if (!in)
+    throw CheckpointError(path + ": cannot open (" + std::strerror(errno) + ")", "check the path and its permissions");
   std::error_code ec;
   const auto file_size = static_cast<uint64_t>(fs::file_size(path, ec));
   unsigned char len[8] = {};
   if (ec || !in.read(reinterpret_cast<char*>(len), 8))
-    throw CheckpointError(path + ": not a safetensors file (shorter than its 8-byte header length)");
+    throw CheckpointError(
+        path + ": not a safetensors file (shorter than its 8-byte header length)",
+        "give a file written by gtrain ckpt export or by transformers' save_pretrained (model.safetensors)");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
   if (n == 0 || n > kMaxHeaderBytes || 8 + n > file_size)
-    throw CheckpointError(path + ": not a safetensors file (header length " + std::to_string(n) + " for a file of " +
-                          std::to_string(file_size) + " bytes)");
+    throw CheckpointError(
+        path + ": not a safetensors file (header length " + std::to_string(n) + " for a file of " +
+            std::to_string(file_size) + " bytes)",
+        "give a file written by gtrain ckpt export or by transformers' save_pretrained (model.safetensors)");
   std::string text(n, '\0');
   in.read(text.data(), static_cast<std::streamsize>(n));
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(path + ": the safetensors header is not JSON (" + e.what() + ")");
+    throw CheckpointError(path + ": the safetensors header is not JSON (" + e.what() + ")",
+                          "the file is damaged or not safetensors: export it again");
   }
   if (!header.is_object()) throw CheckpointError(path + ": the safetensors header is not a JSON object");
   const int64_t data_start = 8 + static_cast<int64_t>(n);

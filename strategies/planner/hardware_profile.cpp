@@ -207,10 +207,14 @@ void save_profile(const HardwareProfile& p, const std::string& path) {
   {
     std::ofstream f(tmp);
     f << profile_to_json(p).dump(2) << "\n";
-    if (!f) throw Error(path + ": cannot write the hardware profile" + (ec ? " (" + ec.message() + ")" : ""));
+    if (!f)
+      throw Error(path + ": cannot write the hardware profile" + (ec ? " (" + ec.message() + ")" : ""),
+                  "check that the folder is writable, or set GTRAIN_PROFILE_DIR to another");
   }
   std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error(path + ": cannot write the hardware profile (" + ec.message() + ")");
+  if (ec)
+    throw Error(path + ": cannot write the hardware profile (" + ec.message() + ")",
+                "check that the folder is writable, or set GTRAIN_PROFILE_DIR to another");
 }
 
 std::optional<HardwareProfile> load_profile(const std::string& path) {
