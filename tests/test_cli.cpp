@@ -220,22 +220,22 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
       {"ckpt bogus",
        "gtrain: usage error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, verify, export"},
       {"run " + dir.file("ok.toml") + " --ranks 0",
-       "gtrain: config error: --ranks: expected a whole number of ranks from 1 to 999999, got '0'\n"
-       "  hint: see gtrain --help"},
+       "gtrain: config error: --ranks: expected a whole number of ranks from 1 to 999999, got '0'"
+       "; hint: see gtrain --help"},
       {"run " + dir.file("ok.toml") + " --ranks abc",
-       "gtrain: config error: --ranks: expected a whole number of ranks from 1 to 999999, got 'abc'\n"
-       "  hint: see gtrain --help"},
+       "gtrain: config error: --ranks: expected a whole number of ranks from 1 to 999999, got 'abc'"
+       "; hint: see gtrain --help"},
       {"run " + dir.path(), "gtrain: config error: " + dir.path() + ": is a directory, expected a TOML config file"},
       {"run " + dir.file("ok.toml") + " --time-limit 1:75:00",
        "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h, 1h30m, HH:MM:SS or D-HH[:MM[:SS]] "
-       "above 0 and at most 366 days, got '1:75:00'\n"
-       "  hint: see gtrain --help"},
+       "above 0 and at most 366 days, got '1:75:00'"
+       "; hint: see gtrain --help"},
       {"run " + dir.file("ok.toml") + " --time-limit ''",
        "gtrain: config error: --time-limit: expected a duration like 90s, 15m, 2h, 1h30m, HH:MM:SS or D-HH[:MM[:SS]] "
-       "above 0 and at most 366 days, got ''\n"
-       "  hint: see gtrain --help"},
+       "above 0 and at most 366 days, got ''"
+       "; hint: see gtrain --help"},
       {"run " + dir.file("ok.toml") + " --resume " + dir.path() + " --no-resume",
-       "gtrain: config error: --resume excludes --no-resume\n  hint: see gtrain --help"},
+       "gtrain: config error: --resume excludes --no-resume; hint: see gtrain --help"},
       {"run " + dir.file("ok.toml") + " --set train.threads=5000",
        "gtrain: config error: --set train.threads=5000: train.threads: expected an integer in [0, 1024], got 5000 "
        "(integer)"},
@@ -248,8 +248,8 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
       {"run " + dir.file("pp.toml") + " --ranks 2 --set parallel.pp_microbatches=3",
        "gtrain: config error: parallel (explicit): dp=0 (auto) tp=1 pp=2 zero=0 micro_batch=0 on 2 ranks (2 "
        "per node), 2 heads, 1 blocks, global_batch 8: pp = 2 must divide the 1 blocks; "
-       "parallel.pp_microbatches = 3 must divide the 8 samples per replica (train.global_batch 8 / dp 1)\n"
-       "  hint: set parallel.pp_microbatches to a divisor of 8"});
+       "parallel.pp_microbatches = 3 must divide the 8 samples per replica (train.global_batch 8 / dp 1)"
+       "; hint: set parallel.pp_microbatches to a divisor of 8"});
   cases.push_back({"run " + dir.file("pp.toml") + " --set parallel.pp_microbatches=2 --set parallel.micro_batch=2",
                    "gtrain: config error: --set parallel.pp_microbatches=2: [parallel]: set parallel.micro_batch or "
                    "parallel.pp_microbatches, not both (micro-batches per replica decide the micro-batch size, and "

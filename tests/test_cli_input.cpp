@@ -73,15 +73,15 @@ TEST(CliInput, BusyRunDirectoryAndMissingSubcommand) {
     const auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("mlp.toml") + " --run-dir " + dir.file("run"));
     EXPECT_EQ(r.exit_code, 4) << r.output;
     EXPECT_EQ(r.output, "gtrain: busy: run directory " + dir.file("run") + " is in use by another gtrain run (pid " +
-                            std::to_string(::getpid()) + ")\n  hint: wait for it to end or choose another --run-dir\n");
+                            std::to_string(::getpid()) + "); hint: wait for it to end or choose another --run-dir\n");
   }
   EXPECT_EQ(test::run_command(GTRAIN_BINARY " run " + dir.file("mlp.toml") + " --run-dir " + dir.file("run")).exit_code,
             0);
   const auto ckpt = test::run_command(GTRAIN_BINARY " ckpt");
   EXPECT_EQ(ckpt.exit_code, 2) << ckpt.output;
   EXPECT_EQ(ckpt.output,
-            "gtrain: usage error: gtrain ckpt: expected a command, one of inspect, verify, export\n"
-            "  hint: see gtrain ckpt --help\n");
+            "gtrain: usage error: gtrain ckpt: expected a command, one of inspect, verify, export"
+            "; hint: see gtrain ckpt --help\n");
   const auto none = test::run_command(GTRAIN_BINARY);
   EXPECT_EQ(none.exit_code, 2) << none.output;
   EXPECT_EQ(none.output.rfind("gtrain: usage error: gtrain: expected a command, one of run, ", 0), 0u) << none.output;

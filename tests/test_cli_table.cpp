@@ -102,7 +102,8 @@ INSTANTIATE_TEST_SUITE_P(Named, CliTable, ::testing::ValuesIn(table_names()),
 
 // tiny_job changes a key where it is, adds one to its section, and adds a missing section.
 TEST(TinyJob, SetsKeysInPlace) {
-  const std::string job = test::tiny_job("gpt", {{"train.steps", "9"}, {"train.seed", "5"}, {"precision.dtype", "\"bf16\""}});
+  const std::string job =
+      test::tiny_job("gpt", {{"train.steps", "9"}, {"train.seed", "5"}, {"precision.dtype", "\"bf16\""}});
   EXPECT_NE(job.find("[train]\nglobal_batch = 4\nsteps = 9\nseed = 5\n[checkpoint]"), std::string::npos) << job;
   EXPECT_NE(job.find("\n[precision]\ndtype = \"bf16\"\n"), std::string::npos) << job;
   EXPECT_EQ(job.find("steps = 4"), std::string::npos) << job;

@@ -75,9 +75,9 @@ TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
             "fp16 as precision.dtype spells them)\n"},
            {dir.file("run") + " " + dir.file("no/x.st"),
             "gtrain: config error: " + dir.file("no/x.st") + ": folder " + dir.file("no") +
-                " does not exist\n  hint: create the folder first, or give a path in an existing one\n"},
+                " does not exist; hint: create the folder first, or give a path in an existing one\n"},
            {dir.file("run") + " " + dir.path(),
-            "gtrain: config error: " + dir.path() + ": is a directory\n  hint: give the .safetensors file to write\n"},
+            "gtrain: config error: " + dir.path() + ": is a directory; hint: give the .safetensors file to write\n"},
            {dir.file("gpt.toml") + " " + dir.file("x.st"),
             "gtrain: config error: " + dir.file("gpt.toml") +
                 ": not a checkpoint, and holds no committed checkpoint\n"}}) {
@@ -93,10 +93,10 @@ TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
   fs::create_symlink("real/t.safetensors", dir.file("link.safetensors"));  // dangling until written
   const std::string step_dir = cks.back().second.string();
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
-           {dir.file("fifo"), dir.file("fifo") + ": is not a regular file (a device, FIFO or socket)\n"
-                                                 "  hint: give the .safetensors file to write"},
+           {dir.file("fifo"), dir.file("fifo") + ": is not a regular file (a device, FIFO or socket)"
+                                                 "; hint: give the .safetensors file to write"},
            {step_dir + "/x.safetensors", step_dir + "/x.safetensors: is inside the checkpoint it exports (" + step_dir +
-                                             ")\n  hint: write it elsewhere"},
+                                             "); hint: write it elsewhere"},
            {"''", "OUT: expected the path of the .safetensors file to write, got ''"}}) {
     r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;

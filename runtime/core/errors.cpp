@@ -45,7 +45,7 @@ std::string format_error(const Error& e) {
   out += e.what();
   if (ctx.world_size > 1) out += " [rank " + std::to_string(ctx.rank) + " on " + ctx.host + "]";
   if (!e.location().empty()) out += " (" + e.location() + ")";
-  if (!e.hint().empty()) out += "\n  hint: " + e.hint();
+  if (!e.hint().empty()) out += "; hint: " + e.hint();  // one line: bad input gets one line
   return out;
 }
 

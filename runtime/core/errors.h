@@ -102,8 +102,8 @@ class TimeoutError : public Error {
   const char* kind() const override { return "timeout"; }
 };
 
-// Formats an error for the terminal: "gtrain: <kind>: <message>" plus rank/host for multi-rank
-// runs, plus "  hint: ..." when there is one.
+// Formats an error for the terminal as one line: "gtrain: <kind>: <message>" plus rank/host for
+// multi-rank runs, plus "; hint: ..." when there is one.
 std::string format_error(const Error& e);
 
 // The first line of an exception's text (LibTorch's carry a stack trace after it), for one-line
