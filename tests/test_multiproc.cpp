@@ -395,7 +395,9 @@ TEST(MultiRankFailure, ThrowingRankStopsEveryRank) {
   auto bad = run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --ranks 2 --run-dir " + dir.file("run2") +
                          " --set checkpoint.dir=/dev/null/ckpt");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
-  EXPECT_EQ(bad.output, "gtrain: config error: /dev/null/ckpt: cannot create checkpoint directory: Not a directory\n");
+  EXPECT_EQ(bad.output,
+            "gtrain: config error: /dev/null/ckpt: cannot create checkpoint directory: Not a directory; hint: check "
+            "that its parent folder is writable\n");
   EXPECT_NE(r.output.find("[rank 0 on "), std::string::npos) << r.output;
   // The one-line error is the whole story: Open MPI's MPI_ABORT banner and its show_help noise are gone.
   EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << r.output;

@@ -125,7 +125,7 @@ void set_mpirun_environment(const LaunchSpec& spec) {
   if (err.write) ::dup2(err.write.get(), 2);
   if (out.write) ::dup2(out.write.get(), 1);
   execvp("mpirun", cargv.data());
-  dprintf(2, "gtrain: config error: cannot start mpirun: %s\n  hint: install openmpi-bin, or run with --ranks 1\n",
+  dprintf(2, "gtrain: config error: cannot start mpirun: %s; hint: install openmpi-bin, or run with --ranks 1\n",
           std::strerror(errno));
   _exit(kExitUsage);
 }

@@ -153,8 +153,9 @@ std::string MpirunStderrFilter::line(const std::string& text) {
   const bool hint = after_aggregate_note_ && text.find("orte_base_help_aggregate") != std::string::npos;
   after_aggregate_note_ = false;
   if (hint) return out;
-  // An error every rank reports alike (a config or data problem each finds) is shown once; its hint
-  // lines ("  hint: ...", written with it, without a rank prefix) go with the copies.
+  // An error every rank reports alike (a config or data problem each finds) is shown once; its
+  // indented continuation lines (the rest of a message of several lines, written
+  // with it and without a rank prefix) go with the copies.
   if (dropping_hint_ && starts_with(text, "  ")) return out;
   dropping_hint_ = repeated_error(text);
   if (dropping_hint_) return out;

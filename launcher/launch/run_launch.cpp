@@ -335,7 +335,7 @@ int stage_exit_code(const MpirunResult& ran, const LaunchSpec& spec, const std::
   if (rank_signal) {
     std::cerr << "gtrain: error: a rank (or mpirun) was ended by signal " << rank_signal << " ("
               << strsignal(rank_signal) << "); the stage did not save (the last committed checkpoint stays valid)"
-              << (rank_signal == SIGKILL ? "\n  hint: SIGKILL often means the out-of-memory killer: see dmesg or "
+              << (rank_signal == SIGKILL ? "; hint: SIGKILL often means the out-of-memory killer: see dmesg or "
                                            "the scheduler's log, or lower parallel.micro_batch"
                                          : "")
               << std::endl;
@@ -346,7 +346,7 @@ int stage_exit_code(const MpirunResult& ran, const LaunchSpec& spec, const std::
     std::vector<std::string> hosts;
     for (const auto& h : spec.hosts) hosts.push_back(h.host);
     std::cerr << "gtrain: error: mpirun could not start the ranks" << (hosts.empty() ? "" : " on " + join(hosts))
-              << " (exit 255; its message is above)\n  hint: check that every host is reachable (ssh "
+              << " (exit 255; its message is above); hint: check that every host is reachable (ssh "
                  "without a password, or run under srun --mpi=pmix) and has gtrain at "
               << spec.executable << std::endl;
     exit_code = kExitFailure;

@@ -114,7 +114,7 @@ struct MpiCommunicator::Shared {
         const auto& ctx = ProcessContext::get();
         std::fprintf(stderr,
                      "gtrain: communication error: %s on rank %d (%s) did not finish within %.0f s; a peer rank "
-                     "probably died or is stuck. Aborting all ranks.\n  hint: raise parallel.collective_timeout_s "
+                     "probably died or is stuck. Aborting all ranks; hint: raise parallel.collective_timeout_s "
                      "if steps are legitimately slower\n",
                      op.load() ? op.load() : "collective", world_rank, ctx.host.c_str(), timeout_s);
         std::fflush(stderr);
