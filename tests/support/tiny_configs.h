@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/test_util.h"
+
 namespace gtrain::test {
 
 struct TinyConfig {
@@ -119,13 +121,7 @@ inline std::string tiny_job(const std::string& name, const std::map<std::string,
     ADD_FAILURE() << "tiny_job: no config named '" << name << "' in tests/support/tiny_configs.h";
     return "";
   }
-  std::vector<std::string> lines;
-  std::string text = found->toml, line;
-  for (size_t at = 0; at < text.size();) {
-    const size_t end = text.find('\n', at);
-    lines.push_back(text.substr(at, end == std::string::npos ? std::string::npos : end - at));
-    at = end == std::string::npos ? text.size() : end + 1;
-  }
+  std::vector<std::string> lines = test::lines(found->toml);  // TOML without its blank lines
   for (const auto& [dotted, value] : keys) {
     const size_t dot = dotted.find('.');
     const std::string section = "[" + dotted.substr(0, dot) + "]", key = dotted.substr(dot + 1);
