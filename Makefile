@@ -45,4 +45,4 @@ format:
 	@scripts/check-format.sh --fix
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-torch2
+	rm -rf $(BUILD) $(BUILD)-torch2 $(BUILD)-torch2-sanitize $(BUILD)-sanitize

@@ -12,7 +12,8 @@
 # Environment: PYTHON, a python whose torch to use (default: the project venv's, scripts/venv.sh;
 # when that is missing the script says why and exits 77, ctest's "skipped"); EXTRA_PREFIX, more
 # CMAKE_PREFIX_PATH entries (';'-separated); BUILD_TYPE (default RelWithDebInfo); JOBS (default nproc).
-# A configured BUILD_DIR is reconfigured only when its LibTorch differs; the build is incremental.
+# A configured BUILD_DIR is reconfigured only when its LibTorch or CMAKE_ARGS differ; the build is
+# incremental (the sanitized tree of the torch2 label passes -DGTRAIN_SANITIZE=... here).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 configure_only=0
@@ -76,8 +77,9 @@ if [[ $cudart != - ]]; then
 fi
 gen="Unix Makefiles"; command -v ninja >/dev/null && gen=Ninja
 stamp="torch $torch_version cuda $torch_cuda at $torch_prefix; toolkit $toolkit; nccl ${nccl_dir/#-/system}; cudart ${cudart/#-/toolkit}"
-echo "build-torch2: $stamp"
-if [[ ! -f $build/CMakeCache.txt || "$(cat "$build/.torch2-stamp" 2>/dev/null)" != "$stamp" || $# -gt 0 ]]; then
+echo "build-torch2: $stamp${*:+; cmake $*}"
+stamp="$stamp; cmake $*"
+if [[ ! -f $build/CMakeCache.txt || "$(cat "$build/.torch2-stamp" 2>/dev/null)" != "$stamp" ]]; then
   mkdir -p "$build" && rm -f "$build/CMakeCache.txt"
   cmake -S "$root" -B "$build" -G "$gen" "${args[@]}" "$@" >"$build/torch2-configure.log" 2>&1 ||
     { tail -25 "$build/torch2-configure.log"; echo "build-torch2: cmake configure failed (log: $build/torch2-configure.log)" >&2; exit 1; }

@@ -2,11 +2,21 @@
 # sanitize-torch-free.sh BUILD_DIR: builds the torch-free layers (runtime/core, strategies/planner,
 # the launcher's torch-free half) and their unit tests with AddressSanitizer and
 # UndefinedBehaviorSanitizer, warnings as errors, and runs the tests: any leak, overflow, use after
-# free or undefined behaviour fails. (The LibTorch half is not instrumented: Debian's LibTorch is not
-# built with a sanitizer; GTRAIN_SANITIZE=address,undefined on a whole build does it by hand.)
+# free or undefined behaviour fails. The whole cpu label runs under the sanitizers in the torch2
+# label's build (tests/CMakeLists.txt); this is the check that needs no venv.
+#
+# --unless-venv: exit 77 (ctest's "skipped") when the project venv is there, because then the torch2
+# label's sanitized build runs the whole cpu label, these suites included, under the same sanitizers.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:?usage: sanitize-torch-free.sh BUILD_DIR}"
+if [[ ${1:-} == --unless-venv ]]; then
+  shift
+  if "$here/scripts/venv.sh" python >/dev/null 2>&1; then
+    echo "SKIPPED: the project venv is there, so Torch2.cpu_multiproc_suites runs the whole cpu label under the sanitizers"
+    exit 77
+  fi
+fi
+build="${1:?usage: sanitize-torch-free.sh [--unless-venv] BUILD_DIR}"
 generator=$(command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$here" -B "$build" -G "$generator" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGTRAIN_TORCH_FREE_ONLY=ON \

@@ -118,6 +118,15 @@ inline int last_train_step(const std::string& metrics_path) {
   return step;
 }
 
+// Skips the current test in a sanitized build (GTRAIN_SANITIZE): for tests that measure the
+// process's own memory, which then includes AddressSanitizer's shadow memory and quarantine.
+#ifdef GTRAIN_SANITIZED
+#define GTRAIN_SKIP_MEMORY_MEASURE_IF_SANITIZED() \
+  GTEST_SKIP() << "measured memory includes AddressSanitizer's shadow memory and quarantine"
+#else
+#define GTRAIN_SKIP_MEMORY_MEASURE_IF_SANITIZED() static_cast<void>(0)
+#endif
+
 // Highest measured peak_mem_mb and the plan's est_mem_mb over the training records.
 inline std::pair<double, double> memory_peak_and_estimate(const std::string& metrics_path) {
   double peak = 0, est = 0;
