@@ -2,10 +2,11 @@
 # Runs ctest with every label this machine can run: cpu always; multiproc when the build has MPI
 # and mpirun exists; slurm when Slurm's daemons are installed; gpu when a GPU is visible; python,
 # bench and torch2 always (their tests that need the project venv say SKIPPED and why without it;
-# torch2 builds and tests gtrain against the venv's LibTorch 2.x with CUDA, in BUILD-torch2). Not
-# compat (every LibTorch source compiled against Debian sid's 2.14 headers with C++20, 9 minutes on
-# 2 cores): the torch2 label builds and tests against 2.x for real, and make test must stay within
-# CI's time; run it with LABELS=compat scripts/run-tests.sh build when touching torch_compat.h.
+# torch2 builds and tests gtrain against the venv's LibTorch 2.x with CUDA, under ASan and UBSan, in
+# BUILD-torch2-sanitize). Not compat (every LibTorch source compiled against Debian sid's 2.14
+# headers with C++20, 9 minutes on 2 cores): the torch2 label builds and tests against 2.x for
+# real, and make test must stay within CI's time; run it with LABELS=compat scripts/run-tests.sh
+# build when touching torch_compat.h.
 # Environment: LABELS, a '|'-separated label list to run instead; CTEST_JOBS (default 1).
 set -euo pipefail
 BUILD=${1:-build}

@@ -2,8 +2,9 @@
 # sanitize-torch-free.sh BUILD_DIR: builds the torch-free layers (runtime/core, strategies/planner,
 # the launcher's torch-free half) and their unit tests with AddressSanitizer and
 # UndefinedBehaviorSanitizer, warnings as errors, and runs the tests: any leak, overflow, use after
-# free or undefined behaviour fails. With -DGTRAIN_TORCH2_SANITIZE=address,undefined the torch2
-# label's build runs the whole cpu label under them too (tests/CMakeLists.txt); this needs no venv.
+# free or undefined behaviour fails. With GTRAIN_TORCH2_SANITIZE (address,undefined by default) the
+# torch2 label's build runs the whole cpu label under them too (tests/CMakeLists.txt); this needs
+# no venv.
 #
 # --unless-venv: exit 77 (ctest's "skipped") when the project venv is there, because then the torch2
 # label's sanitized build runs the whole cpu label, these suites included, under the same sanitizers.

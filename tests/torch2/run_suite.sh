@@ -22,20 +22,21 @@ rc=0
 # libraries; not in multiproc ranks: Open MPI keeps per-process state it never frees, and ASan's
 # fast unwinder cannot walk Open MPI's frames, so no suppression can name them.
 run() {
-  local labels=$1 leaks=$2
+  local labels=$1 leaks=$2 jobs=$3
   if [[ -n $sanitize ]]; then
     export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=$leaks:exitcode=1:protect_shadow_gap=0:detect_odr_violation=0"
     export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan.supp:print_suppressions=0:exitcode=66"
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
   fi
   echo "run_suite: ctest -L '^($labels)\$' in $build${sanitize:+ under -fsanitize=$sanitize, detect_leaks=$leaks} (log: $log)"
-  (cd "$build" && ctest -L "^($labels)\$" --output-on-failure --timeout 900 -j "${CTEST_JOBS:-1}") >>"$log" 2>&1 || rc=$?
+  (cd "$build" && ctest -L "^($labels)\$" --output-on-failure --timeout 900 -j "$jobs") >>"$log" 2>&1 || rc=$?
 }
 if [[ -n $sanitize ]]; then
-  run cpu 1
-  [[ $labels == *multiproc* ]] && run multiproc 0
+  # The cpu label two at a time (its tests run one thread each); multiproc's ranks fill both cores.
+  run cpu 1 "${CTEST_JOBS:-2}"
+  [[ $labels == *multiproc* ]] && run multiproc 0 "${CTEST_JOBS:-1}"
 else
-  run "$labels" 0
+  run "$labels" 0 "${CTEST_JOBS:-1}"
 fi
 grep -E "tests passed|tests failed|Total Test time" "$log" || true
 if ((rc)); then
