@@ -29,15 +29,6 @@ DataParallelOptions data_parallel_options(const JobConfig& cfg, const Plan& plan
   return dpo;
 }
 
-// Stages balanced by FLOPs: uniform blocks, the embedding on the first stage, the output layer
-// (2 x hidden x vocab per token, x3 for backward) on the last.
-std::vector<int64_t> pipeline_stages(const ModelStats& st, Model& model, int64_t pp) {
-  const int64_t nblocks = static_cast<int64_t>(model.blocks().size());
-  const double block = st.blocks > 0 ? st.flops_per_sample / static_cast<double>(st.blocks) : 1.0;
-  const double head = 6.0 * static_cast<double>(st.hidden * st.vocab * st.seq_len);
-  return balance_stages(std::vector<double>(nblocks, block), 0.0, head, pp);
-}
-
 }  // namespace
 
 std::unique_ptr<ParallelEngine> build_engine(const JobConfig& cfg, const Plan& plan, const ModelStats& stats,
@@ -63,7 +54,8 @@ std::unique_ptr<ParallelEngine> build_engine(const JobConfig& cfg, const Plan& p
   if (plan.pp > 1) {
     PipelineOptions po;
     po.schedule = cfg.parallel.pp_schedule;
-    return std::make_unique<PipelineEngine>(groups, model, pipeline_stages(stats, *model, plan.pp), dpo, po);
+    return std::make_unique<PipelineEngine>(
+        groups, model, pipeline_stage_bounds(stats, static_cast<int64_t>(model->blocks().size()), plan.pp), dpo, po);
   }
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& kv : model->named_parameters()) named.emplace_back(kv.key(), kv.value());

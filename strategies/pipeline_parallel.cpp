@@ -4,45 +4,12 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
-#include <limits>
 #include <set>
 
 #include "runtime/core/errors.h"
 #include "runtime/precision/precision.h"
 
 namespace gtrain {
-
-std::vector<int64_t> balance_stages(const std::vector<double>& cost, double first_extra, double last_extra,
-                                    int64_t pp) {
-  const int64_t n = static_cast<int64_t>(cost.size());
-  if (pp < 1 || pp > n) {
-    throw ConfigError("pp = " + std::to_string(pp) + " must be between 1 and the " + std::to_string(n) +
-                      " blocks of the model");
-  }
-  std::vector<double> prefix(n + 1, 0);
-  for (int64_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + cost[i];
-  // best[s][j]: least max-stage cost placing blocks [0, j) on stages [0, s).
-  const double inf = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<double>> best(pp + 1, std::vector<double>(n + 1, inf));
-  std::vector<std::vector<int64_t>> from(pp + 1, std::vector<int64_t>(n + 1, 0));
-  best[0][0] = 0;
-  for (int64_t s = 1; s <= pp; ++s) {
-    for (int64_t j = s; j <= n - (pp - s); ++j) {
-      for (int64_t i = s - 1; i < j; ++i) {
-        double c = prefix[j] - prefix[i] + (s == 1 ? first_extra : 0) + (s == pp ? last_extra : 0);
-        const double v = std::max(best[s - 1][i], c);
-        if (v < best[s][j] - 1e-12) best[s][j] = v, from[s][j] = i;
-      }
-    }
-  }
-  std::vector<int64_t> bounds(pp + 1, n);
-  for (int64_t s = pp, j = n; s >= 1; --s) {
-    bounds[s] = j;
-    j = from[s][j];
-    bounds[s - 1] = j;
-  }
-  return bounds;
-}
 
 double pipeline_bubble_fraction(int64_t pp, int64_t m) {
   return static_cast<double>(pp - 1) / static_cast<double>(m + pp - 1);

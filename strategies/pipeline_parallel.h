@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "strategies/data_parallel.h"
+#include "strategies/planner/stage_split.h"
 #include "strategies/process_groups.h"
 
 namespace gtrain {
@@ -26,12 +27,6 @@ namespace gtrain {
 struct PipelineOptions {
   std::string schedule = "1f1b";  // "1f1b" or "gpipe"
 };
-
-// Contiguous stages of `block_cost.size()` blocks minimising the most expensive stage; the first
-// stage also pays `first_extra` (embedding), the last `last_extra` (output layer and loss). Each
-// stage gets at least one block. Returns pp + 1 boundaries (stage s has blocks [b[s], b[s+1])).
-std::vector<int64_t> balance_stages(const std::vector<double>& block_cost, double first_extra, double last_extra,
-                                    int64_t pp);
 
 // Predicted idle fraction of a pipeline step: (pp - 1) / (m + pp - 1).
 double pipeline_bubble_fraction(int64_t pp, int64_t micro_batches);

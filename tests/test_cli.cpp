@@ -247,7 +247,7 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
   cases.push_back(
       {"run " + dir.file("pp.toml") + " --ranks 2 --set parallel.pp_microbatches=3",
        "gtrain: config error: parallel (explicit): dp=0 (auto) tp=1 pp=2 zero=0 micro_batch=0 on 2 ranks (2 "
-       "per node), 2 heads, 1 blocks, global_batch 8: pp = 2 must divide the 1 blocks; "
+       "per node), 2 heads, 1 blocks, global_batch 8: pp = 2 must not exceed the 1 blocks (a stage needs one); "
        "parallel.pp_microbatches = 3 must divide the 8 samples per replica (train.global_batch 8 / dp 1)"
        "; hint: set parallel.pp_microbatches to a divisor of 8"});
   cases.push_back({"run " + dir.file("pp.toml") + " --set parallel.pp_microbatches=2 --set parallel.micro_batch=2",

@@ -177,6 +177,11 @@ TEST_F(ModelParallel, PipelineParallel2) {
   check(2, {"parallel.pp=2"}, "pipeline pp=2 stage 0 blocks [0, 2) schedule 1f1b", "pp=2");
 }
 
+// Stages that do not divide the blocks (4 on 3, split by cost: 1/2/1) keep the trajectory.
+TEST_F(ModelParallel, PipelineParallel3On4Blocks) {
+  check(3, {"parallel.pp=3"}, "pipeline pp=3 stage 0 blocks [0, 1) schedule 1f1b", "pp=3 on 4 blocks");
+}
+
 TEST_F(ModelParallel, PipelineParallel4With4And8MicroBatches) {
   check(4, {"parallel.pp=4", "parallel.pp_microbatches=4"}, "micro_batch=4 grad_accum=4", "pp=4 m=4");
   check(4, {"parallel.pp=4", "parallel.pp_microbatches=8"}, "micro_batch=2 grad_accum=8", "pp=4 m=8");
@@ -253,7 +258,8 @@ TEST(ModelParallelErrors, ImpossibleRequestsNameTheFactor) {
   EXPECT_NE(tp3.output.find("tp = 3 must divide the 8 attention heads"), std::string::npos) << tp3.output;
   auto pp8 = run("gpt.toml", 8, "--set parallel.pp=8");
   EXPECT_NE(pp8.exit_code, 0);
-  EXPECT_NE(pp8.output.find("pp = 8 must divide the 4 blocks"), std::string::npos) << pp8.output;
+  EXPECT_NE(pp8.output.find("pp = 8 must not exceed the 4 blocks (a stage needs one)"), std::string::npos)
+      << pp8.output;
   auto mlp = run("mlp.toml", 2, "--set parallel.tp=2");
   EXPECT_NE(mlp.exit_code, 0);
   EXPECT_NE(mlp.output.find("tp = 2: this model does not support tensor parallel"), std::string::npos) << mlp.output;

@@ -9,6 +9,7 @@
 #include "launcher/commands/plan_command.h"
 #include "runtime/core/errors.h"
 #include "strategies/planner/planner.h"
+#include "strategies/planner/stage_split.h"
 #include "tests/support/test_util.h"
 
 namespace gtrain {
@@ -72,7 +73,7 @@ void check_invariants(const PlannerInput& in, const std::vector<RankedPlan>& all
       }
     }
     EXPECT_EQ(in.model.heads % p.tp, 0) << p.summary();
-    EXPECT_EQ(in.model.blocks % p.pp, 0) << p.summary();
+    EXPECT_LE(p.pp, in.model.blocks) << p.summary();  // stages need not divide the blocks
     EXPECT_LE(p.tp, gpn);
     EXPECT_EQ(gpn % p.tp, 0) << "tp stays within a node";
     EXPECT_LE(r.memory.total(), usable) << p.summary();
@@ -214,12 +215,39 @@ TEST(PlannerBatch, NearestValidBatchesAndTolerance) {
 // When no layout of the ranks works, the error names why each one with tp or pp was ruled out too
 // (it named only data parallelism's reason).
 TEST(PlannerBatch, NoLayoutNamesEveryLayoutsReason) {
-  PlannerInput in = gpt_input(4, 4, 128, 64, 32, 3, "A100-80GB");
+  PlannerInput in = gpt_input(2, 4, 128, 64, 32, 3, "A100-80GB");
   const std::string e = error_of(in);
   EXPECT_EQ(e,
             "train.global_batch = 32 cannot be split evenly over dp = 3 data-parallel ranks; nearest valid global "
             "batches: 30 or 33 (or allow a change with parallel.batch_tolerance); other layouts: tp 1 x pp 3: pp=3 "
-            "does not divide the 4 blocks; tp 3 x pp 1: tp=3 does not divide the 4 attention heads");
+            "exceeds the 2 blocks (a stage needs one); tp 3 x pp 1: tp=3 does not divide the 4 attention heads");
+}
+
+// Pipeline stages need not divide the blocks: 4 blocks on 3 stages split by cost (the output layer
+// on the last), and the cost model prices the most loaded stage, 2 blocks.
+TEST(PlannerPipeline, StagesThatDoNotDivideTheBlocks) {
+  const ModelStats tiny = gpt_stats(4, 4, 32, 16, 16, true);  // output layer ~4% of a block
+  EXPECT_EQ(pipeline_stage_bounds(tiny, 4, 3), (std::vector<int64_t>{0, 1, 3, 4}));
+  EXPECT_EQ(max_stage_blocks(pipeline_stage_bounds(tiny, 4, 3)), 2);
+  EXPECT_EQ(pipeline_stage_bounds(tiny, 4, 4), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  // GPT-2's 50257-token output layer costs about five blocks: the last stage takes fewer blocks.
+  const ModelStats gpt2 = gpt_stats(12, 12, 768, 1024, 50257, true);
+  const std::vector<int64_t> b = pipeline_stage_bounds(gpt2, 12, 2);
+  EXPECT_GT(b[1], 6) << b[1];
+  EXPECT_THROW(pipeline_stage_bounds(tiny, 4, 5), ConfigError);
+
+  // 4 blocks on 3 ranks: the planner now finds pp = 3 where dp = 3 cannot split 32 samples.
+  PlannerInput in = gpt_input(4, 4, 128, 64, 32, 3, "A100-80GB");
+  const Plan p = plan_job(in);
+  EXPECT_EQ(p.dp * p.tp * p.pp, 3) << p.summary();
+  EXPECT_EQ(p.global_batch(), 32) << p.summary();
+  in.parallel.mode = "explicit";
+  in.parallel.pp = 3;
+  const Plan pp3 = plan_job(in);
+  EXPECT_EQ(pp3.pp, 3);
+  EXPECT_EQ(pp3.dp, 1);
+  // The most loaded stage holds 2 of the 4 blocks: more than a quarter of the model's parameters.
+  EXPECT_GT(params_per_device(in.model, 1, 3), 2.0 * static_cast<double>(in.model.params_per_block));
 }
 
 TEST(PlannerExplicit, EveryWrongFactorIsNamed) {
@@ -227,12 +255,12 @@ TEST(PlannerExplicit, EveryWrongFactorIsNamed) {
   in.parallel.mode = "explicit";
   in.parallel.dp = 3;
   in.parallel.tp = 5;
-  in.parallel.pp = 5;
+  in.parallel.pp = 13;
   const std::string e = error_of(in);
-  EXPECT_NE(e.find("dp=3 tp=5 pp=5"), std::string::npos) << e;
-  EXPECT_NE(e.find("dp*tp*pp = 75 must equal the 8 granted ranks"), std::string::npos) << e;
+  EXPECT_NE(e.find("dp=3 tp=5 pp=13"), std::string::npos) << e;
+  EXPECT_NE(e.find("dp*tp*pp = 195 must equal the 8 granted ranks"), std::string::npos) << e;
   EXPECT_NE(e.find("tp = 5 must divide the 12 attention heads"), std::string::npos) << e;
-  EXPECT_NE(e.find("pp = 5 must divide the 12 blocks"), std::string::npos) << e;
+  EXPECT_NE(e.find("pp = 13 must not exceed the 12 blocks (a stage needs one)"), std::string::npos) << e;
   EXPECT_NE(e.find("must be divisible by dp = 3"), std::string::npos) << e;
 
   in.parallel.dp = 0;

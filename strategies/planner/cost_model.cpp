@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "strategies/planner/stage_split.h"
+
 namespace gtrain {
 namespace {
 
@@ -33,6 +35,14 @@ double optimizer_step_bytes(const CostModelInput& in) {
   return in.momentum > 0 ? 20.0 : 12.0;
 }
 
+// The blocks of the most loaded pipeline stage, as the engine splits them (pipeline_stage_bounds):
+// pp need not divide the blocks.
+int64_t stage_blocks(const ModelStats& m, int64_t pp) {
+  if (pp <= 1 || m.blocks <= 0) return std::max<int64_t>(m.blocks, 0);
+  if (pp > m.blocks) return 1;
+  return max_stage_blocks(pipeline_stage_bounds(m, m.blocks, pp));
+}
+
 double ring_allreduce_s(double bytes, int64_t n, double bw, double latency) {
   if (n <= 1 || bytes <= 0) return 0;
   return 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * bytes / bw + latency;
@@ -47,7 +57,7 @@ double params_per_device(const ModelStats& m, int64_t tp, int64_t pp) {
       const double outside = std::max(0.0, static_cast<double>(m.params - m.blocks * m.params_per_block));
       // The most loaded stage: its blocks plus everything outside the blocks (embeddings sit on
       // the first stage and, tied, again on the last).
-      stage = static_cast<double>(m.blocks / pp) * static_cast<double>(m.params_per_block) + outside;
+      stage = static_cast<double>(stage_blocks(m, pp)) * static_cast<double>(m.params_per_block) + outside;
     } else {
       stage = static_cast<double>(m.params) / static_cast<double>(pp);
     }
@@ -79,7 +89,7 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
   const double mb = static_cast<double>(l.micro_batch);
   if (m.is_transformer() && m.blocks > 0) {
     const double eb = activation_element_bytes(in.precision);
-    const double layers = static_cast<double>(m.blocks / std::max<int64_t>(1, l.pp));
+    const double layers = static_cast<double>(stage_blocks(m, l.pp));
     const double block = transformer_block_activation_elements(m, l.tp);
     // Fused output layer + loss (tp = 1): the [T, V] logits and their gradient never exist whole;
     // what it holds instead is counted in `fused` below.
@@ -147,7 +157,7 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   // One micro-batch through one stage on one device.
   const double flops = batch * m.flops_per_sample * (l.recompute ? 4.0 / 3.0 : 1.0) / world;
   const double compute_mb = flops / hw.achievable_flops(in.precision) / accum;
-  const double layers = m.blocks > 0 ? static_cast<double>(m.blocks / std::max<int64_t>(1, l.pp)) : 1.0;
+  const double layers = m.blocks > 0 ? static_cast<double>(stage_blocks(m, l.pp)) : 1.0;
   // About 12 kernels per block forward, 3 passes (forward, two for backward), plus loss/embedding.
   const double overhead_mb = 3.0 * (12.0 * layers + 4.0) * hw.launch_overhead_s;
   const double mb = static_cast<double>(l.micro_batch);

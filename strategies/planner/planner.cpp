@@ -76,7 +76,7 @@ std::string structural_reason(const Context& c, int64_t tp, int64_t pp) {
   if (pp > 1) {
     if (!c.in.caps.pipeline_parallel) return "pipeline parallel cannot run yet (gtrain run executes pp = 1 only)";
     if (!m.supports_pp || m.blocks <= 0) return model + " cannot be split into pipeline stages";
-    if (m.blocks % pp != 0) return "pp=" + num(pp) + " does not divide the " + num(m.blocks) + " blocks";
+    if (pp > m.blocks) return "pp=" + num(pp) + " exceeds the " + num(m.blocks) + " blocks (a stage needs one)";
   }
   return "";
 }
@@ -276,8 +276,8 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
       problems.push_back("pp = " + num(pp) + ": pipeline parallel cannot run yet (pp = 1 only)");
     if (!m.supports_pp || m.blocks <= 0)
       problems.push_back("pp = " + num(pp) + ": this model cannot be split into stages");
-    else if (m.blocks % pp != 0)
-      problems.push_back("pp = " + num(pp) + " must divide the " + num(m.blocks) + " blocks");
+    else if (pp > m.blocks)
+      problems.push_back("pp = " + num(pp) + " must not exceed the " + num(m.blocks) + " blocks (a stage needs one)");
   }
   if (pc.zero > in.caps.max_zero) {
     problems.push_back("zero = " + num(pc.zero) + ": ZeRO above stage " + num(in.caps.max_zero) + " cannot run yet");
