@@ -46,7 +46,9 @@ int launch_run_fast(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) run.argv.push_back(argv[i]);
   // Bad layouts fail here, once, before any rank starts; several ranks: mpirun replaces us.
   StageLaunch stage = launch_stage(run, cfg, env, worker_executable(), [&](const Allocation& alloc) {
-    plan_run(cfg, *stats, alloc.world_size(), alloc.world_size(), launch_nvml_index(cfg, alloc));
+    // A grant may be used in part; --ranks N asks for exactly N.
+    return plan_run(cfg, *stats, alloc.world_size(), alloc.world_size(), launch_nvml_index(cfg, alloc),
+                    /*use_fewer_ranks=*/alloc.ranks_override == 0);
   });
   if (stage.exit_code >= 0) return stage.exit_code;  // several ranks ran under mpirun
   // One rank: the worker inherits the lock (not close-on-exec) and the stage facts.

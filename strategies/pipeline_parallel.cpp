@@ -74,18 +74,10 @@ std::string PipelineEngine::describe() const {
   return buf;
 }
 
-torch::Tensor PipelineEngine::recv_activation() {
-  auto t = torch::empty(act_shape_, act_opts_);
+torch::Tensor PipelineEngine::recv_from(const std::vector<int64_t>& shape, int64_t peer) {
+  auto t = torch::empty(shape, act_opts_);
   auto t0 = std::chrono::steady_clock::now();
-  groups_.pp->recv(t, static_cast<int>(groups_.pp_rank - 1), 0);
-  comm_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return t;
-}
-
-torch::Tensor PipelineEngine::recv_gradient() {
-  auto t = torch::empty(act_shape_, act_opts_);
-  auto t0 = std::chrono::steady_clock::now();
-  groups_.pp->recv(t, static_cast<int>(groups_.pp_rank + 1), 0);
+  groups_.pp->recv(t, static_cast<int>(peer), 0);
   comm_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return t;
 }
@@ -103,13 +95,17 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
   auto& pcomm = *groups_.pp;
   const int prev = static_cast<int>(s - 1), next = static_cast<int>(s + 1);
   std::vector<std::pair<torch::Tensor, torch::Tensor>> batches;
-  for (int64_t i = 0; i < m; ++i) batches.push_back(w.next());
-  act_shape_ = model_->pipeline_activation_shape(batches[0].first);
+  // Each micro-batch's activation shape: with uneven replica shares they differ by one sample.
+  std::vector<std::vector<int64_t>> shapes;
+  for (int64_t i = 0; i < m; ++i) {
+    batches.push_back(w.next());
+    shapes.push_back(model_->pipeline_activation_shape(batches.back().first));
+  }
   dp_->begin_micro_batch(false);  // gradients accumulate; end_backward reduces them once
 
   auto loss_acc = torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(act_opts_.device()));
   std::deque<std::pair<torch::Tensor, torch::Tensor>> pending;  // (stage input, stage output) awaiting backward
-  int64_t fwd = 0;
+  int64_t fwd = 0, bwd = 0;                                     // the next micro-batch to run forward, and backward
   auto timed = [&](auto&& f) {
     auto t0 = std::chrono::steady_clock::now();
     f();
@@ -138,6 +134,7 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
   auto backward = [&](const torch::Tensor& grad) {
     auto [in, out] = pending.front();
     pending.pop_front();
+    ++bwd;
     if (last_) {
       out.backward();
     } else {
@@ -148,11 +145,11 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
   auto send_fwd = [&](const torch::Tensor& y) {
     if (!last_) timed([&] { pcomm.send(y, next, 0); });
   };
-  auto recv_fwd = [&]() { return first_ ? torch::Tensor() : recv_activation(); };
+  auto recv_fwd = [&]() { return first_ ? torch::Tensor() : recv_from(shapes[fwd], s - 1); };
   auto send_bwd = [&](const torch::Tensor& g) {
     if (!first_) timed([&] { pcomm.send(g, prev, 0); });
   };
-  auto recv_bwd = [&]() { return last_ ? torch::Tensor() : recv_gradient(); };
+  auto recv_bwd = [&]() { return last_ ? torch::Tensor() : recv_from(shapes[bwd], s + 1); };
 
   if (opt_.schedule == "gpipe") {
     for (int64_t i = 0; i < m; ++i) send_fwd(forward(recv_fwd()));
@@ -165,14 +162,14 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
       auto y = forward(x);
       torch::Tensor g;
       if (!last_) {  // send this activation, receive the gradient of the oldest one
-        g = torch::empty(act_shape_, act_opts_);
+        g = torch::empty(shapes[bwd], act_opts_);
         timed([&] { pcomm.send_recv(y, g, next, 0); });
       }
       auto dx = backward(g);
       if (i == steady - 1) {
         send_bwd(dx);
       } else if (!first_) {  // send this gradient, receive the next activation
-        x = torch::empty(act_shape_, act_opts_);
+        x = torch::empty(shapes[fwd], act_opts_);
         timed([&] { pcomm.send_recv(dx, x, prev, 0); });
       }
     }
@@ -199,8 +196,8 @@ void PipelineEngine::end_backward() {
 
 torch::Tensor PipelineEngine::forward_only(Model& model, const torch::Tensor& input) {
   (void)model;
-  act_shape_ = model_->pipeline_activation_shape(input);
-  torch::Tensor received = first_ ? torch::Tensor() : recv_activation();
+  torch::Tensor received =
+      first_ ? torch::Tensor() : recv_from(model_->pipeline_activation_shape(input), groups_.pp_rank - 1);
   auto x = stage_forward(input, received);
   if (last_) return model_->pipeline_head(x);
   groups_.pp->send(x.contiguous(), static_cast<int>(groups_.pp_rank + 1), 0);

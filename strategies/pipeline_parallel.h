@@ -4,7 +4,8 @@
 //
 // Protocol per optimizer step (run_micro_batches), on stage s of pp with m micro-batches:
 //  1. Every stage reads the same m micro-batches (its replica's slice): stage 0 embeds the inputs,
-//     the last stage uses the targets; activation shapes follow from the input shape.
+//     the last stage uses the targets; each micro-batch's activation shape follows from its input
+//     (with uneven replica shares the micro-batches of a step can differ by one sample).
 //  2. 1F1B: min(pp - s - 1, m) warm-up forwards, then alternate one forward and one backward
 //     (exchanging with the neighbour through send_recv, so no pair of stages can deadlock), then
 //     the remaining backwards. GPipe: all m forwards, then all m backwards.
@@ -60,8 +61,9 @@ class PipelineEngine : public ParallelEngine {
 
  private:
   torch::Tensor stage_forward(const torch::Tensor& input, const torch::Tensor& received);
-  torch::Tensor recv_activation();
-  torch::Tensor recv_gradient();
+  // Receives a tensor of `shape` from pipeline rank `peer` (an activation from the stage before,
+  // or a gradient from the stage after), counting the wait.
+  torch::Tensor recv_from(const std::vector<int64_t>& shape, int64_t peer);
 
   ProcessGroups groups_;
   std::shared_ptr<Model> model_;
@@ -71,7 +73,6 @@ class PipelineEngine : public ParallelEngine {
   std::unique_ptr<DataParallelEngine> dp_;
   std::vector<torch::Tensor> tied_;          // parameters held by the first and the last stage
   std::shared_ptr<Communicator> tied_comm_;  // {first, last} stage of this pipeline
-  std::vector<int64_t> act_shape_;
   torch::TensorOptions act_opts_ = torch::TensorOptions().dtype(torch::kFloat);  // float on the stage's device
   double comm_wait_s_ = 0, step_s_ = 0;
 };

@@ -107,7 +107,9 @@ TEST(SubmitChain, AutoStagesFollowTheQuotaWindows) {
     submit_command(o, {}, fake.runner(), out);
     ADD_FAILURE() << "a global batch of 16 accepted for the night window's 32 GPUs";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot be split evenly over dp = 32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("train.global_batch = 16 is smaller than the 32 data-parallel ranks"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_TRUE(fake.calls.empty());
   o.sets = {"train.global_batch=64"};

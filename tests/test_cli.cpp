@@ -245,11 +245,11 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
                    "[train]\nsteps = 2\nglobal_batch = 8\n[model]\nname = \"gpt\"\nn_layer = 1\nn_head = 2\n"
                    "n_embd = 16\nseq_len = 8\n[data]\nkind = \"synthetic\"\n[parallel]\nmode = \"explicit\"\npp = 2\n");
   cases.push_back(
-      {"run " + dir.file("pp.toml") + " --ranks 2 --set parallel.pp_microbatches=3",
+      {"run " + dir.file("pp.toml") + " --ranks 2 --set parallel.pp_microbatches=9",
        "gtrain: config error: parallel (explicit): dp=0 (auto) tp=1 pp=2 zero=0 micro_batch=0 on 2 ranks (2 "
        "per node), 2 heads, 1 blocks, global_batch 8: pp = 2 must not exceed the 1 blocks (a stage needs one); "
-       "parallel.pp_microbatches = 3 must divide the 8 samples per replica (train.global_batch 8 / dp 1)"
-       "; hint: set parallel.pp_microbatches to a divisor of 8"});
+       "parallel.pp_microbatches = 9 exceeds the 8 samples of the smallest replica (global batch 8 over dp 1: 8 "
+       "samples per replica): a micro-batch would be empty; hint: set parallel.pp_microbatches to at most 8"});
   cases.push_back({"run " + dir.file("pp.toml") + " --set parallel.pp_microbatches=2 --set parallel.micro_batch=2",
                    "gtrain: config error: --set parallel.pp_microbatches=2: [parallel]: set parallel.micro_batch or "
                    "parallel.pp_microbatches, not both (micro-batches per replica decide the micro-batch size, and "

@@ -487,8 +487,15 @@ TEST(Sampler, GlobalBatchIndependentOfLayout) {
     l.dp = dp, l.micro_batch = micro_batch, l.grad_accum = grad_accum;
     return l;
   };
-  const std::vector<ParallelLayout> layouts = {layout(1, 24, 1), layout(1, 6, 4), layout(2, 12, 1),
-                                               layout(2, 3, 4),  layout(4, 6, 1), layout(3, 4, 2)};
+  auto uneven = [](int64_t dp, int64_t grad_accum) {  // issue 25: dp need not divide the batch
+    ParallelLayout l;
+    l.dp = dp;
+    l.split_batch(24, grad_accum);
+    return l;
+  };
+  const std::vector<ParallelLayout> layouts = {layout(1, 24, 1), layout(1, 6, 4), layout(2, 12, 1), layout(2, 3, 4),
+                                               layout(4, 6, 1),  layout(3, 4, 2), uneven(5, 1),     uneven(5, 4),
+                                               uneven(7, 3),     uneven(1, 5),    uneven(11, 2),    uneven(24, 1)};
   for (int64_t step : {0, 7, 41, 42}) {  // step 41/42 straddle the epoch boundary (1000 / 24)
     std::multiset<int64_t> ref;
     for (int64_t g = step * B; g < (step + 1) * B; ++g) ref.insert(order.dataset_index(g));
@@ -500,6 +507,64 @@ TEST(Sampler, GlobalBatchIndependentOfLayout) {
       EXPECT_EQ(got, ref) << "dp=" << l.dp << " m=" << l.micro_batch << " a=" << l.grad_accum << " step " << step;
     }
   }
+}
+
+// Uneven shards: replica r takes B/dp samples (+1 on the first B%dp), split into grad_accum
+// micro-batches differing by at most one; micro-step i of every replica precedes micro-step i+1,
+// so the micro-batches tile the global batch in order. Even layouts keep the old formula.
+TEST(Sampler, UnevenSharesTileTheBatch) {
+  for (int64_t B : {1, 7, 24, 32, 97}) {
+    for (int64_t dp = 1; dp <= B && dp <= 12; ++dp) {
+      for (int64_t a = 1; a <= B / dp; ++a) {
+        ParallelLayout l;
+        l.dp = dp;
+        l.split_batch(B, a);
+        ASSERT_NO_THROW(l.validate(dp, B)) << l.factors(dp, B);
+        int64_t next = 0;
+        for (int64_t i = 0; i < a; ++i) {
+          for (int64_t r = 0; r < dp; ++r) {
+            EXPECT_EQ(l.micro_batch_offset(r, i), next) << l.factors(dp, B) << " r=" << r << " i=" << i;
+            const int64_t n = l.micro_batch_size(r, i);
+            EXPECT_GE(n, 1);
+            EXPECT_LE(n, l.micro_batch);
+            next += n;
+          }
+        }
+        EXPECT_EQ(next, B) << l.factors(dp, B);
+        for (int64_t r = 0; r < dp; ++r) {
+          int64_t share = 0;
+          for (int64_t i = 0; i < a; ++i) share += l.micro_batch_size(r, i);
+          EXPECT_EQ(share, l.replica_batch(r));
+          EXPECT_EQ(share, B / dp + (r < B % dp ? 1 : 0));
+        }
+        if (B % dp == 0 && (B / dp) % a == 0) {  // even: today's formula, bit for bit
+          EXPECT_TRUE(l.even());
+          for (int64_t i = 0; i < a; ++i)
+            for (int64_t r = 0; r < dp; ++r) EXPECT_EQ(l.micro_batch_offset(r, i), (i * dp + r) * l.micro_batch);
+        }
+      }
+    }
+  }
+  ParallelLayout l;
+  l.dp = 3;
+  l.split_batch(32, 1);
+  EXPECT_EQ(l.shares(), "11, 11, 10");
+  EXPECT_EQ(l.micro_batch, 11);
+  l.split_batch(32, 3);  // 11 as 4, 4, 3 and 10 as 4, 3, 3
+  EXPECT_EQ(l.micro_batch, 4);
+  EXPECT_EQ(l.micro_batch_size(2, 0), 4);
+  EXPECT_EQ(l.micro_batch_size(2, 1), 3);
+  EXPECT_EQ(first_sample(l, 2, 1, 1), 2 * 32 + 12 + 4);  // step 2, after micro-step 0 (12) and replica 0's 4
+  l.dp = 7;
+  l.split_batch(32, 1);
+  EXPECT_EQ(l.shares(), "5, 5, 5, 5, 4, 4, 4");
+  l.dp = 20;
+  l.split_batch(32, 1);
+  EXPECT_EQ(l.shares(), "2 x 12, 1 x 8");
+  // A split that would leave a replica an empty micro-batch is no layout.
+  l.dp = 3;
+  l.split_batch(32, 11);  // the 10-sample replica cannot run 11 micro-batches
+  EXPECT_THROW(l.validate(3, 32), ConfigError);
 }
 
 TEST(Sampler, EpochIsAPermutationAndSeedMatters) {

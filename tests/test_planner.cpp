@@ -53,16 +53,31 @@ void check_invariants(const PlannerInput& in, const std::vector<RankedPlan>& all
   double last_time = 0;
   for (const auto& r : all) {
     const Plan& p = r.plan;
-    EXPECT_EQ(p.dp * p.tp * p.pp, in.world) << p.summary();
+    EXPECT_EQ(p.dp * p.tp * p.pp, p.world) << p.summary();
+    EXPECT_LE(p.world, in.world) << p.summary();
+    EXPECT_EQ(p.idle_ranks(), in.world - p.world) << p.summary();
+    if (!in.use_fewer_ranks) {
+      EXPECT_EQ(p.world, in.world) << p.summary();
+    }
     if (!r.feasible) {
       EXPECT_EQ(r.rank, 0);
       EXPECT_FALSE(r.why.empty());
       continue;
     }
     EXPECT_EQ(r.rank, expect_rank++) << "feasible plans come first, ranked 1..n";
-    EXPECT_GE(r.time.total() + 1e-12, last_time) << "ranked by time";
-    last_time = r.time.total();
-    EXPECT_EQ(p.dp * p.micro_batch * p.grad_accum, p.global_batch());
+    // Ranked by time; a layout that leaves ranks idle must beat the others by kIdleRankMargin.
+    const double ranked = r.time.total() * (p.idle_ranks() > 0 ? 1.0 + kIdleRankMargin : 1.0);
+    EXPECT_GE(ranked * (1 + 1e-12), last_time) << "ranked by time";
+    last_time = ranked;
+    // The replicas' shares add up to the global batch and differ by at most one sample; every
+    // micro-batch holds a sample, and micro_batch is the largest.
+    int64_t total = 0;
+    for (int64_t d = 0; d < p.dp; ++d) total += p.replica_batch(d);
+    EXPECT_EQ(total, p.global_batch()) << p.summary();
+    EXPECT_LE(p.max_replica_batch() - p.min_replica_batch(), 1) << p.summary();
+    EXPECT_LE(p.grad_accum, p.min_replica_batch()) << p.summary();
+    EXPECT_EQ(p.micro_batch, largest_part(p.max_replica_batch(), p.grad_accum)) << p.summary();
+    EXPECT_NO_THROW(p.validate(p.world, p.global_batch())) << p.summary();
     if (in.parallel.batch_tolerance == 0) {
       EXPECT_EQ(p.global_batch(), B) << p.summary();
       EXPECT_EQ(p.requested_global_batch, 0);
@@ -74,8 +89,10 @@ void check_invariants(const PlannerInput& in, const std::vector<RankedPlan>& all
     }
     EXPECT_EQ(in.model.heads % p.tp, 0) << p.summary();
     EXPECT_LE(p.pp, in.model.blocks) << p.summary();  // stages need not divide the blocks
-    EXPECT_LE(p.tp, gpn);
-    EXPECT_EQ(gpn % p.tp, 0) << "tp stays within a node";
+    // tp stays within a node: of the ranks the plan uses (the first ones, filling nodes in order).
+    const int64_t used_gpn = std::min(gpn, p.world);
+    EXPECT_LE(p.tp, used_gpn);
+    EXPECT_EQ(used_gpn % p.tp, 0) << "tp stays within a node";
     EXPECT_LE(r.memory.total(), usable) << p.summary();
     EXPECT_NEAR(p.est_memory_bytes, r.memory.total(), 1.0);
     EXPECT_LE(p.zero, in.caps.max_zero);
@@ -116,8 +133,99 @@ TEST(PlannerInvariants, EveryWorldSize1To1024) {
       break;
     }
   }
-  // 512 = 2^9: every world whose dp can split it has a plan (all powers of two up to 512, ...).
-  EXPECT_GE(feasible_worlds, 10);
+  // Every grant has a plan: dp need not divide 512 (uneven shares), and past 512 ranks the plan
+  // leaves the surplus idle or gives it to tp / pp.
+  EXPECT_EQ(feasible_worlds, 1024);
+}
+
+// Issue 25: a grant of any count up to the batch trains on all of it, each replica taking its
+// share of the exact global batch; the step time is set by the largest share. A plan leaves ranks
+// idle only when that is at least kIdleRankMargin faster than every layout of all of them (21
+// GPUs: dp 10 x tp 2 on 20 beats dp 7 x tp 3 or 21 uneven replicas), and says so.
+TEST(PlannerUneven, EveryCountUpToTheBatchTrainsOnAllRanks) {
+  for (int64_t w = 1; w <= 64; ++w) {
+    PlannerInput in = gpt2_on(w);
+    in.train.global_batch = 64;
+    // One node of w: across nodes of 8, 9 GPUs are 8 + 1 and the one across the slow link costs
+    // more than it gives (the planner then rightly uses 8).
+    in.gpus_per_node = w;
+    const auto all = plan_candidates(in);
+    ASSERT_TRUE(all.front().feasible) << w;
+    const Plan& p = all.front().plan;
+    EXPECT_EQ(p.global_batch(), 64) << p.summary();
+    if (w <= 8) {
+      EXPECT_EQ(p.world, w) << p.summary() << ": " << all.front().why;
+    }
+    if (p.idle_ranks() == 0) continue;
+    EXPECT_NE(all.front().why.find("uses " + std::to_string(p.world) + " of the " + std::to_string(w)),
+              std::string::npos)
+        << all.front().why;
+    for (const auto& r : all) {
+      if (r.feasible && r.plan.world == w) {
+        EXPECT_GE(r.time.total(), (1 + kIdleRankMargin) * all.front().time.total()) << r.plan.summary();
+      }
+    }
+  }
+  // 32 over 3 replicas: 11, 11, 10, and the step costs what 11 samples per replica cost.
+  PlannerInput three = gpt2_on(3);
+  three.train.global_batch = 32;
+  const Plan p3 = plan_job(three);
+  ASSERT_EQ(p3.dp, 3) << p3.summary();
+  EXPECT_EQ(p3.shares(), "11, 11, 10");
+  // Nodes of 8: the ninth GPU sits across the slow link, and 8 on one node are faster.
+  PlannerInput nine_in = gpt2_on(9);
+  nine_in.train.global_batch = 64;
+  const Plan nine = plan_job(nine_in);
+  EXPECT_EQ(nine.world, 8) << nine.summary();
+  EXPECT_NE(nine.reason.find("uses 8 of the 9 granted GPUs (1 idle)"), std::string::npos) << nine.reason;
+  EXPECT_FALSE(p3.even());
+  EXPECT_NE(p3.summary().find("shares 11, 11, 10"), std::string::npos) << p3.summary();
+  const CostModelInput cost = [&] {
+    CostModelInput c;
+    c.model = three.model;
+    c.precision = "bf16";
+    c.profile = three.profile;
+    c.topology = {3, 3, 1};
+    return c;
+  }();
+  ParallelLayout uneven;
+  uneven.dp = 3;
+  uneven.split_batch(32, 1);
+  ParallelLayout even = uneven;
+  even.split_batch(33, 1);  // 11 each: the same largest share
+  const TimeEstimate tu = estimate_time(cost, uneven), te = estimate_time(cost, even);
+  EXPECT_NEAR(tu.compute, te.compute, 1e-12 * te.compute) << "the largest share sets the compute";
+  EXPECT_NEAR(tu.imbalance, 11.0 * 3.0 / 32.0 - 1.0, 1e-12);
+  EXPECT_EQ(te.imbalance, 0.0);
+  ParallelLayout two;
+  two.dp = 2;
+  two.split_batch(32, 1);
+  EXPECT_NEAR(estimate_time(cost, two).compute / tu.compute, 16.0 / 11.0, 1e-9);
+}
+
+// "Use k of the n GPUs": when every layout of all n is slower or does not fit, the plan leaves
+// some idle, names how many, and says why; started ranks (use_fewer_ranks = false) never do.
+TEST(PlannerUneven, FewerRanksWhenTheGrantCannotBeUsedWhole) {
+  // 24 heads, too big for one 40 GB GPU without tp = 2 (or pp): 7 GPUs.
+  PlannerInput in = gpt_input(24, 16, 2048, 2048, 64, 7, "A100-40GB");
+  in.caps.max_zero = 0;
+  in.caps.recompute = false;
+  in.caps.pipeline_parallel = false;
+  const Plan p = plan_job(in);
+  EXPECT_EQ(p.world, 6) << p.summary() << ": " << p.reason;
+  EXPECT_EQ(p.tp, 2) << p.summary();
+  EXPECT_EQ(p.granted, 7);
+  EXPECT_NE(p.reason.find("uses 6 of the 7 granted GPUs (1 idle)"), std::string::npos) << p.reason;
+  in.use_fewer_ranks = false;
+  EXPECT_FALSE(error_of(in).empty());
+  // Ranks already started on the 6 plan the same layout.
+  in.world = 6;
+  const Plan six = plan_job(in);
+  EXPECT_EQ(six.summary(), p.summary());
+  EXPECT_EQ(fewer_rank_counts(7, 8, 64), (std::vector<int64_t>{6, 5, 4}));
+  // Above kAllFewerRanksUpTo: the 8 largest counts, and the multiples of powers of two from half up.
+  EXPECT_EQ(fewer_rank_counts(100, 8, 1000), (std::vector<int64_t>{99, 98, 97, 96, 95, 94, 93, 92, 64}));
+  EXPECT_EQ(fewer_rank_counts(100, 8, 20), (std::vector<int64_t>{99, 98, 97, 96, 95, 94, 93, 92, 64, 20}));
 }
 
 TEST(PlannerInvariants, RunCapabilitiesOnlyDataParallelAndTightMemory) {
@@ -203,24 +311,40 @@ TEST(PlannerBatch, NearestValidBatchesAndTolerance) {
   in.model.recompute_bytes_per_sample = 2e6;
   in.train.global_batch = 64;
   in.world = 3;
-  EXPECT_NE(error_of(in).find("nearest valid global batches: 63 or 66"), std::string::npos) << error_of(in);
+  // Exact by default: 64 over 3 replicas is 22, 21, 21.
+  const Plan uneven = plan_job(in);
+  EXPECT_EQ(uneven.global_batch(), 64);
+  EXPECT_EQ(uneven.shares(), "22, 21, 21");
+  EXPECT_EQ(uneven.requested_global_batch, 0);
+  EXPECT_NE(uneven.reason.find("replica shares 22, 21, 21"), std::string::npos) << uneven.reason;
+  // parallel.batch_tolerance: the user prefers an even split with a changed batch.
   in.parallel.batch_tolerance = 0.05;
   const Plan p = plan_job(in);
   EXPECT_EQ(p.global_batch(), 63);
   EXPECT_EQ(p.requested_global_batch, 64);
-  in.parallel.batch_tolerance = 0.01;  // 63 is 1.6% away
-  EXPECT_FALSE(error_of(in).empty());
+  EXPECT_TRUE(p.even());
+  in.parallel.batch_tolerance = 0.01;  // 63 is 1.6% away: the exact batch, split unevenly
+  EXPECT_EQ(plan_job(in).global_batch(), 64);
+  EXPECT_EQ(nearest_valid_global_batches(64, 3), (std::vector<int64_t>{63, 66}));
 }
 
 // When no layout of the ranks works, the error names why each one with tp or pp was ruled out too
 // (it named only data parallelism's reason).
 TEST(PlannerBatch, NoLayoutNamesEveryLayoutsReason) {
-  PlannerInput in = gpt_input(2, 4, 128, 64, 32, 3, "A100-80GB");
+  PlannerInput in = gpt_input(2, 4, 128, 64, 2, 3, "A100-80GB");
+  in.use_fewer_ranks = false;  // ranks already started: all 3 must train
   const std::string e = error_of(in);
   EXPECT_EQ(e,
-            "train.global_batch = 32 cannot be split evenly over dp = 3 data-parallel ranks; nearest valid global "
-            "batches: 30 or 33 (or allow a change with parallel.batch_tolerance); other layouts: tp 1 x pp 3: pp=3 "
+            "train.global_batch = 2 is smaller than the 3 data-parallel ranks; other layouts: tp 1 x pp 3: pp=3 "
             "exceeds the 2 blocks (a stage needs one); tp 3 x pp 1: tp=3 does not divide the 4 attention heads");
+  // Before the ranks start, the planner uses 2 of the 3 instead, and says so.
+  in.use_fewer_ranks = true;
+  const Plan p = plan_job(in);
+  EXPECT_EQ(p.world, 2) << p.summary();
+  EXPECT_EQ(p.granted, 3);
+  EXPECT_EQ(p.idle_ranks(), 1);
+  EXPECT_NE(p.reason.find("uses 2 of the 3 granted GPUs (1 idle): no layout of all 3 fits"), std::string::npos)
+      << p.reason;
 }
 
 // Pipeline stages need not divide the blocks: 4 blocks on 3 stages split by cost (the output layer
@@ -236,7 +360,7 @@ TEST(PlannerPipeline, StagesThatDoNotDivideTheBlocks) {
   EXPECT_GT(b[1], 6) << b[1];
   EXPECT_THROW(pipeline_stage_bounds(tiny, 4, 5), ConfigError);
 
-  // 4 blocks on 3 ranks: the planner now finds pp = 3 where dp = 3 cannot split 32 samples.
+  // 4 blocks on 3 ranks: every layout of 3 ranks keeps the batch of 32 (dp = 3 splits it unevenly).
   PlannerInput in = gpt_input(4, 4, 128, 64, 32, 3, "A100-80GB");
   const Plan p = plan_job(in);
   EXPECT_EQ(p.dp * p.tp * p.pp, 3) << p.summary();
@@ -261,7 +385,6 @@ TEST(PlannerExplicit, EveryWrongFactorIsNamed) {
   EXPECT_NE(e.find("dp*tp*pp = 195 must equal the 8 granted ranks"), std::string::npos) << e;
   EXPECT_NE(e.find("tp = 5 must divide the 12 attention heads"), std::string::npos) << e;
   EXPECT_NE(e.find("pp = 13 must not exceed the 12 blocks (a stage needs one)"), std::string::npos) << e;
-  EXPECT_NE(e.find("must be divisible by dp = 3"), std::string::npos) << e;
 
   in.parallel.dp = 0;
   in.parallel.tp = 2;
@@ -502,14 +625,17 @@ TEST(PlanFlags, MemorySizesAndGpuCounts) {
   }
   EXPECT_EQ(parse_gpu_counts("8", "--gpus"), (std::vector<int64_t>{8}));
   EXPECT_EQ(parse_gpu_counts("1,2,4,8", "--gpus"), (std::vector<int64_t>{1, 2, 4, 8}));
-  for (const std::string bad : {"0", "", "x", "1,,2", "-1", "2.5", "65537", "1000000"}) {
+  EXPECT_EQ(parse_gpu_counts("1-8", "--gpus"), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(parse_gpu_counts("1-3,16", "--gpus"), (std::vector<int64_t>{1, 2, 3, 16}));
+  for (const std::string bad : {"0", "", "x", "1,,2", "-1", "2.5", "65537", "1000000", "8-1", "1-", "1-2-3", "1-3,2"}) {
     EXPECT_THROW(parse_gpu_counts(bad, "--gpus"), ConfigError) << bad;
   }
   try {
     parse_gpu_counts("1000000", "--gpus");
   } catch (const ConfigError& e) {  // the range is in the message
     EXPECT_EQ(std::string(e.what()),
-              "--gpus '1000000': expected a GPU count from 1 to 65536 (e.g. 8) or a list such as 1,2,4,8");
+              "--gpus '1000000': expected a GPU count from 1 to 65536 (e.g. 8), a list such as 1,2,4,8 or a "
+              "range such as 1-8");
   }
 }
 

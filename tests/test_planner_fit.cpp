@@ -35,11 +35,21 @@ TEST(Planner, KeepsGlobalBatchAndShrinksMicroBatchToFit) {
 }
 
 TEST(Planner, ImpossibleRequestsAreClearErrors) {
+  // Three ranks split 64 samples 22, 21, 21: no longer an error.
+  const Plan three = plan_job(planner_input(3, 64, 0));
+  EXPECT_EQ(three.dp, 3);
+  EXPECT_EQ(three.global_batch(), 64);
+  EXPECT_EQ(three.shares(), "22, 21, 21");
+  // More ranks than samples, every one of them to be used: one line that says so.
+  auto tiny = planner_input(3, 2, 0);
+  tiny.use_fewer_ranks = false;
   try {
-    plan_job(planner_input(3, 64, 0));
+    plan_job(tiny);
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("nearest valid global batches: 63 or 66"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("train.global_batch = 2 is smaller than the 3 data-parallel ranks"),
+              std::string::npos)
+        << e.what();
   }
   try {
     plan_job(planner_input(1, 64, 50e6));
@@ -47,9 +57,28 @@ TEST(Planner, ImpossibleRequestsAreClearErrors) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("no layout fits"), std::string::npos) << e.what();
   }
+  // parallel.micro_batch bounds the micro-batch: 64 samples at most 10 at a time are 7 micro-batches
+  // of 10 and 9 (it need not divide the share).
   auto in = planner_input(1, 64, 0);
   in.parallel.micro_batch = 10;
-  EXPECT_THROW(plan_job(in), ConfigError);
+  const Plan bounded = plan_job(in);
+  EXPECT_EQ(bounded.micro_batch, 10);
+  EXPECT_EQ(bounded.grad_accum, 7);
+  EXPECT_EQ(bounded.micro_batch_size(0, 0), 10);
+  EXPECT_EQ(bounded.micro_batch_size(0, 6), 9);
+  // A micro-batch so small that the smaller replicas would run an empty one is refused, by name.
+  auto starved = planner_input(3, 4, 0);  // shares 2, 1, 1
+  starved.use_fewer_ranks = false;
+  starved.parallel.micro_batch = 1;
+  try {
+    plan_job(starved);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.micro_batch = 1 makes 2 micro-batches per step, more than the 1 "
+                                         "samples of the smallest replica"),
+              std::string::npos)
+        << e.what();
+  }
   Plan p;
   p.dp = 2;
   p.tp = 2;

@@ -125,9 +125,10 @@ std::string slurm_out(const std::string& run_dir) {
 
 }  // namespace
 
-// Three stages on 2, 4 and 1 GPUs, each ended by USR1 to the batch shell (what the time-limit lead
-// sends), resume to the same final loss as one unstaged run.
-TEST(SlurmSubmit, ThreeStagesOnTwoFourOneGpusMatchAnUnstagedRun) {
+// Three stages on 3, 4 and 1 GPUs, each ended by USR1 to the batch shell (what the time-limit lead
+// sends), resume to the same final loss as one unstaged run. The first stage's 3 GPUs split the
+// batch of 16 as 6, 5, 5 (issue 25: every count the scheduler grants is usable).
+TEST(SlurmSubmit, ThreeStagesOnThreeFourOneGpusMatchAnUnstagedRun) {
   test::TempDir dir;
   const std::string base = nasty_dir(dir, "cfg");
   test::write_file(base + "/job.toml", job_toml(400));
@@ -136,7 +137,7 @@ TEST(SlurmSubmit, ThreeStagesOnTwoFourOneGpusMatchAnUnstagedRun) {
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
 
   const std::string run = nasty_dir(dir, "run");
-  auto r = submit(base + "/job.toml", run, "--stages 3 --gpus 2,4,1 --time 00:03:00");
+  auto r = submit(base + "/job.toml", run, "--stages 3 --gpus 3,4,1 --time 00:03:00");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("USR1 45 s before the limit"), std::string::npos) << r.output;
   const std::string script = test::read_file(run + "/stage-1.sbatch");
@@ -150,7 +151,9 @@ TEST(SlurmSubmit, ThreeStagesOnTwoFourOneGpusMatchAnUnstagedRun) {
 
   const auto st = ledger(run);
   ASSERT_EQ(st.size(), 3u) << slurm_out(run);
-  EXPECT_EQ(st[0].at("world"), 2);
+  EXPECT_EQ(st[0].at("world"), 3);
+  EXPECT_EQ(st[0].at("allocation").at("gpus"), 3) << st[0].dump();
+  EXPECT_NE(slurm_out(run).find("shares 6, 5, 5"), std::string::npos) << slurm_out(run);
   EXPECT_EQ(st[1].at("world"), 4);
   EXPECT_EQ(st[2].at("world"), 1);
   EXPECT_EQ(st[0].at("exit").get<std::string>().rfind("resumable", 0), 0u) << st[0].dump();

@@ -335,7 +335,7 @@ TEST(SubmitChain, RefusesWhatRunWouldRefuseBeforeWritingScripts) {
   std::string unknown = kMlp;
   unknown.replace(unknown.find("\"mlp\""), 5, "\"resnet9000\"");
   expect_refused(unknown, {}, "resnet9000");
-  expect_refused(kMlp, {"parallel.micro_batch=7"}, "micro_batch");
+  expect_refused(kMlp, {"parallel.pp_microbatches=100000"}, "parallel.pp_microbatches = 100000 exceeds");
   // The stage scripts stop gtrain run with USR1: without it in the list, USR1 would kill the stage unsaved.
   expect_refused(kMlp, {"schedule.stop_signals=[\"TERM\", \"INT\"]"},
                  "schedule.stop_signals = [\"TERM\", \"INT\"] lacks \"USR1\", which the stage scripts send");

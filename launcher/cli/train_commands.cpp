@@ -93,7 +93,8 @@ Command add_plan(CLI::App& app) {
                                          "with estimates, alternatives and a what-if table over GPU counts.");
   cmd->add_option("config", plan->config_path, "TOML config file (optional with --calibrate)");
   cmd->add_option("--set", plan->sets, "Override a key: section.key=value")->allow_extra_args(false);
-  cmd->add_option("--gpus", plan->gpus, "Plan for N GPUs, or for each of a list (1,2,4,8) instead of what was granted")
+  cmd->add_option("--gpus", plan->gpus,
+                  "Plan for N GPUs, or for each of a list (1,2,4,8) or range (1-8) instead of what was granted")
       ->type_name("N|LIST");
   cmd->add_option("--ranks", plan->ranks,
                   "Plan for the N ranks gtrain run --ranks N starts here (CPU ranks share this machine's nodes)")

@@ -35,9 +35,12 @@ std::string short_layout(const Plan& p) {
   if (p.micro_batch <= 0) {
     return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp);
   }
+  // Uneven replica shares: "mb6~" (the largest micro-batch; some hold one sample less); fewer
+  // ranks than granted: "(uses 6)".
   return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " z" +
-         std::to_string(p.zero) + " mb" + std::to_string(p.micro_batch) + "x" + std::to_string(p.grad_accum) +
-         (p.recompute ? " rc" : "");
+         std::to_string(p.zero) + " mb" + std::to_string(p.micro_batch) + (p.even() ? "" : "~") + "x" +
+         std::to_string(p.grad_accum) + (p.recompute ? " rc" : "") +
+         (p.idle_ranks() > 0 ? " (uses " + std::to_string(p.world) + ")" : "");
 }
 
 json memory_json(const MemoryEstimate& m) {
@@ -72,10 +75,14 @@ json candidate_json(const RankedPlan& r) {
   const Plan& p = r.plan;
   json j = {{"rank", r.rank}, {"feasible", r.feasible},   {"dp", p.dp},  {"tp", p.tp}, {"pp", p.pp},
             {"zero", p.zero}, {"recompute", p.recompute}, {"why", r.why}};
+  j["world"] = p.world;
+  j["idle_ranks"] = p.idle_ranks();
   if (p.micro_batch > 0) {
     j["micro_batch"] = p.micro_batch;
     j["grad_accum"] = p.grad_accum;
     j["global_batch"] = p.global_batch();
+    j["replica_shares"] = p.shares();
+    j["imbalance"] = r.time.imbalance;
     j["memory_bytes"] = r.memory.total();
     j["step_seconds"] = r.time.total();
     j["memory"] = memory_json(r.memory);
@@ -98,8 +105,9 @@ struct Setup {
   std::string source;  // "granted: slurm job 123" or "--gpus 8"
   // CPU ranks: each node's slots, which gtrain run's mpirun fills in turn (all on one node here).
   std::vector<int64_t> cpu_slots;
-  double host_memory = 0;   // CPU ranks: the memory the ranks of a node share
-  bool count_list = false;  // --gpus gave several counts: the chosen block is for the largest
+  double host_memory = 0;    // CPU ranks: the memory the ranks of a node share
+  bool count_list = false;   // --gpus gave several counts: the chosen block is for the largest
+  bool exact_ranks = false;  // --ranks N: exactly N ranks, as gtrain run --ranks N (a grant may be used in part)
 };
 
 // CPU ranks: the most ranks on one node when gtrain run starts `world` of them (mpirun fills each
@@ -146,6 +154,7 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
     d.read_limits = false;
     d.hardware = hw;
     d.ranks = o.ranks;  // as gtrain run --ranks N
+    s.exact_ranks = o.ranks > 0;
     alloc = discover_allocation(env, system_command_runner(2.0), d);
     s.world = alloc.world_size();
     s.gpu = (alloc.total_gpus() > 0 && alloc.cuda_build) || !o.gpu_type.empty() || mem_flag > 0;
@@ -229,6 +238,7 @@ PlannerInput planner_input(const JobConfig& cfg, const JobDescription& d, const 
   }
   in.profile = s.profile;
   in.caps = runnable ? kRunCapabilities : kAllCapabilities;
+  in.use_fewer_ranks = !s.exact_ranks;
   return in;
 }
 
@@ -291,19 +301,33 @@ double parse_memory_size(const std::string& text, const std::string& what) {
 
 std::vector<int64_t> parse_gpu_counts(const std::string& text, const std::string& what) {
   std::vector<int64_t> out;
-  std::string item;
   auto fail = [&] {
     throw ConfigError(what + " '" + text +
-                      "': expected a GPU count from 1 to 65536 (e.g. 8) or a list such as 1,2,4,8");
+                      "': expected a GPU count from 1 to 65536 (e.g. 8), a list such as 1,2,4,8 or a range "
+                      "such as 1-8");
   };
+  auto count = [&](const std::string& item) {
+    if (item.empty() || item.size() > 6 || !std::all_of(item.begin(), item.end(), ::isdigit)) fail();
+    const int64_t n = std::stoll(item);
+    if (n < 1 || n > 65536) fail();
+    return n;
+  };
+  auto add = [&](int64_t n) {
+    if (std::find(out.begin(), out.end(), n) != out.end())
+      throw ConfigError(what + " '" + text + "': " + std::to_string(n) + " is listed twice");
+    out.push_back(n);
+  };
+  std::string item;
   for (size_t i = 0; i <= text.size(); ++i) {
     if (i == text.size() || text[i] == ',') {
-      if (item.empty() || item.size() > 6 || !std::all_of(item.begin(), item.end(), ::isdigit)) fail();
-      const int64_t n = std::stoll(item);
-      if (n < 1 || n > 65536) fail();
-      if (std::find(out.begin(), out.end(), n) != out.end())
-        throw ConfigError(what + " '" + text + "': " + std::to_string(n) + " is listed twice");
-      out.push_back(n);
+      const size_t dash = item.find('-');
+      if (dash == std::string::npos) {
+        add(count(item));
+      } else {  // a range a-b, both ends included
+        const int64_t a = count(item.substr(0, dash)), b = count(item.substr(dash + 1));
+        if (b < a || b - a >= 4096) fail();
+        for (int64_t n = a; n <= b; ++n) add(n);
+      }
       item.clear();
     } else if (text[i] != ' ') {
       item += text[i];

@@ -48,7 +48,7 @@ namespace gtrain {
 constexpr int64_t kLongEvalBatches = 1000;
 
 JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks,
-                      torch::Device device) {
+                      torch::Device device, bool use_fewer_ranks) {
   auto& registry = ModelRegistry::global();
   if (!cfg.model.plugin.empty()) registry.load_plugin(cfg.model.plugin);
   if (!registry.has(cfg.model.name)) {
@@ -67,8 +67,11 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
   parts.stats = parts.model->stats(parts.data.train->spec());
 
   // A CUDA rank plans with its GPU's profile and memory (found by its NVML index).
+  // Before the ranks start (no communicator yet) the plan may leave some granted ones idle;
+  // started ranks use exactly their number.
   parts.plan = plan_run(cfg, parts.stats, world_size, local_ranks,
-                        device.is_cuda() ? cuda::nvml_index_for(device.index(), process_environment()) : -1);
+                        device.is_cuda() ? cuda::nvml_index_for(device.index(), process_environment()) : -1,
+                        use_fewer_ranks && comm == nullptr);
   const Plan& plan = parts.plan;
 
   if (comm) {
@@ -214,9 +217,13 @@ int launch_here(RankJob& job, const std::map<std::string, std::string>& env) {
   const JobConfig& cfg = job.cfg;
   StageLaunch stage = launch_stage(job.o, cfg, env, self_executable(), [&](const Allocation& alloc) {
     const int ranks = alloc.world_size();
-    if (ranks == 1) return;  // this process is the rank: it builds the job next
+    Plan one;
+    if (ranks == 1) return one;  // this process is the rank: it builds the job next
     const int gpu = launch_nvml_index(cfg, alloc);
-    assemble_job(cfg, ranks, nullptr, ranks, gpu >= 0 ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU));
+    return assemble_job(cfg, ranks, nullptr, ranks,
+                        gpu >= 0 ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU),
+                        /*use_fewer_ranks=*/alloc.ranks_override == 0)
+        .plan;
   });
   if (stage.exit_code >= 0) return stage.exit_code;
   job.lock = std::move(stage.lock);

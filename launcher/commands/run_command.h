@@ -26,8 +26,10 @@ struct JobParts {
   Plan plan;
   std::unique_ptr<ParallelEngine> engine;
 };
+// Without `comm` (the launcher, before the ranks start) and with `use_fewer_ranks` (a grant, not
+// --ranks), the plan may use fewer than `world_size` ranks (plan_run).
 JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks = 1,
-                      torch::Device device = torch::kCPU);
+                      torch::Device device = torch::kCPU, bool use_fewer_ranks = false);
 
 // Runs one job in this process (one rank). Throws gtrain::Error on failure.
 RunOutcome run_job(const RunOptions& options);

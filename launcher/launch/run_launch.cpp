@@ -128,12 +128,14 @@ std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
                    cfg.model.tied_embeddings, cfg.model.dropout);
 }
 
-Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index) {
+Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index,
+              bool use_fewer_ranks) {
   // Plan with what this runtime executes (strategies/planner/capabilities.h) and this host's CPU profile
   // (calibrated by `gtrain plan --calibrate`, else a conservative default).
   PlannerInput pin = planner_input_for(cfg, stats, world_size);
   pin.gpus_per_node = world_size;
   pin.caps = kRunCapabilities;
+  pin.use_fewer_ranks = use_fewer_ranks;
   pin.profile = local_cpu_profile(process_environment(), ProcessContext::get().host,
                                   static_cast<int>(std::thread::hardware_concurrency()));
   pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
@@ -150,26 +152,8 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
       if (cfg.parallel.memory_gb <= 0 && mem > 0) pin.memory_bytes = 0.9 * mem;
     }
   }
-  if (cfg.parallel.pp_microbatches > 0 && cfg.parallel.micro_batch == 0) {
-    // m micro-batches per replica: micro_batch = global_batch / (dp * m), dp from the explicit layout.
-    const int64_t tp = cfg.parallel.tp, pp = cfg.parallel.pp;
-    const int64_t dp = cfg.parallel.dp > 0 ? cfg.parallel.dp : std::max<int64_t>(1, world_size / (tp * pp));
-    const int64_t per_replica = cfg.train.global_batch / dp;
-    if (cfg.train.global_batch % dp != 0 || per_replica % cfg.parallel.pp_microbatches != 0) {
-      const std::string own = "parallel.pp_microbatches = " + std::to_string(cfg.parallel.pp_microbatches) +
-                              " must divide the " + std::to_string(per_replica) +
-                              " samples per replica (train.global_batch " + std::to_string(cfg.train.global_batch) +
-                              " / dp " + std::to_string(dp) + ")";
-      const std::string own_hint = str("set parallel.pp_microbatches to a divisor of ", per_replica);
-      try {  // the layout's other problems too, in one message
-        plan_job(pin);
-      } catch (const ConfigError& e) {
-        throw ConfigError(str(e.what(), "; ", own), e.hint().empty() ? own_hint : str(e.hint(), "; ", own_hint));
-      }
-      throw ConfigError(own, own_hint);
-    }
-    pin.parallel.micro_batch = per_replica / cfg.parallel.pp_microbatches;
-  }
+  // parallel.pp_microbatches fixes the micro-batches per step (the planner checks it against the
+  // smallest replica share); parallel.micro_batch bounds the micro-batch.
   Plan plan = plan_job(pin);
   if (plan.tp > 1 && stats.vocab > 0 && stats.vocab % plan.tp != 0) {
     throw ConfigError(str("tp = ", plan.tp, " must divide the vocabulary (", stats.vocab, ")"),
@@ -272,11 +256,31 @@ Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocat
 }
 
 nlohmann::json allocation_record(const Allocation& alloc, int ranks) {
-  return {{"scheduler", alloc.scheduler},
-          {"job_id", alloc.job_id},
-          {"nodes", alloc.nodes.size()},
-          {"gpus", alloc.total_gpus()},
-          {"ranks", ranks}};
+  nlohmann::json rec = {{"scheduler", alloc.scheduler},
+                        {"job_id", alloc.job_id},
+                        {"nodes", alloc.nodes.size()},
+                        {"gpus", alloc.total_gpus()},
+                        {"ranks", ranks}};
+  if (ranks < alloc.world_size()) rec["idle"] = idle_slots(alloc, ranks);
+  return rec;
+}
+
+std::vector<std::string> idle_slots(const Allocation& alloc, int ranks) {
+  // mpirun fills the hosts' slots in order (a GPU a slot), so the idle ones are the last.
+  std::vector<std::string> idle;
+  int slot = 0;
+  for (const auto& n : alloc.nodes) {
+    const int slots = n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size());
+    for (int i = 0; i < slots; ++i, ++slot) {
+      if (slot < ranks) continue;
+      idle.push_back(n.host + (n.gpus.empty() ? ":slot " + std::to_string(i) : ":gpu " + std::to_string(n.gpus[i])));
+    }
+  }
+  // --ranks beyond the hosts' slots (CPU ranks on one machine): the rest by number.
+  for (; slot < alloc.world_size(); ++slot) {
+    if (slot >= ranks) idle.push_back("rank " + std::to_string(slot));
+  }
+  return idle;
 }
 
 bool stage_prepared(const std::map<std::string, std::string>& env, const std::string& run_dir) {
@@ -398,7 +402,7 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
 }  // namespace
 
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
-                         const std::string& worker, const std::function<void(const Allocation&)>& validate) {
+                         const std::string& worker, const std::function<Plan(const Allocation&)>& plan_ranks) {
   if (!o.time_limit.empty()) parse_duration(o.time_limit, "--time-limit");  // reject bad input early
   const std::string run_dir = resolve_run_dir(cfg, o);
   // A fresh start's weights (a resume reads its own checkpoint instead): there before ranks start.
@@ -412,7 +416,6 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   dopt.read_limits = false;
   const Allocation alloc = discover_allocation(env, system_command_runner(), dopt);
   StageLaunch out;
-  out.ranks = alloc.world_size();
   out.lock = acquire_stage_lock(run_dir, cfg);
   // A stage of a chain gtrain cancel cancelled (its request may have come before this job's script or
   // gtrain run was up, and the scheduler does not keep it): nothing starts.
@@ -428,12 +431,21 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   handoff.has_deadline = true;
   handoff.deadline_unix = deadline.unix_time;
   handoff.deadline_source = deadline.source;
-  const nlohmann::json allocation = allocation_record(alloc, out.ranks);
-  handoff.allocation_json = allocation.dump();
   handoff.has_granted = true;
   for (const auto& n : alloc.nodes) handoff.granted.emplace_back(n.host, n.gpus);
   export_env(handoff);
-  if (validate) validate(alloc);
+  // The plan: bad input fails here, once, before any rank starts; it may leave granted ranks idle.
+  Plan plan;
+  plan.world = alloc.world_size();
+  if (plan_ranks) plan = plan_ranks(alloc);
+  out.ranks = static_cast<int>(std::min<int64_t>(plan.world, alloc.world_size()));
+  const nlohmann::json allocation = allocation_record(alloc, out.ranks);
+  handoff.allocation_json = allocation.dump();
+  export_env(handoff);
+  if (out.ranks < alloc.world_size()) {
+    std::cout << "gtrain: starting " << out.ranks << " of the " << alloc.world_size() << " granted ranks ("
+              << join(idle_slots(alloc, out.ranks)) << " idle): " << plan.summary() << "; " << plan.reason << std::endl;
+  }
   if (out.ranks > 1) out.exit_code = launch_ranks(o, cfg, env, worker, alloc, run_dir, out.ranks, handoff, allocation);
   return out;
 }

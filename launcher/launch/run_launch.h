@@ -57,9 +57,12 @@ std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg);
 
 // The plan a run uses on `world_size` ranks (`local_ranks` share this machine's memory): the
 // planner with what the runtime executes and this host's CPU profile, or, for a CUDA rank
-// (`nvml_index` >= 0), its GPU's profile and memory. Throws ConfigError for an impossible request,
-// naming the factor.
-Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index = -1);
+// (`nvml_index` >= 0), its GPU's profile and memory. With `use_fewer_ranks` (the launcher, before
+// any rank starts) the plan may use fewer ranks than granted when that is faster (plan.world <
+// world_size, plan.granted = world_size); ranks already started plan for exactly their number.
+// Throws ConfigError for an impossible request, naming the factor.
+Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index = -1,
+              bool use_fewer_ranks = false);
 
 // The NVML index of the GPU the first rank of `alloc` will use (its first granted GPU) when the
 // ranks will run on CUDA (CUDA build, GPUs granted, train.device not "cpu"), else -1.
@@ -70,16 +73,17 @@ int launch_nvml_index(const JobConfig& cfg, const Allocation& alloc);
 bool stage_prepared(const std::map<std::string, std::string>& env, const std::string& run_dir);
 
 // The launching side of a stage: discovers the allocation, locks the run directory, hands the
-// deadline and allocation to the ranks (GTRAIN_INTERNAL_*), calls `validate(alloc)` so bad input is
-// one message, then for several ranks execs mpirun over `worker` (never returns). Returns the lock
-// and the rank count (1) otherwise.
+// deadline and allocation to the ranks (GTRAIN_INTERNAL_*), calls `plan_ranks(alloc)` so bad input
+// is one message and the plan says how many of the granted ranks to start (plan.world: it may leave
+// some idle when fewer is faster; a line and the ledger name them), then for several ranks runs mpirun over `worker`
+// and returns its exit code. Returns the lock and the rank count (1) otherwise.
 struct StageLaunch {
   std::unique_ptr<RunLock> lock;
   int ranks = 1;
   int exit_code = -1;  // several ranks: mpirun's exit code once they ended (-1: this process is the rank)
 };
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
-                         const std::string& worker, const std::function<void(const Allocation&)>& validate);
+                         const std::string& worker, const std::function<Plan(const Allocation&)>& plan_ranks);
 
 // Locks the run (and checkpoint) directory for a stage (RunLock::acquire), then adds to stages.jsonl
 // each stage metrics.jsonl shows after its last record (a launcher killed with kill -9 wrote none),
@@ -95,7 +99,11 @@ std::string cancelled_chain_stage(const std::map<std::string, std::string>& env,
 // schedule.time_limit_s, the current quota window's end; unix_time 0 = none) and the allocation as
 // stages.jsonl records it.
 Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc);
+// `ranks` of the allocation's world run; fewer: "idle" lists the rest (idle_slots).
 nlohmann::json allocation_record(const Allocation& alloc, int ranks);
+// The granted slots past the first `ranks` (mpirun fills them in order): "host:gpu N", or
+// "host:slot N" without GPUs, or "rank N" for --ranks beyond the hosts' slots.
+std::vector<std::string> idle_slots(const Allocation& alloc, int ranks);
 
 // The gtrain launcher (for batch scripts): `gtrain` next to this executable, else this executable.
 std::string gtrain_executable();

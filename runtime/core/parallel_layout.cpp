@@ -1,32 +1,83 @@
-// parallel_layout.cpp: ParallelLayout validation, with every factor in the message.
+// parallel_layout.cpp: ParallelLayout validation, with every factor in the message, and the
+// arithmetic of uneven replica shares.
 #include "runtime/core/parallel_layout.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "runtime/core/errors.h"
 
 namespace gtrain {
 
+void ParallelLayout::split_batch(int64_t global_batch_value, int64_t accum) {
+  batch = global_batch_value;
+  grad_accum = accum;
+  micro_batch = largest_part((global_batch_value + dp - 1) / dp, accum);
+}
+
+int64_t ParallelLayout::replica_batch(int64_t dp_rank) const {
+  const int64_t B = global_batch();
+  return B / dp + (dp_rank < B % dp ? 1 : 0);
+}
+
+int64_t ParallelLayout::micro_batch_size(int64_t dp_rank, int64_t micro_step) const {
+  const int64_t n = replica_batch(dp_rank);
+  return n / grad_accum + (micro_step < n % grad_accum ? 1 : 0);
+}
+
+int64_t ParallelLayout::micro_batch_offset(int64_t dp_rank, int64_t micro_step) const {
+  const int64_t B = global_batch(), small = B / dp, extra = B % dp;  // `extra` replicas hold small + 1
+  // Samples in the first `i` micro-batches of a replica holding `n`.
+  auto before = [&](int64_t n, int64_t i) { return i * (n / grad_accum) + std::min(i, n % grad_accum); };
+  const int64_t earlier_steps = (dp - extra) * before(small, micro_step) + extra * before(small + 1, micro_step);
+  auto size = [&](int64_t n) { return n / grad_accum + (micro_step < n % grad_accum ? 1 : 0); };
+  const int64_t large_before = std::min(dp_rank, extra), small_before = dp_rank - large_before;
+  return earlier_steps + large_before * size(small + 1) + small_before * size(small);
+}
+
+std::string ParallelLayout::shares() const {
+  const int64_t B = global_batch(), small = B / dp, extra = B % dp;
+  auto run = [&](int64_t n, int64_t count) {
+    std::string s;
+    if (count <= 0) return s;
+    if (count > 4) return std::to_string(n) + " x " + std::to_string(count);
+    for (int64_t i = 0; i < count; ++i) s += (i ? ", " : "") + std::to_string(n);
+    return s;
+  };
+  const std::string a = run(small + 1, extra), b = run(small, dp - extra);
+  return a.empty() ? b : b.empty() ? a : a + ", " + b;
+}
+
 std::string ParallelLayout::factors(int64_t world, int64_t global_batch_expected) const {
-  char buf[256];
+  char buf[320];
   std::snprintf(buf, sizeof(buf),
-                "dp=%lld tp=%lld pp=%lld (dp*tp*pp=%lld), world=%lld; micro_batch=%lld "
-                "grad_accum=%lld (dp*micro_batch*grad_accum=%lld), global_batch=%lld",
+                "dp=%lld tp=%lld pp=%lld (dp*tp*pp=%lld), world=%lld; micro_batch=%lld grad_accum=%lld "
+                "(replica shares %s), global_batch=%lld",
                 (long long)dp, (long long)tp, (long long)pp, (long long)ranks(), (long long)world,
-                (long long)micro_batch, (long long)grad_accum, (long long)global_batch(),
+                (long long)micro_batch, (long long)grad_accum, dp >= 1 ? shares().c_str() : "-",
                 (long long)global_batch_expected);
   return buf;
 }
 
 void ParallelLayout::validate(int64_t world, int64_t global_batch_expected) const {
-  if (dp < 1 || tp < 1 || pp < 1 || micro_batch < 1 || grad_accum < 1) {
+  if (dp < 1 || tp < 1 || pp < 1 || micro_batch < 1 || grad_accum < 1 || batch < 0) {
     throw ConfigError("invalid plan: every factor must be >= 1: " + factors(world, global_batch_expected));
   }
   if (ranks() != world) {
     throw ConfigError("invalid plan: dp*tp*pp must equal the world size: " + factors(world, global_batch_expected));
   }
   if (global_batch() != global_batch_expected) {
-    throw ConfigError("invalid plan: dp*micro_batch*grad_accum must equal train.global_batch: " +
+    throw ConfigError("invalid plan: the layout's global batch " + std::to_string(global_batch()) +
+                      " must equal train.global_batch: " + factors(world, global_batch_expected));
+  }
+  if (grad_accum > min_replica_batch()) {
+    throw ConfigError("invalid plan: grad_accum must not exceed the smallest replica share " +
+                      std::to_string(min_replica_batch()) +
+                      " (a micro-batch would be empty): " + factors(world, global_batch_expected));
+  }
+  if (micro_batch != largest_part(max_replica_batch(), grad_accum)) {
+    throw ConfigError("invalid plan: micro_batch must be the largest micro-batch of the split, " +
+                      std::to_string(largest_part(max_replica_batch(), grad_accum)) + ": " +
                       factors(world, global_batch_expected));
   }
   if (zero < 0 || zero > 2)

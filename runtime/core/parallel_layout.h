@@ -4,6 +4,11 @@
 //
 // Rank order (Megatron): tp varies fastest, so a tensor-parallel group is adjacent ranks;
 //   rank = (dp_index * pp + pp_index) * tp + tp_index.
+//
+// Uneven shards: dp need not divide the global batch B. Replica r takes B/dp samples, one more on
+// the first B%dp replicas (32 over 3: 11, 11, 10); every replica splits its share into grad_accum
+// micro-batches that differ by at most one sample (11 in 3: 4, 4, 3), so every rank runs the same
+// number of micro-batches (and collectives) per step. micro_batch is then the largest of them.
 #pragma once
 
 #include <cstdint>
@@ -16,16 +21,39 @@ struct ParallelLayout {
   int64_t tp = 1;           // tensor-parallel ranks per replica
   int64_t pp = 1;           // pipeline stages per replica
   int64_t zero = 0;         // ZeRO stage on the dp dimension (0, 1, 2)
-  int64_t micro_batch = 1;  // samples per rank per forward/backward
-  int64_t grad_accum = 1;   // micro-batches per optimizer step on each rank
+  int64_t micro_batch = 1;  // samples per rank per forward/backward (uneven: the largest)
+  int64_t grad_accum = 1;   // micro-batches per optimizer step, the same on every rank
+  int64_t batch = 0;        // global batch (0 = dp * micro_batch * grad_accum, an even split)
   bool recompute = false;   // activation recompute per block
   bool gpipe = false;       // pipeline schedule: GPipe (every micro-batch in flight) instead of 1F1B
 
   int64_t ranks() const { return dp * tp * pp; }
-  int64_t global_batch() const { return dp * micro_batch * grad_accum; }
+  int64_t global_batch() const { return batch > 0 ? batch : dp * micro_batch * grad_accum; }
+  // Whether every replica runs grad_accum micro-batches of exactly micro_batch samples.
+  bool even() const { return global_batch() == dp * micro_batch * grad_accum; }
 
-  // Throws ConfigError listing every factor when a factor is < 1, dp*tp*pp != `world`,
-  // dp*micro_batch*grad_accum != `global_batch`, or zero is not 0, 1 or 2.
+  // Sets batch = global_batch and grad_accum = accum, and micro_batch to the largest micro-batch
+  // that split makes (ceil(ceil(B/dp) / accum)). dp must be set first.
+  void split_batch(int64_t global_batch, int64_t accum);
+
+  // Samples replica `dp_rank` takes per step: B/dp, plus one on the first B%dp replicas.
+  int64_t replica_batch(int64_t dp_rank) const;
+  // The smallest and largest replica share (equal when dp divides the batch).
+  int64_t min_replica_batch() const { return global_batch() / dp; }
+  int64_t max_replica_batch() const { return (global_batch() + dp - 1) / dp; }
+  // Samples of replica `dp_rank`'s micro-batch `micro_step` (its share split into grad_accum parts
+  // differing by at most one, the larger first).
+  int64_t micro_batch_size(int64_t dp_rank, int64_t micro_step) const;
+  // Position of that micro-batch's first sample in the global batch. Micro-step i of every replica
+  // comes before micro-step i+1 of any; within one, replicas in order. For an even layout this is
+  // (micro_step * dp + dp_rank) * micro_batch.
+  int64_t micro_batch_offset(int64_t dp_rank, int64_t micro_step) const;
+  // "11, 11, 10" (replica shares, run-length folded past four: "11 x 2, 10").
+  std::string shares() const;
+
+  // Throws ConfigError listing every factor when a factor is < 1, dp*tp*pp != `world`, the global
+  // batch is not `global_batch`, a replica would run an empty micro-batch (grad_accum > B/dp), or
+  // micro_batch is not the largest micro-batch of the split, or zero is not 0, 1 or 2.
   void validate(int64_t world, int64_t global_batch) const;
   // "dp=2 tp=1 pp=1 (dp*tp*pp=2), world=2; micro_batch=16 grad_accum=2 (...=64), global_batch=64"
   std::string factors(int64_t world, int64_t global_batch) const;
@@ -35,5 +63,10 @@ struct ParallelLayout {
   int64_t tp_index(int64_t rank) const { return rank % tp; }
   int64_t rank_of(int64_t dp_idx, int64_t pp_idx, int64_t tp_idx) const { return (dp_idx * pp + pp_idx) * tp + tp_idx; }
 };
+
+// The largest micro-batch when `share` samples are split into `accum` parts: ceil(share / accum).
+inline int64_t largest_part(int64_t share, int64_t accum) {
+  return (share + accum - 1) / accum;
+}
 
 }  // namespace gtrain

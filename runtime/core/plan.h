@@ -10,7 +10,8 @@
 namespace gtrain {
 
 struct Plan : ParallelLayout {
-  int64_t world = 1;  // ranks in the job (dp * tp * pp once validated)
+  int64_t world = 1;    // ranks in the job (dp * tp * pp once validated)
+  int64_t granted = 0;  // ranks granted: more than world when the plan leaves some idle (0 = world)
   std::string precision = "fp32";
   int64_t nodes = 1;                   // nodes the ranks span
   int64_t gpus_per_node = 1;           // ranks per node
@@ -21,7 +22,10 @@ struct Plan : ParallelLayout {
   double est_step_seconds = 0;         // per optimizer step (global batch)
   std::string reason;                  // why the planner chose it
 
-  std::string summary() const;           // "dp=2 tp=1 pp=1 zero=0 micro_batch=16 grad_accum=2 ..."
+  // "dp=2 tp=1 pp=1 zero=0 micro_batch=16 grad_accum=2 ...", with " shares 11, 11, 10" when uneven
+  std::string summary() const;
+  // Granted ranks the plan leaves idle (faster on fewer: the planner says why in `reason`).
+  int64_t idle_ranks() const { return granted > world ? granted - world : 0; }
   std::string estimate_summary() const;  // "est 3.21 GiB/rank, 0.512 s/step"
 };
 

@@ -38,14 +38,15 @@ int64_t SampleOrder::dataset_index(int64_t g) const {
 }
 
 int64_t first_sample(const ParallelLayout& l, int64_t step, int64_t dp_rank, int64_t micro_step) {
-  return step * l.global_batch() + (micro_step * l.dp + dp_rank) * l.micro_batch;
+  return step * l.global_batch() + l.micro_batch_offset(dp_rank, micro_step);
 }
 
 std::vector<int64_t> micro_batch_indices(const SampleOrder& order, const ParallelLayout& l, int64_t step,
                                          int64_t dp_rank, int64_t micro_step) {
   const int64_t g0 = first_sample(l, step, dp_rank, micro_step);
-  std::vector<int64_t> idx(static_cast<size_t>(l.micro_batch));
-  for (int64_t i = 0; i < l.micro_batch; ++i) idx[i] = order.dataset_index(g0 + i);
+  const int64_t n = l.micro_batch_size(dp_rank, micro_step);
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = order.dataset_index(g0 + i);
   return idx;
 }
 

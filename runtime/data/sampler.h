@@ -4,8 +4,10 @@
 // Global sample g (0, 1, 2, ... over the whole run) maps to a dataset index: a per-epoch
 // permutation for finite datasets, a hashed random window for token streams. Global batch k is
 // g in [k*B, (k+1)*B). With dp ranks, micro-batch m and accumulation a (dp*m*a == B), rank r at
-// micro-step i takes g = k*B + (i*dp + r)*m + [0, m). The union over (r, i) is the whole batch for
-// any dp, m and a, so a run resumed on another world size sees exactly the same samples.
+// micro-step i takes g = k*B + (i*dp + r)*m + [0, m). When dp does not split B evenly
+// (ParallelLayout::micro_batch_offset), micro-step i still holds every replica's i-th micro-batch
+// in replica order, each of its own size. The union over (r, i) is the whole batch for any dp, m
+// and a, so a run resumed on another world size sees exactly the same samples.
 #pragma once
 
 #include <cstdint>

@@ -43,6 +43,28 @@ int64_t stage_blocks(const ModelStats& m, int64_t pp) {
   return max_stage_blocks(pipeline_stage_bounds(m, m.blocks, pp));
 }
 
+// The same from the table cache_stage_blocks() filled, when it covers pp.
+int64_t stage_blocks(const CostModelInput& in, int64_t pp) {
+  if (pp >= 0 && pp < static_cast<int64_t>(in.stage_blocks.size())) return in.stage_blocks[static_cast<size_t>(pp)];
+  return stage_blocks(in.model, pp);
+}
+
+// Parameters of the most loaded stage's device, given its blocks.
+double stage_params(const ModelStats& m, int64_t tp, int64_t pp, int64_t blocks_on_stage) {
+  double stage = static_cast<double>(m.params);
+  if (pp > 1 && m.blocks > 0) {
+    if (m.params_per_block > 0) {
+      const double outside = std::max(0.0, static_cast<double>(m.params - m.blocks * m.params_per_block));
+      // The most loaded stage: its blocks plus everything outside the blocks (embeddings sit on
+      // the first stage and, tied, again on the last).
+      stage = static_cast<double>(blocks_on_stage) * static_cast<double>(m.params_per_block) + outside;
+    } else {
+      stage = static_cast<double>(m.params) / static_cast<double>(pp);
+    }
+  }
+  return stage / static_cast<double>(std::max<int64_t>(1, tp));
+}
+
 double ring_allreduce_s(double bytes, int64_t n, double bw, double latency) {
   if (n <= 1 || bytes <= 0) return 0;
   return 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * bytes / bw + latency;
@@ -51,24 +73,19 @@ double ring_allreduce_s(double bytes, int64_t n, double bw, double latency) {
 }  // namespace
 
 double params_per_device(const ModelStats& m, int64_t tp, int64_t pp) {
-  double stage = static_cast<double>(m.params);
-  if (pp > 1 && m.blocks > 0) {
-    if (m.params_per_block > 0) {
-      const double outside = std::max(0.0, static_cast<double>(m.params - m.blocks * m.params_per_block));
-      // The most loaded stage: its blocks plus everything outside the blocks (embeddings sit on
-      // the first stage and, tied, again on the last).
-      stage = static_cast<double>(stage_blocks(m, pp)) * static_cast<double>(m.params_per_block) + outside;
-    } else {
-      stage = static_cast<double>(m.params) / static_cast<double>(pp);
-    }
-  }
-  return stage / static_cast<double>(std::max<int64_t>(1, tp));
+  return stage_params(m, tp, pp, stage_blocks(m, pp));
+}
+
+void cache_stage_blocks(CostModelInput* in) {
+  in->stage_blocks.clear();
+  const int64_t top = std::max<int64_t>(in->model.blocks, 1);
+  for (int64_t pp = 0; pp <= top; ++pp) in->stage_blocks.push_back(stage_blocks(in->model, pp));
 }
 
 MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l) {
   const ModelStats& m = in.model;
   MemoryEstimate e;
-  const double P = params_per_device(m, l.tp, l.pp);
+  const double P = stage_params(m, l.tp, l.pp, stage_blocks(in, l.pp));
   const double dp = static_cast<double>(std::max<int64_t>(1, l.dp));
   e.params = P * (4.0 + (half(in.precision) ? 2.0 : 0.0));
   e.grads = 4.0 * P / (l.zero >= 2 ? dp : 1.0);
@@ -89,7 +106,7 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
   const double mb = static_cast<double>(l.micro_batch);
   if (m.is_transformer() && m.blocks > 0) {
     const double eb = activation_element_bytes(in.precision);
-    const double layers = static_cast<double>(stage_blocks(m, l.pp));
+    const double layers = static_cast<double>(stage_blocks(in, l.pp));
     const double block = transformer_block_activation_elements(m, l.tp);
     // Fused output layer + loss (tp = 1): the [T, V] logits and their gradient never exist whole;
     // what it holds instead is counted in `fused` below.
@@ -151,13 +168,16 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   TimeEstimate t;
   const double world = static_cast<double>(l.dp * l.tp * l.pp);
   const double accum = static_cast<double>(l.grad_accum);
-  const double batch = static_cast<double>(l.dp * l.micro_batch * l.grad_accum);
   const double gpn = static_cast<double>(std::max<int64_t>(1, in.topology.gpus_per_node));
+  // The largest replica share: with uneven shares the slowest replica sets the step.
+  const double share = static_cast<double>(l.max_replica_batch());
+  t.imbalance = share * static_cast<double>(l.dp) / static_cast<double>(l.global_batch()) - 1.0;
 
   // One micro-batch through one stage on one device.
+  const double batch = share * static_cast<double>(l.dp);  // what dp replicas of that share would take
   const double flops = batch * m.flops_per_sample * (l.recompute ? 4.0 / 3.0 : 1.0) / world;
   const double compute_mb = flops / hw.achievable_flops(in.precision) / accum;
-  const double layers = m.blocks > 0 ? static_cast<double>(stage_blocks(m, l.pp)) : 1.0;
+  const double layers = m.blocks > 0 ? static_cast<double>(stage_blocks(in, l.pp)) : 1.0;
   // About 12 kernels per block forward, 3 passes (forward, two for backward), plus loss/embedding.
   const double overhead_mb = 3.0 * (12.0 * layers + 4.0) * hw.launch_overhead_s;
   const double mb = static_cast<double>(l.micro_batch);
@@ -186,7 +206,7 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   t.bubble = static_cast<double>(l.pp - 1) * t_mb;
   t.bubble_fraction = static_cast<double>(l.pp - 1) / (accum + static_cast<double>(l.pp - 1));
 
-  const double P = params_per_device(m, l.tp, l.pp);
+  const double P = stage_params(m, l.tp, l.pp, stage_blocks(in, l.pp));
   if (l.dp > 1) {
     const double grad_bytes = 4.0 * P;
     const bool one_node = in.topology.nodes <= 1 || static_cast<double>(l.dp * l.tp * l.pp) <= gpn;

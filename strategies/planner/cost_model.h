@@ -14,7 +14,8 @@
 //              (activations and accumulators; the flat buffers are allocated once, at build)
 //   build      CPU, while a tp or pp rank builds: the whole model in fp32 before it keeps its
 //              part (returned once split); the total is the larger of this and the training sum
-// Time per global batch (seconds):
+// Time per global batch (seconds), on the replica with the largest share of the batch (uneven
+// shares: the slowest replica sets the step, the others wait at the gradient reduction):
 //   (grad_accum + pp - 1) x per-micro-batch stage time (compute + kernel overhead + TP allreduces
 //   + PP sends), so the pipeline bubble is (pp-1)/(grad_accum+pp-1) of it; plus the DP gradient
 //   allreduce not hidden behind the last backward (ZeRO-2 reduce-scatters every micro-batch),
@@ -23,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/core/model_stats.h"
 #include "runtime/core/parallel_layout.h"
@@ -44,7 +46,13 @@ struct CostModelInput {
   HardwareProfile profile;
   Topology topology;
   bool fused_loss = false;  // output layer + loss in row blocks (tp = 1): no whole logits
+  // [pp] = blocks on the most loaded of pp pipeline stages, filled once by cache_stage_blocks() for
+  // a planner run's thousands of estimates (empty: each estimate splits the stages itself).
+  std::vector<int64_t> stage_blocks;
 };
+
+// Fills in->stage_blocks for every pp from 0 to the model's blocks.
+void cache_stage_blocks(CostModelInput* in);
 
 struct MemoryEstimate {
   double params = 0, grads = 0, grad_accumulators = 0, optimizer = 0, activations = 0, workspace = 0;
@@ -70,6 +78,7 @@ struct TimeEstimate {
   double zero_comm = 0;  // ZeRO parameter all-gather after the step
   double optimizer = 0;  // optimizer step
   double bubble_fraction = 0;
+  double imbalance = 0;  // uneven replica shares: the largest share over the mean, less one (in compute)
   double total() const { return compute + overhead + tp_comm + pp_comm + bubble + dp_comm + zero_comm + optimizer; }
 };
 

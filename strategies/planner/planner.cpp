@@ -34,12 +34,6 @@ std::string seconds(double s) {
   return buf;
 }
 
-std::string join(const std::vector<int64_t>& v, const char* sep) {
-  std::string out;
-  for (auto x : v) out += (out.empty() ? "" : sep) + num(x);
-  return out;
-}
-
 struct Context {
   const PlannerInput& in;
   CostModelInput cost;
@@ -48,17 +42,23 @@ struct Context {
   std::string unit;  // "GPU" or "rank"
 };
 
-// The global batch dp ranks will use: exact, or the nearest multiple of dp within the tolerance;
-// -1 when neither.
+// The global batch dp replicas will use: train.global_batch, split into uneven shares when dp does
+// not divide it; with parallel.batch_tolerance > 0 (a user who prefers an even split with a changed
+// batch) the nearest batch dp splits evenly within the tolerance instead. -1 when dp exceeds the
+// batch (a replica needs at least one sample) and no batch within the tolerance helps.
 int64_t batch_for(const PlannerInput& in, int64_t dp) {
   const int64_t B = in.train.global_batch;
   if (B % dp == 0) return B;
-  int64_t best = -1;
-  for (int64_t b : nearest_valid_global_batches(B, dp)) {
-    const double off = std::fabs(static_cast<double>(b - B)) / static_cast<double>(B);
-    if (off <= in.parallel.batch_tolerance + 1e-12 && (best < 0 || std::llabs(b - B) < std::llabs(best - B))) best = b;
+  if (in.parallel.batch_tolerance > 0) {
+    int64_t best = -1;
+    for (int64_t b : nearest_valid_global_batches(B, dp)) {
+      const double off = std::fabs(static_cast<double>(b - B)) / static_cast<double>(B);
+      if (off <= in.parallel.batch_tolerance + 1e-12 && (best < 0 || std::llabs(b - B) < std::llabs(best - B)))
+        best = b;
+    }
+    if (best > 0) return best;
   }
-  return best;
+  return dp <= B ? B : -1;
 }
 
 // Why (tp, pp) cannot be used at all, or "" when it can.
@@ -113,31 +113,68 @@ RankedPlan structural_candidate(const Context& c, int64_t tp, int64_t pp, const 
   return r;
 }
 
+// The grad_accum values worth trying for `batch` over l.dp replicas: each gives micro-batches of
+// at most ceil(share / grad_accum). Even shares: the divisors (micro-batches all the same size);
+// uneven: every count up to the smallest share that makes a different largest micro-batch.
+std::vector<int64_t> accum_candidates(int64_t batch, int64_t dp) {
+  const int64_t most = (batch + dp - 1) / dp, least = batch / dp;
+  std::vector<int64_t> out;
+  if (batch % dp == 0) {
+    for (int64_t m : divisors(most)) out.push_back(most / m);
+    return out;
+  }
+  int64_t last_m = -1;
+  for (int64_t a = 1; a <= least; ++a) {
+    const int64_t m = largest_part(most, a);
+    if (m != last_m) out.push_back(a);
+    last_m = m;
+  }
+  return out;
+}
+
+// Why a fixed parallel.micro_batch or parallel.pp_microbatches cannot split `batch` over dp
+// replicas (a micro-batch would be empty), or "".
+std::string fixed_split_problem(const ParallelConfig& pc, int64_t batch, int64_t dp) {
+  const int64_t most = (batch + dp - 1) / dp, least = batch / dp;
+  const std::string shares = least == most ? num(least) + " samples per replica"
+                                           : "replica shares of " + num(most) + " and " + num(least) + " samples";
+  const std::string of = " (global batch " + num(batch) + " over dp " + num(dp) + ": " + shares + ")";
+  if (pc.pp_microbatches > least) {
+    return "parallel.pp_microbatches = " + num(pc.pp_microbatches) + " exceeds the " + num(least) +
+           " samples of the smallest replica" + of + ": a micro-batch would be empty";
+  }
+  if (pc.micro_batch > 0 && largest_part(most, pc.micro_batch) > least) {
+    return "parallel.micro_batch = " + num(pc.micro_batch) + " makes " + num(largest_part(most, pc.micro_batch)) +
+           " micro-batches per step, more than the " + num(least) + " samples of the smallest replica" + of +
+           ": use micro_batch >= " + num(largest_part(most, least));
+  }
+  return "";
+}
+
 // For one (dp, tp, pp, zero, recompute): the fastest micro-batch that fits, or the smallest one
-// marked over memory.
+// marked over memory. parallel.micro_batch bounds the micro-batch (shares it does not divide are
+// split into parts differing by one); parallel.pp_microbatches fixes grad_accum.
 RankedPlan best_micro_batch(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout) {
-  const int64_t per_rank = batch / l.dp;
-  std::vector<int64_t> ms;
-  const int64_t fixed = c.in.parallel.micro_batch;
-  if (fixed > 0) {
-    if (per_rank % fixed != 0) {
-      ParallelLayout bad = l;
-      bad.micro_batch = fixed, bad.grad_accum = std::max<int64_t>(1, per_rank / fixed);
-      RankedPlan r = make_candidate(c, bad, c.in.train.global_batch);
-      r.structural = true;
-      r.why = "parallel.micro_batch = " + num(fixed) + " does not divide the per-rank batch " + num(per_rank) +
-              " (global batch " + num(batch) + " / dp " + num(l.dp) + ")";
-      return r;
-    }
-    ms.push_back(fixed);
+  const ParallelConfig& pc = c.in.parallel;
+  std::vector<int64_t> accums;
+  if (const std::string why = fixed_split_problem(pc, batch, l.dp); !why.empty()) {
+    l.split_batch(batch, 1);
+    RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
+    r.structural = true;
+    r.why = why;
+    return r;
+  }
+  if (pc.pp_microbatches > 0) {
+    accums.push_back(pc.pp_microbatches);
+  } else if (pc.micro_batch > 0) {
+    accums.push_back(largest_part((batch + l.dp - 1) / l.dp, pc.micro_batch));
   } else {
-    ms = divisors(per_rank);
+    accums = accum_candidates(batch, l.dp);
   }
   RankedPlan best;
   bool have = false;
-  for (int64_t m : ms) {
-    l.micro_batch = m;
-    l.grad_accum = per_rank / m;
+  for (int64_t a : accums) {
+    l.split_batch(batch, a);
     const MemoryEstimate mem = estimate_memory(c.cost, l);
     if (mem.total() > c.usable) continue;
     RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
@@ -150,8 +187,7 @@ RankedPlan best_micro_batch(const Context& c, ParallelLayout l, int64_t batch, b
   }
   if (have) return best;
   // Nothing fits: report the smallest micro-batch's need (or, explicit, accept it with a warning).
-  l.micro_batch = ms.front();
-  l.grad_accum = per_rank / l.micro_batch;
+  l.split_batch(batch, *std::max_element(accums.begin(), accums.end()));
   RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
   r.missing_bytes = r.memory.total() - c.usable;
   r.why = "over memory by " + format_size(r.missing_bytes) + " (needs " + format_size(r.memory.total()) + " per " +
@@ -183,12 +219,43 @@ std::string slower_because(const TimeEstimate& a, const TimeEstimate& b) {
   return std::string(worst->first) + " +" + seconds(worst->second);
 }
 
+// The time a candidate is ranked by: a layout that leaves granted ranks idle must beat the
+// all-ranks layouts by kIdleRankMargin, so the estimate's noise does not idle a GPU the job holds.
+double ranking_time(const RankedPlan& r) {
+  return r.time.total() * (r.plan.idle_ranks() > 0 ? 1.0 + kIdleRankMargin : 1.0);
+}
+
+std::string percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "+%.1f%%", 100.0 * fraction);
+  return buf;
+}
+
+// Why the chosen layout `r` leaves ranks idle: the best layout on all of them, or that none works.
+std::string idle_reason(const std::vector<RankedPlan>& all, const RankedPlan& r, const Context& c) {
+  std::string out = "uses " + num(r.plan.world) + " of the " + num(r.plan.granted) + " granted " + c.unit + "s (" +
+                    num(r.plan.idle_ranks()) + " idle): ";
+  for (const auto& o : all) {
+    if (!o.feasible || o.plan.idle_ranks() > 0) continue;
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "%s/step against %s on all %lld (%s)", seconds(r.time.total()).c_str(),
+                  seconds(o.time.total()).c_str(), (long long)o.plan.world, o.plan.summary().c_str());
+    return out + buf;
+  }
+  for (const auto& o : all) {
+    if (o.plan.idle_ranks() == 0 && !o.why.empty())
+      return out + "no layout of all " + num(c.in.world) + " fits (" + o.why + ")";
+  }
+  return out + "no layout of all " + num(c.in.world) + " works";
+}
+
 void explain_ranking(std::vector<RankedPlan>* all, const Context& c) {
   std::stable_sort(all->begin(), all->end(), [](const RankedPlan& a, const RankedPlan& b) {
     if (a.feasible != b.feasible) return a.feasible;
     if (a.feasible) {
-      const double ta = a.time.total(), tb = b.time.total();
+      const double ta = ranking_time(a), tb = ranking_time(b);
       if (std::fabs(ta - tb) > 1e-12 * std::max(ta, tb)) return ta < tb;
+      if (a.plan.world != b.plan.world) return a.plan.world > b.plan.world;  // as fast: use every rank
       return a.memory.total() < b.memory.total();
     }
     if (a.structural != b.structural) return !a.structural;  // memory misses first: closest to fitting
@@ -203,9 +270,18 @@ void explain_ranking(std::vector<RankedPlan>* all, const Context& c) {
     if (rank == 1) {
       std::string why =
           "least time per global batch of " + num(feasible) + " feasible layout" + (feasible == 1 ? "" : "s");
+      if (!r.plan.even()) {
+        why += "; replica shares " + r.plan.shares() + " samples (the largest sets the step, " +
+               percent(r.time.imbalance) + " over an even split)";
+      }
+      if (r.plan.idle_ranks() > 0) why += "; " + idle_reason(*all, r, c);
       if (!r.why.empty()) why += "; " + r.why;
       r.why = why;
       continue;
+    }
+    if (r.plan.idle_ranks() > 0) {
+      r.why += std::string(r.why.empty() ? "" : "; ") + "leaves " + num(r.plan.idle_ranks()) + " of the " +
+               num(r.plan.granted) + " " + c.unit + "s idle";
     }
     const RankedPlan& best = all->front();
     const double tb = best.time.total(), ta = r.time.total();
@@ -239,12 +315,13 @@ Context make_context(const PlannerInput& in) {
   c.cost.topology = {in.world, c.gpn, (in.world + c.gpn - 1) / c.gpn};
   // gpt's fused output layer + loss (train.fused_loss; "auto" = on for GPU ranks).
   c.cost.fused_loss = in.model.is_transformer() && fused_loss_enabled(in.train.fused_loss, in.profile.kind == "gpu");
+  cache_stage_blocks(&c.cost);
   return c;
 }
 
 std::string batch_reason(const PlannerInput& in, int64_t dp) {
-  return "global_batch " + num(in.train.global_batch) + " is not divisible by dp=" + num(dp) +
-         " (nearest valid: " + join(nearest_valid_global_batches(in.train.global_batch, dp), ", ") + ")";
+  return "dp=" + num(dp) + " exceeds the global batch " + num(in.train.global_batch) +
+         " (a data-parallel replica needs at least one sample)";
 }
 
 // Explicit mode: one layout, every wrong factor named in one error.
@@ -285,18 +362,18 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
   if (pc.recompute && !in.caps.recompute) problems.push_back("recompute = true: activation recompute cannot run yet");
   if (pc.recompute && m.blocks <= 0) problems.push_back("recompute = true: this model has no blocks to recompute");
   int64_t batch = -1;
+  std::string hint;
   if (dp >= 1) {
     batch = batch_for(in, dp);
-    if (batch < 0 && in.parallel.batch_from_checkpoint) {
+    if (batch < 0) {
       problems.push_back("train.global_batch = " + num(in.train.global_batch) +
-                         " (the batch of the checkpoint this run resumes) must be divisible by dp = " + num(dp) +
-                         ": choose a dp that divides it, or start over with --no-resume");
-    } else if (batch < 0) {
-      problems.push_back(
-          "train.global_batch = " + num(in.train.global_batch) + " must be divisible by dp = " + num(dp) +
-          " (nearest valid: " + join(nearest_valid_global_batches(in.train.global_batch, dp), ", ") + ")");
-    } else if (pc.micro_batch > 0 && (batch / dp) % pc.micro_batch != 0) {
-      problems.push_back("micro_batch = " + num(pc.micro_batch) + " must divide the per-rank batch " + num(batch / dp));
+                         (in.parallel.batch_from_checkpoint ? " (the batch of the checkpoint this run resumes)" : "") +
+                         " must be at least dp = " + num(dp) + " (a data-parallel replica needs a sample)");
+    } else if (const std::string why = fixed_split_problem(pc, batch, dp); !why.empty()) {
+      problems.push_back(why);
+      hint = pc.pp_microbatches > 0
+                 ? "set parallel.pp_microbatches to at most " + num(batch / dp)
+                 : "set parallel.micro_batch to at least " + num(largest_part((batch + dp - 1) / dp, batch / dp));
     }
   }
   if (!problems.empty()) {
@@ -305,7 +382,7 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
                       num(in.world) + " ranks (" + num(c.gpn) + " per node), " + num(m.heads) + " heads, " +
                       num(m.blocks) + " blocks, global_batch " + num(in.train.global_batch) + ": ";
     for (size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : "") + problems[i];
-    throw ConfigError(msg);
+    throw ConfigError(msg, hint);
   }
   ParallelLayout l;
   l.dp = dp, l.tp = tp, l.pp = pp, l.zero = pc.zero, l.recompute = pc.recompute;
@@ -331,25 +408,22 @@ std::vector<int64_t> nearest_valid_global_batches(int64_t b, int64_t dp) {
   return out;
 }
 
-std::vector<RankedPlan> plan_candidates(const PlannerInput& in) {
-  const Context c = make_context(in);
-  std::vector<RankedPlan> all;
-  if (in.parallel.mode == "explicit") {
-    all = explicit_candidates(c);
-    explain_ranking(&all, c);
-    return all;
-  }
+namespace {
+
+// Every automatic candidate on exactly c.in.world ranks, appended to `all`: every tp dividing the
+// world, every pp dividing world / tp, dp the rest (dividing the batch or not), ZeRO and recompute.
+// `granted` > world: a layout that leaves granted - world ranks idle (its structural misses are
+// left out: the all-ranks candidates already say why such shapes fail).
+void add_world_candidates(const Context& c, int64_t granted, std::vector<RankedPlan>* all) {
+  const PlannerInput& in = c.in;
+  const bool fewer = granted > in.world;
   for (int64_t tp : divisors(in.world)) {
     for (int64_t pp : divisors(in.world / tp)) {
       const std::string why = structural_reason(c, tp, pp);
-      if (!why.empty()) {
-        all.push_back(structural_candidate(c, tp, pp, why));
-        continue;
-      }
       const int64_t dp = in.world / (tp * pp);
-      const int64_t batch = batch_for(in, dp);
-      if (batch < 0) {
-        all.push_back(structural_candidate(c, tp, pp, batch_reason(in, dp)));
+      const int64_t batch = why.empty() ? batch_for(in, dp) : -1;
+      if (!why.empty() || batch < 0) {
+        if (!fewer) all->push_back(structural_candidate(c, tp, pp, why.empty() ? batch_reason(in, dp) : why));
         continue;
       }
       const int64_t max_zero = dp > 1 ? std::min<int64_t>(2, in.caps.max_zero) : 0;  // ZeRO needs dp > 1
@@ -360,13 +434,57 @@ std::vector<RankedPlan> plan_candidates(const PlannerInput& in) {
           l.dp = dp, l.tp = tp, l.pp = pp, l.zero = zero, l.recompute = rc == 1;
           l.gpipe = in.parallel.pp_schedule == "gpipe";
           RankedPlan r = best_micro_batch(c, l, batch, false);
+          if (fewer && r.structural) continue;
+          r.plan.granted = granted;
           if (r.feasible && r.plan.requested_global_batch > 0) {
             r.why = "global batch " + num(r.plan.global_batch()) + " instead of " + num(in.train.global_batch) +
                     " (within parallel.batch_tolerance)";
           }
-          all.push_back(r);
+          all->push_back(r);
         }
       }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> fewer_rank_counts(int64_t granted, int64_t gpus_per_node, int64_t global_batch) {
+  std::vector<int64_t> out;
+  const int64_t half = (granted + 1) / 2;
+  auto add = [&](int64_t k) {
+    if (k >= 1 && k < granted && std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+  };
+  if (granted <= kAllFewerRanksUpTo) {
+    for (int64_t k = granted - 1; k >= half; --k) add(k);
+  } else {
+    for (int64_t k = granted - 1; k >= std::max(half, granted - 8); --k) add(k);
+    for (int64_t unit = 2; unit < granted; unit *= 2) {
+      if ((granted / unit) * unit >= half) add((granted / unit) * unit);
+    }
+    if (gpus_per_node > 1 && (granted / gpus_per_node) * gpus_per_node >= half)
+      add((granted / gpus_per_node) * gpus_per_node);
+  }
+  if (global_batch < granted) add(global_batch);  // pure data parallel: one replica per sample
+  std::sort(out.rbegin(), out.rend());
+  return out;
+}
+
+std::vector<RankedPlan> plan_candidates(const PlannerInput& in) {
+  const Context c = make_context(in);
+  std::vector<RankedPlan> all;
+  if (in.parallel.mode == "explicit") {
+    all = explicit_candidates(c);
+    explain_ranking(&all, c);
+    return all;
+  }
+  add_world_candidates(c, in.world, &all);
+  if (in.use_fewer_ranks) {
+    for (int64_t k : fewer_rank_counts(in.world, c.gpn, in.train.global_batch)) {
+      PlannerInput fewer = in;
+      fewer.world = k;
+      fewer.gpus_per_node = c.gpn;
+      add_world_candidates(make_context(fewer), in.world, &all);
     }
   }
   explain_ranking(&all, c);
@@ -389,8 +507,8 @@ Plan plan_job(const PlannerInput& in) {
                       " usable: " + format_size(r.missing_bytes) + " missing; use more or larger devices" +
                       (in.precision.dtype == "fp32" ? ", bf16," : "") + " or a smaller model");
   }
-  // Otherwise no dp can split the batch: report the pure data-parallel one, then why each layout
-  // with tensor or pipeline parallelism was ruled out (every factor named).
+  // Otherwise every layout is ruled out for its shape: report the pure data-parallel one (dp above
+  // the global batch), then why each layout with tensor or pipeline parallelism was ruled out.
   std::string others;
   for (const auto& r : all) {
     if (r.structural && (r.plan.tp > 1 || r.plan.pp > 1))
@@ -398,19 +516,14 @@ Plan plan_job(const PlannerInput& in) {
                 num(r.plan.pp) + ": " + r.why;
   }
   for (const auto& r : all) {
-    if (r.plan.tp == 1 && r.plan.pp == 1) {
-      const int64_t dp = r.plan.dp;
-      if (in.train.global_batch % dp != 0 && in.parallel.batch_from_checkpoint) {
-        throw ConfigError("train.global_batch = " + num(in.train.global_batch) +
-                          ", the batch of the checkpoint this run resumes, cannot be split evenly over dp = " +
-                          num(dp) + " data-parallel ranks; resume on a rank count whose data-parallel size divides " +
-                          num(in.train.global_batch) + ", or start over with --no-resume" + others);
-      }
-      if (in.train.global_batch % dp != 0) {
-        throw ConfigError("train.global_batch = " + num(in.train.global_batch) + " cannot be split evenly over dp = " +
-                          num(dp) + " data-parallel ranks; nearest valid global batches: " +
-                          join(nearest_valid_global_batches(in.train.global_batch, dp), " or ") +
-                          " (or allow a change with parallel.batch_tolerance)" + others);
+    if (r.plan.tp == 1 && r.plan.pp == 1 && r.plan.world == in.world) {
+      if (r.plan.dp > in.train.global_batch) {
+        throw ConfigError(
+            "train.global_batch = " + num(in.train.global_batch) +
+                (in.parallel.batch_from_checkpoint ? " (the batch of the checkpoint this run resumes)" : "") +
+                " is smaller than the " + num(r.plan.dp) + " data-parallel ranks" + others,
+            "raise train.global_batch to at least " + num(r.plan.dp) + ", or run on at most " +
+                num(in.train.global_batch) + " ranks");
       }
       throw ConfigError("no layout of " + num(in.world) + " ranks works: " + r.why + others);
     }

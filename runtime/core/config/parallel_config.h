@@ -14,7 +14,7 @@ struct ParallelConfig {
   int64_t tp = 1;                       // explicit: tensor-parallel ranks
   int64_t pp = 1;                       // explicit: pipeline stages
   int64_t zero = 0;                     // explicit: ZeRO stage on the dp dimension (0, 1, 2)
-  int64_t micro_batch = 0;              // samples per rank per forward/backward (0 = planner picks)
+  int64_t micro_batch = 0;              // most samples per rank per forward/backward (0 = planner picks)
   bool recompute = false;               // explicit: recompute activations per block in backward
   std::string pp_schedule = "1f1b";     // pipeline schedule: "1f1b" or "gpipe"
   int64_t pp_microbatches = 0;          // pipeline: micro-batches per step per replica (0 = from micro_batch)
@@ -22,6 +22,7 @@ struct ParallelConfig {
   double bucket_mb = 25.0;              // data parallel: gradient bucket size
   double collective_timeout_s = 300.0;  // a collective longer than this aborts the job
   double batch_tolerance = 0.0;         // fraction the global batch may move to split evenly over dp
+                                        // (0 = exact: shares that differ by one sample when dp does not divide it)
   // Not a config key: the launcher sets it when a resume keeps its checkpoint's global batch.
   bool batch_from_checkpoint = false;
 
@@ -37,8 +38,8 @@ struct ParallelConfig {
     v("zero", zero, "explicit: ZeRO stage over data parallel (0 = off, 1 = optimizer state, 2 = + gradients).",
       cfg::range(0, 2));
     v("micro_batch", micro_batch,
-      "Samples per rank per forward/backward; must divide the per-rank batch "
-      "(0 = the planner picks).",
+      "Most samples per rank per forward/backward; a share it does not divide is split into "
+      "micro-batches that differ by one sample (0 = the planner picks).",
       cfg::at_least(0));
     v("recompute", recompute, "explicit: recompute activations per block during backward to save memory.");
     v("pp_schedule", pp_schedule,
@@ -46,9 +47,9 @@ struct ParallelConfig {
       "pp micro-batches of activations in flight) or \"gpipe\" (all forwards, then all backwards).",
       cfg::one_of({"1f1b", "gpipe"}));
     v("pp_microbatches", pp_microbatches,
-      "Micro-batches per optimizer step per data-parallel replica; sets "
-      "micro_batch = global_batch / (dp * pp_microbatches). More micro-batches shrink the pipeline bubble "
-      "(pp-1)/(m+pp-1) (0 = from micro_batch).",
+      "Micro-batches per optimizer step per data-parallel replica (at most the smallest replica's "
+      "share of global_batch); its share is split into that many, differing by at most one sample. More "
+      "micro-batches shrink the pipeline bubble (pp-1)/(m+pp-1) (0 = from micro_batch).",
       cfg::at_least(0));
     v("memory_gb", memory_gb, "Usable memory per rank in GiB for planning (0 = detect).", cfg::at_least(0.0));
     v("bucket_mb", bucket_mb,
@@ -60,9 +61,9 @@ struct ParallelConfig {
       "aborts every rank with a message naming the rank.",
       cfg::greater_than(0.0));
     v("batch_tolerance", batch_tolerance,
-      "Fraction by which the planner may change train.global_batch when "
-      "the data-parallel size cannot split it evenly (0 = keep it exactly; an error then lists the nearest "
-      "valid global batches).",
+      "Fraction by which the planner may change train.global_batch so that the data-parallel size "
+      "splits it evenly (0 = keep it exactly: replicas then take shares that differ by one sample, "
+      "32 over 3 as 11, 11, 10).",
       cfg::range(0.0, 0.5));
   }
 };
