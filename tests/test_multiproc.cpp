@@ -39,13 +39,10 @@ warmup_steps = 5
 progress = "none"
 )";
 
-class MultiRank : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { reference_ = new RunResult(run_gtrain(kMlp, 1, {})); }
-  static void TearDownTestSuite() { delete reference_; }
-  static RunResult* reference_;
+struct MlpJob {
+  static const std::string& config() { return kMlp; }
 };
-RunResult* MultiRank::reference_ = nullptr;
+using MultiRank = MatchesOneRank<MlpJob>;
 
 TEST_F(MultiRank, ReferenceRunLearns) {
   ASSERT_EQ(reference_->losses.size(), 50u);
@@ -125,19 +122,10 @@ eps = 1e-6
 progress = "none"
 )";
 
-class ModelParallel : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { reference_ = new RunResult(run_gtrain(kGpt4, 1, {})); }
-  static void TearDownTestSuite() { delete reference_; }
-  static RunResult* reference_;
-  static void check(int ranks, std::vector<std::string> sets, const std::string& expect, const std::string& what) {
-    sets.insert(sets.begin(), "parallel.mode=explicit");
-    auto r = run_gtrain(kGpt4, ranks, sets);
-    EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
-    expect_same_run(*reference_, r, what);
-  }
+struct Gpt4Job {
+  static const std::string& config() { return kGpt4; }
 };
-RunResult* ModelParallel::reference_ = nullptr;
+using ModelParallel = MatchesOneRank<Gpt4Job>;
 
 TEST_F(ModelParallel, TensorParallel2) {
   check(2, {"parallel.tp=2"}, "dp=1 tp=2 pp=1", "tp=2");

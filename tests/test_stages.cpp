@@ -278,7 +278,7 @@ TEST(Stages, ResumeKeepsTheCheckpointsGlobalBatch) {
   auto a = test::run_command(cmd(3, 6));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   // Two ranks keep the batch of 9 too, split 5 and 4 (a fresh start would take 10, even).
-  auto odd = test::run_command(cmd(2, 9));
+  auto odd = test::run_command(cmd(2, 9) + " --set parallel.mode=explicit --set parallel.dp=2");
   ASSERT_EQ(odd.exit_code, 0) << odd.output;
   EXPECT_NE(odd.output.find("resuming with the checkpoint's global batch 9 exactly"), std::string::npos) << odd.output;
   EXPECT_NE(odd.output.find("dp=2 tp=1 pp=1"), std::string::npos) << odd.output;

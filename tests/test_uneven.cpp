@@ -56,27 +56,14 @@ eps = 1e-6  # see test_multiproc.cpp's kGpt4: keeps the 1e-5 parameter compariso
 progress = "none"
 )";
 
-class UnevenMlp : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { reference_ = new RunResult(run_gtrain(kMlp, 1, {})); }
-  static void TearDownTestSuite() { delete reference_; }
-  static RunResult* reference_;
+struct MlpJob {
+  static const std::string& config() { return kMlp; }
 };
-RunResult* UnevenMlp::reference_ = nullptr;
-
-class UnevenGpt : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { reference_ = new RunResult(run_gtrain(kGpt, 1, {})); }
-  static void TearDownTestSuite() { delete reference_; }
-  static RunResult* reference_;
-  static void check(int ranks, std::vector<std::string> sets, const std::string& expect, const std::string& what) {
-    sets.insert(sets.begin(), "parallel.mode=explicit");
-    auto r = run_gtrain(kGpt, ranks, sets);
-    EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
-    expect_same_run(*reference_, r, what);
-  }
+struct GptJob {
+  static const std::string& config() { return kGpt; }
 };
-RunResult* UnevenGpt::reference_ = nullptr;
+using UnevenMlp = MatchesOneRank<MlpJob>;
+using UnevenGpt = MatchesOneRank<GptJob>;
 
 // Data parallel alone on every count that does not divide 32: each replica takes 32/dp samples
 // (one more on the first 32%dp), and the losses and parameters are those of one rank.

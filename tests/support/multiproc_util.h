@@ -72,4 +72,24 @@ inline void expect_same_run(const RunResult& ref, const RunResult& got, const st
   }
 }
 
+// A suite whose tests compare runs of Job::config() with its one-rank run, made once per suite.
+template <class Job>
+class MatchesOneRank : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { reference_ = new RunResult(run_gtrain(Job::config(), 1, {})); }
+  static void TearDownTestSuite() {
+    delete reference_;
+    reference_ = nullptr;
+  }
+  // `ranks` ranks in explicit mode with `sets`: `expect` in the output, the one-rank run's losses
+  // and parameters.
+  static void check(int ranks, std::vector<std::string> sets, const std::string& expect, const std::string& what) {
+    sets.insert(sets.begin(), "parallel.mode=explicit");
+    auto r = run_gtrain(Job::config(), ranks, sets);
+    EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
+    expect_same_run(*reference_, r, what);
+  }
+  static inline RunResult* reference_ = nullptr;
+};
+
 }  // namespace gtrain
