@@ -174,6 +174,30 @@ TEST(PlanCli, Gpt2On8x80GBJson) {
   }
 }
 
+// Issue 25: for the examples' configs every count from 1 to 8 GPUs has a layout that keeps the
+// global batch (none refused because dp does not divide it); 3, 5, 6 and 7 split it unevenly.
+TEST(PlanCli, EveryCountOneToEightHasALayoutForTheExamples) {
+  for (const std::string example : {"gpt_bytes.toml", "quickstart.toml"}) {
+    const std::string path = std::string(GTRAIN_SOURCE_DIR) + "/examples/" + example;
+    auto r = run_command("cd " + std::string(GTRAIN_SOURCE_DIR) + " && " + clean_env("") + GTRAIN_BINARY " plan " +
+                         path + " --gpus 1-8 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    const int64_t batch = j.at("global_batch");
+    const auto& w = j.at("what_if");
+    ASSERT_EQ(w.size(), 8u) << example;
+    for (size_t i = 0; i < w.size(); ++i) {
+      const auto& row = w[i];
+      EXPECT_EQ(row.at("gpus"), static_cast<int64_t>(i + 1));
+      ASSERT_TRUE(row.at("feasible").get<bool>()) << example << ": " << row.dump();
+      EXPECT_EQ(row.at("plan").at("global_batch"), batch) << example << ": " << row.dump();
+      EXPECT_EQ(row.at("plan").at("world"), static_cast<int64_t>(i + 1)) << example << ": " << row.dump();
+    }
+    EXPECT_EQ(w[2].at("plan").at("dp"), 3) << example;
+    EXPECT_NE(w[2].at("plan").at("replica_shares").get<std::string>().find(", "), std::string::npos) << example;
+  }
+}
+
 // --gpus 6 (6 on one node): the what-if table's other counts fill nodes of 8, the default, not of 6.
 TEST(PlanCli, WhatIfRowsFillNodesOfEight) {
   test::TempDir dir;
