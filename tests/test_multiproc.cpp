@@ -99,28 +99,7 @@ progress = "none"
 // Tensor and pipeline parallel: every layout starts from the single-rank parameters (each rank
 // builds the whole model from the seed and keeps its part), so losses and the final parameters
 // (assembled from every rank's state shards into the end checkpoint) match the single-rank run.
-const std::string kGpt4 = R"(
-[model]
-name = "gpt"
-n_layer = 4
-n_head = 4
-n_embd = 32
-seq_len = 16
-vocab = 16
-[data]
-kind = "synthetic"
-[train]
-global_batch = 16
-steps = 30
-threads = 1  # the same matmul summation order on every layout
-[optimizer]
-# Tensor parallel sums partial products in another order (float32 rounding ~1e-7); with eps = 1e-8
-# Adam turns that into ~1e-5 steps on weights whose gradient is nearly zero. A larger eps keeps
-# the parameter comparison at 1e-5 meaningful.
-eps = 1e-6
-[log]
-progress = "none"
-)";
+const std::string kGpt4 = gpt4_job(16, 30);
 
 struct Gpt4Job {
   static const std::string& config() { return kGpt4; }

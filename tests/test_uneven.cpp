@@ -36,25 +36,7 @@ progress = "none"
 )";
 
 // A 4-block transformer (4 heads: tp 2 divides them; 4 blocks: pp 3 splits them 1/2/1).
-const std::string kGpt = R"(
-[model]
-name = "gpt"
-n_layer = 4
-n_head = 4
-n_embd = 32
-seq_len = 16
-vocab = 16
-[data]
-kind = "synthetic"
-[train]
-global_batch = 32
-steps = 20
-threads = 1  # the same matmul summation order on every layout
-[optimizer]
-eps = 1e-6  # see test_multiproc.cpp's kGpt4: keeps the 1e-5 parameter comparison meaningful
-[log]
-progress = "none"
-)";
+const std::string kGpt = gpt4_job(32, 20);
 
 struct MlpJob {
   static const std::string& config() { return kMlp; }

@@ -37,6 +37,33 @@ inline std::map<std::string, torch::Tensor> final_params(const std::string& run_
   return out;
 }
 
+// A 4-block transformer (4 heads, width 32) for layout comparisons: one thread, so every layout
+// sums in one order.
+inline std::string gpt4_job(int64_t global_batch, int64_t steps) {
+  return R"(
+[model]
+name = "gpt"
+n_layer = 4
+n_head = 4
+n_embd = 32
+seq_len = 16
+vocab = 16
+[data]
+kind = "synthetic"
+[train]
+global_batch = )" +
+         std::to_string(global_batch) + "\nsteps = " + std::to_string(steps) + R"(
+threads = 1  # the same matmul summation order on every layout
+[optimizer]
+# Tensor parallel sums partial products in another order (float32 rounding ~1e-7); with eps = 1e-8
+# Adam turns that into ~1e-5 steps on weights whose gradient is nearly zero. A larger eps keeps
+# the parameter comparison at 1e-5 meaningful.
+eps = 1e-6
+[log]
+progress = "none"
+)";
+}
+
 struct RunResult {
   std::vector<double> losses;
   std::map<std::string, torch::Tensor> params;
