@@ -19,25 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::run_command;
 
-const std::string kMlp = R"(
-[model]
-name = "mlp"
-hidden = [32, 16]
-[data]
-kind = "synthetic"
-synthetic_samples = 2048
-synthetic_features = 12
-synthetic_classes = 4
-[optimizer]
-learning_rate = 0.01
-[train]
-global_batch = 32
-steps = 50
-grad_clip = 0.5
-warmup_steps = 5
-[log]
-progress = "none"
-)";
+const std::string kMlp = mlp_job(50);
 
 struct MlpJob {
   static const std::string& config() { return kMlp; }

@@ -13,27 +13,8 @@
 namespace gtrain {
 namespace {
 
-// The MLP of test_multiproc.cpp at batch 32, 20 steps: cheap enough for 7 ranks on 2 cores.
-const std::string kMlp = R"(
-[model]
-name = "mlp"
-hidden = [32, 16]
-[data]
-kind = "synthetic"
-synthetic_samples = 2048
-synthetic_features = 12
-synthetic_classes = 4
-[optimizer]
-learning_rate = 0.01
-[train]
-global_batch = 32
-steps = 20
-grad_clip = 0.5
-warmup_steps = 5
-threads = 1
-[log]
-progress = "none"
-)";
+// The MLP of test_multiproc.cpp at 20 steps: cheap enough for 7 ranks on 2 cores.
+const std::string kMlp = mlp_job(20);
 
 // A 4-block transformer (4 heads: tp 2 divides them; 4 blocks: pp 3 splits them 1/2/1).
 const std::string kGpt = gpt4_job(32, 20);

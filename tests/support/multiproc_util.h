@@ -37,6 +37,32 @@ inline std::map<std::string, torch::Tensor> final_params(const std::string& run_
   return out;
 }
 
+// A small MLP classifier on synthetic data, global batch 32, for data-parallel comparisons.
+inline std::string mlp_job(int64_t steps) {
+  return R"(
+[model]
+name = "mlp"
+hidden = [32, 16]
+[data]
+kind = "synthetic"
+synthetic_samples = 2048
+synthetic_features = 12
+synthetic_classes = 4
+[optimizer]
+learning_rate = 0.01
+[train]
+global_batch = 32
+steps = )" +
+         std::to_string(steps) +
+         R"(
+grad_clip = 0.5
+warmup_steps = 5
+threads = 1
+[log]
+progress = "none"
+)";
+}
+
 // A 4-block transformer (4 heads, width 32) for layout comparisons: one thread, so every layout
 // sums in one order.
 inline std::string gpt4_job(int64_t global_batch, int64_t steps) {
