@@ -1,6 +1,7 @@
 // job_config.cpp: loads a JobConfig from TOML + environment + --set overrides, with errors that
 // name file:line:column, the key, and what was expected.
 #include "runtime/core/config/job_config.h"
+#include "runtime/core/config/model_presets.h"
 
 #include <algorithm>
 #include <cmath>
@@ -454,6 +455,19 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
   cfg.source_path = origin;
   cfg.overrides = origins.overridden;
   auto read_section = [&](const char* name, auto& section, const char*) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(section)>, ModelConfig>) {
+      // model.preset first, so that the keys the file (or --set) gives override it.
+      const toml::table* t = root[name].as_table();
+      const toml::node* preset = t ? t->get("preset") : nullptr;
+      if (preset && preset->is_string()) {
+        try {
+          section = apply_model_preset(section, preset->as_string()->get());
+        } catch (const ConfigError& e) {
+          problems.add(origins.of("model.preset", preset->source()) + ": " + e.what(),
+                       origins.position("model.preset", preset->source()));
+        }
+      }
+    }
     SectionReader reader(root[name].as_table(), name, origins, problems, &col.keys);
     section.visit(reader);
     reader.finish();
@@ -507,11 +521,37 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
                  ": [train]: set exactly one of train.steps, train.epochs, train.tokens" +
                  (found.empty() ? std::string(" (none is set)") : " (found" + found + ")"));
   }
+  if (!c.model.preset.empty() && c.model.name != "llama") {
+    problems.add(from({"model.name", "model.preset"}) + ": [model]: model.preset = \"" + c.model.preset +
+                 "\" is a llama-family shape, but model.name = \"" + c.model.name +
+                 "\"; leave model.name out or set it to \"llama\"");
+  }
+  if (c.model.name == "llama") {
+    const auto& m = c.model;
+    if (m.head_dim == 0 && m.n_embd % m.n_head != 0) {
+      problems.add(from({"model.n_head", "model.n_embd", "model.head_dim"}) + ": [model]: model.n_head = " +
+                   std::to_string(m.n_head) + " must divide model.n_embd = " + std::to_string(m.n_embd) +
+                   " unless model.head_dim is set");
+    }
+    if (m.n_head % m.llama_kv_heads() != 0) {
+      problems.add(from({"model.n_kv_head", "model.n_head"}) + ": [model]: model.n_kv_head = " +
+                   std::to_string(m.n_kv_head) + " must divide model.n_head = " + std::to_string(m.n_head));
+    }
+    if (m.llama_head_dim() % 2 != 0) {
+      problems.add(from({"model.head_dim", "model.n_embd", "model.n_head"}) +
+                   ": [model]: the head width must be even for rotary embeddings (it is " +
+                   std::to_string(m.llama_head_dim()) + ")");
+    }
+    if (m.rope_scaling == "llama3" && m.rope_high_freq_factor <= m.rope_low_freq_factor) {
+      problems.add(from({"model.rope_high_freq_factor", "model.rope_low_freq_factor"}) +
+                   ": [model]: model.rope_high_freq_factor must be above model.rope_low_freq_factor");
+    }
+  }
   if (c.model.name == "gpt" && c.model.n_embd % c.model.n_head != 0) {
     problems.add(from({"model.n_head", "model.n_embd", "model.name"}) + ": [model]: model.n_head = " +
                  std::to_string(c.model.n_head) + " must divide model.n_embd = " + std::to_string(c.model.n_embd));
   }
-  if (t.tokens > 0 && c.model.name != "gpt" && !is_token_file(c.data.kind)) {
+  if (t.tokens > 0 && c.model.name != "gpt" && c.model.name != "llama" && !is_token_file(c.data.kind)) {
     problems.add(from({"train.tokens", "model.name", "data.kind"}) +
                  ": [train]: train.tokens needs a token model and data (data.kind = "
                  "\"tokens\" or \"text_bytes\"); use train.steps or train.epochs");
