@@ -166,9 +166,9 @@ TEST(Cli, InitFromStartsAFreshRunFromGivenWeights) {
   EXPECT_NE(r.output.find("'h.1.attn.proj.bias' is not a tensor of this model"), std::string::npos) << r.output;
   r = gtrain_run(dir.file("gpt.toml"), dir.file("g"), " --set checkpoint.init_from=" + dir.file("none.safetensors"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_EQ(r.output,
-            "gtrain: config error: checkpoint.init_from: " + dir.file("none.safetensors") +
-                " does not exist (expected a .safetensors file, a checkpoint directory or a run directory)\n");
+  EXPECT_EQ(r.output, "gtrain: config error: checkpoint.init_from: " + dir.file("none.safetensors") +
+                          " does not exist (expected a .safetensors file, a checkpoint or run directory, or a Hugging "
+                          "Face model directory)\n");
   EXPECT_FALSE(fs::exists(dir.file("e/checkpoints/step_00000003")));
   // Not safetensors: refused by the launcher before any rank starts, naming the key.
   r = gtrain_run(dir.file("gpt.toml"), dir.file("h"), " --set checkpoint.init_from=" + dir.file("gpt.toml"));

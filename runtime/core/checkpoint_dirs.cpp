@@ -6,6 +6,7 @@
 #include "runtime/core/checkpoint_manifest.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/hf_config.h"
 #include "runtime/core/safetensors_header.h"
 
 namespace gtrain {
@@ -59,11 +60,18 @@ std::string resolve_checkpoint_path(const std::string& path, const std::string& 
 
 void check_init_from(const std::string& path) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) {
+  if (is_hf_model_dir(path)) {
+    try {
+      check_hf_model_dir(path);
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("checkpoint.init_from: ") + e.what(), e.hint());
+    }
+  } else if (fs::is_directory(path, ec)) {
     resolve_checkpoint_path(path, "checkpoint.init_from");
   } else if (!fs::exists(path, ec)) {
     throw ConfigError("checkpoint.init_from: " + path +
-                      " does not exist (expected a .safetensors file, a checkpoint directory or a run directory)");
+                      " does not exist (expected a .safetensors file, a checkpoint or run directory, or a Hugging Face "
+                      "model directory)");
   } else {
     try {  // the whole header: not a safetensors file, truncated, damaged
       read_safetensors_header(path);

@@ -28,8 +28,9 @@ std::vector<std::pair<int64_t, std::filesystem::path>> committed_checkpoint_dirs
 std::string resolve_checkpoint_path(const std::string& path, const std::string& what = "");
 
 // checkpoint.init_from checked before any rank starts, for a start that will not resume: the path
-// exists, a directory holds a committed checkpoint, a file has a sound safetensors header. (Whether
-// its tensors fit the model, the ranks check.) Throws ConfigError naming the key.
+// exists, a directory holds a committed checkpoint, a Hugging Face directory has a config.json gtrain
+// reads and sound shard headers, a file has a sound safetensors header. (Whether its tensors fit the
+// model, the ranks check.) Throws ConfigError naming the key.
 void check_init_from(const std::string& path);
 
 }  // namespace gtrain

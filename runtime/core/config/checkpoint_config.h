@@ -15,7 +15,7 @@ struct CheckpointConfig {
   bool at_end = true;             // save when training finishes
   bool async = true;              // write in a background thread while training continues
   double probe_tolerance = 1e-4;  // relative: probe loss after resume vs at save
-  std::string init_from;          // weights a fresh start begins from: safetensors file or checkpoint ("" = init)
+  std::string init_from;          // weights a fresh start begins from: safetensors, checkpoint, HF dir ("" = init)
 
   template <class V>
   void visit(V& v) {
@@ -34,8 +34,11 @@ struct CheckpointConfig {
       cfg::greater_than(0.0));
     v("init_from", init_from,
       "Weights a fresh start begins from (fine-tuning): a .safetensors file (gtrain ckpt export's, or any "
-      "with gtrain's tensor names and shapes), a checkpoint directory, or a run directory (its newest "
-      "checkpoint). Every model tensor must be there with its shape, in a floating-point type, and "
+      "with gtrain's tensor names and shapes), a checkpoint directory, a run directory (its newest "
+      "checkpoint), or a Hugging Face model directory (config.json with model.safetensors or shards and "
+      "model.safetensors.index.json; GPT-2, Llama, Qwen2, Qwen3; bf16, fp16 or fp32, read as fp32): its "
+      "config.json gives the [model] keys the file leaves out (model.name = \"hf\": all of them) and must "
+      "agree with those it sets. Every model tensor must be there with its shape, in a floating-point type, and "
       "no other model's tensor; optimizer state in it is ignored (the run says how many tensors): the optimizer "
       "starts fresh at step 0. Ignored when the run resumes from its own checkpoint (\"\" = the model's "
       "own initialisation).");

@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/hf_config.h"
 #include "runtime/core/schedule.h"
 
 extern char** environ;
@@ -360,6 +361,35 @@ struct SectionCollector {
 // (which throw) only when there is no other problem.
 void cross_field_problems(const JobConfig& c, Problems& problems);
 
+// model.name = "hf", or gpt/llama with a Hugging Face directory in checkpoint.init_from: the [model]
+// keys the job does not give come from its config.json, and a given one must agree with it.
+void resolve_hf_model(JobConfig& c, const toml::table& root, const Origins& origins, Problems& problems) {
+  const std::string& from = c.checkpoint.init_from;
+  const bool hf_dir = is_hf_model_dir(from);
+  const toml::table* model = root["model"].as_table();
+  auto where_of = [&](const std::string& key) {
+    const toml::node* n = model ? model->get(key) : nullptr;
+    return origins.of("model." + key, n ? n->source() : toml::source_region{});
+  };
+  if (c.model.name == "hf" && !hf_dir) {
+    problems.add(where_of("name") +
+                 ": model.name = \"hf\" takes the model's shape from the config.json of "
+                 "checkpoint.init_from, but checkpoint.init_from = \"" +
+                 from +
+                 "\" is not a Hugging Face model directory (a folder with config.json and the "
+                 "model's .safetensors)");
+    return;
+  }
+  if (!hf_dir || (c.model.name != "hf" && c.model.name != "gpt" && c.model.name != "llama")) return;
+  std::set<std::string> given = c.model_keys_given;
+  if (c.model.name == "hf") given.erase("name");
+  try {
+    for (auto& p : merge_hf_model_config(c.model, given, from, where_of)) problems.add(std::move(p));
+  } catch (const ConfigError& e) {
+    problems.add(std::string("checkpoint.init_from: ") + e.what() + (e.hint().empty() ? "" : "; hint: " + e.hint()));
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> section_names() {
@@ -473,6 +503,9 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
     reader.finish();
   };
   cfg.visit_sections(read_section);
+  if (const toml::table* model = root["model"].as_table())
+    for (auto&& [k, v] : *model) cfg.model_keys_given.insert(std::string(k.str()));
+  if (problems.empty()) resolve_hf_model(cfg, root, origins, problems);
   // The cross-field rules only over values that were read: a field that failed keeps its default.
   if (problems.empty()) cross_field_problems(cfg, problems);
   problems.throw_if_any();
@@ -529,9 +562,9 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
   if (c.model.name == "llama") {
     const auto& m = c.model;
     if (m.head_dim == 0 && m.n_embd % m.n_head != 0) {
-      problems.add(from({"model.n_head", "model.n_embd", "model.head_dim"}) + ": [model]: model.n_head = " +
-                   std::to_string(m.n_head) + " must divide model.n_embd = " + std::to_string(m.n_embd) +
-                   " unless model.head_dim is set");
+      problems.add(from({"model.n_head", "model.n_embd", "model.head_dim"}) +
+                   ": [model]: model.n_head = " + std::to_string(m.n_head) +
+                   " must divide model.n_embd = " + std::to_string(m.n_embd) + " unless model.head_dim is set");
     }
     if (m.n_head % m.llama_kv_heads() != 0) {
       problems.add(from({"model.n_kv_head", "model.n_head"}) + ": [model]: model.n_kv_head = " +

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct JobConfig {
   std::string source_path;  // the TOML file it was read from ("" for defaults)
   // "section.key" -> what set it instead of the file ("--set train.steps=9", "environment GTRAIN_...").
   std::map<std::string, std::string> overrides;
+  // The [model] keys the file, environment or --set gave; with a Hugging Face directory in
+  // checkpoint.init_from the others come from its config.json (hf_config.h).
+  std::set<std::string> model_keys_given;
 
   template <class V>
   void visit_sections(V& v) {
