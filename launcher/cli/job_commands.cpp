@@ -152,9 +152,25 @@ Command add_ckpt(CLI::App& app) {
   verify->add_option("path", st->path, path_help)->required();
   verify->add_flag("--all", st->verify_all, "Check every kept checkpoint of the directory, not only the newest");
   auto* exporter = c.app->add_subcommand(
-      "export", "Write the model's full weights (any layout's checkpoint) to one .safetensors file.");
+      "export",
+      "Write the model's full weights (any layout's checkpoint) to one .safetensors file, or with --format hf "
+      "to a Hugging Face model directory.");
   exporter->add_option("path", st->exporting.path, path_help)->required();
-  exporter->add_option("out", st->exporting.out, "The .safetensors file to write (replaced if it exists)")->required();
+  exporter
+      ->add_option("out", st->exporting.out,
+                   "The .safetensors file to write (replaced if it exists); --format hf: the directory (an earlier "
+                   "export there is replaced)")
+      ->required();
+  exporter
+      ->add_option("--format", st->exporting.format,
+                   "safetensors (one file, gtrain's tensor names) or hf (config.json and model*.safetensors that "
+                   "transformers' from_pretrained loads: GPT-2 for gpt; Llama, Qwen2 or Qwen3 for llama)")
+      ->capture_default_str();
+  exporter
+      ->add_option("--max-shard-size", st->exporting.max_shard_size,
+                   "--format hf: tensor bytes per file (5GB, 500MB, 2GiB, ...); more go in shards with "
+                   "model.safetensors.index.json")
+      ->capture_default_str();
   exporter
       ->add_option("--dtype", st->exporting.dtype,
                    "stored (the checkpoint's fp32 master weights), float32, bfloat16 or float16 (or fp32, bf16, "

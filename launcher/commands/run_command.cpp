@@ -455,6 +455,9 @@ void print_start(const RankJob& job, const JobParts& parts, const Trainer& train
     if (initial.ignored > 0)
       std::cout << "gtrain: checkpoint.init_from: " << initial.ignored << " optimizer-state tensors in "
                 << initial.source << " ignored (exp_avg, exp_avg_sq, momentum_buffer, optimizer.step)\n";
+    if (initial.skipped > 0)
+      std::cout << "gtrain: checkpoint.init_from: " << initial.skipped << " tensors in " << initial.source
+                << " that are not parameters skipped (buffers such as attn.bias, a tied model's lm_head)\n";
   }
   for (const auto& n : parts.data.notes) std::cerr << "gtrain: warning: " << n << std::endl;
   const int64_t batch = cfg.train.global_batch;

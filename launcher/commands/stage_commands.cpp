@@ -383,6 +383,8 @@ int ckpt_verify_command(const std::string& path, bool all) {
 }
 
 int ckpt_export_command(const CkptExportOptions& o) {
+  if (o.format == "hf") return ckpt_export_hf_command(o);
+  if (o.format != "safetensors") throw ConfigError("--format: '" + o.format + "' is not one of safetensors, hf");
   torch::ScalarType cast = torch::kFloat32;
   const bool stored = o.dtype == "stored";
   // precision.dtype's spellings too (fp32, bf16, fp16).

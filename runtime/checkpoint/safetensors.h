@@ -34,6 +34,7 @@ int64_t write_safetensors(const std::string& path, const std::vector<Safetensors
 class SafetensorsReader {
  public:
   explicit SafetensorsReader(const std::string& path);
+  const std::string& path() const { return path_; }
   const std::vector<SafetensorsSpec>& tensors() const { return specs_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   bool has(const std::string& name) const { return index_.count(name) > 0; }

@@ -8,10 +8,12 @@
 #include <set>
 
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/hf_checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/hf_config.h"
 #include "runtime/train/parallel_engine.h"
 
 namespace gtrain {
@@ -40,6 +42,7 @@ struct Source {
   std::map<std::string, torch::ScalarType> dtypes;
   std::function<torch::Tensor(const std::string&)> read;
   int64_t optimizer_tensors = 0;  // its optimizer state, which is not read
+  int64_t ignored_tensors = 0;    // a Hugging Face directory's buffers and tied head, not read
 };
 
 Source open_source(const std::string& path) {
@@ -49,7 +52,22 @@ Source open_source(const std::string& path) {
   std::vector<std::string> names;
   std::map<std::string, std::vector<int64_t>> all;
   try {  // a file or manifest that cannot be read is this key's error (exit 2), naming it
-    if (fs::is_directory(path, ec)) {
+    if (is_hf_model_dir(path)) {
+      // A Hugging Face directory: its tensors under gtrain's names and layouts, as float32; what it
+      // holds beyond the parameters (buffers, a tied model's head) is counted, not read.
+      std::shared_ptr<HfCheckpointReader> hf;
+      try {
+        hf = std::make_shared<HfCheckpointReader>(path);
+      } catch (const ConfigError& e) {
+        throw ConfigError(std::string(kKey) + ": " + e.what(), e.hint());
+      }
+      s.path = path;
+      for (const auto& t : hf->tensors()) all[t.gtrain] = t.shape, s.dtypes[t.gtrain] = torch::kFloat32;
+      s.read = [hf](const std::string& n) { return hf->read(n); };
+      s.ignored_tensors = hf->ignored();
+      s.shapes = std::move(all);
+      return s;
+    } else if (fs::is_directory(path, ec)) {
       auto ck = std::make_shared<CheckpointReader>(resolve_checkpoint_path(path, kKey));
       s.path = ck->path();
       for (const auto& n : ck->tensor_names()) all[n] = ck->shape(n), s.dtypes[n] = ck->dtype(n), names.push_back(n);
@@ -124,7 +142,7 @@ InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, 
     }
     return src.read(name);
   });
-  return {src.path, static_cast<int64_t>(src.shapes.size()), src.optimizer_tensors};
+  return {src.path, static_cast<int64_t>(src.shapes.size()), src.optimizer_tensors, src.ignored_tensors};
 }
 
 }  // namespace gtrain

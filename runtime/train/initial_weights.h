@@ -1,5 +1,6 @@
-// initial_weights.h: checkpoint.init_from: a fresh run's model weights from a safetensors file or a
-// gtrain checkpoint, into any layout (each rank takes its part), with a fresh optimizer at step 0.
+// initial_weights.h: checkpoint.init_from: a fresh run's model weights from a safetensors file, a
+// gtrain checkpoint or a Hugging Face directory, into any layout (each rank takes its part), with a
+// fresh optimizer at step 0.
 #pragma once
 
 #include <cstdint>
@@ -14,13 +15,14 @@ struct InitialWeights {
   std::string source;   // the file or checkpoint directory read
   int64_t tensors = 0;  // model tensors loaded (this rank's and the others')
   int64_t ignored = 0;  // optimizer-state tensors in the source, not read (the optimizer starts fresh)
+  int64_t skipped = 0;  // a Hugging Face directory's buffers and a tied model's lm_head, not read
 };
 
-// Loads the weights `path` names (a .safetensors file, a checkpoint directory, or a run / checkpoints
-// directory: its newest checkpoint) into `engine`. Every model tensor must be there with its global
-// shape, and the file may hold no model tensor that no rank has (optimizer state in it is ignored);
-// otherwise ConfigError naming checkpoint.init_from, the file and each tensor (the first few). Call on
-// every rank (one collective when there are several).
+// Loads the weights `path` names (a .safetensors file, a checkpoint directory, a run / checkpoints
+// directory: its newest checkpoint, or a Hugging Face model directory: hf_checkpoint.h) into `engine`. Every model
+// tensor must be there with its global shape, and the file may hold no model tensor that no rank has (optimizer state
+// in it is ignored); otherwise ConfigError naming checkpoint.init_from, the file and each tensor (the first few). Call
+// on every rank (one collective when there are several).
 InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, const std::string& path);
 
 }  // namespace gtrain
