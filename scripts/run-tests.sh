@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs ctest with every label this machine can run: cpu always; multiproc when the build has MPI
-# and mpirun exists; slurm when Slurm's daemons are installed; gpu when a GPU is visible; python,
+# and mpirun exists; slurm when Slurm's daemons are installed; gpu when a GPU is visible; python, hf,
 # bench and torch2 always (their tests that need the project venv say SKIPPED and why without it;
 # torch2 builds and tests gtrain against the venv's LibTorch 2.x with CUDA, under ASan and UBSan, in
 # BUILD-torch2-sanitize). Not compat (every LibTorch source compiled against Debian sid's 2.14
@@ -20,7 +20,7 @@ fi
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   labels="$labels|gpu"
 fi
-labels="$labels|python|bench|torch2|sanitize"
+labels="$labels|python|hf|bench|torch2|sanitize"
 labels=${LABELS:-$labels}
 echo "run-tests: labels $labels"
 cd "$BUILD"
