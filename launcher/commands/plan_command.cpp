@@ -345,9 +345,8 @@ JobDescription describe_job(const JobConfig& cfg) {
   };
   if (auto stats = model_stats_from_config(cfg)) {
     d.stats = *stats;  // sized from the shape: a 13B model is never built here
-  } else if (cfg.model.name == "gpt" && cfg.model.plugin.empty()) {
-    d.stats = gpt_stats(cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd, cfg.model.seq_len, open()->spec().vocab,
-                        cfg.model.tied_embeddings, cfg.model.dropout);
+  } else if (decoder_stats(cfg.model, open()->spec().vocab, &d.stats)) {
+    // a decoder sized from its shape and the data's vocabulary
   } else {
     auto& reg = ModelRegistry::global();
     if (!cfg.model.plugin.empty()) reg.load_plugin(cfg.model.plugin);

@@ -529,9 +529,9 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
   if (c.model.name == "llama") {
     const auto& m = c.model;
     if (m.head_dim == 0 && m.n_embd % m.n_head != 0) {
-      problems.add(from({"model.n_head", "model.n_embd", "model.head_dim"}) + ": [model]: model.n_head = " +
-                   std::to_string(m.n_head) + " must divide model.n_embd = " + std::to_string(m.n_embd) +
-                   " unless model.head_dim is set");
+      problems.add(from({"model.n_head", "model.n_embd", "model.head_dim"}) +
+                   ": [model]: model.n_head = " + std::to_string(m.n_head) +
+                   " must divide model.n_embd = " + std::to_string(m.n_embd) + " unless model.head_dim is set");
     }
     if (m.n_head % m.llama_kv_heads() != 0) {
       problems.add(from({"model.n_kv_head", "model.n_head"}) + ": [model]: model.n_kv_head = " +
