@@ -11,6 +11,7 @@
 #include "runtime/core/errors.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/llama.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {
@@ -29,20 +30,17 @@ ModelConfig preset(const std::string& name) {
 
 // Parameter counts of the published checkpoints (their safetensors, tied heads counted once).
 TEST(LlamaPresets, ParameterCountsAreThePublishedOnes) {
-  const std::map<std::string, int64_t> published = {{"llama-3.2-1b", 1235814400},
-                                                    {"llama-3.2-3b", 3212749824},
-                                                    {"llama-3.1-8b", 8030261248},
-                                                    {"qwen3-0.6b", 596049920},
-                                                    {"qwen3-1.7b", 1720574976},
-                                                    {"qwen3-8b", 8190735360}};
+  const std::map<std::string, int64_t> published = {{"llama-3.2-1b", 1235814400}, {"llama-3.2-3b", 3212749824},
+                                                    {"llama-3.1-8b", 8030261248}, {"qwen3-0.6b", 596049920},
+                                                    {"qwen3-1.7b", 1720574976},   {"qwen3-8b", 8190735360}};
   for (const auto& [name, params] : published) {
     const ModelConfig c = preset(name);
     EXPECT_EQ(c.name, "llama") << name;
     EXPECT_EQ(llama_stats(c, c.vocab).params, params) << name;
   }
   // Outside the embeddings, as the Qwen3 model cards say: 0.44B, 1.4B (both tied) and 6.95B.
-  for (const auto& [name, billions] : std::map<std::string, double>{{"qwen3-0.6b", 0.44}, {"qwen3-1.7b", 1.4},
-                                                                    {"qwen3-8b", 6.95}}) {
+  for (const auto& [name, billions] :
+       std::map<std::string, double>{{"qwen3-0.6b", 0.44}, {"qwen3-1.7b", 1.4}, {"qwen3-8b", 6.95}}) {
     const ModelConfig q = preset(name);
     const int64_t embeddings = (q.tied_embeddings ? 1 : 2) * q.vocab * q.n_embd;
     EXPECT_NEAR(static_cast<double>(llama_stats(q, q.vocab).params - embeddings) / 1e9, billions, 0.01) << name;
@@ -161,6 +159,67 @@ TEST(LlamaConfig, PresetFillsTheShapeAndExplicitKeysOverrideIt) {
   EXPECT_NE(error_of("name = \"llama\"\nn_head = 4\nn_embd = 36").find("the head width must be even"),
             std::string::npos);
   EXPECT_NE(error_of("name = \"llama\"\nrope_scaling = \"yarn\"").find("rope_scaling"), std::string::npos);
+  // Llama 3's 128256 ids do not fit uint16 token files.
+  try {
+    parse_job_config(
+        "[model]\npreset = \"llama-3.2-1b\"\n[data]\nkind = \"tokens\"\npath = \"t.bin\"\n[train]\nsteps = 1\n",
+        "job.toml", {}, {});
+    ADD_FAILURE() << "a uint16 token file for a 128256-token vocabulary was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("data.token_dtype = \"uint16\" holds ids up to 65535, but model.vocab = 128256"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+// gtrain sample on a byte-level llama trained for a few steps: greedy decoding is repeatable and
+// continues the prompt; sampling follows its seed; bad flags are one line and exit 2.
+TEST(Sample, GreedyAndSeededGenerationFromARun) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), R"(
+[model]
+preset = "llama-tiny"
+n_layer = 2
+seq_len = 32
+[data]
+kind = "text_bytes"
+path = "/usr/share/common-licenses/GPL-3"
+[train]
+global_batch = 8
+steps = 3
+threads = 1
+[log]
+progress = "none"
+)");
+  const std::string run = dir.file("run");
+  ASSERT_EQ(test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run).exit_code, 0);
+  auto sample = [&](const std::string& flags) {
+    return test::run_command(GTRAIN_BINARY " sample " + run + " " + flags);
+  };
+  const auto greedy = sample("--prompt-text 'The GNU ' --tokens 8 --temperature 0 --json");
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.output;
+  const auto j = nlohmann::json::parse(greedy.output);
+  EXPECT_EQ(j.at("tokens").size(), 8u);
+  EXPECT_EQ(j.at("prompt").size(), 8u);
+  EXPECT_EQ(j.at("text").get<std::string>().size(), 8u);
+  EXPECT_EQ(sample("--prompt-text 'The GNU ' --tokens 8 --temperature 0 --json").output, greedy.output);
+  const auto a = sample("--prompt-ids 84,104 --tokens 12 --seed 1"),
+             b = sample("--prompt-ids 84,104 --tokens 12 --seed 1");
+  const auto c = sample("--prompt-ids 84,104 --tokens 12 --seed 2");
+  EXPECT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_NE(a.output, c.output);
+  for (const auto& [flags, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"--prompt-ids 1,x --tokens 2", "--prompt-ids: 'x' is not a token id"},
+           {"--prompt-ids 1 --tokens 40", "exceed the model's context, model.seq_len = 32"},
+           {"--prompt-ids 300", "token 300 is outside the model's vocabulary of 256"},
+           {"--tokens 2", "give the prompt as --prompt-ids 1,2,3 or as --prompt-text"}}) {
+    const auto r = sample(flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << flags << "\n" << r.output;
+    EXPECT_EQ(test::lines(r.output).size(), 1u) << r.output;
+  }
 }
 
 }  // namespace

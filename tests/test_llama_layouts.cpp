@@ -24,7 +24,8 @@ vocab = 16
 rope_theta = 500000.0
 rope_scaling = "llama3"
 rope_original_max_positions = 8
-)" + extra + R"(
+)" + extra +
+         R"(
 [data]
 kind = "synthetic"
 [train]
@@ -60,8 +61,8 @@ TEST_F(LlamaLayouts, TensorParallelSplitsOrReplicatesKeyValueHeads) {
 }
 
 TEST_F(LlamaLayouts, PipelineWithRecomputeAndDataParallelWithZero2) {
-  check(2, {"parallel.pp=2", "parallel.recompute=true", "parallel.micro_batch=4"}, "dp=1 tp=1 pp=2 zero=0 micro_batch=4 grad_accum=2 recompute=on",
-        "pp 2 with recompute");
+  check(2, {"parallel.pp=2", "parallel.recompute=true", "parallel.micro_batch=4"},
+        "dp=1 tp=1 pp=2 zero=0 micro_batch=4 grad_accum=2 recompute=on", "pp 2 with recompute");
   check(2, {"parallel.dp=2", "parallel.zero=2"}, "dp=2 tp=1 pp=1 zero=2", "dp 2 with ZeRO-2");
 }
 

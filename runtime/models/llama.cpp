@@ -123,16 +123,15 @@ LlamaBlockImpl::LlamaBlockImpl(const ModelConfig& c, int64_t layer) {
   mlp = register_module("mlp", LlamaMlp(c.n_embd, c.llama_intermediate(), c.dropout, site + 2));
 }
 
-torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const RotaryTables& rope, KvCache* cache,
-                                      int64_t block) {
+torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const RotaryTables& rope, KvCache* cache, int64_t block) {
   auto h = x + self_attn->forward(input_layernorm->forward(x), rope, cache, block);
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 
 Llama::Llama(const ModelConfig& c, const DataSpec& spec) : DecoderLm(c, spec, "llama") {
   if (c.head_dim == 0 && c.n_embd % c.n_head != 0) {
-    throw ConfigError("model.n_head = " + std::to_string(c.n_head) + " must divide model.n_embd = " +
-                      std::to_string(c.n_embd) + " unless model.head_dim is set");
+    throw ConfigError("model.n_head = " + std::to_string(c.n_head) +
+                      " must divide model.n_embd = " + std::to_string(c.n_embd) + " unless model.head_dim is set");
   }
   if (c.n_head % c.llama_kv_heads() != 0) {
     throw ConfigError("model.n_kv_head = " + std::to_string(c.llama_kv_heads()) +

@@ -43,8 +43,8 @@ class LlamaAttentionImpl : public torch::nn::Module {
   ColumnParallelLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
   RowParallelLinear o_proj{nullptr};
   RmsNorm q_norm{nullptr}, k_norm{nullptr};  // qk_norm only
-  int64_t n_head;           // query heads on this rank
-  int64_t n_kv;             // key/value heads this rank computes (all of them when replicated)
+  int64_t n_head;                            // query heads on this rank
+  int64_t n_kv;                              // key/value heads this rank computes (all of them when replicated)
   int64_t head_dim;
   int64_t group_size;       // query heads per key/value head (all ranks)
   int64_t head_offset = 0;  // global index of this rank's first query head
