@@ -45,10 +45,10 @@ std::unique_ptr<ParallelEngine> build_engine(const JobConfig& cfg, const Plan& p
   if (plan.recompute) model->set_recompute(true);
   // Built (and initialised) on the CPU from the same seed everywhere, then moved to the rank's device.
   if (!device.is_cpu()) model->to(device);
-  if (auto gpt = std::dynamic_pointer_cast<Gpt>(model)) {
+  if (auto lm = std::dynamic_pointer_cast<DecoderLm>(model)) {
     // Fused output layer + loss: on CUDA by default (logits of 50k-token vocabularies dominate
     // memory traffic there); the CPU keeps the plain layer unless asked.
-    gpt->set_fused_loss(fused_loss_enabled(cfg.train.fused_loss, device.is_cuda()));
+    lm->set_fused_loss(fused_loss_enabled(cfg.train.fused_loss, device.is_cuda()));
   }
   const DataParallelOptions dpo = data_parallel_options(cfg, plan, *model, groups);
   if (plan.pp > 1) {

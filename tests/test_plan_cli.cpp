@@ -177,7 +177,7 @@ TEST(PlanCli, Gpt2On8x80GBJson) {
 // Issue 25: for the examples' configs every count from 1 to 8 GPUs has a layout that keeps the
 // global batch (none refused because dp does not divide it); 3, 5, 6 and 7 split it unevenly.
 TEST(PlanCli, EveryCountOneToEightHasALayoutForTheExamples) {
-  for (const std::string example : {"gpt_bytes.toml", "quickstart.toml"}) {
+  for (const std::string example : {"gpt_bytes.toml", "quickstart.toml", "llama_tiny.toml"}) {
     const std::string path = std::string(GTRAIN_SOURCE_DIR) + "/examples/" + example;
     auto r = run_command("cd " + std::string(GTRAIN_SOURCE_DIR) + " && " + clean_env("") + GTRAIN_BINARY " plan " +
                          path + " --gpus 1-8 --json");
@@ -196,6 +196,32 @@ TEST(PlanCli, EveryCountOneToEightHasALayoutForTheExamples) {
     EXPECT_EQ(w[2].at("plan").at("dp"), 3) << example;
     EXPECT_NE(w[2].at("plan").at("replica_shares").get<std::string>().find(", "), std::string::npos) << example;
   }
+}
+
+// Issue 26: a preset is sized from its shape without building it: Llama-3.1-8B's 8.03B parameters,
+// 8 key/value heads and SwiGLU width in the table and the JSON, and a layout that fits 8 x 80 GB
+// (too big for data parallel alone: fp32 weights, gradients and Adam need 128 GB).
+TEST(PlanCli, LlamaPresetIsSizedFromItsShape) {
+  test::TempDir dir;
+  test::write_file(dir.file("l8b.toml"),
+                   "[model]\npreset = \"llama-3.1-8b\"\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = "
+                   "64\nsteps = 1000\n");
+  const std::string cmd = clean_env("") + GTRAIN_BINARY " plan " + dir.file("l8b.toml") + " --gpus 8 --gpu-mem 80GiB";
+  auto text = run_command(cmd);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("llama: 8030.3M params, 32 blocks, 32 heads over 8 key/value heads, MLP 14336 (SwiGLU), "
+                             "vocabulary 128256"),
+            std::string::npos)
+      << text.output;
+  auto r = run_command(cmd + " --json");
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j.at("model").at("params"), 8030261248);
+  EXPECT_EQ(j.at("model").at("kv_heads"), 8);
+  const auto& chosen = j.at("chosen");
+  EXPECT_TRUE(chosen.at("tp").get<int64_t>() > 1 || chosen.at("pp").get<int64_t>() > 1 ||
+              chosen.at("zero").get<int64_t>() > 0)
+      << chosen.dump();
+  EXPECT_LE(chosen.at("memory_bytes").get<double>(), 80.0 * (1 << 30)) << chosen.dump();
 }
 
 // --gpus 6 (6 on one node): the what-if table's other counts fill nodes of 8, the default, not of 6.

@@ -51,9 +51,9 @@ int cli_main(int argc, char** argv) {
   CLI::App app{"gtrain: train on whatever GPUs the scheduler granted, resume on any other count.", "gtrain"};
   app.set_version_flag("--version", "gtrain 0.1.0");
   app.require_subcommand(1);
-  const std::vector<Command> commands = {add_run(app, argc, argv), add_config(app), add_probe(app),  add_plan(app),
-                                         add_models(app),          add_status(app), add_submit(app), add_cancel(app),
-                                         add_chain_step(app),      add_ckpt(app)};
+  const std::vector<Command> commands = {
+      add_run(app, argc, argv), add_config(app), add_probe(app),  add_plan(app),       add_models(app), add_sample(app),
+      add_status(app),          add_submit(app), add_cancel(app), add_chain_step(app), add_ckpt(app)};
   check_command_words(app, argc, argv);
   try {
     app.parse(argc, argv);

@@ -22,6 +22,7 @@ Command add_config(CLI::App& app);
 Command add_probe(CLI::App& app);
 Command add_plan(CLI::App& app);
 Command add_models(CLI::App& app);
+Command add_sample(CLI::App& app);
 // Jobs and checkpoints: job_commands.cpp.
 Command add_status(CLI::App& app);
 Command add_submit(CLI::App& app);

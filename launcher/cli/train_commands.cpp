@@ -1,4 +1,5 @@
-// train_commands.cpp: the training subcommands' flags and runs: run, config, probe, plan, models.
+// train_commands.cpp: the training subcommands' flags and runs: run, config, probe, plan, models,
+// sample.
 #include <CLI/CLI.hpp>
 
 #include <fstream>
@@ -9,6 +10,7 @@
 #include "launcher/commands/plan_command.h"
 #include "launcher/commands/probe_command.h"
 #include "launcher/commands/run_command.h"
+#include "launcher/commands/sample_command.h"
 #include "launcher/launch/program_runner.h"
 #include "launcher/launch/stage_handoff.h"
 #include "runtime/core/config/job_config.h"
@@ -135,6 +137,22 @@ Command add_models(CLI::App& app) {
     for (const auto& n : reg.names()) std::cout << n << "\n";
     return static_cast<int>(kExitOk);
   };
+  return c;
+}
+
+Command add_sample(CLI::App& app) {
+  auto o = std::make_shared<SampleOptions>();
+  Command c;
+  c.app = app.add_subcommand("sample", "Generate tokens from a trained gpt or llama (one device, key/value cache).");
+  c.app->add_option("path", o->path, "Run, checkpoints or checkpoint directory (the newest checkpoint)")->required();
+  c.app->add_option("--prompt-ids", o->prompt_ids, "The prompt as token ids: 1,2,3");
+  c.app->add_option("--prompt-text", o->prompt_text, "The prompt as text (byte-level models, data.kind = text_bytes)");
+  c.app->add_option("--tokens", o->tokens, "Tokens to generate")->capture_default_str();
+  c.app->add_option("--temperature", o->temperature, "Softmax temperature; 0 = greedy")->capture_default_str();
+  c.app->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
+  c.app->add_option("--seed", o->seed, "Seed of the sampling")->capture_default_str();
+  c.app->add_flag("--json", o->json, "One JSON object: source, prompt, tokens (and text)");
+  c.run = [o] { return sample_command(*o); };
   return c;
 }
 

@@ -345,9 +345,8 @@ JobDescription describe_job(const JobConfig& cfg) {
   };
   if (auto stats = model_stats_from_config(cfg)) {
     d.stats = *stats;  // sized from the shape: a 13B model is never built here
-  } else if (cfg.model.name == "gpt" && cfg.model.plugin.empty()) {
-    d.stats = gpt_stats(cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd, cfg.model.seq_len, open()->spec().vocab,
-                        cfg.model.tied_embeddings, cfg.model.dropout);
+  } else if (decoder_stats(cfg.model, open()->spec().vocab, &d.stats)) {
+    // a decoder sized from its shape and the data's vocabulary
   } else {
     auto& reg = ModelRegistry::global();
     if (!cfg.model.plugin.empty()) reg.load_plugin(cfg.model.plugin);
@@ -510,10 +509,15 @@ void fill_plan_json(const PlanOptions& o, const PlanReport& r, json& doc) {
   const auto& m = r.job.stats;
   const auto& in = r.input;
   doc["config"] = o.config_path;
-  doc["model"] = {{"name", r.cfg.model.name}, {"params", m.params},
-                  {"blocks", m.blocks},       {"heads", m.heads},
-                  {"hidden", m.hidden},       {"seq_len", m.seq_len},
-                  {"vocab", m.vocab},         {"flops_per_sample", m.flops_per_sample}};
+  doc["model"] = {{"name", r.cfg.model.name},
+                  {"params", m.params},
+                  {"blocks", m.blocks},
+                  {"heads", m.heads},
+                  {"kv_heads", m.kv_heads > 0 ? m.kv_heads : m.heads},
+                  {"hidden", m.hidden},
+                  {"seq_len", m.seq_len},
+                  {"vocab", m.vocab},
+                  {"flops_per_sample", m.flops_per_sample}};
   doc["global_batch"] = r.cfg.train.global_batch;
   doc["steps"] = r.job.total_steps > 0 ? json(r.job.total_steps) : json(nullptr);
   doc["precision"] = r.cfg.precision.dtype;
@@ -547,6 +551,9 @@ void render_header(const PlanOptions& o, const PlanReport& r, std::ostream& out)
   out << "  model     " << cfg.model.name << ": " << strf("%.1f", static_cast<double>(m.params) / 1e6) << "M params";
   if (m.blocks > 0) out << ", " << m.blocks << " blocks";
   if (m.heads > 0) out << ", " << m.heads << " heads";
+  if (m.kv_heads > 0 && m.kv_heads != m.heads) out << " over " << m.kv_heads << " key/value heads";
+  if (m.intermediate > 0) out << ", MLP " << m.intermediate << (m.gated_mlp ? " (SwiGLU)" : "");
+  if (m.vocab > 0) out << ", vocabulary " << m.vocab;
   out << "; " << strf("%.3g", m.flops_per_sample) << " FLOPs per sample\n";
   out << "  training  global_batch " << cfg.train.global_batch << ", "
       << (r.job.total_steps > 0 ? std::to_string(r.job.total_steps) + " steps" : std::string("steps unknown")) << ", "

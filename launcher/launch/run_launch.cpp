@@ -114,7 +114,7 @@ std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std
 }
 
 std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
-  if (cfg.model.name != "gpt" || !cfg.model.plugin.empty()) return std::nullopt;
+  if ((cfg.model.name != "gpt" && cfg.model.name != "llama") || !cfg.model.plugin.empty()) return std::nullopt;
   int64_t vocab = cfg.model.vocab;
   if (vocab <= 0) {
     if (cfg.data.kind == DataKind::text_bytes)
@@ -124,8 +124,9 @@ std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
     else
       return std::nullopt;  // the data's vocabulary decides
   }
-  return gpt_stats(cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd, cfg.model.seq_len, vocab,
-                   cfg.model.tied_embeddings, cfg.model.dropout);
+  ModelStats s;
+  decoder_stats(cfg.model, vocab, &s);
+  return s;
 }
 
 Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index,

@@ -37,6 +37,12 @@ struct ModelStats {
   // memory-efficient kernels (a [H, T] log-sum-exp; the rest is recomputed). gpt_stats assumes the
   // explicit softmax; the planner sets it for this build (attention_score_tensors()).
   double attention_score_tensors = 1.0;
+  // Llama-family shape (0 / false: gpt's, C / heads wide heads, a 4C GELU MLP).
+  int64_t kv_heads = 0;      // key/value heads (grouped-query attention)
+  int64_t head_dim = 0;      // width of one head
+  int64_t intermediate = 0;  // MLP width
+  bool gated_mlp = false;    // SwiGLU: gate and up projections, their product kept for backward
+  bool rotary = false;       // rotary position embeddings: the rotated q and k are kept too
   bool supports_tp = false;  // the model can be split by tensor parallel
   bool supports_pp = false;  // the model can be split into pipeline stages
 
@@ -46,6 +52,14 @@ struct ModelStats {
 // A GPT's stats from its shape alone (parameters, FLOPs, activations), without building it.
 ModelStats gpt_stats(int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t seq_len, int64_t vocab,
                      bool tied_embeddings, double dropout = 0.0);
+
+struct ModelConfig;
+
+// A llama's stats (runtime/models/llama.h) from its config and vocabulary, without building it.
+ModelStats llama_stats(const ModelConfig& config, int64_t vocab);
+
+// The stats of a built-in decoder (gpt, llama) from its config; false for other models.
+bool decoder_stats(const ModelConfig& config, int64_t vocab, ModelStats* out);
 
 // How many [H, T, T] tensors this build's causal attention (runtime/common/torch_compat.h) keeps per
 // block for backward: LibTorch 1.13's explicit softmax always keeps some; 2.x (SDPA,

@@ -112,7 +112,7 @@ std::string idx_file(const std::string& dir, const std::string& prefix, const st
 
 std::shared_ptr<Dataset> make_synthetic(const DataConfig& d, const ModelConfig& m, int64_t seed, bool eval) {
   const int64_t n = eval ? std::max<int64_t>(1, d.synthetic_samples / 4) : d.synthetic_samples;
-  if (m.name == "gpt") {
+  if (m.name == "gpt" || m.name == "llama") {
     return std::make_shared<SyntheticTokens>(n, m.seq_len, m.vocab > 0 ? m.vocab : 64, seed, eval);
   }
   return std::make_shared<SyntheticClasses>(n, d.synthetic_features, d.synthetic_classes, seed, eval);

@@ -6,7 +6,6 @@
 #include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
 #include "runtime/models/activations.h"
-#include "runtime/models/fused_loss.h"
 #include "runtime/models/keyed_dropout.h"
 
 namespace gtrain {
@@ -17,13 +16,15 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head_
   proj = register_module("proj", RowParallelLinear(n_embd, n_embd, true));
 }
 
-torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t block) {
   const int64_t B = x.size(0), T = x.size(1), C3 = qkv->local_out();
   const int64_t C = C3 / 3, hd = C / n_head;  // this rank's heads and width
   auto parts = qkv->forward(x).split(C, -1);
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head, hd}).transpose(1, 2); };
   torch::Tensor y;
-  if (dropout > 0 && is_training()) {
+  if (cache) {
+    y = cached_attention(block, heads(parts[0]), heads(parts[1]), heads(parts[2]), *cache);
+  } else if (dropout > 0 && is_training()) {
     // The explicit softmax, so the probabilities get layout-independent masks (SDPA draws its own).
     y = compat::math_causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), [&](const torch::Tensor& p) {
       return keyed_dropout(p, dropout, site, /*train=*/true, head_offset);
@@ -53,21 +54,12 @@ GptBlockImpl::GptBlockImpl(int64_t n_embd, int64_t n_head, double dropout, int64
   mlp = register_module("mlp", GptMlp(n_embd, dropout, site + 2));
 }
 
-torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
-  auto y = x + attn->forward(ln1->forward(x));
+torch::Tensor GptBlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t block) {
+  auto y = x + attn->forward(ln1->forward(x), cache, block);
   return y + mlp->forward(ln2->forward(y));
 }
 
-Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : config_(c) {
-  if (!spec.tokens) {
-    throw ConfigError(
-        "model.name = \"gpt\" needs token data (data.kind = \"tokens\", \"text_bytes\" or \"synthetic\")");
-  }
-  vocab_ = c.vocab > 0 ? c.vocab : spec.vocab;
-  if (vocab_ < spec.vocab) {
-    throw ConfigError("model.vocab = " + std::to_string(c.vocab) + " is smaller than the data's vocabulary (" +
-                      std::to_string(spec.vocab) + ")");
-  }
+Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : DecoderLm(c, spec, "gpt") {
   if (c.n_embd % c.n_head != 0) {
     throw ConfigError("model.n_head = " + std::to_string(c.n_head) +
                       " must divide model.n_embd = " + std::to_string(c.n_embd));
@@ -76,14 +68,13 @@ Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : config_(c) {
   wpe = register_module("wpe", torch::nn::Embedding(c.seq_len, c.n_embd));
   h = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.n_layer; ++i) h->push_back(GptBlock(c.n_embd, c.n_head, c.dropout, i));
-  for (int64_t i = 0; i < c.n_layer; ++i) {
-    auto block = h[i]->as<GptBlock>();
-    block_fns_.push_back([block](const torch::Tensor& in) { return block->forward(in); });
-  }
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
   if (!c.tied_embeddings) {
     lm_head = register_module("lm_head", ColumnParallelLinear(c.n_embd, vocab_, false));
   }
+  std::vector<std::shared_ptr<torch::nn::Module>> blocks;
+  for (const auto& b : *h) blocks.push_back(b);
+  set_layers(wte, lm_head, std::move(blocks));
   // GPT-2 initialisation: N(0, std) weights, zero biases, residual projections scaled by depth.
   torch::NoGradGuard ng;
   const double resid_std = c.init_std / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -105,71 +96,20 @@ Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : config_(c) {
   }
 }
 
-torch::Tensor Gpt::forward(const torch::Tensor& idx) {
-  return pipeline_head(trunk(idx));
-}
-
-torch::Tensor Gpt::trunk(const torch::Tensor& idx) {
-  auto x = pipeline_embed(idx);
-  for (int64_t i = 0; i < static_cast<int64_t>(h->size()); ++i) x = pipeline_block(i, x);
-  return x;
-}
-
-torch::Tensor Gpt::pipeline_embed(const torch::Tensor& idx) {
+torch::Tensor Gpt::embed(const torch::Tensor& idx, int64_t offset) {
   const int64_t T = idx.size(1);
-  if (T > config_.seq_len) {
-    throw ConfigError("gpt: input of " + std::to_string(T) +
-                      " tokens exceeds model.seq_len = " + std::to_string(config_.seq_len));
-  }
-  auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  auto pos = torch::arange(offset, offset + T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
   auto x = wte->forward(idx) + wpe->forward(pos);
   return keyed_dropout(x, config_.dropout, /*site=*/0, is_training());
 }
 
-torch::Tensor Gpt::pipeline_block(int64_t i, const torch::Tensor& x) {
-  auto block = h[i]->as<GptBlock>();
-  if (recompute_ && is_training() && torch::GradMode::is_enabled()) {
-    return recompute_in_backward(block_fns_[i], x);
-  }
-  return block->forward(x);
-}
-
-torch::Tensor Gpt::pipeline_head(const torch::Tensor& x_in) {
-  auto x = ln_f->forward(x_in);
-  return config_.tied_embeddings ? wte->logits(x) : lm_head->forward(x);
-}
-
-std::vector<int64_t> Gpt::pipeline_activation_shape(const torch::Tensor& idx) {
-  return {idx.size(0), idx.size(1), config_.n_embd};
+torch::Tensor Gpt::block_forward(int64_t i, const torch::Tensor& x, KvCache* cache) {
+  return h[i]->as<GptBlock>()->forward(x, cache, i);
 }
 
 std::vector<std::string> Gpt::pipeline_outer_parameters(bool head) {
   if (!head) return {"wte.weight", "wpe.weight"};
   return {"ln_f.weight", "ln_f.bias", config_.tied_embeddings ? "wte.weight" : "lm_head.weight"};
-}
-
-torch::Tensor Gpt::loss_sum(const torch::Tensor& output, const torch::Tensor& target) {
-  if (tp_.size() == 1) return Model::loss_sum(output, target);
-  const int64_t T = output.size(1);
-  auto l =
-      vocab_parallel_cross_entropy(output.reshape({-1, output.size(2)}), target.reshape({-1}), wte->vocab_start(), tp_);
-  return l.sum() / static_cast<double>(T);
-}
-
-torch::Tensor Gpt::train_loss_sum(const torch::Tensor& idx, const torch::Tensor& target) {
-  return pipeline_head_loss_sum(trunk(idx), target);
-}
-
-torch::Tensor Gpt::pipeline_head_loss_sum(const torch::Tensor& x_in, const torch::Tensor& target) {
-  if (!fused_loss_ || tp_.size() > 1 || !torch::GradMode::is_enabled()) return loss_sum(pipeline_head(x_in), target);
-  auto x = ln_f->forward(x_in);
-  const auto& w = config_.tied_embeddings ? wte->weight : lm_head->weight;
-  const int64_t T = x.size(1);
-  return linear_cross_entropy_sum(x.reshape({-1, x.size(2)}), w, target.reshape({-1})) / static_cast<double>(T);
-}
-
-torch::Tensor Gpt::correct(const torch::Tensor& output, const torch::Tensor& target) {
-  return Model::correct(gather_last_dim_tp(output, tp_), target);
 }
 
 void Gpt::shard_tensor_parallel(std::shared_ptr<Communicator> tp) {
@@ -178,12 +118,7 @@ void Gpt::shard_tensor_parallel(std::shared_ptr<Communicator> tp) {
   if (config_.n_head % n != 0) {
     throw ConfigError("tp = " + std::to_string(n) + " must divide model.n_head = " + std::to_string(config_.n_head));
   }
-  if (vocab_ % n != 0) {
-    throw ConfigError("tp = " + std::to_string(n) + " must divide the vocabulary (model.vocab = " +
-                      std::to_string(vocab_) + "); set model.vocab to a multiple of " + std::to_string(n));
-  }
-  tp_.comm = std::move(tp);
-  shard_parallel_layers(*this, tp_);
+  shard_decoder(std::move(tp));
   for (const auto& b : *h) {
     auto& attn = *b->as<GptBlock>()->attn;
     attn.n_head = config_.n_head / n;
@@ -196,12 +131,6 @@ ModelStats Gpt::stats(const DataSpec& spec) const {
                            config_.tied_embeddings, config_.dropout);
   s.params = num_parameters();  // equal to the formula; counted so a change to the module shows
   return s;
-}
-
-std::vector<std::shared_ptr<torch::nn::Module>> Gpt::blocks() {
-  std::vector<std::shared_ptr<torch::nn::Module>> out;
-  for (const auto& b : *h) out.push_back(b);
-  return out;
 }
 
 }  // namespace gtrain

@@ -176,11 +176,20 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(int64_t in, int64_t out, bool
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& x) {
-  return torch::linear(copy_to_tp(x, group), weight, bias);
+  return forward_copied(copy_to_tp(x, group));
+}
+
+torch::Tensor ColumnParallelLinearImpl::forward_copied(const torch::Tensor& x) {
+  if (!replicate || group.size() == 1) return torch::linear(x, weight, bias);
+  return torch::linear(x, copy_to_tp(weight, group), bias.defined() ? copy_to_tp(bias, group) : bias);
 }
 
 void ColumnParallelLinearImpl::shard(const TpGroup& g) {
   GT_CHECK(group.size() == 1, "ColumnParallelLinear sharded twice");
+  if (replicate) {
+    group = g;
+    return;
+  }
   check_divides(g, out_features / fused_parts, "the output features of each part of a column-parallel layer");
   group = g;
   set_slice(weight, take_slice(weight.detach(), 0, fused_parts, g));
@@ -189,7 +198,7 @@ void ColumnParallelLinearImpl::shard(const TpGroup& g) {
 
 void ColumnParallelLinearImpl::add_placements(const std::string& prefix,
                                               std::map<std::string, TensorPlacement>& out) const {
-  if (group.size() == 1) return;
+  if (group.size() == 1 || replicate) return;
   out[prefix + ".weight"] = row_blocks(weight, {out_features, in_features}, fused_parts, group);
   if (bias.defined()) out[prefix + ".bias"] = row_blocks(bias, {out_features}, fused_parts, group);
 }

@@ -61,12 +61,18 @@ class ColumnParallelLinearImpl : public torch::nn::Module, public TensorParallel
  public:
   ColumnParallelLinearImpl(int64_t in, int64_t out, bool bias, int64_t fused_parts = 1);
   torch::Tensor forward(const torch::Tensor& x);
+  // The layer on an input that already went through copy_to_tp (layers reading one input share one
+  // all-reduce of its gradient).
+  torch::Tensor forward_copied(const torch::Tensor& x);
   void shard(const TpGroup& g) override;
   void add_placements(const std::string& prefix, std::map<std::string, TensorPlacement>& out) const override;
   int64_t local_out() const { return weight.size(0); }
 
   torch::Tensor weight, bias;
   int64_t in_features, out_features, fused_parts;
+  // Set before shard(): every rank keeps the whole layer (grouped-query attention's key and value
+  // heads when tp does not divide them), and its gradients, partial on each rank, are summed.
+  bool replicate = false;
   TpGroup group;
 };
 TORCH_MODULE(ColumnParallelLinear);

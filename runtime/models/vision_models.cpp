@@ -4,6 +4,7 @@
 #include "runtime/core/errors.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/keyed_dropout.h"
+#include "runtime/models/llama.h"
 #include "runtime/models/model_registry.h"
 
 namespace gtrain {
@@ -134,6 +135,7 @@ void register_builtin_models(ModelRegistry& r) {
   r.add("mlp", [](const ModelConfig& c, const DataSpec& s) { return std::make_shared<Mlp>(c, s); });
   r.add("cnn", [](const ModelConfig& c, const DataSpec& s) { return std::make_shared<Cnn>(c, s); });
   r.add("gpt", [](const ModelConfig& c, const DataSpec& s) { return std::make_shared<Gpt>(c, s); });
+  r.add("llama", [](const ModelConfig& c, const DataSpec& s) { return std::make_shared<Llama>(c, s); });
 }
 
 }  // namespace gtrain

@@ -96,8 +96,8 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
   e.grad_accumulators = 4.0 * P;
   if (in.profile.kind == "gpu" && m.is_transformer()) {
     const double C = static_cast<double>(m.hidden), t = static_cast<double>(std::max<int64_t>(1, l.tp));
-    e.grad_accumulators =
-        std::min(e.grad_accumulators, 4.0 * std::max(static_cast<double>(m.vocab) * C, 4.0 * C * C) / t);
+    const double I = m.intermediate > 0 ? static_cast<double>(m.intermediate) : 4.0 * C;
+    e.grad_accumulators = std::min(e.grad_accumulators, 4.0 * std::max(static_cast<double>(m.vocab) * C, I * C) / t);
     if (l.grad_accum > 1) e.grad_accumulators += 4.0 * P;
   }
   e.optimizer = optimizer_state_bytes(in) * P / (l.zero >= 1 ? dp : 1.0);
@@ -125,11 +125,13 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
     const double first = stage * static_cast<double>(e.in_flight) + (l.pp == 1 ? outer * eb : 0.0);
     const double last = (stage + outer * eb) * (l.gpipe ? static_cast<double>(e.in_flight) : 1.0);
     // Backward's working set on top of what forward kept: one block's MLP-sized gradients and their
-    // temporaries (about 3 x 4TC) and the logits' gradient (2TV), per micro-batch sample. Measured
-    // on CPU against the resident high-water mark (tests/test_memory_estimate.cpp).
+    // temporaries (about 3 x 4TC, 3TI for a llama's MLP of width I) and the logits' gradient (2TV),
+    // per micro-batch sample. Measured on CPU against the resident high-water mark
+    // (tests/test_memory_estimate.cpp).
     const double T = static_cast<double>(m.seq_len), C = static_cast<double>(m.hidden);
     const double t = static_cast<double>(std::max<int64_t>(1, l.tp));
-    const double backward_ws = (12.0 * T * C / t + (fused ? 0.0 : 2.0 * T * static_cast<double>(m.vocab) / t)) * eb;
+    const double I = m.intermediate > 0 ? static_cast<double>(m.intermediate) : 4.0 * C;
+    const double backward_ws = (3.0 * T * I / t + (fused ? 0.0 : 2.0 * T * static_cast<double>(m.vocab) / t)) * eb;
     e.activations = (std::max(first, last) + backward_ws) * mb;
     if (fused) {
       // Two blocks of fp32 (fused_loss_block_rows(): the logits and their log-softmax, live

@@ -580,6 +580,11 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
                    ": [model]: model.rope_high_freq_factor must be above model.rope_low_freq_factor");
     }
   }
+  if (c.data.kind == DataKind::tokens && c.data.token_dtype == "uint16" && c.model.vocab > 65536) {
+    problems.add(from({"data.token_dtype", "model.vocab", "model.preset"}) +
+                 ": [data]: data.token_dtype = \"uint16\" " + "holds ids up to 65535, but model.vocab = " +
+                 std::to_string(c.model.vocab) + "; write the tokens as uint32 and set data.token_dtype = \"uint32\"");
+  }
   if (c.model.name == "gpt" && c.model.n_embd % c.model.n_head != 0) {
     problems.add(from({"model.n_head", "model.n_embd", "model.name"}) + ": [model]: model.n_head = " +
                  std::to_string(c.model.n_head) + " must divide model.n_embd = " + std::to_string(c.model.n_embd));

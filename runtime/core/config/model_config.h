@@ -25,18 +25,18 @@ struct ModelConfig {
   double init_std = 0.02;                    // gpt: std of the normal weight init
   // llama (Llama 3, Qwen2, Qwen3 decoders): the keys below; n_layer, n_head, n_embd, seq_len, vocab,
   // tied_embeddings, dropout and init_std as for gpt.
-  int64_t n_kv_head = 0;                // key/value heads (grouped-query attention); 0 = n_head
-  int64_t head_dim = 0;                 // width of one head; 0 = n_embd / n_head
-  int64_t intermediate_size = 0;        // SwiGLU MLP width; 0 = 8/3 n_embd rounded up to a multiple of 256
-  double norm_eps = 1e-5;               // RMSNorm epsilon
-  double rope_theta = 10000.0;          // rotary embedding base
-  std::string rope_scaling = "none";    // "none" or "llama3" (Llama 3.1+ frequency scaling)
-  double rope_factor = 8.0;             // llama3 scaling: factor
-  double rope_low_freq_factor = 1.0;    // llama3 scaling: low_freq_factor
-  double rope_high_freq_factor = 4.0;   // llama3 scaling: high_freq_factor
+  int64_t n_kv_head = 0;                       // key/value heads (grouped-query attention); 0 = n_head
+  int64_t head_dim = 0;                        // width of one head; 0 = n_embd / n_head
+  int64_t intermediate_size = 0;               // SwiGLU MLP width; 0 = 8/3 n_embd rounded up to a multiple of 256
+  double norm_eps = 1e-5;                      // RMSNorm epsilon
+  double rope_theta = 10000.0;                 // rotary embedding base
+  std::string rope_scaling = "none";           // "none" or "llama3" (Llama 3.1+ frequency scaling)
+  double rope_factor = 8.0;                    // llama3 scaling: factor
+  double rope_low_freq_factor = 1.0;           // llama3 scaling: low_freq_factor
+  double rope_high_freq_factor = 4.0;          // llama3 scaling: high_freq_factor
   int64_t rope_original_max_positions = 8192;  // llama3 scaling: original_max_position_embeddings
-  bool qk_norm = false;                 // RMSNorm over each head of q and k (Qwen3)
-  bool qkv_bias = false;                // biases on the q, k, v projections (Qwen2)
+  bool qk_norm = false;                        // RMSNorm over each head of q and k (Qwen3)
+  bool qkv_bias = false;                       // biases on the q, k, v projections (Qwen2)
 
   // The resolved attention head width and MLP width of a llama (0 keys replaced by their rule).
   int64_t llama_head_dim() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
@@ -58,8 +58,10 @@ struct ModelConfig {
     v("plugin", plugin, "Path to a shared library that registers more models (\"\" = none).");
     v("hidden", hidden, "mlp: widths of the hidden layers.");
     v("channels", channels, "cnn: output channels of each conv block (conv, ReLU, 2x2 max-pool).");
-    v("n_layer", n_layer, "gpt, llama: number of transformer blocks (pipeline parallel splits these).", cfg::at_least(1));
-    v("n_head", n_head, "gpt, llama: attention heads (tensor parallel splits these); gpt: must divide n_embd.", cfg::at_least(1));
+    v("n_layer", n_layer, "gpt, llama: number of transformer blocks (pipeline parallel splits these).",
+      cfg::at_least(1));
+    v("n_head", n_head, "gpt, llama: attention heads (tensor parallel splits these); gpt: must divide n_embd.",
+      cfg::at_least(1));
     v("n_embd", n_embd, "gpt, llama: model width.", cfg::at_least(1));
     v("seq_len", seq_len, "gpt, llama: context length in tokens; each sample is seq_len + 1 tokens.", cfg::at_least(1));
     v("vocab", vocab, "gpt, llama: vocabulary size; 0 takes it from the data (256 for text_bytes).", cfg::at_least(0));
@@ -80,8 +82,7 @@ struct ModelConfig {
       cfg::one_of({"none", "llama3"}));
     v("rope_factor", rope_factor, "llama3 rope scaling: factor.", cfg::greater_than(0.0));
     v("rope_low_freq_factor", rope_low_freq_factor, "llama3 rope scaling: low_freq_factor.", cfg::greater_than(0.0));
-    v("rope_high_freq_factor", rope_high_freq_factor, "llama3 rope scaling: high_freq_factor.",
-      cfg::greater_than(0.0));
+    v("rope_high_freq_factor", rope_high_freq_factor, "llama3 rope scaling: high_freq_factor.", cfg::greater_than(0.0));
     v("rope_original_max_positions", rope_original_max_positions,
       "llama3 rope scaling: original_max_position_embeddings.", cfg::at_least(1));
     v("qk_norm", qk_norm, "llama: RMSNorm over each head of q and k before the rotation (Qwen3).");
