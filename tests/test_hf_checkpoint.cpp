@@ -199,8 +199,8 @@ TEST(HfCheckpoint, ErrorsNameFileAndTensor) {
     for (auto& [name, x] : t)
       if (name == "transformer.h.0.attn.c_attn.weight") x = torch::zeros({16, 40});
   });
-  EXPECT_EQ(reader_error(tmp.file("g")), file + ": tensor 'transformer.h.0.attn.c_attn.weight' is [16, 40] (" +
-                                             config + " gives [16, 48])");
+  EXPECT_EQ(reader_error(tmp.file("g")),
+            file + ": tensor 'transformer.h.0.attn.c_attn.weight' is [16, 40] (" + config + " gives [16, 48])");
   fresh();
   rewrite(file, [](Tensors& t) {
     t.erase(std::remove_if(t.begin(), t.end(), [](const auto& x) { return x.first == "transformer.ln_f.bias"; }),
@@ -210,12 +210,13 @@ TEST(HfCheckpoint, ErrorsNameFileAndTensor) {
   fresh();
   rewrite(file, [](Tensors& t) { t.push_back({"transformer.h.2.ln_1.weight", torch::ones({16})}); });
   EXPECT_EQ(reader_error(tmp.file("g")),
-            file + ": tensor 'transformer.h.2.ln_1.weight' is not a parameter of a GPT2LMHeadModel with this "
-                   "config.json");
+            file +
+                ": tensor 'transformer.h.2.ln_1.weight' is not a parameter of a GPT2LMHeadModel with this "
+                "config.json");
   fresh();
   rewrite(file, [](Tensors& t) { t[0].second = t[0].second.to(torch::kInt32); });
-  EXPECT_EQ(reader_error(tmp.file("g")), file + ": tensor '" + SafetensorsReader(file).tensors()[0].name +
-                                             "' is Int, not a floating-point type");
+  EXPECT_EQ(reader_error(tmp.file("g")),
+            file + ": tensor '" + SafetensorsReader(file).tensors()[0].name + "' is Int, not a floating-point type");
 
   // Shards: one truncated, one missing; no weights at all.
   fs::remove_all(tmp.file("g"));
@@ -250,8 +251,9 @@ TEST(Cli, HfInitFromAndExport) {
   const ModelConfig gpt = tiny_gpt();
   const auto p = random_params(gpt);
   export_to(dir.file("hf"), gpt, p, torch::kBFloat16);
-  rewrite(dir.file("hf/model.safetensors"),
-          [](Tensors& t) { t.push_back({"transformer.h.0.attn.bias", torch::ones({1, 1, 8, 8})}); });
+  rewrite(dir.file("hf/model.safetensors"), [](Tensors& t) {
+    t.push_back({"transformer.h.0.attn.bias", torch::ones({1, 1, 8, 8})});
+  });
   test::write_file(dir.file("job.toml"), hf_job(dir.file("hf")));
   auto r = gtrain_run(dir.file("job.toml"), dir.file("run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -277,7 +279,8 @@ TEST(Cli, HfInitFromAndExport) {
   EXPECT_TRUE(out.shape().model.tied_embeddings);
   for (const auto& t : out.tensors()) EXPECT_TRUE(torch::equal(out.read(t.gtrain), ck.read(t.gtrain))) << t.gtrain;
   // Trained: the weights moved from the imported ones.
-  EXPECT_FALSE(torch::equal(out.read("h.0.mlp.fc.weight"), p.at("h.0.mlp.fc.weight").to(torch::kBFloat16).to(torch::kFloat)));
+  EXPECT_FALSE(
+      torch::equal(out.read("h.0.mlp.fc.weight"), p.at("h.0.mlp.fc.weight").to(torch::kBFloat16).to(torch::kFloat)));
 
   r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("out") +
                   " --format hf --dtype bf16 --max-shard-size 4KB");
@@ -302,8 +305,45 @@ TEST(Cli, HfInitFromAndExport) {
   ASSERT_EQ(gtrain_run(dir.file("mlp.toml"), dir.file("mlp"), " --set train.steps=2").exit_code, 0);
   r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("mlp") + " " + dir.file("x") + " --format hf");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_EQ(r.output, "gtrain: config error: --format hf: model.name = \"mlp\" has no Hugging Face form (gpt and "
-                      "llama have)\n");
+  EXPECT_EQ(r.output,
+            "gtrain: config error: --format hf: model.name = \"mlp\" has no Hugging Face form (gpt and "
+            "llama have)\n");
+}
+
+// A Qwen3 directory into model.name = "llama" (the job gives only seq_len), trained, and exported back
+// as Qwen3ForCausalLM with the trained tensors.
+TEST(Cli, HfLlamaFamilyRoundTrip) {
+  test::TempDir dir;
+  ModelConfig qwen3 = tiny_llama(false, true);
+  qwen3.tied_embeddings = true;
+  export_to(dir.file("q3"), qwen3, random_params(qwen3));
+  test::write_file(dir.file("job.toml"),
+                   "[model]\nname = \"llama\"\nseq_len = 8\n[data]\nkind = \"synthetic\"\n"
+                   "[train]\nglobal_batch = 4\nsteps = 2\n[checkpoint]\ninterval = 0\n"
+                   "init_from = \"" +
+                       dir.file("q3") + "\"\n[log]\nprogress = \"none\"\n");
+  auto r = gtrain_run(dir.file("job.toml"), dir.file("run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t tensors = hf_tensor_names(qwen3).size();
+  EXPECT_NE(r.output.find("gtrain: weights from " + dir.file("q3") + " (" + std::to_string(tensors) + " tensors"),
+            std::string::npos)
+      << r.output;
+  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("out") + " --format hf");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Hugging Face Qwen3ForCausalLM, " + std::to_string(tensors) + " tensors"), std::string::npos)
+      << r.output;
+  const auto config = nlohmann::json::parse(test::read_file(dir.file("out/config.json")));
+  EXPECT_EQ(config.at("head_dim"), 8);
+  EXPECT_EQ(config.at("num_key_value_heads"), 2);
+  EXPECT_EQ(config.at("tie_word_embeddings"), true);
+  CheckpointReader ck(resolve_checkpoint_path(dir.file("run")));
+  HfCheckpointReader out(dir.file("out"));
+  for (const auto& t : out.tensors()) EXPECT_TRUE(torch::equal(out.read(t.gtrain), ck.read(t.gtrain))) << t.gtrain;
+  // A key the job sets against config.json: one line naming both, exit 2, before any rank starts.
+  r = gtrain_run(dir.file("job.toml"), dir.file("run2"), " --set model.n_kv_head=4");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output, "gtrain: config error: --set model.n_kv_head=4: model.n_kv_head = 4 but " + dir.file("q3") +
+                          "/config.json has num_key_value_heads = 2\n");
 }
 
 // Each bad directory stops `gtrain run` with one line naming the file and the tensor, exit 2.

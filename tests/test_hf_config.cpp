@@ -292,8 +292,8 @@ TEST(HfConfig, JobModelComesFromInitFrom) {
   const JobConfig again = parse_job_config(to_toml(c), "resolved.toml", {}, {});
   EXPECT_EQ(flat_fields(again), flat_fields(c));
 
-  const std::string lj = "[model]\nname = \"llama\"\nseq_len = 64\nhead_dim = 0\n[checkpoint]\ninit_from = \"" +
-                         llama + "\"\n[train]\nsteps = 1\n";
+  const std::string lj = "[model]\nname = \"llama\"\nseq_len = 64\nhead_dim = 0\n[checkpoint]\ninit_from = \"" + llama +
+                         "\"\n[train]\nsteps = 1\n";
   c = parse_job_config(lj, "job.toml", {}, {});
   EXPECT_EQ(c.model.seq_len, 64);  // the job's context
   EXPECT_EQ(c.model.head_dim, 0);  // 0 = n_embd / n_head = 16, as config.json has it
@@ -303,12 +303,16 @@ TEST(HfConfig, JobModelComesFromInitFrom) {
   EXPECT_EQ(parse_error(lj, {"model.n_layer=4"}),
             "--set model.n_layer=4: model.n_layer = 4 but " + llama + "/config.json has num_hidden_layers = 2");
   EXPECT_EQ(parse_error("[model]\nname = \"llama\"\nn_embd = 32\ntied_embeddings = true\n[checkpoint]\ninit_from = "
-                        "\"" + llama + "\"\n[train]\nsteps = 1\n"),
-            "job.toml:3:10: model.n_embd = 32 but " + llama + "/config.json has hidden_size = 64\n  job.toml:4:19: "
-            "model.tied_embeddings = true but " + llama + "/config.json has tie_word_embeddings = false");
+                        "\"" +
+                        llama + "\"\n[train]\nsteps = 1\n"),
+            "job.toml:3:10: model.n_embd = 32 but " + llama +
+                "/config.json has hidden_size = 64\n  job.toml:4:19: "
+                "model.tied_embeddings = true but " +
+                llama + "/config.json has tie_word_embeddings = false");
   EXPECT_EQ(parse_error("[model]\nname = \"gpt\"\n[checkpoint]\ninit_from = \"" + llama + "\"\n[train]\nsteps = 1\n"),
-            "job.toml:2:8: model.name = \"gpt\" but " + llama + "/config.json has architectures = "
-            "[\"LlamaForCausalLM\"]");
+            "job.toml:2:8: model.name = \"gpt\" but " + llama +
+                "/config.json has architectures = "
+                "[\"LlamaForCausalLM\"]");
   EXPECT_EQ(parse_error("[model]\nname = \"hf\"\n[train]\nsteps = 1\n"),
             "job.toml:2:8: model.name = \"hf\" takes the model's shape from the config.json of "
             "checkpoint.init_from, but checkpoint.init_from = \"\" is not a Hugging Face model directory (a folder "

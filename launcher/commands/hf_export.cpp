@@ -25,9 +25,14 @@ int64_t parse_shard_size(const std::string& text) {
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   const std::string unit = text.substr(digits);
-  static const std::vector<std::pair<std::string, int64_t>> units = {
-      {"", 1},           {"B", 1},           {"KB", 1000},          {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000},
-      {"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", int64_t{1} << 30}};
+  static const std::vector<std::pair<std::string, int64_t>> units = {{"", 1},
+                                                                     {"B", 1},
+                                                                     {"KB", 1000},
+                                                                     {"MB", 1000 * 1000},
+                                                                     {"GB", 1000 * 1000 * 1000},
+                                                                     {"KiB", 1 << 10},
+                                                                     {"MiB", 1 << 20},
+                                                                     {"GiB", int64_t{1} << 30}};
   for (const auto& [name, scale] : units) {
     if (digits == 0 || digits > 12 || unit != name) continue;
     const int64_t n = std::stoll(text.substr(0, digits));
@@ -103,16 +108,15 @@ int ckpt_export_hf_command(const CkptExportOptions& o) {
     if (!wanted.count(n) && !is_optimizer_state(n, names)) problems.push_back("'" + n + "' has no Hugging Face name");
   if (!problems.empty()) {
     problems.resize(std::min<size_t>(problems.size(), 3));
-    throw CheckpointError(str(ck.path(), ": does not hold the ", m.name, " model its manifest describes: ",
-                              join(problems, "; ")),
-                          str("gtrain ckpt inspect ", ck.path(), " shows what it holds"));
+    throw CheckpointError(
+        str(ck.path(), ": does not hold the ", m.name, " model its manifest describes: ", join(problems, "; ")),
+        str("gtrain ckpt inspect ", ck.path(), " shows what it holds"));
   }
   const std::map<std::string, std::string> meta = {{"gtrain_checkpoint", ck.path()},
                                                    {"gtrain_step", std::to_string(ck.step())}};
-  const HfExportResult r =
-      write_hf_checkpoint(out.string(), m, cast, shard_bytes, meta, [&](const std::string& name) {
-        return ck.read(name);  // pieces checked against their CRC-32C
-      });
+  const HfExportResult r = write_hf_checkpoint(out.string(), m, cast, shard_bytes, meta, [&](const std::string& name) {
+    return ck.read(name);  // pieces checked against their CRC-32C
+  });
   std::printf("%s: Hugging Face %s, %lld tensors (%s), %zu file%s, %.2f MB, from %s (step %lld)\n", o.out.c_str(),
               hf_architecture(family), (long long)r.tensors, dtype.c_str(), r.files.size(),
               r.files.size() == 1 ? "" : "s", r.bytes / 1e6, ck.path().c_str(), (long long)ck.step());

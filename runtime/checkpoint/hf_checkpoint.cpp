@@ -178,8 +178,8 @@ HfCheckpointReader::HfCheckpointReader(const std::string& dir) : dir_(dir) {
       ++ignored_;  // a tied model's head is the embedding
       continue;
     }
-    problems.push_back(str(file_of_tensor.at(name), ": tensor '", name, "' is not a parameter of a ", arch,
-                           " with this config.json"));
+    problems.push_back(
+        str(file_of_tensor.at(name), ": tensor '", name, "' is not a parameter of a ", arch, " with this config.json"));
   }
   if (!problems.empty())
     throw ConfigError(first_few(problems), str("the tensors must be those of ", shape_.config_path,
@@ -249,8 +249,7 @@ HfExportResult write_hf_checkpoint(const std::string& out_dir, const ModelConfig
     {
       std::ofstream cj(tmp / "config.json");
       cj << config.dump(2) << "\n";
-      if (!(cj.flush()))
-        throw CheckpointError((tmp / "config.json").string() + ": write failed (disk full?)");
+      if (!(cj.flush())) throw CheckpointError((tmp / "config.json").string() + ": write failed (disk full?)");
     }
     std::map<std::string, std::string> meta = metadata;
     meta["format"] = "pt";
@@ -266,8 +265,8 @@ HfExportResult write_hf_checkpoint(const std::string& out_dir, const ModelConfig
         const HfTensorName& n = names[shards[k][j]];
         torch::Tensor t = read(n.gtrain);
         if (t.sizes().vec() != n.shape)
-          throw CheckpointError(str("tensor '", n.gtrain, "' is ", shape_text(t.sizes().vec()), ", the model's ",
-                                    shape_text(n.shape)));
+          throw CheckpointError(
+              str("tensor '", n.gtrain, "' is ", shape_text(t.sizes().vec()), ", the model's ", shape_text(n.shape)));
         if (n.transpose) t = t.t();
         t = t.to(dtype).contiguous();
         crcs[shards[k][j]] = crc32c(t.data_ptr(), t.nbytes());
@@ -287,9 +286,9 @@ HfExportResult write_hf_checkpoint(const std::string& out_dir, const ModelConfig
       for (size_t i : shards[k]) {
         const torch::Tensor t = back.has(names[i].hf) ? back.read(names[i].hf) : torch::Tensor();
         if (!t.defined() || t.scalar_type() != dtype || crc32c(t.data_ptr(), t.nbytes()) != crcs[i])
-          throw CheckpointError(str(result.files[k], ": tensor '", names[i].hf,
-                                    "' reads back different from what was written"),
-                                "check the disk and file system holding it, then export again");
+          throw CheckpointError(
+              str(result.files[k], ": tensor '", names[i].hf, "' reads back different from what was written"),
+              "check the disk and file system holding it, then export again");
       }
     }
     // Into place: an earlier export moved aside first, removed once the new one is there.

@@ -111,9 +111,9 @@ HfFamily family_of(const ConfigJson& c) {
     const std::string name = a[0].get<std::string>();
     for (const auto& f : kFamilies)
       if (name == f.architecture) return f.family;
-    throw ConfigError(str(c.path(), ": architectures: unknown architecture '", name, "' (gtrain reads ",
-                          kKnownArchitectures, ")"),
-                      "gtrain's gpt and llama models take GPT-2, Llama 3, Qwen2 and Qwen3 checkpoints");
+    throw ConfigError(
+        str(c.path(), ": architectures: unknown architecture '", name, "' (gtrain reads ", kKnownArchitectures, ")"),
+        "gtrain's gpt and llama models take GPT-2, Llama 3, Qwen2 and Qwen3 checkpoints");
   }
   const std::string type = c.string("model_type", "");
   for (const auto& f : kFamilies)
@@ -123,8 +123,8 @@ HfFamily family_of(const ConfigJson& c) {
 }
 
 // The [model] keys config.json may decide, as members, so one table sets, compares and prints them.
-using Member = std::variant<int64_t ModelConfig::*, double ModelConfig::*, bool ModelConfig::*,
-                            std::string ModelConfig::*>;
+using Member =
+    std::variant<int64_t ModelConfig::*, double ModelConfig::*, bool ModelConfig::*, std::string ModelConfig::*>;
 const std::map<std::string, Member>& derivable() {
   static const std::map<std::string, Member> m = {
       {"name", &ModelConfig::name},
@@ -304,14 +304,13 @@ void read_llama(const ConfigJson& c, HfModelShape& s) {
     const auto& types = j.at("layer_types");
     if (!types.is_array()) c.fail("layer_types", types, "a list");
     for (const auto& t : types)
-      if (t != "full_attention")
-        c.unsupported("layer_types", t, "gtrain's llama has full attention in every layer");
+      if (t != "full_attention") c.unsupported("layer_types", t, "gtrain's llama has full attention in every layer");
   }
   const std::string act = c.string("hidden_act", "silu");
   if (act != "silu") c.unsupported("hidden_act", j.at("hidden_act"), "gtrain's llama has a SwiGLU (silu) MLP");
   if (m.n_head % m.n_kv_head != 0)
-    throw ConfigError(str(c.path(), ": num_key_value_heads = ", m.n_kv_head,
-                          " does not divide num_attention_heads = ", m.n_head));
+    throw ConfigError(
+        str(c.path(), ": num_key_value_heads = ", m.n_kv_head, " does not divide num_attention_heads = ", m.n_head));
   if (m.head_dim % 2 != 0)
     throw ConfigError(str(c.path(), ": the head width ", m.head_dim, " is odd; rotary embeddings need it even"));
 }
@@ -359,12 +358,13 @@ std::vector<std::string> hf_safetensors_files(const std::string& dir, std::map<s
   std::vector<std::string> files;
   for (const auto& [tensor, file] : j.at("weight_map").items()) {
     if (!file.is_string() || file.get<std::string>().empty() || file.get<std::string>().find('/') != std::string::npos)
-      throw ConfigError(str(index_path, ": weight_map: tensor '", tensor, "': expected a file name, got ", file.dump()));
+      throw ConfigError(
+          str(index_path, ": weight_map: tensor '", tensor, "': expected a file name, got ", file.dump()));
     const std::string path = (root / file.get<std::string>()).string();
     if (!fs::is_regular_file(path, ec))
-      throw ConfigError(str(index_path, ": tensor '", tensor, "' is in ", file.get<std::string>(), ", and ", path,
-                            " does not exist"),
-                        "copy every shard the index names into the directory");
+      throw ConfigError(
+          str(index_path, ": tensor '", tensor, "' is in ", file.get<std::string>(), ", and ", path, " does not exist"),
+          "copy every shard the index names into the directory");
     if (index) (*index)[tensor] = path;
     if (std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
   }
@@ -427,8 +427,9 @@ HfFamily hf_family_of(const ModelConfig& m) {
   if (m.name != "llama")
     throw ConfigError("--format hf: model.name = \"" + m.name + "\" has no Hugging Face form (gpt and llama have)");
   if (m.qk_norm && m.qkv_bias)
-    throw ConfigError("--format hf: a llama with both qk_norm and qkv_bias has no Hugging Face architecture "
-                      "(Qwen3 has q/k norms without biases, Qwen2 biases without norms)");
+    throw ConfigError(
+        "--format hf: a llama with both qk_norm and qkv_bias has no Hugging Face architecture "
+        "(Qwen3 has q/k norms without biases, Qwen2 biases without norms)");
   if (m.qk_norm) return HfFamily::qwen3;
   if (m.qkv_bias) return HfFamily::qwen2;
   return HfFamily::llama;
@@ -465,7 +466,12 @@ nlohmann::json hf_config_json(const ModelConfig& m, const std::string& dtype) {
     return j;
   }
   nlohmann::json rope_scaling = nullptr;
+  // The context the model is meant for: the job's, or with Llama 3's scaling the one it stretches to
+  // (transformers warns when original_max_position_embeddings is not below it).
+  int64_t max_positions = m.seq_len;
   if (m.rope_scaling == "llama3") {
+    const auto stretched = static_cast<int64_t>(std::ceil(m.rope_original_max_positions * m.rope_factor));
+    max_positions = std::max({max_positions, stretched, m.rope_original_max_positions + 1});
     rope_scaling = {{"rope_type", "llama3"},
                     {"factor", m.rope_factor},
                     {"low_freq_factor", m.rope_low_freq_factor},
@@ -482,7 +488,7 @@ nlohmann::json hf_config_json(const ModelConfig& m, const std::string& dtype) {
             {"rms_norm_eps", m.norm_eps},
             {"rope_theta", m.rope_theta},
             {"rope_scaling", rope_scaling},
-            {"max_position_embeddings", m.seq_len},
+            {"max_position_embeddings", max_positions},
             {"attention_dropout", 0.0}});
   if (f != HfFamily::qwen2) j["attention_bias"] = false;
   if (f == HfFamily::llama) j["mlp_bias"] = false;

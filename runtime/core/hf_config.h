@@ -32,7 +32,7 @@ struct HfDerivedKey {
 struct HfModelShape {
   std::string config_path;  // <dir>/config.json
   HfFamily family = HfFamily::gpt2;
-  ModelConfig model;                 // name "gpt" or "llama", every derived key set
+  ModelConfig model;                  // name "gpt" or "llama", every derived key set
   std::vector<HfDerivedKey> derived;  // the keys config.json decides, name first
 };
 
@@ -44,7 +44,8 @@ bool is_hf_model_dir(const std::string& path);
 // model.safetensors.index.json names (each once, in the index's order), with `index` filled with
 // tensor -> file when there is an index. Throws ConfigError naming the directory or the index: neither
 // file, an index that is not JSON, a shard it names that is not there.
-std::vector<std::string> hf_safetensors_files(const std::string& dir, std::map<std::string, std::string>* index = nullptr);
+std::vector<std::string> hf_safetensors_files(const std::string& dir,
+                                              std::map<std::string, std::string>* index = nullptr);
 
 // Checks a Hugging Face directory before any rank starts: config.json (read_hf_config) and every
 // shard's safetensors header. Throws ConfigError naming the file (and tensor).
