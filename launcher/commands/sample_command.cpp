@@ -38,8 +38,9 @@ Loaded load_checkpoint(const std::string& path) {
   if (!mc.plugin.empty()) ModelRegistry::global().load_plugin(mc.plugin);
   const std::string embedding = mc.name == "gpt" ? "wte.weight" : "embed_tokens.weight";
   if (!ck.has(embedding)) {
-    throw ConfigError("PATH: " + ck.path() + " holds a '" + mc.name + "' model; gtrain sample generates with gpt and llama",
-                      "train a decoder (model.name = \"gpt\" or \"llama\")");
+    throw ConfigError(
+        "PATH: " + ck.path() + " holds a '" + mc.name + "' model; gtrain sample generates with gpt and llama",
+        "train a decoder (model.name = \"gpt\" or \"llama\")");
   }
   mc.vocab = ck.shape(embedding).at(0);
   DataSpec spec;
@@ -124,10 +125,10 @@ int sample_command(const SampleOptions& o) {
   }
   const int64_t total = static_cast<int64_t>(prompt.size()) + o.tokens;
   if (total > mc.seq_len) {
-    throw ConfigError("--tokens: the prompt (" + std::to_string(prompt.size()) + ") and " + std::to_string(o.tokens) +
-                          " new tokens exceed the model's context, model.seq_len = " + std::to_string(mc.seq_len),
-                      "ask for at most " + std::to_string(std::max<int64_t>(0, mc.seq_len - (total - o.tokens))) +
-                          " tokens");
+    throw ConfigError(
+        "--tokens: the prompt (" + std::to_string(prompt.size()) + ") and " + std::to_string(o.tokens) +
+            " new tokens exceed the model's context, model.seq_len = " + std::to_string(mc.seq_len),
+        "ask for at most " + std::to_string(std::max<int64_t>(0, mc.seq_len - (total - o.tokens))) + " tokens");
   }
   m.model->eval();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);

@@ -9,14 +9,14 @@
 namespace gtrain {
 
 struct SampleOptions {
-  std::string path;              // run / checkpoints / checkpoint directory, or a Hugging Face model directory
-  std::string prompt_ids;        // "1,2,3": the prompt as token ids
-  std::string prompt_text;       // the prompt as text (byte-level models: data.kind = "text_bytes")
-  int64_t tokens = 32;           // tokens to generate
-  double temperature = 1.0;      // 0 = greedy (the most likely token each time)
-  int64_t top_k = 0;             // sample among the k most likely tokens (0 = all)
-  uint64_t seed = 0;             // the sampling random stream
-  bool json = false;             // one JSON object (prompt, tokens, text) instead of plain lines
+  std::string path;          // run / checkpoints / checkpoint directory, or a Hugging Face model directory
+  std::string prompt_ids;    // "1,2,3": the prompt as token ids
+  std::string prompt_text;   // the prompt as text (byte-level models: data.kind = "text_bytes")
+  int64_t tokens = 32;       // tokens to generate
+  double temperature = 1.0;  // 0 = greedy (the most likely token each time)
+  int64_t top_k = 0;         // sample among the k most likely tokens (0 = all)
+  uint64_t seed = 0;         // the sampling random stream
+  bool json = false;         // one JSON object (prompt, tokens, text) instead of plain lines
 };
 
 // Prints the generated token ids (and the text, for byte-level models); 0 on success. Errors are

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# One CPU training step of a small llama (issue 26): gtrain against transformers' LlamaForCausalLM
+# with torch.optim.AdamW in PyTorch eager (the project venv's torch), same shape, same threads, fp32,
+# side by side in one run. Prints each one's median step time and the ratio (target >= 1.0x: gtrain
+# at least as fast).
+# Usage: bench/bench_llama.sh [build-dir]   (STEPS, default 20; ROUNDS, default 2; THREADS, default
+# every core; SIZE=tiny for the CI smoke run). Run in the venv: scripts/venv.sh run bench/bench_llama.sh
+set -euo pipefail
+BUILD=${1:-build}
+STEPS=${STEPS:-20}
+ROUNDS=${ROUNDS:-2}
+THREADS=${THREADS:-$(nproc)}
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [[ ${SIZE:-} == tiny ]]; then
+  L=2 H=4 KV=2 C=64 I=160 T=32 V=256 B=4
+else
+  L=4 H=8 KV=2 C=256 I=704 T=128 V=512 B=8
+fi
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import transformers' 2>/dev/null; then
+  echo "SKIPPED: $PYTHON has no transformers (run in the project venv: scripts/venv.sh run $0)"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cat > "$work/llama.toml" <<TOML
+[model]
+name = "llama"
+n_layer = $L
+n_head = $H
+n_kv_head = $KV
+n_embd = $C
+intermediate_size = $I
+seq_len = $T
+vocab = $V
+tied_embeddings = false
+rope_theta = 500000.0
+rope_scaling = "llama3"
+[data]
+kind = "synthetic"
+[optimizer]
+learning_rate = 1e-3
+beta2 = 0.95
+weight_decay = 0.1
+[train]
+global_batch = $B
+steps = $STEPS
+threads = $THREADS
+[checkpoint]
+at_end = false
+[log]
+progress = "none"
+TOML
+
+gtrain_step() {
+  "$BUILD/gtrain" run "$work/llama.toml" --ranks 1 --run-dir "$1" --quiet
+  /usr/bin/python3 - "$1" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+rows = [r for r in rows if r.get("kind") == "train"]
+print(statistics.median(r["step_time_s"] for r in rows[max(3, len(rows) // 5):]))
+PY
+}
+
+echo "llama: $L blocks, width $C, $H heads over $KV kv heads, MLP $I, seq $T, vocab $V, batch $B, $THREADS threads, fp32"
+for round in $(seq 1 "$ROUNDS"); do
+  g=$(gtrain_step "$work/run_$round")
+  ref=$("$PYTHON" "$HERE/llama_reference.py" --layers $L --heads $H --kv-heads $KV --width $C --mlp $I --seq $T \
+    --vocab $V --batch $B --steps "$STEPS" --threads "$THREADS")
+  /usr/bin/python3 - "$round" "$g" "$ref" <<'PY'
+import json, sys
+rnd, g, ref = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3])
+t = ref["step_s"]
+print(f"round {rnd}: step time gtrain {g * 1e3:.1f} ms  transformers eager {t * 1e3:.1f} ms  "
+      f"ratio transformers/gtrain {t / g:.2f}x (target >= 1.0x; torch {ref['torch']}, transformers {ref['transformers']})")
+PY
+done
