@@ -216,7 +216,7 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
   std::vector<std::pair<std::string, std::string>> cases = {
       {"bogus",
        "gtrain: usage error: gtrain: unknown command 'bogus'; expected one of run, config, probe, plan, "
-       "models, status, submit, cancel, ckpt"},
+       "models, sample, status, submit, cancel, ckpt"},
       {"ckpt bogus",
        "gtrain: usage error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, verify, export"},
       {"run " + dir.file("ok.toml") + " --ranks 0",

@@ -52,7 +52,7 @@ TEST(Registry, HasBuiltinsAndRejectsUnknownWithSuggestion) {
   } catch (const ConfigError& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("unknown model 'gtp'; did you mean 'gpt'?"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("registered: cnn, gpt, mlp"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("registered: cnn, gpt, llama, mlp"), std::string::npos) << msg;
   }
 }
 
