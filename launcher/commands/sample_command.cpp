@@ -3,12 +3,14 @@
 
 #include <torch/torch.h>
 
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/hf_checkpoint.h"
 #include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
@@ -63,6 +65,31 @@ Loaded load_checkpoint(const std::string& path) {
   return out;
 }
 
+// The model of a Hugging Face directory: its config.json's shape, its safetensors' weights.
+Loaded load_hf(const std::string& dir) {
+  HfCheckpointReader hf(dir);
+  ModelConfig mc = hf.shape().model;
+  if (mc.name == "llama") {
+    // Rotary models have no position table: their context is config.json's max_position_embeddings.
+    std::ifstream in(hf.shape().config_path);
+    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("max_position_embeddings") && j["max_position_embeddings"].is_number_integer())
+      mc.seq_len = std::max<int64_t>(mc.seq_len, j["max_position_embeddings"].get<int64_t>());
+  }
+  DataSpec spec;
+  spec.tokens = true;
+  spec.vocab = mc.vocab;
+  spec.input_shape = {mc.seq_len};
+  auto model = std::dynamic_pointer_cast<DecoderLm>(ModelRegistry::global().create(mc, spec));
+  GT_CHECK(model != nullptr, "a Hugging Face directory builds a decoder");
+  torch::NoGradGuard ng;
+  for (auto& kv : model->named_parameters()) kv.value().copy_(hf.read(kv.key()));
+  Loaded out;
+  out.model = model;
+  out.source = dir + " (" + hf_architecture(hf.shape().family) + ")";
+  return out;
+}
+
 int64_t choose(const torch::Tensor& logits, const SampleOptions& o, torch::Generator& gen) {
   if (o.temperature <= 0) return logits.argmax().item<int64_t>();
   auto l = logits.to(torch::kFloat) / o.temperature;
@@ -104,7 +131,7 @@ int sample_command(const SampleOptions& o) {
   if (o.tokens < 1) throw ConfigError("--tokens: expected at least 1, got " + std::to_string(o.tokens));
   if (o.temperature < 0) throw ConfigError("--temperature: expected 0 (greedy) or more");
   if (o.top_k < 0) throw ConfigError("--top-k: expected 0 (all tokens) or more");
-  Loaded m = load_checkpoint(o.path);
+  Loaded m = is_hf_model_dir(o.path) ? load_hf(o.path) : load_checkpoint(o.path);
   const ModelConfig& mc = m.model->config();
   std::vector<int64_t> prompt;
   if (!o.prompt_text.empty()) {
