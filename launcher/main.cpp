@@ -61,6 +61,7 @@ int launch_run_fast(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   gtrain::tune_malloc();
+  gtrain::prefer_passive_openmp();
   gtrain::ignore_closed_console();
   try {
     if (argc > 1 && std::strcmp(argv[1], "run") == 0) {

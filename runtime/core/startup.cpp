@@ -2,6 +2,7 @@
 #include "runtime/core/startup.h"
 
 #include <malloc.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -71,6 +72,10 @@ double peak_resident_bytes() {
 void reset_peak_resident() {
   std::ofstream f("/proc/self/clear_refs");
   f << "5";
+}
+
+void prefer_passive_openmp() {
+  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
 }
 
 }  // namespace gtrain

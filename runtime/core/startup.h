@@ -10,6 +10,12 @@ namespace gtrain {
 // (measured ~5x slower training, ~10x slower 64 MB MPI allreduce without it).
 void tune_malloc();
 
+// OpenMP threads that sleep between parallel regions (OMP_WAIT_POLICY=passive) unless the user chose:
+// set in the torch-free gtrain before it starts gtrain-worker or mpirun, whose LibTorch reads it when
+// libgomp loads. Spinning threads (libgomp's default) fight OpenBLAS's own threads for the cores: a
+// llama step at 2 threads on a 2-core machine took 651 ms spinning, 196 ms passive (326 ms at 1).
+void prefer_passive_openmp();
+
 // A console that goes away (`gtrain run ... | head`, a tee or an ssh session that ends) must not end
 // the process: SIGPIPE is ignored (also in the processes it starts, mpirun and the ranks), so a write
 // to a closed pipe fails with EPIPE instead, and the streams stop writing while training, its
