@@ -144,7 +144,11 @@ Command add_sample(CLI::App& app) {
   auto o = std::make_shared<SampleOptions>();
   Command c;
   c.app = app.add_subcommand("sample", "Generate tokens from a trained gpt or llama (one device, key/value cache).");
-  c.app->add_option("path", o->path, "Run, checkpoints or checkpoint directory (the newest checkpoint), or a Hugging Face model directory")->required();
+  c.app
+      ->add_option(
+          "path", o->path,
+          "Run, checkpoints or checkpoint directory (the newest checkpoint), or a Hugging Face model directory")
+      ->required();
   c.app->add_option("--prompt-ids", o->prompt_ids, "The prompt as token ids: 1,2,3");
   c.app->add_option("--prompt-text", o->prompt_text, "The prompt as text (byte-level models, data.kind = text_bytes)");
   c.app->add_option("--tokens", o->tokens, "Tokens to generate")->capture_default_str();

@@ -87,19 +87,24 @@ class ConfigJson {
   std::string path_;
 };
 
-ConfigJson load_config_json(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "config.json").string();
+// The JSON document in `path` (ConfigError naming the file when it is not JSON).
+nlohmann::json read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw ConfigError(path + ": cannot be read", "checkpoint.init_from must name a Hugging Face model directory");
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
+    return nlohmann::json::parse(text.str());
   } catch (const nlohmann::json::parse_error& e) {
     throw ConfigError(str(path, ": invalid JSON: ", first_line(e.what())));
   }
+}
+
+ConfigJson load_config_json(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "config.json").string();
+  std::ifstream probe(path, std::ios::binary);
+  if (!probe)
+    throw ConfigError(path + ": cannot be read", "checkpoint.init_from must name a Hugging Face model directory");
+  nlohmann::json j = read_json_file(path);
   if (!j.is_object()) throw ConfigError(path + ": expected a JSON object, got " + std::string(j.type_name()));
   return ConfigJson(std::move(j), path);
 }
@@ -344,15 +349,7 @@ std::vector<std::string> hf_safetensors_files(const std::string& dir, std::map<s
     throw ConfigError(str(dir, ": has config.json but neither model.safetensors nor model.safetensors.index.json"),
                       "gtrain reads safetensors; save the model with transformers' save_pretrained "
                       "(safe_serialization, the default)");
-  std::ifstream in(index_path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ConfigError(str(index_path, ": invalid JSON: ", first_line(e.what())));
-  }
+  nlohmann::json j = read_json_file(index_path);
   if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())
     throw ConfigError(index_path + ": expected an object with a \"weight_map\" object");
   std::vector<std::string> files;

@@ -52,6 +52,31 @@ double transformer_outer_activation_elements(const ModelStats& s, int64_t tp) {
   return 2.0 * T * C + 2.0 * T * V / t;
 }
 
+namespace {
+
+// What every decoder's stats share: its shape, both kinds of parallelism, and the activations its
+// block formula (transformer_block_activation_elements) implies, fp32, with and without recompute.
+void set_decoder_shape(ModelStats& s, int64_t layers, int64_t heads, int64_t hidden, int64_t seq_len, int64_t vocab) {
+  s.blocks = layers;
+  s.heads = heads;
+  s.hidden = hidden;
+  s.seq_len = seq_len;
+  s.vocab = vocab;
+  s.supports_tp = true;
+  s.supports_pp = true;
+}
+
+void set_activation_bytes(ModelStats& s) {
+  const double L = static_cast<double>(s.blocks), T = static_cast<double>(s.seq_len);
+  const double block = transformer_block_activation_elements(s, 1);
+  const double outer = transformer_outer_activation_elements(s, 1);
+  s.activation_bytes_per_sample = 4.0 * (L * block + outer);
+  // Per-block recompute keeps each block's input, plus one block's working set while it recomputes.
+  s.recompute_bytes_per_sample = 4.0 * (L * T * static_cast<double>(s.hidden) + block + outer);
+}
+
+}  // namespace
+
 ModelStats gpt_stats(int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t seq_len, int64_t vocab,
                      bool tied_embeddings, double dropout) {
   ModelStats s;
@@ -60,23 +85,13 @@ ModelStats gpt_stats(int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t se
   // Per block: 2 LayerNorms (4C), qkv (3C^2 + 3C), attention proj (C^2 + C), fc (4C^2 + 4C), proj (4C^2 + C).
   s.params_per_block = 12 * C * C + 13 * C;
   s.params = vocab * C + seq_len * C + n_layer * s.params_per_block + 2 * C + (tied_embeddings ? 0 : vocab * C);
-  s.blocks = n_layer;
-  s.heads = n_head;
-  s.hidden = n_embd;
-  s.seq_len = seq_len;
-  s.vocab = vocab;
-  s.supports_tp = true;
-  s.supports_pp = true;
+  set_decoder_shape(s, n_layer, n_head, n_embd, seq_len, vocab);
   const double T = static_cast<double>(seq_len), Cd = static_cast<double>(C);
   const double L = static_cast<double>(n_layer), V = static_cast<double>(vocab);
   // Matmul FLOPs (fwd + bwd = 3x fwd): 24 C^2 per token per layer, attention 4 T C per layer, head 2 C V.
   const double fwd = T * (L * (24.0 * Cd * Cd + 4.0 * T * Cd) + 2.0 * Cd * V);
   s.flops_per_sample = 3.0 * fwd;
-  const double block = transformer_block_activation_elements(s, 1);
-  const double outer = transformer_outer_activation_elements(s, 1);
-  s.activation_bytes_per_sample = 4.0 * (L * block + outer);
-  // Per-block recompute keeps each block's input, plus one block's working set while it recomputes.
-  s.recompute_bytes_per_sample = 4.0 * (L * T * Cd + block + outer);
+  set_activation_bytes(s);
   return s;
 }
 
@@ -90,28 +105,19 @@ ModelStats llama_stats(const ModelConfig& c, int64_t vocab) {
   s.params_per_block = 2 * C + 2 * C * H * D + 2 * C * KV * D + 3 * C * I + (c.qk_norm ? 2 * D : 0) +
                        (c.qkv_bias ? H * D + 2 * KV * D : 0);
   s.params = vocab * C + c.n_layer * s.params_per_block + C + (c.tied_embeddings ? 0 : vocab * C);
-  s.blocks = c.n_layer;
-  s.heads = H;
+  set_decoder_shape(s, c.n_layer, H, C, c.seq_len, vocab);
   s.kv_heads = KV;
   s.head_dim = D;
   s.intermediate = I;
   s.gated_mlp = true;
   s.rotary = true;
-  s.hidden = C;
-  s.seq_len = c.seq_len;
-  s.vocab = vocab;
-  s.supports_tp = true;
-  s.supports_pp = true;
   const double T = static_cast<double>(c.seq_len), Cd = static_cast<double>(C), L = static_cast<double>(c.n_layer);
   const double Hd = static_cast<double>(H * D), KVd = static_cast<double>(KV * D), Id = static_cast<double>(I);
   // Matmul FLOPs per token and layer: q, k, v, o (2C(2HD + 2 KV D)), the MLP (6CI), attention
   // scores and their use (4 T HD); the output layer 2CV; fwd + bwd = 3x fwd.
   const double per_layer = 2.0 * Cd * (2.0 * Hd + 2.0 * KVd) + 6.0 * Cd * Id + 4.0 * T * Hd;
   s.flops_per_sample = 3.0 * T * (L * per_layer + 2.0 * Cd * static_cast<double>(vocab));
-  const double block = transformer_block_activation_elements(s, 1);
-  const double outer = transformer_outer_activation_elements(s, 1);
-  s.activation_bytes_per_sample = 4.0 * (L * block + outer);
-  s.recompute_bytes_per_sample = 4.0 * (L * T * Cd + block + outer);
+  set_activation_bytes(s);
   return s;
 }
 

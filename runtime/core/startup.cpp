@@ -2,8 +2,8 @@
 #include "runtime/core/startup.h"
 
 #include <malloc.h>
-#include <stdlib.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <fstream>
