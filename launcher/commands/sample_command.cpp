@@ -3,7 +3,6 @@
 
 #include <torch/torch.h>
 
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -69,13 +68,8 @@ Loaded load_checkpoint(const std::string& path) {
 Loaded load_hf(const std::string& dir) {
   HfCheckpointReader hf(dir);
   ModelConfig mc = hf.shape().model;
-  if (mc.name == "llama") {
-    // Rotary models have no position table: their context is config.json's max_position_embeddings.
-    std::ifstream in(hf.shape().config_path);
-    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("max_position_embeddings") && j["max_position_embeddings"].is_number_integer())
-      mc.seq_len = std::max<int64_t>(mc.seq_len, j["max_position_embeddings"].get<int64_t>());
-  }
+  // Rotary models have no position table: their context is config.json's max_position_embeddings.
+  if (mc.name == "llama") mc.seq_len = std::max(mc.seq_len, hf.shape().max_positions);
   DataSpec spec;
   spec.tokens = true;
   spec.vocab = mc.vocab;

@@ -295,6 +295,8 @@ void read_llama(const ConfigJson& c, HfModelShape& s) {
   const double eps = c.has("rms_norm_eps") ? c.number("rms_norm_eps") : 1e-6;
   d.set("norm_eps", &ModelConfig::norm_eps, eps, "rms_norm_eps", nlohmann::json(eps));
   read_rope(c, s);
+  if (c.has("max_position_embeddings") && j.at("max_position_embeddings").is_number_integer())
+    s.max_positions = j.at("max_position_embeddings").get<int64_t>();
   const bool qwen2 = s.family == HfFamily::qwen2, qwen3 = s.family == HfFamily::qwen3;
   // Qwen2's q, k and v projections always have biases; Llama's and Qwen3's attention_bias would put
   // one on o_proj too, which gtrain's llama has not.

@@ -33,6 +33,7 @@ struct HfModelShape {
   std::string config_path;  // <dir>/config.json
   HfFamily family = HfFamily::gpt2;
   ModelConfig model;                  // name "gpt" or "llama", every derived key set
+  int64_t max_positions = 0;          // the context it was made for (max_position_embeddings; 0 = not given)
   std::vector<HfDerivedKey> derived;  // the keys config.json decides, name first
 };
 
