@@ -16,13 +16,7 @@
 namespace gtrain {
 namespace {
 
-DataSpec tokens(int64_t T, int64_t V) {
-  DataSpec s;
-  s.input_shape = {T};
-  s.vocab = V;
-  s.tokens = true;
-  return s;
-}
+using test::token_spec;
 
 ModelConfig preset(const std::string& name) {
   return apply_model_preset(ModelConfig{}, name);
@@ -52,10 +46,10 @@ TEST(LlamaModel, BuiltParametersMatchTheFormulaAndHuggingFaceNames) {
     ModelConfig c = preset(name);
     c.qkv_bias = name == "qwen3-tiny";  // Qwen2's biases on top of Qwen3's norms: every optional part
     torch::manual_seed(0);
-    Llama m(c, tokens(c.seq_len, 96));
+    Llama m(c, token_spec(c.seq_len, 96));
     const ModelStats s = llama_stats(c, 96);
     EXPECT_EQ(m.num_parameters(), s.params) << name;
-    EXPECT_EQ(m.stats(tokens(c.seq_len, 96)).params, s.params);
+    EXPECT_EQ(m.stats(token_spec(c.seq_len, 96)).params, s.params);
     std::map<std::string, std::vector<int64_t>> shapes;
     for (const auto& kv : m.named_parameters()) shapes[kv.key()] = kv.value().sizes().vec();
     const int64_t D = c.llama_head_dim(), KV = c.llama_kv_heads();
@@ -81,8 +75,8 @@ TEST(LlamaModel, CausalAndCachedDecodingMatchesTheFullForward) {
   ModelConfig gc;
   gc.name = "gpt", gc.n_layer = 2, gc.n_head = 2, gc.n_embd = 16, gc.seq_len = 12;
   torch::manual_seed(1);
-  std::vector<std::shared_ptr<DecoderLm>> models = {std::make_shared<Llama>(lc, tokens(12, 50)),
-                                                    std::make_shared<Gpt>(gc, tokens(12, 50))};
+  std::vector<std::shared_ptr<DecoderLm>> models = {std::make_shared<Llama>(lc, token_spec(12, 50)),
+                                                    std::make_shared<Gpt>(gc, token_spec(12, 50))};
   for (auto& m : models) {
     m->eval();
     torch::NoGradGuard ng;

@@ -22,13 +22,7 @@ DataSpec image_spec() {
   return s;
 }
 
-DataSpec token_spec(int64_t T, int64_t V) {
-  DataSpec s;
-  s.input_shape = {T};
-  s.vocab = V;
-  s.tokens = true;
-  return s;
-}
+using test::token_spec;
 
 // A small gpt: `n_layer` blocks of 2 heads, 16 wide, `seq_len` tokens.
 ModelConfig small_gpt(int64_t n_layer, int64_t seq_len) {

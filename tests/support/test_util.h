@@ -13,7 +13,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/model_stats.h"
+
 namespace gtrain::test {
+
+// What a token dataset of T-token samples over a V-token vocabulary tells a model.
+inline DataSpec token_spec(int64_t T, int64_t V) {
+  DataSpec s;
+  s.input_shape = {T};
+  s.vocab = V;
+  s.tokens = true;
+  return s;
+}
 
 // A fresh directory under /tmp removed at scope exit.
 class TempDir {
