@@ -40,6 +40,10 @@ std::shared_ptr<Work> Communicator::reduce_scatter_async(const torch::Tensor& in
   reduce_scatter(in, out, op);
   return std::make_shared<CompletedWork>();
 }
+std::shared_ptr<Work> Communicator::allgather_async(const torch::Tensor& in, torch::Tensor& out) {
+  allgather(in, out);
+  return std::make_shared<CompletedWork>();
+}
 void Communicator::broadcast(torch::Tensor&, int) {
   unsupported("broadcast");
 }

@@ -43,6 +43,7 @@ class Communicator {
   virtual std::shared_ptr<Work> allreduce_async(torch::Tensor& t, ReduceOp op = ReduceOp::kSum);
   virtual std::shared_ptr<Work> reduce_scatter_async(const torch::Tensor& in, torch::Tensor& out,
                                                      ReduceOp op = ReduceOp::kSum);
+  virtual std::shared_ptr<Work> allgather_async(const torch::Tensor& in, torch::Tensor& out);
   // t on `root` is copied into t on every rank.
   virtual void broadcast(torch::Tensor& t, int root);
   // out = concat over ranks of `in` along dim 0 (out has size() x in.size(0) rows).

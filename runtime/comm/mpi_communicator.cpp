@@ -270,6 +270,19 @@ std::shared_ptr<Work> MpiCommunicator::reduce_scatter_async(const torch::Tensor&
   return req;
 }
 
+std::shared_ptr<Work> MpiCommunicator::allgather_async(const torch::Tensor& in, torch::Tensor& out) {
+  check_cpu(in, "allgather");
+  check_cpu(out, "allgather");
+  if (out.numel() != in.numel() * size_ || out.scalar_type() != in.scalar_type()) {
+    throw CommError("backend mpi: allgather output must hold world_size x input elements of the same dtype");
+  }
+  auto req =
+      std::make_shared<Request>(shared_, "allgather", std::vector<torch::Tensor>{in, out}, torch::Tensor(), size_);
+  const int bytes = count_of(in.nbytes(), "allgather");
+  GT_MPI_CHECK(MPI_Iallgather(in.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, comm_, req->handle()));
+  return req;
+}
+
 void MpiCommunicator::broadcast(torch::Tensor& t, int root) {
   check_cpu(t, "broadcast");
   Guard g(*shared_, "broadcast");

@@ -24,6 +24,9 @@ std::shared_ptr<Work> RoutedCommunicator::reduce_scatter_async(const torch::Tens
                                                                ReduceOp op) {
   return on(in).reduce_scatter_async(in, out, op);
 }
+std::shared_ptr<Work> RoutedCommunicator::allgather_async(const torch::Tensor& in, torch::Tensor& out) {
+  return on(in).allgather_async(in, out);
+}
 void RoutedCommunicator::broadcast(torch::Tensor& t, int root) {
   on(t).broadcast(t, root);
 }

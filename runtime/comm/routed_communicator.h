@@ -26,6 +26,7 @@ class RoutedCommunicator : public Communicator {
   void allreduce(torch::Tensor& t, ReduceOp op) override;
   std::shared_ptr<Work> allreduce_async(torch::Tensor& t, ReduceOp op) override;
   std::shared_ptr<Work> reduce_scatter_async(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) override;
+  std::shared_ptr<Work> allgather_async(const torch::Tensor& in, torch::Tensor& out) override;
   void broadcast(torch::Tensor& t, int root) override;
   void allgather(const torch::Tensor& in, torch::Tensor& out) override;
   void reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) override;
