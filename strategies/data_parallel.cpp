@@ -13,8 +13,8 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
                                        std::vector<std::pair<std::string, torch::Tensor>> params,
                                        DataParallelOptions options)
     : comm_(std::move(dp_comm)), params_(std::move(params)), opt_(std::move(options)) {
-  if (opt_.zero_stage < 0 || opt_.zero_stage > 2) {
-    throw ConfigError("parallel.zero = " + std::to_string(opt_.zero_stage) + ": ZeRO stage must be 0, 1 or 2");
+  if (opt_.zero_stage < 0 || opt_.zero_stage > 3) {
+    throw ConfigError("parallel.zero = " + std::to_string(opt_.zero_stage) + ": ZeRO stage must be 0, 1, 2 or 3");
   }
   const int64_t dp = comm_->size();
   owners_ = opt_.zero_stage > 0 ? dp : 1;
@@ -32,7 +32,9 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
   }
   const bool kernel =
       fopts_.device().is_cuda() ? compat::kHaveFusedAdamW : opt_.device_step && compat::kHaveFusedAdamWCpu;
-  fused_ = kernel && opt_.optimizer.name == "adamw" && opt_.optimizer.fused;
+  // Offload steps on the host, with the host-side arithmetic.
+  fused_ = kernel && opt_.optimizer.name == "adamw" && opt_.optimizer.fused && !opt_.offload_optimizer;
+  hopts_ = torch::TensorOptions().dtype(torch::kFloat).pinned_memory(fopts_.device().is_cuda());
   for (int64_t i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
     const auto& p = params_[i].second;
     if (!p.requires_grad()) continue;
@@ -40,12 +42,14 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
       throw ConfigError("data parallel: parameter " + params_[i].first + " is " +
                         std::string(c10::toString(p.scalar_type())) + "; master weights must be float32");
     }
+    if (opt_.zero_stage == 3) continue;  // one bucket per unit: build_units
     if (buckets_.empty() || buckets_.back().numel >= bucket_elems) buckets_.emplace_back();
     auto& b = buckets_.back();
     b.segments.push_back({i, b.numel, p.numel()});
     b.numel += p.numel();
     bucket_of_[i] = static_cast<int64_t>(buckets_.size()) - 1;
   }
+  if (opt_.zero_stage == 3) build_units();
 
   torch::NoGradGuard ng;
   for (auto& b : buckets_) {
@@ -60,6 +64,12 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
     }
     // Every rank starts from rank 0's parameters.
     if (dp > 1) comm_->broadcast(b.param, 0);
+    if (opt_.zero_stage == 3) b.shard = b.param.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
+    if (opt_.offload_optimizer) {
+      b.host_param = torch::empty({b.chunk}, hopts_);
+      b.host_param.copy_(b.param.narrow(0, owner_rank_ * b.chunk, b.chunk));
+      b.host_grad = torch::empty({b.chunk}, hopts_);
+    }
     if (opt_.zero_stage < 2) b.grad = torch::zeros({b.padded}, fopts_);
     // Weight decay applies to parameters of 2 or more dimensions only (nanoGPT's rule: matrices,
     // kernels, embeddings; not biases or norm gains); mirrored parameters are counted in the norm by
@@ -69,8 +79,9 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
       if (opt_.mirrored.count(params_[s.param].first)) add_owned_range(b, b.mirrored, s);
     }
     if (opt_.optimizer.name == "adamw") {
-      b.exp_avg = torch::zeros({b.chunk}, fopts_);
-      b.exp_avg_sq = torch::zeros({b.chunk}, fopts_);
+      const auto& so = opt_.offload_optimizer ? hopts_ : fopts_;
+      b.exp_avg = torch::zeros({b.chunk}, so);
+      b.exp_avg_sq = torch::zeros({b.chunk}, so);
     }
     if (fused_) {
       // The owned part of each parameter, by weight-decay class; adjacent ranges of a class merge.
@@ -88,6 +99,10 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
     }
   }
   if (fused_) fused_step_ = torch::zeros({}, fopts_);
+  // ZeRO-3: between uses only the shards exist.
+  for (int64_t k = 0; k < num_buckets(); ++k) {
+    if (opt_.zero_stage == 3) release(k);
+  }
 
   // A hook after each parameter's AccumulateGrad (not before it, as Tensor::register_hook would): on
   // the last micro-batch the gradient is then already where autograd put it, and nothing else adds
@@ -129,8 +144,14 @@ void DataParallelEngine::add_owned_range(const Bucket& b, std::vector<std::pair<
 
 std::string DataParallelEngine::describe() const {
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "data parallel dp=%d zero=%lld buckets=%zu (%.1f MB each at most)", comm_->size(),
-                (long long)opt_.zero_stage, buckets_.size(), opt_.bucket_bytes / 1e6);
+  if (opt_.zero_stage == 3) {
+    std::snprintf(buf, sizeof(buf), "data parallel dp=%d zero=3 units=%zu (blocks %lld)%s", comm_->size(),
+                  buckets_.size(), (long long)num_units(), opt_.offload_optimizer ? " optimizer offloaded" : "");
+  } else {
+    std::snprintf(buf, sizeof(buf), "data parallel dp=%d zero=%lld buckets=%zu (%.1f MB each at most)%s", comm_->size(),
+                  (long long)opt_.zero_stage, buckets_.size(), opt_.bucket_bytes / 1e6,
+                  opt_.offload_optimizer ? " optimizer offloaded" : "");
+  }
   return buf;
 }
 
@@ -138,6 +159,27 @@ int64_t DataParallelEngine::owned_elements() const {
   int64_t n = 0;
   for (const auto& b : buckets_) n += b.chunk;
   return n;
+}
+
+namespace {
+double bytes_of(const torch::Tensor& t) {
+  return t.defined() ? static_cast<double>(t.storage().nbytes()) : 0.0;
+}
+}  // namespace
+
+StateBytes DataParallelEngine::state_bytes() const {
+  StateBytes s;
+  for (const auto& b : buckets_) {
+    s.params += bytes_of(b.param) + bytes_of(b.shard);
+    s.grads += bytes_of(b.grad) + bytes_of(b.grad_shard) + bytes_of(b.accum);
+    const double state = bytes_of(b.exp_avg) + bytes_of(b.exp_avg_sq) + bytes_of(b.momentum);
+    if (opt_.offload_optimizer) {
+      s.host += state + bytes_of(b.host_param) + bytes_of(b.host_grad);
+    } else {
+      s.optimizer += state;
+    }
+  }
+  return s;
 }
 
 void DataParallelEngine::attach_accumulators() {
@@ -164,6 +206,7 @@ void DataParallelEngine::zero_grad() {
   for (auto& b : buckets_) {
     b.ready = 0;
     b.work.reset();
+    if (opt_.zero_stage == 3) b.grad_shard = torch::Tensor();  // summed over this step's micro-batches
   }
   std::fill(got_grad_.begin(), got_grad_.end(), false);
   next_launch_ = 0;
@@ -171,6 +214,14 @@ void DataParallelEngine::zero_grad() {
 }
 
 void DataParallelEngine::begin_micro_batch(bool last) {
+  if (opt_.zero_stage == 3) {
+    // Every micro-batch's gradients are reduce-scattered as its blocks finish.
+    sync_ = true;
+    for (auto& b : buckets_) b.ready = 0;
+    std::fill(got_grad_.begin(), got_grad_.end(), false);
+    next_launch_ = 0;
+    return;
+  }
   sync_ = last;
   if (!last && !accumulated_) {
     attach_accumulators();
@@ -214,7 +265,19 @@ void DataParallelEngine::launch_ready_buckets() {
   while (next_launch_ < num_buckets() &&
          buckets_[next_launch_].ready == static_cast<int64_t>(buckets_[next_launch_].segments.size())) {
     auto& b = buckets_[next_launch_];
-    if (opt_.zero_stage == 2) {
+    if (opt_.zero_stage == 3) {
+      // At most two reductions in flight: each holds a unit's whole gradients until it completes.
+      if (next_launch_ >= 2 && buckets_[next_launch_ - 2].work) buckets_[next_launch_ - 2].work->wait();
+      finish_reductions(false);
+      b.reduced = torch::empty({b.chunk}, fopts_);
+      if (b.padded > 0) {
+        b.work = comm_->reduce_scatter_async(b.grad, b.reduced, ReduceOp::kSum);
+      } else {
+        b.work = std::make_shared<CompletedWork>();
+      }
+      // The block's backward is over: its gathered parameters go (the outer unit's stay for the step).
+      if (b.unit >= 0) release(next_launch_);
+    } else if (opt_.zero_stage == 2) {
       b.grad_shard = torch::empty({b.chunk}, fopts_);
       b.work = comm_->reduce_scatter_async(b.grad, b.grad_shard, ReduceOp::kSum);
     } else {
@@ -231,6 +294,10 @@ void DataParallelEngine::progress() {
 }
 
 void DataParallelEngine::end_backward() {
+  if (opt_.zero_stage == 3) {  // each micro-batch finished its own reductions (finish_micro_batch)
+    for (auto& kv : params_) kv.second.mutable_grad() = torch::Tensor();
+    return;
+  }
   // Parameters that got no gradient this step (unused in forward) count as zero.
   {
     torch::NoGradGuard ng;
@@ -263,7 +330,7 @@ void DataParallelEngine::end_backward() {
 }
 
 torch::Tensor DataParallelEngine::owned_grad(Bucket& b) {
-  if (opt_.zero_stage == 2) return b.grad_shard;
+  if (opt_.zero_stage >= 2) return b.grad_shard;
   return b.grad.narrow(0, owner_rank_ * b.chunk, b.chunk);
 }
 
@@ -363,13 +430,19 @@ void DataParallelEngine::step_on_device(double lr, const torch::Tensor& divisor)
     compat::fused_adamw(p[k], g[k], m[k], v[k], steps, lr, o.beta1, o.beta2, k == 1 ? o.weight_decay : 0.0, o.eps,
                         divisor);
   }
-  for (auto& b : buckets_) {
-    if (owners_ > 1) {
-      auto mine = owned_param(b).clone();
-      comm_->allgather(mine, b.param);
-    }
-    if (opt_.zero_stage == 2) b.grad_shard = torch::Tensor();
+  for (auto& b : buckets_) publish(b);
+}
+
+void DataParallelEngine::publish(Bucket& b) {
+  torch::NoGradGuard ng;
+  if (b.host_param.defined()) {  // offload: the updated master chunk back to the device
+    owned_param_on_device(b).copy_(b.host_param, /*non_blocking=*/true);
   }
+  if (opt_.zero_stage < 3 && owners_ > 1) {
+    auto mine = b.param.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
+    comm_->allgather(mine, b.param);
+  }
+  if (opt_.zero_stage >= 2) b.grad_shard = torch::Tensor();
 }
 
 void DataParallelEngine::step(double lr, double grad_coef) {
@@ -379,6 +452,7 @@ void DataParallelEngine::step(double lr, double grad_coef) {
   for (auto& b : buckets_) {
     auto p = owned_param(b);
     auto g = owned_grad(b);
+    if (b.host_grad.defined()) g = b.host_grad.copy_(g);  // offload: the step runs on the host
     if (grad_coef != 1.0) g.mul_(grad_coef);
     if (o.name == "adamw") {
       // torch::optim::AdamW, element-wise weight decay (0 for biases and norms).
@@ -410,120 +484,7 @@ void DataParallelEngine::step(double lr, double grad_coef) {
       }
       p.add_(d, -lr);
     }
-    if (owners_ > 1) {
-      auto mine = p.clone();
-      comm_->allgather(mine, b.param);
-    }
-    if (opt_.zero_stage == 2) b.grad_shard = torch::Tensor();
-  }
-}
-
-}  // namespace gtrain
-
-namespace gtrain {
-
-void DataParallelEngine::add_shards(std::vector<TensorShard>& out, int64_t i, const std::string& name, int64_t begin,
-                                    const torch::Tensor& data, bool write) const {
-  const auto& p = params_[i].second;
-  auto pl = opt_.placements.find(params_[i].first);
-  if (pl == opt_.placements.end()) {
-    const std::vector<int64_t> whole(p.sizes().begin(), p.sizes().end());
-    out.push_back({name, whole, std::vector<int64_t>(p.dim(), 0), whole, begin, data, write});
-    return;
-  }
-  // A tensor-parallel slice: its local flattening is the concatenation of its regions.
-  const int64_t end = begin + data.numel();
-  int64_t at = 0;
-  for (const auto& r : pl->second.regions) {
-    int64_t n = 1;
-    for (auto d : r.shape) n *= d;
-    const int64_t s0 = std::max(begin, at), s1 = std::min(end, at + n);
-    if (s0 < s1)
-      out.push_back(
-          {name, pl->second.global_shape, r.offsets, r.shape, s0 - at, data.narrow(0, s0 - begin, s1 - s0), write});
-    at += n;
-  }
-}
-
-torch::Tensor DataParallelEngine::local_part(int64_t i, const torch::Tensor& global) const {
-  const auto& p = params_[i].second;
-  auto pl = opt_.placements.find(params_[i].first);
-  if (pl == opt_.placements.end()) {
-    if (global.numel() != p.numel()) {
-      throw CheckpointError("'" + params_[i].first + "' has shape " + c10::str(global.sizes()) +
-                            " in the checkpoint, " + c10::str(p.sizes()) + " in the model");
-    }
-    return global.reshape(p.sizes());
-  }
-  if (!global.sizes().equals(pl->second.global_shape)) {
-    throw CheckpointError("'" + params_[i].first + "' has shape " + c10::str(global.sizes()) + " in the checkpoint, " +
-                          c10::str(pl->second.global_shape) + " in the model");
-  }
-  std::vector<torch::Tensor> parts;
-  for (const auto& r : pl->second.regions) {
-    auto t = global;
-    for (size_t d = 0; d < r.shape.size(); ++d) t = t.narrow(static_cast<int64_t>(d), r.offsets[d], r.shape[d]);
-    parts.push_back(t.reshape({-1}));
-  }
-  return torch::cat(parts).view(p.sizes());
-}
-
-std::vector<TensorShard> DataParallelEngine::state_shards() {
-  std::vector<TensorShard> out;
-  const bool replica_writer = comm_->rank() == 0;
-  // Parameters: replicated on every dp rank; rank 0 writes them (unless another rank of the
-  // replica holds the same elements).
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const auto& kv = params_[i];
-    add_shards(out, static_cast<int64_t>(i), kv.first, 0, kv.second.detach().reshape({-1}),
-               replica_writer && !opt_.mirrored.count(kv.first));
-  }
-  // Optimizer state: this rank's chunk of each bucket, split at parameter boundaries.
-  auto add_state = [&](Bucket& b, const torch::Tensor& chunk, const char* suffix) {
-    const int64_t lo = owner_rank_ * b.chunk, hi = lo + b.chunk;
-    for (const auto& seg : b.segments) {
-      const int64_t s0 = std::max(lo, seg.offset), s1 = std::min(hi, seg.offset + seg.numel);
-      if (s0 >= s1) continue;
-      const auto& name = params_[seg.param].first;
-      add_shards(out, seg.param, name + "." + suffix, s0 - seg.offset, chunk.narrow(0, s0 - lo, s1 - s0),
-                 (owners_ > 1 || replica_writer) && !opt_.mirrored.count(name));
-    }
-  };
-  for (auto& b : buckets_) {
-    if (b.exp_avg.defined()) {
-      add_state(b, b.exp_avg, "exp_avg");
-      add_state(b, b.exp_avg_sq, "exp_avg_sq");
-    }
-    if (opt_.optimizer.name == "sgd" && opt_.optimizer.momentum != 0) {
-      add_state(b, b.momentum.defined() ? b.momentum : torch::zeros({b.chunk}, fopts_), "momentum_buffer");
-    }
-  }
-  const bool step_writer = replica_writer && (!opt_.model_comm || opt_.model_comm->rank() == 0);
-  out.push_back({"optimizer.step", {1}, {0}, {1}, 0, torch::tensor({step_count_}, torch::kLong), step_writer});
-  return out;
-}
-
-void DataParallelEngine::load_state(const GlobalTensorReader& read) {
-  torch::NoGradGuard ng;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i].second.copy_(local_part(static_cast<int64_t>(i), read(params_[i].first)));
-  }
-  step_count_ = read("optimizer.step").reshape({-1})[0].item<int64_t>();
-  auto fill = [&](Bucket& b, torch::Tensor& chunk, const char* suffix) {
-    auto full = torch::zeros({b.padded}, fopts_);
-    for (const auto& seg : b.segments) {
-      auto g = local_part(seg.param, read(params_[seg.param].first + "." + suffix));
-      full.narrow(0, seg.offset, seg.numel).copy_(g.reshape({-1}));
-    }
-    chunk = full.narrow(0, owner_rank_ * b.chunk, b.chunk).clone();
-  };
-  for (auto& b : buckets_) {
-    if (opt_.optimizer.name == "adamw") {
-      fill(b, b.exp_avg, "exp_avg");
-      fill(b, b.exp_avg_sq, "exp_avg_sq");
-    } else if (opt_.optimizer.momentum != 0 && step_count_ > 0) {
-      fill(b, b.momentum, "momentum_buffer");
-    }
+    publish(b);
   }
 }
 

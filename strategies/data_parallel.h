@@ -1,5 +1,6 @@
-// data_parallel.h: data parallelism with gradient buckets all-reduced while backward runs, and
-// ZeRO stage 1 (optimizer state sharded over dp ranks) and stage 2 (+ gradients reduce-scattered).
+// data_parallel.h: data parallelism with gradient buckets all-reduced while backward runs, ZeRO
+// stage 1 (optimizer state sharded over dp ranks), stage 2 (+ gradients reduce-scattered), stage 3
+// (+ parameters sharded, gathered one block at a time), and the optimizer offloaded to the host.
 //
 // Protocol per optimizer step:
 //  1. zero_grad(); for each micro-batch: begin_micro_batch(last), forward, backward.
@@ -14,6 +15,22 @@
 //  3. end_backward() waits for every bucket. Each rank then updates the part it owns (everything
 //     for stage 0; its 1/dp chunk of every bucket for stages 1 and 2) and, for stages 1 and 2,
 //     all-gathers the updated chunks so every rank holds the full parameters again.
+// ZeRO-3 (data_parallel_zero3.cpp) replaces steps 1 and 3: a bucket is one block's parameters (one
+// "unit"; the parameters outside the blocks form one more, gathered for the whole micro-batch), and
+// between uses only this rank's 1/dp chunk of it exists. The engine drives the model through its
+// block interface (Model::pipeline_embed / pipeline_block / pipeline_head_loss_sum): block i's
+// parameters are all-gathered before its forward (block i+1's gather is started meanwhile), freed
+// after it, gathered again when backward reaches the block's output (block i-1's prefetched), and
+// freed once every gradient of the block has arrived, when the block's gradients are
+// reduce-scattered. Gradients are reduce-scattered after every micro-batch and summed into the
+// owned chunk, so no rank ever holds a whole model's gradients (DeepSpeed's choice; FSDP's no_sync
+// would keep them whole across micro-batches): each micro-batch costs one gather in forward, one in
+// backward and one reduce-scatter per block. The step updates the owned chunk only; the next
+// forward's gathers deliver it. Freed parameters keep their shape with an empty storage (FSDP's
+// resize_(0)), so the tensors autograd saved in forward see the gathered values again in backward.
+// Offload (any stage): the fp32 master chunk and the optimizer state live in host memory (pinned
+// with CUDA), gradients are copied there, the step runs on the CPU (ATen's threads), and the updated
+// chunk is copied back to the device. On CPU ranks the same copies run between host tensors.
 // Parameters live in per-bucket flat buffers (each parameter is a view), padded to a multiple of
 // dp so chunks are equal; the optimizer (AdamW or SGD, same arithmetic as torch::optim) runs on
 // flat chunks. Buffers live on the parameters' device. On CUDA the step is device-only (the norm,
@@ -33,7 +50,11 @@
 namespace gtrain {
 
 struct DataParallelOptions {
-  int64_t zero_stage = 0;           // 0, 1 or 2
+  int64_t zero_stage = 0;          // 0, 1, 2 or 3
+  bool offload_optimizer = false;  // master weights, optimizer state and the step on the host
+  // ZeRO-3: the parameter names of each block, in forward order (Model::blocks()); parameters in
+  // none of them form the outer unit. Empty: the whole model is one unit.
+  std::vector<std::vector<std::string>> units;
   int64_t bucket_bytes = 25 << 20;  // gradient bucket size
   OptimizerConfig optimizer;
   // With tensor / pipeline parallel (the engine then runs over one replica's dp group):
@@ -66,6 +87,10 @@ class DataParallelEngine : public ParallelEngine {
   void load_state(const GlobalTensorReader& read) override;
   std::string describe() const override;
   int64_t dp_rank() const override { return comm_->rank(); }
+  // ZeRO-3: the micro-batches and evaluation forwards run block by block, gathering parameters.
+  torch::Tensor run_micro_batches(const MicroBatchWork& work) override;
+  torch::Tensor forward_only(Model& model, const torch::Tensor& input) override;
+  bool collective_forward() const override { return opt_.zero_stage == 3 && comm_->size() > 1; }
   bool reports_loss() const override { return opt_.reports_loss; }
 
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
@@ -74,6 +99,7 @@ class DataParallelEngine : public ParallelEngine {
   bool fused_adamw() const { return fused_; }
   // Elements of optimizer state this rank holds per moment (shrinks with ZeRO).
   int64_t owned_elements() const;
+  StateBytes state_bytes() const override;
 
  private:
   struct Segment {
@@ -94,9 +120,18 @@ class DataParallelEngine : public ParallelEngine {
     // Ranges [begin, end) of the owned chunk: elements with weight decay (matrices), and elements
     // left out of the gradient norm (mirrored). Ranges, not [chunk] masks: no memory per element.
     std::vector<std::pair<int64_t, int64_t>> decayed, mirrored;
-    torch::Tensor exp_avg, exp_avg_sq, momentum;  // [chunk] optimizer state
-    int64_t ready = 0;                            // parameters whose gradient arrived this step
-    std::shared_ptr<Work> work;                   // the collective in flight this step
+    torch::Tensor exp_avg, exp_avg_sq, momentum;  // [chunk] optimizer state (host memory with offload)
+    // Offload: the fp32 master chunk and the owned gradients on the host ([chunk] each).
+    torch::Tensor host_param, host_grad;
+    // ZeRO-3: this rank's [chunk] of the unit's parameters (the master copy without offload); `param`
+    // holds the whole unit only while gathered (an empty storage otherwise).
+    torch::Tensor shard;
+    int64_t unit = -1;                  // ZeRO-3: the block it holds, -1 the outer unit
+    bool gathered = true;               // ZeRO-3: `param` holds the unit's values
+    std::shared_ptr<Work> gather_work;  // ZeRO-3: the all-gather in flight
+    torch::Tensor reduced;              // ZeRO-3: [chunk] this micro-batch's reduce-scatter output
+    int64_t ready = 0;                  // parameters whose gradient arrived this step
+    std::shared_ptr<Work> work;         // the collective in flight this step
     // Fused AdamW: owned element ranges [begin, begin + length) of the chunk with weight decay
     // (index 1) and without (index 0).
     std::vector<std::pair<int64_t, int64_t>> ranges[2];
@@ -115,7 +150,31 @@ class DataParallelEngine : public ParallelEngine {
   const Segment& segment(int64_t i) const;
   // Appends segment s's part of this rank's chunk (chunk coordinates) to `ranges`, merging neighbours.
   void add_owned_range(const Bucket& b, std::vector<std::pair<int64_t, int64_t>>& ranges, const Segment& s) const;
-  torch::Tensor owned_param(Bucket& b) { return b.param.narrow(0, owner_rank_ * b.chunk, b.chunk); }
+  // The chunk the optimizer updates: the host master with offload, the shard with ZeRO-3, else the
+  // owned part of the flat parameters.
+  torch::Tensor owned_param(Bucket& b) {
+    if (b.host_param.defined()) return b.host_param;
+    if (b.shard.defined()) return b.shard;
+    return b.param.narrow(0, owner_rank_ * b.chunk, b.chunk);
+  }
+  // This rank's chunk of the parameters on their device.
+  torch::Tensor owned_param_on_device(Bucket& b) {
+    return b.shard.defined() ? b.shard : b.param.narrow(0, owner_rank_ * b.chunk, b.chunk);
+  }
+  // After the update of owned_param(b): the device copy (offload) and every rank's full parameters
+  // (stages 1, 2: all-gather; stage 3 gathers before the next use).
+  void publish(Bucket& b);
+  // ZeRO-3 (data_parallel_zero3.cpp).
+  void build_units();                  // buckets from opt_.units, and the unit map
+  void start_gather(int64_t bucket);   // allocates the unit's storage and starts its all-gather
+  void wait_gathered(int64_t bucket);  // start_gather if needed, then waits
+  void release(int64_t bucket);        // frees the unit's gathered storage
+  void finish_reductions(bool all);    // folds completed reduce-scatters into grad_shard
+  void finish_micro_batch(bool last);  // zero gradients for unused parameters, waits, releases
+  // The model's loss_sum of (input, target) (target null: its output, evaluation), block by block.
+  torch::Tensor forward_units(Model& model, const torch::Tensor& input, const torch::Tensor* target);
+  int64_t bucket_of_unit(int64_t unit) const { return unit_bucket_.at(static_cast<size_t>(unit + 1)); }
+  int64_t num_units() const { return static_cast<int64_t>(unit_bucket_.size()) - 1; }  // blocks
   // Shards of elements [begin, begin + data.numel()) of parameter i's local flattening.
   void add_shards(std::vector<TensorShard>& out, int64_t i, const std::string& name, int64_t begin,
                   const torch::Tensor& data, bool write) const;
@@ -141,7 +200,10 @@ class DataParallelEngine : public ParallelEngine {
   int64_t next_launch_ = 0;
   torch::TensorOptions fopts_ = torch::TensorOptions().dtype(torch::kFloat);  // float on the parameters' device
   bool fused_ = false;
-  torch::Tensor fused_step_;  // fused AdamW: the step count as a float scalar on the device
+  torch::Tensor fused_step_;          // fused AdamW: the step count as a float scalar on the device
+  std::vector<int64_t> unit_bucket_;  // ZeRO-3: [0] the outer unit's bucket, [1 + i] block i's
+  bool first_reduction_ = true;       // ZeRO-3: no micro-batch of this step reduced yet
+  torch::TensorOptions hopts_;        // offload: float on the host (pinned with CUDA)
 };
 
 }  // namespace gtrain

@@ -15,6 +15,21 @@ DataParallelOptions data_parallel_options(const JobConfig& cfg, const Plan& plan
                                           const ProcessGroups& groups) {
   DataParallelOptions dpo;
   dpo.zero_stage = plan.zero;
+  dpo.offload_optimizer = plan.offload;
+  if (plan.zero == 3) {
+    // One unit per block, named by the model's parameter names (a block's parameters are the same
+    // tensors as the model's).
+    std::map<const void*, std::string> name_of;
+    for (const auto& kv : model.named_parameters()) name_of[kv.value().unsafeGetTensorImpl()] = kv.key();
+    for (const auto& block : model.blocks()) {
+      std::vector<std::string> names;
+      for (const auto& p : block->parameters()) {
+        auto it = name_of.find(p.unsafeGetTensorImpl());
+        if (it != name_of.end()) names.push_back(it->second);
+      }
+      dpo.units.push_back(std::move(names));
+    }
+  }
   dpo.bucket_bytes = static_cast<int64_t>(cfg.parallel.bucket_mb * 1e6);
   dpo.optimizer = cfg.optimizer;
   dpo.placements = model.parameter_placements();
@@ -51,6 +66,10 @@ std::unique_ptr<ParallelEngine> build_engine(const JobConfig& cfg, const Plan& p
     lm->set_fused_loss(fused_loss_enabled(cfg.train.fused_loss, device.is_cuda()));
   }
   const DataParallelOptions dpo = data_parallel_options(cfg, plan, *model, groups);
+  if (plan.pp > 1 && plan.zero == 3) {
+    throw ConfigError("parallel.zero = 3 with pp = " + std::to_string(plan.pp) +
+                      ": ZeRO-3 does not run with pipeline parallel (use zero <= 2 with pp, or pp = 1)");
+  }
   if (plan.pp > 1) {
     PipelineOptions po;
     po.schedule = cfg.parallel.pp_schedule;

@@ -51,6 +51,7 @@ class PipelineEngine : public ParallelEngine {
   void step(double lr, double grad_coef) override { dp_->step(lr, grad_coef); }
   std::vector<TensorShard> state_shards() override { return dp_->state_shards(); }
   void load_state(const GlobalTensorReader& read) override { dp_->load_state(read); }
+  StateBytes state_bytes() const override { return dp_->state_bytes(); }
   std::string describe() const override;
 
   int64_t first_block() const { return begin_; }

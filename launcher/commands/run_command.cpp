@@ -97,6 +97,7 @@ void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Pla
                        {"tp", plan.tp},
                        {"pp", plan.pp},
                        {"zero", plan.zero},
+                       {"offload", plan.offload ? "optimizer" : "none"},
                        {"micro_batch", plan.micro_batch},
                        {"grad_accum", plan.grad_accum},
                        {"recompute", plan.recompute},

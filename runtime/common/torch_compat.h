@@ -49,6 +49,21 @@ inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tenso
 #endif
 }
 
+// Causal grouped-query attention without dropout: q [B, H, T, D] over k, v [B, KV, T, D], KV
+// dividing H, query head h reading key/value head h / (H / KV). LibTorch >= 2.5: SDPA's enable_gqa
+// (the kernels index the shared heads; nothing repeated in memory, nothing scattered back in
+// backward); before: the key/value heads repeated, then causal_attention.
+inline torch::Tensor causal_gqa_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  if (k.size(1) == q.size(1)) return causal_attention(q, k, v);
+#if GTRAIN_TORCH_AT_LEAST(2, 5)
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
+                                          /*scale=*/std::nullopt, /*enable_gqa=*/true);
+#else
+  const int64_t group = q.size(1) / k.size(1);
+  return causal_attention(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1));
+#endif
+}
+
 // Turns autocast on or off for a device type with a lower-precision dtype.
 inline void set_autocast(c10::DeviceType device, bool enabled, c10::ScalarType dtype) {
 #if GTRAIN_TORCH_AT_LEAST(2, 4)
@@ -141,6 +156,23 @@ double event_start_us(const Event& e) {
   } else {
     return static_cast<double>(e.startUs());
   }
+}
+
+// Frees the memory of t's storage and keeps the tensor (and every view of the storage, such as the
+// ones autograd saved) with its shape: FSDP's storage().resize_(0). Nothing may read t until
+// restore_storage. StorageImpl::set_data_ptr / set_nbytes are the same in LibTorch 1.13 and 2.x.
+inline void release_storage(const torch::Tensor& t) {
+  auto* s = t.storage().unsafeGetStorageImpl();
+  if (s->nbytes() == 0) return;
+  s->set_data_ptr(s->allocator()->allocate(0));  // the old DataPtr, returned and destroyed, frees the memory
+  s->set_nbytes(0);
+}
+// Gives t's storage `nbytes` of fresh (uninitialised) memory from its allocator.
+inline void restore_storage(const torch::Tensor& t, size_t nbytes) {
+  auto* s = t.storage().unsafeGetStorageImpl();
+  if (s->nbytes() == nbytes) return;
+  s->set_data_ptr(s->allocator()->allocate(nbytes));
+  s->set_nbytes(nbytes);
 }
 
 }  // namespace gtrain::compat

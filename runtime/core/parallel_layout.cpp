@@ -80,8 +80,11 @@ void ParallelLayout::validate(int64_t world, int64_t global_batch_expected) cons
                       std::to_string(largest_part(max_replica_batch(), grad_accum)) + ": " +
                       factors(world, global_batch_expected));
   }
-  if (zero < 0 || zero > 2)
-    throw ConfigError("invalid plan: zero must be 0, 1 or 2 (got " + std::to_string(zero) + ")");
+  if (zero < 0 || zero > 3)
+    throw ConfigError("invalid plan: zero must be 0, 1, 2 or 3 (got " + std::to_string(zero) + ")");
+  if (zero == 3 && pp > 1)
+    throw ConfigError("invalid plan: zero = 3 with pp = " + std::to_string(pp) +
+                      ": ZeRO-3 does not run with pipeline parallel (use zero <= 2 with pp, or pp = 1)");
 }
 
 }  // namespace gtrain

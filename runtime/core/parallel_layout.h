@@ -20,7 +20,8 @@ struct ParallelLayout {
   int64_t dp = 1;           // data-parallel replicas
   int64_t tp = 1;           // tensor-parallel ranks per replica
   int64_t pp = 1;           // pipeline stages per replica
-  int64_t zero = 0;         // ZeRO stage on the dp dimension (0, 1, 2)
+  int64_t zero = 0;         // ZeRO stage on the dp dimension (0, 1, 2, 3)
+  bool offload = false;     // optimizer offload: master weights, optimizer state and step on the host
   int64_t micro_batch = 1;  // samples per rank per forward/backward (uneven: the largest)
   int64_t grad_accum = 1;   // micro-batches per optimizer step, the same on every rank
   int64_t batch = 0;        // global batch (0 = dp * micro_batch * grad_accum, an even split)
@@ -53,7 +54,7 @@ struct ParallelLayout {
 
   // Throws ConfigError listing every factor when a factor is < 1, dp*tp*pp != `world`, the global
   // batch is not `global_batch`, a replica would run an empty micro-batch (grad_accum > B/dp), or
-  // micro_batch is not the largest micro-batch of the split, or zero is not 0, 1 or 2.
+  // micro_batch is not the largest micro-batch of the split, zero is not 0 to 3, or zero 3 meets pp > 1.
   void validate(int64_t world, int64_t global_batch) const;
   // "dp=2 tp=1 pp=1 (dp*tp*pp=2), world=2; micro_batch=16 grad_accum=2 (...=64), global_batch=64"
   std::string factors(int64_t world, int64_t global_batch) const;

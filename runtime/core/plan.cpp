@@ -12,9 +12,11 @@ std::string Plan::summary() const {
   std::snprintf(buf, sizeof(buf), "dp=%lld tp=%lld pp=%lld zero=%lld micro_batch=%lld grad_accum=%lld recompute=%s %s",
                 (long long)dp, (long long)tp, (long long)pp, (long long)zero, (long long)micro_batch,
                 (long long)grad_accum, recompute ? "on" : "off", precision.c_str());
+  std::string s = buf;
+  if (offload) s += " offload=optimizer";
   // Uneven shards: the samples each data-parallel replica takes ("shares 11,11,10").
-  if (!even()) return std::string(buf) + " shares " + shares();
-  return buf;
+  if (!even()) s += " shares " + shares();
+  return s;
 }
 
 std::string Plan::estimate_summary() const {

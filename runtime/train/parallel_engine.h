@@ -38,6 +38,15 @@ struct MicroBatchWork {
   }
 };
 
+// Bytes of training state one rank holds now, by kind (measured from the tensors, not estimated):
+// on the parameters' device, and in host memory with optimizer offload.
+struct StateBytes {
+  double params = 0;     // parameters resident (ZeRO-3 between uses: the owned chunks)
+  double grads = 0;      // flat gradient buffers, shards and accumulators
+  double optimizer = 0;  // optimizer moments / momentum
+  double host = 0;       // offload: master chunk, gradient copy and optimizer state in host memory
+};
+
 class ParallelEngine {
  public:
   virtual ~ParallelEngine() = default;
@@ -53,6 +62,9 @@ class ParallelEngine {
   // Whether this rank's output and loss count in sums over ranks (false on all but one rank of a
   // tensor-parallel group, and on pipeline stages before the last).
   virtual bool reports_loss() const { return true; }
+  // Whether forward_only is a collective over the data-parallel ranks (ZeRO-3 gathers parameters):
+  // then every replica calls it equally often, with an empty share if need be.
+  virtual bool collective_forward() const { return false; }
   // Index of this rank's data-parallel replica (which slice of the global batch it reads).
   virtual int64_t dp_rank() const = 0;
 
@@ -83,6 +95,8 @@ class ParallelEngine {
   virtual void load_state(const GlobalTensorReader& read) = 0;
 
   virtual std::string describe() const = 0;
+  // What the engine holds now (metrics.jsonl's param_mb, grad_mb, opt_state_mb, host_state_mb).
+  virtual StateBytes state_bytes() const { return {}; }
 };
 
 }  // namespace gtrain

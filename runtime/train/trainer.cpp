@@ -375,13 +375,20 @@ EvalResult Trainer::evaluate() {
   const int64_t dp_rank = engine_->dp_rank();
   auto sums = torch::zeros({3}, torch::kDouble);  // loss sum, correct, count
   double loss_sum = 0, correct = 0, count = 0;
-  for (int64_t start = dp_rank * chunk; start < n; start += chunk * plan_.dp) {
+  // ZeRO-3's forward gathers parameters over the replicas: each runs every round, a replica past the
+  // end on one uncounted sample.
+  const bool collective = engine_->collective_forward();
+  const int64_t rounds = (n + chunk * plan_.dp - 1) / (chunk * plan_.dp);
+  for (int64_t start = dp_rank * chunk, round = 0; start < n || (collective && round < rounds);
+       start += chunk * plan_.dp, ++round) {
     std::vector<int64_t> idx;
     for (int64_t i = start; i < std::min(n, start + chunk); ++i) idx.push_back(i);
+    const bool filler = idx.empty();
+    if (filler) idx.push_back(0);
     Batch b = data_.eval->collate(idx);
     auto scope = precision_->autocast();
     auto out = engine_->forward_only(*model_, b.input.to(device_));
-    if (!out.defined()) continue;  // a pipeline stage before the last
+    if (!out.defined() || filler) continue;  // a pipeline stage before the last, or the filler
     auto target = b.target.to(device_);
     const double l = model_->loss_sum(out, target).item<double>(), k = model_->correct(out, target).item<double>();
     if (!engine_->reports_loss()) continue;  // another rank of the tensor-parallel group counts it
@@ -427,6 +434,13 @@ void Trainer::log_step(const StepResult& r) {
                         {"time", unix_now()}};
   if (tokens) rec["tokens_per_s"] = unit_rate;
   if (r.skipped) rec["skipped"] = true;
+  // The training state rank 0 holds after the step, measured from the engine's tensors.
+  const StateBytes state = engine_->state_bytes();
+  constexpr double kMiB = 1024.0 * 1024.0;
+  rec["param_mb"] = state.params / kMiB;
+  rec["grad_mb"] = state.grads / kMiB;
+  rec["opt_state_mb"] = state.optimizer / kMiB;
+  if (state.host > 0) rec["host_state_mb"] = state.host / kMiB;
   device_metrics_.add_to(rec);
   if (auto* s = precision_->scaler()) rec["loss_scale"] = s->scale();
   metrics_->write(rec);

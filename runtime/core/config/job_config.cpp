@@ -615,11 +615,11 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
   if (c.parallel.mode == "auto") {
     const ParallelConfig d;
     if (c.parallel.tp != d.tp || c.parallel.pp != d.pp || c.parallel.dp != d.dp || c.parallel.zero != d.zero ||
-        c.parallel.recompute != d.recompute) {
-      problems.add(
-          from({"parallel.mode", "parallel.dp", "parallel.tp", "parallel.pp", "parallel.zero", "parallel.recompute"}) +
-          ": [parallel]: dp, tp, pp, zero and recompute are chosen by the planner "
-          "when parallel.mode = \"auto\"; set parallel.mode = \"explicit\" to fix them");
+        c.parallel.recompute != d.recompute || c.parallel.offload != d.offload) {
+      problems.add(from({"parallel.mode", "parallel.dp", "parallel.tp", "parallel.pp", "parallel.zero",
+                         "parallel.recompute", "parallel.offload"}) +
+                   ": [parallel]: dp, tp, pp, zero, offload and recompute are chosen by the planner "
+                   "when parallel.mode = \"auto\"; set parallel.mode = \"explicit\" to fix them");
     }
   }
   // Last, and only alone: parse_window throws its problem (its one line) itself.

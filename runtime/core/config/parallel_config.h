@@ -13,7 +13,8 @@ struct ParallelConfig {
   int64_t dp = 0;                       // explicit: data-parallel ranks (0 = world / (tp * pp))
   int64_t tp = 1;                       // explicit: tensor-parallel ranks
   int64_t pp = 1;                       // explicit: pipeline stages
-  int64_t zero = 0;                     // explicit: ZeRO stage on the dp dimension (0, 1, 2)
+  int64_t zero = 0;                     // explicit: ZeRO stage on the dp dimension (0, 1, 2, 3)
+  std::string offload = "none";         // explicit: "optimizer" = master weights, state and step on the host
   int64_t micro_batch = 0;              // most samples per rank per forward/backward (0 = planner picks)
   bool recompute = false;               // explicit: recompute activations per block in backward
   std::string pp_schedule = "1f1b";     // pipeline schedule: "1f1b" or "gpipe"
@@ -35,8 +36,14 @@ struct ParallelConfig {
     v("dp", dp, "explicit: data-parallel size (0 = world size / (tp * pp)).", cfg::at_least(0));
     v("tp", tp, "explicit: tensor-parallel size.", cfg::at_least(1));
     v("pp", pp, "explicit: pipeline-parallel stages.", cfg::at_least(1));
-    v("zero", zero, "explicit: ZeRO stage over data parallel (0 = off, 1 = optimizer state, 2 = + gradients).",
-      cfg::range(0, 2));
+    v("zero", zero,
+      "explicit: ZeRO stage over data parallel (0 = off, 1 = optimizer state, 2 = + gradients, "
+      "3 = + parameters, gathered one block at a time).",
+      cfg::range(0, 3));
+    v("offload", offload,
+      "explicit: \"optimizer\" keeps the fp32 master weights and the optimizer state in host memory "
+      "and runs the optimizer step on the CPU (with any ZeRO stage); \"none\" keeps them on the device.",
+      cfg::one_of({"none", "optimizer"}));
     v("micro_batch", micro_batch,
       "Most samples per rank per forward/backward; a share it does not divide is split into "
       "micro-batches that differ by one sample (0 = the planner picks).",
