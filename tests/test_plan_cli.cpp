@@ -224,6 +224,41 @@ TEST(PlanCli, LlamaPresetIsSizedFromItsShape) {
   EXPECT_LE(chosen.at("memory_bytes").get<double>(), 80.0 * (1 << 30)) << chosen.dump();
 }
 
+// Llama-3.1-8B on 2 x 80 GiB: only sharded parameters or an offloaded optimizer fit (16 B/param of
+// fp32 weights, gradients and AdamW moments is 120 GiB), and the plan says so; on 1 GPU the offload
+// plan, or exactly how much is missing.
+TEST(PlanCli, Llama8bFitsTwoGpusWithZero3OrOffload) {
+  test::TempDir dir;
+  test::write_file(dir.file("l8b.toml"),
+                   "[model]\npreset = \"llama-3.1-8b\"\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = "
+                   "16\nsteps = 1000\n[precision]\ndtype = \"bf16\"\n");
+  const std::string cmd = clean_env("") + GTRAIN_BINARY " plan " + dir.file("l8b.toml") + " --gpu-mem 80GiB";
+  auto two = run_command(cmd + " --gpus 2 --json");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  const auto j2 = nlohmann::json::parse(two.output.substr(0, two.output.rfind('}') + 1));
+  const auto& c2 = j2.at("chosen");
+  ASSERT_FALSE(c2.is_null()) << two.output;
+  EXPECT_TRUE(c2.at("zero").get<int64_t>() == 3 || c2.at("offload") == "optimizer" || c2.at("tp").get<int64_t>() > 1)
+      << c2.dump();
+  EXPECT_LE(c2.at("memory_bytes").get<double>(), 80.0 * (1 << 30)) << c2.dump();
+  // No unsharded layout fits: every zero 0-2 candidate without offload or tp is over memory.
+  for (const auto& c : j2.at("candidates")) {
+    if (c.at("tp") == 1 && c.at("pp") == 1 && c.at("zero").get<int64_t>() < 3 && c.at("offload") == "none" &&
+        c.at("world") == 2) {
+      EXPECT_FALSE(c.at("feasible").get<bool>()) << c.dump();
+    }
+  }
+  auto text = run_command(cmd + " --gpus 2");
+  EXPECT_NE(text.output.find("least time per global batch"), std::string::npos) << text.output;
+  auto one = run_command(cmd + " --gpus 1");
+  if (one.exit_code == 0) {
+    EXPECT_NE(one.output.find("offload=optimizer"), std::string::npos) << one.output;
+    EXPECT_NE(one.output.find("offloaded to host memory"), std::string::npos) << one.output;
+  } else {
+    EXPECT_NE(one.output.find("over memory by"), std::string::npos) << one.output;
+  }
+}
+
 // --gpus 6 (6 on one node): the what-if table's other counts fill nodes of 8, the default, not of 6.
 TEST(PlanCli, WhatIfRowsFillNodesOfEight) {
   test::TempDir dir;

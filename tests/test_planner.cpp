@@ -65,8 +65,10 @@ void check_invariants(const PlannerInput& in, const std::vector<RankedPlan>& all
       continue;
     }
     EXPECT_EQ(r.rank, expect_rank++) << "feasible plans come first, ranked 1..n";
-    // Ranked by time; a layout that leaves ranks idle must beat the others by kIdleRankMargin.
-    const double ranked = r.time.total() * (p.idle_ranks() > 0 ? 1.0 + kIdleRankMargin : 1.0);
+    // Ranked by time; a layout that leaves ranks idle must beat the others by kIdleRankMargin, one
+    // with ZeRO-3 or offload by kShardingMargin.
+    const double ranked = r.time.total() * (p.idle_ranks() > 0 ? 1.0 + kIdleRankMargin : 1.0) *
+                          (p.zero >= 3 || p.offload ? 1.0 + kShardingMargin : 1.0);
     EXPECT_GE(ranked * (1 + 1e-12), last_time) << "ranked by time";
     last_time = ranked;
     // The replicas' shares add up to the global batch and differ by at most one sample; every
@@ -282,17 +284,21 @@ TEST(PlannerReference, Gpt13BOn8x40GBNeedsModelParallelOrZero) {
     }
   }
   EXPECT_TRUE(pure_dp_seen);
-  // gtrain run executes tensor and pipeline parallel: auto mode picks them because data
-  // parallel with ZeRO alone does not fit.
+  // gtrain run executes tensor and pipeline parallel and ZeRO-3: auto mode picks one of them
+  // because data parallel with ZeRO-1/2 alone does not fit.
   in.caps = kRunCapabilities;
   const Plan run = plan_job(in);
-  EXPECT_GT(run.tp * run.pp, 1) << run.summary();
+  EXPECT_TRUE(run.tp * run.pp > 1 || run.zero == 3 || run.offload) << run.summary();
   EXPECT_LE(run.est_memory_bytes, 40 * kGiB);
+  bool zero3_fits = false;
   for (const auto& r : all) {
-    if (r.plan.tp == 1 && r.plan.pp == 1) {
+    if (r.plan.tp == 1 && r.plan.pp == 1 && r.plan.zero < 3 && !r.plan.offload) {
       EXPECT_FALSE(r.feasible) << r.plan.summary() << ": " << r.why;
     }
+    // 12.85B x 16 B over 8 ranks is 26 GiB: fully sharded, data parallel alone fits.
+    if (r.plan.tp == 1 && r.plan.pp == 1 && r.plan.zero == 3 && r.feasible) zero3_fits = true;
   }
+  EXPECT_TRUE(zero3_fits);
 }
 
 TEST(PlannerReference, ModelThatCannotFitSaysHowMuchIsMissing) {

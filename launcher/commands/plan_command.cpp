@@ -39,7 +39,7 @@ std::string short_layout(const Plan& p) {
   // ranks than granted: "(uses 6)".
   return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " z" +
          std::to_string(p.zero) + " mb" + std::to_string(p.micro_batch) + (p.even() ? "" : "~") + "x" +
-         std::to_string(p.grad_accum) + (p.recompute ? " rc" : "") +
+         std::to_string(p.grad_accum) + (p.recompute ? " rc" : "") + (p.offload ? " off" : "") +
          (p.idle_ranks() > 0 ? " (uses " + std::to_string(p.world) + ")" : "");
 }
 
@@ -52,6 +52,7 @@ json memory_json(const MemoryEstimate& m) {
           {"optimizer", m.optimizer},
           {"activations", m.activations},
           {"workspace", m.workspace},
+          {"host", m.host},
           {"activation_per_sample", m.activation_per_sample},
           {"activation_per_sample_no_recompute", m.activation_per_sample_no_recompute},
           {"activation_per_sample_recompute", m.activation_per_sample_recompute},
@@ -75,6 +76,7 @@ json candidate_json(const RankedPlan& r) {
   const Plan& p = r.plan;
   json j = {{"rank", r.rank}, {"feasible", r.feasible},   {"dp", p.dp},  {"tp", p.tp}, {"pp", p.pp},
             {"zero", p.zero}, {"recompute", p.recompute}, {"why", r.why}};
+  j["offload"] = p.offload ? "optimizer" : "none";
   j["world"] = p.world;
   j["idle_ranks"] = p.idle_ranks();
   if (p.micro_batch > 0) {
@@ -248,6 +250,7 @@ std::string caps_text(const Capabilities& c) {
   if (c.pipeline_parallel) s += ", pp";
   if (c.max_zero > 0) s += ", ZeRO 1-" + std::to_string(c.max_zero);
   if (c.recompute) s += ", recompute";
+  if (c.offload) s += ", optimizer offload";
   return s;
 }
 
@@ -531,7 +534,8 @@ void fill_plan_json(const PlanOptions& o, const PlanReport& r, json& doc) {
   doc["capabilities"] = {{"max_zero", in.caps.max_zero},
                          {"tensor_parallel", in.caps.tensor_parallel},
                          {"pipeline_parallel", in.caps.pipeline_parallel},
-                         {"recompute", in.caps.recompute}};
+                         {"recompute", in.caps.recompute},
+                         {"offload", in.caps.offload}};
   doc["chosen"] = r.ok ? candidate_json(r.candidates.front()) : json(nullptr);
   json cj = json::array();
   for (const auto& c : r.candidates) cj.push_back(candidate_json(c));
@@ -599,7 +603,8 @@ void render_chosen(const PlanOptions& o, const PlanReport& r, std::ostream& out)
       << format_bytes(me.params) << ", grads " << format_bytes(me.grads) << " (+ " << format_bytes(me.grad_accumulators)
       << " accumulating), optimizer " << format_bytes(me.optimizer) << ", activations " << format_bytes(me.activations)
       << " (" << c.plan.micro_batch << " x " << format_bytes(me.activation_per_sample) << " x " << me.in_flight
-      << " in flight), workspace " << format_bytes(me.workspace) << "\n";
+      << " in flight), workspace " << format_bytes(me.workspace)
+      << (me.host > 0 ? ", + " + format_bytes(me.host) + " offloaded to host memory" : std::string()) << "\n";
   out << "  time per step   " << strf("%.4g", te.total()) << " s: compute " << strf("%.3g", te.compute) << ", overhead "
       << strf("%.3g", te.overhead) << ", tp comm " << strf("%.3g", te.tp_comm) << ", pp comm "
       << strf("%.3g", te.pp_comm) << ", bubble " << strf("%.3g", te.bubble) << " ("

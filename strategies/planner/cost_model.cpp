@@ -89,18 +89,43 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
   const double dp = static_cast<double>(std::max<int64_t>(1, l.dp));
   e.params = P * (4.0 + (half(in.precision) ? 2.0 : 0.0));
   e.grads = 4.0 * P / (l.zero >= 2 ? dp : 1.0);
+  // ZeRO-3: what is gathered at once, the outer unit (parameters outside the blocks, held for the
+  // step) and two blocks; without blocks the whole model is one unit.
+  const double blockP =
+      m.blocks > 0 && l.pp <= 1 ? static_cast<double>(m.params_per_block) / std::max<int64_t>(1, l.tp) : 0.0;
+  const double outerP = blockP > 0 ? std::max(0.0, P - static_cast<double>(m.blocks) * blockP) : P;
+  const double gatheredP = std::min(P, outerP + 2.0 * blockP);
+  if (l.zero >= 3) {
+    const double casts = half(in.precision) ? 2.0 * (l.recompute ? gatheredP : P) : 0.0;
+    e.params = 4.0 * P / dp + 4.0 * gatheredP + casts;
+    e.grads = 4.0 * P / dp + 4.0 * std::min(P, std::max(outerP, blockP) + blockP);
+  }
   // Autograd computes each parameter's incoming gradient, the engine copies it into the bucket and
   // frees it. A CPU heap keeps every freed block (4P at its high-water mark); a GPU's caching
   // allocator reuses them, so there only the largest parameter's counts (a transformer's embedding
   // or MLP matrix), plus the flat accumulators (4P) when a step has more than one micro-batch.
   e.grad_accumulators = 4.0 * P;
-  if (in.profile.kind == "gpu" && m.is_transformer()) {
+  if (l.zero >= 3) {
+    // Each unit's incoming gradients are copied out and freed as the unit finishes: the outer
+    // unit's and a block's at most.
+    e.grad_accumulators = 4.0 * std::min(P, outerP + blockP);
+  } else if (in.profile.kind == "gpu" && m.is_transformer()) {
     const double C = static_cast<double>(m.hidden), t = static_cast<double>(std::max<int64_t>(1, l.tp));
     const double I = m.intermediate > 0 ? static_cast<double>(m.intermediate) : 4.0 * C;
     e.grad_accumulators = std::min(e.grad_accumulators, 4.0 * std::max(static_cast<double>(m.vocab) * C, I * C) / t);
     if (l.grad_accum > 1) e.grad_accumulators += 4.0 * P;
   }
   e.optimizer = optimizer_state_bytes(in) * P / (l.zero >= 1 ? dp : 1.0);
+  if (l.offload) {
+    // The state, the fp32 master chunk and a gradient copy in host memory (ZeRO >= 1: the owned chunk).
+    const double offloaded = e.optimizer + 8.0 * P / (l.zero >= 1 ? dp : 1.0);
+    if (in.profile.kind == "gpu") {
+      e.host = offloaded;
+      e.optimizer = 0;
+    } else {
+      e.optimizer = offloaded;
+    }
+  }
 
   e.in_flight = l.pp > 1 ? (l.gpipe ? l.grad_accum : std::min(l.pp, l.grad_accum)) : 1;
   const double mb = static_cast<double>(l.micro_batch);
@@ -219,6 +244,22 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
     const double window = 0.8 * (2.0 / 3.0) * compute_mb;  // backward of one micro-batch hides comm
     if (l.zero == 0) {
       t.dp_comm = std::max(0.0, ring - window);
+    } else if (l.zero >= 3) {
+      // Per micro-batch and unit: a gather before forward and one before backward, and a
+      // reduce-scatter of the unit's gradients, with their copies (12 B/param). A GPU prefetches the
+      // gathers behind the previous block's compute (NCCL runs on its own stream); MPI on CPU ranks
+      // moves a started gather only when the engine next calls into it, so there they are exposed,
+      // and only the reduce-scatters overlap backward, as ZeRO-2's do.
+      const double half_ring = ring / 2.0;
+      const double units = m.blocks > 0 ? static_cast<double>(m.blocks) + 1.0 : 1.0;
+      const double lat = units * hw.latency_s;
+      const bool gpu = hw.kind == "gpu";
+      const double fwd_window = gpu ? 0.8 * (1.0 / 3.0) * compute_mb : 0.0;
+      const double gathers =
+          gpu ? std::max(0.0, half_ring - fwd_window) + std::max(0.0, half_ring - window) : 2.0 * half_ring;
+      t.zero_comm = accum * (gathers + 2.0 * lat + 12.0 * P / hw.memory_bw);
+      const double rs_window = gpu ? std::max(0.0, window - half_ring) : window;
+      t.dp_comm = accum * (std::max(0.0, half_ring - rs_window) + lat);
     } else {
       // Reduce-scatter gradients (half a ring) behind backward: once per step for ZeRO-1, every
       // micro-batch for ZeRO-2 (it keeps no full gradient to accumulate into); then all-gather the
@@ -230,6 +271,10 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   }
   const double updated = P / (l.zero >= 1 ? static_cast<double>(std::max<int64_t>(1, l.dp)) : 1.0);
   t.optimizer = optimizer_step_bytes(in) * updated / hw.memory_bw;
+  if (l.offload) {
+    // On the host: the step at its memory rate, gradients down and parameters up over the link.
+    t.optimizer = optimizer_step_bytes(in) * updated / hw.host_memory_rate() + 8.0 * updated / hw.host_link_rate();
+  }
   return t;
 }
 

@@ -7,7 +7,14 @@
 //   grad_accumulators  autograd's per-parameter fp32 gradients (4 B/param) before the engine
 //              copies them into the buckets, and with more than one micro-batch a step the flat
 //              accumulators they are summed into
-//   optimizer  AdamW 8 B/param, SGD momentum 4 B/param, / dp under ZeRO-1 and 2
+//   optimizer  AdamW 8 B/param, SGD momentum 4 B/param, / dp under ZeRO-1, 2 and 3
+//   ZeRO-3     params: 4 B/param / dp (the owned chunk) + the whole outer unit (embedding, final
+//              norm, head) and two blocks gathered at once (one computing, one prefetched), plus
+//              autocast's 16-bit copies of every block's weights held for backward (of the two
+//              gathered blocks only, with recompute); grads: 4 B/param / dp + two blocks' (or the
+//              outer unit's) whole gradients while they are reduce-scattered
+//   offload    the optimizer state, the fp32 master chunk and a gradient copy (8 B/param / dp) live
+//              in host memory: `host` on a GPU; on a CPU the same memory, counted in `optimizer`
 //   activations  per sample x micro_batch x micro-batches in flight (1F1B: stage 0 holds
 //              min(pp, grad_accum)); transformers use the per-block formula split by tp
 //   workspace  the profile's reserve + fragmentation x what each step allocates and frees
@@ -19,7 +26,10 @@
 //   (grad_accum + pp - 1) x per-micro-batch stage time (compute + kernel overhead + TP allreduces
 //   + PP sends), so the pipeline bubble is (pp-1)/(grad_accum+pp-1) of it; plus the DP gradient
 //   allreduce not hidden behind the last backward (ZeRO-2 reduce-scatters every micro-batch),
-//   ZeRO's parameter all-gather, and the optimizer step (memory bound).
+//   ZeRO's parameter all-gather, and the optimizer step (memory bound). ZeRO-3 gathers every block
+//   twice per micro-batch (forward, backward) and reduce-scatters its gradients once, prefetched
+//   behind the forward and backward compute; offload adds the gradient and parameter copies over
+//   the host link and steps at the host's memory rate.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +66,7 @@ void cache_stage_blocks(CostModelInput* in);
 
 struct MemoryEstimate {
   double params = 0, grads = 0, grad_accumulators = 0, optimizer = 0, activations = 0, workspace = 0;
+  double host = 0;                                // optimizer offload on a GPU: pinned host memory per rank
   double build = 0;                               // peak while building (0: the model is not split)
   double activation_per_sample = 0;               // this layout (recompute as chosen), one micro-batch sample
   double activation_per_sample_no_recompute = 0;  // the same without recompute

@@ -28,6 +28,9 @@ HardwareProfile gpu(const char* name, double mem_gib, double fp32_t, double bf16
   p.memory_bw = hbm_gbs * 1e9;
   p.intra_node_bw = intra_gbs * 1e9;
   p.inter_node_bw = inter_gbs * 1e9;
+  // A two-socket host's AdamW streams ~20 GB/s with every core; PCIe Gen4/5 x16 moves ~25 GB/s a way.
+  p.host_memory_bw = 20e9;
+  p.host_link_bw = 25e9;
   p.latency_s = 15e-6;
   p.launch_overhead_s = 5e-6;
   p.workspace_bytes = 1.5 * kGiB;  // CUDA context, cuBLAS and NCCL workspaces
@@ -153,6 +156,8 @@ nlohmann::json profile_to_json(const HardwareProfile& p) {
           {"memory_bw", p.memory_bw},
           {"intra_node_bw", p.intra_node_bw},
           {"inter_node_bw", p.inter_node_bw},
+          {"host_memory_bw", p.host_memory_bw},
+          {"host_link_bw", p.host_link_bw},
           {"latency_s", p.latency_s},
           {"launch_overhead_s", p.launch_overhead_s},
           {"workspace_bytes", p.workspace_bytes},
@@ -187,6 +192,9 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& or
   num("memory_bw", &p.memory_bw);
   num("intra_node_bw", &p.intra_node_bw);
   num("inter_node_bw", &p.inter_node_bw);
+  // Optional (profiles saved before optimizer offload lack them): 0 means memory_bw.
+  if (j.contains("host_memory_bw")) num("host_memory_bw", &p.host_memory_bw);
+  if (j.contains("host_link_bw")) num("host_link_bw", &p.host_link_bw);
   num("latency_s", &p.latency_s);
   num("launch_overhead_s", &p.launch_overhead_s);
   num("workspace_bytes", &p.workspace_bytes);

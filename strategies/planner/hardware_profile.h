@@ -23,10 +23,14 @@ struct HardwareProfile {
   double fp32_flops = 50e9;  // peak dense matmul FLOP/s per device
   double bf16_flops = 25e9;
   double fp16_flops = 25e9;
-  double efficiency = 0.5;                      // fraction of peak a training step reaches
-  double memory_bw = 10e9;                      // device memory bytes/s (optimizer step)
-  double intra_node_bw = 5e9;                   // allreduce bus bandwidth among devices of one node, bytes/s
-  double inter_node_bw = 1.25e9;                // network bandwidth per node, bytes/s
+  double efficiency = 0.5;        // fraction of peak a training step reaches
+  double memory_bw = 10e9;        // device memory bytes/s (optimizer step)
+  double intra_node_bw = 5e9;     // allreduce bus bandwidth among devices of one node, bytes/s
+  double inter_node_bw = 1.25e9;  // network bandwidth per node, bytes/s
+  // Optimizer offload: host memory bytes/s a multi-threaded CPU AdamW streams (0 = memory_bw, on a
+  // CPU the same memory), and the host-device link (PCIe / C2C) each way (0 = memory_bw).
+  double host_memory_bw = 0;
+  double host_link_bw = 0;
   double latency_s = 20e-6;                     // per collective
   double launch_overhead_s = 10e-6;             // fixed cost per kernel / op
   double workspace_bytes = 64.0 * 1024 * 1024;  // reserved per device (context, workspaces)
@@ -34,6 +38,8 @@ struct HardwareProfile {
   std::string source = "default";               // "table", "default", or "calibrated on HOST at TIME"
   std::string note;                             // caveats, e.g. how the bandwidth was measured
 
+  double host_memory_rate() const { return host_memory_bw > 0 ? host_memory_bw : memory_bw; }
+  double host_link_rate() const { return host_link_bw > 0 ? host_link_bw : memory_bw; }
   // FLOP/s a training step reaches in this precision ("fp32", "bf16", "fp16").
   double achievable_flops(const std::string& precision) const;
 };

@@ -220,9 +220,12 @@ std::string slower_because(const TimeEstimate& a, const TimeEstimate& b) {
 }
 
 // The time a candidate is ranked by: a layout that leaves granted ranks idle must beat the
-// all-ranks layouts by kIdleRankMargin, so the estimate's noise does not idle a GPU the job holds.
+// all-ranks layouts by kIdleRankMargin, so the estimate's noise does not idle a GPU the job holds;
+// ZeRO-3 and offload must win by kShardingMargin.
 double ranking_time(const RankedPlan& r) {
-  return r.time.total() * (r.plan.idle_ranks() > 0 ? 1.0 + kIdleRankMargin : 1.0);
+  const bool sharding = r.plan.zero >= 3 || r.plan.offload;
+  return r.time.total() * (r.plan.idle_ranks() > 0 ? 1.0 + kIdleRankMargin : 1.0) *
+         (sharding ? 1.0 + kShardingMargin : 1.0);
 }
 
 std::string percent(double fraction) {
@@ -359,6 +362,11 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
   if (pc.zero > in.caps.max_zero) {
     problems.push_back("zero = " + num(pc.zero) + ": ZeRO above stage " + num(in.caps.max_zero) + " cannot run yet");
   }
+  if (pc.zero == 3 && pp > 1) {
+    problems.push_back("zero = 3 with pp = " + num(pp) +
+                       ": ZeRO-3 does not run with pipeline parallel (use zero <= 2 with pp, or pp = 1)");
+  }
+  if (pc.offload == "optimizer" && !in.caps.offload) problems.push_back("offload = \"optimizer\" cannot run yet");
   if (pc.recompute && !in.caps.recompute) problems.push_back("recompute = true: activation recompute cannot run yet");
   if (pc.recompute && m.blocks <= 0) problems.push_back("recompute = true: this model has no blocks to recompute");
   int64_t batch = -1;
@@ -386,6 +394,7 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
   }
   ParallelLayout l;
   l.dp = dp, l.tp = tp, l.pp = pp, l.zero = pc.zero, l.recompute = pc.recompute;
+  l.offload = pc.offload == "optimizer";
   l.gpipe = pc.pp_schedule == "gpipe";
   RankedPlan r = best_micro_batch(c, l, batch, true);
   r.why = "explicit [parallel] layout" + (r.why.empty() ? std::string() : "; " + r.why);
@@ -426,21 +435,24 @@ void add_world_candidates(const Context& c, int64_t granted, std::vector<RankedP
         if (!fewer) all->push_back(structural_candidate(c, tp, pp, why.empty() ? batch_reason(in, dp) : why));
         continue;
       }
-      const int64_t max_zero = dp > 1 ? std::min<int64_t>(2, in.caps.max_zero) : 0;  // ZeRO needs dp > 1
+      // ZeRO needs dp > 1; ZeRO-3 does not run with pipeline parallel.
+      const int64_t max_zero = dp > 1 ? std::min<int64_t>(pp > 1 ? 2 : 3, in.caps.max_zero) : 0;
       const bool can_recompute = in.caps.recompute && in.model.blocks > 0;
       for (int64_t zero = 0; zero <= max_zero; ++zero) {
         for (int rc = 0; rc <= (can_recompute ? 1 : 0); ++rc) {
-          ParallelLayout l;
-          l.dp = dp, l.tp = tp, l.pp = pp, l.zero = zero, l.recompute = rc == 1;
-          l.gpipe = in.parallel.pp_schedule == "gpipe";
-          RankedPlan r = best_micro_batch(c, l, batch, false);
-          if (fewer && r.structural) continue;
-          r.plan.granted = granted;
-          if (r.feasible && r.plan.requested_global_batch > 0) {
-            r.why = "global batch " + num(r.plan.global_batch()) + " instead of " + num(in.train.global_batch) +
-                    " (within parallel.batch_tolerance)";
+          for (int off = 0; off <= (in.caps.offload ? 1 : 0); ++off) {
+            ParallelLayout l;
+            l.dp = dp, l.tp = tp, l.pp = pp, l.zero = zero, l.recompute = rc == 1, l.offload = off == 1;
+            l.gpipe = in.parallel.pp_schedule == "gpipe";
+            RankedPlan r = best_micro_batch(c, l, batch, false);
+            if (fewer && r.structural) continue;
+            r.plan.granted = granted;
+            if (r.feasible && r.plan.requested_global_batch > 0) {
+              r.why = "global batch " + num(r.plan.global_batch()) + " instead of " + num(in.train.global_batch) +
+                      " (within parallel.batch_tolerance)";
+            }
+            all->push_back(r);
           }
-          all->push_back(r);
         }
       }
     }

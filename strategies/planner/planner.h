@@ -48,6 +48,10 @@ struct PlannerInput {
 // A layout that leaves granted ranks idle is chosen only when this much faster than the best one
 // on all of them: the estimates are not exact, and an idle GPU the job holds needs a clear gain.
 inline constexpr double kIdleRankMargin = 0.05;
+// ZeRO-3 and optimizer offload add communication and host traffic that the estimate can only
+// approximate: a layout with either must be this much faster than the best without to be chosen
+// (or be the only one that fits).
+inline constexpr double kShardingMargin = 0.05;
 // Up to this many granted ranks, every count from half of them up is a "fewer ranks" candidate.
 inline constexpr int64_t kAllFewerRanksUpTo = 64;
 
