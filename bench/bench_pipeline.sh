@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # bench_pipeline.sh: measured pipeline bubble against (pp-1)/(m+pp-1), and tp/pp step time against
 # the planner's estimate, for a small gpt on this CPU. Usage: bench/bench_pipeline.sh [build dir]
+# (STEPS, default 12; SIZE=tiny: a 4-block width-32 gpt, the CI smoke run's every layout in a third
+# of the time)
 #
 # Bubble: with a single-rank step time T1 for the same global batch, an ideal pp-stage pipeline
 # takes T1/pp; the measured bubble is 1 - (T1/pp) / T_pp (includes send/recv and stage imbalance).
@@ -9,14 +11,15 @@ BUILD=${1:-build}
 GTRAIN=$(realpath "$BUILD/gtrain")
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
+if [[ ${SIZE:-} == tiny ]]; then L=4 C=32 T=16 V=64; else L=8 C=128 T=64 V=256; fi
 cat > "$WORK/job.toml" <<TOML
 [model]
 name = "gpt"
-n_layer = 8
+n_layer = $L
 n_head = 4
-n_embd = 128
-seq_len = 64
-vocab = 256
+n_embd = $C
+seq_len = $T
+vocab = $V
 [data]
 kind = "synthetic"
 [train]
