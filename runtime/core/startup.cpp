@@ -75,7 +75,9 @@ void reset_peak_resident() {
 }
 
 void prefer_passive_openmp() {
+#ifndef GTRAIN_OMP_SPIN_OK
   setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
+#endif
 }
 
 }  // namespace gtrain

@@ -14,6 +14,9 @@ void tune_malloc();
 // set in the torch-free gtrain before it starts gtrain-worker or mpirun, whose LibTorch reads it when
 // libgomp loads. Spinning threads (libgomp's default) fight OpenBLAS's own threads for the cores: a
 // llama step at 2 threads on a 2-core machine took 651 ms spinning, 196 ms passive (326 ms at 1).
+// Only with a LibTorch whose BLAS has its own threads (Debian's OpenBLAS, found by CMake): pip's
+// wheels run MKL in the OpenMP threads, and there passive waits cost the step 25% (235 ms against
+// 300 ms at 2 threads on the same machine).
 void prefer_passive_openmp();
 
 // A console that goes away (`gtrain run ... | head`, a tee or an ssh session that ends) must not end

@@ -82,20 +82,24 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const RotaryTa
   if (cache) {
     y = cached_attention(block, q, k, v, *cache);
   } else {
-    // Query head h (global) reads key/value head h / group_size.
-    if (group_size > 1 || kv_offset * group_size != head_offset) {
+    // Query head h (global) reads key/value head h / group_size. When this rank's query heads read
+    // exactly its key/value heads, group_size each in order, the attention kernel shares them;
+    // otherwise (replicated key/value heads under tp, or dropout) each query head gets its copy.
+    const bool grouped = kv_offset * group_size == head_offset && n_head == n_kv * group_size;
+    const bool dropping = dropout > 0 && is_training();
+    if (!grouped || (dropping && group_size > 1)) {
       std::vector<int64_t> heads(static_cast<size_t>(n_head));
       for (int64_t h = 0; h < n_head; ++h) heads[static_cast<size_t>(h)] = (head_offset + h) / group_size - kv_offset;
       auto idx = torch::tensor(heads, torch::kLong).to(x.device());
       k = k.index_select(1, idx);
       v = v.index_select(1, idx);
     }
-    if (dropout > 0 && is_training()) {
+    if (dropping) {
       y = compat::math_causal_attention(q, k, v, [&](const torch::Tensor& p) {
         return keyed_dropout(p, dropout, site, /*train=*/true, head_offset);
       });
     } else {
-      y = compat::causal_attention(q, k, v);
+      y = compat::causal_gqa_attention(q, k, v);
     }
   }
   y = o_proj->forward(y.transpose(1, 2).contiguous().view({B, T, n_head * head_dim}));
