@@ -20,8 +20,9 @@ void DataParallelEngine::build_units() {
   for (int64_t u = 0; u < nunits; ++u) {
     for (const auto& name : opt_.units[static_cast<size_t>(u)]) {
       auto it = index.find(name);
-      if (it == index.end()) throw Error("ZeRO-3: block " + std::to_string(u) + " names parameter '" + name +
-                                         "', which the model does not have");
+      if (it == index.end())
+        throw Error("ZeRO-3: block " + std::to_string(u) + " names parameter '" + name +
+                    "', which the model does not have");
       if (unit_of[static_cast<size_t>(it->second)] >= 0) {
         throw Error("ZeRO-3: parameter '" + name + "' is in two blocks");
       }

@@ -79,8 +79,8 @@ TEST(Zero3Eval, UnequalEvalSharesGiveTheOneRankLoss) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), zero3_job());
   auto eval_loss = [&](int ranks, const std::vector<std::string>& sets) {
-    std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("r" +
-                      std::to_string(ranks)) + " --ranks " + std::to_string(ranks) +
+    std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " +
+                      dir.file("r" + std::to_string(ranks)) + " --ranks " + std::to_string(ranks) +
                       " --set train.steps=2 --set train.global_batch=6 --set data.synthetic_samples=1600";
     for (const auto& s : sets) cmd += " --set " + s;
     auto r = test::run_command(cmd);
