@@ -22,12 +22,13 @@ case $name in
   uneven) cmd=(env STEPS=5 ROUNDS=1 "$here/bench_uneven.sh" "$build"); want='round 1: step time 3 ranks \(11/11/10\) [0-9.]+ ms +2 ranks \(16/16\) [0-9.]+ ms +ratio 3/2 [0-9.]+x' ;;
   zero3) cmd=(env STEPS=4 ROUNDS=1 SIZE=tiny "$here/bench_zero3.sh" "$build")
          want='round 1: step time zero3 [0-9.]+ ms +zero2 [0-9.]+ ms +ratio zero3/zero2 [0-9.]+x' ;;
+  estimates) cmd=(env STEPS=4 SIZE=tiny "$here/bench_estimates.sh" "$build"); want='within 10%: [0-9]+ of 9 layouts' ;;
   dp) cmd=("$venv" run env STEPS=8 "$here/bench_dp.sh" "$build"); want='round 2: samples/s gtrain [0-9.]+ +pytorch-ddp [0-9.]+ +ratio [0-9.]+x' ;;
   llama) cmd=("$venv" run env SIZE=tiny STEPS=8 ROUNDS=1 THREADS=1 "$here/bench_llama.sh" "$build")
          want='round 1: step time gtrain [0-9.]+ ms +transformers eager [0-9.]+ ms +ratio transformers/gtrain [0-9.]+x' ;;
   gpu_gpt2) cmd=("$venv" run env BUILD="$build" OUT="$tmp/out" "$here/gpu_gpt2.sh" --smoke --no-record)
             want='gtrain / eager' ;;
-  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 dp llama gpu_gpt2)" >&2; exit 2 ;;
+  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 estimates dp llama gpu_gpt2)" >&2; exit 2 ;;
 esac
 rc=0
 "${cmd[@]}" >"$tmp/out.txt" 2>&1 || rc=$?

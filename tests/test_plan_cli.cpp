@@ -378,6 +378,42 @@ TEST(PlanCli, BadFlagsExitTwoNamingTheFlag) {
   }
 }
 
+// A run keeps the planner's estimate beside each measured step (est_step_s) and says once when the
+// settled median is more than 25% away from it: here a saved profile claims 1000x this CPU's rate.
+TEST(PlanCli, RunSaysOnceWhenTheStepEstimateIsFarOff) {
+  test::TempDir dir;
+  char host[256] = {0};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  nlohmann::json prof = {{"name", "cpu"},         {"kind", "cpu"},        {"memory_bytes", 0},
+                         {"fp32_flops", 1e15},    {"bf16_flops", 1e15},   {"fp16_flops", 1e15},
+                         {"efficiency", 1.0},     {"memory_bw", 1e14},    {"intra_node_bw", 1e14},
+                         {"inter_node_bw", 1e14}, {"latency_s", 0.0},     {"launch_overhead_s", 0.0},
+                         {"workspace_bytes", 0},  {"fragmentation", 0.0}, {"source", "test: far too fast"}};
+  test::write_file(dir.file(std::string("profile-") + host + ".json"), prof.dump());
+  test::write_file(dir.file("mlp.toml"),
+                   "[model]\nname = \"mlp\"\nhidden = [64]\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = "
+                   "16\nsteps = 12\nthreads = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"plain\"\n");
+  auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " run " + dir.file("mlp.toml") +
+                       " --ranks 1 --run-dir " + dir.file("run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string said = "above the planner's estimate";
+  const auto at = r.output.find(said);
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(said, at + 1), std::string::npos) << "said once\n" << r.output;
+  EXPECT_NE(r.output.find("gtrain plan --calibrate"), std::string::npos) << r.output;
+  int estimates = 0, with_est = 0;
+  for (const auto& rec : test::read_jsonl(dir.file("run/metrics.jsonl"))) {
+    if (rec.value("kind", "") == "estimate") {
+      ++estimates;
+      EXPECT_GT(rec.at("error").get<double>(), 0.25) << rec.dump();
+      EXPECT_GT(rec.at("measured_step_s").get<double>(), rec.at("est_step_s").get<double>());
+    }
+    if (rec.value("kind", "") == "train" && rec.contains("est_step_s")) ++with_est;
+  }
+  EXPECT_EQ(estimates, 1);
+  EXPECT_EQ(with_est, 12);
+}
+
 TEST(PlanCli, CalibrateSavesAProfileLaterPlansUse) {
   test::TempDir dir;
   auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " plan --calibrate --json");
@@ -388,7 +424,14 @@ TEST(PlanCli, CalibrateSavesAProfileLaterPlansUse) {
   EXPECT_EQ(c.at("allreduce_measured_by"), "memcpy proxy");
   const std::string saved = c.at("saved_to");
   ASSERT_TRUE(std::filesystem::exists(saved));
-  EXPECT_EQ(nlohmann::json::parse(test::read_file(saved)).at("kind"), "cpu");
+  const auto profile = nlohmann::json::parse(test::read_file(saved));
+  EXPECT_EQ(profile.at("kind"), "cpu");
+  // The per-thread figures the CPU step-time model prices a rank's threads with.
+  for (const char* k : {"cores", "fp32_flops_1thread", "attention_flops_1thread", "elementwise_bw", "norm_s",
+                        "activation_s", "softmax_s", "optimizer_s", "memory_bound_speedup", "block_speedup"}) {
+    EXPECT_GT(profile.at(k).get<double>(), 0.0) << k;
+  }
+  EXPECT_GE(profile.at("block_remainder_s").get<double>(), 0.0);
 
   test::write_file(dir.file("mlp.toml"),
                    "[model]\nname = \"mlp\"\nhidden = [32]\n[data]\nkind = \"synthetic\"\nsynthetic_samples = 256\n"

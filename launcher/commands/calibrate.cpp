@@ -4,13 +4,18 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <vector>
 
 #include "runtime/common/torch_threads.h"
 #include "runtime/core/startup.h"
+#include "runtime/models/activations.h"
+#include "runtime/models/gpt.h"
+#include "strategies/planner/cost_model.h"
 
 namespace gtrain {
 namespace {
@@ -60,6 +65,115 @@ double host_copy_bw(double budget_s) {
     ++reps;
   } while (since(t0) < budget_s || reps < 2);
   return 2.0 * static_cast<double>(bytes) * static_cast<double>(reps) / since(t0);
+}
+
+// Bytes/s (read + written) of the elementwise ops a training step is made of besides its matmuls
+// (add, GELU, softmax, each writing a new tensor), on activation-sized tensors of 512K floats.
+double elementwise_rate(double budget_s) {
+  torch::NoGradGuard ng;
+  const int64_t n = 512 * 1024;
+  auto a = torch::randn({n}), b = torch::randn({n});
+  auto step = [&]() {
+    auto c = a + b;                                    // 3n floats
+    auto d = torch::gelu(a);                           // 2n
+    auto e = torch::softmax(b.view({512, 1024}), -1);  // 2n
+    return c.sum().item<float>() + d[0].item<float>() + e[0][0].item<float>();
+  };
+  step();
+  int64_t reps = 0;
+  const auto t0 = Clock::now();
+  do {
+    step();
+    ++reps;
+  } while (since(t0) < budget_s || reps < 2);
+  return 7.0 * 4.0 * static_cast<double>(n) * static_cast<double>(reps) / since(t0);
+}
+
+// Seconds per element of `f` forward and backward on `x` (autograd, one thread), repeated for about
+// `budget_s`.
+double per_element_seconds(const torch::Tensor& x0, const std::function<torch::Tensor(const torch::Tensor&)>& f,
+                           double budget_s) {
+  auto x = x0.clone().requires_grad_(true);
+  auto g = torch::randn_like(x0);
+  auto once = [&]() {
+    auto y = f(x);
+    y.backward(g.view_as(y));
+    x.mutable_grad() = torch::Tensor();
+  };
+  once();
+  int64_t reps = 0;
+  const auto t0 = Clock::now();
+  do {
+    once();
+    ++reps;
+  } while (since(t0) < budget_s || reps < 2);
+  return since(t0) / static_cast<double>(reps) / static_cast<double>(x0.numel());
+}
+
+// FLOP/s of attention-shaped batched matmuls: 64 heads x [128 x 64] . [64 x 128].
+double attention_rate(double budget_s) {
+  torch::NoGradGuard ng;
+  auto q = torch::randn({64, 128, 64}), k = torch::randn({64, 64, 128});
+  auto s = torch::bmm(q, k);
+  int64_t reps = 0;
+  const auto t0 = Clock::now();
+  do {
+    s = torch::bmm(q, k);
+    ++reps;
+  } while (since(t0) < budget_s || reps < 2);
+  return 2.0 * 64.0 * 128.0 * 64.0 * 128.0 * static_cast<double>(reps) / since(t0);
+}
+
+// Seconds of a GELU forward and backward over 2048 x 1024 (the memory-bound layer that scales
+// least well with threads here), at the threads set now.
+double memory_bound_seconds(double budget_s) {
+  return per_element_seconds(
+      torch::randn({2048, 1024}), [](const torch::Tensor& x) { return gelu_tanh(x); }, budget_s);
+}
+
+// Seconds of one gpt block's forward and backward over 12 x 128 tokens, 192 wide, 4 heads, at the
+// threads set now: timed through a stack of 4, so activations leave the caches as a model's do.
+double gpt_block_seconds(double budget_s) {
+  std::vector<GptBlock> blocks;
+  for (int64_t i = 0; i < 4; ++i) blocks.emplace_back(192, 4, 0.0, i);
+  const auto x = torch::randn({12, 128, 192});
+  auto stack = [&](const torch::Tensor& t) {
+    torch::Tensor h = t;
+    for (auto& b : blocks) h = b->forward(h);
+    return h;
+  };
+  return static_cast<double>(x.numel()) * per_element_seconds(x, stack, budget_s) / 4.0;
+}
+
+// Seconds per parameter of an AdamW step over 1M parameters (torch::optim::AdamW, as the
+// data-parallel engine runs it on LibTorch without a fused CPU kernel).
+double adamw_seconds_per_parameter(double budget_s) {
+  const int64_t n = 1 << 20;
+  auto w = torch::randn({n}).requires_grad_(true);
+  w.mutable_grad() = torch::randn({n});
+  torch::optim::AdamW opt({w}, torch::optim::AdamWOptions(1e-3));
+  opt.step();
+  int64_t reps = 0;
+  const auto t0 = Clock::now();
+  do {
+    opt.step();
+    ++reps;
+  } while (since(t0) < budget_s || reps < 2);
+  return since(t0) / static_cast<double>(reps) / static_cast<double>(n);
+}
+
+// Seconds of one small op (dispatch and allocation, no arithmetic to speak of).
+double op_overhead(double budget_s) {
+  torch::NoGradGuard ng;
+  auto a = torch::randn({8}), b = torch::randn({8});
+  auto c = a + b;
+  int64_t reps = 0;
+  const auto t0 = Clock::now();
+  do {
+    for (int i = 0; i < 100; ++i) c = a + c;
+    reps += 100;
+  } while (since(t0) < budget_s || reps < 200);
+  return since(t0) / static_cast<double>(reps);
 }
 
 #ifdef GTRAIN_WITH_CUDA
@@ -127,10 +241,54 @@ Calibration calibrate_this_machine(const HardwareInfo& hw, double budget_s) {
   } else {
     const int threads = set_torch_threads(0, 1);
     const torch::Device dev(torch::kCPU);
-    c.matmul_fp32_flops = matmul_rate(1024, torch::kFloat, dev, 0.45 * budget_s);
+    c.matmul_fp32_flops = matmul_rate(1024, torch::kFloat, dev, 0.35 * budget_s);
     c.matmul_bf16_flops = matmul_rate(512, torch::kBFloat16, dev, 0.25 * budget_s);
-    c.copy_bw = host_copy_bw(0.2 * budget_s);
+    c.copy_bw = host_copy_bw(0.1 * budget_s);
     HardwareProfile p = default_cpu_profile(hw.cores);
+    // A large and a small matmul give the size at which a matmul reaches half its peak
+    // (r(n) = r_max n / (n + h)), on every core and on one; on one thread also attention's batched
+    // matmuls, the memory-bound layers, the optimizer and one op's fixed cost, and how much faster
+    // those layers run on every core. The cost model prices a rank's step by its threads.
+    constexpr double kLarge = 1024, kSmall = 128;
+    auto half_size = [&](double r_large, double r_small) {
+      const double q = std::min(r_small / r_large, 0.99);
+      return std::max(0.0, q * kLarge > kSmall ? kSmall * kLarge * (1.0 - q) / (q * kLarge - kSmall) : 4.0 * kLarge);
+    };
+    const double b = budget_s;
+    p.matmul_half_size_all = half_size(c.matmul_fp32_flops, matmul_rate(128, torch::kFloat, dev, 0.04 * b));
+    const double memory_bound_all = memory_bound_seconds(0.06 * b);
+    const double block_all = gpt_block_seconds(0.08 * b);
+    set_torch_threads(1, 1);
+    const double r_large = matmul_rate(static_cast<int64_t>(kLarge), torch::kFloat, dev, 0.06 * b);
+    p.matmul_half_size = half_size(r_large, matmul_rate(static_cast<int64_t>(kSmall), torch::kFloat, dev, 0.04 * b));
+    p.fp32_flops_1thread = r_large * (kLarge + p.matmul_half_size) / kLarge;
+    p.elementwise_bw = elementwise_rate(0.03 * b);
+    p.attention_flops_1thread = attention_rate(0.03 * b);
+    p.norm_s = per_element_seconds(
+        torch::randn({2048, 256}), [](const torch::Tensor& x) { return torch::layer_norm(x, {256}); }, 0.03 * b);
+    p.activation_s = per_element_seconds(
+        torch::randn({2048, 1024}), [](const torch::Tensor& x) { return gelu_tanh(x); }, 0.03 * b);
+    p.softmax_s = per_element_seconds(
+        torch::randn({64, 128, 128}), [](const torch::Tensor& x) { return torch::softmax(x, -1); }, 0.03 * b);
+    p.memory_bound_speedup = memory_bound_seconds(0.06 * b) / memory_bound_all;
+    p.optimizer_s = adamw_seconds_per_parameter(0.04 * b);
+    {
+      // A real gpt block (192 wide, 4 heads, 12 x 128 tokens; not a shape the benches use) against
+      // what cpu_block_seconds prices without a remainder: the rest, per token and width.
+      const double measured = gpt_block_seconds(0.1 * b);
+      BlockShape shape;
+      shape.seq = 128;
+      shape.width = 192;
+      shape.heads = shape.kv_heads = 4;
+      shape.head_dim = 48;
+      shape.mlp = 768;
+      const double priced = cpu_block_seconds(p, shape, 12, 1, /*with_remainder=*/false);
+      p.block_remainder_s = std::max(0.0, (measured - priced) / (12.0 * 128.0 * 192.0));
+      p.block_speedup = measured / block_all;
+    }
+    p.launch_overhead_s = op_overhead(0.02 * b);
+    set_torch_threads(0, 1);
+    p.cores = threads;
     p.fp32_flops = c.matmul_fp32_flops;
     p.bf16_flops = c.matmul_bf16_flops;
     p.fp16_flops = c.matmul_bf16_flops;

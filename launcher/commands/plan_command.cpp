@@ -48,6 +48,9 @@ json memory_json(const MemoryEstimate& m) {
           {"params", m.params},
           {"grads", m.grads},
           {"grad_accumulators", m.grad_accumulators},
+          {"gathered", m.gathered},
+          {"flat_accumulators", m.flat_accumulators},
+          {"live", m.live()},
           {"build", m.build},
           {"optimizer", m.optimizer},
           {"activations", m.activations},
@@ -419,6 +422,11 @@ void render_calibration(const CalibrationReport& r, std::ostream& out) {
       << "  matmul fp32      " << strf("%.1f", c.matmul_fp32_flops / 1e9) << " GFLOP/s\n"
       << "  matmul bf16      " << strf("%.1f", c.matmul_bf16_flops / 1e9) << " GFLOP/s\n"
       << "  memory copy      " << strf("%.2f", c.copy_bw / 1e9) << " GB/s (read + write)\n"
+      << (c.profile.per_thread() ? "  one thread       matmul " + strf("%.1f", c.profile.fp32_flops_1thread / 1e9) +
+                                       " GFLOP/s (half that at n = " + strf("%.0f", c.profile.matmul_half_size) +
+                                       "), elementwise " + strf("%.2f", c.profile.elementwise_bw / 1e9) + " GB/s, " +
+                                       strf("%.1f", c.profile.launch_overhead_s * 1e6) + " us per op\n"
+                                 : std::string())
       << "  allreduce bw     " << strf("%.2f", c.profile.intra_node_bw / 1e9) << " GB/s "
       << (c.profile.kind == "cpu"
               ? "(memcpy proxy: half the copy bandwidth; measured over MPI once the communicator exists)"
@@ -600,10 +608,12 @@ void render_chosen(const PlanOptions& o, const PlanReport& r, std::ostream& out)
         << ", within parallel.batch_tolerance)\n";
   }
   out << "  memory per " << unit << "  " << format_bytes(me.total()) << " of " << format_bytes(r.usable) << ": params "
-      << format_bytes(me.params) << ", grads " << format_bytes(me.grads) << " (+ " << format_bytes(me.grad_accumulators)
-      << " accumulating), optimizer " << format_bytes(me.optimizer) << ", activations " << format_bytes(me.activations)
-      << " (" << c.plan.micro_batch << " x " << format_bytes(me.activation_per_sample) << " x " << me.in_flight
-      << " in flight), workspace " << format_bytes(me.workspace)
+      << format_bytes(me.params)
+      << (me.gathered > 0 ? " (+ " + format_bytes(me.gathered) + " gathered at once)" : std::string()) << ", grads "
+      << format_bytes(me.grads) << " (+ " << format_bytes(me.grad_accumulators) << " accumulating), optimizer "
+      << format_bytes(me.optimizer) << ", activations " << format_bytes(me.activations) << " (" << c.plan.micro_batch
+      << " x " << format_bytes(me.activation_per_sample) << " x " << me.in_flight << " in flight), workspace "
+      << format_bytes(me.workspace)
       << (me.host > 0 ? ", + " + format_bytes(me.host) + " offloaded to host memory" : std::string()) << "\n";
   out << "  time per step   " << strf("%.4g", te.total()) << " s: compute " << strf("%.3g", te.compute) << ", overhead "
       << strf("%.3g", te.overhead) << ", tp comm " << strf("%.3g", te.tp_comm) << ", pp comm "

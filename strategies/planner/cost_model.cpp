@@ -97,9 +97,11 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
   const double gatheredP = std::min(P, outerP + 2.0 * blockP);
   if (l.zero >= 3) {
     const double casts = half(in.precision) ? 2.0 * (l.recompute ? gatheredP : P) : 0.0;
-    e.params = 4.0 * P / dp + 4.0 * gatheredP + casts;
-    e.grads = 4.0 * P / dp + 4.0 * std::min(P, std::max(outerP, blockP) + blockP);
+    e.params = 4.0 * P / dp + casts;
+    e.grads = 4.0 * P / dp;
+    e.gathered = 4.0 * std::min(P, outerP + blockP);
   }
+  if (l.grad_accum > 1 && l.zero <= 1) e.flat_accumulators = 4.0 * P;
   // Autograd computes each parameter's incoming gradient, the engine copies it into the bucket and
   // frees it. A CPU heap keeps every freed block (4P at its high-water mark); a GPU's caching
   // allocator reuses them, so there only the largest parameter's counts (a transformer's embedding
@@ -149,14 +151,13 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
     // GPipe: every stage holds all of them, the last one with each micro-batch's logits too.
     const double first = stage * static_cast<double>(e.in_flight) + (l.pp == 1 ? outer * eb : 0.0);
     const double last = (stage + outer * eb) * (l.gpipe ? static_cast<double>(e.in_flight) : 1.0);
-    // Backward's working set on top of what forward kept: one block's MLP-sized gradients and their
-    // temporaries (about 3 x 4TC, 3TI for a llama's MLP of width I) and the logits' gradient (2TV),
-    // per micro-batch sample. Measured on CPU against the resident high-water mark
-    // (tests/test_memory_estimate.cpp).
+    // Backward's working set on top of what forward kept: one block's MLP-sized gradient (TI) and
+    // the logits' gradient (2TV), per micro-batch sample. Measured tensor by tensor on CPU
+    // (tests/test_memory_components.cpp); the heap's overhead is the profile's fragmentation.
     const double T = static_cast<double>(m.seq_len), C = static_cast<double>(m.hidden);
     const double t = static_cast<double>(std::max<int64_t>(1, l.tp));
     const double I = m.intermediate > 0 ? static_cast<double>(m.intermediate) : 4.0 * C;
-    const double backward_ws = (3.0 * T * I / t + (fused ? 0.0 : 2.0 * T * static_cast<double>(m.vocab) / t)) * eb;
+    const double backward_ws = (T * I / t + (fused ? 0.0 : 2.0 * T * static_cast<double>(m.vocab) / t)) * eb;
     e.activations = (std::max(first, last) + backward_ws) * mb;
     if (fused) {
       // Two blocks of fp32 (fused_loss_block_rows(): the logits and their log-softmax, live
@@ -189,6 +190,82 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
   return e;
 }
 
+namespace {
+
+// CPU ranks of a per-thread calibrated host: the torch threads each rank runs, and the share of
+// them the host's cores give when its ranks together ask for more threads than it has.
+struct CpuThreads {
+  double threads = 1, share = 1;
+};
+CpuThreads cpu_threads(const CostModelInput& in, const ParallelLayout& l) {
+  const double world = static_cast<double>(l.dp * l.tp * l.pp);
+  const double gpn = static_cast<double>(std::max<int64_t>(1, in.topology.gpus_per_node));
+  const double ranks_here = std::max(1.0, std::min(world, gpn));
+  const double cores = static_cast<double>(in.profile.cores);
+  CpuThreads t;
+  t.threads = in.threads_per_rank > 0 ? static_cast<double>(in.threads_per_rank)
+                                      : std::max(1.0, std::floor(cores / ranks_here));
+  t.share = std::min(1.0, cores / (ranks_here * t.threads));
+  return t;
+}
+
+// One micro-batch's compute on one such rank: its blocks (one more forward each with recompute)
+// and the output layer (its matmul and log-softmax over T x V). Models that are not transformers:
+// their FLOPs at the rate of a matmul as wide as the micro-batch.
+double cpu_compute_seconds(const CostModelInput& in, const ParallelLayout& l, double flops) {
+  const ModelStats& m = in.model;
+  const HardwareProfile& hw = in.profile;
+  const CpuThreads th = cpu_threads(in, l);
+  const double mb = static_cast<double>(l.micro_batch);
+  const double precision_rate = half(in.precision) ? std::max(hw.bf16_flops, 1.0) / hw.fp32_flops : 1.0;
+  auto matmul_rate = [&](double n) { return hw.matmul_rate(n, th.threads) * th.share * precision_rate; };
+  if (!m.is_transformer() || m.blocks <= 0) return flops / matmul_rate(std::min(1024.0, std::max(1.0, mb)));
+  BlockShape b;
+  b.seq = static_cast<double>(m.seq_len);
+  b.width = static_cast<double>(m.hidden);
+  b.heads = static_cast<double>(m.heads);
+  b.head_dim = m.head_dim > 0 ? static_cast<double>(m.head_dim) : b.width / b.heads;
+  b.kv_heads = m.kv_heads > 0 ? static_cast<double>(m.kv_heads) : b.heads;
+  b.mlp = m.intermediate > 0 ? static_cast<double>(m.intermediate) : 4.0 * b.width;
+  b.gated = m.gated_mlp;
+  b.tp = static_cast<double>(std::max<int64_t>(1, l.tp));
+  const double layers = static_cast<double>(stage_blocks(in, l.pp));
+  const double recompute = l.recompute ? 4.0 / 3.0 : 1.0;  // one more forward of every block
+  const double blocks = recompute * layers * cpu_block_seconds(hw, b, mb, th.threads) / th.share;
+  // The output layer: its matmul (2 C V a token forward, 3x with backward) and the log-softmax.
+  const double V = static_cast<double>(m.vocab) / b.tp, rows = mb * b.seq;
+  const double n = 3.0 / (1.0 / rows + 1.0 / b.width + 1.0 / std::max(1.0, V));
+  const double head = 6.0 * rows * b.width * V / matmul_rate(n) +
+                      rows * V * hw.softmax_s / (hw.memory_bound_rate(th.threads) * th.share);
+  return blocks / precision_rate + head;
+}
+
+}  // namespace
+
+double cpu_block_seconds(const HardwareProfile& hw, const BlockShape& b, double samples, double threads,
+                         bool with_remainder) {
+  const double T = b.seq, C = b.width, H = b.heads, D = b.head_dim, I = b.mlp, tp = std::max(1.0, b.tp);
+  const double tokens = samples * T;
+  // On one thread. Linear layers: q, o (C x HD each), k, v (C x KV D each), the MLP (2 or 3 of
+  // C x I); 2 FLOPs a multiply-add, 3x with backward. Their size: the harmonic mean of rows, inner
+  // and output widths.
+  const double linear =
+      6.0 * tokens * (2.0 * C * H * D + 2.0 * C * b.kv_heads * D + (b.gated ? 3.0 : 2.0) * C * I) / tp;
+  const double n = 3.0 / (1.0 / tokens + 1.0 / C + tp / C);
+  // Attention: scores and their use, 4 T^2 HD a sample forward, 3x with backward.
+  const double attention = 12.0 * samples * T * T * H * D / tp;
+  double seconds = linear / hw.matmul_rate(n, 1.0) + attention / hw.attention_flops_1thread;
+  // Two norms over T x C, the MLP's activation over T x I (SwiGLU: SiLU and a product, about 1.5
+  // GELUs), the softmax over H T^2 scores; residual adds (3 TC each way, twice) and the heads'
+  // reshapes (8 TC each way) at the elementwise bandwidth (fp32).
+  const double memory = 2.0 * T * C * hw.norm_s + (b.gated ? 1.5 : 1.0) * T * I / tp * hw.activation_s +
+                        H / tp * T * T * hw.softmax_s + (12.0 * T * C + 16.0 * T * C / tp) * 4.0 / hw.elementwise_bw +
+                        (with_remainder ? T * C * hw.block_remainder_s : 0.0);
+  seconds += samples * memory;
+  // On `threads` threads: the speed-up a real block measured on every core, in proportion.
+  return seconds / hw.block_rate(threads);
+}
+
 TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   const ModelStats& m = in.model;
   const HardwareProfile& hw = in.profile;
@@ -203,7 +280,8 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   // One micro-batch through one stage on one device.
   const double batch = share * static_cast<double>(l.dp);  // what dp replicas of that share would take
   const double flops = batch * m.flops_per_sample * (l.recompute ? 4.0 / 3.0 : 1.0) / world;
-  const double compute_mb = flops / hw.achievable_flops(in.precision) / accum;
+  const double compute_mb =
+      hw.per_thread() ? cpu_compute_seconds(in, l, flops / accum) : flops / hw.achievable_flops(in.precision) / accum;
   const double layers = m.blocks > 0 ? static_cast<double>(stage_blocks(in, l.pp)) : 1.0;
   // About 12 kernels per block forward, 3 passes (forward, two for backward), plus loss/embedding.
   const double overhead_mb = 3.0 * (12.0 * layers + 4.0) * hw.launch_overhead_s;
@@ -271,6 +349,15 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   }
   const double updated = P / (l.zero >= 1 ? static_cast<double>(std::max<int64_t>(1, l.dp)) : 1.0);
   t.optimizer = optimizer_step_bytes(in) * updated / hw.memory_bw;
+  if (hw.per_thread()) {
+    // The measured AdamW step per parameter (SGD moves 12-20 of AdamW's 28 bytes a parameter).
+    const CpuThreads th = cpu_threads(in, l);
+    // And the gradient path over the rank's parameters: zeroing, the copy into the flat buckets
+    // (each micro-batch), the norm and the clipping, about 12 + 12 a micro-batch bytes a parameter.
+    const double speed = hw.memory_bound_rate(th.threads) * th.share;
+    t.optimizer = hw.optimizer_s * optimizer_step_bytes(in) / 28.0 * updated / speed +
+                  (12.0 + 12.0 * accum) * P / hw.elementwise_bw / speed;
+  }
   if (l.offload) {
     // On the host: the step at its memory rate, gradients down and parameters up over the link.
     t.optimizer = optimizer_step_bytes(in) * updated / hw.host_memory_rate() + 8.0 * updated / hw.host_link_rate();

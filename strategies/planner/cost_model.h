@@ -8,11 +8,11 @@
 //              copies them into the buckets, and with more than one micro-batch a step the flat
 //              accumulators they are summed into
 //   optimizer  AdamW 8 B/param, SGD momentum 4 B/param, / dp under ZeRO-1, 2 and 3
-//   ZeRO-3     params: 4 B/param / dp (the owned chunk) + the whole outer unit (embedding, final
-//              norm, head) and two blocks gathered at once (one computing, one prefetched), plus
-//              autocast's 16-bit copies of every block's weights held for backward (of the two
-//              gathered blocks only, with recompute); grads: 4 B/param / dp + two blocks' (or the
-//              outer unit's) whole gradients while they are reduce-scattered
+//   ZeRO-3     params: 4 B/param / dp (the owned chunk), plus autocast's 16-bit copies of every
+//              block's weights held for backward (of the gathered blocks only, with recompute);
+//              grads: 4 B/param / dp (the owned chunk, filled as units finish); gathered: the
+//              whole outer unit (embedding, final norm, head) and one block, gathered when
+//              backward starts, the step's peak (measured: tests/test_memory_components.cpp)
 //   offload    the optimizer state, the fp32 master chunk and a gradient copy (8 B/param / dp) live
 //              in host memory: `host` on a GPU; on a CPU the same memory, counted in `optimizer`
 //   activations  per sample x micro_batch x micro-batches in flight (1F1B: stage 0 holds
@@ -56,6 +56,9 @@ struct CostModelInput {
   HardwareProfile profile;
   Topology topology;
   bool fused_loss = false;  // output layer + loss in row blocks (tp = 1): no whole logits
+  // CPU ranks: torch threads each rank runs (train.threads; 0 = the cores of a host shared by the
+  // ranks on it). Only a per-thread calibrated profile (HardwareProfile::per_thread) uses it.
+  int64_t threads_per_rank = 0;
   // [pp] = blocks on the most loaded of pp pipeline stages, filled once by cache_stage_blocks() for
   // a planner run's thousands of estimates (empty: each estimate splits the stages itself).
   std::vector<int64_t> stage_blocks;
@@ -66,15 +69,21 @@ void cache_stage_blocks(CostModelInput* in);
 
 struct MemoryEstimate {
   double params = 0, grads = 0, grad_accumulators = 0, optimizer = 0, activations = 0, workspace = 0;
-  double host = 0;                                // optimizer offload on a GPU: pinned host memory per rank
-  double build = 0;                               // peak while building (0: the model is not split)
-  double activation_per_sample = 0;               // this layout (recompute as chosen), one micro-batch sample
+  double gathered = 0;               // ZeRO-3: parameters gathered from the other ranks at the step's peak
+  double flat_accumulators = 0;      // fp32 buckets micro-batches are summed into (grad_accum > 1, ZeRO 0/1)
+  double host = 0;                   // optimizer offload on a GPU: pinned host memory per rank
+  double build = 0;                  // peak while building (0: the model is not split)
+  double activation_per_sample = 0;  // this layout (recompute as chosen), one micro-batch sample
   double activation_per_sample_no_recompute = 0;  // the same without recompute
   double activation_per_sample_recompute = 0;     // and with recompute
   int64_t in_flight = 1;                          // micro-batches a stage holds at once
   // What the framework's allocator holds at most (torch.cuda.max_memory_allocated on a GPU): the
   // training figure less the device reserve and fragmentation.
-  double tensors() const { return params + grads + grad_accumulators + optimizer + activations; }
+  double tensors() const { return params + grads + gathered + grad_accumulators + optimizer + activations; }
+  // The tensors live at the step's peak (a CPU allocator hook counts these: metrics.jsonl's
+  // param_mb + grad_mb + opt_state_mb + host_state_mb + step_tensor_peak_mb), without what a heap
+  // or caching allocator keeps of freed blocks (grad_accumulators, workspace).
+  double live() const { return params + grads + gathered + flat_accumulators + optimizer + activations; }
   double training() const { return tensors() + workspace; }
   double total() const { return training() > build ? training() : build; }
 };
@@ -95,6 +104,20 @@ struct TimeEstimate {
 
 // Parameters held by one device of the most loaded stage (before ZeRO sharding).
 double params_per_device(const ModelStats& m, int64_t tp, int64_t pp);
+
+// One transformer block's shape, for pricing it on a per-thread calibrated CPU.
+struct BlockShape {
+  double seq = 0, width = 0, heads = 0, head_dim = 0, kv_heads = 0, mlp = 0;  // T, C, H, D, KV, I
+  bool gated = false;                                                         // SwiGLU
+  double tp = 1;                                                              // tensor-parallel split
+};
+// Seconds of the block's forward + backward over `samples` sequences on a HardwareProfile::per_thread
+// CPU: its linear layers at the rate a matmul of their size reaches on `threads` threads,
+// attention's batched matmuls, the memory-bound layers (norms, activation, softmax), the residual
+// adds and head reshapes at the elementwise bandwidth, and (`with_remainder`) the profile's measured
+// remainder per token and width (what `gtrain plan --calibrate` timed on a real block beyond these).
+double cpu_block_seconds(const HardwareProfile& hw, const BlockShape& b, double samples, double threads,
+                         bool with_remainder = true);
 
 MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l);
 TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l);

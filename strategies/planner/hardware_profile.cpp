@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "runtime/core/errors.h"
 
@@ -51,6 +52,30 @@ double HardwareProfile::achievable_flops(const std::string& precision) const {
   return std::max(1.0, peak * efficiency);
 }
 
+namespace {
+// Where `threads` sits between one thread (0) and every core (1).
+double core_fraction(double threads, int cores) {
+  if (cores <= 1) return 0.0;
+  const double t = std::max(1.0, std::min(threads, static_cast<double>(cores)));
+  return (t - 1.0) / static_cast<double>(cores - 1);
+}
+}  // namespace
+
+double HardwareProfile::matmul_rate(double n, double threads) const {
+  const double one = fp32_flops_1thread * n / (n + matmul_half_size);
+  const double all = fp32_flops * (1024.0 + matmul_half_size_all) / 1024.0 * n / (n + matmul_half_size_all);
+  const double f = core_fraction(threads, cores);
+  return one + f * (std::max(all, one) - one);
+}
+
+double HardwareProfile::memory_bound_rate(double threads) const {
+  return 1.0 + core_fraction(threads, cores) * (std::max(1.0, memory_bound_speedup) - 1.0);
+}
+
+double HardwareProfile::block_rate(double threads) const {
+  return 1.0 + core_fraction(threads, cores) * (std::max(1.0, block_speedup) - 1.0);
+}
+
 const std::vector<HardwareProfile>& gpu_profile_table() {
   // name, GiB, fp32 / bf16 / fp16 dense TFLOP/s, efficiency, HBM GB/s, NVLink (or PCIe) allreduce
   // bus GB/s, network GB/s per node. fp32 is plain FP32 (PyTorch does not use TF32 for matmul by
@@ -80,7 +105,7 @@ HardwareProfile default_cpu_profile(int cores) {
   // reused at once). Measured against VmHWM for several GPT shapes (tests/test_memory_estimate.cpp);
   // 1F1B pipelines fragment more (strategies/cost_model.cpp).
   p.workspace_bytes = 8.0 * 1024 * 1024;
-  p.fragmentation = 0.30;
+  p.fragmentation = 0.40;
   p.source = "default";
   p.note = "not calibrated: run gtrain plan --calibrate to measure this machine";
   return p;
@@ -158,6 +183,19 @@ nlohmann::json profile_to_json(const HardwareProfile& p) {
           {"inter_node_bw", p.inter_node_bw},
           {"host_memory_bw", p.host_memory_bw},
           {"host_link_bw", p.host_link_bw},
+          {"cores", p.cores},
+          {"fp32_flops_1thread", p.fp32_flops_1thread},
+          {"matmul_half_size", p.matmul_half_size},
+          {"matmul_half_size_all", p.matmul_half_size_all},
+          {"elementwise_bw", p.elementwise_bw},
+          {"attention_flops_1thread", p.attention_flops_1thread},
+          {"norm_s", p.norm_s},
+          {"activation_s", p.activation_s},
+          {"softmax_s", p.softmax_s},
+          {"optimizer_s", p.optimizer_s},
+          {"memory_bound_speedup", p.memory_bound_speedup},
+          {"block_remainder_s", p.block_remainder_s},
+          {"block_speedup", p.block_speedup},
           {"latency_s", p.latency_s},
           {"launch_overhead_s", p.launch_overhead_s},
           {"workspace_bytes", p.workspace_bytes},
@@ -195,6 +233,24 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& or
   // Optional (profiles saved before optimizer offload lack them): 0 means memory_bw.
   if (j.contains("host_memory_bw")) num("host_memory_bw", &p.host_memory_bw);
   if (j.contains("host_link_bw")) num("host_link_bw", &p.host_link_bw);
+  // Optional (profiles saved before per-thread calibration lack them): 0 = not measured.
+  double cores = 0;
+  if (j.contains("cores")) num("cores", &cores);
+  p.cores = static_cast<int>(std::min(cores, 1e6));
+  if (j.contains("fp32_flops_1thread")) num("fp32_flops_1thread", &p.fp32_flops_1thread);
+  for (auto [key, field] : {std::pair<const char*, double*>{"elementwise_bw", &p.elementwise_bw},
+                            {"attention_flops_1thread", &p.attention_flops_1thread},
+                            {"norm_s", &p.norm_s},
+                            {"activation_s", &p.activation_s},
+                            {"softmax_s", &p.softmax_s},
+                            {"optimizer_s", &p.optimizer_s},
+                            {"memory_bound_speedup", &p.memory_bound_speedup},
+                            {"block_remainder_s", &p.block_remainder_s},
+                            {"block_speedup", &p.block_speedup},
+                            {"matmul_half_size", &p.matmul_half_size},
+                            {"matmul_half_size_all", &p.matmul_half_size_all}}) {
+    if (j.contains(key)) num(key, field);
+  }
   num("latency_s", &p.latency_s);
   num("launch_overhead_s", &p.launch_overhead_s);
   num("workspace_bytes", &p.workspace_bytes);

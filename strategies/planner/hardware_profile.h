@@ -31,6 +31,22 @@ struct HardwareProfile {
   // CPU the same memory), and the host-device link (PCIe / C2C) each way (0 = memory_bw).
   double host_memory_bw = 0;
   double host_link_bw = 0;
+  // CPU, measured by `gtrain plan --calibrate` (0 = not measured: the peak rate times `efficiency`
+  // stands for every matmul and thread count). The step is then priced by threads per rank:
+  int cores = 0;                       // threads fp32_flops was measured with (every core)
+  double fp32_flops_1thread = 0;       // large fp32 matmul on one thread
+  double matmul_half_size = 0;         // one thread: n at which an n^3 matmul reaches half that rate
+  double matmul_half_size_all = 0;     // the same on every core (the peak there is fp32_flops)
+  double attention_flops_1thread = 0;  // attention's batched matmuls (64 x [128 x 64] . [64 x 128])
+  double elementwise_bw = 0;           // bytes/s (read + written) of elementwise ops on one thread
+  // Seconds per element, forward + backward, one thread: LayerNorm over rows of 256, GELU (tanh),
+  // softmax over rows of 128; and seconds per parameter of an AdamW step.
+  double norm_s = 0, activation_s = 0, softmax_s = 0, optimizer_s = 0;
+  double memory_bound_speedup = 0;  // every core against one on those layers
+  // A real transformer block's forward + backward on one thread beyond what cpu_block_seconds
+  // prices (copies, bias gradients, autograd's own work), seconds per token and width.
+  double block_remainder_s = 0;
+  double block_speedup = 0;                     // that block on every core against one thread
   double latency_s = 20e-6;                     // per collective
   double launch_overhead_s = 10e-6;             // fixed cost per kernel / op
   double workspace_bytes = 64.0 * 1024 * 1024;  // reserved per device (context, workspaces)
@@ -42,6 +58,17 @@ struct HardwareProfile {
   double host_link_rate() const { return host_link_bw > 0 ? host_link_bw : memory_bw; }
   // FLOP/s a training step reaches in this precision ("fp32", "bf16", "fp16").
   double achievable_flops(const std::string& precision) const;
+  // Calibrated CPU figures present (threads, matmul size and elementwise ops priced separately).
+  bool per_thread() const {
+    return kind == "cpu" && cores > 0 && fp32_flops_1thread > 0 && elementwise_bw > 0 && attention_flops_1thread > 0 &&
+           norm_s > 0 && activation_s > 0 && softmax_s > 0 && optimizer_s > 0 && memory_bound_speedup > 0 &&
+           block_speedup > 0;
+  }
+  // per_thread(): FLOP/s of an n^3 matmul on `threads` threads (between the one-thread and
+  // every-core curves), and how many times one thread's rate the memory-bound layers reach.
+  double matmul_rate(double n, double threads) const;
+  double memory_bound_rate(double threads) const;
+  double block_rate(double threads) const;
 };
 
 // V100-32GB, A100-40GB, A100-80GB, H100-80GB, H200, L40S.

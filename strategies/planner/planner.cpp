@@ -314,6 +314,7 @@ Context make_context(const PlannerInput& in) {
   c.cost.optimizer = in.optimizer.name;
   c.cost.momentum = in.optimizer.momentum;
   c.cost.precision = in.precision.dtype;
+  c.cost.threads_per_rank = in.train.threads;
   c.cost.profile = in.profile;
   c.cost.topology = {in.world, c.gpn, (in.world + c.gpn - 1) / c.gpn};
   // gpt's fused output layer + loss (train.fused_loss; "auto" = on for GPU ranks).
