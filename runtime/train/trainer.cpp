@@ -317,6 +317,8 @@ StepResult Trainer::train_step() {
     Batch b = prefetch_->next();
     return std::make_pair(b.input.to(device_, /*non_blocking=*/true), b.target.to(device_, /*non_blocking=*/true));
   };
+  // CPU ranks meter the tensors of the steps they log (the hook costs a lookup per allocation).
+  const bool metered = !device_.is_cuda() && values_needed(step_ + 1) && tensor_meter_.start();
   torch::Tensor loss_acc = engine_->run_micro_batches(work);
   r.data_wait_s = prefetch_->take_wait_seconds();
   if (comm_->size() > 1) comm_->allreduce(loss_acc, ReduceOp::kSum);
@@ -331,6 +333,7 @@ StepResult Trainer::train_step() {
     RECORD_USER_SCOPE("gtrain::optimizer");
     norm = engine_->clip_and_step(r.lr, config_.train.grad_clip);
   }
+  if (metered) r.tensor_peak_bytes = tensor_meter_.stop();
   r.skipped = !ok;
   ++step_;
   r.step = step_;
@@ -412,7 +415,38 @@ bool Trainer::values_needed(int64_t step) const {
   return step == 1 || step % config_.log.metrics_interval == 0 || step == total_steps_ || progress_->prints(step - 1);
 }
 
+void Trainer::check_estimate(const StepResult& r) {
+  constexpr int64_t kWarmup = 2, kSettled = 5;
+  constexpr double kTolerance = 0.25;
+  if (estimate_checked_ || plan_.est_step_seconds <= 0 || r.skipped) return;
+  if (thread_tuner_ && thread_tuner_->active()) return;  // steps at trial thread counts
+  if (r.step <= kWarmup || (device_.is_cuda() && !r.values_read)) return;
+  settled_steps_.push_back(r.seconds);
+  if (static_cast<int64_t>(settled_steps_.size()) < kSettled) return;
+  estimate_checked_ = true;
+  std::vector<double> t = settled_steps_;
+  std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
+  const double measured = t[t.size() / 2], est = plan_.est_step_seconds;
+  const double error = measured / est - 1.0;
+  if (std::fabs(error) <= kTolerance) return;
+  metrics_->write({{"kind", "estimate"},
+                   {"step", r.step},
+                   {"est_step_s", est},
+                   {"measured_step_s", measured},
+                   {"error", error},
+                   {"profile", plan_.profile}});
+  if (comm_->rank() != 0) return;
+  char buf[320];
+  std::snprintf(buf, sizeof(buf),
+                "step time %.4g s (median of steps %lld-%lld) is %.0f%% %s the planner's estimate %.4g s%s%s: "
+                "plans here choose from wrong figures; run `gtrain plan --calibrate` on this machine",
+                measured, (long long)(r.step - kSettled + 1), (long long)r.step, 100.0 * std::fabs(error),
+                error > 0 ? "above" : "below", est, plan_.profile.empty() ? "" : " for ", plan_.profile.c_str());
+  progress_->message(buf);
+}
+
 void Trainer::log_step(const StepResult& r) {
+  check_estimate(r);
   if (!r.values_read) return;  // neither printed nor logged (values_needed)
   const double samples = static_cast<double>(layout_.global_batch());
   const double rate = samples / std::max(r.seconds, 1e-9);
@@ -434,6 +468,7 @@ void Trainer::log_step(const StepResult& r) {
                         {"time", unix_now()}};
   if (tokens) rec["tokens_per_s"] = unit_rate;
   if (r.skipped) rec["skipped"] = true;
+  if (plan_.est_step_seconds > 0) rec["est_step_s"] = plan_.est_step_seconds;
   // The training state rank 0 holds after the step, measured from the engine's tensors.
   const StateBytes state = engine_->state_bytes();
   constexpr double kMiB = 1024.0 * 1024.0;
@@ -441,6 +476,7 @@ void Trainer::log_step(const StepResult& r) {
   rec["grad_mb"] = state.grads / kMiB;
   rec["opt_state_mb"] = state.optimizer / kMiB;
   if (state.host > 0) rec["host_state_mb"] = state.host / kMiB;
+  if (r.tensor_peak_bytes >= 0) rec["step_tensor_peak_mb"] = r.tensor_peak_bytes / kMiB;
   device_metrics_.add_to(rec);
   if (auto* s = precision_->scaler()) rec["loss_scale"] = s->scale();
   metrics_->write(rec);

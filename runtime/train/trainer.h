@@ -20,6 +20,7 @@
 #include "runtime/metrics/device_metrics.h"
 #include "runtime/metrics/metrics_log.h"
 #include "runtime/metrics/progress.h"
+#include "runtime/metrics/tensor_meter.h"
 #include "runtime/models/model.h"
 #include "runtime/precision/precision.h"
 #include "runtime/train/parallel_engine.h"
@@ -35,6 +36,9 @@ struct StepResult {
   double data_wait_s = 0;   // time this step waited for batches
   bool skipped = false;     // fp16 overflow: no update
   bool values_read = true;  // false: loss and grad_norm stayed on the GPU (not logged this step)
+  // CPU ranks, logged steps: the highest bytes of tensors the step allocated and had not yet freed
+  // (activations, transient gradients, gathered parameters; TensorMeter). -1 = not measured.
+  double tensor_peak_bytes = -1;
 };
 
 struct EvalResult {
@@ -118,6 +122,11 @@ class Trainer {
   // the loss and norm are read from the device only then, so other steps never wait for the GPU.
   bool values_needed(int64_t step) const;
   void log_step(const StepResult& r);
+  // After a few settled steps: the median step against the planner's estimate, said once (and
+  // recorded as an "estimate" record) when more than 25% apart.
+  void check_estimate(const StepResult& r);
+  std::vector<double> settled_steps_;  // step seconds after warm-up, until the check ran
+  bool estimate_checked_ = false;
   void maybe_checkpoint(bool final);
   // "" = go on. Before the first step (before_first_step) only a deadline already past counts.
   std::string stop_check(double last_step_seconds, bool before_first_step = false);
@@ -159,6 +168,7 @@ class Trainer {
   nlohmann::json pending_resume_record_;  // the "resume" record, written when the stage starts
   double stage_start_unix_ = 0;
   DeviceMetrics device_metrics_;  // the memory and utilisation figures of train records
+  TensorMeter tensor_meter_;      // CPU ranks: a logged step's transient tensors
   int64_t last_read_step_ = -1;   // CUDA: the last step whose values were read, and when
   std::chrono::steady_clock::time_point last_read_time_;
   std::unique_ptr<class ThreadTuner> thread_tuner_;  // set_thread_tuning; done once it has chosen
