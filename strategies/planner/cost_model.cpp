@@ -100,8 +100,14 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
     e.params = 4.0 * P / dp + casts;
     e.grads = 4.0 * P / dp;
     e.gathered = 4.0 * std::min(P, outerP + blockP);
+    // With recompute the activations at backward's start are small, and the previous block's whole
+    // gradients are still being reduce-scattered while the next one is recomputed.
+    if (l.recompute) e.gathered += 4.0 * std::min(P, blockP);
   }
-  if (l.grad_accum > 1 && l.zero <= 1) e.flat_accumulators = 4.0 * P;
+  // Several micro-batches a step: ZeRO 0-2 sum them in flat fp32 buckets kept between steps;
+  // ZeRO-2 and 3 also hold each micro-batch's reduced chunk until it is added to the shard.
+  if (l.grad_accum > 1 && l.zero <= 2) e.flat_accumulators = 4.0 * P;
+  if (l.grad_accum > 1 && l.zero >= 2) e.grads += 4.0 * P / dp;
   // Autograd computes each parameter's incoming gradient, the engine copies it into the bucket and
   // frees it. A CPU heap keeps every freed block (4P at its high-water mark); a GPU's caching
   // allocator reuses them, so there only the largest parameter's counts (a transformer's embedding

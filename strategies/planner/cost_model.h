@@ -69,8 +69,10 @@ void cache_stage_blocks(CostModelInput* in);
 
 struct MemoryEstimate {
   double params = 0, grads = 0, grad_accumulators = 0, optimizer = 0, activations = 0, workspace = 0;
-  double gathered = 0;               // ZeRO-3: parameters gathered from the other ranks at the step's peak
-  double flat_accumulators = 0;      // fp32 buckets micro-batches are summed into (grad_accum > 1, ZeRO 0/1)
+  // ZeRO-3: whole blocks at the step's peak (gathered parameters; with recompute also the previous
+  // block's gradients, still being reduce-scattered).
+  double gathered = 0;
+  double flat_accumulators = 0;      // fp32 buckets micro-batches are summed into (grad_accum > 1, ZeRO 0-2)
   double host = 0;                   // optimizer offload on a GPU: pinned host memory per rank
   double build = 0;                  // peak while building (0: the model is not split)
   double activation_per_sample = 0;  // this layout (recompute as chosen), one micro-batch sample
