@@ -83,12 +83,9 @@ TEST(CpuCostModel, ThreadsAndSharedCoresPriceTheStep) {
 
 TEST(CpuCostModel, BlockPriceIsTheSumOfItsTerms) {
   const HardwareProfile p = two_core_host();
-  BlockShape b;
-  b.seq = 128;
-  b.width = 256;
-  b.heads = b.kv_heads = 4;
-  b.head_dim = 64;
-  b.mlp = 1024;
+  BlockShape b = BlockShape::gpt(128, 256, 4);
+  EXPECT_EQ(b.head_dim, 64);
+  EXPECT_EQ(b.mlp, 1024);
   const double with = cpu_block_seconds(p, b, 16, 1), without = cpu_block_seconds(p, b, 16, 1, false);
   EXPECT_NEAR(with - without, 16.0 * 128 * 256 * p.block_remainder_s, 1e-12);
   // Linear layers: 6 x tokens x 12 C^2 FLOPs at the rate of a 361-wide matmul on one thread.

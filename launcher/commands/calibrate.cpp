@@ -276,13 +276,7 @@ Calibration calibrate_this_machine(const HardwareInfo& hw, double budget_s) {
       // A real gpt block (192 wide, 4 heads, 12 x 128 tokens; not a shape the benches use) against
       // what cpu_block_seconds prices without a remainder: the rest, per token and width.
       const double measured = gpt_block_seconds(0.1 * b);
-      BlockShape shape;
-      shape.seq = 128;
-      shape.width = 192;
-      shape.heads = shape.kv_heads = 4;
-      shape.head_dim = 48;
-      shape.mlp = 768;
-      const double priced = cpu_block_seconds(p, shape, 12, 1, /*with_remainder=*/false);
+      const double priced = cpu_block_seconds(p, BlockShape::gpt(128, 192, 4), 12, 1, /*with_remainder=*/false);
       p.block_remainder_s = std::max(0.0, (measured - priced) / (12.0 * 128.0 * 192.0));
       p.block_speedup = measured / block_all;
     }

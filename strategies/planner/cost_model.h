@@ -112,6 +112,10 @@ struct BlockShape {
   double seq = 0, width = 0, heads = 0, head_dim = 0, kv_heads = 0, mlp = 0;  // T, C, H, D, KV, I
   bool gated = false;                                                         // SwiGLU
   double tp = 1;                                                              // tensor-parallel split
+  // A gpt block: C / H wide heads, as many key/value heads, a 4C GELU MLP.
+  static BlockShape gpt(double seq, double width, double heads) {
+    return {seq, width, heads, width / heads, heads, 4.0 * width, false, 1};
+  }
 };
 // Seconds of the block's forward + backward over `samples` sequences on a HardwareProfile::per_thread
 // CPU: its linear layers at the rate a matmul of their size reaches on `threads` threads,
