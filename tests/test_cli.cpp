@@ -94,7 +94,7 @@ TEST(Cli, IntervalCheckpointComesBeforeIntervalEvaluation) {
     std::vector<std::string> out;  // "checkpoint@10", "eval@10", ...
     for (const auto& j : test::read_jsonl(run + "/metrics.jsonl")) {
       const std::string kind = j.value("kind", "");
-      if (kind == "checkpoint" || kind == "eval" || kind == "stage_end")
+      if (kind == "checkpoint" || kind == "eval" || kind == "eval_stopped" || kind == "stage_end")
         out.push_back(kind + "@" + std::to_string(j.value("step", -1)));
     }
     return out;
@@ -102,12 +102,12 @@ TEST(Cli, IntervalCheckpointComesBeforeIntervalEvaluation) {
   auto r = gtrain_run(dir.file("tiny.toml"), dir.file("run"), " --set checkpoint.interval=10");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(order(dir.file("run")), (std::vector<std::string>{"checkpoint@10", "eval@10", "checkpoint@20", "eval@20"}));
-  // A deadline within the save lead (at least 7 s) after step 1 ends the stage there, after step 1's save and
-  // evaluation.
+  // A deadline within the save lead (at least 7 s) after step 1 ends the stage there, after step 1's save,
+  // during its evaluation (a deadline is acted on between an evaluation's rounds of batches).
   auto stop = gtrain_run(dir.file("tiny.toml"), dir.file("run2"),
                          " --set checkpoint.interval=1 --set train.eval_interval=1 --time-limit 5s");
   ASSERT_EQ(stop.exit_code, 3) << stop.output;
-  EXPECT_EQ(order(dir.file("run2")), (std::vector<std::string>{"checkpoint@1", "eval@1", "stage_end@1"}));
+  EXPECT_EQ(order(dir.file("run2")), (std::vector<std::string>{"checkpoint@1", "eval_stopped@1", "stage_end@1"}));
   EXPECT_TRUE(fs::exists(dir.file("run2/checkpoints/step_00000001/manifest.json")));
 }
 

@@ -340,6 +340,49 @@ TEST(Stages, StopSignalToTheLauncherStopsEveryRankWithExit3) {
   }
 }
 
+// A stop signal that arrives during an evaluation between steps is acted on at the evaluation's
+// next round of batches, not after it: the ranks agree, save the step they finished and exit 3.
+TEST(Stages, StopSignalDuringEvaluationIsNotDelayed) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), kGpt);
+  // 200k held-out samples: minutes of evaluation after step 2, were it not stopped.
+  const pid_t pid = test::spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
+                                           " --ranks 2 --set train.steps=1000 --set train.eval_interval=2" +
+                                           " --set train.eval_batches=0 --set data.synthetic_samples=800000",
+                                       dir.file("out.log"));
+  for (int i = 0; i < 6000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into the evaluation
+  const auto t0 = Clock::now();
+  kill(pid, SIGTERM);
+  const int rc = test::wait_exit(pid);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::string out = test::read_file(dir.file("out.log"));
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_LT(seconds, 5.0) << out;  // the evaluation alone takes about 9 s here
+  const auto records = test::read_jsonl(dir.file("run/metrics.jsonl"));
+  int stopped = 0, evals = 0;
+  for (const auto& r : records) {
+    if (r.value("kind", "") == "eval_stopped") {
+      ++stopped;
+      EXPECT_EQ(r.at("step").get<int64_t>(), 2) << r.dump();
+      EXPECT_EQ(r.at("reason").get<std::string>(), "signal 15") << r.dump();
+    }
+    if (r.value("kind", "") == "eval") ++evals;
+  }
+  EXPECT_EQ(stopped, 1) << out;
+  EXPECT_EQ(evals, 0) << "the evaluation was cut short, so it reports nothing: " << out;
+  const auto ledger = test::lines(test::read_file(dir.file("run/stages.jsonl")));
+  ASSERT_FALSE(ledger.empty()) << out;
+  const auto last = nlohmann::json::parse(ledger.back());
+  EXPECT_EQ(last.at("exit").get<std::string>(), "resumable: signal 15") << ledger.back();
+  EXPECT_EQ(last.at("step_to").get<int64_t>(), 2) << ledger.back();
+  auto ckpts = list_checkpoints(dir.file("run/checkpoints"));
+  ASSERT_EQ(ckpts.size(), 1u) << out;
+  EXPECT_EQ(ckpts[0].step, 2);
+}
+
 // A TERM that is not in schedule.stop_signals ends the job as it would have ended mpirun: no rank is
 // left behind, and gtrain exits 128 + 15.
 TEST(Stages, SignalOutsideTheStopListEndsEveryRank) {

@@ -367,7 +367,7 @@ StepResult Trainer::train_step() {
   return r;
 }
 
-EvalResult Trainer::evaluate() {
+EvalResult Trainer::evaluate(double last_step_s) {
   EvalResult res;
   if (!data_.eval) return res;
   torch::NoGradGuard ng;
@@ -381,12 +381,23 @@ EvalResult Trainer::evaluate() {
   // ZeRO-3's forward gathers parameters over the replicas: each runs every round, a replica past the
   // end on one uncounted sample.
   const bool collective = engine_->collective_forward();
+  // Every rank runs every round when the forward is a collective (ZeRO-3) or when the rounds end
+  // with a stop check (a collective too); otherwise a replica stops at its last batch.
+  const bool interruptible = last_step_s >= 0;
   const int64_t rounds = (n + chunk * plan_.dp - 1) / (chunk * plan_.dp);
-  for (int64_t start = dp_rank * chunk, round = 0; start < n || (collective && round < rounds);
+  for (int64_t start = dp_rank * chunk, round = 0; start < n || ((collective || interruptible) && round < rounds);
        start += chunk * plan_.dp, ++round) {
+    if (interruptible && round > 0) {
+      res.stopped = stop_check(last_step_s);
+      if (!res.stopped.empty()) {
+        model_->train();
+        return res;
+      }
+    }
     std::vector<int64_t> idx;
     for (int64_t i = start; i < std::min(n, start + chunk); ++i) idx.push_back(i);
     const bool filler = idx.empty();
+    if (filler && !collective) continue;  // this replica is done; it only keeps the stop checks company
     if (filler) idx.push_back(0);
     Batch b = data_.eval->collate(idx);
     auto scope = precision_->autocast();
@@ -573,7 +584,11 @@ TrainSummary Trainer::run_stage() {
     // The interval checkpoint comes before the interval evaluation: an error while evaluating loses no step.
     maybe_checkpoint(false);
     if (config_.train.eval_interval > 0 && step_ % config_.train.eval_interval == 0) {
-      auto e = evaluate();
+      auto e = evaluate(last.seconds);
+      if (!e.stopped.empty()) {
+        metrics_->write({{"kind", "eval_stopped"}, {"step", step_}, {"reason", e.stopped}});
+        return end_stage(e.stopped);
+      }
       if (data_.eval) {
         metrics_->write(
             {{"kind", "eval"}, {"step", step_}, {"loss", e.loss}, {"accuracy", e.accuracy}, {"samples", e.samples}});

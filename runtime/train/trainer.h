@@ -45,6 +45,7 @@ struct EvalResult {
   double loss = NAN;
   double accuracy = NAN;
   int64_t samples = 0;
+  std::string stopped;  // evaluate(last_step_s >= 0): the stop the ranks agreed on mid-way ("" = none)
 };
 
 struct TrainSummary {
@@ -90,7 +91,10 @@ class Trainer {
   int64_t total_steps() const { return total_steps_; }
   int64_t steps_done() const { return step_; }
   StepResult train_step();
-  EvalResult evaluate();
+  // The held-out loss and accuracy. With `last_step_s` >= 0 (an evaluation between steps) the
+  // ranks check for a stop signal or deadline after every round of batches and, when one is agreed,
+  // stop there (EvalResult::stopped) so that a long evaluation never delays a stop.
+  EvalResult evaluate(double last_step_s = -1);
   TrainSummary run();
 
   void set_stage(StageOptions stage) { stage_ = std::move(stage); }
