@@ -1,7 +1,14 @@
-// test_device_metrics.cpp: the memory and utilisation figures of metrics.jsonl's train records.
+// test_device_metrics.cpp: the memory and utilisation figures of metrics.jsonl's train records, and
+// TensorMeter, which counts a step's tensors on CPU ranks.
 #include <gtest/gtest.h>
 
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
 #include "runtime/metrics/device_metrics.h"
+#include "runtime/metrics/tensor_meter.h"
 
 namespace gtrain {
 namespace {
@@ -44,6 +51,33 @@ TEST(DeviceMetrics, HostMemoryAboveTheBaseline) {
   nlohmann::json cpu = nlohmann::json::object();
   DeviceMetrics(-1, -1, {}).add_to(cpu);
   EXPECT_TRUE(cpu.empty());
+}
+
+// The highest net bytes a stretch allocates, not what was live before it; and freeing tensors from
+// before it (every step frees the last one's) prints nothing, though c10 warns of such frees
+// every 1000th time while its memory-reporting hook is installed.
+TEST(TensorMeter, CountsWhatAStretchAllocatesAndStaysQuiet) {
+  std::vector<torch::Tensor> earlier;
+  for (int i = 0; i < 2500; ++i) earlier.push_back(torch::ones({64}));
+  TensorMeter meter;
+  testing::internal::CaptureStderr();
+  ASSERT_TRUE(meter.start());
+  earlier.clear();  // 2500 frees of blocks the hook never saw allocated
+  {
+    auto a = torch::empty({1 << 20});  // 4 MiB
+    auto b = torch::empty({1 << 19});  // 2 MiB, live with a
+  }
+  auto c = torch::empty({1 << 18});  // 1 MiB, after both were freed
+  const double peak = meter.stop();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_GE(peak, 6.0 * kMb);
+  EXPECT_LT(peak, 6.0 * kMb + 64 * 1024) << "only the two tensors, not what was live before";
+  EXPECT_EQ(err.find("unknown size"), std::string::npos) << err;
+  EXPECT_FALSE(meter.active());
+  // A second stretch starts from zero.
+  ASSERT_TRUE(meter.start());
+  { auto d = torch::empty({1 << 16}); }
+  EXPECT_NEAR(meter.stop(), 256.0 * 1024, 1024.0);
 }
 
 }  // namespace

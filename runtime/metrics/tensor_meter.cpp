@@ -20,6 +20,16 @@ struct third_argument<R (C::*)(A1, A2, A3, A4, A5)> {
 };
 using ReportedBytes = third_argument<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::type;
 
+// The least severity c10's LOG() prints (2 = errors only): glog's flag where LibTorch logs through
+// glog (Debian's), else c10's own.
+int& log_level() {
+#ifdef C10_USE_GLOG
+  return FLAGS_minloglevel;
+#else
+  return FLAGS_caffe2_log_level;
+#endif
+}
+
 }  // namespace
 
 // Sees every CPU allocation made on the thread while it is installed, and the frees of those
@@ -47,9 +57,9 @@ bool TensorMeter::start() {
   reporter_->net = reporter_->peak = 0;
   c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, reporter_);
   // c10 warns (every 1000th time) when a tensor allocated before counting began is freed: every
-  // step frees the last one's, which is expected here.
-  saved_log_level_ = FLAGS_caffe2_log_level;
-  FLAGS_caffe2_log_level = std::max(saved_log_level_, 2);  // errors only
+  // step frees the last one's, which is expected here. Errors only while counting.
+  saved_log_level_ = log_level();
+  log_level() = std::max(saved_log_level_, 2);
   active_ = true;
   return true;
 }
@@ -57,7 +67,7 @@ bool TensorMeter::start() {
 double TensorMeter::stop() {
   if (!active_) return 0.0;
   c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
-  FLAGS_caffe2_log_level = saved_log_level_;
+  log_level() = saved_log_level_;
   active_ = false;
   return static_cast<double>(reporter_->peak);
 }
