@@ -360,7 +360,7 @@ TEST(Stages, StopSignalDuringEvaluationIsNotDelayed) {
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const std::string out = test::read_file(dir.file("out.log"));
   EXPECT_EQ(rc, 3) << out;
-  EXPECT_LT(seconds, 5.0) << out;  // the evaluation alone takes about 9 s here
+  EXPECT_LT(seconds, 8.0) << out;  // the evaluation alone takes about 9 s here (27 s sanitized)
   const auto records = test::read_jsonl(dir.file("run/metrics.jsonl"));
   int stopped = 0, evals = 0;
   for (const auto& r : records) {
