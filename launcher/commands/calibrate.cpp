@@ -67,66 +67,58 @@ double host_copy_bw(double budget_s) {
   return 2.0 * static_cast<double>(bytes) * static_cast<double>(reps) / since(t0);
 }
 
+// Seconds per call of `f`: one untimed call, then calls for about `budget_s` (at least two).
+template <typename F>
+double seconds_per_call(double budget_s, F&& f) {
+  f();
+  int64_t calls = 0;
+  const auto t0 = Clock::now();
+  do {
+    f();
+    ++calls;
+  } while (since(t0) < budget_s || calls < 2);
+  return since(t0) / static_cast<double>(calls);
+}
+
 // Bytes/s (read + written) of the elementwise ops a training step is made of besides its matmuls
 // (add, GELU, softmax, each writing a new tensor), on activation-sized tensors of 512K floats.
 double elementwise_rate(double budget_s) {
   torch::NoGradGuard ng;
   const int64_t n = 512 * 1024;
   auto a = torch::randn({n}), b = torch::randn({n});
-  auto step = [&]() {
+  const double s = seconds_per_call(budget_s, [&]() {
     auto c = a + b;                                    // 3n floats
     auto d = torch::gelu(a);                           // 2n
     auto e = torch::softmax(b.view({512, 1024}), -1);  // 2n
     return c.sum().item<float>() + d[0].item<float>() + e[0][0].item<float>();
-  };
-  step();
-  int64_t reps = 0;
-  const auto t0 = Clock::now();
-  do {
-    step();
-    ++reps;
-  } while (since(t0) < budget_s || reps < 2);
-  return 7.0 * 4.0 * static_cast<double>(n) * static_cast<double>(reps) / since(t0);
+  });
+  return 7.0 * 4.0 * static_cast<double>(n) / s;
 }
 
-// Seconds per element of `f` forward and backward on `x` (autograd, one thread), repeated for about
-// `budget_s`.
+// Seconds per element of `f` forward and backward on `x` (autograd), for about `budget_s`.
 double per_element_seconds(const torch::Tensor& x0, const std::function<torch::Tensor(const torch::Tensor&)>& f,
                            double budget_s) {
   auto x = x0.clone().requires_grad_(true);
   auto g = torch::randn_like(x0);
-  auto once = [&]() {
-    auto y = f(x);
-    y.backward(g.view_as(y));
-    x.mutable_grad() = torch::Tensor();
-  };
-  once();
-  int64_t reps = 0;
-  const auto t0 = Clock::now();
-  do {
-    once();
-    ++reps;
-  } while (since(t0) < budget_s || reps < 2);
-  return since(t0) / static_cast<double>(reps) / static_cast<double>(x0.numel());
+  return seconds_per_call(budget_s,
+                          [&]() {
+                            auto y = f(x);
+                            y.backward(g.view_as(y));
+                            x.mutable_grad() = torch::Tensor();
+                          }) /
+         static_cast<double>(x0.numel());
 }
 
 // FLOP/s of attention-shaped batched matmuls: 64 heads x [128 x 64] . [64 x 128].
 double attention_rate(double budget_s) {
   torch::NoGradGuard ng;
   auto q = torch::randn({64, 128, 64}), k = torch::randn({64, 64, 128});
-  auto s = torch::bmm(q, k);
-  int64_t reps = 0;
-  const auto t0 = Clock::now();
-  do {
-    s = torch::bmm(q, k);
-    ++reps;
-  } while (since(t0) < budget_s || reps < 2);
-  return 2.0 * 64.0 * 128.0 * 64.0 * 128.0 * static_cast<double>(reps) / since(t0);
+  return 2.0 * 64.0 * 128.0 * 64.0 * 128.0 / seconds_per_call(budget_s, [&]() { return torch::bmm(q, k); });
 }
 
-// Seconds of a GELU forward and backward over 2048 x 1024 (the memory-bound layer that scales
-// least well with threads here), at the threads set now.
-double memory_bound_seconds(double budget_s) {
+// Seconds per element of a GELU forward and backward over 2048 x 1024, at the threads set now:
+// the model's activation, and the memory-bound layer that scales least well with threads here.
+double gelu_seconds(double budget_s) {
   return per_element_seconds(
       torch::randn({2048, 1024}), [](const torch::Tensor& x) { return gelu_tanh(x); }, budget_s);
 }
@@ -152,28 +144,18 @@ double adamw_seconds_per_parameter(double budget_s) {
   auto w = torch::randn({n}).requires_grad_(true);
   w.mutable_grad() = torch::randn({n});
   torch::optim::AdamW opt({w}, torch::optim::AdamWOptions(1e-3));
-  opt.step();
-  int64_t reps = 0;
-  const auto t0 = Clock::now();
-  do {
-    opt.step();
-    ++reps;
-  } while (since(t0) < budget_s || reps < 2);
-  return since(t0) / static_cast<double>(reps) / static_cast<double>(n);
+  return seconds_per_call(budget_s, [&]() { opt.step(); }) / static_cast<double>(n);
 }
 
 // Seconds of one small op (dispatch and allocation, no arithmetic to speak of).
 double op_overhead(double budget_s) {
   torch::NoGradGuard ng;
-  auto a = torch::randn({8}), b = torch::randn({8});
-  auto c = a + b;
-  int64_t reps = 0;
-  const auto t0 = Clock::now();
-  do {
-    for (int i = 0; i < 100; ++i) c = a + c;
-    reps += 100;
-  } while (since(t0) < budget_s || reps < 200);
-  return since(t0) / static_cast<double>(reps);
+  auto a = torch::randn({8}), c = torch::randn({8});
+  return seconds_per_call(budget_s,
+                          [&]() {
+                            for (int i = 0; i < 100; ++i) c = a + c;
+                          }) /
+         100.0;
 }
 
 #ifdef GTRAIN_WITH_CUDA
@@ -256,7 +238,7 @@ Calibration calibrate_this_machine(const HardwareInfo& hw, double budget_s) {
     };
     const double b = budget_s;
     p.matmul_half_size_all = half_size(c.matmul_fp32_flops, matmul_rate(128, torch::kFloat, dev, 0.04 * b));
-    const double memory_bound_all = memory_bound_seconds(0.06 * b);
+    const double gelu_all = gelu_seconds(0.06 * b);
     const double block_all = gpt_block_seconds(0.08 * b);
     set_torch_threads(1, 1);
     const double r_large = matmul_rate(static_cast<int64_t>(kLarge), torch::kFloat, dev, 0.06 * b);
@@ -266,11 +248,10 @@ Calibration calibrate_this_machine(const HardwareInfo& hw, double budget_s) {
     p.attention_flops_1thread = attention_rate(0.03 * b);
     p.norm_s = per_element_seconds(
         torch::randn({2048, 256}), [](const torch::Tensor& x) { return torch::layer_norm(x, {256}); }, 0.03 * b);
-    p.activation_s = per_element_seconds(
-        torch::randn({2048, 1024}), [](const torch::Tensor& x) { return gelu_tanh(x); }, 0.03 * b);
+    p.activation_s = gelu_seconds(0.06 * b);
     p.softmax_s = per_element_seconds(
         torch::randn({64, 128, 128}), [](const torch::Tensor& x) { return torch::softmax(x, -1); }, 0.03 * b);
-    p.memory_bound_speedup = memory_bound_seconds(0.06 * b) / memory_bound_all;
+    p.memory_bound_speedup = p.activation_s / gelu_all;
     p.optimizer_s = adamw_seconds_per_parameter(0.04 * b);
     {
       // A real gpt block (192 wide, 4 heads, 12 x 128 tokens; not a shape the benches use) against

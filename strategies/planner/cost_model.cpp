@@ -19,6 +19,12 @@ double activation_element_bytes(const std::string& precision) {
   return half(precision) ? 2.4 : 4.0;
 }
 
+// The size a CPU matmul of rows x inner . inner x outer runs at, for HardwareProfile::matmul_rate:
+// the harmonic mean of its three dimensions (the smallest one limits it most).
+double matmul_size(double rows, double inner, double outer) {
+  return 3.0 / (1.0 / rows + 1.0 / inner + 1.0 / std::max(1.0, outer));
+}
+
 // Bytes per element sent between ranks (activations and their gradients).
 double wire_bytes(const std::string& precision) {
   return half(precision) ? 2.0 : 4.0;
@@ -240,8 +246,7 @@ double cpu_compute_seconds(const CostModelInput& in, const ParallelLayout& l, do
   const double blocks = recompute * layers * cpu_block_seconds(hw, b, mb, th.threads) / th.share;
   // The output layer: its matmul (2 C V a token forward, 3x with backward) and the log-softmax.
   const double V = static_cast<double>(m.vocab) / b.tp, rows = mb * b.seq;
-  const double n = 3.0 / (1.0 / rows + 1.0 / b.width + 1.0 / std::max(1.0, V));
-  const double head = 6.0 * rows * b.width * V / matmul_rate(n) +
+  const double head = 6.0 * rows * b.width * V / matmul_rate(matmul_size(rows, b.width, V)) +
                       rows * V * hw.softmax_s / (hw.memory_bound_rate(th.threads) * th.share);
   return blocks / precision_rate + head;
 }
@@ -253,11 +258,10 @@ double cpu_block_seconds(const HardwareProfile& hw, const BlockShape& b, double 
   const double T = b.seq, C = b.width, H = b.heads, D = b.head_dim, I = b.mlp, tp = std::max(1.0, b.tp);
   const double tokens = samples * T;
   // On one thread. Linear layers: q, o (C x HD each), k, v (C x KV D each), the MLP (2 or 3 of
-  // C x I); 2 FLOPs a multiply-add, 3x with backward. Their size: the harmonic mean of rows, inner
-  // and output widths.
+  // C x I); 2 FLOPs a multiply-add, 3x with backward; sized as rows x C . C x C / tp.
   const double linear =
       6.0 * tokens * (2.0 * C * H * D + 2.0 * C * b.kv_heads * D + (b.gated ? 3.0 : 2.0) * C * I) / tp;
-  const double n = 3.0 / (1.0 / tokens + 1.0 / C + tp / C);
+  const double n = matmul_size(tokens, C, C / tp);
   // Attention: scores and their use, 4 T^2 HD a sample forward, 3x with backward.
   const double attention = 12.0 * samples * T * T * H * D / tp;
   double seconds = linear / hw.matmul_rate(n, 1.0) + attention / hw.attention_flops_1thread;
