@@ -317,8 +317,9 @@ StepResult Trainer::train_step() {
     Batch b = prefetch_->next();
     return std::make_pair(b.input.to(device_, /*non_blocking=*/true), b.target.to(device_, /*non_blocking=*/true));
   };
-  // CPU ranks meter the tensors of the steps they log (the hook costs a lookup per allocation).
-  const bool metered = !device_.is_cuda() && values_needed(step_ + 1) && tensor_meter_.start();
+  // CPU ranks meter the tensors of the steps metrics.jsonl records (the hook costs a lookup per
+  // allocation; every CPU step reads its values, so values_needed would meter them all).
+  const bool metered = !device_.is_cuda() && metrics_->enabled() && recorded_step(step_ + 1) && tensor_meter_.start();
   torch::Tensor loss_acc = engine_->run_micro_batches(work);
   r.data_wait_s = prefetch_->take_wait_seconds();
   if (comm_->size() > 1) comm_->allreduce(loss_acc, ReduceOp::kSum);
@@ -420,10 +421,14 @@ EvalResult Trainer::evaluate(double last_step_s) {
   return res;
 }
 
+bool Trainer::recorded_step(int64_t step) const {
+  // The first step too: where the loss starts is worth knowing.
+  return step == 1 || step % config_.log.metrics_interval == 0 || step == total_steps_;
+}
+
 bool Trainer::values_needed(int64_t step) const {
   if (!device_.is_cuda()) return true;
-  // The first step too: where the loss starts is worth knowing.
-  return step == 1 || step % config_.log.metrics_interval == 0 || step == total_steps_ || progress_->prints(step - 1);
+  return recorded_step(step) || progress_->prints(step - 1);
 }
 
 void Trainer::check_estimate(const StepResult& r) {
@@ -465,7 +470,7 @@ void Trainer::log_step(const StepResult& r) {
   const double unit_rate = tokens ? rate * static_cast<double>(tokens_per_sample_) : rate;
   progress_->update(r.step - 1, r.loss, unit_rate, tokens ? "tokens" : "samples", r.lr);
   if (!metrics_->enabled()) return;
-  if (r.step % config_.log.metrics_interval != 0 && r.step != total_steps_ && r.step != 1) return;
+  if (!recorded_step(r.step)) return;
   nlohmann::json rec = {{"kind", "train"},
                         {"step", r.step},
                         {"loss", r.loss},

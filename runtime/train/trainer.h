@@ -125,6 +125,9 @@ class Trainer {
   // Whether step `step` (1-based, just done) logs or prints its values (and the first step): on CUDA
   // the loss and norm are read from the device only then, so other steps never wait for the GPU.
   bool values_needed(int64_t step) const;
+  // Whether metrics.jsonl gets a train record for step `step` (1-based): the first, every
+  // log.metrics_interval-th and the last.
+  bool recorded_step(int64_t step) const;
   void log_step(const StepResult& r);
   // After a few settled steps: the median step against the planner's estimate, said once (and
   // recorded as an "estimate" record) when more than 25% apart.
