@@ -82,6 +82,30 @@ fi
   echo "nvcc: $(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || echo none)"
 } | tee "$OUTDIR/facts.txt"
 
+# A build packed elsewhere (bench/gpu_pack_build.sh, with --no-build): its own libraries in lib/,
+# torch's, NCCL's and the CUDA runtime's from this python's wheel; the torch must be the one it was
+# built against.
+if [[ -f "$BUILD/BUILD_INFO" ]]; then
+  sed 's/^/packed build /' "$BUILD/BUILD_INFO" | tee -a "$OUTDIR/facts.txt"
+  wheel_libs=$("$PYTHON" - <<'PY'
+import glob, os, torch
+site = os.path.dirname(os.path.dirname(torch.__file__))
+dirs = [os.path.join(os.path.dirname(torch.__file__), "lib")]
+dirs += sorted({os.path.dirname(p) for p in glob.glob(os.path.join(site, "nvidia", "*", "lib", "lib*.so*"))})
+print(torch.__version__, ":".join(dirs))
+PY
+  )
+  read -r here_torch wheel_dirs <<<"$wheel_libs"
+  packed_torch=$(sed -n 's/^torch: //p' "$BUILD/BUILD_INFO")
+  [[ "$packed_torch" == "$here_torch" ]] ||
+    log "warning: the packed build was made against torch $packed_torch, this python has $here_torch"
+  export LD_LIBRARY_PATH="$(cd "$BUILD/lib" && pwd):$wheel_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if ! "$BUILD/gtrain-worker" --version >"$OUTDIR/ldd.txt" 2>&1; then
+    ldd "$BUILD/gtrain-worker" >>"$OUTDIR/ldd.txt" 2>&1 || true
+    log "the packed gtrain does not start here:"; grep -m 5 -E "not found|error" "$OUTDIR/ldd.txt" || tail -5 "$OUTDIR/ldd.txt"
+  fi
+fi
+
 # ---- 1. build -------------------------------------------------------------------------------
 BUILD_STATUS=ok
 if ((BUILD_IT)) && ! ((SMOKE)); then
@@ -274,6 +298,29 @@ if [[ "$GTRAIN_STATUS" == ok ]]; then
   done
 fi
 
+# ---- 3c. a 1B llama ---------------------------------------------------------------------------
+# With what is left (issue 32's "if time remains"): bench/gpu_llama.sh, gtrain's llama with the fused
+# loss against transformers' model in the same torch, eager and compiled. The smoke run proves it
+# on CPU with a tiny llama.
+LLAMA_STATUS="not run"
+LLAMA_RESERVE=25
+if ((SMOKE)) || ((BUDGET_S - SECONDS - LLAMA_RESERVE >= 120)); then
+  lb=$((BUDGET_S - SECONDS - LLAMA_RESERVE))
+  ((lb >= 120)) || lb=120
+  log "llama (bench/gpu_llama.sh, at most ${lb}s)"
+  smoke_arg=()
+  ((SMOKE)) && smoke_arg=(--smoke)
+  if BUILD=$BUILD OUT=$OUTDIR PYTHON=$PYTHON BUDGET_S=$lb "$HERE/gpu_llama.sh" "${smoke_arg[@]}" >"$OUTDIR/llama.log" 2>&1; then
+    LLAMA_STATUS=ok
+  else
+    LLAMA_STATUS="exited with $?"
+  fi
+  sed -n '/^### /,$p' "$OUTDIR/llama.log" | grep -v '^\[gpu_llama' || tail -15 "$OUTDIR/llama.log"
+else
+  log "llama: skipped (budget spent: $((BUDGET_S - SECONDS))s left)"
+fi
+log "llama: $LLAMA_STATUS"
+
 # ---- 4. table, checks, RESULTS.md -----------------------------------------------------------
 set +e
 "$PYTHON" - "$OUTDIR" "$RUN_DIR/metrics.jsonl" "$GTRAIN_STATUS" "$WARM" "$B" "$T" "$V" "$L" "$C" "$SMOKE" \
@@ -316,7 +363,7 @@ def gtrain_row(name, status, metrics):
             g["mfu"] = g["tokens_per_s"] * fpt / PEAK
     g["first_loss"] = train[min(train)]["loss"]
     g["last_loss"] = train[last]["loss"]
-    for k in ("peak_mem_mb", "est_mem_mb", "est_device_mem_mb", "cuda_max_allocated_mb", "cuda_max_reserved_mb",
+    for k in ("peak_mem_mb", "est_mem_mb", "est_step_s", "est_device_mem_mb", "cuda_max_allocated_mb", "cuda_max_reserved_mb",
               "gpu_mem_used_mb", "gpu_util"):
         if k in train[last]:
             g[k] = train[last][k]
@@ -370,6 +417,11 @@ if "est_mem_mb" in g and "cuda_max_allocated_mb" in g:
                  f"{rel:+.1%} ({'within' if abs(rel) <= 0.15 else 'outside'} the 15% target)")
 elif smoke:
     notes.append("memory: CPU run, no CUDA max allocated to compare (the CPU resident-memory check is test MemoryEstimate)")
+if "est_step_s" in g and g.get("tokens_per_s"):
+    measured = B * T / g["tokens_per_s"]
+    rel = g["est_step_s"] / measured - 1
+    notes.append(f"planner step estimate {g['est_step_s']:.3f} s vs measured {measured:.3f} s: {rel:+.1%}"
+                 + ("" if smoke else f" ({'within' if abs(rel) <= 0.15 else 'outside'} the 15% target)"))
 if eager and g.get("tokens_per_s"):
     r = g["tokens_per_s"] / eager
     notes.append(f"gtrain / eager = {r:.2f}x" + (" (CPU smoke run: says nothing about the GPU target)" if smoke else
@@ -416,6 +468,14 @@ sys.exit(1 if problems else 0)
 PY
 rc=$?
 set -e
+if [[ -f "$OUTDIR/llama_section.md" ]]; then
+  { echo; cat "$OUTDIR/llama_section.md"; } >>"$OUTDIR/results_section.md"
+elif [[ "$LLAMA_STATUS" != "not run" ]]; then
+  printf '\n### llama\n\n- %s (see llama.log)\n' "$LLAMA_STATUS" >>"$OUTDIR/results_section.md"
+fi
+# The llama's checks count as the GPT's do (a loss that does not fall is a failed check); a llama
+# skipped for want of time or of transformers is not a failure.
+[[ "$LLAMA_STATUS" == ok || "$LLAMA_STATUS" == "not run" || "$LLAMA_STATUS" == "exited with 77" ]] || rc=1
 if ((RECORD)); then
   [[ -f "$HERE/RESULTS.md" ]] || printf '# Benchmark results\n\n' >"$HERE/RESULTS.md"
   { echo; cat "$OUTDIR/results_section.md"; } >>"$HERE/RESULTS.md"
@@ -430,7 +490,8 @@ done
 # and the run directory (less Kineto traces and checkpoints) into logs.tgz.
 packed=()
 for f in configure.log build.log build-tests.log gpu-tests.log gpu-tests.json gtrain.log gtrain-unfused.log \
-    reference.err gpt2.toml variants.tsv RESULTS.md; do
+    reference.err gpt2.toml variants.tsv RESULTS.md ldd.txt llama.log llama.toml llama-gtrain.log \
+    llama-reference.jsonl llama-reference.err llama_section.md llama-run; do
   [[ -e "$OUTDIR/$f" ]] && packed+=("$f")
 done
 [[ -d "$RUN_DIR" ]] && packed+=("$(basename "$RUN_DIR")")

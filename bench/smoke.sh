@@ -6,6 +6,7 @@
 # venv (scripts/venv.sh) and are skipped, saying why, without it. Sizes are far too small for the
 # figures to mean anything: bench/README.md has the real runs.
 set -euo pipefail
+want2=
 name=$1 build=$(realpath "$2")
 here=$(cd "$(dirname "$0")" && pwd)
 venv=$here/../scripts/venv.sh
@@ -27,7 +28,7 @@ case $name in
   llama) cmd=("$venv" run env SIZE=tiny STEPS=8 ROUNDS=1 THREADS=1 "$here/bench_llama.sh" "$build")
          want='round 1: step time gtrain [0-9.]+ ms +transformers eager [0-9.]+ ms +ratio transformers/gtrain [0-9.]+x' ;;
   gpu_gpt2) cmd=("$venv" run env BUILD="$build" OUT="$tmp/out" "$here/gpu_gpt2.sh" --smoke --no-record)
-            want='gtrain / eager' ;;
+            want='gtrain / eager' want2='llama: gtrain / transformers eager = [0-9.]+x' ;;
   *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 estimates dp llama gpu_gpt2)" >&2; exit 2 ;;
 esac
 rc=0
@@ -35,5 +36,7 @@ rc=0
 cat "$tmp/out.txt"
 if ((rc == 77)) && grep -q '^SKIPPED' "$tmp/out.txt"; then exit 77; fi
 ((rc == 0)) || { echo "smoke.sh: $name exited $rc"; exit 1; }
-grep -Eq "$want" "$tmp/out.txt" || { echo "smoke.sh: $name printed no line matching /$want/"; exit 1; }
+for w in "$want" ${want2:+"$want2"}; do
+  grep -Eq "$w" "$tmp/out.txt" || { echo "smoke.sh: $name printed no line matching /$w/"; exit 1; }
+done
 echo "smoke.sh: $name ok"
