@@ -274,21 +274,28 @@ log "tests: $TESTS_STATUS"
 # ---- 3b. gtrain variants --------------------------------------------------------------------
 # With what the budget has left after the main figures: gtrain again without one of its GPU-specific
 # choices at a time, WARM + 10 steps (10 timed), no profiler: what each choice is worth on this GPU.
-VARIANTS=("fused_loss off|train.fused_loss=off" "AdamW not fused|optimizer.fused=false")
+# Each "name|KEY=VALUE": a --set override, or with env: an environment variable (the fused loss's
+# CUDA kernel against the ATen ops it replaces: runtime/models/fused_loss.h).
+VARIANTS=("fused_loss off|train.fused_loss=off" "AdamW not fused|optimizer.fused=false"
+  "loss kernel off (ATen ops)|env:GTRAIN_FUSED_LOSS_KERNEL=0")
 : >"$OUTDIR/variants.tsv"
 if [[ "$GTRAIN_STATUS" == ok ]]; then
   for v in "${VARIANTS[@]}"; do
     name=${v%%|*} override=${v#*|}
-    dir="$OUTDIR/variant-${override%%=*}"
+    setting=(--set "$override") env_set=()
+    if [[ $override == env:* ]]; then
+      setting=() env_set=("${override#env:}")
+    fi
+    dir="$OUTDIR/variant-$(tr -c 'A-Za-z0-9._\n-' '_' <<<"${override#env:}" | sed 's/=.*//')"
     if ((BUDGET_S - SECONDS < 75)); then
       log "variant $name: skipped (budget spent)"
       printf '%s\t%s\t%s\n' "$name" "skipped: budget spent" "$dir/metrics.jsonl" >>"$OUTDIR/variants.tsv"
       continue
     fi
     t=$(allow 60 15 30)
-    log "variant $name (--set $override, at most ${t}s)"
-    if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --run-dir "$dir" --no-resume --set "$override" \
-        --set train.steps=$((WARM + 10)) --set log.profile_start=0 >"$dir.log" 2>&1; then
+    log "variant $name (${env_set[*]:-${setting[*]}}, at most ${t}s)"
+    if env "${env_set[@]}" timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --run-dir "$dir" --no-resume \
+        "${setting[@]}" --set train.steps=$((WARM + 10)) --set log.profile_start=0 >"$dir.log" 2>&1; then
       st=ok
     else
       st="failed with exit $? (see $(basename "$dir").log)"

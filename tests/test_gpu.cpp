@@ -132,6 +132,40 @@ TEST_F(Gpu, FusedLossMatchesThePlainLayerInBf16) {
   EXPECT_TRUE(w.grad().defined());
 }
 
+// The fused loss's CUDA kernel (softmax_xent.cu) against the same layer through ATen's ops: in fp32
+// to fp32 rounding and under bf16 autocast to bf16's, for a vocabulary the 16-byte loads divide
+// (1024) and one they do not (1001, the element-wise path), with targets at both ends of it; the
+// gradient of the weight too, and several row blocks.
+TEST_F(Gpu, FusedLossKernelMatchesTheAtenOps) {
+  ASSERT_TRUE(fused_loss_cuda_kernel_enabled());
+  for (const int64_t V : {1024, 1001}) {
+    for (const bool bf16 : {false, true}) {
+      SCOPED_TRACE("vocab " + std::to_string(V) + (bf16 ? " bf16" : " fp32"));
+      torch::manual_seed(3);
+      const auto opts = torch::TensorOptions().device(kGpu);
+      const auto x0 = torch::randn({300, 64}, opts), w0 = torch::randn({V, 64}, opts) * 0.1;
+      auto t = torch::randint(0, V, {300}, opts.dtype(torch::kLong));
+      t[0] = 0;
+      t[1] = V - 1;
+      torch::Tensor loss[2], gx[2], gw[2];
+      for (int k = 0; k < 2; ++k) {
+        auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+        if (bf16) compat::set_autocast(c10::DeviceType::CUDA, true, torch::kBFloat16);
+        loss[k] = linear_cross_entropy_sum(x, w, t, 64, k == 0 ? FusedLossKernel::automatic : FusedLossKernel::aten);
+        if (bf16) compat::set_autocast(c10::DeviceType::CUDA, false, torch::kBFloat16);
+        loss[k].backward();
+        gx[k] = x.grad();
+        gw[k] = w.grad();
+      }
+      const double tol = bf16 ? 1e-2 : 1e-5;
+      EXPECT_NEAR(loss[0].item<double>(), loss[1].item<double>(), tol * std::abs(loss[1].item<double>()));
+      EXPECT_LT((gx[0] - gx[1]).abs().max().item<double>(), tol * gx[1].abs().max().item<double>() + 1e-7);
+      EXPECT_LT((gw[0] - gw[1]).abs().max().item<double>(), tol * gw[1].abs().max().item<double>() + 1e-7);
+      EXPECT_TRUE(std::isfinite(loss[0].item<double>()));
+    }
+  }
+}
+
 // Keyed dropout on CUDA (Philox reseeded per row and head): a micro-batch or a head shard draws
 // exactly the masks the whole batch draws there, at the expected rate.
 TEST_F(Gpu, KeyedDropoutMasksDoNotDependOnTheSplit) {
