@@ -160,7 +160,10 @@ for name, r in rows.items():
     if abs(r["first_loss"] - math.log(V)) > 0.5:
         problems.append(f"{name}: first loss {r['first_loss']:.3f} is not near ln({V}) = {math.log(V):.2f}")
     if not r["last_loss"] < r["first_loss"]:
-        problems.append(f"{name}: loss did not fall ({r['first_loss']:.3f} -> {r['last_loss']:.3f})")
+        # gtrain must learn; the references' losses are for timing (a constant 1e-3 without warm-up
+        # for 15 steps can rise for a while, as transformers' compiled run did on the H200).
+        (problems if name == "gtrain" else notes).append(
+            f"{name}: loss did not fall ({r['first_loss']:.3f} -> {r['last_loss']:.3f})")
 if "first_loss" not in g:
     problems.append(f"gtrain: no figures ({g['status']})")
 if eager and g.get("tokens_per_s"):

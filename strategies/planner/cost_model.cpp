@@ -172,12 +172,16 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
     const double backward_ws = (T * I / t + (fused ? 0.0 : 2.0 * T * static_cast<double>(m.vocab) / t)) * eb;
     e.activations = (std::max(first, last) + backward_ws) * mb;
     if (fused) {
-      // Two blocks of fp32 (fused_loss_block_rows(): the logits and their log-softmax, live
-      // together at the block's peak), the input's gradient (fp32) and product-dtype copy, and the
-      // fp32 weight gradient.
-      const int64_t rows = fused_loss_block_rows(m.seq_len * l.micro_batch, m.vocab, in.profile.kind == "gpu");
-      const double block = 4.0 * V_ * static_cast<double>(rows);
-      e.activations += 2.0 * block + (4.0 + 2.0) * T * C * mb + 4.0 * V_ * C;
+      // A block of rows at a time (fused_loss_block_rows()). CPU: two fp32 blocks, the logits and
+      // their log-softmax, live together at the block's peak. GPU: one block of logits in the
+      // product dtype, which the CUDA kernel turns into their gradient in place (softmax_xent.cu),
+      // and the weight gradient's product in that dtype before it is added up. Both: the input's
+      // gradient (fp32) and product-dtype copy, and the fp32 weight gradient.
+      const bool gpu = in.profile.kind == "gpu";
+      const double rows = static_cast<double>(fused_loss_block_rows(m.seq_len * l.micro_batch, m.vocab, gpu));
+      const double pb = half(in.precision) ? 2.0 : 4.0;  // the product dtype's bytes
+      const double blocks = gpu ? pb * V_ * rows + pb * V_ * C : 2.0 * 4.0 * V_ * rows;
+      e.activations += blocks + (4.0 + 2.0) * T * C * mb + 4.0 * V_ * C;
     }
   } else {
     const double scale = half(in.precision) ? 0.6 : 1.0;
