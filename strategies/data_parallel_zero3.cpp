@@ -6,6 +6,7 @@
 
 #include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/heartbeat.h"
 #include "runtime/models/model.h"
 #include "runtime/precision/precision.h"
 #include "strategies/data_parallel.h"
@@ -164,16 +165,19 @@ torch::Tensor DataParallelEngine::run_micro_batches(const MicroBatchWork& w) {
     torch::Tensor loss;
     {
       RECORD_USER_SCOPE("gtrain::forward");
+      Heartbeat::get().phase(RankPhase::forward);
       auto scope = w.precision->autocast();
       DropoutRowsScope rows(w.rows(i));
       loss = forward_units(*w.model, batch.first, &batch.second) * w.inv_batch;
     }
     {
       RECORD_USER_SCOPE("gtrain::backward");
+      Heartbeat::get().phase(RankPhase::backward);
       (w.loss_scale != 1.0 ? loss * w.loss_scale : loss).backward();
     }
     {
       RECORD_USER_SCOPE("gtrain::grad_sync");
+      Heartbeat::get().phase(RankPhase::grad_sync);
       finish_micro_batch(last);
     }
     if (!loss_acc.defined())

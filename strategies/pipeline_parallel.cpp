@@ -7,6 +7,7 @@
 #include <set>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/heartbeat.h"
 #include "runtime/precision/precision.h"
 
 namespace gtrain {
@@ -114,6 +115,7 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
   // Forward of the next micro-batch from `received` (undefined on the first stage); returns what
   // goes to the next stage (undefined on the last).
   auto forward = [&](torch::Tensor received) {
+    Heartbeat::get().phase(RankPhase::forward);
     DropoutRowsScope rows(w.rows(fwd));
     auto& b = batches[fwd++];
     if (received.defined()) received.requires_grad_(true);
@@ -132,6 +134,7 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
   };
   // Backward of the oldest pending micro-batch; returns the gradient for the previous stage.
   auto backward = [&](const torch::Tensor& grad) {
+    Heartbeat::get().phase(RankPhase::backward);
     auto [in, out] = pending.front();
     pending.pop_front();
     ++bwd;
@@ -175,6 +178,7 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
     }
     for (int64_t i = 0; i < warmup; ++i) send_bwd(backward(recv_bwd()));
   }
+  Heartbeat::get().phase(RankPhase::grad_sync);
   end_backward();
   if (!reports_loss()) loss_acc.zero_();
   step_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -330,8 +330,9 @@ Background disrupt_rank1(int signo, const std::vector<std::string>& sets) {
   return bg;
 }
 
+// With restarts off (schedule.max_restarts = 0; tests/test_restart.cpp has them on).
 TEST(MultiRankFailure, KilledRankStopsEveryRank) {
-  auto bg = disrupt_rank1(SIGKILL, {});
+  auto bg = disrupt_rank1(SIGKILL, {"schedule.max_restarts=0"});
   EXPECT_NE(bg.exit_code, 0) << bg.output;
   EXPECT_LT(bg.seconds, 30.0) << bg.output;
   EXPECT_NE(bg.output.find("rank 1"), std::string::npos) << bg.output;
@@ -364,13 +365,19 @@ TEST(MultiRankFailure, ThrowingRankStopsEveryRank) {
   EXPECT_EQ(r.output.find("ORTE_ERROR_LOG"), std::string::npos) << r.output;
 }
 
-// A rank that stops answering (SIGSTOP) leaves its peer inside a collective: the timeout aborts.
+// A rank that stops answering (SIGSTOP) leaves its peer inside a collective: the launching gtrain
+// sees rank 1's heartbeat stop, names it after parallel.collective_timeout_s and ends every rank.
 TEST(MultiRankFailure, HungRankIsCaughtByCollectiveTimeout) {
-  auto bg = disrupt_rank1(SIGSTOP, {"parallel.collective_timeout_s=3"});
-  EXPECT_NE(bg.exit_code, 0) << bg.output;
+  auto bg = disrupt_rank1(SIGSTOP, {"parallel.collective_timeout_s=3", "schedule.max_restarts=0"});
+  EXPECT_EQ(bg.exit_code, 1) << bg.output;
   EXPECT_LT(bg.seconds, 30.0) << bg.output;
-  EXPECT_NE(bg.output.find("did not finish within 3 s"), std::string::npos) << bg.output;
-  EXPECT_NE(bg.output.find("on rank 0"), std::string::npos) << bg.output;
+  // At a 3 s limit the rank named is the first past it, not always the stopped one (rank 0 waiting
+  // for it may have stalled a moment earlier); tests/test_restart.cpp checks the naming at the
+  // default limit.
+  EXPECT_NE(bg.output.find("gtrain: error: rank "), std::string::npos) << bg.output;
+  EXPECT_NE(bg.output.find(" made no progress for "), std::string::npos) << bg.output;
+  EXPECT_NE(bg.output.find("(limit 3 s)"), std::string::npos) << bg.output;
+  EXPECT_NE(bg.output.find("; stopping every rank"), std::string::npos) << bg.output;
 }
 
 }  // namespace

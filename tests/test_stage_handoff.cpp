@@ -34,6 +34,8 @@ TEST(StageHandoff, EveryFieldRoundTripsThroughTheEnvironment) {
   h.granted = {{"n1.cluster", {0, 1}}, {"n2", {}}};
   h.stop_file = "/runs/a/.stop-request";
   h.outcome_file = "/runs/a/.stage-outcome";
+  h.heartbeat_dir = "/runs/a/.heartbeat";
+  h.restarts = 2;
   const auto env = h.to_env();
   EXPECT_EQ(env.size(), StageHandoff::variables().size());
   EXPECT_EQ(env.at("GTRAIN_INTERNAL_LOCKED"), "/runs/a");
@@ -52,6 +54,8 @@ TEST(StageHandoff, EveryFieldRoundTripsThroughTheEnvironment) {
   EXPECT_EQ(back.granted_for("n1"), (std::vector<int>{0, 1}));
   EXPECT_EQ(back.stop_file, h.stop_file);
   EXPECT_EQ(back.outcome_file, h.outcome_file);
+  EXPECT_EQ(back.heartbeat_dir, h.heartbeat_dir);
+  EXPECT_EQ(back.restarts, 2);
 }
 
 // A rank started without a launching gtrain (srun) sees nothing: it locks, discovers and finds its

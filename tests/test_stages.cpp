@@ -460,8 +460,10 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
                                                 dir.file("run") + slow + " --set train.steps=2 2>&1")
                                   .output;
     ASSERT_EQ(test::lines(test::read_file(dir.file("run/stages.jsonl"))).size(), 1u) << first;
-    const pid_t pid =
-        test::spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + slow, dir.file("out.log"));
+    // Restarts off: this stage's failure must end it (tests/test_restart.cpp has them on).
+    const pid_t pid = test::spawn_gtrain(
+        "run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + slow + " --set schedule.max_restarts=0",
+        dir.file("out.log"));
     for (int i = 0; i < 6000 && test::last_train_step(dir.file("run/metrics.jsonl")) < 3; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }

@@ -27,6 +27,7 @@
 #include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/heartbeat.h"
 #include "runtime/core/rank_output.h"
 #include "runtime/core/schedule.h"
 #include "runtime/core/startup.h"
@@ -238,6 +239,7 @@ void open_communicator(RankJob& job) {
   if (job.rank_env.launched) {
     MpiCommOptions mo;
     mo.timeout_s = job.cfg.parallel.collective_timeout_s;
+    mo.startup_timeout_s = job.cfg.schedule.startup_timeout_s;
     job.comm = MpiCommunicator::world(mo);
     start_rank_output_prefix(job.comm->rank());
   }
@@ -343,6 +345,7 @@ StageOptions stage_options(const RankJob& job) {
     stage.deadline_source = handoff.deadline_source;
   }
   stage.stop_file = handoff.stop_file;
+  stage.restarts = handoff.restarts;
   const std::string& a = handoff.allocation_json;
   stage.allocation = a.empty() ? nlohmann::json::object() : nlohmann::json::parse(a, nullptr, false);
   if (job.rank_env.launcher == "srun" && job.main_rank && !handoff.has_deadline) {
@@ -527,8 +530,10 @@ RunOutcome run_job(const RunOptions& o) {
   }
   job.stage_env = process_environment();
   job.handoff = StageHandoff::from_env(job.stage_env);
-  // 3. Communicator, device, lock, threads.
+  // 3. Communicator, device, lock, threads; the heartbeat the launching gtrain watches.
   open_communicator(job);
+  if (!job.handoff.heartbeat_dir.empty())
+    Heartbeat::get().start(job.handoff.heartbeat_dir, job.comm->rank(), ProcessContext::get().host);
   claim_stage(job);
   // 4. Assemble data, model, plan and engine; memory the job adds on top of the loaded program is
   // compared with the planner's estimate.
@@ -570,6 +575,7 @@ RunOutcome run_job(const RunOptions& o) {
 }
 
 void finish_run_process() {
+  Heartbeat::get().stop();
 #ifdef GTRAIN_WITH_MPI
   MpiCommunicator::finalize();
 #endif

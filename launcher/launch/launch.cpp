@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -137,6 +138,10 @@ class MpirunSignals {
  public:
   MpirunSignals(const LaunchSpec& spec, pid_t child) : spec_(spec), child_(child) {}
   int aborted_by() const { return aborted_by_; }
+  bool stop_requested() const { return requests_ > 0; }
+  // Ends the job at once, whatever the ranks are doing (a rank that hangs or is stopped: SIGKILL
+  // works on stopped processes too).
+  void kill_ranks() { end_ranks(SIGKILL); }
 
   void handle(int sig) {
     const char* name = strsignal(sig);
@@ -247,6 +252,8 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     forward_stdout = std::make_unique<MpirunOutputForwarder>(out_pipe.read.release(), 1, /*filtered=*/false);
   }
   MpirunSignals signals(spec, child);
+  std::string watch_report;
+  auto next_watch = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   for (;;) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
@@ -257,8 +264,9 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
       if (!spec.stop_file.empty()) ::unlink(spec.stop_file.c_str());
       const int aborted_by = signals.aborted_by();
-      if (aborted_by) return {128 + aborted_by, aborted_by};  // as if the signal had ended this process
-      return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), 0};
+      if (aborted_by) return {128 + aborted_by, aborted_by, "", true};  // as if the signal had ended this process
+      return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), 0, watch_report,
+              signals.stop_requested()};
     }
     if (done < 0 && errno != EINTR) {
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
@@ -269,6 +277,15 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     };
     const int sig = sigtimedwait(&handled, nullptr, &tick);
     if (sig > 0) signals.handle(sig);
+    if (spec.watch && watch_report.empty() && std::chrono::steady_clock::now() >= next_watch) {
+      next_watch = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      watch_report = spec.watch();
+      if (!watch_report.empty()) {
+        std::fprintf(stderr, "gtrain: error: %s; stopping every rank\n", watch_report.c_str());
+        std::fflush(stderr);
+        signals.kill_ranks();
+      }
+    }
   }
 }
 

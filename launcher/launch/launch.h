@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct LaunchSpec {
   std::string stop_file;                 // written on the first stop signal; rank 0 reads it after each step
   std::string outcome_file;              // rank 0 writes "resumable" there once the stage's save is committed
   bool quiet = false;                    // --quiet: no notice on the console when a stop request comes
+  // Called about once a second while the ranks run: a non-empty answer (a hung rank, named) ends
+  // them at once, as the second TERM does (MpirunResult::watch_report).
+  std::function<std::string()> watch;
 };
 
 // The mpirun argv for a launch (writes the hostfile when there are several hosts).
@@ -52,8 +56,10 @@ std::vector<std::string> mpirun_argv(const LaunchSpec& spec);
 // have without this parent, HUP outside it is ignored (the console went away); the second TERM or
 // INT kills this host's ranks at once (SIGKILL; mpirun ends the others). mpirun dies with this process.
 struct MpirunResult {
-  int exit_code = 0;   // mpirun's exit code (128 + N: mpirun ended by signal N), or 128 + aborted_by
-  int aborted_by = 0;  // the signal this process aborted the job for (0 = none)
+  int exit_code = 0;            // mpirun's exit code (128 + N: mpirun ended by signal N), or 128 + aborted_by
+  int aborted_by = 0;           // the signal this process aborted the job for (0 = none)
+  std::string watch_report;     // spec.watch's answer when it ended the ranks ("" = it did not)
+  bool stop_requested = false;  // a stop signal reached this process while the ranks ran
 };
 MpirunResult run_mpirun(const LaunchSpec& spec);
 

@@ -29,6 +29,7 @@
 #include "runtime/core/checkpoint_manifest.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/heartbeat.h"
 #include "runtime/core/rank_output.h"
 #include "runtime/core/schedule.h"
 #include "runtime/core/startup.h"
@@ -359,19 +360,46 @@ int stage_exit_code(const MpirunResult& ran, const LaunchSpec& spec, const std::
   return exit_code;
 }
 
+// The step of the newest committed checkpoint (-1 = none).
+int64_t newest_committed_step(const JobConfig& cfg, const std::string& run_dir) {
+  const auto committed = committed_checkpoint_dirs(checkpoint_directory(cfg.checkpoint, run_dir));
+  return committed.empty() ? -1 : committed.back().first;
+}
+
+// The arguments of a restart: the ranks resume from the newest committed checkpoint. --resume and
+// --no-resume go once this stage committed one (before that, the first attempt's choice stands).
+std::vector<std::string> restart_args(std::vector<std::string> args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--no-resume") continue;
+    if (args[i] == "--resume") {
+      ++i;
+      continue;
+    }
+    if (args[i].rfind("--resume=", 0) == 0) continue;
+    out.push_back(args[i]);
+  }
+  return out;
+}
+
 // Several ranks: mpirun over the worker, this process its parent; returns the stage's exit code.
+// A rank that fails or hangs (no progress by heartbeat.h's rule: the line names it) ends the
+// attempt; the ranks then start again from the newest committed checkpoint, at most
+// schedule.max_restarts times, each restart a line of restarts.jsonl.
 int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
                  const std::string& worker, const Allocation& alloc, const std::string& run_dir, int ranks,
                  StageHandoff& handoff, const nlohmann::json& allocation) {
   // Here, as the one-rank exec would say it: mpirun's own report of a missing executable ends in an
   // exit code (132) that reads as a rank's signal.
   if (::access(worker.c_str(), X_OK) != 0) throw worker_start_error(worker, errno);
-  const LaunchSpec spec = mpirun_spec(o, cfg, env, worker, alloc, run_dir, ranks);
+  LaunchSpec spec = mpirun_spec(o, cfg, env, worker, alloc, run_dir, ranks);
   std::error_code ec;
   fs::remove(spec.stop_file, ec);  // a request left by an earlier stage is not this stage's
   fs::remove(spec.outcome_file, ec);
   handoff.stop_file = spec.stop_file;
   handoff.outcome_file = spec.outcome_file;
+  const fs::path beats = fs::path(run_dir) / ".heartbeat";
+  handoff.heartbeat_dir = beats.string();
   export_env(handoff);
   // From here the signals wait, blocked, for run_mpirun, which acts on each (launch.h).
   install_stop_signals(cfg.schedule.stop_signals);
@@ -384,20 +412,93 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
   const fs::path ledger = fs::path(run_dir) / "stages.jsonl";
   const size_t ledger_lines = count_lines(ledger);
   const double start_unix = unix_now();
-  const MpirunResult ran = run_mpirun(spec);
-  // mpirun passes on a rank's death by signal N (137: SIGKILL, the kernel's out-of-memory killer's
-  // too) as 128 + N; without an abort of gtrain's own, that is a runtime failure.
-  const int rank_signal = !ran.aborted_by && ran.exit_code > 128 && ran.exit_code < 128 + 65 ? ran.exit_code - 128 : 0;
-  if (ran.exit_code != kExitOk && count_lines(ledger) == ledger_lines) {
-    record_unreported_stage(run_dir, start_unix, ranks, allocation, cfg.train.steps,
-                            ran.aborted_by ? "aborted: signal " + std::to_string(ran.aborted_by)
-                            : rank_signal  ? "failed: a rank ended by signal " + std::to_string(rank_signal)
-                                           : "failed: mpirun exited " + std::to_string(ran.exit_code));
+  HangRule rule;
+  rule.fixed_s = cfg.parallel.collective_timeout_s;
+  rule.startup_timeout_s = cfg.schedule.startup_timeout_s;
+  const int64_t committed_before = newest_committed_step(cfg, run_dir);
+  int64_t best_step = -1;  // the furthest step any attempt reached
+  for (int restarts = 0;; ++restarts) {
+    fs::remove_all(beats, ec);  // an earlier attempt's heartbeats are not this one's
+    const double attempt_unix = unix_now();
+    int64_t reached = -1;      // the furthest step this attempt's ranks reported
+    nlohmann::json recovery;   // the last restart, until its first step is seen
+    double detected_unix = 0;  // when the watch found a rank stuck
+    if (restarts > 0) recovery = {{"kind", "recovered"}, {"restart", restarts}};
+    const int64_t resumed_from = std::max<int64_t>(0, newest_committed_step(cfg, run_dir));
+    spec.watch = [&]() -> std::string {
+      const auto seen = read_heartbeats(beats.string());
+      for (const auto& b : seen) {
+        if (b.beat_unix >= attempt_unix) reached = std::max(reached, b.step);
+      }
+      if (!recovery.is_null() && reached > resumed_from) {
+        // The first step after the restart: how long the recovery took, from the failure's detection.
+        recovery["step"] = reached;
+        recovery["seconds"] = unix_now() - attempt_unix;
+        std::ofstream(fs::path(run_dir) / "restarts.jsonl", std::ios::app) << recovery.dump() << "\n";
+        recovery = nullptr;
+      }
+      std::string stuck = find_stuck_rank(seen, ranks, unix_now(), attempt_unix, rule);
+      if (!stuck.empty()) detected_unix = unix_now();
+      return stuck;
+    };
+    const MpirunResult ran = run_mpirun(spec);
+    for (const auto& b : read_heartbeats(beats.string())) {
+      if (b.beat_unix >= attempt_unix) reached = std::max(reached, b.step);
+    }
+    // mpirun passes on a rank's death by signal N (137: SIGKILL, the kernel's out-of-memory killer's
+    // too) as 128 + N; without an abort of gtrain's own, that is a runtime failure.
+    const bool hung = !ran.watch_report.empty();
+    const int rank_signal =
+        !hung && !ran.aborted_by && ran.exit_code > 128 && ran.exit_code < 128 + 65 ? ran.exit_code - 128 : 0;
+    std::string said;
+    std::getline(std::ifstream(spec.outcome_file), said);
+    fs::remove(spec.outcome_file, ec);
+    const std::string cause =
+        hung          ? "hang: " + ran.watch_report
+        : rank_signal ? "a rank ended by signal " + std::to_string(rank_signal) + " (" + strsignal(rank_signal) + ")"
+                      : "mpirun exited " + std::to_string(ran.exit_code) + " (a rank failed)";
+    const bool failed = ran.exit_code != kExitOk && said != "resumable" && !ran.aborted_by && !ran.stop_requested &&
+                        ran.exit_code != kExitUsage && ran.exit_code != 255;
+    const bool gained = reached > best_step;
+    best_step = std::max(best_step, reached);
+    if (failed && restarts < cfg.schedule.max_restarts) {
+      const int64_t from = newest_committed_step(cfg, run_dir);
+      const int64_t lost = std::max<int64_t>(0, reached - std::max<int64_t>(0, from));
+      const nlohmann::json rec = {{"kind", "restart"},
+                                  {"restart", restarts + 1},
+                                  {"unix", unix_now()},
+                                  {"detected_unix", hung ? detected_unix : unix_now()},
+                                  {"cause", cause},
+                                  {"step_reached", reached},
+                                  {"resume_step", std::max<int64_t>(0, from)},
+                                  {"steps_lost", lost},
+                                  {"step_gained", gained},
+                                  {"allocation", allocation}};
+      std::ofstream(fs::path(run_dir) / "restarts.jsonl", std::ios::app) << rec.dump() << "\n";
+      std::cerr << "gtrain: restarting the ranks (restart " << restarts + 1 << " of " << cfg.schedule.max_restarts
+                << ", schedule.max_restarts) from "
+                << (from >= 0 ? "the checkpoint at step " + std::to_string(from) : std::string("the start")) << ": "
+                << cause << "; " << lost << (lost == 1 ? " step" : " steps") << " to train again" << std::endl;
+      if (from > committed_before) spec.args = restart_args(spec.args);
+      handoff.restarts = restarts + 1;
+      export_env(handoff);
+      continue;
+    }
+    if (ran.exit_code != kExitOk && count_lines(ledger) == ledger_lines) {
+      record_unreported_stage(run_dir, start_unix, ranks, allocation, cfg.train.steps,
+                              ran.aborted_by ? "aborted: signal " + std::to_string(ran.aborted_by)
+                              : hung         ? "failed: " + cause
+                              : rank_signal  ? "failed: a rank ended by signal " + std::to_string(rank_signal)
+                                             : "failed: mpirun exited " + std::to_string(ran.exit_code));
+    }
+    if (failed && restarts > 0) {
+      std::cerr << "gtrain: error: the ranks failed again after " << restarts << " restart"
+                << (restarts == 1 ? "" : "s") << " (schedule.max_restarts = " << cfg.schedule.max_restarts
+                << (gained ? "" : "; no step gained since the last one") << "): " << cause << std::endl;
+    }
+    if (hung) return kExitFailure;  // the line above (run_mpirun's) named the rank
+    return stage_exit_code(ran, spec, said, rank_signal);
   }
-  std::string said;
-  std::getline(std::ifstream(spec.outcome_file), said);
-  fs::remove(spec.outcome_file, ec);
-  return stage_exit_code(ran, spec, said, rank_signal);
 }
 
 }  // namespace

@@ -75,6 +75,8 @@ std::map<std::string, std::string> StageHandoff::to_env() const {
   if (has_granted) env[kEnvStageGranted] = format_granted(granted);
   if (!stop_file.empty()) env[kEnvStageStopFile] = stop_file;
   if (!outcome_file.empty()) env[kEnvStageOutcomeFile] = outcome_file;
+  if (!heartbeat_dir.empty()) env[kEnvStageHeartbeatDir] = heartbeat_dir;
+  if (restarts > 0) env[kEnvStageRestarts] = std::to_string(restarts);
   return env;
 }
 
@@ -97,12 +99,18 @@ StageHandoff StageHandoff::from_env(const std::map<std::string, std::string>& en
   }
   h.stop_file = value_of(env, kEnvStageStopFile);
   h.outcome_file = value_of(env, kEnvStageOutcomeFile);
+  h.heartbeat_dir = value_of(env, kEnvStageHeartbeatDir);
+  const std::string restarts = value_of(env, kEnvStageRestarts);
+  h.restarts = !restarts.empty() && restarts.find_first_not_of("0123456789") == std::string::npos && restarts.size() < 6
+                   ? std::stoi(restarts)
+                   : 0;
   return h;
 }
 
 const std::vector<std::string>& StageHandoff::variables() {
-  static const std::vector<std::string> names = {kEnvStageLocked,  kEnvStageDeadline, kEnvStageAllocation,
-                                                 kEnvStageGranted, kEnvStageStopFile, kEnvStageOutcomeFile};
+  static const std::vector<std::string> names = {kEnvStageLocked,       kEnvStageDeadline, kEnvStageAllocation,
+                                                 kEnvStageGranted,      kEnvStageStopFile, kEnvStageOutcomeFile,
+                                                 kEnvStageHeartbeatDir, kEnvStageRestarts};
   return names;
 }
 

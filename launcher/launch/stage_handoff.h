@@ -35,6 +35,11 @@ constexpr const char* kEnvStageStopFile = "GTRAIN_INTERNAL_STOP_FILE";
 // A file rank 0 writes "resumable" into when the stage ended early after saving; the ranks then exit
 // 0 so that mpirun stays quiet, and the launching gtrain exits 3.
 constexpr const char* kEnvStageOutcomeFile = "GTRAIN_INTERNAL_OUTCOME_FILE";
+// A folder each rank writes its heartbeat into (runtime/core/heartbeat.h): the launching gtrain
+// reads them to find a rank that hangs.
+constexpr const char* kEnvStageHeartbeatDir = "GTRAIN_INTERNAL_HEARTBEAT_DIR";
+// How many times the launching gtrain restarted this stage's ranks so far (schedule.max_restarts).
+constexpr const char* kEnvStageRestarts = "GTRAIN_INTERNAL_RESTARTS";
 
 struct StageHandoff {
   std::string locked_run_dir;   // kEnvStageLocked ("" = no launching gtrain locked it)
@@ -45,7 +50,9 @@ struct StageHandoff {
   bool has_granted = false;     // kEnvStageGranted was set and well formed
   std::vector<std::pair<std::string, std::vector<int>>> granted;  // per host, in allocation order
   std::string stop_file;                                          // kEnvStageStopFile ("" = none)
-  std::string outcome_file;  // kEnvStageOutcomeFile ("" = not under a launching gtrain)
+  std::string outcome_file;   // kEnvStageOutcomeFile ("" = not under a launching gtrain)
+  std::string heartbeat_dir;  // kEnvStageHeartbeatDir ("" = no launching gtrain watches the ranks)
+  int restarts = 0;           // kEnvStageRestarts
 
   // The variables to export, only those with a value.
   std::map<std::string, std::string> to_env() const;

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "runtime/comm/comm_errors.h"
+#include "runtime/core/heartbeat.h"
 
 namespace gtrain {
 namespace {
@@ -95,13 +96,26 @@ void check_cpu(const torch::Tensor& t, const char* op) {
 
 // Watchdog: one thread per process watching the collective in flight (if any).
 struct MpiCommunicator::Shared {
-  double timeout_s = 300;
+  double timeout_s = 0;  // 0 = auto (limit())
+  double startup_timeout_s = 600;
   std::atomic<int64_t> since_ns{0};
   std::atomic<const char*> op{nullptr};
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
   std::thread thread;
+
+  // The seconds a collective may take now: parallel.collective_timeout_s, or the hang rule over this
+  // rank's own progress (heartbeat.h); the launching gtrain, when it watches, acts well before.
+  double limit() const {
+    const Heartbeat& hb = Heartbeat::get();
+    HangRule rule;
+    rule.fixed_s = timeout_s;
+    rule.startup_timeout_s = startup_timeout_s;
+    const double own = stuck_after_s(rule, phase_name(hb.current_phase()), hb.step(), hb.slowest_recent_step_s(),
+                                     hb.expected_s(RankPhase::save), hb.expected_s(RankPhase::eval));
+    return hb.started() ? 2.0 * own + 30.0 : own;
+  }
 
   void run(int world_rank) {
     std::unique_lock<std::mutex> lock(mu);
@@ -110,13 +124,14 @@ struct MpiCommunicator::Shared {
       const int64_t since = since_ns.load();
       if (since == 0) continue;
       const double waited = static_cast<double>(now_ns() - since) * 1e-9;
-      if (waited > timeout_s) {
+      const double limit = this->limit();
+      if (waited > limit) {
         const auto& ctx = ProcessContext::get();
         std::fprintf(stderr,
                      "gtrain: communication error: %s on rank %d (%s) did not finish within %.0f s; a peer rank "
                      "probably died or is stuck. Aborting all ranks; hint: raise parallel.collective_timeout_s "
                      "if steps are legitimately slower\n",
-                     op.load() ? op.load() : "collective", world_rank, ctx.host.c_str(), timeout_s);
+                     op.load() ? op.load() : "collective", world_rank, ctx.host.c_str(), limit);
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, kExitFailure);
       }
@@ -155,6 +170,7 @@ std::shared_ptr<MpiCommunicator> MpiCommunicator::world(const MpiCommOptions& op
   }
   auto shared = std::make_shared<Shared>();
   shared->timeout_s = options.timeout_s;
+  shared->startup_timeout_s = options.startup_timeout_s;
   auto comm = std::shared_ptr<MpiCommunicator>(new MpiCommunicator(MPI_COMM_WORLD, false, shared));
   auto& ctx = ProcessContext::get();
   ctx.rank = comm->rank();

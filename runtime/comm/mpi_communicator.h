@@ -18,7 +18,11 @@ namespace gtrain {
 #ifdef GTRAIN_WITH_MPI
 
 struct MpiCommOptions {
-  double timeout_s = 300;  // a collective running longer than this aborts every rank
+  // A collective running longer than this aborts every rank; 0 = auto: the hang rule of
+  // runtime/core/heartbeat.h from this rank's own recent steps. Either is doubled plus 30 s when the
+  // launching gtrain watches the heartbeats (it then acts first, and names the stuck rank).
+  double timeout_s = 0;
+  double startup_timeout_s = 600;  // auto, before the first step (schedule.startup_timeout_s)
 };
 
 class MpiCommunicator : public Communicator {

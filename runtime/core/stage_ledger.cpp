@@ -26,6 +26,7 @@ nlohmann::json StageRecord::to_json() const {
   }
   // What this stage changed in the configuration since the checkpoint it resumed: [was, now].
   if (!config_changes.empty()) rec["config_changes"] = config_changes;
+  if (restarts > 0) rec["restarts"] = restarts;
   if (!reported_by.empty()) rec["reported_by"] = reported_by;
   return rec;
 }

@@ -31,6 +31,7 @@ struct StageRecord {
   std::string threads_measured;  // and its measurements
   nlohmann::json config_changes = nlohmann::json::object();  // "section.key": [was, now] since the checkpoint
   std::string reported_by;  // "" = the stage's own trainer; else who recorded it from metrics.jsonl
+  int restarts = 0;         // times the launching gtrain restarted the ranks in this stage (restarts.jsonl)
   nlohmann::json to_json() const;
 };
 

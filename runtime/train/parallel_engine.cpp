@@ -3,6 +3,7 @@
 
 #include <ATen/record_function.h>
 
+#include "runtime/core/heartbeat.h"
 #include "runtime/models/model.h"
 #include "runtime/precision/precision.h"
 
@@ -22,6 +23,7 @@ torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
     torch::Tensor loss;
     {
       RECORD_USER_SCOPE("gtrain::forward");
+      Heartbeat::get().phase(RankPhase::forward);
       auto scope = w.precision->autocast();
       DropoutRowsScope rows(w.rows(i));
       loss = w.model->train_loss_sum(batch.first, batch.second) * w.inv_batch;
@@ -29,6 +31,7 @@ torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
     begin_micro_batch(i == w.count - 1);
     {
       RECORD_USER_SCOPE("gtrain::backward");
+      Heartbeat::get().phase(RankPhase::backward);
       (w.loss_scale != 1.0 ? loss * w.loss_scale : loss).backward();
     }
     if (!loss_acc.defined())
@@ -38,6 +41,7 @@ torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
   // Gradients are summed over data-parallel ranks (each loss was divided by the global batch).
   {
     RECORD_USER_SCOPE("gtrain::grad_sync");
+    Heartbeat::get().phase(RankPhase::grad_sync);
     end_backward();
   }
   if (!reports_loss()) loss_acc.zero_();

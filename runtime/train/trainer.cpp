@@ -13,6 +13,7 @@
 #include "runtime/common/cuda_device.h"
 #include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/heartbeat.h"
 #include "runtime/core/lr_schedule.h"
 #include "runtime/core/metrics_records.h"
 #include "runtime/core/resume_check.h"
@@ -156,6 +157,7 @@ CheckpointMeta Trainer::checkpoint_meta() {
 
 double Trainer::save_checkpoint_now() {
   const auto t0 = std::chrono::steady_clock::now();
+  Heartbeat::get().phase(RankPhase::save);
   const double before_write = writer_->last_write_seconds();
   SaveRequest r;
   r.dir = paths_.checkpoints;
@@ -184,11 +186,13 @@ double Trainer::save_checkpoint_now() {
   }
   metrics_->write(rec);
   max_save_seconds_ = std::max(max_save_seconds_, stall + writer_->last_write_seconds());
+  Heartbeat::get().measured(RankPhase::save, std::max(stall, writer_->last_write_seconds()));
   return stall;
 }
 
 void Trainer::finish_saves() {
   const auto t0 = std::chrono::steady_clock::now();
+  Heartbeat::get().phase(RankPhase::save);
   writer_->wait();
   save_stall_total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   max_save_seconds_ = std::max(max_save_seconds_, writer_->last_write_seconds());
@@ -274,6 +278,7 @@ void Trainer::write_ledger(const TrainSummary& s, int64_t first_step, double pro
     rec.threads_measured = thread_tuner_->measured();
   }
   rec.config_changes = config_changes_;
+  rec.restarts = stage_.restarts;
   StageLedger(stage_.ledger).append(rec);
 }
 
@@ -332,6 +337,7 @@ StepResult Trainer::train_step() {
   torch::Tensor norm;
   if (ok) {
     RECORD_USER_SCOPE("gtrain::optimizer");
+    Heartbeat::get().phase(RankPhase::optimizer);
     norm = engine_->clip_and_step(r.lr, config_.train.grad_clip);
   }
   if (metered) r.tensor_peak_bytes = tensor_meter_.stop();
@@ -358,6 +364,7 @@ StepResult Trainer::train_step() {
     last_read_step_ = step_;
   }
   data_wait_total_ += r.data_wait_s;
+  Heartbeat::get().step_done(step_, r.seconds);
   const std::string profile = profiler_->after_step(step_, /*stage_ends=*/step_ == total_steps_);
   if (!profile.empty() && comm_->rank() == 0) progress_->message(profile);
   if (r.values_read && !std::isfinite(r.loss)) {
@@ -371,6 +378,8 @@ StepResult Trainer::train_step() {
 EvalResult Trainer::evaluate(double last_step_s) {
   EvalResult res;
   if (!data_.eval) return res;
+  Heartbeat::get().phase(RankPhase::eval);
+  const auto eval_t0 = std::chrono::steady_clock::now();
   torch::NoGradGuard ng;
   model_->eval();
   int64_t n = data_.eval->size();
@@ -418,6 +427,8 @@ EvalResult Trainer::evaluate(double last_step_s) {
   res.loss = sums[0].item<double>() / static_cast<double>(std::max<int64_t>(1, samples));
   res.accuracy = sums[1].item<double>() / std::max(1.0, sums[2].item<double>());
   model_->train();
+  Heartbeat::get().measured(RankPhase::eval,
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_t0).count());
   return res;
 }
 

@@ -77,6 +77,7 @@ struct StageOptions {
   std::string save_token;       // same on every rank: names temporary checkpoint directories
   double load_seconds = 0;      // time spent resuming, recorded in the ledger
   std::string stop_file;        // the launcher writes it on a stop signal; rank 0 checks it each step
+  int restarts = 0;             // times the launching gtrain restarted this stage's ranks so far
 };
 
 class Trainer {

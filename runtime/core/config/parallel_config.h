@@ -9,21 +9,21 @@
 namespace gtrain {
 
 struct ParallelConfig {
-  std::string mode = "auto";            // auto: the planner picks the layout; explicit: use the fields below
-  int64_t dp = 0;                       // explicit: data-parallel ranks (0 = world / (tp * pp))
-  int64_t tp = 1;                       // explicit: tensor-parallel ranks
-  int64_t pp = 1;                       // explicit: pipeline stages
-  int64_t zero = 0;                     // explicit: ZeRO stage on the dp dimension (0, 1, 2, 3)
-  std::string offload = "none";         // explicit: "optimizer" = master weights, state and step on the host
-  int64_t micro_batch = 0;              // most samples per rank per forward/backward (0 = planner picks)
-  bool recompute = false;               // explicit: recompute activations per block in backward
-  std::string pp_schedule = "1f1b";     // pipeline schedule: "1f1b" or "gpipe"
-  int64_t pp_microbatches = 0;          // pipeline: micro-batches per step per replica (0 = from micro_batch)
-  double memory_gb = 0.0;               // usable memory per rank for planning (0 = detect)
-  double bucket_mb = 25.0;              // data parallel: gradient bucket size
-  double collective_timeout_s = 300.0;  // a collective longer than this aborts the job
-  double batch_tolerance = 0.0;         // fraction the global batch may move to split evenly over dp
-                                        // (0 = exact: shares that differ by one sample when dp does not divide it)
+  std::string mode = "auto";         // auto: the planner picks the layout; explicit: use the fields below
+  int64_t dp = 0;                    // explicit: data-parallel ranks (0 = world / (tp * pp))
+  int64_t tp = 1;                    // explicit: tensor-parallel ranks
+  int64_t pp = 1;                    // explicit: pipeline stages
+  int64_t zero = 0;                  // explicit: ZeRO stage on the dp dimension (0, 1, 2, 3)
+  std::string offload = "none";      // explicit: "optimizer" = master weights, state and step on the host
+  int64_t micro_batch = 0;           // most samples per rank per forward/backward (0 = planner picks)
+  bool recompute = false;            // explicit: recompute activations per block in backward
+  std::string pp_schedule = "1f1b";  // pipeline schedule: "1f1b" or "gpipe"
+  int64_t pp_microbatches = 0;       // pipeline: micro-batches per step per replica (0 = from micro_batch)
+  double memory_gb = 0.0;            // usable memory per rank for planning (0 = detect)
+  double bucket_mb = 25.0;           // data parallel: gradient bucket size
+  double collective_timeout_s = 0;   // no progress this long is a hang (0 = auto: max(5 x slowest step, 30 s))
+  double batch_tolerance = 0.0;      // fraction the global batch may move to split evenly over dp
+                                     // (0 = exact: shares that differ by one sample when dp does not divide it)
   // Not a config key: the launcher sets it when a resume keeps its checkpoint's global batch.
   bool batch_from_checkpoint = false;
 
@@ -64,9 +64,12 @@ struct ParallelConfig {
       "backward continues.",
       cfg::greater_than(0.0));
     v("collective_timeout_s", collective_timeout_s,
-      "A collective that takes longer than this (a peer died or hangs) "
-      "aborts every rank with a message naming the rank.",
-      cfg::greater_than(0.0));
+      "Seconds without progress after which a rank counts as hung (a peer died, a deadlock, a stuck "
+      "collective): the launching gtrain names it and stops every rank, then restarts them "
+      "(schedule.max_restarts). 0 = auto: max(5 x the slowest of the last 20 steps, 30 s) once steps "
+      "have started, schedule.startup_timeout_s before, and a save's or evaluation's own measured "
+      "duration x5 while one runs.",
+      cfg::at_least(0.0));
     v("batch_tolerance", batch_tolerance,
       "Fraction by which the planner may change train.global_batch so that the data-parallel size "
       "splits it evenly (0 = keep it exactly: replicas then take shares that differ by one sample, "

@@ -30,6 +30,8 @@ struct ScheduleConfig {
   double save_safety = 2.0;          // stop when remaining time < step time + save time x this
   double min_lead_s = 5.0;           // and keep at least this much in hand
   std::vector<WindowConfig> window;  // quota windows ([[schedule.window]])
+  int64_t max_restarts = 2;          // restarts of the ranks inside a stage after a failure or hang
+  double startup_timeout_s = 600;    // a rank with no progress this long before its first step is stuck
 
   template <class V>
   void visit(V& v) {
@@ -50,6 +52,15 @@ struct ScheduleConfig {
       "Quota windows: [[schedule.window]] tables with days, hours and max_gpus; a stage that "
       "runs inside one stops before it closes (back-to-back windows with the same max_gpus count as one), and "
       "gtrain submit starts stages at their openings.");
+    v("max_restarts", max_restarts,
+      "After a rank fails or hangs (several ranks), gtrain run restarts the ranks from the last "
+      "committed checkpoint in the same allocation, at most this many times per stage; each restart "
+      "is recorded in restarts.jsonl (0 = a failure ends the stage).",
+      cfg::at_least(0));
+    v("startup_timeout_s", startup_timeout_s,
+      "A rank that makes no progress for this long before its first step (model build, data, "
+      "compilation; also the first save or evaluation, before one was measured) counts as hung.",
+      cfg::greater_than(0.0));
   }
 };
 
