@@ -1,7 +1,8 @@
 // test_restart.cpp: keeping a job alive (label multiproc; real ranks under mpirun): a killed rank
 // makes gtrain restart the ranks from the last committed checkpoint and the losses are bitwise those
 // of an uninterrupted run; a stopped rank is found by its heartbeat within the auto limit, named and
-// restarted; a failure that repeats ends the stage after schedule.max_restarts with its cause.
+// restarted; a failure that repeats ends the stage after schedule.max_restarts with its cause; a stop
+// request during start-up ends the stage there, every rank agreeing.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -141,6 +142,44 @@ TEST(Restart, RepeatedFailureEndsAfterMaxRestartsWithTheCause) {
   for (const auto& l : test::lines(test::read_file(dir.file("run/restarts.jsonl"))))
     restarts += nlohmann::json::parse(l).at("kind") == "restart";
   EXPECT_EQ(restarts, 1);
+}
+
+// A stop signal while the ranks are still building a large model (before their first step): every
+// rank agrees at the next start-up point and the stage ends there, exit 3, nothing trained or saved.
+TEST(StopRequest, DuringStartUpEndsTheStageBeforeTheFirstStep) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), R"(
+[model]
+name = "gpt"
+n_layer = 12
+n_head = 12
+n_embd = 768
+seq_len = 64
+vocab = 50304
+[data]
+kind = "synthetic"
+[train]
+global_batch = 4
+steps = 1000
+threads = 1
+[log]
+progress = "plain"
+)");
+  const pid_t pid = test::spawn_gtrain("run " + dir.file("job.toml") + " --ranks 2 --run-dir " + dir.file("run"),
+                                       dir.file("out.log"));
+  // Both ranks are up (their heartbeats exist: the communicator is open) and building the model.
+  for (int i = 0; i < 6000; ++i) {
+    if (fs::exists(dir.file("run/.heartbeat/rank-0.json")) && fs::exists(dir.file("run/.heartbeat/rank-1.json"))) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid, SIGUSR1);
+  const int rc = test::wait_exit(pid);
+  const std::string out = test::read_file(dir.file("out.log"));
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_NE(out.find("during start-up ("), std::string::npos) << out;
+  EXPECT_NE(out.find("the stage ends before its first step, nothing to save; exit 3"), std::string::npos) << out;
+  EXPECT_EQ(test::last_train_step(dir.file("run/metrics.jsonl")), 0) << out;
+  EXPECT_TRUE(list_checkpoints(dir.file("run/checkpoints")).empty()) << out;
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include "runtime/core/rank_output.h"
 #include "runtime/core/schedule.h"
 #include "runtime/core/startup.h"
+#include "runtime/core/stop_policy.h"
 #include "runtime/metrics/metrics_log.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/train/initial_weights.h"
@@ -367,6 +368,39 @@ StageOptions stage_options(const RankJob& job) {
   return stage;
 }
 
+// A stop request (a stop signal, or the launching gtrain's stop file) during start-up, agreed by
+// every rank at `point` (each reaches it, so the agreement is a collective like the others there):
+// the stage ends before its first step with nothing to save. "" = go on. (A deadline that passed
+// during start-up is the trainer's check before the first step, right after.)
+std::string startup_stop(const RankJob& job, const char* point) {
+  const StopPolicy policy({job.handoff.stop_file, 0.0, "", job.cfg.schedule.save_safety, job.cfg.schedule.min_lead_s},
+                          job.comm->rank() == 0);
+  const auto mine = policy.decide(stop_signal_received(), unix_now(), 0.0, 0.0, /*before_first_step=*/true);
+  int agreed = mine.code;
+  if (job.comm->size() > 1) {
+    auto t = torch::tensor({mine.code}, torch::kInt);
+    job.comm->allreduce(t, ReduceOp::kMax);
+    agreed = t.item<int>();
+  }
+  const std::string reason = policy.agreed_reason(mine, agreed);
+  if (!reason.empty() && job.main_rank && !job.o.quiet) {
+    std::cout << "gtrain: " << reason << " during start-up (" << point
+              << "): the stage ends before its first step, nothing to save; exit 3 (run the same command to "
+                 "continue)"
+              << std::endl;
+  }
+  return reason;
+}
+
+// The outcome of a stage that a stop request ended during start-up.
+RunOutcome stopped_in_startup(const RankJob& job, const std::string& reason) {
+  RunOutcome out;
+  out.run_dir = job.run_dir;
+  out.summary.stopped_early = true;
+  out.summary.stop_reason = reason;
+  return out;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -535,6 +569,8 @@ RunOutcome run_job(const RunOptions& o) {
   if (!job.handoff.heartbeat_dir.empty())
     Heartbeat::get().start(job.handoff.heartbeat_dir, job.comm->rank(), ProcessContext::get().host);
   claim_stage(job);
+  if (const std::string stop = startup_stop(job, "communicator opened"); !stop.empty())
+    return stopped_in_startup(job, stop);
   // 4. Assemble data, model, plan and engine; memory the job adds on top of the loaded program is
   // compared with the planner's estimate.
   reset_peak_resident();
@@ -543,6 +579,8 @@ RunOutcome run_job(const RunOptions& o) {
     BuildAllocationScope build;  // the whole model is transient: give it back once split
     return assemble_job(job.cfg, job.comm->size(), job.comm, job.rank_env.local_size, job.device);
   }();
+  if (const std::string stop = startup_stop(job, "model and data built"); !stop.empty())
+    return stopped_in_startup(job, stop);
   job.requested_batch = job.cfg.train.global_batch;
   job.cfg.train.global_batch = parts.plan.global_batch();  // differs only within parallel.batch_tolerance
   // 5. Choose where to start.
@@ -564,6 +602,7 @@ RunOutcome run_job(const RunOptions& o) {
   }
   StageOptions stage = stage_options(job);
   const InitialWeights initial = load_start_weights(job, trainer, resume.from, stage);
+  if (const std::string stop = startup_stop(job, "weights loaded"); !stop.empty()) return stopped_in_startup(job, stop);
   commit_start(job, parts.plan, paths, resume.from, resume.from.empty() ? -1 : trainer.steps_done());
   trainer.set_stage(stage);
   const bool report = !o.quiet && job.main_rank;
