@@ -5,10 +5,12 @@
 # restart (restarts.jsonl's "recovered"), the steps lost, and the total. Target: <= 10 s from a kill
 # to the first step after it. The hang uses parallel.collective_timeout_s = HANG_S (default 5: the
 # auto rule waits max(5 x slowest step, 30 s), which the tests check), so it measures everything after.
-# Usage: bench/bench_restart.sh [build-dir]   (AT_STEP, default 60: when rank 1 gets the signal)
+# Usage: bench/bench_restart.sh [build-dir]   (AT_STEP, default 200: rank 1 gets the signal once its
+# heartbeat, written every second, shows it past this step; STEPS, default 3000; checkpoints every 100)
 set -euo pipefail
 BUILD=${1:-build}
-AT_STEP=${AT_STEP:-60}
+AT_STEP=${AT_STEP:-200}
+STEPS=${STEPS:-3000}
 HANG_S=${HANG_S:-5}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d)
@@ -27,10 +29,10 @@ kind = "synthetic"
 learning_rate = 1e-3
 [train]
 global_batch = 16
-steps = $((AT_STEP * 3))
+steps = $STEPS
 threads = 1
 [checkpoint]
-interval = $((AT_STEP / 2))
+interval = 100
 [log]
 progress = "none"
 TOML
@@ -56,12 +58,15 @@ PY
     fi
   done
   wait "$launcher" || { echo "$name: gtrain exited $? (log below)"; cat "$work/$name.log"; return 1; }
+  [[ -n $t_signal ]] || { echo "$name: rank 1 never passed step $AT_STEP"; return 1; }
   /usr/bin/python3 - "$dir/restarts.jsonl" "$t_signal" "$name" <<'PY'
-import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1])]
+import json, os, sys
+recs = [json.loads(l) for l in open(sys.argv[1])] if os.path.exists(sys.argv[1]) else []
 t_signal, name = float(sys.argv[2]), sys.argv[3]
-restart = next(r for r in recs if r["kind"] == "restart")
-recovered = next(r for r in recs if r["kind"] == "recovered")
+restart = next((r for r in recs if r["kind"] == "restart"), None)
+recovered = next((r for r in recs if r["kind"] == "recovered"), None)
+if not restart or not recovered:
+    sys.exit(f"{name}: the run ended without a restart and its recovery (restarts.jsonl: {recs}); raise STEPS")
 detect = restart["detected_unix"] - t_signal
 print(f"{name}: detected {detect:.1f} s after the signal, first step {recovered['seconds']:.1f} s after the "
       f"detection, {restart['steps_lost']} steps lost; signal to first step {detect + recovered['seconds']:.1f} s "
@@ -69,6 +74,6 @@ print(f"{name}: detected {detect:.1f} s after the signal, first step {recovered[
 PY
 }
 
-echo "2 ranks, gpt 2 x 64 on CPU; the signal at step $AT_STEP, checkpoints every $((AT_STEP / 2)) steps"
+echo "2 ranks, gpt 2 x 64 on CPU, $STEPS steps; the signal past step $AT_STEP, checkpoints every 100 steps"
 disrupt KILL kill
 disrupt STOP hang --set parallel.collective_timeout_s="$HANG_S"
