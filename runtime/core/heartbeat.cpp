@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -61,20 +62,30 @@ void Heartbeat::start(const std::string& dir, int rank, const std::string& host,
   host_ = host;
   period_s_ = period_s;
   progress_unix_.store(unix_now_s());
-  stop_.store(false);
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    stop_ = false;
+  }
   write_file();
   thread_ = std::thread([this] {
-    const auto period = std::chrono::duration<double>(period_s_);
-    while (!stop_.load()) {
-      std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::milliseconds>(period));
-      if (!stop_.load()) write_file();
-    }
+    const auto period = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(period_s_));
+    std::unique_lock<std::mutex> lock(wake_mu_);
+    while (!wake_.wait_for(lock, period, [this] { return stop_; })) write_file();
   });
+  static const bool at_exit = [] {
+    std::atexit([] { Heartbeat::get().stop(); });
+    return true;
+  }();
+  (void)at_exit;
 }
 
 void Heartbeat::stop() {
   if (!thread_.joinable()) return;
-  stop_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
   thread_.join();
   phase(RankPhase::done);
   write_file();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -24,7 +25,8 @@ class Heartbeat {
  public:
   static Heartbeat& get();
 
-  // Writes <dir>/rank-<rank>.json every `period_s` from a thread of its own until stop().
+  // Writes <dir>/rank-<rank>.json every `period_s` from a thread of its own until stop() (also at
+  // exit: a rank that ends by an error stops its thread before static destruction).
   void start(const std::string& dir, int rank, const std::string& host, double period_s = 1.0);
   void stop();
   bool started() const { return thread_.joinable(); }
@@ -58,7 +60,9 @@ class Heartbeat {
   std::string path_, host_;
   int rank_ = 0;
   double period_s_ = 1.0;
-  std::atomic<bool> stop_{false};
+  bool stop_ = false;  // under wake_mu_
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
   std::thread thread_;
 };
 
