@@ -32,6 +32,8 @@ TEST(MpirunOutput, AbortBannerIsDroppedAndEverythingElsePasses) {
     out += f.finish();
     EXPECT_EQ(out, error + signal_line);
     EXPECT_TRUE(f.dropped());
+    EXPECT_EQ(f.noticed_rank(), 1);  // the dead rank and its host, for the restart's cause
+    EXPECT_EQ(f.noticed_host(), "vm");
   }
   {  // the same a byte at a time
     gtrain::MpirunStderrFilter f;
@@ -47,6 +49,7 @@ TEST(MpirunOutput, AbortBannerIsDroppedAndEverythingElsePasses) {
     std::string out = f.feed(slots + error) + f.finish();
     EXPECT_EQ(out, slots + error);
     EXPECT_FALSE(f.dropped());
+    EXPECT_EQ(f.noticed_rank(), -1);
   }
   {  // the aggregation hint alone, and other ORTE_ERROR_LOG lines, are not the abort's: they pass
     const std::string hint = "[vm:1] Set MCA parameter \"orte_base_help_aggregate\" to 0 to see all help\n";

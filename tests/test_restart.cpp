@@ -81,7 +81,11 @@ TEST(Restart, KilledRankRestartsAndTheLossesAreBitwiseTheUninterruptedRuns) {
   ASSERT_EQ(d.result.exit_code, 0) << d.result.output;
   ASSERT_EQ(d.restarts.size(), 2u) << d.result.output;  // the restart, then its recovery
   EXPECT_EQ(d.restarts[0].at("kind"), "restart");
-  EXPECT_NE(d.restarts[0].at("cause").get<std::string>().find("signal 9"), std::string::npos);
+  // The dead rank named, with its host and what its last heartbeat said it was doing.
+  const std::string cause = d.restarts[0].at("cause").get<std::string>();
+  EXPECT_EQ(cause.rfind("rank 1 (", 0), 0u) << cause;
+  EXPECT_NE(cause.find(" after step "), std::string::npos) << cause;
+  EXPECT_NE(cause.find(" ended by signal 9 (Killed)"), std::string::npos) << cause;
   EXPECT_GE(d.restarts[0].at("resume_step").get<int64_t>(), 3000);
   EXPECT_EQ(d.restarts[0].at("steps_lost").get<int64_t>(),
             d.restarts[0].at("step_reached").get<int64_t>() - d.restarts[0].at("resume_step").get<int64_t>());

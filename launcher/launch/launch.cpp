@@ -264,9 +264,16 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
       if (!spec.stop_file.empty()) ::unlink(spec.stop_file.c_str());
       const int aborted_by = signals.aborted_by();
-      if (aborted_by) return {128 + aborted_by, aborted_by, "", true};  // as if the signal had ended this process
-      return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), 0, watch_report,
-              signals.stop_requested()};
+      const int dead_rank = forward_stderr ? forward_stderr->noticed_rank() : -1;
+      const std::string dead_host = forward_stderr ? forward_stderr->noticed_host() : "";
+      if (aborted_by)
+        return {128 + aborted_by, aborted_by, "", true, dead_rank, dead_host};  // as if the signal ended this process
+      return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+              0,
+              watch_report,
+              signals.stop_requested(),
+              dead_rank,
+              dead_host};
     }
     if (done < 0 && errno != EINTR) {
       pthread_sigmask(SIG_SETMASK, &before, nullptr);

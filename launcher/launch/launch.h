@@ -60,6 +60,8 @@ struct MpirunResult {
   int aborted_by = 0;           // the signal this process aborted the job for (0 = none)
   std::string watch_report;     // spec.watch's answer when it ended the ranks ("" = it did not)
   bool stop_requested = false;  // a stop signal reached this process while the ranks ran
+  int dead_rank = -1;           // the first rank mpirun reported dead (-1: none)
+  std::string dead_host;        // and its host
 };
 MpirunResult run_mpirun(const LaunchSpec& spec);
 

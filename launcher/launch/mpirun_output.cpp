@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <regex>
 
@@ -107,6 +108,18 @@ bool MpirunStderrFilter::repeated_error(const std::string& text) {
 
 std::string MpirunStderrFilter::line(const std::string& text) {
   std::string out;
+  if (noticed_rank_ < 0) {
+    const std::string key = "noticed that process rank ";
+    const size_t at = text.find(key);
+    if (at != std::string::npos) {
+      noticed_rank_ = std::atoi(text.c_str() + at + key.size());
+      const size_t node = text.find(" on node ", at);
+      if (node != std::string::npos) {
+        const size_t from = node + 9, to = text.find(' ', from);
+        noticed_host_ = text.substr(from, to == std::string::npos ? std::string::npos : to - from);
+      }
+    }
+  }
   if (in_banner_) {
     if (is_separator(text)) {  // its closing line: the banner goes
       in_banner_ = false;
@@ -272,6 +285,8 @@ void MpirunOutputForwarder::loop() {
     write_out(filtered_ ? filter.feed(bytes) : bytes);
   }
   if (filtered_) write_out(filter.finish());
+  noticed_rank_ = filter.noticed_rank();
+  noticed_host_ = filter.noticed_host();
 }
 
 }  // namespace gtrain

@@ -31,6 +31,10 @@ class MpirunStderrFilter {
   std::string finish();
   // Whether a banner was dropped.
   bool dropped() const { return dropped_; }
+  // The first rank mpirun reported dead ("mpirun noticed that process rank N with PID P on node H
+  // exited on signal S"): its rank and host; -1 and "" when it reported none.
+  int noticed_rank() const { return noticed_rank_; }
+  const std::string& noticed_host() const { return noticed_host_; }
 
  private:
   std::string line(const std::string& text);  // one complete line (with its '\n')
@@ -49,6 +53,8 @@ class MpirunStderrFilter {
   std::vector<std::string> banner_;          // lines of the banner being dropped
   bool mid_line_ = false;                    // the start of this line went out: its rest passes as is
   bool in_banner_ = false, after_aggregate_note_ = false, dropped_ = false;
+  int noticed_rank_ = -1;
+  std::string noticed_host_;
 };
 
 // Forwards a pipe's read end to `out_fd` (mpirun's stderr: through the filter; its stdout: as it
@@ -61,6 +67,9 @@ class MpirunOutputForwarder {
   explicit MpirunOutputForwarder(int read_fd, int out_fd = 2, bool filtered = true);
   ~MpirunOutputForwarder();
   void stop();
+  // What the filter read of a dead rank (MpirunStderrFilter::noticed_rank): valid after stop().
+  int noticed_rank() const { return noticed_rank_; }
+  const std::string& noticed_host() const { return noticed_host_; }
 
  private:
   void loop();
@@ -70,6 +79,8 @@ class MpirunOutputForwarder {
   bool filtered_;
   bool console_gone_ = false;
   std::atomic<bool> stopping_{false};
+  int noticed_rank_ = -1;
+  std::string noticed_host_;
   std::thread thread_;
 };
 

@@ -424,27 +424,40 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
     nlohmann::json recovery;   // the last restart, until its first step is seen
     double detected_unix = 0;  // when the watch found a rank stuck
     if (restarts > 0) recovery = {{"kind", "recovered"}, {"restart", restarts}};
-    const int64_t resumed_from = std::max<int64_t>(0, newest_committed_step(cfg, run_dir));
+    // The first step after a restart (the earliest a rank of this attempt finished): how long the
+    // recovery took, from the failure's detection; written once seen, or when the attempt ends.
+    auto note_recovery = [&](const std::vector<HeartbeatRecord>& seen) {
+      if (recovery.is_null()) return;
+      double first = 0;
+      for (const auto& b : seen) {
+        if (b.beat_unix >= attempt_unix && b.first_step_unix > 0 && (first == 0 || b.first_step_unix < first))
+          first = b.first_step_unix;
+      }
+      if (first == 0) return;
+      recovery["step"] = reached;
+      recovery["seconds"] = first - attempt_unix;
+      std::ofstream(fs::path(run_dir) / "restarts.jsonl", std::ios::app) << recovery.dump() << "\n";
+      recovery = nullptr;
+    };
     spec.watch = [&]() -> std::string {
       const auto seen = read_heartbeats(beats.string());
       for (const auto& b : seen) {
         if (b.beat_unix >= attempt_unix) reached = std::max(reached, b.step);
       }
-      if (!recovery.is_null() && reached > resumed_from) {
-        // The first step after the restart: how long the recovery took, from the failure's detection.
-        recovery["step"] = reached;
-        recovery["seconds"] = unix_now() - attempt_unix;
-        std::ofstream(fs::path(run_dir) / "restarts.jsonl", std::ios::app) << recovery.dump() << "\n";
-        recovery = nullptr;
-      }
+      note_recovery(seen);
       std::string stuck = find_stuck_rank(seen, ranks, unix_now(), attempt_unix, rule);
       if (!stuck.empty()) detected_unix = unix_now();
       return stuck;
     };
     const MpirunResult ran = run_mpirun(spec);
-    for (const auto& b : read_heartbeats(beats.string())) {
-      if (b.beat_unix >= attempt_unix) reached = std::max(reached, b.step);
+    std::string dead_doing;  // what the rank mpirun reported dead was doing, from its last heartbeat
+    const auto last_beats = read_heartbeats(beats.string());
+    for (const auto& b : last_beats) {
+      if (b.beat_unix < attempt_unix) continue;
+      reached = std::max(reached, b.step);
+      if (b.rank == ran.dead_rank) dead_doing = " in " + b.phase + " after step " + std::to_string(b.step);
     }
+    note_recovery(last_beats);
     // mpirun passes on a rank's death by signal N (137: SIGKILL, the kernel's out-of-memory killer's
     // too) as 128 + N; without an abort of gtrain's own, that is a runtime failure.
     const bool hung = !ran.watch_report.empty();
@@ -455,7 +468,10 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
     fs::remove(spec.outcome_file, ec);
     const std::string cause =
         hung          ? "hang: " + ran.watch_report
-        : rank_signal ? "a rank ended by signal " + std::to_string(rank_signal) + " (" + strsignal(rank_signal) + ")"
+        : rank_signal ? (ran.dead_rank >= 0 ? "rank " + std::to_string(ran.dead_rank) +
+                                                  (ran.dead_host.empty() ? "" : " (" + ran.dead_host + ")") + dead_doing
+                                            : std::string("a rank")) +
+                            " ended by signal " + std::to_string(rank_signal) + " (" + strsignal(rank_signal) + ")"
                       : "mpirun exited " + std::to_string(ran.exit_code) + " (a rank failed)";
     const bool failed = ran.exit_code != kExitOk && said != "resumable" && !ran.aborted_by && !ran.stop_requested &&
                         ran.exit_code != kExitUsage && ran.exit_code != 255;

@@ -103,7 +103,9 @@ void Heartbeat::step_done(int64_t step, double seconds) {
     if (recent_.size() > kRecentSteps) recent_.erase(recent_.begin());
   }
   step_.store(step);
-  progress_unix_.store(unix_now_s());
+  const double now = unix_now_s();
+  progress_unix_.store(now);
+  if (first_step_unix_.load() == 0) first_step_unix_.store(now);
 }
 
 void Heartbeat::measured(RankPhase p, double seconds) {
@@ -130,7 +132,8 @@ std::string Heartbeat::record() const {
                             {"beat_unix", unix_now_s()},
                             {"slowest_step_s", slowest_recent_step_s()},
                             {"save_s", save_s_.load()},
-                            {"eval_s", eval_s_.load()}};
+                            {"eval_s", eval_s_.load()},
+                            {"first_step_unix", first_step_unix_.load()}};
   return j.dump();
 }
 
@@ -167,6 +170,7 @@ std::vector<HeartbeatRecord> read_heartbeats(const std::string& dir) {
     r.slowest_step_s = j.value("slowest_step_s", 0.0);
     r.save_s = j.value("save_s", 0.0);
     r.eval_s = j.value("eval_s", 0.0);
+    r.first_step_unix = j.value("first_step_unix", 0.0);
     if (r.rank >= 0) out.push_back(r);
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });

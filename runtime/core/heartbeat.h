@@ -55,8 +55,9 @@ class Heartbeat {
   std::atomic<int64_t> step_{0};
   std::atomic<double> progress_unix_{0};
   std::atomic<double> save_s_{0}, eval_s_{0};
-  mutable std::mutex mu_;       // the recent step times
-  std::vector<double> recent_;  // the last 20 step times, oldest first
+  std::atomic<double> first_step_unix_{0};  // when this process finished its first step (0: not yet)
+  mutable std::mutex mu_;                   // the recent step times
+  std::vector<double> recent_;              // the last 20 step times, oldest first
   std::string path_, host_;
   int rank_ = 0;
   double period_s_ = 1.0;
@@ -77,6 +78,7 @@ struct HeartbeatRecord {
   double beat_unix = 0;           // when the file was last written
   double slowest_step_s = 0;      // the slowest of the rank's last 20 steps (0: none yet)
   double save_s = 0, eval_s = 0;  // its last save's and evaluation's durations (0: none yet)
+  double first_step_unix = 0;     // when the process finished its first step (0: not yet)
 };
 
 // The heartbeats in `dir` (rank-N.json), unreadable or partial ones skipped.
