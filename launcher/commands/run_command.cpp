@@ -376,13 +376,7 @@ std::string startup_stop(const RankJob& job, const char* point) {
   const StopPolicy policy({job.handoff.stop_file, 0.0, "", job.cfg.schedule.save_safety, job.cfg.schedule.min_lead_s},
                           job.comm->rank() == 0);
   const auto mine = policy.decide(stop_signal_received(), unix_now(), 0.0, 0.0, /*before_first_step=*/true);
-  int agreed = mine.code;
-  if (job.comm->size() > 1) {
-    auto t = torch::tensor({mine.code}, torch::kInt);
-    job.comm->allreduce(t, ReduceOp::kMax);
-    agreed = t.item<int>();
-  }
-  const std::string reason = policy.agreed_reason(mine, agreed);
+  const std::string reason = agree_on_stop(policy, mine, *job.comm);
   if (!reason.empty() && job.main_rank && !job.o.quiet) {
     std::cout << "gtrain: " << reason << " during start-up (" << point
               << "): the stage ends before its first step, nothing to save; exit 3 (run the same command to "

@@ -439,12 +439,16 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
       std::ofstream(fs::path(run_dir) / "restarts.jsonl", std::ios::app) << recovery.dump() << "\n";
       recovery = nullptr;
     };
-    spec.watch = [&]() -> std::string {
-      const auto seen = read_heartbeats(beats.string());
+    // What this attempt's heartbeats say: the furthest step, and the recovery once there is one.
+    auto take = [&](const std::vector<HeartbeatRecord>& seen) {
       for (const auto& b : seen) {
         if (b.beat_unix >= attempt_unix) reached = std::max(reached, b.step);
       }
       note_recovery(seen);
+    };
+    spec.watch = [&]() -> std::string {
+      const auto seen = read_heartbeats(beats.string());
+      take(seen);
       std::string stuck = find_stuck_rank(seen, ranks, unix_now(), attempt_unix, rule);
       if (!stuck.empty()) detected_unix = unix_now();
       return stuck;
@@ -452,12 +456,11 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
     const MpirunResult ran = run_mpirun(spec);
     std::string dead_doing;  // what the rank mpirun reported dead was doing, from its last heartbeat
     const auto last_beats = read_heartbeats(beats.string());
+    take(last_beats);
     for (const auto& b : last_beats) {
-      if (b.beat_unix < attempt_unix) continue;
-      reached = std::max(reached, b.step);
-      if (b.rank == ran.dead_rank) dead_doing = " in " + b.phase + " after step " + std::to_string(b.step);
+      if (b.beat_unix >= attempt_unix && b.rank == ran.dead_rank)
+        dead_doing = " in " + b.phase + " after step " + std::to_string(b.step);
     }
-    note_recovery(last_beats);
     // mpirun passes on a rank's death by signal N (137: SIGKILL, the kernel's out-of-memory killer's
     // too) as 128 + N; without an abort of gtrain's own, that is a runtime failure.
     const bool hung = !ran.watch_report.empty();

@@ -246,11 +246,14 @@ std::string Trainer::stop_check(double last_step_seconds, bool before_first_step
   const auto mine =
       policy.decide(stop_signal_received(), unix_now(), last_step_seconds, max_save_seconds_, before_first_step);
   if (!mine.detail.empty()) stop_detail_ = mine.detail;
+  return agree_on_stop(policy, mine, *comm_);  // every rank stops at the same step
+}
+
+std::string agree_on_stop(const StopPolicy& policy, const StopPolicy::Decision& mine, Communicator& comm) {
   int agreed = mine.code;
-  if (comm_->size() > 1) {
-    // Every rank stops at the same step: agree on the strongest reason.
+  if (comm.size() > 1) {
     auto t = torch::tensor({mine.code}, torch::kInt);
-    comm_->allreduce(t, ReduceOp::kMax);
+    comm.allreduce(t, ReduceOp::kMax);
     agreed = t.item<int>();
   }
   return policy.agreed_reason(mine, agreed);

@@ -14,6 +14,7 @@
 #include "runtime/core/checkpoint_manifest.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/plan.h"
+#include "runtime/core/stop_policy.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/prefetcher.h"
 #include "runtime/data/sampler.h"
@@ -181,6 +182,11 @@ class Trainer {
   std::chrono::steady_clock::time_point last_read_time_;
   std::unique_ptr<class ThreadTuner> thread_tuner_;  // set_thread_tuning; done once it has chosen
 };
+
+// Every rank's stop decision agreed on (the strongest reason wins; a collective over `comm`): ""
+// = go on, else this rank's reason or the other ranks'. The trainer's check between steps and the
+// start-up checks share it.
+std::string agree_on_stop(const StopPolicy& policy, const StopPolicy::Decision& mine, Communicator& comm);
 
 // Optimizer steps a config asks for (train.steps, or epochs / tokens rounded up).
 int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t tokens_per_sample);
