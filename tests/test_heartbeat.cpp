@@ -50,8 +50,12 @@ TEST(HangRule, NamesTheRankWhoseHeartbeatStoppedElseTheFirstToStall) {
   EXPECT_EQ(find_stuck_rank({beat(0, "forward", 50, t - 1, t), beat(1, "backward", 50, t - 2, t)}, 2, t, t - 100, rule),
             "");
   // Rank 1 stopped (its heartbeat too); rank 0 waits for it in the gradient sync.
+  int stuck = -2;
   const std::string stopped = find_stuck_rank(
-      {beat(0, "grad sync", 50, t - 40, t), beat(1, "backward", 50, t - 41, t - 41)}, 2, t, t - 100, rule);
+      {beat(0, "grad sync", 50, t - 40, t), beat(1, "backward", 50, t - 41, t - 41)}, 2, t, t - 100, rule, &stuck);
+  EXPECT_EQ(stuck, 1);  // the launcher attributes the failure to the rank's host
+  find_stuck_rank({beat(0, "forward", 50, t - 1, t)}, 1, t, t - 100, rule, &stuck);
+  EXPECT_EQ(stuck, -1);
   EXPECT_EQ(stopped,
             "rank 1 (node1, pid 101) made no progress for 41 s in backward after step 50 (limit 30 s); its heartbeat "
             "stopped too: the process is stopped, frozen or gone");

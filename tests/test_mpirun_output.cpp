@@ -51,6 +51,16 @@ TEST(MpirunOutput, AbortBannerIsDroppedAndEverythingElsePasses) {
     EXPECT_FALSE(f.dropped());
     EXPECT_EQ(f.noticed_rank(), -1);
   }
+  {  // a rank that exited non-zero is named by mpirun's "Process name" line
+    const std::string nonzero = dashes + "\nmpirun detected that one or more processes exited with non-zero status, " +
+                                "thus causing\nthe job to be terminated. The first process to do so was:\n\n" +
+                                "  Process name: [[22845,1],3]\n  Exit code:    1\n" + dashes + "\n";
+    gtrain::MpirunStderrFilter f;
+    f.feed(nonzero);
+    f.finish();
+    EXPECT_EQ(f.noticed_rank(), 3);
+    EXPECT_EQ(f.noticed_host(), "");
+  }
   {  // the aggregation hint alone, and other ORTE_ERROR_LOG lines, are not the abort's: they pass
     const std::string hint = "[vm:1] Set MCA parameter \"orte_base_help_aggregate\" to 0 to see all help\n";
     const std::string other = "[vm:1] [[1,0],0] ORTE_ERROR_LOG: Not found in file plm_base_launch_support.c\n";

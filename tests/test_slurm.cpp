@@ -2,11 +2,13 @@
 // tests/slurm/slurm_harness.sh starts (two slurmd, 4 fake GPUs each, at most 4 GPUs per job by
 // job_submit/lua); ctest starts it before these tests and stops it after (fixtures).
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -201,6 +203,107 @@ TEST(SlurmSubmit, StageSpansBothNodes) {
   const std::string node2_log =
       test::read_file(std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/var/log/slurmd-node2.log");
   EXPECT_NE(node2_log.find("StepId=" + job + ".0"), std::string::npos) << node2_log;
+}
+
+namespace {
+
+// The training loss of each step a metrics.jsonl shows (a step trained again after a restart: its
+// last record).
+std::map<int64_t, double> step_losses(const std::string& run_dir) {
+  std::map<int64_t, double> out;
+  for (const auto& l : test::lines(test::read_file(run_dir + "/metrics.jsonl"))) {
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (!j.is_discarded() && j.value("kind", "") == "train") out[j.at("step")] = j.at("loss");
+  }
+  return out;
+}
+
+// Kills (SIGKILL) rank `rank` of the stage in `run` once its heartbeat, written after `after_unix`,
+// shows step `at_step` or later; checks first that the rank runs on Slurm node `node` (its
+// SLURMD_NODENAME: mpirun's daemon there was started by srun). Returns "" or what went wrong.
+std::string kill_rank_on(const std::string& run, int rank, const std::string& node, double after_unix, int at_step) {
+  const std::string beat = run + "/.heartbeat/rank-" + std::to_string(rank) + ".json";
+  for (int i = 0; i < 2400; ++i) {
+    const auto j = nlohmann::json::parse(test::read_file(beat), nullptr, false);
+    if (j.is_object() && j.value("beat_unix", 0.0) > after_unix && j.value("step", 0) >= at_step) {
+      const int pid = j.value("pid", 0);
+      std::string env = test::read_file("/proc/" + std::to_string(pid) + "/environ");
+      for (auto& c : env) c = c == '\0' ? '\n' : c;
+      if (env.find("\nSLURMD_NODENAME=" + node + "\n") == std::string::npos)
+        return "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ") is not on " + node;
+      ::kill(pid, SIGKILL);
+      return "";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return "rank " + std::to_string(rank) + " never reached step " + std::to_string(at_step);
+}
+
+}  // namespace
+
+// A node lost mid-stage (issue 28): a rank on node2 is killed, the stage restarts from its last
+// checkpoint on both nodes; killed again there, node2 is left out and the stage re-plans onto
+// node1's two GPUs with the same global batch, finishes, and the chain completes with the losses
+// of an unstaged one-rank run.
+TEST(SlurmSubmit, NodeThatFailsTwiceIsLeftOutAndTheStageContinues) {
+  test::TempDir dir;
+  std::string toml = job_toml(200);
+  toml.replace(toml.find("interval = 1000000"), 18, "interval = 20");
+  toml.replace(toml.find("n_embd = 64"), 11, "n_embd = 192");  // steps slow enough to kill a rank mid-stage
+  test::write_file(dir.file("job.toml"), toml);
+  auto ref = test::run_command(gtrain_cmd("run " + dir.file("job.toml") + " --ranks 1 --run-dir " + dir.file("ref")));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const std::string run = dir.file("run");
+  // The harness's two nodes are one machine: Open MPI's shared-memory transport between a node's
+  // two ranks would share its segments with the other node's, so the ranks talk over TCP.
+  auto r =
+      test::run_command("OMPI_MCA_btl=self,tcp " + gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + run +
+                                                              " --stages 1 --gpus 4 --nodes 2 --time 00:05:00"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // mpirun fills node1's two slots first: ranks 2 and 3 run on node2.
+  ASSERT_EQ(kill_rank_on(run, 2, "node2", 0, 30), "") << slurm_out(run);
+  double restarted = 0;
+  for (int i = 0; i < 1200 && restarted == 0; ++i) {
+    for (const auto& l : test::lines(test::read_file(run + "/restarts.jsonl"))) {
+      const auto j = nlohmann::json::parse(l, nullptr, false);
+      if (j.is_object() && j.value("kind", "") == "restart") restarted = j.value("unix", 0.0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GT(restarted, 0) << slurm_out(run);
+  ASSERT_EQ(kill_rank_on(run, 3, "node2", restarted, 50), "") << slurm_out(run);
+  const auto c = wait_chain(run, 240);
+  ASSERT_EQ(c.value("state", ""), "completed") << c.dump(2) << slurm_out(run);
+
+  std::vector<nlohmann::json> restarts;
+  for (const auto& l : test::lines(test::read_file(run + "/restarts.jsonl"))) {
+    const auto j = nlohmann::json::parse(l);
+    if (j.value("kind", "") == "restart") restarts.push_back(j);
+  }
+  ASSERT_EQ(restarts.size(), 2u) << test::read_file(run + "/restarts.jsonl");
+  EXPECT_EQ(restarts[0].value("host", ""), "node2") << restarts[0].dump();
+  EXPECT_FALSE(restarts[0].contains("left_out")) << "one failure is not enough: " << restarts[0].dump();
+  EXPECT_EQ(restarts[1].value("host", ""), "node2") << restarts[1].dump();
+  EXPECT_EQ(restarts[1].value("left_out", ""), "node2") << restarts[1].dump();
+  EXPECT_EQ(restarts[1].value("ranks", 0), 2) << restarts[1].dump();
+  EXPECT_NE(slurm_out(run).find("leaving out node2 (its ranks failed twice): 2 ranks on the other host"),
+            std::string::npos)
+      << slurm_out(run);
+  EXPECT_EQ(test::read_file(run + "/hostfile"), "node1 slots=2\n");
+  const auto st = ledger(run);
+  ASSERT_EQ(st.size(), 1u) << slurm_out(run);
+  EXPECT_EQ(st[0].at("world"), 2) << st[0].dump();
+  EXPECT_EQ(st[0].at("step_to"), 200) << st[0].dump();
+  EXPECT_EQ(st[0].at("allocation").value("left_out", nlohmann::json::array()), nlohmann::json::array({"node2"}))
+      << st[0].dump();
+  EXPECT_EQ(st[0].at("allocation").value("ranks", 0), 2) << st[0].dump();
+  // Every step, trained on 4 ranks, again after each restart, then on 2: the one-rank run's losses.
+  const auto want = step_losses(dir.file("ref")), got = step_losses(run);
+  ASSERT_EQ(got.size(), 200u);
+  for (const auto& [step, loss] : want) {
+    ASSERT_TRUE(got.count(step)) << step;
+    EXPECT_LE(std::fabs(got.at(step) - loss), 1e-5 * std::fabs(loss)) << "step " << step;
+  }
 }
 
 // --launcher srun: the stage's ranks are srun tasks that find each other through PMIx (the script

@@ -68,7 +68,7 @@ std::vector<std::string> mpirun_argv(const LaunchSpec& s) {
   if (s.ranks < 1) throw ConfigError("--ranks must be >= 1 (got " + std::to_string(s.ranks) + ")");
   std::vector<std::string> argv = {"mpirun", "-np", std::to_string(s.ranks), "--bind-to", "none"};
   if (s.oversubscribe) argv.push_back("--oversubscribe");
-  if (s.hosts.size() > 1) {
+  if (s.hosts.size() > 1 || (s.pin_hosts && !s.hosts.empty())) {
     std::ofstream f(s.hostfile);
     for (const auto& h : s.hosts) f << h.host << " slots=" << h.slots << "\n";
     if (!f) {

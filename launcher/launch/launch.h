@@ -33,7 +33,8 @@ struct HostSlots {
 struct LaunchSpec {
   int ranks = 1;
   std::vector<HostSlots> hosts;          // empty: all ranks on this machine
-  std::string hostfile;                  // where to write the hostfile (multi-host)
+  std::string hostfile;                  // where to write the hostfile (multi-host, or pin_hosts)
+  bool pin_hosts = false;                // the hostfile even for one host: the others were left out
   bool oversubscribe = true;             // CPU ranks may share cores
   std::vector<std::string> forward_env;  // variable names to forward to remote ranks (-x)
   std::string executable;                // this program

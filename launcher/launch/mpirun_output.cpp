@@ -119,6 +119,12 @@ std::string MpirunStderrFilter::line(const std::string& text) {
         noticed_host_ = text.substr(from, to == std::string::npos ? std::string::npos : to - from);
       }
     }
+    // A rank that exited non-zero: "  Process name: [[22845,1],3]" in the banner that follows.
+    const std::string name = "Process name: [[";
+    const size_t p = text.find(name);
+    const size_t job_end = p == std::string::npos ? std::string::npos : text.find("],", p);
+    if (job_end != std::string::npos && std::isdigit(static_cast<unsigned char>(text[job_end + 2])))
+      noticed_rank_ = std::atoi(text.c_str() + job_end + 2);
   }
   if (in_banner_) {
     if (is_separator(text)) {  // its closing line: the banner goes

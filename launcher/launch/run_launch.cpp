@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -294,7 +296,8 @@ namespace {
 // The mpirun launch of `ranks` workers over the allocation's nodes (a hostfile and forwarded
 // variables for several hosts), with the stop and outcome files this stage uses.
 LaunchSpec mpirun_spec(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
-                       const std::string& worker, const Allocation& alloc, const std::string& run_dir, int ranks) {
+                       const std::string& worker, const Allocation& alloc, const std::string& run_dir, int ranks,
+                       bool pin_hosts = false) {
   LaunchSpec spec;
   spec.ranks = ranks;
   spec.executable = worker;
@@ -302,7 +305,8 @@ LaunchSpec mpirun_spec(const RunOptions& o, const JobConfig& cfg, const std::map
   for (const auto& n : alloc.nodes) {
     spec.hosts.push_back({n.host, n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size())});
   }
-  if (spec.hosts.size() > 1) {
+  spec.pin_hosts = pin_hosts;
+  if (spec.hosts.size() > 1 || pin_hosts) {
     spec.hostfile = (fs::path(run_dir) / "hostfile").string();
     for (const auto& kv : env) {
       // Ours, and LibTorch's log levels (--quiet sets them: main.cpp).
@@ -382,16 +386,49 @@ std::vector<std::string> restart_args(std::vector<std::string> args) {
   return out;
 }
 
+// The host rank `rank` runs on: mpirun fills each host's slots in order (mpirun_spec); one host
+// takes every rank. "" when unknown.
+std::string host_of_rank(const Allocation& alloc, int rank) {
+  if (rank < 0 || alloc.nodes.empty()) return "";
+  if (alloc.nodes.size() == 1) return alloc.nodes.front().host;
+  int slot = 0;
+  for (const auto& n : alloc.nodes) {
+    slot += n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size());
+    if (rank < slot) return n.host;
+  }
+  return "";
+}
+
+// The failures seen on each host, and the hosts left out of the stage.
+struct HostHealth {
+  std::map<std::string, int> failures;
+  std::vector<std::string> left_out;
+};
+
+// Whether to leave `host` out after a failure of one of its ranks in `phase`: its second failure, or
+// the first when the rank never got past start-up (it could not start, allocate or use its device:
+// the quick health check), as long as another host remains.
+bool leave_out_host(HostHealth& health, const Allocation& alloc, const std::string& host, const std::string& phase) {
+  if (host.empty() || alloc.nodes.size() < 2) return false;
+  const int failures = ++health.failures[host];
+  return failures >= 2 || phase.rfind(phase_name(RankPhase::startup), 0) == 0;
+}
+
 // Several ranks: mpirun over the worker, this process its parent; returns the stage's exit code.
 // A rank that fails or hangs (no progress by heartbeat.h's rule: the line names it) ends the
 // attempt; the ranks then start again from the newest committed checkpoint, at most
-// schedule.max_restarts times, each restart a line of restarts.jsonl.
+// schedule.max_restarts times, each restart a line of restarts.jsonl. A host whose ranks failed
+// twice (or once before their first step) is left out while others remain: the stage re-plans onto
+// the remaining hosts' GPUs with the same global batch (`plan_ranks`) and resumes there.
 int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
-                 const std::string& worker, const Allocation& alloc, const std::string& run_dir, int ranks,
-                 StageHandoff& handoff, const nlohmann::json& allocation) {
+                 const std::string& worker, const Allocation& granted, const std::string& run_dir, int ranks,
+                 StageHandoff& handoff, nlohmann::json allocation,
+                 const std::function<Plan(const Allocation&)>& plan_ranks) {
   // Here, as the one-rank exec would say it: mpirun's own report of a missing executable ends in an
   // exit code (132) that reads as a rank's signal.
   if (::access(worker.c_str(), X_OK) != 0) throw worker_start_error(worker, errno);
+  Allocation alloc = granted;  // less the hosts left out
+  HostHealth health;
   LaunchSpec spec = mpirun_spec(o, cfg, env, worker, alloc, run_dir, ranks);
   std::error_code ec;
   fs::remove(spec.stop_file, ec);  // a request left by an earlier stage is not this stage's
@@ -423,6 +460,7 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
     int64_t reached = -1;      // the furthest step this attempt's ranks reported
     nlohmann::json recovery;   // the last restart, until its first step is seen
     double detected_unix = 0;  // when the watch found a rank stuck
+    int stuck_rank = -1;       // and which
     if (restarts > 0) recovery = {{"kind", "recovered"}, {"restart", restarts}};
     // The first step after a restart (the earliest a rank of this attempt finished): how long the
     // recovery took, from the failure's detection; written once seen, or when the attempt ends.
@@ -449,21 +487,24 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
     spec.watch = [&]() -> std::string {
       const auto seen = read_heartbeats(beats.string());
       take(seen);
-      std::string stuck = find_stuck_rank(seen, ranks, unix_now(), attempt_unix, rule);
+      std::string stuck = find_stuck_rank(seen, ranks, unix_now(), attempt_unix, rule, &stuck_rank);
       if (!stuck.empty()) detected_unix = unix_now();
       return stuck;
     };
     const MpirunResult ran = run_mpirun(spec);
     std::string dead_doing;  // what the rank mpirun reported dead was doing, from its last heartbeat
+    const bool hung = !ran.watch_report.empty();
+    const int failed_rank = hung ? stuck_rank : ran.dead_rank;
+    std::string failed_phase = phase_name(RankPhase::startup);  // no heartbeat: it never started
     const auto last_beats = read_heartbeats(beats.string());
     take(last_beats);
     for (const auto& b : last_beats) {
       if (b.beat_unix >= attempt_unix && b.rank == ran.dead_rank)
         dead_doing = " in " + b.phase + " after step " + std::to_string(b.step);
+      if (b.beat_unix >= attempt_unix && b.rank == failed_rank) failed_phase = b.phase;
     }
     // mpirun passes on a rank's death by signal N (137: SIGKILL, the kernel's out-of-memory killer's
     // too) as 128 + N; without an abort of gtrain's own, that is a runtime failure.
-    const bool hung = !ran.watch_report.empty();
     const int rank_signal =
         !hung && !ran.aborted_by && ran.exit_code > 128 && ran.exit_code < 128 + 65 ? ran.exit_code - 128 : 0;
     std::string said;
@@ -493,11 +534,53 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
                                   {"steps_lost", lost},
                                   {"step_gained", gained},
                                   {"allocation", allocation}};
-      std::ofstream(fs::path(run_dir) / "restarts.jsonl", std::ios::app) << rec.dump() << "\n";
+      nlohmann::json record = rec;
+      const std::string host = host_of_rank(alloc, failed_rank);
+      if (!host.empty()) record["host"] = host;
+      std::string moved;  // the line saying where the ranks go instead
+      if (leave_out_host(health, alloc, host, failed_phase)) {
+        Allocation rest = alloc;
+        rest.nodes.erase(std::remove_if(rest.nodes.begin(), rest.nodes.end(),
+                                        [&](const NodeAllocation& n) { return n.host == host; }),
+                         rest.nodes.end());
+        int slots = 0;
+        for (const auto& n : rest.nodes)
+          slots += n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size());
+        if (rest.ranks_override > slots) rest.ranks_override = slots;
+        try {
+          // The planner keeps the global batch (uneven shares where it must); the ranks re-plan the
+          // same way for the world they start in, and the checkpoint reshards onto it.
+          const Plan plan = plan_ranks ? plan_ranks(rest) : Plan{};
+          const int next = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(plan.world, rest.world_size())));
+          health.left_out.push_back(host);
+          moved = "; leaving out " + host + " (" +
+                  (health.failures[host] >= 2 ? std::string("its ranks failed twice")
+                                              : "its rank failed before its first step") +
+                  "): " + std::to_string(next) + " rank" + (next == 1 ? "" : "s") + " on the other host" +
+                  (rest.nodes.size() == 1 ? "" : "s") + ", " + plan.summary() + ", global batch " +
+                  std::to_string(plan.global_batch()) + " kept";
+          alloc = std::move(rest);
+          ranks = next;
+          allocation = allocation_record(alloc, ranks);
+          allocation["left_out"] = health.left_out;
+          handoff.allocation_json = allocation.dump();
+          handoff.granted.clear();
+          for (const auto& n : alloc.nodes) handoff.granted.emplace_back(n.host, n.gpus);
+          LaunchSpec next_spec = mpirun_spec(o, cfg, env, worker, alloc, run_dir, ranks, /*pin_hosts=*/true);
+          next_spec.args = spec.args;
+          spec = std::move(next_spec);
+          record["left_out"] = host;
+          record["ranks"] = ranks;
+          record["plan"] = plan.summary();
+        } catch (const std::exception& e) {
+          moved = "; " + host + " stays: the other hosts cannot take the job (" + e.what() + ")";
+        }
+      }
+      std::ofstream(fs::path(run_dir) / "restarts.jsonl", std::ios::app) << record.dump() << "\n";
       std::cerr << "gtrain: restarting the ranks (restart " << restarts + 1 << " of " << cfg.schedule.max_restarts
                 << ", schedule.max_restarts) from "
                 << (from >= 0 ? "the checkpoint at step " + std::to_string(from) : std::string("the start")) << ": "
-                << cause << "; " << lost << (lost == 1 ? " step" : " steps") << " to train again" << std::endl;
+                << cause << "; " << lost << (lost == 1 ? " step" : " steps") << " to train again" << moved << std::endl;
       if (from > committed_before) spec.args = restart_args(spec.args);
       handoff.restarts = restarts + 1;
       export_env(handoff);
@@ -567,7 +650,8 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
     std::cout << "gtrain: starting " << out.ranks << " of the " << alloc.world_size() << " granted ranks ("
               << join(idle_slots(alloc, out.ranks)) << " idle): " << plan.summary() << "; " << plan.reason << std::endl;
   }
-  if (out.ranks > 1) out.exit_code = launch_ranks(o, cfg, env, worker, alloc, run_dir, out.ranks, handoff, allocation);
+  if (out.ranks > 1)
+    out.exit_code = launch_ranks(o, cfg, env, worker, alloc, run_dir, out.ranks, handoff, allocation, plan_ranks);
   return out;
 }
 

@@ -192,7 +192,8 @@ double stuck_after_s(const HangRule& rule, const std::string& phase, int64_t ste
 }
 
 std::string find_stuck_rank(const std::vector<HeartbeatRecord>& beats, int ranks, double now_unix, double started_unix,
-                            const HangRule& rule) {
+                            const HangRule& rule, int* stuck_rank) {
+  if (stuck_rank) *stuck_rank = -1;
   std::vector<HeartbeatRecord> all(static_cast<size_t>(std::max(0, ranks)));
   for (int r = 0; r < ranks; ++r) {
     all[static_cast<size_t>(r)].rank = r;
@@ -230,6 +231,7 @@ std::string find_stuck_rank(const std::vector<HeartbeatRecord>& beats, int ranks
     }
   }
   if (!worst) return "";
+  if (stuck_rank) *stuck_rank = worst->rank;
   const double idle = now_unix - std::max(worst->progress_unix, started_unix);
   std::ostringstream out;
   out.setf(std::ios::fixed);

@@ -99,8 +99,9 @@ double stuck_after_s(const HangRule& rule, const std::string& phase, int64_t ste
 
 // "" while every one of `ranks` ranks progresses, else one line naming the stuck rank (the one whose
 // heartbeat stopped, else the one that stopped progressing first), its host, phase and step, and
-// for how long. A rank with no file yet counts as starting up since `started_unix`.
+// for how long. A rank with no file yet counts as starting up since `started_unix`. `stuck_rank`,
+// when given, receives the rank's number (-1 when none is stuck).
 std::string find_stuck_rank(const std::vector<HeartbeatRecord>& beats, int ranks, double now_unix, double started_unix,
-                            const HangRule& rule);
+                            const HangRule& rule, int* stuck_rank = nullptr);
 
 }  // namespace gtrain
