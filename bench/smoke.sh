@@ -24,6 +24,7 @@ case $name in
   zero3) cmd=(env STEPS=4 ROUNDS=1 SIZE=tiny "$here/bench_zero3.sh" "$build")
          want='round 1: step time zero3 [0-9.]+ ms +zero2 [0-9.]+ ms +ratio zero3/zero2 [0-9.]+x' ;;
   estimates) cmd=(env STEPS=4 SIZE=tiny "$here/bench_estimates.sh" "$build"); want='within 10%: [0-9]+ of 9 layouts' ;;
+  save_stall) cmd=(env SIZE=tiny "$here/bench_save_stall.sh" "$build"); want='async / sync: [0-9.]+x   \(target' ;;
   restart) cmd=(env AT_STEP=50 STEPS=2000 "$here/bench_restart.sh" "$build")
            want='kill: detected [0-9.]+ s after the signal, first step [0-9.]+ s after the detection' ;;
   dp) cmd=("$venv" run env STEPS=8 "$here/bench_dp.sh" "$build"); want='round 2: samples/s gtrain [0-9.]+ +pytorch-ddp [0-9.]+ +ratio [0-9.]+x' ;;

@@ -2,6 +2,7 @@
 // deadlines, corrupt shards, resharding, pruning, superseding, malformed manifests.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/crc32c.h"
+#include "runtime/checkpoint/staging_buffer.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/schedule.h"
 #include "tests/support/test_util.h"
@@ -17,6 +19,34 @@
 
 namespace gtrain {
 namespace {
+
+namespace fs = std::filesystem;
+
+// The staging writer leaves exactly the bytes given, on a disk file system (O_DIRECT: whole blocks,
+// then cut back) and on one without O_DIRECT (tmpfs: through the page cache), and reuses its memory.
+TEST(Checkpoint, StagedWriteIsExactWithAndWithoutDirectIo) {
+  test::TempDir dir;
+  StagingBuffer staging;
+  char* const first = staging.reserve(10000);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(first) % StagingBuffer::kAlign, 0u);
+  EXPECT_EQ(staging.capacity(), 12288u);
+  EXPECT_EQ(staging.reserve(5000), first);  // large enough: the same memory
+  for (size_t i = 0; i < 10000; ++i) first[i] = static_cast<char>(i * 7 + 3);
+  std::vector<std::string> paths = {dir.file("shard.bin")};
+  if (fs::is_directory("/dev/shm")) paths.push_back("/dev/shm/gtrain-staged-" + std::to_string(::getpid()));
+  for (const auto& path : paths) {
+    bool direct = false;
+    const int fd = open_for_staged_write(path, &direct);
+    ASSERT_GE(fd, 0) << path;
+    write_staged(fd, direct, first, 10000, path);
+    ::close(fd);
+    const std::string back = test::read_file(path);
+    ASSERT_EQ(back.size(), 10000u) << path << (direct ? " (O_DIRECT)" : " (page cache)");
+    EXPECT_EQ(back, std::string(first, 10000)) << path;
+    if (path.rfind("/dev/shm/", 0) == 0) fs::remove(path);
+  }
+  EXPECT_THROW(write_staged(-1, false, first, 10, "nowhere.bin"), CheckpointError);
+}
 
 TEST(Checkpoint, PeriodicSavesKeepNewestAndReload) {
   test::TempDir dir;

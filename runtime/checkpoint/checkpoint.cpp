@@ -238,23 +238,56 @@ void CheckpointWriter::wait() {
   }
 }
 
+void CheckpointWriter::prepare(size_t bytes) {
+  if (!async_) return;
+  wait();
+  thread_ = std::thread([this, bytes] {
+    try {
+      staging_.reserve(bytes);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+}
+
 double CheckpointWriter::save(SaveRequest r) {
   wait();
   const auto t0 = Clock::now();
-  // Async: host copies, since training changes the live tensors as soon as we return. Sync:
-  // nothing changes them while we write, so no copy.
+  // Every written shard gets its place in the staging buffer (its byte range in the data file).
+  // Device tensors are copied there now; CPU tensors now when async (training changes them as soon
+  // as we return), on the writer thread when live_sources (the caller holds them still until
+  // release_sources()), and by write() when synchronous (nothing changes them meanwhile).
+  const bool live = async_ && r.live_sources;
   std::vector<TensorShard> mine;
+  size_t total = 0;
   for (auto& s : r.shards) {
     if (!s.write) continue;
-    auto host = s.data.detach().to(torch::kCPU).contiguous();
-    s.data = (async_ && host.data_ptr() == s.data.data_ptr()) ? host.clone() : host;
+    total += s.data.nbytes();
     mine.push_back(std::move(s));
   }
   r.shards = std::move(mine);
+  char* base = staging_.reserve(total);
+  size_t offset = 0;
+  for (auto& s : r.shards) {
+    auto src = s.data.detach();
+    const size_t n = src.nbytes();
+    if (!src.device().is_cpu() || !src.is_contiguous() || (async_ && !live)) {
+      auto view = torch::from_blob(base + offset, src.sizes(), torch::TensorOptions().dtype(src.scalar_type()));
+      view.copy_(src);
+      s.data = view;
+    } else {
+      s.data = src;
+    }
+    offset += n;
+  }
   const double stall = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!async_) {
     write(r);
     return stall + last_write_s_.load();
+  }
+  {
+    std::lock_guard<std::mutex> lock(reading_mu_);
+    reading_ = live;
   }
   thread_ = std::thread([this, req = std::move(r)]() mutable {
     try {
@@ -262,8 +295,29 @@ double CheckpointWriter::save(SaveRequest r) {
     } catch (...) {
       error_ = std::current_exception();
     }
+    sources_released();  // also when the write failed before it got there
   });
   return stall;
+}
+
+bool CheckpointWriter::reading_live() {
+  std::lock_guard<std::mutex> lock(reading_mu_);
+  return reading_;
+}
+
+void CheckpointWriter::sources_released() {
+  {
+    std::lock_guard<std::mutex> lock(reading_mu_);
+    reading_ = false;
+  }
+  reading_cv_.notify_all();
+}
+
+double CheckpointWriter::release_sources() {
+  const auto t0 = Clock::now();
+  std::unique_lock<std::mutex> lock(reading_mu_);
+  reading_cv_.wait(lock, [this] { return !reading_; });
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 void CheckpointWriter::write(SaveRequest& r) {
@@ -282,16 +336,24 @@ void CheckpointWriter::write(SaveRequest& r) {
   // 1. This rank's data file and its piece list.
   const std::string file = "shard_" + std::to_string(r.rank) + ".bin";
   const fs::path data_path = tmp / file;
-  UniqueFd data(::open(data_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  // Into the staging buffer (where save() has not put them already), then free the live tensors.
+  char* const base = staging_.data();
+  int64_t offset = 0;
+  for (auto& s : r.shards) {
+    const size_t n = s.data.nbytes();
+    if (s.data.data_ptr() != base + offset) std::memcpy(base + offset, s.data.data_ptr(), n);
+    offset += static_cast<int64_t>(n);
+  }
+  if (reading_live()) sources_released();
+  bool direct = false;
+  UniqueFd data(open_for_staged_write(data_path.string(), &direct));
   if (!data)
     throw CheckpointError(data_path.string() + ": cannot create: " + std::strerror(errno),
                           "check that checkpoint.dir is writable and its disk has room");
-  const int fd = data.get();
   nlohmann::json pieces = nlohmann::json::array();
-  int64_t offset = 0;
+  offset = 0;
   for (const auto& s : r.shards) {
     const size_t n = s.data.nbytes();
-    write_all(fd, s.data.data_ptr(), n, data_path.string());
     ShardPiece piece;
     piece.name = s.name;
     piece.dtype = dtype_name(s.data.scalar_type());
@@ -303,16 +365,20 @@ void CheckpointWriter::write(SaveRequest& r) {
     piece.piece.file = file;
     piece.piece.offset = offset;
     piece.piece.nbytes = static_cast<int64_t>(n);
-    piece.piece.crc32c = crc_of(s.data.data_ptr(), n);
+    piece.piece.crc32c = crc_of(base + offset, n);
     pieces.push_back(piece.to_json());
     offset += static_cast<int64_t>(n);
   }
+  const int fd = data.get();
+  write_staged(fd, direct, base, static_cast<size_t>(offset), data_path.string());
+  r.shards.clear();
   ::fsync(fd);
   data.reset();
   write_file_atomic(tmp / ("shard_" + std::to_string(r.rank) + ".json"), pieces.dump());
   last_bytes_ = offset;
 
-  // 2. Rank 0 commits once every rank has published its pieces.
+  // 2. Rank 0 commits once every rank has published its pieces (and the probe loss is known).
+  if (r.rank == 0 && r.probe.valid()) r.meta.probe_loss = r.probe.get();
   if (r.rank == 0) commit(r, tmp);
   last_write_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
 }

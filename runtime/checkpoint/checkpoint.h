@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/checkpoint/staging_buffer.h"
 #include "runtime/checkpoint/tensor_shard.h"
 #include "runtime/core/checkpoint_manifest.h"
 
@@ -57,6 +59,12 @@ struct SaveRequest {
   int64_t keep = 2;
   std::string token;              // same on every rank of a job: names the temporary directory
   double commit_timeout_s = 600;  // rank 0 waits this long for the other ranks' files
+  // Rank 0, when set: the probe loss arrives after the save (the next step's training loss); the
+  // manifest waits for it. A broken promise fails the save (nothing is committed).
+  std::shared_future<double> probe;
+  // Async: CPU shards are copied by the writer thread, not by save(), while training goes on; the
+  // caller must call release_sources() before it changes them (the next optimizer step).
+  bool live_sources = false;
 };
 
 class CheckpointWriter {
@@ -66,16 +74,32 @@ class CheckpointWriter {
   // Waits for the previous save (one in flight at most), copies the shards to host memory, then
   // writes them (in the background when async). Returns the seconds training was stalled.
   double save(SaveRequest request);
+  // Async: maps `bytes` of staging memory on the writer thread (the next save waits for it, and
+  // reports its failure), so the first save does not pay for fresh pages. Synchronous: nothing.
+  void prepare(size_t bytes);
   // Until the last save is written (and committed, on rank 0). Rethrows a failed save's error.
   void wait();
+  // Until the save in flight no longer reads live tensors (SaveRequest::live_sources): training may
+  // change them then. Returns the seconds it waited.
+  double release_sources();
   double last_write_seconds() const { return last_write_s_.load(); }
   int64_t last_bytes() const { return last_bytes_.load(); }
 
  private:
   void write(SaveRequest& r);
+  void sources_released();
+  bool reading_live();
   bool async_;
+  // This rank's shard state, laid out as its data file: every save copies into it (device
+  // tensors in save(), CPU tensors in save() or, live, on the writer thread) and writes it from
+  // there. Kept between saves: a second copy of the state in host memory, as every async
+  // checkpointer keeps one.
+  StagingBuffer staging_;
   std::thread thread_;
   std::exception_ptr error_;
+  std::mutex reading_mu_;
+  std::condition_variable reading_cv_;
+  bool reading_ = false;  // the writer reads live tensors (under reading_mu_)
   std::atomic<double> last_write_s_{0};
   std::atomic<int64_t> last_bytes_{0};
 };

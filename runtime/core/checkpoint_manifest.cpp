@@ -120,6 +120,7 @@ void check_job_facts(const json& m, const std::string& where) {
       where, m, key::kProbeLoss, [](const json& j) { return j.is_number(); }, "a number");
   optional_type(
       where, m, key::kPlan, [](const json& j) { return j.is_string(); }, "a string");
+  optional_type(where, m, key::kProbeStep, is_count, "a non-negative integer");
   optional_type(
       where, m, key::kStageLedger, [](const json& j) { return j.is_array(); }, "an array");
   optional_type(where, m, key::kTrainSamples, is_count, "a non-negative integer");
@@ -266,6 +267,8 @@ CheckpointMeta read_meta(const json& m) {
       meta.probe_loss = v.get<double>();
     } else if (k == key::kProbeIndices) {
       meta.probe_indices = v.get<std::vector<int64_t>>();
+    } else if (k == key::kProbeStep) {
+      meta.probe_step = v.get<int64_t>();
     } else {
       meta.extra[k] = v;
     }
@@ -348,6 +351,7 @@ void CheckpointMeta::add_to(json& out) const {
   if (stage_ledger) out[key::kStageLedger] = *stage_ledger;
   if (probe_loss) out[key::kProbeLoss] = *probe_loss;
   if (probe_indices) out[key::kProbeIndices] = *probe_indices;
+  if (probe_step) out[key::kProbeStep] = *probe_step;
   for (const auto& [k, v] : extra.items()) out[k] = v;
 }
 

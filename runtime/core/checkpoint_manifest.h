@@ -49,6 +49,7 @@ constexpr const char* kTrainData = "train_data";
 constexpr const char* kStageLedger = "stage_ledger";
 constexpr const char* kProbeLoss = "probe_loss";
 constexpr const char* kProbeIndices = "probe_indices";
+constexpr const char* kProbeStep = "probe_step";
 // A tensor's entry, and its pieces.
 constexpr const char* kName = "name";
 constexpr const char* kDtype = "dtype";
@@ -124,7 +125,10 @@ struct CheckpointMeta {
   std::optional<nlohmann::json> stage_ledger;  // stages.jsonl's records before this checkpoint (array)
   std::optional<double> probe_loss;
   std::optional<std::vector<int64_t>> probe_indices;  // the training windows the probe batch holds
-  nlohmann::json extra = nlohmann::json::object();    // keys gtrain does not read, kept as they were
+  // Set: probe_loss is the training loss of this step (the one after the checkpoint's), whose global
+  // batch probe_indices holds, taken by the step itself; unset: an evaluation-mode loss of probe_indices.
+  std::optional<int64_t> probe_step;
+  nlohmann::json extra = nlohmann::json::object();  // keys gtrain does not read, kept as they were
 
   // Adds the meta's keys to `out` (an object).
   void add_to(nlohmann::json& out) const;

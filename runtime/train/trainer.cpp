@@ -23,6 +23,7 @@
 #include "runtime/core/stop_policy.h"
 #include "runtime/data/rng.h"
 #include "runtime/metrics/step_profiler.h"
+#include "runtime/models/keyed_dropout.h"
 #include "runtime/train/thread_choice.h"
 
 namespace gtrain {
@@ -97,7 +98,10 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
   start_ = std::chrono::steady_clock::now();
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  // A save still waiting for its probe fails (broken promise): nothing half-known is committed.
+  pending_probe_.reset();
+}
 
 std::vector<int64_t> Trainer::probe_indices() const {
   const int64_t n = std::min<int64_t>(8, data_.train->size());
@@ -155,10 +159,52 @@ CheckpointMeta Trainer::checkpoint_meta() {
   return meta;
 }
 
-double Trainer::save_checkpoint_now() {
+std::vector<int64_t> Trainer::step_batch_indices(int64_t step) const {
+  std::vector<int64_t> idx;
+  const int64_t g = layout_.global_batch();
+  for (int64_t i = 0; i < g; ++i) idx.push_back(order_->dataset_index(step * g + i));
+  return idx;
+}
+
+double Trainer::next_step_probe_loss(const std::vector<int64_t>& idx, int64_t step) {
+  // The replicas share the batch in chunks of a micro-batch, round robin; each chunk draws the
+  // dropout masks its samples drew in the step (keyed by their place in the run).
+  torch::NoGradGuard ng;
+  const auto n = static_cast<int64_t>(idx.size());
+  const int64_t chunk = std::max<int64_t>(1, plan_.micro_batch), dp = std::max<int64_t>(1, plan_.dp);
+  const int64_t rounds = (n + chunk * dp - 1) / (chunk * dp);
+  const bool collective = engine_->collective_forward();
+  auto sums = torch::zeros({2}, torch::kDouble);
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t start = (round * dp + engine_->dp_rank()) * chunk;
+    if (start >= n && !collective) break;
+    const bool filler = start >= n;  // ZeRO-3's forward is a collective: every replica runs each round
+    const int64_t from = filler ? 0 : start, to = filler ? 1 : std::min(n, start + chunk);
+    const std::vector<int64_t> part(idx.begin() + from, idx.begin() + to);
+    Batch b = data_.train->collate(part);
+    DropoutRowsScope rows(static_cast<uint64_t>(config_.train.seed), step * layout_.global_batch() + from);
+    auto scope = precision_->autocast();
+    auto out = engine_->forward_only(*model_, b.input.to(device_));
+    if (!out.defined() || filler || !engine_->reports_loss()) continue;
+    sums[0] += model_->loss_sum(out, b.target.to(device_)).item<double>();
+    sums[1] += static_cast<double>(to - from);
+  }
+  if (comm_->size() > 1) comm_->allreduce(sums, ReduceOp::kSum);
+  return sums[0].item<double>() / std::max(1.0, sums[1].item<double>());
+}
+
+void Trainer::settle_pending_probe() {
+  if (!pending_probe_) return;
+  // No step followed the save: the probe is the next step's loss, computed by its forward alone.
+  const int64_t saved = last_saved_step_;
+  pending_probe_->set_value(next_step_probe_loss(step_batch_indices(saved), saved));
+  pending_probe_.reset();
+}
+
+double Trainer::save_checkpoint_now(bool next_step_follows) {
   const auto t0 = std::chrono::steady_clock::now();
   Heartbeat::get().phase(RankPhase::save);
-  const double before_write = writer_->last_write_seconds();
+  settle_pending_probe();  // an earlier save's, should one still wait
   SaveRequest r;
   r.dir = paths_.checkpoints;
   r.step = step_;
@@ -169,21 +215,33 @@ double Trainer::save_checkpoint_now() {
   r.world = comm_->size();
   r.keep = config_.checkpoint.keep;
   r.token = stage_.save_token.empty() ? "0" : stage_.save_token;
-  const std::vector<int64_t> probe_idx = probe_indices();
-  const double probe = probe_loss(probe_idx);
-  if (r.rank == 0) {
-    r.meta = checkpoint_meta();
-    r.meta.probe_loss = probe;
-    r.meta.probe_indices = probe_idx;  // the windows a resume on changed data probes again
+  const bool deferred = config_.checkpoint.async && next_step_follows && step_ < total_steps_;
+  r.live_sources = deferred;
+  if (deferred) {
+    // The next step's training loss is the probe: its forward is work the step does anyway.
+    pending_probe_ = std::make_unique<std::promise<double>>();
+    if (r.rank == 0) {
+      r.meta = checkpoint_meta();
+      r.meta.probe_step = step_ + 1;
+      r.meta.probe_indices = step_batch_indices(step_);
+      r.probe = pending_probe_->get_future().share();
+    }
+  } else {
+    const std::vector<int64_t> probe_idx = probe_indices();
+    const double probe = probe_loss(probe_idx);
+    if (r.rank == 0) {
+      r.meta = checkpoint_meta();
+      r.meta.probe_loss = probe;
+      r.meta.probe_indices = probe_idx;  // the windows a resume on changed data probes again
+    }
   }
   writer_->save(std::move(r));
   const double stall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   save_stall_total_ += stall;
   nlohmann::json rec = {
       {"kind", "checkpoint"}, {"step", step_}, {"stall_s", stall}, {"async", config_.checkpoint.async}};
-  if (writer_->last_write_seconds() != before_write || !config_.checkpoint.async) {
-    rec["previous_write_s"] = writer_->last_write_seconds();
-  }
+  // The write save() waited for (async: the previous save's) or just made (synchronous).
+  if (writer_->last_write_seconds() > 0) rec["previous_write_s"] = writer_->last_write_seconds();
   metrics_->write(rec);
   max_save_seconds_ = std::max(max_save_seconds_, stall + writer_->last_write_seconds());
   Heartbeat::get().measured(RankPhase::save, std::max(stall, writer_->last_write_seconds()));
@@ -193,6 +251,7 @@ double Trainer::save_checkpoint_now() {
 void Trainer::finish_saves() {
   const auto t0 = std::chrono::steady_clock::now();
   Heartbeat::get().phase(RankPhase::save);
+  settle_pending_probe();
   writer_->wait();
   save_stall_total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   max_save_seconds_ = std::max(max_save_seconds_, writer_->last_write_seconds());
@@ -219,8 +278,19 @@ void Trainer::resume(const std::string& path) {
         "resume from another checkpoint with --resume PATH, or start over with --no-resume");
   }
   prefetch_.reset();  // restart the data stream at the resumed step
-  // Guard against silently wrong resumes: the probe batch must give the saved loss.
-  const double saved = *ck.manifest().meta.probe_loss, now = probe_loss(verdict.probe_indices);
+  // Guard against silently wrong resumes: the probe batch must give the saved loss (an interval
+  // save's probe is the next step's training loss: its batch, forward only, training mode).
+  const auto& meta = ck.manifest().meta;
+  double now = 0;
+  if (meta.probe_step && *meta.probe_step == step_ + 1) {
+    const bool same = meta.probe_indices &&
+                      static_cast<int64_t>(meta.probe_indices->size()) == layout_.global_batch() &&
+                      verdict.probe_indices == *meta.probe_indices;
+    now = next_step_probe_loss(same ? verdict.probe_indices : step_batch_indices(step_), step_);
+  } else {
+    now = probe_loss(verdict.probe_indices);
+  }
+  const double saved = *meta.probe_loss;
   const auto refusal = check_probe(verdict, path, plan_.summary(), saved, now, config_.checkpoint.probe_tolerance);
   if (refusal) refusal->raise();
   if (comm_->rank() == 0) {
@@ -331,6 +401,13 @@ StepResult Trainer::train_step() {
   torch::Tensor loss_acc = engine_->run_micro_batches(work);
   r.data_wait_s = prefetch_->take_wait_seconds();
   if (comm_->size() > 1) comm_->allreduce(loss_acc, ReduceOp::kSum);
+  if (pending_probe_) {
+    // The save before this step awaits its loss (the weights it saved gave it).
+    pending_probe_->set_value(loss_acc.to(torch::kCPU).item<double>());
+    pending_probe_.reset();
+  }
+  // The optimizer changes the weights and its state next: the save must have read them by then.
+  save_stall_total_ += writer_->release_sources();
 
   bool ok = true;
   if (scaler) {
@@ -512,11 +589,23 @@ void Trainer::log_step(const StepResult& r) {
   metrics_->write(rec);
 }
 
+void Trainer::prepare_saves() {
+  saves_prepared_ = true;
+  const auto& c = config_.checkpoint;
+  if (paths_.checkpoints.empty() || !c.async || (c.interval <= 0 && !c.at_end)) return;
+  // After the first step (the optimizer state exists) and the thread tuner: the writer thread
+  // maps its staging memory now, while training goes on, not in the first save's stall.
+  size_t bytes = 0;
+  for (const auto& s : engine_->state_shards())
+    if (s.write) bytes += s.data.nbytes();
+  writer_->prepare(bytes);
+}
+
 void Trainer::maybe_checkpoint(bool final) {
   const auto& c = config_.checkpoint;
   if (paths_.checkpoints.empty()) return;
   const bool due = final ? c.at_end : (c.interval > 0 && step_ % c.interval == 0);
-  if (due) save_checkpoint_now();
+  if (due) save_checkpoint_now(/*next_step_follows=*/!final);
 }
 
 TrainSummary Trainer::run() {
@@ -600,6 +689,7 @@ TrainSummary Trainer::run_stage() {
                            thread_tuner_->measured() + " (train.threads = 0; set it to choose)");
     }
     if (step_ == total_steps_) break;
+    if (!saves_prepared_ && !(thread_tuner_ && thread_tuner_->active())) prepare_saves();
     // The interval checkpoint comes before the interval evaluation: an error while evaluating loses no step.
     maybe_checkpoint(false);
     if (config_.train.eval_interval > 0 && step_ % config_.train.eval_interval == 0) {

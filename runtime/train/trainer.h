@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <memory>
 #include <string>
 
@@ -105,8 +106,11 @@ class Trainer {
   // Loads parameters, optimizer state and the step from a checkpoint written by any layout, and
   // checks the probe loss. Throws CheckpointError (changed model, global batch, probe mismatch).
   void resume(const std::string& checkpoint_path);
-  // Saves a checkpoint now (asynchronously when configured); returns the training stall.
-  double save_checkpoint_now();
+  // Saves a checkpoint now (asynchronously when configured); returns the training stall. When
+  // `next_step_follows` (an interval save inside the training loop) an asynchronous save takes its
+  // probe loss from the next step's own forward and writes the live tensors until that step's
+  // optimizer update: the step pays neither a probe forward nor a copy of the state.
+  double save_checkpoint_now(bool next_step_follows = false);
   // Waits for the save in flight.
   void finish_saves();
   // Loss of a fixed probe batch (eval mode, no dropout): the same model gives the same value on
@@ -117,6 +121,12 @@ class Trainer {
   // threads and keep the fastest (runtime/train/thread_choice.h).
   void set_thread_tuning(int most, int local_ranks);
   std::vector<int64_t> probe_indices() const;
+  // The dataset indices of the global batch of the step after `step` (0-based step `step`).
+  std::vector<int64_t> step_batch_indices(int64_t step) const;
+  // The training loss of the step after `step` on the samples `indices` (its global batch), by
+  // forward passes alone in training mode with the step's dropout masks: what a next-step probe
+  // (CheckpointMeta::probe_step) recorded, computed again after loading. A collective.
+  double next_step_probe_loss(const std::vector<int64_t>& indices, int64_t step);
 
   Model& model() { return *model_; }
   ParallelEngine& engine() { return *engine_; }
@@ -137,6 +147,8 @@ class Trainer {
   std::vector<double> settled_steps_;  // step seconds after warm-up, until the check ran
   bool estimate_checked_ = false;
   void maybe_checkpoint(bool final);
+  // Once, after the first step: the async writer maps its staging memory in the background.
+  void prepare_saves();
   // "" = go on. Before the first step (before_first_step) only a deadline already past counts.
   std::string stop_check(double last_step_seconds, bool before_first_step = false);
   void write_ledger(const TrainSummary& s, int64_t first_step, double productive_s);
@@ -173,7 +185,12 @@ class Trainer {
   StageOptions stage_;
   std::unique_ptr<class CheckpointWriter> writer_;
   double save_stall_total_ = 0, max_save_seconds_ = 0;
-  int64_t last_saved_step_ = -1;          // the step of this stage's latest save (-1: none yet)
+  bool saves_prepared_ = false;   // prepare_saves() ran
+  int64_t last_saved_step_ = -1;  // the step of this stage's latest save (-1: none yet)
+  // An asynchronous save's probe loss, awaited by its manifest: the next step's training loss, or
+  // computed by finish_saves() when no step follows.
+  std::unique_ptr<std::promise<double>> pending_probe_;
+  void settle_pending_probe();
   nlohmann::json pending_resume_record_;  // the "resume" record, written when the stage starts
   double stage_start_unix_ = 0;
   DeviceMetrics device_metrics_;  // the memory and utilisation figures of train records

@@ -26,11 +26,14 @@ struct CheckpointConfig {
       "Save a checkpoint when training finishes (false: the final weights are not saved, and a start "
       "after completion trains the steps after the last interval checkpoint again).");
     v("async", async,
-      "Copy state to host memory, then write it in a background thread while training continues "
-      "(at most one save in flight).");
+      "Write checkpoints in a background thread while training continues (at most one save in flight). "
+      "An interval save copies the state into host staging memory (kept between saves: one more copy of "
+      "each rank's shard) beside the next step's forward and backward, and takes its probe loss from "
+      "that step, so training hardly stalls; false: training waits for each save.");
     v("probe_tolerance", probe_tolerance,
-      "Relative difference allowed between the loss of a fixed probe batch at "
-      "save and after loading (any layout); larger stops the run: the resume would be silently wrong.",
+      "Relative difference allowed between a probe batch's loss at save (an async interval save: the "
+      "next step's training loss; otherwise a fixed batch's) and after loading (any layout); larger stops "
+      "the run: the resume would be silently wrong.",
       cfg::greater_than(0.0));
     v("init_from", init_from,
       "Weights a fresh start begins from (fine-tuning): a .safetensors file (gtrain ckpt export's, or any "
