@@ -3,9 +3,12 @@
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "launcher/cli/cli.h"
+#include "launcher/launch/stage_handoff.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/rank_output.h"
 #include "runtime/core/schedule.h"
@@ -23,6 +26,9 @@ int main(int argc, char** argv) {
   try {
     return gtrain::cli_main(argc, argv);
   } catch (const gtrain::Error& e) {
+    // Under a launching gtrain: an error a restart would meet again ends the stage, not the attempt.
+    if (const char* outcome = std::getenv(gtrain::kEnvStageOutcomeFile); outcome && *outcome && !e.retryable())
+      std::ofstream(outcome, std::ios::app) << "fatal\n";
     return gtrain::fail_process(gtrain::format_error(e), e.exit_code());
   } catch (const c10::Error& e) {
     return gtrain::fail_process(std::string("gtrain: torch error: ") + e.what_without_backtrace(),

@@ -165,6 +165,9 @@ TEST(Cli, FailedStageIsRecordedInTheLedger) {
   EXPECT_NE(exit.find(" at step " + std::to_string(at)), std::string::npos) << exit;
   EXPECT_GE(at, 1);
   EXPECT_LT(at, 20);
+  // The same weights and data diverge again: the stage ends without restarting (errors.h).
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run/restarts.jsonl"))) << r.output;
+  EXPECT_EQ(r.output.find("restarting the ranks"), std::string::npos) << r.output;
 }
 
 TEST(Cli, SetOverridesAndRunDirFlag) {

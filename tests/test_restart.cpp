@@ -39,18 +39,19 @@ struct Disrupted {
   std::vector<nlohmann::json> restarts;
 };
 
-// Runs `config` on 2 ranks, sends `signo` to rank 1 once its heartbeat passes `at_step`, and waits
-// for gtrain to end.
+// Runs `config` on `ranks` ranks, sends `signo` to rank `target` once its heartbeat passes
+// `at_step`, and waits for gtrain to end.
 Disrupted disrupt(const test::TempDir& dir, const std::string& config, int signo, int64_t at_step,
-                  const std::vector<std::string>& sets = {}) {
+                  const std::vector<std::string>& sets = {}, int ranks = 2, int target = 1) {
   test::write_file(dir.file("job.toml"), config);
-  std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --ranks 2 --run-dir " + dir.file("run");
+  std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --ranks " + std::to_string(ranks) + " --run-dir " +
+                    dir.file("run");
   for (const auto& s : sets) cmd += " --set " + s;
   Disrupted d;
   std::thread killer([&] {
     for (int i = 0; i < 12000; ++i) {  // 10 minutes at most: a loaded machine trains slowly
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      const auto [step, pid] = heartbeat_of(dir.file("run"), 1);
+      const auto [step, pid] = heartbeat_of(dir.file("run"), target);
       if (step >= at_step && pid > 0) {
         d.signal_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         ::kill(pid, signo);
@@ -100,6 +101,34 @@ TEST(Restart, KilledRankRestartsAndTheLossesAreBitwiseTheUninterruptedRuns) {
   const auto stages = test::lines(test::read_file(dir.file("run/stages.jsonl")));
   ASSERT_FALSE(stages.empty());
   EXPECT_EQ(nlohmann::json::parse(stages.back()).value("restarts", 0), 1) << stages.back();
+}
+
+// One rank is supervised as several are (no mpirun: the worker is gtrain's child): killed, it
+// restarts from its checkpoint and the losses are bitwise the uninterrupted run's; with
+// schedule.max_restarts = 0 the worker replaces gtrain, as before restarts existed.
+TEST(Restart, OneRankJobIsRestartedAfterAKill) {
+  const std::string config = long_mlp(6000, 1000);
+  test::TempDir plain_dir, dir;
+  test::write_file(plain_dir.file("job.toml"), config);
+  const auto plain = test::run_command(GTRAIN_BINARY " run " + plain_dir.file("job.toml") + " --ranks 1 --run-dir " +
+                                       plain_dir.file("run") + " --set schedule.max_restarts=0");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const Disrupted d = disrupt(dir, config, SIGKILL, 2500, {}, /*ranks=*/1, /*target=*/0);
+  ASSERT_EQ(d.result.exit_code, 0) << d.result.output;
+  ASSERT_EQ(d.restarts.size(), 2u) << d.result.output;
+  const std::string cause = d.restarts[0].at("cause").get<std::string>();
+  EXPECT_EQ(cause.rfind("rank 0 (", 0), 0u) << cause;
+  EXPECT_NE(cause.find(") in "), std::string::npos) << cause;
+  EXPECT_NE(cause.find(" ended by signal 9 (Killed)"), std::string::npos) << cause;
+  EXPECT_GE(d.restarts[0].at("resume_step").get<int64_t>(), 2000);
+  EXPECT_EQ(d.restarts[1].at("kind"), "recovered");
+  EXPECT_LT(d.restarts[1].at("seconds").get<double>(), 10.0);
+  const auto a = train_losses(plain_dir.file("run/metrics.jsonl")), b = train_losses(dir.file("run/metrics.jsonl"));
+  ASSERT_EQ(a.size(), 6000u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "step " << i + 1;
+  // No restart without supervision: the one rank was gtrain itself.
+  EXPECT_FALSE(fs::exists(plain_dir.file("run/restarts.jsonl")));
 }
 
 // A rank that stops (SIGSTOP: its heartbeat thread stops too) is found with the default settings

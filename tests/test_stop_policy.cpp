@@ -32,6 +32,7 @@ TEST(StopPolicy, SignalStopsEveryRankAndBeatsTheDeadline) {
   const auto d = p.decide(15, kDeadline + 10, 1.0, 0.0);
   EXPECT_EQ(d.code, StopPolicy::kSignal);
   EXPECT_EQ(d.reason, "signal 15");
+  EXPECT_EQ(d.signal, 15);
   EXPECT_EQ(d.detail, "");
   EXPECT_EQ(p.agreed_reason(d, d.code), "signal 15");
   const StopPolicy main(deadline_settings(), true);
@@ -54,6 +55,8 @@ TEST(StopPolicy, StopFileIsRankZeros) {
   const auto o = other.decide(0, 0, 1.0, 0.0);
   EXPECT_EQ(o.code, StopPolicy::kGoOn);
   EXPECT_EQ(other.agreed_reason(o, StopPolicy::kSignal), "signal (on another rank)");
+  // The agreement carries the number: a rank that got none reports the other's signal.
+  EXPECT_EQ(other.agreed_reason(o, StopPolicy::kSignal, 15), "signal 15");
 }
 
 // The lead: the last step's time, save_safety x the longest save (at least 1 s), min_lead_s.

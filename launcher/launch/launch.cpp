@@ -131,6 +131,26 @@ void set_mpirun_environment(const LaunchSpec& spec) {
   _exit(kExitUsage);
 }
 
+// LaunchSpec::direct, in the forked child: the worker, its signals back, its own process group
+// (Ctrl-C reaches gtrain, which turns it into the stop request), no terminal input, this console
+// as its output. Never returns.
+[[noreturn]] void exec_direct_child(std::vector<char*>& cargv, pid_t parent) {
+  for (int sig : stop_signal_candidates()) std::signal(sig, SIG_DFL);
+  sigset_t all;
+  sigemptyset(&all);
+  for (int sig : stop_signal_candidates()) sigaddset(&all, sig);
+  pthread_sigmask(SIG_UNBLOCK, &all, nullptr);  // a scheduler's TERM to the job's processes: a stop request
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) _exit(kExitFailure);
+  ::setpgid(0, 0);
+  const int devnull = ::open("/dev/null", O_RDONLY);
+  if (devnull >= 0) ::dup2(devnull, 0);
+  ::execv(cargv[0], cargv.data());
+  dprintf(2, "gtrain: error: cannot start %s: %s; hint: reinstall gtrain (make install) or rebuild it\n", cargv[0],
+          std::strerror(errno));
+  _exit(kExitFailure);
+}
+
 // What each signal that reaches gtrain while mpirun runs does: the first stop signal becomes the
 // stop file, which rank 0 reads after each step and all ranks agree on, so every rank saves and
 // exits 3, whatever the ranks were doing when it came; TERM or INT again aborts them.
@@ -162,10 +182,8 @@ class MpirunSignals {
                    name);
       return;
     }
-    std::fprintf(stderr,
-                 "gtrain: %s again: aborting the ranks without saving (the last committed checkpoint "
-                 "stays valid)\n",
-                 name);
+    std::fprintf(stderr, "gtrain: %s again: %s without saving (the last committed checkpoint stays valid)\n", name,
+                 spec_.direct ? "exiting" : "aborting the ranks");
     // mpirun would only pass a TERM on, which the ranks take as one more stop request (they finish
     // the step and save): this host's ranks are killed outright, and mpirun, seeing them die, ends
     // the job's ranks elsewhere. A save cut short leaves no committed checkpoint behind (saves are
@@ -193,14 +211,22 @@ class MpirunSignals {
     std::ofstream f(spec_.stop_file, std::ios::trunc);
     f << "signal " << sig << "\n";
     if (!spec_.quiet) {
-      std::fprintf(stderr, "gtrain: %s: every rank finishes its step, saves and exits 3%s\n", name,
-                   interactive ? " (TERM or INT again aborts the ranks without saving)" : "");
+      if (spec_.direct)  // one rank: as the rank itself would say it (runtime/core/schedule.cpp)
+        std::fprintf(stderr, "gtrain: %s: finishing the step, saving, then exit 3%s\n", name,
+                     interactive ? " (TERM or INT again exits without saving)" : "");
+      else
+        std::fprintf(stderr, "gtrain: %s: every rank finishes its step, saves and exits 3%s\n", name,
+                     interactive ? " (TERM or INT again aborts the ranks without saving)" : "");
     }
   }
 
   // Ends the job by signalling this host's ranks (mpirun has TERM blocked; seeing them end, it ends
   // the job's ranks elsewhere), or mpirun itself while it has started none: there is nothing to lose.
   void end_ranks(int sig) {
+    if (spec_.direct) {
+      ::kill(child_, sig);  // the rank itself
+      return;
+    }
     const std::vector<pid_t> ranks = child_processes(child_);
     for (pid_t rank : ranks) ::kill(rank, sig);
     if (ranks.empty()) ::kill(child_, SIGKILL);
@@ -215,8 +241,14 @@ class MpirunSignals {
 }  // namespace
 
 MpirunResult run_mpirun(const LaunchSpec& spec) {
-  auto argv = mpirun_argv(spec);
-  set_mpirun_environment(spec);
+  std::vector<std::string> argv;
+  if (spec.direct) {
+    argv.push_back(spec.executable);
+    argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+  } else {
+    argv = mpirun_argv(spec);
+    set_mpirun_environment(spec);
+  }
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
@@ -232,7 +264,7 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
   // mpirun's stderr comes through a pipe, which drops Open MPI's MPI_ABORT banner after a rank's error
   // and shows an error every rank reports once; its stdout through another. gtrain drains both
   // whatever becomes of its own console (`| head`, a tee that dies): mpirun never sees a closed pipe.
-  Pipe err_pipe = make_pipe(), out_pipe = make_pipe();
+  Pipe err_pipe = spec.direct ? Pipe{} : make_pipe(), out_pipe = spec.direct ? Pipe{} : make_pipe();
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0) {
@@ -241,7 +273,10 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     throw Error(std::string("cannot start mpirun: fork failed: ") + std::strerror(fork_errno),
                 "check this user's process and memory limits (ulimit -u, ulimit -v)");
   }
-  if (child == 0) exec_mpirun_child(cargv, parent, err_pipe, out_pipe);
+  if (child == 0) {
+    if (spec.direct) exec_direct_child(cargv, parent);
+    exec_mpirun_child(cargv, parent, err_pipe, out_pipe);
+  }
   std::unique_ptr<MpirunOutputForwarder> forward_stderr, forward_stdout;
   if (err_pipe.read) {
     err_pipe.write.reset();
@@ -264,8 +299,14 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
       if (!spec.stop_file.empty()) ::unlink(spec.stop_file.c_str());
       const int aborted_by = signals.aborted_by();
-      const int dead_rank = forward_stderr ? forward_stderr->noticed_rank() : -1;
-      const std::string dead_host = forward_stderr ? forward_stderr->noticed_host() : "";
+      // Direct: the one rank is the child; mpirun names a dead rank in its report.
+      const int dead_rank =
+          spec.direct ? (WIFSIGNALED(status) ? 0 : -1) : (forward_stderr ? forward_stderr->noticed_rank() : -1);
+      std::string dead_host = forward_stderr ? forward_stderr->noticed_host() : "";
+      if (spec.direct && dead_rank == 0) {
+        char host[256] = {0};
+        if (::gethostname(host, sizeof(host) - 1) == 0) dead_host = host;
+      }
       if (aborted_by)
         return {128 + aborted_by, aborted_by, "", true, dead_rank, dead_host};  // as if the signal ended this process
       return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),

@@ -32,9 +32,12 @@ struct HostSlots {
 
 struct LaunchSpec {
   int ranks = 1;
-  std::vector<HostSlots> hosts;          // empty: all ranks on this machine
-  std::string hostfile;                  // where to write the hostfile (multi-host, or pin_hosts)
-  bool pin_hosts = false;                // the hostfile even for one host: the others were left out
+  std::vector<HostSlots> hosts;  // empty: all ranks on this machine
+  std::string hostfile;          // where to write the hostfile (multi-host, or pin_hosts)
+  bool pin_hosts = false;        // the hostfile even for one host: the others were left out
+  // One rank on this machine without mpirun: the worker itself is the child, writing straight to
+  // this console (a terminal keeps its progress bar), supervised as mpirun's ranks are.
+  bool direct = false;
   bool oversubscribe = true;             // CPU ranks may share cores
   std::vector<std::string> forward_env;  // variable names to forward to remote ranks (-x)
   std::string executable;                // this program
@@ -64,6 +67,7 @@ struct MpirunResult {
   int dead_rank = -1;           // the first rank mpirun reported dead (-1: none)
   std::string dead_host;        // and its host
 };
+// spec.direct: the same for the one rank, started without mpirun.
 MpirunResult run_mpirun(const LaunchSpec& spec);
 
 // The processes whose parent is `pid` (from /proc): mpirun's children are this host's ranks.

@@ -320,6 +320,8 @@ LaunchSpec mpirun_spec(const RunOptions& o, const JobConfig& cfg, const std::map
   } else {
     spec.hosts.clear();
   }
+  // One rank here: no mpirun in between (launch.h).
+  spec.direct = ranks == 1 && spec.hosts.empty();
   // This process stays mpirun's parent and turns stop signals into a stop request (launch.h).
   spec.stop_signals = stop_signal_numbers(cfg.schedule.stop_signals);
   spec.quiet = o.quiet;
@@ -337,7 +339,7 @@ int stage_exit_code(const MpirunResult& ran, const LaunchSpec& spec, const std::
   // however mpirun then ended (a scheduler's TERM reaches mpirun too, which then exits non-zero).
   if (said == "resumable") {
     if (exit_code != kExitOk) {
-      std::cerr << "gtrain: mpirun exited " << exit_code
+      std::cerr << "gtrain: " << (spec.direct ? "the rank" : "mpirun") << " exited " << exit_code
                 << " after every rank saved (it was signalled too); the stage is resumable" << std::endl;
     }
     return kExitResumable;
@@ -414,7 +416,8 @@ bool leave_out_host(HostHealth& health, const Allocation& alloc, const std::stri
   return failures >= 2 || phase.rfind(phase_name(RankPhase::startup), 0) == 0;
 }
 
-// Several ranks: mpirun over the worker, this process its parent; returns the stage's exit code.
+// The ranks under this process (mpirun over the workers; one rank: the worker itself, LaunchSpec::direct);
+// returns the stage's exit code.
 // A rank that fails or hangs (no progress by heartbeat.h's rule: the line names it) ends the
 // attempt; the ranks then start again from the newest committed checkpoint, at most
 // schedule.max_restarts times, each restart a line of restarts.jsonl. A host whose ranks failed
@@ -516,12 +519,14 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
                                                   (ran.dead_host.empty() ? "" : " (" + ran.dead_host + ")") + dead_doing
                                             : std::string("a rank")) +
                             " ended by signal " + std::to_string(rank_signal) + " (" + strsignal(rank_signal) + ")"
-                      : "mpirun exited " + std::to_string(ran.exit_code) + " (a rank failed)";
+                      : (spec.direct ? "the rank exited " : "mpirun exited ") + std::to_string(ran.exit_code) +
+                            (spec.direct ? "" : " (a rank failed)");
     const bool failed = ran.exit_code != kExitOk && said != "resumable" && !ran.aborted_by && !ran.stop_requested &&
                         ran.exit_code != kExitUsage && ran.exit_code != 255;
     const bool gained = reached > best_step;
     best_step = std::max(best_step, reached);
-    if (failed && restarts < cfg.schedule.max_restarts) {
+    // "fatal": a rank's error repeats from the same checkpoint by construction (errors.h): no restart.
+    if (failed && said != "fatal" && restarts < cfg.schedule.max_restarts) {
       const int64_t from = newest_committed_step(cfg, run_dir);
       const int64_t lost = std::max<int64_t>(0, reached - std::max<int64_t>(0, from));
       const nlohmann::json rec = {{"kind", "restart"},
@@ -591,7 +596,7 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
                               ran.aborted_by ? "aborted: signal " + std::to_string(ran.aborted_by)
                               : hung         ? "failed: " + cause
                               : rank_signal  ? "failed: a rank ended by signal " + std::to_string(rank_signal)
-                                             : "failed: mpirun exited " + std::to_string(ran.exit_code));
+                                             : "failed: " + cause);
     }
     if (failed && restarts > 0) {
       std::cerr << "gtrain: error: the ranks failed again after " << restarts << " restart"
@@ -650,7 +655,9 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
     std::cout << "gtrain: starting " << out.ranks << " of the " << alloc.world_size() << " granted ranks ("
               << join(idle_slots(alloc, out.ranks)) << " idle): " << plan.summary() << "; " << plan.reason << std::endl;
   }
-  if (out.ranks > 1)
+  // Several ranks: mpirun. One: supervised too (restarts, the hang watch) unless
+  // schedule.max_restarts = 0, where the worker replaces this process (main.cpp).
+  if (out.ranks > 1 || cfg.schedule.max_restarts > 0)
     out.exit_code = launch_ranks(o, cfg, env, worker, alloc, run_dir, out.ranks, handoff, allocation, plan_ranks);
   return out;
 }

@@ -2,13 +2,16 @@
 #include "launcher/launch/run_lock.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
@@ -32,7 +35,17 @@ UniqueFd lock_dir(const std::string& dir, const std::string& what, const std::st
     throw ConfigError(str(path, ": cannot open lock file: ", std::strerror(errno)),
                       "check that the directory is writable");
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  bool locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  // The run that took the lock is gone (its pid is free) while the lock is still held: by its
+  // ranks, which inherit the descriptor and die with it (PR_SET_PDEATHSIG) a moment later. Wait
+  // for them, up to 10 s, rather than call the directory busy.
+  for (int i = 0; !locked && i < 200; ++i) {
+    const int64_t holder = RunLock::holder_pid(dir);
+    if (holder <= 0 || ::kill(static_cast<pid_t>(holder), 0) == 0 || errno != ESRCH) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  }
+  if (!locked) {
     const int64_t holder = RunLock::holder_pid(dir);
     throw BusyError(what + " " + dir + " is in use by another gtrain run" +
                         (holder > 0 ? " (pid " + std::to_string(holder) + ")" : ""),

@@ -38,6 +38,9 @@ class Error : public std::runtime_error {
   const std::string& location() const { return location_; }
   virtual int exit_code() const { return kExitFailure; }
   virtual const char* kind() const { return "error"; }
+  // Whether restarting the ranks (schedule.max_restarts) could get past it: false for an error
+  // that repeats by construction from the same checkpoint (DeterministicError).
+  virtual bool retryable() const { return true; }
 
  private:
   std::string hint_;
@@ -94,6 +97,21 @@ class ResumeMismatchError : public CheckpointError {
  public:
   using CheckpointError::CheckpointError;
   int exit_code() const override { return kExitUsage; }
+};
+
+// An error a restart from the same checkpoint would meet again, step for step (the loss diverging
+// on the same data and weights): the launcher ends the stage on it instead of restarting.
+class DeterministicError : public Error {
+ public:
+  using Error::Error;
+  bool retryable() const override { return false; }
+};
+
+// A checkpoint whose probe loss does not come back after loading: it loads the same way each time.
+class ProbeMismatchError : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+  bool retryable() const override { return false; }
 };
 
 class TimeoutError : public Error {

@@ -168,7 +168,7 @@ void note_config_changes(const CheckpointManifest& m, const std::string& path, c
 
 void ResumeRefusal::raise() const {
   if (mismatch) throw ResumeMismatchError(message, hint);
-  throw CheckpointError(message, hint);
+  throw ProbeMismatchError(message, hint);
 }
 
 std::string data_files_changed(const nlohmann::json& was, const nlohmann::json& now) {

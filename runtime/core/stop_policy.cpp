@@ -10,10 +10,13 @@ namespace gtrain {
 StopPolicy::Decision StopPolicy::decide(int signal, double now_unix, double last_step_s, double longest_save_s,
                                         bool before_first_step) const {
   Decision d;
-  if (signal) d.code = kSignal, d.reason = "signal " + std::to_string(signal);
+  if (signal) d.code = kSignal, d.signal = signal, d.reason = "signal " + std::to_string(signal);
   if (!d.code && main_rank_ && !s_.stop_file.empty()) {
     std::ifstream f(s_.stop_file);  // the launcher's stop request: "signal N"
-    if (f && std::getline(f, d.reason) && !d.reason.empty()) d.code = kSignal;
+    if (f && std::getline(f, d.reason) && !d.reason.empty()) {
+      d.code = kSignal;
+      if (std::sscanf(d.reason.c_str(), "signal %d", &d.signal) != 1) d.signal = 0;
+    }
   }
   if (d.code || s_.deadline_unix <= 0 || !main_rank_) return d;
   const double save = std::max(longest_save_s, 1.0);
@@ -36,10 +39,11 @@ StopPolicy::Decision StopPolicy::decide(int signal, double now_unix, double last
   return d;
 }
 
-std::string StopPolicy::agreed_reason(const Decision& mine, int agreed) const {
+std::string StopPolicy::agreed_reason(const Decision& mine, int agreed, int agreed_signal) const {
   if (agreed == kGoOn) return "";
   if (agreed == mine.code) return mine.reason;
-  return agreed == kSignal ? "signal (on another rank)" : "deadline (" + s_.deadline_source + ")";
+  if (agreed == kDeadline) return "deadline (" + s_.deadline_source + ")";
+  return agreed_signal > 0 ? "signal " + std::to_string(agreed_signal) : "signal (on another rank)";
 }
 
 }  // namespace gtrain

@@ -23,6 +23,7 @@ class StopPolicy {
     int code = kGoOn;
     std::string reason;  // "signal 15", the stop file's line, "deadline (--time-limit)"
     std::string detail;  // a deadline's: the time left and the lead it keeps ("" otherwise)
+    int signal = 0;      // kSignal: the signal's number (0: not known)
   };
 
   StopPolicy(Settings settings, bool main_rank) : s_(std::move(settings)), main_rank_(main_rank) {}
@@ -34,8 +35,8 @@ class StopPolicy {
   Decision decide(int signal, double now_unix, double last_step_s, double longest_save_s,
                   bool before_first_step = false) const;
   // What this rank reports once the ranks agreed on `agreed` (the largest code): "" = go on; its own
-  // reason when it agrees, else the other ranks'.
-  std::string agreed_reason(const Decision& mine, int agreed) const;
+  // reason when it agrees, else the other ranks' (`agreed_signal`: the signal another rank got).
+  std::string agreed_reason(const Decision& mine, int agreed, int agreed_signal = 0) const;
 
  private:
   Settings s_;

@@ -320,13 +320,14 @@ std::string Trainer::stop_check(double last_step_seconds, bool before_first_step
 }
 
 std::string agree_on_stop(const StopPolicy& policy, const StopPolicy::Decision& mine, Communicator& comm) {
-  int agreed = mine.code;
+  // The strongest code, and with it the largest signal number any rank got (code x 1024 + signal).
+  int agreed = mine.code * 1024 + std::clamp(mine.signal, 0, 1023);
   if (comm.size() > 1) {
-    auto t = torch::tensor({mine.code}, torch::kInt);
+    auto t = torch::tensor({agreed}, torch::kInt);
     comm.allreduce(t, ReduceOp::kMax);
     agreed = t.item<int>();
   }
-  return policy.agreed_reason(mine, agreed);
+  return policy.agreed_reason(mine, agreed / 1024, agreed % 1024);
 }
 
 void Trainer::write_ledger(const TrainSummary& s, int64_t first_step, double productive_s) {
@@ -448,9 +449,10 @@ StepResult Trainer::train_step() {
   const std::string profile = profiler_->after_step(step_, /*stage_ends=*/step_ == total_steps_);
   if (!profile.empty() && comm_->rank() == 0) progress_->message(profile);
   if (r.values_read && !std::isfinite(r.loss)) {
-    throw Error(std::string("training diverged: loss is ") + (std::isnan(r.loss) ? "nan" : std::to_string(r.loss)) +
-                    " at step " + std::to_string(step_),
-                "lower optimizer.learning_rate, add train.warmup_steps or set train.grad_clip");
+    throw DeterministicError(std::string("training diverged: loss is ") +
+                                 (std::isnan(r.loss) ? "nan" : std::to_string(r.loss)) + " at step " +
+                                 std::to_string(step_),
+                             "lower optimizer.learning_rate, add train.warmup_steps or set train.grad_clip");
   }
   return r;
 }

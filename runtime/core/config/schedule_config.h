@@ -53,9 +53,10 @@ struct ScheduleConfig {
       "runs inside one stops before it closes (back-to-back windows with the same max_gpus count as one), and "
       "gtrain submit starts stages at their openings.");
     v("max_restarts", max_restarts,
-      "After a rank fails or hangs (several ranks), gtrain run restarts the ranks from the last "
-      "committed checkpoint in the same allocation, at most this many times per stage; each restart "
-      "is recorded in restarts.jsonl (0 = a failure ends the stage).",
+      "After a rank fails or hangs, gtrain run restarts the ranks from the last committed checkpoint "
+      "in the same allocation, at most this many times per stage; each restart is recorded in "
+      "restarts.jsonl (0 = a failure ends the stage, and one rank runs as gtrain's own process, "
+      "unwatched).",
       cfg::at_least(0));
     v("startup_timeout_s", startup_timeout_s,
       "A rank that makes no progress for this long before its first step (model build, data, "
