@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "runtime/core/errors.h"
+#include "runtime/metrics/tensorboard_writer.h"
 
 namespace gtrain {
 
@@ -29,6 +30,27 @@ void MetricsLog::write(const nlohmann::json& record) {
   }
   std::fwrite(line.data(), 1, line.size(), f_);
   std::fflush(f_);
+  if (tb_dir_.empty()) return;
+  const std::string kind = record.value("kind", "");
+  if ((kind != "train" && kind != "eval") || !record.contains("step") || !record["step"].is_number_integer()) return;
+  if (!tb_) {
+    tb_ = std::make_unique<TensorBoardWriter>(tb_dir_);
+    tb_->session_start(tb_resumed_at_ + 1, record.value("time", 0.0));
+  }
+  std::vector<std::pair<std::string, double>> values;
+  for (const auto& [key, v] : record.items()) {
+    if (key == "step" || key == "time" || !v.is_number()) continue;
+    values.emplace_back(kind + "/" + key, v.get<double>());
+  }
+  tb_->scalars(record["step"].get<int64_t>(), record.value("time", 0.0), values);
+}
+
+void MetricsLog::tensorboard(const std::string& dir, int64_t resumed_at) {
+  if (path_.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  tb_dir_ = dir;
+  tb_resumed_at_ = resumed_at;
+  tb_.reset();
 }
 
 int64_t drop_records_after(const std::string& path, int64_t step, int64_t* last_step) {

@@ -1,7 +1,9 @@
-// metrics_log.h: metrics.jsonl, one JSON object a line, flushed per record so a killed run keeps it.
+// metrics_log.h: metrics.jsonl, one JSON object a line, flushed per record so a killed run keeps it;
+// with log.tensorboard, the same training and evaluation numbers as TensorBoard scalars.
 #pragma once
 
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -25,9 +27,17 @@ class MetricsLog {
 
   void write(const nlohmann::json& record);
   bool enabled() const { return !path_.empty(); }
+  // Also TensorBoard events in `dir` (a new file for this stage, opened with the first record) for
+  // "train" and "eval" records: every number in them but the step and time, as "train/<key>" or
+  // "eval/<key>". The stage trains from step `resumed_at` + 1: TensorBoard's reader drops what
+  // earlier files hold from there on.
+  void tensorboard(const std::string& dir, int64_t resumed_at);
 
  private:
   std::string path_;
+  std::string tb_dir_;
+  int64_t tb_resumed_at_ = 0;
+  std::unique_ptr<class TensorBoardWriter> tb_;
   bool append_ = false;
   std::FILE* f_ = nullptr;
   std::mutex mu_;

@@ -620,6 +620,8 @@ TrainSummary Trainer::run() {
     done.already_complete = true;
     return done;
   }
+  if (config_.log.tensorboard && !paths_.metrics.empty())
+    metrics_->tensorboard((std::filesystem::path(paths_.metrics).parent_path() / "tb").string(), step_);
   if (!pending_resume_record_.is_null()) metrics_->write(pending_resume_record_);
   pending_resume_record_ = nullptr;
   try {

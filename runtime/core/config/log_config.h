@@ -16,6 +16,7 @@ struct LogConfig {
   std::string progress = "auto";  // auto | bar | plain | none
   int64_t profile_start = 0;      // first step (1-based) recorded by the profiler (0 = off)
   int64_t profile_steps = 3;      // steps recorded from profile_start
+  bool tensorboard = true;        // TensorBoard event files in <run dir>/tb
 
   template <class V>
   void visit(V& v) {
@@ -35,6 +36,10 @@ struct LogConfig {
       "where LibTorch has Kineto. 0 = off. Pick a step after warm-up.",
       cfg::at_least(0));
     v("profile_steps", profile_steps, "Steps recorded from profile_start.", cfg::at_least(1));
+    v("tensorboard", tensorboard,
+      "Write TensorBoard event files into <run dir>/tb (tensorboard --logdir <run dir>/tb): every number "
+      "of metrics.jsonl's train and eval records, one file per stage; a resumed stage's steps replace "
+      "those an earlier stage trained past its checkpoint.");
   }
 };
 
