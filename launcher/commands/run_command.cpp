@@ -107,6 +107,8 @@ void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Pla
                        {"est_memory_bytes", plan.est_memory_bytes},
                        {"est_tensor_bytes", plan.est_tensor_bytes},
                        {"est_step_seconds", plan.est_step_seconds},
+                       {"flops_per_step", plan.flops_per_step},
+                       {"peak_flops", plan.peak_flops},
                        {"global_batch", plan.global_batch()},
                        {"requested_global_batch", requested_batch},
                        {"profile", plan.profile},
@@ -523,9 +525,10 @@ void print_end(const RankJob& job, const TrainSummary& s, int64_t total_steps, b
   std::string steps = std::to_string(s.steps) + " steps";
   if (s.stage_steps != s.steps)
     steps = "step " + std::to_string(s.steps) + " (" + std::to_string(s.stage_steps) + " this stage)";
-  std::cout << strf("gtrain: %s %s in %.1f s (%.0f samples/s, data wait %.2f s)  train loss %.4f",
+  const std::string mfu = s.mfu > 0 ? strf(", MFU %.3g%%", 100.0 * s.mfu) : "";
+  std::cout << strf("gtrain: %s %s in %.1f s (%.0f samples/s, data wait %.2f s%s)  train loss %.4f",
                     s.stopped_early ? "stage ended at" : "done", steps.c_str(), s.seconds, s.samples_per_s,
-                    s.data_wait_s, s.final_loss);
+                    s.data_wait_s, mfu.c_str(), s.final_loss);
   if (s.stopped_early) {
     std::cout << "\ngtrain: stage ended by " << s.stop_reason << "; checkpoint saved; run the same command to resume"
               << " (exit code 3)";

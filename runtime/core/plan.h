@@ -20,6 +20,8 @@ struct Plan : ParallelLayout {
   double est_memory_bytes = 0;         // per rank
   double est_tensor_bytes = 0;         // per rank, tensors only (comparable to torch's max allocated)
   double est_step_seconds = 0;         // per optimizer step (global batch)
+  double flops_per_step = 0;           // model FLOPs of one optimizer step (forward + backward, no recompute)
+  double peak_flops = 0;               // the devices' peak FLOP/s together (GPU: x GPUs; CPU: the host's x hosts)
   std::string reason;                  // why the planner chose it
 
   // "dp=2 tp=1 pp=1 zero=0 micro_batch=16 grad_accum=2 ...", with " shares 11, 11, 10" when uneven

@@ -578,6 +578,9 @@ void Trainer::log_step(const StepResult& r) {
   if (tokens) rec["tokens_per_s"] = unit_rate;
   if (r.skipped) rec["skipped"] = true;
   if (plan_.est_step_seconds > 0) rec["est_step_s"] = plan_.est_step_seconds;
+  // Model FLOPs utilisation: the planner's FLOPs per step over this step's time at the devices' peak.
+  if (plan_.flops_per_step > 0 && plan_.peak_flops > 0)
+    rec["mfu"] = plan_.flops_per_step / (std::max(r.seconds, 1e-9) * plan_.peak_flops);
   // The training state rank 0 holds after the step, measured from the engine's tensors.
   const StateBytes state = engine_->state_bytes();
   constexpr double kMiB = 1024.0 * 1024.0;
@@ -653,6 +656,8 @@ TrainSummary Trainer::run_stage() {
     s.final_loss = last.loss;
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     s.samples_per_s = static_cast<double>((step_ - first) * layout_.global_batch()) / std::max(s.seconds, 1e-9);
+    if (plan_.flops_per_step > 0 && plan_.peak_flops > 0)
+      s.mfu = s.samples_per_s / static_cast<double>(layout_.global_batch()) * plan_.flops_per_step / plan_.peak_flops;
     s.data_wait_s = data_wait_total_;
   };
   // End of stage: save (whatever the interval) unless nothing ran, wait for it to commit, report resumable.

@@ -58,6 +58,7 @@ struct TrainSummary {
   double seconds = 0;
   double samples_per_s = 0;
   double data_wait_s = 0;
+  double mfu = 0;                 // model FLOPs utilisation over the stage's steps (0: not known)
   bool stopped_early = false;     // a stage ended (signal or deadline) after saving: resumable
   bool already_complete = false;  // resumed at the last step: nothing ran, nothing was written
   std::string stop_reason;

@@ -96,6 +96,11 @@ RankedPlan make_candidate(const Context& c, const ParallelLayout& l, int64_t req
   p.est_memory_bytes = r.memory.total();
   p.est_tensor_bytes = r.memory.tensors();
   p.est_step_seconds = r.time.total();
+  // MFU's numerator and denominator (the trainer divides by the measured step time).
+  const auto& hw = c.cost.profile;
+  const double peak = p.precision == "bf16" ? hw.bf16_flops : p.precision == "fp16" ? hw.fp16_flops : hw.fp32_flops;
+  p.flops_per_step = c.cost.model.flops_per_sample * static_cast<double>(p.global_batch());
+  p.peak_flops = peak * static_cast<double>(hw.kind == "cpu" ? p.nodes : p.world);
   return r;
 }
 
