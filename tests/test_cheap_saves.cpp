@@ -93,6 +93,30 @@ TEST(CheapSaves, IntervalSaveProbesWithTheNextStepsLossAndResumesOnOneRank) {
   EXPECT_NEAR(resumed.at(9), losses.at(9), 1e-5 * std::abs(losses.at(9)));  // step 9 again, on one rank
 }
 
+// The probe's loss is a collective of the tensor-parallel group (vocabulary-parallel cross
+// entropy): every rank of the group computes it though only one counts it. A resume onto tp = 2
+// (and a pipeline with tp = 2 in its last stage) must come back, not wait forever on a rank that
+// skipped it.
+TEST(CheapSaves, ResumeOntoTensorAndPipelineParallelLayoutsRunsTheProbeOnEveryRank) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), gpt4_job(8, 6));
+  const std::string run = dir.file("run");
+  const std::string base = "timeout -s KILL 120 " GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run;
+  auto first = test::run_command(base + " --ranks 2 --set checkpoint.interval=2 --set checkpoint.keep=5" +
+                                 " --set checkpoint.async=true --set checkpoint.at_end=false");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto losses = losses_by_step(run + "/metrics.jsonl");
+  ASSERT_EQ(manifest_of(run, 4).at("probe_step").get<int64_t>(), 5);
+  auto tp = test::run_command(base + " --ranks 2 --set parallel.mode=explicit --set parallel.tp=2 --set train.steps=6");
+  ASSERT_EQ(tp.exit_code, 0) << tp.output;
+  EXPECT_NE(tp.output.find("at step 4 (probe loss checked"), std::string::npos) << tp.output;
+  EXPECT_NEAR(losses_by_step(run + "/metrics.jsonl").at(5), losses.at(5), 1e-5 * std::abs(losses.at(5)));
+  auto pp = test::run_command(base + " --ranks 4 --set parallel.mode=explicit --set parallel.tp=2 --set parallel.pp=2" +
+                              " --set train.steps=8");
+  ASSERT_EQ(pp.exit_code, 0) << pp.output;
+  EXPECT_NE(pp.output.find("at step 6 (probe loss checked"), std::string::npos) << pp.output;
+}
+
 TEST(CheapSaves, ACheckpointWhoseNextStepProbeDisagreesIsRefused) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), gpt4_job(8, 6));

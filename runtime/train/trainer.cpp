@@ -185,8 +185,11 @@ double Trainer::next_step_probe_loss(const std::vector<int64_t>& idx, int64_t st
     DropoutRowsScope rows(static_cast<uint64_t>(config_.train.seed), step * layout_.global_batch() + from);
     auto scope = precision_->autocast();
     auto out = engine_->forward_only(*model_, b.input.to(device_));
-    if (!out.defined() || filler || !engine_->reports_loss()) continue;
-    sums[0] += model_->loss_sum(out, b.target.to(device_)).item<double>();
+    if (!out.defined() || filler) continue;  // a pipeline stage before the last, or the filler
+    // The loss is a collective of the tensor-parallel group: all its ranks compute it, one counts it.
+    const double l = model_->loss_sum(out, b.target.to(device_)).item<double>();
+    if (!engine_->reports_loss()) continue;
+    sums[0] += l;
     sums[1] += static_cast<double>(to - from);
   }
   if (comm_->size() > 1) comm_->allreduce(sums, ReduceOp::kSum);
