@@ -12,12 +12,16 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Uni
 # ccache must ignore the precompiled header's timestamps to reuse results.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all deps venv configure build run run-torch2 test format clean
+.PHONY: all deps test-deps venv configure build run run-torch2 test format clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh --no-venv
+
+# What only the tests need (chromium for the report's browser test).
+test-deps: deps
+	@scripts/install-deps.sh --no-venv --test
 
 venv: deps
 	@scripts/venv.sh ensure || true
@@ -38,7 +42,7 @@ run-torch2: venv
 	scripts/build-torch2.sh build-torch2
 	./build-torch2/gtrain run examples/quickstart.toml --no-resume
 
-test: build venv
+test: build venv test-deps
 	@scripts/run-tests.sh $(BUILD)
 
 format:

@@ -3,8 +3,19 @@
 # As non-root with packages missing it stops and lists them.
 # Then the project's Python test venv (scripts/venv.sh ensure: torch with CUDA, transformers, ...;
 # a failure there is one reported line, not fatal: what needs the venv is skipped).
-#   scripts/install-deps.sh [--no-venv]   --no-venv: the Debian packages only (make run, make build)
+#   scripts/install-deps.sh [--no-venv] [--test]
+#     --no-venv: the Debian packages only (make run, make build)
+#     --test:    also what only the tests need: chromium (the browser test of gtrain report)
 set -euo pipefail
+
+no_venv=0
+for arg in "$@"; do
+  case $arg in
+    --no-venv) no_venv=1 ;;
+    --test) TEST_PKGS=(chromium) ;;
+    *) echo "install-deps: unknown option $arg (expected --no-venv, --test)" >&2; exit 2 ;;
+  esac
+done
 
 PKGS=(
   build-essential cmake make ninja-build pkg-config ccache lld clang-format
@@ -13,6 +24,7 @@ PKGS=(
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
   dataset-fashion-mnist python3-venv
   slurmctld slurmd slurm-client munge
+  ${TEST_PKGS[@]+"${TEST_PKGS[@]}"}
 )
 
 missing=()
@@ -23,12 +35,12 @@ for p in "${PKGS[@]}"; do
 done
 
 venv() {
-  if [[ ${1:-} != --no-venv ]]; then "$(dirname "$0")/venv.sh" ensure || true; fi
+  if [[ $no_venv == 0 ]]; then "$(dirname "$0")/venv.sh" ensure || true; fi
 }
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install-deps: all ${#PKGS[@]} packages present"
-  venv "$@"
+  venv
   exit 0
 fi
 
@@ -42,4 +54,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
-venv "$@"
+venv

@@ -75,6 +75,7 @@ nlohmann::json to_json(const Chain& c) {
                   {"submit_argv", s.submit_argv},
                   {"begin", s.begin},
                   {"job", s.job},
+                  {"submitted", s.submitted},
                   {"state", state_name(s.state)},
                   {"exit", s.exit}});
   }
@@ -107,6 +108,8 @@ T field(const nlohmann::json& obj, const std::string& key, T fallback, const std
     if (!v.is_boolean()) expected = "true or false";
   } else if constexpr (std::is_same_v<T, int>) {
     if (!v.is_number_integer()) expected = "an integer";
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (!v.is_number()) expected = "a number";
   } else {
     bool ok = v.is_array();
     for (const auto& x : v) ok = ok && x.is_string();
@@ -188,6 +191,7 @@ Chain from_json(const nlohmann::json& j, const std::string& where) {
     x.submit_argv = field(s, "submit_argv", std::vector<std::string>{}, where, at + ".");
     x.begin = field(s, "begin", std::string(), where, at + ".");
     x.job = field(s, "job", std::string(), where, at + ".");
+    x.submitted = field(s, "submitted", 0.0, where, at + ".");
     x.state = named(s, "state", StageState::planned, where, at + ".");
     x.exit = field(s, "exit", -1, where, at + ".");
     c.stages.push_back(x);
@@ -312,6 +316,7 @@ CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, con
   CommandOutput r = run_merged(runner, stage_submit_argv(c, k, after_job));
   if (r.rc == 0) {
     s.job = parse_job_id(r.text);
+    s.submitted = unix_now();
     s.state = StageState::queued;
   }
   return r;

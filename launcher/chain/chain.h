@@ -71,6 +71,7 @@ struct ChainStage {
   std::vector<std::string> submit_argv;  // the exact sbatch/qsub command (without the dependency)
   std::string begin;                     // --begin value ("" = none)
   std::string job;                       // scheduler job id ("" = not submitted)
+  double submitted = 0;                  // unix time it was submitted (0 = not, or by an older gtrain)
   StageState state = StageState::planned;
   int exit = -1;  // gtrain run's exit code (-1 = not reported)
 };

@@ -52,8 +52,8 @@ int cli_main(int argc, char** argv) {
   app.set_version_flag("--version", "gtrain 0.1.0");
   app.require_subcommand(1);
   const std::vector<Command> commands = {
-      add_run(app, argc, argv), add_config(app), add_probe(app),  add_plan(app),       add_models(app), add_sample(app),
-      add_status(app),          add_submit(app), add_cancel(app), add_chain_step(app), add_ckpt(app)};
+      add_run(app, argc, argv), add_config(app), add_probe(app),  add_plan(app),   add_models(app),     add_sample(app),
+      add_status(app),          add_report(app), add_submit(app), add_cancel(app), add_chain_step(app), add_ckpt(app)};
   check_command_words(app, argc, argv);
   try {
     app.parse(argc, argv);

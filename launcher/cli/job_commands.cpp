@@ -8,6 +8,7 @@
 
 #include "launcher/chain/chain.h"
 #include "launcher/cli/commands.h"
+#include "launcher/commands/report_command.h"
 #include "launcher/commands/stage_commands.h"
 #include "launcher/commands/submit_command.h"
 #include "launcher/launch/program_runner.h"
@@ -52,6 +53,25 @@ Command add_status(CLI::App& app) {
     if (!st->json && chain_exists(st->dir)) print_chain_status(st->dir, system_command_runner(), std::cout);
     return rc;
   };
+  return c;
+}
+
+Command add_report(CLI::App& app) {
+  auto o = std::make_shared<ReportOptions>();
+  Command c;
+  c.app = app.add_subcommand("report",
+                             "What a run used and what it needs: curves, timeline, where the time went, GPU-hours "
+                             "and cost, a resource request and advice (one self-contained HTML file, or Markdown).");
+  c.app->add_option("run_dir", o->run_dir, "Run directory")->required();
+  c.app->add_option("-o,--output", o->output, "Output file (default <run dir>/report.html; - = stdout)");
+  c.app->add_option("--format", o->format, "html, md or json (default: from the output's extension, else html)")
+      ->check(CLI::IsMember({"html", "md", "markdown", "json"}));
+  c.app
+      ->add_option("--price-per-gpu-hour", o->price,
+                   "Price of a GPU-hour (CPU runs: a rank-hour) for the cost "
+                   "(default log.price_per_gpu_hour)")
+      ->check(CLI::Range(0.0, 1e9));
+  c.run = [o] { return run_report_command(*o, process_environment()); };
   return c;
 }
 

@@ -1,6 +1,8 @@
 // device_metrics.cpp: allocator, NVML and resident-memory figures for metrics.jsonl.
 #include "runtime/metrics/device_metrics.h"
 
+#include <time.h>
+
 #include "runtime/core/startup.h"
 
 namespace gtrain {
@@ -37,8 +39,17 @@ void add_host_memory_metrics(nlohmann::json& rec, double peak_resident, double b
 void DeviceMetrics::add_to(nlohmann::json& rec) const {
   if (cuda_index_ >= 0) {
     add_cuda_metrics(rec, cuda::memory_stats(cuda_index_), cuda::nvml_sample(nvml_index_), est_);
-  } else if (baseline_ > 0) {
-    add_host_memory_metrics(rec, peak_resident_bytes(), baseline_, est_);
+  } else {
+    if (baseline_ > 0) add_host_memory_metrics(rec, peak_resident_bytes(), baseline_, est_);
+    // The cores this process kept busy since the previous record (all its threads' CPU time).
+    timespec cpu{}, wall{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+    clock_gettime(CLOCK_MONOTONIC, &wall);
+    const double cpu_s = static_cast<double>(cpu.tv_sec) + 1e-9 * static_cast<double>(cpu.tv_nsec);
+    const double wall_s = static_cast<double>(wall.tv_sec) + 1e-9 * static_cast<double>(wall.tv_nsec);
+    if (last_wall_s_ > 0 && wall_s > last_wall_s_) rec["cpu_util"] = (cpu_s - last_cpu_s_) / (wall_s - last_wall_s_);
+    last_cpu_s_ = cpu_s;
+    last_wall_s_ = wall_s;
   }
 }
 

@@ -1,7 +1,8 @@
 // device_metrics.h: the memory and utilisation figures a train record of metrics.jsonl carries.
 // CUDA ranks: the caching allocator's peaks beside the planner's estimates, and NVML's utilisation
 // and memory when it is there. CPU ranks: the job's resident high-water mark above the resident
-// memory before the job was built, beside the planner's estimate.
+// memory before the job was built, beside the planner's estimate, and cpu_util: the cores the
+// process kept busy since the previous record.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -31,7 +32,8 @@ class DeviceMetrics {
   DeviceMetrics(int cuda_index, int nvml_index, PlannedMemory est)
       : cuda_index_(cuda_index), nvml_index_(nvml_index), est_(est) {}
   void set_memory_baseline(double bytes) { baseline_ = bytes; }
-  // Reads the device (or the process) now and adds its figures to `rec`.
+  // Reads the device (or the process) now and adds its figures to `rec` (CPU: the utilisation since
+  // the previous call).
   void add_to(nlohmann::json& rec) const;
 
  private:
@@ -39,6 +41,7 @@ class DeviceMetrics {
   int nvml_index_ = -1;
   PlannedMemory est_;
   double baseline_ = 0;
+  mutable double last_cpu_s_ = 0, last_wall_s_ = 0;  // CPU ranks: the previous record's process CPU and wall time
 };
 
 }  // namespace gtrain

@@ -53,11 +53,18 @@ void MetricsLog::tensorboard(const std::string& dir, int64_t resumed_at) {
   tb_.reset();
 }
 
+std::string superseded_records_path(const std::string& metrics_path) {
+  const std::string ext = ".jsonl";
+  const bool jsonl =
+      metrics_path.size() > ext.size() && metrics_path.compare(metrics_path.size() - ext.size(), ext.size(), ext) == 0;
+  return (jsonl ? metrics_path.substr(0, metrics_path.size() - ext.size()) : metrics_path) + ".superseded.jsonl";
+}
+
 int64_t drop_records_after(const std::string& path, int64_t step, int64_t* last_step) {
   if (last_step) *last_step = -1;
   std::ifstream in(path);
   if (!in) return 0;
-  std::string kept, line;
+  std::string kept, superseded, line;
   int64_t dropped = 0;
   while (std::getline(in, line)) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
@@ -67,12 +74,22 @@ int64_t drop_records_after(const std::string& path, int64_t step, int64_t* last_
     // A torn last line (a kill mid-write) goes too; anything else without a later step stays.
     if (j.is_discarded() || later) {
       ++dropped;
+      if (later) superseded += line + "\n";
       continue;
     }
     kept += line + "\n";
   }
   in.close();
   if (dropped == 0) return 0;
+  if (!superseded.empty()) {
+    // Kept beside it for gtrain report: the work a failure or kill lost, trained again from here.
+    const std::string side = superseded_records_path(path);
+    std::ofstream out(side, std::ios::app);
+    out << superseded;
+    if (!out.flush())
+      throw Error(side + ": cannot write superseded metrics: " + std::strerror(errno),
+                  "check that the disk is not full and the run directory is writable");
+  }
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);

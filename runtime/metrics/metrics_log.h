@@ -12,9 +12,12 @@
 namespace gtrain {
 
 // Before a resume appends to `path`: removes the records of steps after `step` (a stage killed
-// after its last checkpoint ran them; the resumed stage runs them again) and a torn last line.
+// after its last checkpoint ran them; the resumed stage runs them again) and a torn last line, and
+// appends the removed records to superseded_records_path(path) (gtrain report's lost work).
 // Returns how many lines went; `last_step` (when given) gets the latest step among them (-1: none).
 int64_t drop_records_after(const std::string& path, int64_t step, int64_t* last_step = nullptr);
+// metrics.jsonl -> metrics.superseded.jsonl: the records of steps a later stage trained again.
+std::string superseded_records_path(const std::string& metrics_path);
 
 class MetricsLog {
  public:

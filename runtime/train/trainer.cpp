@@ -241,8 +241,11 @@ double Trainer::save_checkpoint_now(bool next_step_follows) {
   writer_->save(std::move(r));
   const double stall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   save_stall_total_ += stall;
-  nlohmann::json rec = {
-      {"kind", "checkpoint"}, {"step", step_}, {"stall_s", stall}, {"async", config_.checkpoint.async}};
+  nlohmann::json rec = {{"kind", "checkpoint"},
+                        {"step", step_},
+                        {"stall_s", stall},
+                        {"async", config_.checkpoint.async},
+                        {"time", unix_now()}};
   // The write save() waited for (async: the previous save's) or just made (synchronous).
   if (writer_->last_write_seconds() > 0) rec["previous_write_s"] = writer_->last_write_seconds();
   metrics_->write(rec);
@@ -705,14 +708,21 @@ TrainSummary Trainer::run_stage() {
     // The interval checkpoint comes before the interval evaluation: an error while evaluating loses no step.
     maybe_checkpoint(false);
     if (config_.train.eval_interval > 0 && step_ % config_.train.eval_interval == 0) {
+      const auto e0 = std::chrono::steady_clock::now();
       auto e = evaluate(last.seconds);
+      const double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
       if (!e.stopped.empty()) {
         metrics_->write({{"kind", "eval_stopped"}, {"step", step_}, {"reason", e.stopped}});
         return end_stage(e.stopped);
       }
       if (data_.eval) {
-        metrics_->write(
-            {{"kind", "eval"}, {"step", step_}, {"loss", e.loss}, {"accuracy", e.accuracy}, {"samples", e.samples}});
+        metrics_->write({{"kind", "eval"},
+                         {"step", step_},
+                         {"loss", e.loss},
+                         {"accuracy", e.accuracy},
+                         {"samples", e.samples},
+                         {"eval_s", eval_s},
+                         {"time", unix_now()}});
         char buf[160];
         std::snprintf(buf, sizeof(buf), "eval @ step %lld: loss %.4f  accuracy %.2f%%", (long long)step_, e.loss,
                       100.0 * e.accuracy);
@@ -727,13 +737,16 @@ TrainSummary Trainer::run_stage() {
   // The training is saved before the final evaluation reads anything: an error there loses no step.
   if (step_ > first || first == 0) maybe_checkpoint(true);
   finish_saves();
+  const auto e0 = std::chrono::steady_clock::now();
   s.eval = evaluate();
   if (data_.eval) {
     metrics_->write({{"kind", "eval"},
                      {"step", step_},
                      {"loss", s.eval.loss},
                      {"accuracy", s.eval.accuracy},
-                     {"samples", s.eval.samples}});
+                     {"samples", s.eval.samples},
+                     {"eval_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count()},
+                     {"time", unix_now()}});
   }
   metrics_->write({{"kind", "final"},
                    {"step", step_},

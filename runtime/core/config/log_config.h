@@ -1,4 +1,4 @@
-// log_config.h: the [log] section: run directory, console output and metrics cadence.
+// log_config.h: the [log] section: run directory, console output, metrics cadence and the report's price.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@ struct LogConfig {
   int64_t profile_start = 0;      // first step (1-based) recorded by the profiler (0 = off)
   int64_t profile_steps = 3;      // steps recorded from profile_start
   bool tensorboard = true;        // TensorBoard event files in <run dir>/tb
+  double price_per_gpu_hour = 0;  // the cost `gtrain report` shows per GPU-hour (0 = no cost shown)
 
   template <class V>
   void visit(V& v) {
@@ -40,6 +41,10 @@ struct LogConfig {
       "Write TensorBoard event files into <run dir>/tb (tensorboard --logdir <run dir>/tb): every number "
       "of metrics.jsonl's train and eval records, one file per stage; a resumed stage's steps replace "
       "those an earlier stage trained past its checkpoint.");
+    v("price_per_gpu_hour", price_per_gpu_hour,
+      "Price of one GPU-hour (CPU runs: one rank-hour) in your currency: gtrain report shows each stage's "
+      "and the run's cost (report's --price-per-gpu-hour overrides it). 0 = no cost shown.",
+      cfg::at_least(0));
   }
 };
 

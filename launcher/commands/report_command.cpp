@@ -1,0 +1,200 @@
+// report_command.cpp: `gtrain report`: reads the run directory (run_history.cpp), asks the planner
+// for its what-if table over device counts, calibrates it with the step time the run measured,
+// and writes the report (report_html.cpp, report_markdown.cpp, report.cpp).
+#include "launcher/commands/report_command.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/commands/plan_command.h"
+#include "launcher/report/report.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/format.h"
+#include "runtime/core/schedule.h"
+
+namespace fs = std::filesystem;
+
+namespace gtrain {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string layout_text(const nlohmann::json& p) {
+  return str("dp=", p.value("dp", 1), " tp=", p.value("tp", 1), " pp=", p.value("pp", 1), " zero=", p.value("zero", 0),
+             " micro_batch=", p.value("micro_batch", 0), " grad_accum=", p.value("grad_accum", 1),
+             p.value("recompute", false) ? " recompute" : "",
+             p.value("offload", std::string("none")) != "none" ? " offload" : "");
+}
+
+// The stage the calibration comes from: the latest with train records, and its median measured and
+// modelled step time.
+struct Measured {
+  const StageReport* stage = nullptr;
+  double step_s = 0, est_s = 0;
+  size_t steps = 0;
+};
+
+Measured measured_step(const RunHistory& h) {
+  Measured m;
+  for (auto s = h.stages.rbegin(); s != h.stages.rend() && !m.stage; ++s) {
+    std::vector<double> step, est;
+    for (const auto& p : h.train) {
+      if (h.attempts[static_cast<size_t>(p.attempt)].stage != s->index - 1 || p.step_time_s <= 0) continue;
+      step.push_back(p.step_time_s);
+      if (p.est_step_s > 0) est.push_back(p.est_step_s);
+    }
+    if (step.empty()) continue;
+    m.stage = &*s;
+    m.step_s = median(step);
+    m.est_s = median(est);
+    m.steps = step.size();
+  }
+  return m;
+}
+
+// The planner's what-if rows for this run's config: GPU counts (the GPU type the run planned with)
+// or, for CPU runs, rank counts on this machine; scaled by measured / modelled.
+ResourceRequest resource_request(const RunHistory& h, const std::string& config_path, const JobConfig& cfg,
+                                 const std::map<std::string, std::string>& env) {
+  ResourceRequest q;
+  q.steps = h.complete || h.done >= h.total_steps ? h.total_steps : h.total_steps - h.done;
+  std::vector<std::string> windows;
+  for (const auto& w : cfg.schedule.window)
+    windows.push_back(w.days + " " + w.hours + (w.max_gpus > 0 ? str(" (at most ", w.max_gpus, " GPUs)") : ""));
+  q.windows = join(windows, "; ");
+  PlanOptions o;
+  o.config_path = config_path;
+  o.json = true;
+  o.runnable = true;
+  int64_t most = 1;
+  for (const auto& s : h.stages) most = std::max<int64_t>(most, s.units);
+  const std::string profile = h.plan.is_object() ? h.plan.value("profile", std::string()) : std::string();
+  if (h.gpus) {
+    std::set<int64_t> counts;
+    for (int64_t n = 1; n <= std::max<int64_t>(8, 4 * most); n *= 2) counts.insert(n);
+    for (const auto& s : h.stages) counts.insert(s.units);
+    o.gpus = join(std::vector<int64_t>(counts.begin(), counts.end()), ",");
+    if (!profile.empty() && profile != "cpu") o.gpu_type = profile;
+  } else {
+    o.ranks = static_cast<int>(std::max<int64_t>(1, h.stages.empty() ? 1 : h.stages.back().world));
+  }
+  std::ostringstream out;
+  try {
+    run_plan_command(o, env, out);
+  } catch (const Error& e) {
+    if (out.str().empty()) {
+      q.error = std::string("the planner could not plan this run's config: ") + e.what();
+      return q;
+    }
+  }
+  const auto doc = nlohmann::json::parse(out.str(), nullptr, false);
+  if (!doc.is_object() || !doc.contains("what_if") || !doc["what_if"].is_array()) {
+    q.error = "the planner gave no what-if table";
+    return q;
+  }
+  const Measured m = measured_step(h);
+  if (m.stage && m.est_s > 0) {
+    q.factor = m.step_s / m.est_s;
+    char b[400];
+    std::snprintf(b, sizeof(b),
+                  "Calibrated on this run: stage %d measured %.4g s/step on %d %s%s (median of %zu steps) where the "
+                  "planner modelled %.4g s; every row's modelled step time is scaled by %.3g.",
+                  m.stage->index, m.step_s, m.stage->world, h.gpus ? "GPU" : "rank", m.stage->world == 1 ? "" : "s",
+                  m.steps, m.est_s, q.factor);
+    q.calibration = b;
+  }
+  for (const auto& w : doc["what_if"]) {
+    RequestRow row;
+    row.units = w.value("gpus", int64_t{0});
+    row.nodes = w.value("nodes", int64_t{1});
+    row.feasible = w.value("feasible", false);
+    if (row.feasible && w.contains("plan")) {
+      row.layout = layout_text(w["plan"]);
+      row.step_s = w.value("step_seconds", 0.0) * q.factor;
+    } else {
+      row.feasible = false;
+      row.why = w.value("why", std::string("no layout fits"));
+    }
+    q.rows.push_back(row);
+  }
+  finish_request_rows(q);
+  return q;
+}
+
+std::string format_of(const ReportOptions& o) {
+  std::string f = o.format;
+  if (f.empty()) {
+    const std::string ext = fs::path(o.output).extension().string();
+    f = ext == ".md" ? "md" : ext == ".json" ? "json" : "html";
+  }
+  if (f == "markdown") f = "md";
+  if (f != "html" && f != "md" && f != "json")
+    throw ConfigError("--format '" + o.format + "': expected html, md or json");
+  return f;
+}
+
+}  // namespace
+
+int run_report_command(const ReportOptions& o, const std::map<std::string, std::string>& env) {
+  const std::string format = format_of(o);
+  Report r;
+  r.made_at = unix_now();
+  r.h = read_run_history(o.run_dir, r.made_at);
+  const std::string config_path = (fs::path(o.run_dir) / "config.toml").string();
+  JobConfig cfg;
+  bool have_config = false;
+  if (fs::exists(config_path)) {
+    try {
+      cfg = load_job_config(config_path, {}, env);
+      have_config = true;
+    } catch (const Error& e) {
+      std::cerr << "gtrain report: warning: " << e.what() << " (no model size, price or resource request)\n";
+    }
+  }
+  if (have_config) {
+    r.model = cfg.model.name;
+    try {
+      r.params = describe_job(cfg).stats.params;
+    } catch (const Error&) {
+    }
+    r.request = resource_request(r.h, config_path, cfg, env);
+  } else {
+    r.request.error = config_path + " is missing or no longer loads";
+  }
+  r.price = o.price >= 0 ? o.price : have_config ? cfg.log.price_per_gpu_hour : 0;
+  r.advice = report_advice(r.h);
+  const std::string text = format == "html" ? render_html(r)
+                           : format == "md" ? render_markdown(r)
+                                            : report_json(r).dump(2) + "\n";
+  if (o.output == "-") {
+    std::cout << text;
+    return kExitOk;
+  }
+  const std::string path = o.output.empty() ? (fs::path(o.run_dir) / ("report." + format)).string() : o.output;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) throw ConfigError(path + ": cannot write the report", "check that its directory exists and is writable");
+  }
+  fs::rename(tmp, path);
+  std::printf("gtrain report: %s (%s, %zu stages, step %lld / %lld, goodput %s, %s %s-hours)\n", path.c_str(),
+              r.h.state.c_str(), r.h.stages.size(), (long long)r.h.done, (long long)r.h.total_steps,
+              report_text::percent(r.h.goodput).c_str(), report_text::hours(r.h.unit_hours).c_str(), r.unit().c_str());
+  return kExitOk;
+}
+
+}  // namespace gtrain

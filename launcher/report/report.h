@@ -1,0 +1,73 @@
+// report.h: the content of `gtrain report` (torch-free): the run's history, its model and price,
+// the resource request (the planner's what-if table calibrated by what the run measured) and the
+// advice; rendered as one self-contained HTML file (report_html.cpp), Markdown or JSON (report.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/report/run_history.h"
+
+namespace gtrain {
+
+// One row of the resource request: a device count and what the run would take on it.
+struct RequestRow {
+  int64_t units = 0, nodes = 0;
+  bool feasible = false;
+  std::string layout;                  // "dp=4 tp=1 pp=1 zero=1 micro_batch=8" (feasible rows)
+  std::string why;                     // why nothing fits (infeasible rows)
+  double step_s = 0;                   // calibrated seconds per step
+  double finish_s = 0;                 // the steps to go (or the whole run, once complete) at step_s
+  double unit_hours = 0;               // finish_s x units / 3600
+  double speedup = 0, efficiency = 0;  // against the smallest feasible count
+};
+
+struct ResourceRequest {
+  std::vector<RequestRow> rows;
+  std::string calibration;  // how the rows were calibrated ("" = the model alone)
+  double factor = 1;        // measured / modelled seconds per step
+  int64_t steps = 0;        // the steps finish_s counts
+  std::string windows;      // the quota windows in use ("" = none)
+  std::string error;        // why there is no table ("" = there is)
+};
+
+struct Report {
+  RunHistory h;
+  std::string model;  // name
+  int64_t params = 0;
+  double price = 0;  // per GPU-hour (0 = none)
+  ResourceRequest request;
+  std::vector<std::string> advice;
+  double made_at = 0;  // unix time
+  std::string unit() const { return h.gpus ? "GPU" : "rank"; }
+};
+
+// Jobstats-style advice from what the run measured (empty: nothing to flag).
+std::vector<std::string> report_advice(const RunHistory& h);
+
+// The rows' speed-up, efficiency, finish time and unit-hours from their step times.
+void finish_request_rows(ResourceRequest& r);
+
+// A plain-text paragraph for a resource request (goal, plan, time plan, release).
+std::string request_summary(const Report& r);
+
+nlohmann::json report_json(const Report& r);
+std::string render_markdown(const Report& r);
+std::string render_html(const Report& r);
+
+// Shared by the renderers.
+namespace report_text {
+std::string money(double v);
+std::string hours(double h);
+std::string percent(double fraction);
+std::string large_count(double v);  // "1.23 M", "45.6 k"
+std::string date_time(double unix_time);
+std::string escape_html(const std::string& s);
+// The buckets of `t` as (name, seconds) in display order (queue excluded).
+std::vector<std::pair<std::string, double>> buckets(const TimeBuckets& t);
+}  // namespace report_text
+
+}  // namespace gtrain

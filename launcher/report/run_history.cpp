@@ -1,0 +1,416 @@
+// run_history.cpp: a run directory read back for `gtrain report` (see run_history.h).
+#include "launcher/report/run_history.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "launcher/launch/run_lock.h"
+#include "runtime/core/config/job_config.h"
+#include "runtime/core/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace gtrain {
+
+TimeBuckets& TimeBuckets::operator+=(const TimeBuckets& o) {
+  queue += o.queue, startup += o.startup, load += o.load, training += o.training, data_wait += o.data_wait;
+  save += o.save, eval += o.eval, lost += o.lost, recovery += o.recovery, other += o.other;
+  return *this;
+}
+
+TimeBuckets TimeBuckets::scaled(double u) const {
+  TimeBuckets t = *this;
+  t.queue *= u, t.startup *= u, t.load *= u, t.training *= u, t.data_wait *= u;
+  t.save *= u, t.eval *= u, t.lost *= u, t.recovery *= u, t.other *= u;
+  return t;
+}
+
+namespace {
+
+const std::string kHint = "give the run directory gtrain run or gtrain submit used (its --run-dir)";
+
+std::vector<nlohmann::json> read_lines(const fs::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(p);
+  for (std::string line; std::getline(f, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);  // a killed run's partial last line: skipped
+    if (j.is_object()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+double num(const nlohmann::json& j, const char* key, double fallback);
+
+// metrics.jsonl and the records a resume moved out of it (metrics.superseded.jsonl: steps trained
+// again), merged in time order. A record without a time (a resume record; an older gtrain's eval)
+// takes the next record's: it opens what follows it.
+std::vector<nlohmann::json> run_records(const fs::path& dir) {
+  std::vector<std::pair<double, nlohmann::json>> all;
+  for (const char* name : {"metrics.jsonl", "metrics.superseded.jsonl"}) {
+    auto lines = read_lines(dir / name);
+    std::vector<double> t(lines.size());
+    double next = 1e300;
+    for (size_t i = lines.size(); i-- > 0;) {
+      if (lines[i].contains("time") && lines[i]["time"].is_number()) next = lines[i]["time"].get<double>();
+      t[i] = next;
+    }
+    for (size_t i = 0; i < lines.size(); ++i) all.emplace_back(t[i], std::move(lines[i]));
+  }
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<nlohmann::json> out;
+  for (auto& [t, j] : all) out.push_back(std::move(j));
+  return out;
+}
+
+double num(const nlohmann::json& j, const char* key, double fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+int64_t integer(const nlohmann::json& j, const char* key, int64_t fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+
+std::string text(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+TrainPoint train_point(const nlohmann::json& j) {
+  TrainPoint p;
+  p.step = integer(j, "step", 0);
+  p.time = num(j, "time", 0);
+  p.loss = num(j, "loss", 0);
+  p.lr = num(j, "lr", 0);
+  p.step_time_s = num(j, "step_time_s", 0);
+  p.data_wait_s = num(j, "data_wait_s", 0);
+  p.samples_per_s = num(j, "samples_per_s", 0);
+  p.tokens_per_s = num(j, "tokens_per_s", -1);
+  p.mfu = num(j, "mfu", -1);
+  p.est_step_s = num(j, "est_step_s", -1);
+  p.cpu_util = num(j, "cpu_util", -1);
+  p.gpu_util = num(j, "gpu_util", -1);
+  p.gpu_mem_used_mb = num(j, "gpu_mem_used_mb", -1);
+  p.peak_mem_mb = num(j, "peak_mem_mb", -1);
+  return p;
+}
+
+// Splits the train records into attempts (a new one where elapsed_s goes back, or after a "resume"
+// record) and finds the lost work: an attempt's steps past the step a later attempt started from.
+void read_attempts(RunHistory& h, const std::vector<nlohmann::json>& metrics) {
+  std::vector<TrainPoint> all;
+  int64_t resume = -1;
+  double last_elapsed = -1;
+  for (const auto& j : metrics) {
+    const std::string kind = text(j, "kind");
+    if (kind == "resume" && j.contains("step")) {
+      resume = integer(j, "step", 0);
+      last_elapsed = -1;
+    } else if (kind == "train" && j.contains("step")) {
+      if (!j.contains("time")) {
+        throw ConfigError(h.run_dir +
+                              "/metrics.jsonl: its train records have no \"time\" (a run directory of an "
+                              "older gtrain); the report needs the time of every step",
+                          "run the stage again with this gtrain, or read metrics.jsonl directly");
+      }
+      TrainPoint p = train_point(j);
+      const double elapsed = num(j, "elapsed_s", 0);
+      if (h.attempts.empty() || last_elapsed < 0 || elapsed < last_elapsed) {
+        Attempt a;
+        a.start = p.time - elapsed;
+        a.step_from = resume >= 0 ? resume : p.step - 1;
+        a.first_step = p.time - p.step_time_s;
+        h.attempts.push_back(a);
+        resume = -1;
+      }
+      Attempt& a = h.attempts.back();
+      p.attempt = static_cast<int>(h.attempts.size()) - 1;
+      const int64_t prev = all.empty() || all.back().attempt != p.attempt ? a.step_from : all.back().step;
+      p.span = std::max<int64_t>(1, p.step - prev);
+      a.step_to = p.step;
+      a.end = p.time;
+      last_elapsed = elapsed;
+      all.push_back(p);
+    } else if (kind == "eval" && j.contains("step")) {
+      h.eval.push_back(
+          {integer(j, "step", 0), num(j, "time", 0), num(j, "loss", 0), num(j, "accuracy", 0), num(j, "eval_s", 0)});
+    } else if (kind == "checkpoint" && j.contains("step")) {
+      h.saves.push_back({integer(j, "step", 0), num(j, "time", 0), num(j, "stall_s", 0)});
+    }
+  }
+  // The earliest step any later attempt started from: steps past it were trained again.
+  std::vector<int64_t> later_from(h.attempts.size(), INT64_MAX);
+  for (size_t i = h.attempts.size(); i-- > 1;) later_from[i - 1] = std::min(later_from[i], h.attempts[i].step_from);
+  std::map<int64_t, TrainPoint> kept;
+  for (const auto& p : all) {
+    Attempt& a = h.attempts[static_cast<size_t>(p.attempt)];
+    const double s = p.step_time_s * static_cast<double>(p.span);
+    a.step_s += s;
+    if (p.step > later_from[static_cast<size_t>(p.attempt)]) {
+      a.lost_steps += p.span;
+      a.lost_s += s;
+      h.retrained.push_back(p);
+    } else {
+      a.data_wait_s += p.data_wait_s * static_cast<double>(p.span);
+    }
+    kept[p.step] = p;  // a later attempt's record of a step replaces an earlier one's
+  }
+  for (const auto& [step, p] : kept) h.train.push_back(p);
+}
+
+StageReport stage_from_ledger(const nlohmann::json& j, int index) {
+  StageReport s;
+  s.index = index;
+  s.start = num(j, "start", 0);
+  s.end = num(j, "end", s.start);
+  s.world = static_cast<int>(integer(j, "world", 1));
+  s.plan = text(j, "plan");
+  s.exit = text(j, "exit");
+  s.step_from = integer(j, "step_from", 0);
+  s.step_to = integer(j, "step_to", 0);
+  s.restarts = static_cast<int>(integer(j, "restarts", 0));
+  const auto alloc =
+      j.contains("allocation") && j["allocation"].is_object() ? j["allocation"] : nlohmann::json::object();
+  const int gpus = static_cast<int>(integer(alloc, "gpus", 0));
+  s.gpus = gpus > 0;
+  s.units = s.gpus ? gpus : s.world;
+  s.scheduler = text(alloc, "scheduler");
+  s.job = text(alloc, "job_id");
+  s.recorded = text(j, "reported_by").empty();
+  return s;
+}
+
+// The stage's wall time by bucket, from its attempts and the eval and save records in its window.
+void attribute(StageReport& s, const RunHistory& h, double ledger_save_s, double ledger_load_s) {
+  TimeBuckets& t = s.t;
+  t.load = ledger_load_s;
+  std::vector<const Attempt*> mine;
+  for (const auto& a : h.attempts)
+    if (a.stage == s.index - 1) mine.push_back(&a);
+  const double wall = std::max(0.0, s.end - s.start);
+  if (mine.empty()) {
+    t.startup = std::max(0.0, wall - t.load);  // it never reached a step
+    return;
+  }
+  t.startup = std::max(0.0, mine.front()->first_step - s.start - t.load);
+  double cpu = 0, gpu = 0, mem = 0;
+  int ncpu = 0, ngpu = 0, nmem = 0;
+  for (const auto& p : h.train) {
+    if (h.attempts[static_cast<size_t>(p.attempt)].stage != s.index - 1) continue;
+    if (p.cpu_util >= 0) cpu += p.cpu_util, ++ncpu;
+    if (p.gpu_util >= 0) gpu += p.gpu_util, ++ngpu;
+    const double m = p.gpu_mem_used_mb >= 0 ? p.gpu_mem_used_mb : p.peak_mem_mb;
+    if (m >= 0) mem = std::max(mem, m), ++nmem;
+  }
+  if (ncpu > 0) s.cpu_util = cpu / ncpu;
+  if (ngpu > 0) s.gpu_util = gpu / ngpu;
+  if (nmem > 0) s.mem_mb = mem;
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const Attempt& a = *mine[k];
+    if (k > 0) t.recovery += std::max(0.0, a.first_step - mine[k - 1]->end);
+    t.lost += a.lost_s;
+    t.data_wait += a.data_wait_s;
+    t.training += std::max(0.0, a.step_s - a.lost_s - a.data_wait_s);
+  }
+  const auto inside = [&](double time) { return time >= s.start - 1e-3 && time <= s.end + 1.0; };
+  double stalls = 0;
+  for (const auto& v : h.saves) {
+    if (v.time > 0 ? inside(v.time) : (v.step > s.step_from && v.step <= s.step_to)) {
+      stalls += v.stall_s;
+      s.save_times.push_back(v.time);
+    }
+  }
+  t.save = std::max(stalls, ledger_save_s);
+  for (const auto& e : h.eval)
+    if (e.time > 0 && inside(e.time)) t.eval += e.eval_s;
+  const double known = t.startup + t.load + t.training + t.data_wait + t.save + t.eval + t.lost + t.recovery;
+  t.other = std::max(0.0, wall - known);
+}
+
+void read_config(RunHistory& h) {
+  const fs::path cfg = fs::path(h.run_dir) / "config.toml";
+  if (!fs::exists(cfg)) return;
+  try {
+    const JobConfig c = load_job_config(cfg.string(), {}, {});
+    h.total_steps = c.train.steps;
+    h.global_batch = c.train.global_batch;
+    h.precision = c.precision.dtype;
+    h.model = c.model.name;
+  } catch (const Error&) {
+    // A config this gtrain no longer reads: the plan and the records still tell most of it.
+  }
+}
+
+// chain.json's stages: submission times for the stages that ran, and the ones still queued.
+void read_chain(RunHistory& h, double now) {
+  const fs::path p = fs::path(h.run_dir) / "chain.json";
+  if (!fs::exists(p)) return;
+  std::ifstream f(p);
+  const auto c = nlohmann::json::parse(f, nullptr, false);
+  if (!c.is_object()) return;
+  h.chain_state = text(c, "state");
+  const auto stages = c.contains("stages") && c["stages"].is_array() ? c["stages"] : nlohmann::json::array();
+  for (const auto& cs : stages) {
+    if (!cs.is_object()) continue;
+    const std::string job = text(cs, "job"), state = text(cs, "state");
+    const double submitted = num(cs, "submitted", 0);
+    bool matched = false;
+    for (auto& s : h.stages) {
+      if (!job.empty() && s.job == job) {
+        if (s.submitted == 0) s.submitted = submitted;
+        matched = true;
+      }
+    }
+    if (matched || job.empty() || state != "queued") continue;
+    StageReport q;  // waiting in the queue now
+    q.index = static_cast<int>(h.stages.size()) + 1;
+    q.queued = true;
+    q.submitted = submitted;
+    q.start = q.end = now;
+    q.job = job;
+    q.units = static_cast<int>(integer(cs, "gpus", 1));
+    q.gpus = true;
+    q.exit = "queued";
+    h.stages.push_back(q);
+  }
+}
+
+void read_state(RunHistory& h, double now) {
+  h.running = RunLock::held(h.run_dir);
+  const StageReport* last = nullptr;
+  for (const auto& s : h.stages)
+    if (!s.queued) last = &s;
+  h.complete = last && last->exit == "completed" && last->step_to == h.done && h.done >= h.total_steps;
+  const bool queued = std::any_of(h.stages.begin(), h.stages.end(), [](const StageReport& s) { return s.queued; });
+  if (h.complete)
+    h.state = "complete";
+  else if (h.running)
+    h.state = "running";
+  else if (queued && h.chain_state == "running")
+    h.state = "queued";
+  else if (last && last->exit.rfind("resumable", 0) == 0)
+    h.state = "stopped (resumable)";
+  else
+    h.state = "failed";
+  if (h.complete || h.attempts.empty() || h.total_steps <= 0) {
+    h.eta_s = h.complete ? 0 : -1;
+    return;
+  }
+  // At the latest attempt's wall-clock speed (saves and evaluations included).
+  const Attempt& a = h.attempts.back();
+  const auto first = std::find_if(h.train.begin(), h.train.end(), [&](const TrainPoint& p) {
+    return p.attempt == static_cast<int>(h.attempts.size()) - 1;
+  });
+  double per_step = 0;
+  if (first != h.train.end() && a.step_to > first->step) {
+    per_step = (a.end - first->time) / static_cast<double>(a.step_to - first->step);
+  } else if (a.step_to > a.step_from) {
+    per_step = a.step_s / static_cast<double>(a.step_to - a.step_from);
+  }
+  if (per_step > 0) h.eta_s = per_step * static_cast<double>(std::max<int64_t>(0, h.total_steps - h.done));
+  (void)now;
+}
+
+}  // namespace
+
+RunHistory read_run_history(const std::string& run_dir, double now) {
+  RunHistory h;
+  h.run_dir = run_dir;
+  const fs::path dir(run_dir);
+  if (!fs::is_directory(dir)) throw ConfigError(run_dir + ": no such run directory", kHint);
+  if (!fs::exists(dir / "config.toml") && !fs::exists(dir / "metrics.jsonl") && !fs::exists(dir / "stages.jsonl") &&
+      !fs::exists(dir / "chain.json")) {
+    throw ConfigError(run_dir +
+                          ": not a gtrain run directory (no config.toml, metrics.jsonl, stages.jsonl or "
+                          "chain.json)",
+                      kHint);
+  }
+  read_config(h);
+  read_attempts(h, run_records(dir));
+  if (h.train.empty()) {
+    throw ConfigError(run_dir + "/metrics.jsonl: no train record yet" +
+                          (RunLock::held(run_dir) ? std::string(" (the run is starting)") : std::string()) +
+                          "; the report needs at least one step",
+                      "gtrain status " + run_dir + " shows where the run is; report again after its first step");
+  }
+  h.done = h.train.back().step;
+  for (const auto& p : h.train)
+    if (p.tokens_per_s > 0 && p.samples_per_s > 0)
+      h.tokens_per_sample = static_cast<int64_t>(std::llround(p.tokens_per_s / p.samples_per_s));
+  {
+    std::ifstream f(dir / "plan.json");
+    h.plan = nlohmann::json::parse(f, nullptr, false);
+    if (!h.plan.is_object()) h.plan = nlohmann::json();
+  }
+  if (h.global_batch == 0 && h.plan.is_object()) h.global_batch = integer(h.plan, "global_batch", 0);
+  if (h.precision.empty() && h.plan.is_object()) h.precision = text(h.plan, "precision");
+  for (const auto& r : read_lines(dir / "restarts.jsonl"))
+    if (text(r, "kind") == "restart") h.restarts.push_back(r);
+
+  // Stages: the ledger's, then attempts after its last record (a stage running now, or one killed
+  // before anything recorded it).
+  const auto ledger = read_lines(dir / "stages.jsonl");
+  std::vector<double> save_s, load_s;
+  for (const auto& j : ledger) {
+    h.stages.push_back(stage_from_ledger(j, static_cast<int>(h.stages.size()) + 1));
+    save_s.push_back(num(j, "save_s", 0));
+    load_s.push_back(num(j, "load_s", 0));
+    if (h.total_steps == 0) h.total_steps = integer(j, "total_steps", 0);
+  }
+  for (auto& a : h.attempts) {
+    // The first stage that ended after the attempt's last step (and started after the one before ended).
+    for (size_t i = 0; i < h.stages.size() && a.stage < 0; ++i)
+      if (h.stages[i].end >= a.end - 1e-3) a.stage = static_cast<int>(i);
+    if (a.stage >= 0) {
+      StageReport& s = h.stages[static_cast<size_t>(a.stage)];
+      s.start = std::min(s.start, a.start);  // a stage restarted in the job: its ledger line is the last attempt's
+      continue;
+    }
+    StageReport s;  // after the ledger: running now, or killed before anything recorded it
+    s.index = static_cast<int>(h.stages.size()) + 1;
+    s.start = a.start;
+    s.end = a.end;
+    s.step_from = a.step_from;
+    s.step_to = a.step_to;
+    s.recorded = false;
+    const int world = h.plan.is_object() ? static_cast<int>(integer(h.plan, "world", 1)) : 1;
+    s.world = s.units = world;
+    s.gpus = h.plan.is_object() && text(h.plan, "profile") != "cpu" && !text(h.plan, "profile").empty();
+    s.exit = "unrecorded";
+    a.stage = static_cast<int>(h.stages.size());
+    h.stages.push_back(s);
+    save_s.push_back(0);
+    load_s.push_back(0);
+  }
+  if (!h.stages.empty() && !h.stages.back().recorded && RunLock::held(run_dir)) {
+    h.stages.back().exit = "running";
+    h.stages.back().end = std::max(h.stages.back().end, now);
+  }
+  read_chain(h, now);
+  for (size_t i = 0; i < h.stages.size(); ++i) {
+    StageReport& s = h.stages[i];
+    if (!s.queued) attribute(s, h, save_s.at(i), load_s.at(i));
+    const double ready = i > 0 ? std::max(s.submitted, h.stages[i - 1].end) : s.submitted;
+    if (s.submitted > 0) s.t.queue = std::max(0.0, s.start - ready);
+  }
+  for (const auto& s : h.stages) {
+    h.gpus = h.gpus || s.gpus;
+    if (s.queued) {
+      h.total.queue += s.t.queue;
+      continue;
+    }
+    TimeBuckets scaled = s.t.scaled(s.units);
+    scaled.queue = s.t.queue;  // waiting holds no GPU: wall seconds
+    h.total += scaled;
+    h.unit_hours += s.unit_hours();
+  }
+  h.goodput = h.total.allocated() > 0 ? h.total.training / h.total.allocated() : 0;
+  read_state(h, now);
+  return h;
+}
+
+}  // namespace gtrain
