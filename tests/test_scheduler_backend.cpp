@@ -187,3 +187,48 @@ TEST(SchedulerBackend, FakeBackendAddedByOneClassAndOneLine) {
   EXPECT_EQ(calls.back(), (std::vector<std::string>{"flux", "kill", "-s", "USR1", "f101"})) << cancel.str();
   EXPECT_EQ(read_chain(o.run_dir).state, ChainState::cancelled);
 }
+
+namespace {
+// A runner that answers each program from `answers` (nullopt: the program fails or is missing),
+// as run_merged's bash wrapper prints it: the output, then the exit code.
+CommandRunner answering(std::map<std::string, std::optional<std::string>> answers, std::vector<std::string>* calls) {
+  return [answers, calls](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    const std::string program = argv.size() > 4 ? argv[4] : argv.front();  // bash -c '"$@" 2>&1; ...' gtrain PROGRAM
+    calls->push_back(program);
+    auto it = answers.find(program);
+    if (it == answers.end() || !it->second) return program + ": not found\ngtrain-rc=127";
+    return *it->second + "gtrain-rc=0";
+  };
+}
+}  // namespace
+
+// gtrain report's queue waits for stages submitted by hand: Slurm's accounting, else the
+// controller's job record; PBS's qstat -x; none elsewhere.
+TEST(SchedulerBackend, SubmitTimesFromAccountingOrTheJobRecord) {
+  std::tm tm{};
+  tm.tm_year = 2026 - 1900, tm.tm_mon = 11, tm.tm_mday = 5, tm.tm_hour = 10, tm.tm_min = 37, tm.tm_sec = 20;
+  tm.tm_isdst = -1;
+  const double want = static_cast<double>(std::mktime(&tm));
+  const auto& slurm = scheduler_backend(SchedulerKind::slurm);
+  std::vector<std::string> calls;
+  EXPECT_EQ(slurm.job_submit_time("42", answering({{"sacct", "2026-12-05T10:37:20\n"}}, &calls)), want);
+  EXPECT_EQ(calls, (std::vector<std::string>{"sacct"}));
+  calls.clear();  // no accounting storage: the controller's record
+  EXPECT_EQ(slurm.job_submit_time("42", answering({{"sacct", std::nullopt},
+                                                   {"scontrol",
+                                                    "JobId=42 JobName=x SubmitTime=2026-12-05T10:37:20 "
+                                                    "EligibleTime=2026-12-05T10:37:21\n"}},
+                                                  &calls)),
+            want);
+  EXPECT_EQ(calls, (std::vector<std::string>{"sacct", "scontrol"}));
+  calls.clear();
+  EXPECT_EQ(slurm.job_submit_time("42", answering({{"sacct", ""}, {"scontrol", std::nullopt}}, &calls)), std::nullopt);
+  const auto& pbs = scheduler_backend(SchedulerKind::pbs);
+  EXPECT_EQ(pbs.job_submit_time("7.server", answering({{"qstat",
+                                                        "Job Id: 7.server\n    job_state = F\n"
+                                                        "    qtime = Sat Dec  5 10:37:20 2026\n"}},
+                                                      &calls)),
+            want);
+  EXPECT_EQ(scheduler_backend(SchedulerKind::lsf).job_submit_time("3", answering({}, &calls)), std::nullopt);
+  EXPECT_EQ(scheduler_backend(SchedulerKind::local).job_submit_time("", answering({}, &calls)), std::nullopt);
+}

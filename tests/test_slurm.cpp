@@ -197,6 +197,38 @@ TEST(SlurmSubmit, ThreeStagesOnThreeFourOneGpusMatchAnUnstagedRun) {
   EXPECT_EQ(j.at("chain").value("state", ""), "completed");
   EXPECT_EQ(j.at("chain").at("stages").size(), 3u);
   EXPECT_EQ(j.at("chain").at("stages")[1].value("job", "x"), c["stages"][1].value("job", ""));
+
+  // gtrain report (issue 29): GPU-hours of 3, 4 and 1 GPUs; each stage's queue wait from its
+  // submission in chain.json, or, for stages submitted by hand, from Slurm's own record.
+  const auto report = [&] {
+    const auto rj = test::run_command(gtrain_cmd("report " + shell_quote(run) + " --format json -o -"));
+    EXPECT_EQ(rj.exit_code, 0) << rj.output;
+    return nlohmann::json::parse(rj.output.substr(rj.output.find('{')), nullptr, false);
+  };
+  const auto rep = report();
+  ASSERT_TRUE(rep.is_object());
+  EXPECT_EQ(rep.value("unit", ""), "GPU");
+  EXPECT_EQ(rep.value("state", ""), "complete");
+  ASSERT_EQ(rep.at("stages").size(), 3u) << rep.dump(2);
+  double gpu_s = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& s = rep.at("stages")[i];
+    EXPECT_EQ(s.value("units", 0), std::vector<int>({3, 4, 1})[i]) << s.dump();
+    EXPECT_EQ(s.value("job", ""), c["stages"][i].value("job", "")) << s.dump();
+    EXPECT_NEAR(s.value("submitted", 0.0), c["stages"][i].value("submitted", 0.0), 1e-6) << s.dump();
+    EXPECT_GE(s.at("seconds").value("queue_s", -1.0), 0.0) << s.dump();
+    gpu_s += (s.value("end", 0.0) - s.value("start", 0.0)) * s.value("units", 0);
+  }
+  EXPECT_NEAR(rep.value("unit_hours", 0.0), gpu_s / 3600.0, 1e-9);
+  nlohmann::json untimed = c;
+  for (auto& s : untimed["stages"]) s.erase("submitted");
+  test::write_file(run + "/chain.json", untimed.dump());
+  const auto by_hand = report();
+  for (size_t i = 0; i < 3; ++i) {
+    // scontrol's SubmitTime is whole seconds.
+    EXPECT_NEAR(by_hand.at("stages")[i].value("submitted", 0.0), c["stages"][i].value("submitted", 0.0), 1.01)
+        << by_hand.at("stages")[i].dump();
+  }
 }
 
 // One stage over both slurmd nodes: mpirun starts a rank on each (through srun), training completes.

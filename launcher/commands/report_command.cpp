@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/commands/plan_command.h"
+#include "launcher/launch/program_runner.h"
 #include "launcher/report/report.h"
+#include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
@@ -152,6 +154,12 @@ int run_report_command(const ReportOptions& o, const std::map<std::string, std::
   Report r;
   r.made_at = unix_now();
   r.h = read_run_history(o.run_dir, r.made_at);
+  // Queue waits of stages chain.json does not time (submitted by hand): the scheduler's record.
+  const CommandRunner run = system_command_runner(5.0);
+  add_submit_times(r.h, [&](const StageReport& s) -> std::optional<double> {
+    const SchedulerBackend* b = find_scheduler_backend(s.scheduler);
+    return b ? b->job_submit_time(s.job, run) : std::nullopt;
+  });
   const std::string config_path = (fs::path(o.run_dir) / "config.toml").string();
   JobConfig cfg;
   bool have_config = false;

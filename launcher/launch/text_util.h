@@ -1,8 +1,9 @@
-// text_util.h: small string helpers shared by the launcher (trim, split, local time).
+// text_util.h: small string helpers shared by the launcher (trim, split, local time both ways).
 #pragma once
 
 #include <cctype>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,17 @@ inline std::string local_time(double unix_time, const char* format) {
   char buf[64];
   std::strftime(buf, sizeof buf, format, &tm);
   return buf;
+}
+
+// Local time text in strptime `format` (all of it) -> unix time; nullopt when it does not parse.
+inline std::optional<double> parse_local_time(const std::string& text, const char* format) {
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), format, &tm);
+  if (!end || *end != '\0') return std::nullopt;
+  tm.tm_isdst = -1;  // whether summer time applies: mktime decides
+  const std::time_t t = std::mktime(&tm);
+  if (t == static_cast<std::time_t>(-1)) return std::nullopt;
+  return static_cast<double>(t);
 }
 
 }  // namespace gtrain::text

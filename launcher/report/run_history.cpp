@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "launcher/launch/run_lock.h"
@@ -315,6 +316,28 @@ void read_state(RunHistory& h, double now) {
   (void)now;
 }
 
+// The queue waits (submission, or the previous stage's end, to the start) and the run's totals.
+void total_up(RunHistory& h) {
+  h.total = TimeBuckets{};
+  h.unit_hours = 0;
+  h.gpus = false;
+  for (size_t i = 0; i < h.stages.size(); ++i) {
+    StageReport& s = h.stages[i];
+    const double ready = i > 0 ? std::max(s.submitted, h.stages[i - 1].end) : s.submitted;
+    s.t.queue = s.submitted > 0 ? std::max(0.0, s.start - ready) : 0;
+    h.gpus = h.gpus || s.gpus;
+    if (s.queued) {
+      h.total.queue += s.t.queue;
+      continue;
+    }
+    TimeBuckets scaled = s.t.scaled(s.units);
+    scaled.queue = s.t.queue;  // waiting holds no GPU: wall seconds
+    h.total += scaled;
+    h.unit_hours += s.unit_hours();
+  }
+  h.goodput = h.total.allocated() > 0 ? h.total.training / h.total.allocated() : 0;
+}
+
 }  // namespace
 
 RunHistory read_run_history(const std::string& run_dir, double now) {
@@ -394,23 +417,18 @@ RunHistory read_run_history(const std::string& run_dir, double now) {
   for (size_t i = 0; i < h.stages.size(); ++i) {
     StageReport& s = h.stages[i];
     if (!s.queued) attribute(s, h, save_s.at(i), load_s.at(i));
-    const double ready = i > 0 ? std::max(s.submitted, h.stages[i - 1].end) : s.submitted;
-    if (s.submitted > 0) s.t.queue = std::max(0.0, s.start - ready);
   }
-  for (const auto& s : h.stages) {
-    h.gpus = h.gpus || s.gpus;
-    if (s.queued) {
-      h.total.queue += s.t.queue;
-      continue;
-    }
-    TimeBuckets scaled = s.t.scaled(s.units);
-    scaled.queue = s.t.queue;  // waiting holds no GPU: wall seconds
-    h.total += scaled;
-    h.unit_hours += s.unit_hours();
-  }
-  h.goodput = h.total.allocated() > 0 ? h.total.training / h.total.allocated() : 0;
+  total_up(h);
   read_state(h, now);
   return h;
+}
+
+void add_submit_times(RunHistory& h, const std::function<std::optional<double>(const StageReport&)>& lookup) {
+  for (auto& s : h.stages) {
+    if (s.submitted > 0 || s.job.empty()) continue;
+    if (const auto t = lookup(s)) s.submitted = *t;
+  }
+  total_up(h);
 }
 
 }  // namespace gtrain

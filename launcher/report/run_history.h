@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,5 +114,9 @@ struct RunHistory {
 // not a run, a run of an older layout (train records without times), or a run with no train record.
 // `now` is the time the report is made (queued and running stages end there).
 RunHistory read_run_history(const std::string& run_dir, double now);
+
+// Stages with a job id and no submission time (submitted by hand, or by an older gtrain) get the
+// one `lookup` finds (the scheduler's record); the queue waits and totals follow.
+void add_submit_times(RunHistory& h, const std::function<std::optional<double>(const StageReport&)>& lookup);
 
 }  // namespace gtrain

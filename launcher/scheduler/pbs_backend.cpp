@@ -290,6 +290,17 @@ class PbsBackend : public SchedulerBackend {
     return out;
   }
 
+  // qstat -x -f (finished jobs too): "qtime = Sat Dec  5 10:37:20 2026", local time.
+  std::optional<double> job_submit_time(const std::string& job, const CommandRunner& run) const override {
+    if (job.empty()) return std::nullopt;
+    const CommandOutput r = run_merged(run, {"qstat", "-x", "-f", job});
+    const auto at = r.text.find("qtime = ");
+    if (r.rc != 0 || at == std::string::npos) return std::nullopt;
+    const auto end = r.text.find('\n', at);
+    return text::parse_local_time(text::trim(r.text.substr(at + 8, end == std::string::npos ? end : end - at - 8)),
+                                  "%a %b %d %H:%M:%S %Y");
+  }
+
   bool job_gone(const std::string& job, const CommandRunner& run) const override {
     if (job.empty()) return false;
     const CommandOutput r = run_merged(run, {"qstat", job});

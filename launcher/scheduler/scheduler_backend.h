@@ -117,6 +117,9 @@ class SchedulerBackend {
   // cannot be asked.
   virtual std::optional<std::map<std::string, JobState>> job_states(const std::vector<std::string>& jobs,
                                                                     const CommandRunner& run) const;
+  // When `job` was submitted (unix time), as the scheduler's accounting or its job record says;
+  // nullopt when it cannot tell (no such query, the job forgotten). gtrain report's queue waits.
+  virtual std::optional<double> job_submit_time(const std::string& job, const CommandRunner& run) const;
   // True when the scheduler clearly answers it no longer knows `job`; false when it cannot be asked.
   virtual bool job_gone(const std::string& job, const CommandRunner& run) const;
   // Extra per-job lines for gtrain status (job -> text); `queued` are the jobs chain.json has as

@@ -327,6 +327,20 @@ class SlurmBackend : public SchedulerBackend {
     return out;
   }
 
+  // sacct (accounting, which remembers ended jobs) first, else the controller's record (which keeps
+  // an ended job MinJobAge seconds): "2026-12-05T10:37:20", local time.
+  std::optional<double> job_submit_time(const std::string& job, const CommandRunner& run) const override {
+    if (job.empty()) return std::nullopt;
+    const CommandOutput a = run_merged(run, {"sacct", "-n", "-P", "-X", "-j", job, "-o", "Submit"});
+    if (a.rc == 0) {
+      if (auto t = text::parse_local_time(text::trim(a.text), "%Y-%m-%dT%H:%M:%S")) return t;
+    }
+    const CommandOutput c = run_merged(run, {"scontrol", "-o", "show", "job", job});
+    const auto at = c.text.find("SubmitTime=");
+    if (c.rc != 0 || at == std::string::npos) return std::nullopt;
+    return text::parse_local_time(c.text.substr(at + 11, 19), "%Y-%m-%dT%H:%M:%S");
+  }
+
   bool job_gone(const std::string& job, const CommandRunner& run) const override {
     if (job.empty()) return false;
     const CommandOutput r = run_merged(run, {"squeue", "-h", "-j", job, "-o", "%T"});
