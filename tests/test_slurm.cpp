@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -229,6 +230,153 @@ TEST(SlurmSubmit, ThreeStagesOnThreeFourOneGpusMatchAnUnstagedRun) {
     EXPECT_NEAR(by_hand.at("stages")[i].value("submitted", 0.0), c["stages"][i].value("submitted", 0.0), 1.01)
         << by_hand.at("stages")[i].dump();
   }
+}
+
+namespace {
+
+// A background job holding `gpus` GPUs of `node` for `minutes` (its time limit: what Slurm's start
+// estimates count on); returns its id once it runs ("" when it did not start).
+std::string hold_gpus(const std::string& node, int gpus, int minutes) {
+  auto r =
+      test::run_command("sbatch --parsable -J busy -o /dev/null -w " + node + " --gres=gpu:" + std::to_string(gpus) +
+                        " -t " + std::to_string(minutes) + " --wrap 'sleep 900'");
+  std::string id = r.output.substr(0, r.output.find_first_of(";\n"));
+  for (int i = 0; i < 900; ++i) {  // up to 90 s: a node the previous test used may still be completing
+    if (r.exit_code == 0 && job_state(id) == "RUNNING") return id;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return "";
+}
+
+// The job's start time as Slurm recorded it (unix; 0 = not started).
+double job_start_time(const std::string& job) {
+  auto r = test::run_command("scontrol -o show job " + job);
+  const auto at = r.output.find("StartTime=");
+  if (at == std::string::npos) return 0;
+  std::tm tm{};
+  if (!strptime(r.output.substr(at + 10, 19).c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
+  tm.tm_isdst = -1;
+  return static_cast<double>(std::mktime(&tm));
+}
+
+// The size decision of a chain's stage (chain.json), and its chosen row.
+nlohmann::json chosen_row(const nlohmann::json& c, size_t stage) {
+  for (const auto& r : c["stages"][stage]["decision"].value("rows", nlohmann::json::array()))
+    if (r.value("chosen", false)) return r;
+  return nlohmann::json();
+}
+
+}  // namespace
+
+// --gpus auto (issue 30): node1's 4 GPUs and 2 of node2's are busy for a minute. A short job goes
+// on the 2 GPUs free now; a long one on 4 that free up when the busy jobs end; each starts when
+// the printed prediction said, within a minute.
+TEST(SlurmSubmit, GpusAutoPicksTheSizeThatFinishesFirst) {
+  test::TempDir dir;
+  ASSERT_NE(hold_gpus("node1", 4, 1), "");
+  ASSERT_NE(hold_gpus("node2", 2, 1), "");
+  test::write_file(dir.file("short.toml"), job_toml(1000));
+  auto r = submit(dir.file("short.toml"), dir.file("short"), "--stages 1 --gpus auto --time 00:03:00");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("sizing stage 1 (--gpus auto, objective finish)"), std::string::npos) << r.output;
+  auto c = wait_chain(dir.file("short"), 120);
+  ASSERT_EQ(c.value("state", ""), "completed") << c.dump(2) << slurm_out(dir.file("short"));
+  EXPECT_EQ(c["stages"][0].value("gpus", 0), 2) << c.dump(2);
+  auto row = chosen_row(c, 0);
+  EXPECT_EQ(row.value("start_from", ""), "scheduler") << row.dump();
+  EXPECT_NEAR(job_start_time(c["stages"][0].value("job", "")), row.value("start", 0.0), 60) << row.dump();
+  for (const auto& x : c["stages"][0]["decision"]["rows"]) {
+    if (x.value("gpus", 0) == 4) {
+      EXPECT_GT(x.value("start", 0.0), row.value("start", 0.0) + 10) << x.dump();
+    }
+  }
+
+  // Long enough that waiting for 4 GPUs pays.
+  test::write_file(dir.file("long.toml"), job_toml(200000));
+  r = submit(dir.file("long.toml"), dir.file("long"), "--stages 1 --gpus auto --time 00:03:00");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  c = chain(dir.file("long"));
+  EXPECT_EQ(c["stages"][0].value("gpus", 0), 4) << r.output;
+  row = chosen_row(c, 0);
+  const std::string job = c["stages"][0].value("job", "");
+  for (int i = 0; i < 1500 && job_state(job) != "RUNNING"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(job_state(job), "RUNNING") << r.output;
+  EXPECT_NEAR(job_start_time(job), row.value("start", 0.0), 60) << r.output;
+  test::run_command(gtrain_cmd("cancel " + dir.file("long")));
+}
+
+// --stages auto --gpus auto: stage 1 goes on the 2 GPUs free while the rest are busy; the busy jobs
+// end, the stage saves, and stage 2 is sized afresh: 4 GPUs. Same losses as an unstaged run.
+TEST(SlurmSubmit, AutoChainChangesSizeWhenTheLoadChanges) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), job_toml(2000));
+  auto ref = test::run_command(gtrain_cmd("run " + dir.file("job.toml") + " --ranks 1 --run-dir " + dir.file("ref")));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const std::string a = hold_gpus("node1", 4, 5), b = hold_gpus("node2", 2, 5);
+  ASSERT_TRUE(!a.empty() && !b.empty());
+  const std::string run = dir.file("run");
+  auto r = submit(dir.file("job.toml"), run, "--stages auto --gpus auto --time 00:03:00");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(chain(run)["stages"][0].value("gpus", 0), 2) << r.output;
+  test::run_command("scancel " + a + " " + b);
+  ASSERT_TRUE(signal_stage_at(run, 1, 150, 120)) << slurm_out(run);
+  const auto c = wait_chain(run, 300);
+  ASSERT_EQ(c.value("state", ""), "completed") << c.dump(2) << slurm_out(run);
+  ASSERT_EQ(c["stages"].size(), 2u) << c.dump(2);
+  EXPECT_EQ(c["stages"][1].value("gpus", 0), 4) << c.dump(2);
+  EXPECT_EQ(c["stages"][1]["decision"].value("chosen", 0), 4) << c.dump(2);
+  const auto st = ledger(run);
+  ASSERT_EQ(st.size(), 2u) << slurm_out(run);
+  EXPECT_EQ(st[0].at("world"), 2);
+  EXPECT_EQ(st[1].at("world"), 4);
+  const double want = final_record(dir.file("ref")).at("train_loss"), got = final_record(run).at("train_loss");
+  EXPECT_LE(std::fabs(want - got), 1e-5 * std::fabs(want)) << want << " vs " << got;
+  const auto status = test::run_command(gtrain_cmd("status " + run));
+  EXPECT_NE(status.output.find("stage 2's size, chosen at"), std::string::npos) << status.output;
+}
+
+// --nodes 1-2 (Slurm's node range, 2 GPUs a node): with node2 busy stage 1 starts on node1 alone
+// and trains on its 2 GPUs; node2 frees up, and stage 2 gets both nodes and re-plans onto 4 ranks.
+TEST(SlurmSubmit, NodeRangeStartsOnWhatIsFreeAndReplansWhenMoreIs) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), job_toml(300));
+  auto ref = test::run_command(gtrain_cmd("run " + dir.file("job.toml") + " --ranks 1 --run-dir " + dir.file("ref")));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const std::string busy = hold_gpus("node2", 4, 5);
+  ASSERT_FALSE(busy.empty());
+  const std::string run = dir.file("run");
+  auto r =
+      test::run_command("OMPI_MCA_btl=self,tcp " + gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + run +
+                                                              " --stages 2 --nodes 1-2 --gpus 4 --time 00:03:00"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(test::read_file(run + "/stage-1.sbatch").find("#SBATCH --nodes=1-2\n#SBATCH --gpus-per-node=2\n"),
+            std::string::npos);
+  // Stage 1 trains on node1 while node2 is busy. Slurm starts a node range at once on what is free
+  // (node1 is still COMPLETING stage 1 when stage 2 becomes eligible): stage 2 is held until both
+  // nodes are idle, as a busy cluster's queue would keep it.
+  EXPECT_EQ(test::read_file(run + "/stage-1.sbatch").find("--ntasks-per-node"), std::string::npos);
+  const std::string second = chain(run)["stages"][1].value("job", "");
+  ASSERT_EQ(test::run_command("scontrol hold " + second).exit_code, 0);
+  ASSERT_TRUE(signal_stage_at(run, 1, 60, 120)) << slurm_out(run);
+  test::run_command("scancel " + busy);
+  for (int i = 0; i < 900; ++i) {
+    const bool saved = chain(run)["stages"][0].value("state", "") == "resumable";
+    const auto idle = test::run_command("sinfo -h -N -o %T").output;
+    if (saved && idle == "idle\nidle\n") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(test::run_command("scontrol release " + second).exit_code, 0);
+  const auto c = wait_chain(run, 240);
+  ASSERT_EQ(c.value("state", ""), "completed") << c.dump(2) << slurm_out(run);
+  const auto st = ledger(run);
+  ASSERT_EQ(st.size(), 2u) << slurm_out(run);
+  EXPECT_EQ(st[0].at("world"), 2) << st[0].dump();
+  EXPECT_EQ(st[0].at("allocation").value("nodes", 0), 1) << st[0].dump();
+  EXPECT_EQ(st[1].at("world"), 4) << st[1].dump();
+  EXPECT_EQ(st[1].at("allocation").value("nodes", 0), 2) << st[1].dump();
+  const double want = final_record(dir.file("ref")).at("train_loss"), got = final_record(run).at("train_loss");
+  EXPECT_LE(std::fabs(want - got), 1e-5 * std::fabs(want)) << want << " vs " << got;
 }
 
 // One stage over both slurmd nodes: mpirun starts a rank on each (through srun), training completes.

@@ -11,14 +11,15 @@ namespace gtrain {
 
 // One stage of a submitted chain, as its batch script needs it.
 struct BatchStage {
-  std::string gtrain;                 // absolute path of the gtrain executable
-  std::string config;                 // absolute path of the config file
-  std::string run_dir;                // absolute run directory
-  std::string work_dir;               // absolute directory `gtrain submit` ran in: the stage runs there
-  std::vector<std::string> run_args;  // extra `gtrain run` arguments (--set k=v ...)
-  int index = 1;                      // 1-based stage number
-  int gpus = 1;                       // GPUs of this stage (all nodes together)
-  int nodes = 1;
+  std::string gtrain;                         // absolute path of the gtrain executable
+  std::string config;                         // absolute path of the config file
+  std::string run_dir;                        // absolute run directory
+  std::string work_dir;                       // absolute directory `gtrain submit` ran in: the stage runs there
+  std::vector<std::string> run_args;          // extra `gtrain run` arguments (--set k=v ...)
+  int index = 1;                              // 1-based stage number
+  int gpus = 1;                               // GPUs of this stage (all nodes together)
+  int nodes = 1;                              // nodes (with nodes_min: the most)
+  int nodes_min = 0;                          // > 0: Slurm's range --nodes=nodes_min-nodes, gpus / nodes a node
   std::string time;                           // HH:MM:SS or D-HH:MM:SS
   int signal_lead_s = 60;                     // USR1 this long before the time limit
   int64_t run_time_limit_s = 0;               // > 0 (PBS): gtrain run's --time-limit, less the script's run time

@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/launch/text_util.h"
+#include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
 #include "runtime/core/schedule.h"
@@ -71,13 +73,15 @@ nlohmann::json to_json(const Chain& c) {
     st.push_back({{"index", s.index},
                   {"gpus", s.gpus},
                   {"nodes", s.nodes},
+                  {"nodes_min", s.nodes_min},
                   {"script", s.script},
                   {"submit_argv", s.submit_argv},
                   {"begin", s.begin},
                   {"job", s.job},
                   {"submitted", s.submitted},
                   {"state", state_name(s.state)},
-                  {"exit", s.exit}});
+                  {"exit", s.exit},
+                  {"decision", s.decision}});
   }
   nlohmann::json windows = nlohmann::json::array();
   for (const auto& w : c.windows) windows.push_back({{"days", w.days}, {"hours", w.hours}, {"max_gpus", w.max_gpus}});
@@ -90,7 +94,15 @@ nlohmann::json to_json(const Chain& c) {
           {"windows", windows},
           {"gpus_from_windows", c.gpus_from_windows},
           {"launcher", c.launcher},
-          {"cpus_per_gpu", c.cpus_per_gpu}};
+          {"cpus_per_gpu", c.cpus_per_gpu},
+          {"sizing", c.sizing.active() ? nlohmann::json({{"candidates", c.sizing.candidates},
+                                                         {"objective", c.sizing.objective},
+                                                         {"slack", c.sizing.slack}})
+                                       : nlohmann::json()},
+          {"config", c.config},
+          {"sets", c.sets},
+          {"limit_s", c.limit_s},
+          {"lead_s", c.lead_s}};
 }
 
 // Key `key` of the object `obj` (`path` names it in messages), `fallback` when absent; a ConfigError
@@ -158,6 +170,22 @@ Chain from_json(const nlohmann::json& j, const std::string& where) {
   c.gpus_from_windows = field(j, "gpus_from_windows", false, where, "");
   c.launcher = field(j, "launcher", c.launcher, where, "");
   c.cpus_per_gpu = field(j, "cpus_per_gpu", 0, where, "");
+  c.config = field(j, "config", std::string(), where, "");
+  c.sets = field(j, "sets", std::vector<std::string>{}, where, "");
+  c.limit_s = field(j, "limit_s", 0.0, where, "");
+  c.lead_s = field(j, "lead_s", 0, where, "");
+  if (const auto sz = j.find("sizing"); sz != j.end() && !sz->is_null()) {
+    const bool ok = sz->is_object() && sz->contains("candidates") && (*sz)["candidates"].is_array();
+    for (const auto& g : ok ? (*sz)["candidates"] : nlohmann::json::array()) {
+      if (!g.is_number_integer() || g.get<int>() < 1)
+        throw ConfigError(where + ": key 'sizing.candidates' must hold GPU counts >= 1");
+      c.sizing.candidates.push_back(g.get<int>());
+    }
+    if (!ok || c.sizing.candidates.empty())
+      throw ConfigError(where + ": key 'sizing' must be an object with a non-empty 'candidates' array");
+    c.sizing.objective = field(*sz, "objective", c.sizing.objective, where, "sizing.");
+    c.sizing.slack = field(*sz, "slack", c.sizing.slack, where, "sizing.");
+  }
   const auto windows = j.find("windows");
   if (windows != j.end() && !windows->is_array()) {
     throw ConfigError(where + ": key 'windows' must be an array, got " + std::string(windows->type_name()));
@@ -187,6 +215,7 @@ Chain from_json(const nlohmann::json& j, const std::string& where) {
     x.index = field(s, "index", 1, where, at + ".");
     x.gpus = field(s, "gpus", 1, where, at + ".");
     x.nodes = field(s, "nodes", 1, where, at + ".");
+    x.nodes_min = field(s, "nodes_min", 0, where, at + ".");
     x.script = field(s, "script", std::string(), where, at + ".");
     x.submit_argv = field(s, "submit_argv", std::vector<std::string>{}, where, at + ".");
     x.begin = field(s, "begin", std::string(), where, at + ".");
@@ -194,6 +223,7 @@ Chain from_json(const nlohmann::json& j, const std::string& where) {
     x.submitted = field(s, "submitted", 0.0, where, at + ".");
     x.state = named(s, "state", StageState::planned, where, at + ".");
     x.exit = field(s, "exit", -1, where, at + ".");
+    if (s.contains("decision") && s["decision"].is_object()) x.decision = s["decision"];
     c.stages.push_back(x);
   }
   return c;
@@ -242,6 +272,40 @@ std::string fit_auto_stage(const Chain& c, ChainStage& next, double now) {
   next.gpus = gpus;
   c.backend().resize_submit_argv(next.submit_argv, next.nodes, gpus / next.nodes, c.launcher, c.cpus_per_gpu);
   return note + ", " + std::to_string(gpus) + " GPU(s) (the quota window's max_gpus)";
+}
+
+// An auto stage of a chain whose sizes are open (--gpus auto): the size with the earliest predicted
+// finish now, from fresh start estimates, within the quota window's cap. Returns a note.
+std::string size_auto_stage(const Chain& c, ChainStage& next, const std::string& run_dir, const CommandRunner& runner,
+                            double now) {
+  SizingContext ctx;
+  try {
+    ctx.cfg = load_job_config(c.config, c.sets, process_environment());
+  } catch (const Error& e) {
+    return std::string(", ") + std::to_string(next.gpus) + " GPU(s) kept (the config does not load: " + e.what() + ")";
+  }
+  ctx.run_dir = run_dir;
+  ctx.nodes = next.nodes;
+  ctx.limit_s = c.limit_s > 0 ? c.limit_s : 3600;
+  ctx.lead_s = c.lead_s;
+  if (!c.windows.empty()) {
+    std::vector<Window> windows;
+    for (const auto& w : c.windows) windows.push_back(parse_window(w, "chain.json windows"));
+    ctx.cap = window_cap(windows, now);
+  }
+  ctx.backend = &c.backend();
+  ctx.submit_argv = next.submit_argv;
+  ctx.runner = runner;
+  ctx.now = now;
+  const SizingDecision d = decide_stage_size(c.sizing, ctx);
+  next.decision = d.to_json();
+  if (d.chosen == 0) return ", " + std::to_string(next.gpus) + " GPU(s) kept (no candidate size could run now)";
+  if (d.chosen != next.gpus) {
+    next.gpus = d.chosen;
+    c.backend().resize_submit_argv(next.submit_argv, next.nodes, d.chosen / next.nodes, c.launcher, c.cpus_per_gpu);
+  }
+  return ", " + std::to_string(d.chosen) + " GPU(s) (the earliest predicted finish of " +
+         std::to_string(d.rows.size()) + " sizes)";
 }
 
 void cancel_after(Chain& c, size_t k, const CommandRunner& runner) {
@@ -369,7 +433,9 @@ std::string step_resumable(Chain& c, size_t k, const std::string& run_dir, const
   next.exit = -1;
   next.state = StageState::planned;
   c.backend().renumber_submit_argv(next.submit_argv, run_dir, next.index);
-  const std::string fitted = fit_auto_stage(c, next, now_unix > 0 ? now_unix : unix_now());
+  const double now = now_unix > 0 ? now_unix : unix_now();
+  std::string fitted = fit_auto_stage(c, next, now);
+  if (c.sizing.active()) fitted += size_auto_stage(c, next, run_dir, runner, now);
   c.stages.push_back(next);
   const CommandOutput r = submit_stage(c, c.stages.size() - 1, c.stages[k].job, runner);
   if (r.rc != 0) {
@@ -636,11 +702,20 @@ void print_chain_status(const std::string& run_dir, const CommandRunner& runner,
     // knows when it runs.
     const bool running = s.state == StageState::queued && it != live.end() && it->second.rfind("RUNNING", 0) == 0;
     out << "    stage " << s.index << "  job " << (s.job.empty() ? "-" : s.job) << "  " << s.gpus << " GPU(s) on "
-        << s.nodes << " node(s)  " << (running ? std::string("running") : std::string(state_name(s.state)));
+        << (s.nodes_min > 0 ? std::to_string(s.nodes_min) + "-" : std::string()) << s.nodes << " node(s)  "
+        << (running ? std::string("running") : std::string(state_name(s.state)));
     if (s.exit >= 0) out << " (exit " << s.exit << ")";
     if (it != live.end()) out << "  scheduler: " << it->second;
     if (!s.begin.empty()) out << "  begin " << s.begin;
     out << "\n";
+  }
+  // The latest size decision (--gpus auto): its table.
+  for (auto s = c.stages.rbegin(); s != c.stages.rend(); ++s) {
+    if (!s->decision.is_object()) continue;
+    out << "  stage " << s->index << "'s size, chosen at " << text::local_time(s->decision.value("at", 0.0), "%H:%M:%S")
+        << ":\n"
+        << render_sizing(s->decision);
+    break;
   }
 }
 

@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "launcher/chain/stage_sizing.h"
 #include "launcher/launch/program_runner.h"
 #include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/config/schedule_config.h"
@@ -67,13 +70,15 @@ inline std::ostream& operator<<(std::ostream& out, ChainState s) {
 struct ChainStage {
   int index = 1;
   int gpus = 1, nodes = 1;
+  int nodes_min = 0;                     // > 0: Slurm's node range nodes_min-nodes (GPUs and nodes at its most)
   std::string script;                    // file name inside the run dir
   std::vector<std::string> submit_argv;  // the exact sbatch/qsub command (without the dependency)
   std::string begin;                     // --begin value ("" = none)
   std::string job;                       // scheduler job id ("" = not submitted)
   double submitted = 0;                  // unix time it was submitted (0 = not, or by an older gtrain)
   StageState state = StageState::planned;
-  int exit = -1;  // gtrain run's exit code (-1 = not reported)
+  int exit = -1;            // gtrain run's exit code (-1 = not reported)
+  nlohmann::json decision;  // how its size was chosen (stage_sizing.h; null = the size was given)
 };
 
 struct Chain {
@@ -90,6 +95,13 @@ struct Chain {
   bool gpus_from_windows = false;
   std::string launcher = "mpirun";
   int cpus_per_gpu = 0;  // submit --cpus-per-gpu (PBS: the ncpus of a new select)
+  // --gpus auto / a range / a list with --stages auto: each stage's size is chosen when it is
+  // submitted, from the config (with its --set overrides), the stage time limit and the USR1 lead.
+  SizingPolicy sizing;
+  std::string config;
+  std::vector<std::string> sets;
+  double limit_s = 0;
+  int lead_s = 0;
 
   const SchedulerBackend& backend() const { return scheduler_backend(scheduler); }
 };

@@ -88,9 +88,19 @@ Command add_submit(CLI::App& app) {
   cmd->add_flag("--dry-run", submit->dry_run, "Write the scripts and print the commands; submit nothing");
   cmd->add_option("--stages", submit->stages, "auto (one more stage while resumable) or a fixed number");
   cmd->add_option("--gpus", submit->gpus,
-                  "GPUs per stage, or one count per stage (2,4,1); default: the "
-                  "quota window's max_gpus, else 1, and at least one a node")
-      ->type_name("N|LIST");
+                  "GPUs per stage, or one count per stage with --stages N (2,4,1); or open: auto, a range (2-8) "
+                  "or a list with --stages auto (1,2,4,8), each stage submitted at the count that finishes first "
+                  "(sbatch --test-only's start + the planner's run time); default: the quota window's max_gpus, "
+                  "else 1, and at least one a node")
+      ->type_name("N|LIST|auto|MIN-MAX");
+  cmd->add_option("--objective", submit->objective,
+                  "Open --gpus: finish (the earliest predicted finish) or gpu-hours (the fewest GPU-hours whose "
+                  "finish is within --slack of the earliest)")
+      ->check(CLI::IsMember({"finish", "gpu-hours"}));
+  cmd->add_option("--slack", submit->slack,
+                  "--objective gpu-hours: the share of the earliest time to finish a "
+                  "size may add (default 0.1)")
+      ->check(CLI::Range(0.0, 10.0));
   cmd->add_option("--nodes", submit->nodes, "Nodes per stage (default 1), or one count per stage")->type_name("N|LIST");
   cmd->add_option("--time", submit->time,
                   "Time limit of each stage (2h, 90m, 1h30m, HH:MM:SS, or Slurm's MM, MM:SS, D-HH, D-HH:MM, "

@@ -182,6 +182,22 @@ static const SchedulerBackend& submit_backend(const SubmitOptions& o) {
   throw ConfigError("--scheduler '" + o.scheduler + "': expected " + expected);
 }
 
+namespace {
+// --nodes MIN-MAX -> {MIN, MAX}; {0, 0} for a count or a list.
+std::pair<int, int> node_range(const std::string& text) {
+  std::smatch m;
+  if (!std::regex_match(text, m, std::regex("([0-9]{1,4})-([0-9]{1,4})"))) return {0, 0};
+  const int a = std::stoi(m[1]), b = std::stoi(m[2]);
+  if (a < 1 || b <= a) throw ConfigError("--nodes '" + text + "': expected a range MIN-MAX with 1 <= MIN < MAX");
+  return {a, b};
+}
+}  // namespace
+
+bool open_gpu_sizes(const SubmitOptions& o, int stages) {
+  return o.gpus == "auto" || o.gpus.find('-') != std::string::npos ||
+         (stages == 0 && o.gpus.find(',') != std::string::npos);
+}
+
 int validate_submit_options(const SubmitOptions& o) {
   const SchedulerBackend& backend = submit_backend(o);
   if (o.launcher != "mpirun" && o.launcher != "srun")
@@ -196,8 +212,31 @@ int validate_submit_options(const SubmitOptions& o) {
       throw ConfigError("--stages '" + o.stages + "': expected auto or a positive number");
     stages = std::stoi(o.stages);
   }
-  const auto gpus = o.gpus.empty() ? std::vector<int>{} : parse_counts(o.gpus, "--gpus");
-  const auto nodes = parse_counts(o.nodes, "--nodes");
+  const bool open = open_gpu_sizes(o, stages);
+  if (o.objective != "finish" && o.objective != "gpu-hours")
+    throw ConfigError("--objective '" + o.objective + "': expected finish or gpu-hours");
+  if (!(o.slack >= 0 && o.slack <= 10)) throw ConfigError(str("--slack ", o.slack, ": expected 0 to 10 (0.1 = 10%)"));
+  if (open) parse_gpu_candidates(o.gpus, 8);  // the form; the counts are judged when sizing
+  const auto gpus = o.gpus.empty() || open ? std::vector<int>{} : parse_counts(o.gpus, "--gpus");
+  const auto [nodes_min, nodes_max] = node_range(o.nodes);
+  if (nodes_max > 0) {
+    if (backend.kind() != SchedulerKind::slurm)
+      throw ConfigError("--nodes " + o.nodes + ": " + backend.name() + " has no node-count range",
+                        "give one node count");
+    if (o.launcher == "srun")
+      throw ConfigError("--nodes " + o.nodes +
+                            " with --launcher srun: srun's task a GPU makes Slurm take the "
+                            "fewest nodes of the range",
+                        "use the default launcher (mpirun) with a node range");
+    if (gpus.size() != 1 || gpus[0] % nodes_max != 0)
+      throw ConfigError("--nodes " + o.nodes + " needs one --gpus count for " + std::to_string(nodes_max) +
+                            " nodes that they divide (the GPUs a node stay fixed)",
+                        "give e.g. --gpus " + std::to_string(2 * nodes_max) + " for 2 GPUs a node");
+  }
+  const auto nodes = nodes_max > 0 ? std::vector<int>{nodes_max} : parse_counts(o.nodes, "--nodes");
+  if (open && nodes.size() > 1)
+    throw ConfigError("--nodes " + o.nodes + " lists stages but --gpus " + o.gpus + " sizes each stage when submitted",
+                      "give one node count");
   for (const auto* list : {&gpus, &nodes}) {
     if (list->size() > 1 && stages > 0 && static_cast<int>(list->size()) != stages)
       throw ConfigError(
@@ -237,8 +276,9 @@ int signal_lead_seconds(double measured_save_s, double save_safety, double min_l
 
 std::vector<StagePlan> plan_stages(const SubmitOptions& o, int stages, const std::vector<Window>& windows,
                                    double now_unix) {
-  const auto gpus = o.gpus.empty() ? std::vector<int>{} : parse_counts(o.gpus, "--gpus");
-  const auto nodes = parse_counts(o.nodes, "--nodes");
+  const auto gpus = o.gpus.empty() || open_gpu_sizes(o, stages) ? std::vector<int>{} : parse_counts(o.gpus, "--gpus");
+  const auto [nodes_min, nodes_max] = node_range(o.nodes);
+  const auto nodes = nodes_max > 0 ? std::vector<int>{nodes_max} : parse_counts(o.nodes, "--nodes");
   int n = stages;
   if (n == 0) n = static_cast<int>(std::max<size_t>({size_t{1}, gpus.size(), nodes.size()}));
   const double limit = parse_slurm_time(o.time);
@@ -249,6 +289,7 @@ std::vector<StagePlan> plan_stages(const SubmitOptions& o, int stages, const std
   for (int i = 0; i < n; ++i) {
     StagePlan p;
     p.nodes = nodes[nodes.size() > 1 ? i : 0];
+    p.nodes_min = nodes_min;
     if (!windows.empty()) {
       if (window_end(windows, t) == 0) {
         t = next_window_start(windows, t);
@@ -346,6 +387,13 @@ void check_stages_runnable(const JobConfig& cfg, const std::string& run_dir, con
       sizes.push_back(p);
     }
   }
+  for (const auto& p : plans) {
+    if (p.nodes_min == 0) continue;
+    StagePlan least = p;  // a node range: Slurm may start the stage on its fewest nodes
+    least.gpus = p.gpus / p.nodes * p.nodes_min;
+    least.nodes = p.nodes_min;
+    sizes.push_back(least);
+  }
   for (const auto& p : sizes) {
     if (checked.insert({p.gpus, p.nodes}).second) plan_run(layout, job.stats, p.gpus, p.gpus / p.nodes);
   }
@@ -388,6 +436,7 @@ void write_stage_scripts(const SubmitOptions& o, const std::vector<StagePlan>& p
     b.index = first_index + static_cast<int>(i);
     b.gpus = plans[i].gpus;
     b.nodes = plans[i].nodes;
+    b.nodes_min = plans[i].nodes_min;
     // sbatch --time in Slurm's own form whatever form --time took (1h30m -> 01:30:00); PBS walltime
     // is [[HH:]MM:]SS, with no days.
     b.time = backend.time_limit_text(static_cast<int64_t>(w.limit_s));
@@ -402,6 +451,7 @@ void write_stage_scripts(const SubmitOptions& o, const std::vector<StagePlan>& p
     s.index = b.index;
     s.gpus = b.gpus;
     s.nodes = b.nodes;
+    s.nodes_min = b.nodes_min;
     s.script = "stage-" + std::to_string(b.index) + backend.script_suffix();
     const std::string script_path = (fs::path(w.run_dir) / s.script).string();
     {
@@ -436,6 +486,10 @@ void print_submit_plan(const SubmitOptions& o, const Chain& chain, const ScriptC
                                "data worker would share); --cpus-per-gpu N requests N per GPU\n");
   for (const auto& s : chain.stages) {
     out << "  stage " << s.index << ": " << s.gpus << " GPU(s) on " << s.nodes << " node(s)"
+        << (s.nodes_min > 0
+                ? " at most (Slurm starts it on " + std::to_string(s.nodes_min) + "-" + std::to_string(s.nodes) +
+                      " nodes, " + std::to_string(s.gpus / s.nodes) + " GPU(s) each)"
+                : std::string())
         << (s.begin.empty() ? "" : ", begin " + s.begin) << ", " << s.script << "\n";
   }
 }
@@ -481,6 +535,50 @@ void cancel_submitted(Chain& chain, size_t i, const CommandRunner& runner) {
   chain.reason = msg.str();
   write_chain(run_dir, chain);
   throw ConfigError(msg.str(), hint);
+}
+
+// --gpus auto / a range / a list with --stages auto: the first stage's size from the scheduler's start
+// estimates and the planner (stage_sizing.h); every stage written at it, the chain keeping what it
+// needs to size the stages --stages auto adds. No size that can run: each one's reason, and the
+// largest count the scheduler accepts.
+void size_first_stage(const SubmitOptions& o, const JobConfig& cfg, const std::vector<Window>& windows,
+                      const ScriptCommon& w, std::vector<StagePlan>& plans, Chain& chain, const CommandRunner& runner,
+                      double now, std::ostream& out) {
+  int64_t cap = 0;
+  if (!windows.empty()) cap = window_cap(windows, plans.front().begin_unix > 0 ? plans.front().begin_unix : now);
+  int most = cap > 0 ? static_cast<int>(cap) : 8 * plans.front().nodes;
+  chain.sizing.candidates = parse_gpu_candidates(o.gpus, most);
+  chain.sizing.objective = o.objective;
+  chain.sizing.slack = o.slack;
+  chain.config = fs::absolute(o.config_path).lexically_normal().string();
+  chain.sets = o.sets;
+  chain.limit_s = w.limit_s;
+  chain.lead_s = w.lead;
+  SizingContext ctx;
+  ctx.cfg = cfg;
+  ctx.run_dir = w.run_dir;
+  ctx.nodes = plans.front().nodes;
+  ctx.limit_s = w.limit_s;
+  ctx.lead_s = w.lead;
+  ctx.cap = cap;
+  ctx.backend = &chain.backend();
+  ctx.submit_argv = chain.stages.front().submit_argv;
+  ctx.runner = runner;
+  ctx.now = now;
+  const SizingDecision d = decide_stage_size(chain.sizing, ctx);
+  out << "gtrain submit: sizing stage " << chain.stages.front().index << " (--gpus " << o.gpus << ", objective "
+      << o.objective << "):\n"
+      << render_sizing(d);
+  if (d.chosen == 0) {
+    std::string why;
+    for (const auto& r : d.rows) why += str("\n  ", r.gpus, " GPU(s): ", r.refused);
+    throw ConfigError("no GPU count of --gpus " + o.gpus + " can run:" + why,
+                      "give --gpus N with a count the scheduler accepts (gtrain plan --gpus N shows its layout)");
+  }
+  for (auto& p : plans) p.gpus = d.chosen;
+  chain.stages.clear();
+  write_stage_scripts(o, plans, w, chain);
+  chain.stages.front().decision = d.to_json();
 }
 
 // Submits the stages in order, each after the one before.
@@ -531,7 +629,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   }
   backend.check_time_limit(o.partition, o.time, parse_slurm_time(o.time), runner);
   const double now = static_cast<double>(std::time(nullptr));
-  const auto plans = plan_stages(o, stages, windows, now);
+  auto plans = plan_stages(o, stages, windows, now);
   check_stages_runnable(cfg, run_dir, plans, windows, stages == 0 && o.gpus.empty());
   std::error_code ec;
   fs::create_directories(run_dir, ec);
@@ -567,6 +665,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   chain.launcher = o.launcher;
   chain.cpus_per_gpu = o.cpus_per_gpu;
   write_stage_scripts(o, plans, w, chain);
+  if (open_gpu_sizes(o, stages)) size_first_stage(o, cfg, windows, w, plans, chain, runner, now, out);
   print_submit_plan(o, chain, w, out);
   if (o.dry_run) {
     out << "dry run: scripts written, nothing submitted. The commands submit would run (bash; each stage reports "

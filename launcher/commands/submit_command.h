@@ -1,5 +1,6 @@
 // submit_command.h: `gtrain submit config.toml [--scheduler slurm|pbs] [--dry-run] [--stages auto|N]
-// [--gpus N|LIST] [--nodes N|LIST] [--time HH:MM:SS] [--partition P] [--account A] [--qos Q]
+// [--gpus N|LIST|auto|MIN-MAX] [--objective finish|gpu-hours] [--slack F] [--nodes N|LIST|MIN-MAX] [--time HH:MM:SS]
+// [--partition P] [--account A] [--qos Q]
 // [--sbatch-arg ARG]...`: validates the options, plans the stages (GPUs, nodes, begin times from the
 // quota windows, the USR1 lead from the measured save time), writes the batch scripts into the run
 // directory and submits them as a chain (see chain.h). Also `gtrain cancel RUN_DIR`.
@@ -25,9 +26,14 @@ struct SubmitOptions {
   std::string scheduler = "slurm";  // slurm | pbs
   bool dry_run = false;             // write the scripts, print the commands, submit nothing
   std::string stages = "auto";      // auto | N
-  std::string gpus;                 // "4" or one per stage "2,4,1" ("" = window max_gpus, else 1)
-  std::string nodes = "1";          // "2" or one per stage "1,2,1"
-  std::string time = "01:00:00";    // per-stage time limit
+  // "4"; one per stage "2,4,1" with --stages N; or open, each stage sized when submitted (the
+  // earliest predicted finish): "auto", a range "2-8", a list "1,2,4,8" with --stages auto
+  // ("" = window max_gpus, else 1).
+  std::string gpus;
+  std::string objective = "finish";  // open sizes: finish | gpu-hours
+  double slack = 0.10;               // gpu-hours: within this share of the earliest finish
+  std::string nodes = "1";           // "2", one per stage "1,2,1", or Slurm's range "1-2" (GPUs a node fixed)
+  std::string time = "01:00:00";     // per-stage time limit
   std::string partition, account, qos;
   std::vector<std::string> sbatch_args;  // extra directives, e.g. --constraint=a100
   int signal_lead_s = 0;                 // 0 = measured save time x safety + margin + 30 s
@@ -38,8 +44,9 @@ struct SubmitOptions {
 
 // One planned stage, before scripts exist.
 struct StagePlan {
-  int gpus = 1, nodes = 1;
-  double begin_unix = 0;  // 0 = as soon as possible
+  int gpus = 1, nodes = 1;  // with a node range: the GPUs and nodes at its most
+  int nodes_min = 0;        // > 0: Slurm starts the stage on nodes_min to nodes nodes, whatever is free
+  double begin_unix = 0;    // 0 = as soon as possible
 };
 
 // "HH:MM:SS", "MM:SS", "D-HH:MM:SS" -> seconds; ConfigError otherwise.
@@ -47,6 +54,9 @@ double parse_slurm_time(const std::string& text);
 
 // Checks every option (throws ConfigError naming the option); returns the stage count (0 = auto).
 int validate_submit_options(const SubmitOptions& o);
+
+// True when --gpus leaves each stage's size open: auto, a range, or a list with --stages auto.
+bool open_gpu_sizes(const SubmitOptions& o, int stages);
 
 // Stage GPUs/nodes/begin times: from the lists, else from the quota window each stage falls in.
 std::vector<StagePlan> plan_stages(const SubmitOptions& o, int stages, const std::vector<Window>& windows,

@@ -173,6 +173,9 @@ std::optional<std::map<std::string, JobState>> SchedulerBackend::job_states(cons
                                                                             const CommandRunner&) const {
   unsupported("job states");
 }
+std::optional<double> SchedulerBackend::test_submit_start(const std::string&) const {
+  return std::nullopt;
+}
 std::optional<double> SchedulerBackend::job_submit_time(const std::string&, const CommandRunner&) const {
   return std::nullopt;
 }

@@ -107,6 +107,8 @@ class SchedulerBackend {
   // scheduler would accept it; nullopt when the scheduler has no such test.
   virtual std::optional<std::vector<std::string>> test_submit_argv(const std::vector<std::string>& argv, int nodes,
                                                                    int per_node) const;
+  // The start time (unix) a test submission's answer predicts; nullopt when it names none.
+  virtual std::optional<double> test_submit_start(const std::string& answer) const;
 
   // --- Cancel, signal, states ---
   virtual std::vector<std::string> cancel_argv(const std::string& job) const;

@@ -1,0 +1,231 @@
+// stage_sizing.cpp: the size a stage is submitted at when --gpus leaves it open (see stage_sizing.h).
+#include "launcher/chain/stage_sizing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "launcher/launch/run_launch.h"
+#include "launcher/launch/text_util.h"
+#include "launcher/report/run_history.h"
+#include "launcher/scheduler/scheduler_backend.h"
+#include "runtime/core/errors.h"
+#include "runtime/core/format.h"
+
+namespace gtrain {
+
+std::vector<int> parse_gpu_candidates(const std::string& text, int most) {
+  const auto bad = [&] {
+    return ConfigError("--gpus '" + text + "': expected a count, auto, a range such as 2-8, or a list such as 1,2,4,8");
+  };
+  std::set<int> out;
+  std::smatch m;
+  if (text == "auto") {
+    most = std::max(1, most);
+    for (int g = 1; g <= most; g *= 2) out.insert(g);
+    out.insert(most);
+  } else if (std::regex_match(text, m, std::regex("([0-9]{1,5})-([0-9]{1,5})"))) {
+    const int a = std::stoi(m[1]), b = std::stoi(m[2]);
+    if (a < 1 || b < a) throw ConfigError("--gpus '" + text + "': expected a range from 1 up, such as 2-8");
+    for (int g = a; g <= b; ++g) out.insert(g);
+  } else if (std::regex_match(text, std::regex("[0-9]{1,5}(,[0-9]{1,5})+"))) {
+    std::stringstream in(text);
+    for (std::string item; std::getline(in, item, ',');) {
+      if (std::stoi(item) < 1) throw bad();
+      out.insert(std::stoi(item));
+    }
+  } else {
+    throw bad();
+  }
+  return {out.begin(), out.end()};
+}
+
+namespace {
+
+// What the run's history says for sizing: steps left, measured / modelled step time, and the time a
+// stage spends outside training steps (start-up, load, save, evaluation, the rest).
+struct History {
+  int64_t done = 0;
+  double factor = 1;
+  double overhead_s = 0;
+  std::string calibration = "step times as the planner models them (no stage measured yet)";
+};
+
+History read_history(const SizingContext& ctx) {
+  History out;
+  RunHistory h;
+  try {
+    h = read_run_history(ctx.run_dir, ctx.now);
+  } catch (const Error&) {
+    return out;  // a new run directory, or one with no step yet
+  }
+  out.done = h.done;
+  const StageReport* last = nullptr;
+  for (const auto& s : h.stages)
+    if (!s.queued) last = &s;
+  std::vector<double> step, est;
+  for (const auto& p : h.train) {
+    if (!last || h.attempts[static_cast<size_t>(p.attempt)].stage != last->index - 1) continue;
+    if (p.step_time_s > 0) step.push_back(p.step_time_s);
+    if (p.est_step_s > 0) est.push_back(p.est_step_s);
+  }
+  if (!step.empty() && !est.empty()) {
+    std::sort(step.begin(), step.end());
+    std::sort(est.begin(), est.end());
+    out.factor = step[step.size() / 2] / est[est.size() / 2];
+    char b[240];
+    std::snprintf(b, sizeof(b), "the planner's step times x %.3g: stage %d measured %.4g s/step on %d rank(s)",
+                  out.factor, last->index, step[step.size() / 2], last->world);
+    out.calibration = b;
+  }
+  if (last) {
+    const TimeBuckets& t = last->t;
+    out.overhead_s = t.startup + t.load + t.save + t.eval + t.other;
+  }
+  return out;
+}
+
+std::string clock(double unix_time) {
+  return text::local_time(unix_time, "%m-%d %H:%M:%S");
+}
+
+}  // namespace
+
+SizingDecision decide_stage_size(const SizingPolicy& policy, const SizingContext& ctx) {
+  SizingDecision d;
+  d.at = ctx.now;
+  d.objective = policy.objective;
+  const History hist = read_history(ctx);
+  d.calibration = hist.calibration;
+  d.steps = std::max<int64_t>(0, ctx.cfg.train.steps - hist.done);
+  const auto stats = model_stats_from_config(ctx.cfg);
+  JobConfig layout = ctx.cfg;
+  if (layout.parallel.memory_gb <= 0) layout.parallel.memory_gb = 1e9;  // the stage's own hardware judges memory
+  for (int g : policy.candidates) {
+    SizingRow row;
+    row.gpus = g;
+    row.nodes = ctx.nodes;
+    d.rows.push_back(row);
+    SizingRow& r = d.rows.back();
+    if (ctx.cap > 0 && g > ctx.cap) {
+      r.refused = str("above the quota window's max_gpus ", ctx.cap);
+      continue;
+    }
+    if (g % ctx.nodes != 0) {
+      r.refused = str("not a multiple of --nodes ", ctx.nodes);
+      continue;
+    }
+    if (!stats) {
+      r.refused = "the model must be built to be planned (give --gpus N)";
+      continue;
+    }
+    double step_s = 0;
+    try {
+      const Plan p = plan_run(layout, *stats, g, g / ctx.nodes);
+      r.layout = p.summary();
+      step_s = p.est_step_seconds * hist.factor;
+    } catch (const ConfigError& e) {
+      r.refused = std::string("no layout: ") + e.what();
+      continue;
+    }
+    r.start = ctx.now;
+    r.start_from = "now (the scheduler gives no start estimate)";
+    if (ctx.backend) {
+      if (const auto argv = ctx.backend->test_submit_argv(ctx.submit_argv, ctx.nodes, g / ctx.nodes)) {
+        const CommandOutput out = run_merged(ctx.runner, *argv);
+        if (out.rc != 0) {
+          r.refused = text::trim(first_line(out.text));
+          continue;
+        }
+        if (const auto t = ctx.backend->test_submit_start(out.text)) {
+          r.start = std::max(ctx.now, *t);
+          r.start_from = "scheduler";
+        } else {
+          r.start_from = "now (no start time in the test submission's answer)";
+        }
+      }
+    }
+    // The steps, plus each stage's time outside steps; a stage trains for its limit less the lead.
+    const double train_s = static_cast<double>(d.steps) * step_s;
+    const double per_stage = std::max(60.0, ctx.limit_s - ctx.lead_s - hist.overhead_s);
+    const double stages = std::max(1.0, std::ceil(train_s / per_stage));
+    r.run_s = train_s + stages * hist.overhead_s;
+    r.finish = r.start + r.run_s;
+    r.gpu_hours = r.run_s * g / 3600.0;
+  }
+  // The earliest finish (ties: fewer GPU-hours); gpu-hours: the fewest within the slack.
+  const SizingRow* best = nullptr;
+  for (const auto& r : d.rows) {
+    if (!r.refused.empty()) continue;
+    if (!best || r.finish < best->finish - 1.0 ||
+        (std::abs(r.finish - best->finish) <= 1.0 && r.gpu_hours < best->gpu_hours))
+      best = &r;
+  }
+  if (best && policy.objective == "gpu-hours") {
+    const double limit = ctx.now + (best->finish - ctx.now) * (1.0 + policy.slack);
+    for (const auto& r : d.rows)
+      if (r.refused.empty() && r.finish <= limit && r.gpu_hours < best->gpu_hours) best = &r;
+  }
+  if (best) {
+    d.chosen = best->gpus;
+    for (auto& r : d.rows) r.chosen = &r == best;
+  }
+  return d;
+}
+
+nlohmann::json SizingDecision::to_json() const {
+  nlohmann::json rows_json = nlohmann::json::array();
+  for (const auto& r : rows) {
+    rows_json.push_back({{"gpus", r.gpus},
+                         {"nodes", r.nodes},
+                         {"layout", r.layout},
+                         {"refused", r.refused},
+                         {"start", r.start},
+                         {"start_from", r.start_from},
+                         {"run_s", r.run_s},
+                         {"finish", r.finish},
+                         {"gpu_hours", r.gpu_hours},
+                         {"chosen", r.chosen}});
+  }
+  return {{"at", at},         {"objective", objective},     {"steps", steps},
+          {"chosen", chosen}, {"calibration", calibration}, {"rows", rows_json}};
+}
+
+std::string render_sizing(const nlohmann::json& d) {
+  std::ostringstream o;
+  char b[320];
+  std::snprintf(b, sizeof(b), "  %5s  %-52s %-15s %10s %-15s %9s\n", "GPUs", "layout", "expected start", "run time",
+                "finish", "GPU-hours");
+  o << b;
+  for (const auto& r : d.value("rows", nlohmann::json::array())) {
+    const std::string refused = r.value("refused", "");
+    if (!refused.empty()) {
+      std::snprintf(b, sizeof(b), "  %5d  out: %s\n", r.value("gpus", 0), refused.c_str());
+      o << b;
+      continue;
+    }
+    const std::string start = clock(r.value("start", 0.0)) + (r.value("start_from", "") == "scheduler" ? "" : "*");
+    std::snprintf(b, sizeof(b), "  %5d  %-52s %-15s %10s %-15s %9.3g%s\n", r.value("gpus", 0),
+                  r.value("layout", "").c_str(), start.c_str(), format_clock(r.value("run_s", 0.0)).c_str(),
+                  clock(r.value("finish", 0.0)).c_str(), r.value("gpu_hours", 0.0),
+                  r.value("chosen", false) ? "  <- chosen" : "");
+    o << b;
+  }
+  bool estimated = false;
+  for (const auto& r : d.value("rows", nlohmann::json::array())) estimated |= r.value("start_from", "") == "scheduler";
+  if (!estimated)
+    o << "  no start estimates from the scheduler (PBS's qsub has no test submission): every size counts as "
+         "starting now\n";
+  o << "  (" << d.value("steps", int64_t{0}) << " steps to go; " << d.value("calibration", "") << "; objective "
+    << d.value("objective", "finish") << "; * = no start estimate, now)\n";
+  return o.str();
+}
+
+std::string render_sizing(const SizingDecision& d) {
+  return render_sizing(d.to_json());
+}
+
+}  // namespace gtrain

@@ -1,0 +1,77 @@
+// stage_sizing.h: `gtrain submit --gpus auto` (or a range, or a list of counts with --stages auto):
+// the stage's size that finishes first (torch-free). For each candidate GPU count with a layout,
+// the scheduler's expected start (sbatch --test-only with the stage's own options), plus the time
+// the remaining steps take at that size (the planner's step time, calibrated by what the run's
+// stages measured, plus their start-up and save time per stage); the earliest finish wins, ties go
+// to fewer GPU-hours; --objective gpu-hours takes the fewest GPU-hours within --slack of it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/launch/program_runner.h"
+#include "runtime/core/config/job_config.h"
+
+namespace gtrain {
+
+class SchedulerBackend;
+
+// What the chain keeps in chain.json to size every stage it submits.
+struct SizingPolicy {
+  std::vector<int> candidates;       // GPU counts to choose from (empty: sizes are fixed)
+  std::string objective = "finish";  // finish | gpu-hours
+  double slack = 0.10;               // gpu-hours: finish within this share of the earliest's time to finish
+  bool active() const { return !candidates.empty(); }
+};
+
+// "auto" (1, 2, 4, ... up to `most`, plus `most`), "2-8" (every count), "1,2,4,8" -> candidates;
+// ConfigError naming --gpus otherwise.
+std::vector<int> parse_gpu_candidates(const std::string& text, int most);
+
+struct SizingRow {
+  int gpus = 0, nodes = 1;
+  std::string layout;      // the plan ("" when none)
+  std::string refused;     // why the size is out: the scheduler's first line, or no layout
+  double start = 0;        // predicted start (unix)
+  std::string start_from;  // "scheduler" (sbatch --test-only), or why it is "now"
+  double run_s = 0;        // predicted time to finish the remaining steps, once started
+  double finish = 0;       // start + run_s
+  double gpu_hours = 0;
+  bool chosen = false;
+};
+
+struct SizingDecision {
+  double at = 0;  // unix time it was made
+  std::string objective;
+  int64_t steps = 0;        // the remaining steps it sized for
+  std::string calibration;  // how step times were obtained
+  std::vector<SizingRow> rows;
+  int chosen = 0;  // GPUs (0: no candidate could run)
+  nlohmann::json to_json() const;
+};
+
+// What sizing a stage needs.
+struct SizingContext {
+  JobConfig cfg;          // the run's config (with --set applied)
+  std::string run_dir;    // its ledger and metrics: remaining steps, measured speed
+  int nodes = 1;          // nodes per stage
+  double limit_s = 3600;  // the stage time limit
+  double lead_s = 0;      // stopped this long before it
+  int64_t cap = 0;        // the quota window's max_gpus (0 = none)
+  const SchedulerBackend* backend = nullptr;
+  std::vector<std::string> submit_argv;  // the stage's submit command (script last), for the test submission
+  CommandRunner runner;
+  double now = 0;
+};
+
+SizingDecision decide_stage_size(const SizingPolicy& policy, const SizingContext& ctx);
+
+// The table `gtrain submit` prints and `gtrain status` shows: GPUs, layout, expected start, run time,
+// predicted finish, GPU-hours, chosen.
+std::string render_sizing(const SizingDecision& d);
+std::string render_sizing(const nlohmann::json& decision);
+
+}  // namespace gtrain
