@@ -7,10 +7,11 @@ saves, exit 3), 1 rank killed -9 with its launcher 15 steps past a checkpoint, 2
 all six charts (loss, learning rate, throughput, MFU, timeline, time buckets) with no console error
 into a non-blank screenshot. The screenshot stays in OUT_DIR for humans (the test prints its path).
 
-Usage: report_browser.py GTRAIN OUT_DIR   (Debian's /usr/bin/python3; needs chromium)
+Usage: report_browser.py GTRAIN OUT_DIR   (Debian's /usr/bin/python3; exit 77, skipped, without chromium)
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,6 +66,9 @@ def wait_for(metrics, step, proc, log):
 
 def main():
     gtrain, out_dir = sys.argv[1], sys.argv[2]
+    if not any(shutil.which(c) for c in ("chromium", "chromium-browser")):
+        print("report_browser: SKIPPED: chromium is not installed (make test installs it: scripts/install-deps.sh --test)")
+        sys.exit(77)
     os.makedirs(out_dir, exist_ok=True)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory() as tmp:
