@@ -3,7 +3,7 @@
 # and mpirun exists; slurm when Slurm's daemons are installed; gpu when a GPU is visible; python, hf,
 # bench and torch2 always (their tests that need the project venv say SKIPPED and why without it;
 # torch2 builds and tests gtrain against the venv's LibTorch 2.x with CUDA, under ASan and UBSan, in
-# BUILD-torch2-sanitize); browser always (headless chromium, which make test installs). Not compat (every LibTorch source compiled against Debian sid's 2.14
+# BUILD-torch2-sanitize); docs (README's and docs/'s runnable blocks) with mpirun; browser always (headless chromium, which make test installs). Not compat (every LibTorch source compiled against Debian sid's 2.14
 # headers with C++20, 9 minutes on 2 cores): the torch2 label builds and tests against 2.x for
 # real, and make test must stay within CI's time; run it with LABELS=compat scripts/run-tests.sh
 # build when touching torch_compat.h.
@@ -21,6 +21,7 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   labels="$labels|gpu"
 fi
 labels="$labels|python|hf|bench|torch2|sanitize|browser"
+command -v mpirun >/dev/null && labels="$labels|docs"
 labels=${LABELS:-$labels}
 echo "run-tests: labels $labels"
 cd "$BUILD"

@@ -217,8 +217,8 @@ std::string render_sizing(const nlohmann::json& d) {
   bool estimated = false;
   for (const auto& r : d.value("rows", nlohmann::json::array())) estimated |= r.value("start_from", "") == "scheduler";
   if (!estimated)
-    o << "  no start estimates from the scheduler (PBS's qsub has no test submission): every size counts as "
-         "starting now\n";
+    o << "  no start estimates from the scheduler (PBS's qsub has no test submission; sbatch --test-only gave "
+         "none): every size counts as starting now\n";
   o << "  (" << d.value("steps", int64_t{0}) << " steps to go; " << d.value("calibration", "") << "; objective "
     << d.value("objective", "finish") << "; * = no start estimate, now)\n";
   return o.str();

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,24 @@ int cli_main(int argc, char** argv) {
   const std::vector<Command> commands = {
       add_run(app, argc, argv), add_config(app), add_probe(app),  add_plan(app),   add_models(app),     add_sample(app),
       add_status(app),          add_report(app), add_submit(app), add_cancel(app), add_chain_step(app), add_ckpt(app)};
+  // Each command's help ends with the docs page that explains it.
+  static const std::map<std::string, std::string> kDocs = {{"run", "stages-and-checkpoints"},
+                                                           {"config", "configuration"},
+                                                           {"probe", "planning"},
+                                                           {"plan", "planning"},
+                                                           {"models", "models"},
+                                                           {"sample", "models"},
+                                                           {"status", "reports-and-monitoring"},
+                                                           {"report", "reports-and-monitoring"},
+                                                           {"submit", "clusters"},
+                                                           {"cancel", "clusters"},
+                                                           {"chain-step", "clusters"},
+                                                           {"ckpt", "stages-and-checkpoints"}};
+  for (const auto& c : commands) {
+    const auto page = kDocs.find(c.app->get_name());
+    if (page != kDocs.end()) c.app->footer("Docs: docs/" + page->second + ".md");
+  }
+  app.footer("Docs: README.md, then docs/ (one page a topic; docs/troubleshooting.md for errors)");
   check_command_words(app, argc, argv);
   try {
     app.parse(argc, argv);
