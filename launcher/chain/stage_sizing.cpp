@@ -66,19 +66,12 @@ History read_history(const SizingContext& ctx) {
   const StageReport* last = nullptr;
   for (const auto& s : h.stages)
     if (!s.queued) last = &s;
-  std::vector<double> step, est;
-  for (const auto& p : h.train) {
-    if (!last || h.attempts[static_cast<size_t>(p.attempt)].stage != last->index - 1) continue;
-    if (p.step_time_s > 0) step.push_back(p.step_time_s);
-    if (p.est_step_s > 0) est.push_back(p.est_step_s);
-  }
-  if (!step.empty() && !est.empty()) {
-    std::sort(step.begin(), step.end());
-    std::sort(est.begin(), est.end());
-    out.factor = step[step.size() / 2] / est[est.size() / 2];
+  const StepSpeed speed = last ? stage_step_speed(h, *last) : StepSpeed{};
+  if (speed.steps > 0 && speed.est_s > 0) {
+    out.factor = speed.step_s / speed.est_s;
     char b[240];
     std::snprintf(b, sizeof(b), "the planner's step times x %.3g: stage %d measured %.4g s/step on %d rank(s)",
-                  out.factor, last->index, step[step.size() / 2], last->world);
+                  out.factor, last->index, speed.step_s, last->world);
     out.calibration = b;
   }
   if (last) {

@@ -27,12 +27,6 @@ namespace fs = std::filesystem;
 namespace gtrain {
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 std::string layout_text(const nlohmann::json& p) {
   return str("dp=", p.value("dp", 1), " tp=", p.value("tp", 1), " pp=", p.value("pp", 1), " zero=", p.value("zero", 0),
              " micro_batch=", p.value("micro_batch", 0), " grad_accum=", p.value("grad_accum", 1),
@@ -40,30 +34,18 @@ std::string layout_text(const nlohmann::json& p) {
              p.value("offload", std::string("none")) != "none" ? " offload" : "");
 }
 
-// The stage the calibration comes from: the latest with train records, and its median measured and
-// modelled step time.
+// The stage the calibration comes from: the latest with train records.
 struct Measured {
   const StageReport* stage = nullptr;
-  double step_s = 0, est_s = 0;
-  size_t steps = 0;
+  StepSpeed speed;
 };
 
 Measured measured_step(const RunHistory& h) {
-  Measured m;
-  for (auto s = h.stages.rbegin(); s != h.stages.rend() && !m.stage; ++s) {
-    std::vector<double> step, est;
-    for (const auto& p : h.train) {
-      if (h.attempts[static_cast<size_t>(p.attempt)].stage != s->index - 1 || p.step_time_s <= 0) continue;
-      step.push_back(p.step_time_s);
-      if (p.est_step_s > 0) est.push_back(p.est_step_s);
-    }
-    if (step.empty()) continue;
-    m.stage = &*s;
-    m.step_s = median(step);
-    m.est_s = median(est);
-    m.steps = step.size();
+  for (auto s = h.stages.rbegin(); s != h.stages.rend(); ++s) {
+    const StepSpeed speed = stage_step_speed(h, *s);
+    if (speed.steps > 0) return {&*s, speed};
   }
-  return m;
+  return {};
 }
 
 // The planner's what-if rows for this run's config: GPU counts (the GPU type the run planned with)
@@ -107,14 +89,14 @@ ResourceRequest resource_request(const RunHistory& h, const std::string& config_
     return q;
   }
   const Measured m = measured_step(h);
-  if (m.stage && m.est_s > 0) {
-    q.factor = m.step_s / m.est_s;
+  if (m.stage && m.speed.est_s > 0) {
+    q.factor = m.speed.step_s / m.speed.est_s;
     char b[400];
     std::snprintf(b, sizeof(b),
                   "Calibrated on this run: stage %d measured %.4g s/step on %d %s%s (median of %zu steps) where the "
                   "planner modelled %.4g s; every row's modelled step time is scaled by %.3g.",
-                  m.stage->index, m.step_s, m.stage->world, h.gpus ? "GPU" : "rank", m.stage->world == 1 ? "" : "s",
-                  m.steps, m.est_s, q.factor);
+                  m.stage->index, m.speed.step_s, m.stage->world, h.gpus ? "GPU" : "rank",
+                  m.stage->world == 1 ? "" : "s", m.speed.steps, m.speed.est_s, q.factor);
     q.calibration = b;
   }
   for (const auto& w : doc["what_if"]) {

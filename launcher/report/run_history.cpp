@@ -280,7 +280,7 @@ void read_chain(RunHistory& h, double now) {
   }
 }
 
-void read_state(RunHistory& h, double now) {
+void read_state(RunHistory& h) {
   h.running = RunLock::held(h.run_dir);
   const StageReport* last = nullptr;
   for (const auto& s : h.stages)
@@ -313,7 +313,6 @@ void read_state(RunHistory& h, double now) {
     per_step = a.step_s / static_cast<double>(a.step_to - a.step_from);
   }
   if (per_step > 0) h.eta_s = per_step * static_cast<double>(std::max<int64_t>(0, h.total_steps - h.done));
-  (void)now;
 }
 
 // The queue waits (submission, or the previous stage's end, to the start) and the run's totals.
@@ -419,8 +418,22 @@ RunHistory read_run_history(const std::string& run_dir, double now) {
     if (!s.queued) attribute(s, h, save_s.at(i), load_s.at(i));
   }
   total_up(h);
-  read_state(h, now);
+  read_state(h);
   return h;
+}
+
+StepSpeed stage_step_speed(const RunHistory& h, const StageReport& s) {
+  std::vector<double> step, est;
+  for (const auto& p : h.train) {
+    if (h.attempts[static_cast<size_t>(p.attempt)].stage != s.index - 1 || p.step_time_s <= 0) continue;
+    step.push_back(p.step_time_s);
+    if (p.est_step_s > 0) est.push_back(p.est_step_s);
+  }
+  const auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  return {median(step), median(est), step.size()};
 }
 
 void add_submit_times(RunHistory& h, const std::function<std::optional<double>(const StageReport&)>& lookup) {

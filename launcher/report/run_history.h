@@ -115,6 +115,14 @@ struct RunHistory {
 // `now` is the time the report is made (queued and running stages end there).
 RunHistory read_run_history(const std::string& run_dir, double now);
 
+// A stage's median measured seconds per step and the planner's estimate for it, over its train
+// records (steps = 0: it recorded none; est_s = 0: no estimate recorded).
+struct StepSpeed {
+  double step_s = 0, est_s = 0;
+  size_t steps = 0;
+};
+StepSpeed stage_step_speed(const RunHistory& h, const StageReport& s);
+
 // Stages with a job id and no submission time (submitted by hand, or by an older gtrain) get the
 // one `lookup` finds (the scheduler's record); the queue waits and totals follow.
 void add_submit_times(RunHistory& h, const std::function<std::optional<double>(const StageReport&)>& lookup);
