@@ -23,6 +23,8 @@ case $name in
   uneven) cmd=(env STEPS=5 ROUNDS=1 "$here/bench_uneven.sh" "$build"); want='round 1: step time 3 ranks \(11/11/10\) [0-9.]+ ms +2 ranks \(16/16\) [0-9.]+ ms +ratio 3/2 [0-9.]+x' ;;
   zero3) cmd=(env STEPS=4 ROUNDS=1 SIZE=tiny "$here/bench_zero3.sh" "$build")
          want='round 1: step time zero3 [0-9.]+ ms +zero2 [0-9.]+ ms +ratio zero3/zero2 [0-9.]+x' ;;
+  reproducible) cmd=(env STEPS=4 ROUNDS=1 SIZE=tiny "$here/bench_reproducible.sh" "$build")
+                want='round 1: dp=2 zero=2: step time off [0-9.]+ ms +bitwise [0-9.]+ ms +ratio bitwise/off [0-9.]+x' ;;
   estimates) cmd=(env STEPS=4 SIZE=tiny "$here/bench_estimates.sh" "$build"); want='within 10%: [0-9]+ of 9 layouts' ;;
   save_stall) cmd=(env SIZE=tiny "$here/bench_save_stall.sh" "$build"); want='async / sync: [0-9.]+x   \(target' ;;
   restart) cmd=(env AT_STEP=50 STEPS=2000 "$here/bench_restart.sh" "$build")
@@ -32,7 +34,7 @@ case $name in
          want='round 1: step time gtrain [0-9.]+ ms +transformers eager [0-9.]+ ms +ratio transformers/gtrain [0-9.]+x' ;;
   gpu_gpt2) cmd=("$venv" run env BUILD="$build" OUT="$tmp/out" "$here/gpu_gpt2.sh" --smoke --no-record)
             want='gtrain / eager' want2='llama: gtrain / transformers eager = [0-9.]+x' ;;
-  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 estimates restart dp llama gpu_gpt2)" >&2; exit 2 ;;
+  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart dp llama gpu_gpt2)" >&2; exit 2 ;;
 esac
 rc=0
 "${cmd[@]}" >"$tmp/out.txt" 2>&1 || rc=$?

@@ -33,7 +33,9 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<Communicator> dp_comm,
   const bool kernel =
       fopts_.device().is_cuda() ? compat::kHaveFusedAdamW : opt_.device_step && compat::kHaveFusedAdamWCpu;
   // Offload steps on the host, with the host-side arithmetic.
-  fused_ = kernel && opt_.optimizer.name == "adamw" && opt_.optimizer.fused && !opt_.offload_optimizer;
+  // Bitwise mode on the CPU keeps its own element-wise loop (reproducible.h).
+  fused_ = kernel && opt_.optimizer.name == "adamw" && opt_.optimizer.fused && !opt_.offload_optimizer &&
+           !(opt_.bitwise && !fopts_.device().is_cuda());
   hopts_ = torch::TensorOptions().dtype(torch::kFloat).pinned_memory(fopts_.device().is_cuda());
   for (int64_t i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
     const auto& p = params_[i].second;
@@ -222,6 +224,11 @@ void DataParallelEngine::begin_micro_batch(bool last) {
     next_launch_ = 0;
     return;
   }
+  if (bitwise()) {  // every chunk's gradients apart (data_parallel_bitwise.cpp)
+    if (chunk_open_) exchange_round(true);
+    begin_chunk();
+    return;
+  }
   sync_ = last;
   if (!last && !accumulated_) {
     attach_accumulators();
@@ -270,7 +277,10 @@ void DataParallelEngine::launch_ready_buckets() {
       if (next_launch_ >= 2 && buckets_[next_launch_ - 2].work) buckets_[next_launch_ - 2].work->wait();
       finish_reductions(false);
       b.reduced = torch::empty({b.chunk}, fopts_);
-      if (b.padded > 0) {
+      if (bitwise()) {
+        b.reduced = torch::Tensor();
+        b.work = start_exchange(b);  // the unit's gradients, a slice to each owner
+      } else if (b.padded > 0) {
         b.work = comm_->reduce_scatter_async(b.grad, b.reduced, ReduceOp::kSum);
       } else {
         b.work = std::make_shared<CompletedWork>();
@@ -294,6 +304,10 @@ void DataParallelEngine::progress() {
 }
 
 void DataParallelEngine::end_backward() {
+  if (bitwise()) {
+    finish_bitwise();
+    return;
+  }
   if (opt_.zero_stage == 3) {  // each micro-batch finished its own reductions (finish_micro_batch)
     for (auto& kv : params_) kv.second.mutable_grad() = torch::Tensor();
     return;
@@ -347,6 +361,7 @@ bool DataParallelEngine::unscale_gradients(double inv_scale) {
 }
 
 double DataParallelEngine::grad_norm() {
+  if (opt_.bitwise) return grad_norm_tensor().to(torch::kCPU).item<double>();
   torch::NoGradGuard ng;
   auto sq = torch::zeros({1}, fopts_.dtype(torch::kDouble));
   // Squares in double, a slice at a time: a whole bucket in double would be twice its size again.
@@ -380,6 +395,9 @@ torch::Tensor DataParallelEngine::grad_norm_tensor() {
     auto g = owned_grad(b).clone();  // mirrored elements are counted by another rank
     for (const auto& r : b.mirrored) g.narrow(0, r.first, r.second - r.first).zero_();
     gs.push_back(g);
+  }
+  if (opt_.bitwise) {  // an exact sum of squares: the same bits however the elements are split
+    return exact_norm(gs, {owners_ > 1 ? comm_.get() : nullptr, opt_.model_comm.get()}, fopts_);
   }
   // One multi-tensor kernel for every bucket's norm (float accumulation per bucket), summed in double.
   auto sq = torch::stack(at::_foreach_norm(gs)).to(torch::kDouble).pow(2).sum().reshape({1});
@@ -454,6 +472,16 @@ void DataParallelEngine::step(double lr, double grad_coef) {
     auto g = owned_grad(b);
     if (b.host_grad.defined()) g = b.host_grad.copy_(g);  // offload: the step runs on the host
     if (grad_coef != 1.0) g.mul_(grad_coef);
+    if (opt_.bitwise && !p.is_cuda()) {  // element by element, wherever the element sits (reproducible.h)
+      if (o.name == "adamw") {
+        adamw_update_cpu(p, g, b.exp_avg, b.exp_avg_sq, b.decayed,
+                         {lr, o.beta1, o.beta2, o.eps, o.weight_decay, step_count_});
+      } else {
+        sgd_update_cpu(p, g, b.momentum, b.decayed, {lr, o.momentum, o.weight_decay, o.nesterov});
+      }
+      publish(b);
+      continue;
+    }
     if (o.name == "adamw") {
       // torch::optim::AdamW, element-wise weight decay (0 for biases and norms).
       for (const auto& r : b.decayed) p.narrow(0, r.first, r.second - r.first).mul_(1.0 - lr * o.weight_decay);

@@ -46,6 +46,7 @@
 #include "runtime/core/config/optimizer_config.h"
 #include "runtime/models/model.h"
 #include "runtime/train/parallel_engine.h"
+#include "strategies/reproducible.h"
 
 namespace gtrain {
 
@@ -67,6 +68,10 @@ struct DataParallelOptions {
   // has the kernel for the device) on CPU parameters too; CPU runs otherwise keep the host-side
   // arithmetic of ParallelEngine::clip_and_step. Tests use it to run the CUDA step's logic on CPU.
   bool device_step = false;
+  // train.reproducible = "bitwise" (data_parallel_bitwise.cpp): each micro-batch is one chunk of the
+  // step; its gradients go, a slice to each rank (all-to-all), into a canonical tree over the
+  // step's chunks (strategies/reproducible.h) instead of being summed by MPI's or NCCL's algorithm.
+  bool bitwise = false;
 };
 
 class DataParallelEngine : public ParallelEngine {
@@ -92,6 +97,17 @@ class DataParallelEngine : public ParallelEngine {
   torch::Tensor forward_only(Model& model, const torch::Tensor& input) override;
   bool collective_forward() const override { return opt_.zero_stage == 3 && comm_->size() > 1; }
   bool reports_loss() const override { return opt_.reports_loss; }
+  bool supports_bitwise() const override { return opt_.bitwise; }
+  void prepare_step(const MicroBatchWork& work) override;
+  void end_micro_batch() override;
+
+  // Bitwise mode, for the pipeline's tied weight. The gradient of parameter `name` in the micro-batch
+  // whose backward just ran (a view: changes go into the chunk's sum).
+  torch::Tensor chunk_grad(const std::string& name);
+  // After end_backward: the step's reduced gradient of `name`, whole (a collective over the dp ranks
+  // when ZeRO shards it), and the reverse: sets this rank's part of it from the whole.
+  torch::Tensor reduced_grad(const std::string& name);
+  void set_reduced_grad(const std::string& name, const torch::Tensor& whole);
 
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
   // Whether steps use the fused AdamW kernel (optimizer adamw and optimizer.fused, and CUDA
@@ -130,8 +146,12 @@ class DataParallelEngine : public ParallelEngine {
     bool gathered = true;               // ZeRO-3: `param` holds the unit's values
     std::shared_ptr<Work> gather_work;  // ZeRO-3: the all-gather in flight
     torch::Tensor reduced;              // ZeRO-3: [chunk] this micro-batch's reduce-scatter output
-    int64_t ready = 0;                  // parameters whose gradient arrived this step
-    std::shared_ptr<Work> work;         // the collective in flight this step
+    // Bitwise mode: [padded] this chunk's all-to-all output (row r: rank r's chunk, this rank's
+    // slice), and the canonical sum of this rank's slice over the step's chunks.
+    torch::Tensor rows;
+    ChunkTree tree;
+    int64_t ready = 0;           // parameters whose gradient arrived this step
+    std::shared_ptr<Work> work;  // the collective in flight this step
     // Fused AdamW: owned element ranges [begin, begin + length) of the chunk with weight decay
     // (index 1) and without (index 0).
     std::vector<std::pair<int64_t, int64_t>> ranges[2];
@@ -142,6 +162,14 @@ class DataParallelEngine : public ParallelEngine {
   void launch_ready_buckets();  // in bucket order
   void progress();              // lets in-flight collectives advance
   torch::Tensor owned_grad(Bucket& b);
+  // Bitwise mode (data_parallel_bitwise.cpp).
+  bool bitwise() const { return opt_.bitwise && total_chunks_ > 0; }
+  void begin_chunk();                               // fresh gradient buffers for the next chunk
+  void exchange_round(bool have_chunk);             // ZeRO 0-2: the round's all-to-all, rows into the trees
+  std::shared_ptr<Work> start_exchange(Bucket& b);  // b.grad -> b.rows
+  void push_rows(Bucket& b);                        // this round's chunks of b.rows into b.tree
+  void finish_bitwise();                            // the trees' sums become the step's gradients
+  int64_t param_index(const std::string& name) const;
   torch::Tensor grad_norm_tensor();                                   // [1] double on the device, summed over ranks
   void step_on_device(double lr, const torch::Tensor& grad_divisor);  // CUDA: divisor undefined = 1
   // Zeroes the accumulators and points every parameter's .grad at its slice of them.
@@ -204,6 +232,10 @@ class DataParallelEngine : public ParallelEngine {
   std::vector<int64_t> unit_bucket_;  // ZeRO-3: [0] the outer unit's bucket, [1 + i] block i's
   bool first_reduction_ = true;       // ZeRO-3: no micro-batch of this step reduced yet
   torch::TensorOptions hopts_;        // offload: float on the host (pinned with CUDA)
+  // Bitwise mode: the step's chunks, exchange rounds (the most chunks a rank runs), rounds done, and
+  // whether a chunk's gradients are being collected.
+  int64_t total_chunks_ = 0, rounds_ = 0, round_ = 0;
+  bool chunk_open_ = false;
 };
 
 }  // namespace gtrain

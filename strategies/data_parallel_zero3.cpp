@@ -88,6 +88,11 @@ void DataParallelEngine::finish_reductions(bool all) {
       continue;
     }
     b.work.reset();
+    if (bitwise()) {
+      push_rows(b);
+      b.grad = torch::Tensor();
+      continue;
+    }
     if (b.grad_shard.defined()) {
       b.grad_shard.add_(b.reduced);
     } else {
@@ -118,6 +123,7 @@ void DataParallelEngine::finish_micro_batch(bool last) {
     if (buckets_[static_cast<size_t>(k)].unit >= 0 || last) release(k);
   }
   for (auto& kv : params_) kv.second.mutable_grad() = torch::Tensor();
+  if (bitwise()) ++round_;
 }
 
 torch::Tensor DataParallelEngine::forward_units(Model& model, const torch::Tensor& input, const torch::Tensor* target) {
@@ -157,10 +163,17 @@ torch::Tensor DataParallelEngine::run_micro_batches(const MicroBatchWork& w) {
     throw Error("ZeRO-3: the model has " + std::to_string(w.model->blocks().size()) + " blocks, the engine " +
                 std::to_string(num_units()));
   }
+  prepare_step(w);
   torch::Tensor loss_acc;
-  for (int64_t i = 0; i < w.count; ++i) {
-    auto batch = w.next();
-    const bool last = i == w.count - 1;
+  // Bitwise mode: every rank runs every exchange round; one with fewer chunks repeats its last batch
+  // as a filler whose gradients nobody adds (the gathers and exchanges are collectives).
+  const int64_t rounds = bitwise() ? rounds_ : w.count;
+  std::pair<torch::Tensor, torch::Tensor> batch;
+  for (int64_t i = 0; i < rounds; ++i) {
+    const bool filler = i >= w.count;
+    if (!filler) batch = w.next();
+    GT_CHECK(batch.first.defined(), "ZeRO-3: a rank without a micro-batch");
+    const bool last = i == rounds - 1;
     begin_micro_batch(last);
     torch::Tensor loss;
     {
@@ -168,7 +181,7 @@ torch::Tensor DataParallelEngine::run_micro_batches(const MicroBatchWork& w) {
       Heartbeat::get().phase(RankPhase::forward);
       auto scope = w.precision->autocast();
       DropoutRowsScope rows(w.rows(i));
-      loss = forward_units(*w.model, batch.first, &batch.second) * w.inv_batch;
+      loss = forward_units(*w.model, batch.first, &batch.second) * (filler ? 0.0 : w.inv_batch);
     }
     {
       RECORD_USER_SCOPE("gtrain::backward");
@@ -180,9 +193,7 @@ torch::Tensor DataParallelEngine::run_micro_batches(const MicroBatchWork& w) {
       Heartbeat::get().phase(RankPhase::grad_sync);
       finish_micro_batch(last);
     }
-    if (!loss_acc.defined())
-      loss_acc = torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(loss.device()));
-    loss_acc += loss.detach().to(torch::kDouble);
+    if (!filler) w.add_loss(loss_acc, i, loss);
   }
   end_backward();
   if (!reports_loss()) loss_acc.zero_();

@@ -16,6 +16,7 @@ DataParallelOptions data_parallel_options(const JobConfig& cfg, const Plan& plan
   DataParallelOptions dpo;
   dpo.zero_stage = plan.zero;
   dpo.offload_optimizer = plan.offload;
+  dpo.bitwise = plan.chunk > 0;
   if (plan.zero == 3) {
     // One unit per block, named by the model's parameter names (a block's parameters are the same
     // tensors as the model's).

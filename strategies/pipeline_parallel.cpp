@@ -50,6 +50,7 @@ PipelineEngine::PipelineEngine(const ProcessGroups& groups, std::shared_ptr<Mode
     if (pp > 1 && in_embed && in_head) {
       tied_.push_back(kv.value());
       tied_names.insert(kv.key());
+      tied_names_.push_back(kv.key());
       if (!first_) dpo.mirrored.insert(kv.key());  // the first stage counts and writes it
     }
   }
@@ -102,9 +103,14 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
     batches.push_back(w.next());
     shapes.push_back(model_->pipeline_activation_shape(batches.back().first));
   }
-  dp_->begin_micro_batch(false);  // gradients accumulate; end_backward reduces them once
+  dp_->prepare_step(w);
+  bitwise_ = w.bitwise();
+  // Gradients accumulate and end_backward reduces them once; in bitwise mode each micro-batch's
+  // gradients join the canonical sum apart (begin/end_micro_batch around each backward).
+  if (!bitwise_) dp_->begin_micro_batch(false);
 
-  auto loss_acc = torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(act_opts_.device()));
+  auto loss_acc = torch::zeros({w.bitwise() ? w.total_chunks : 1},
+                               torch::TensorOptions().dtype(torch::kDouble).device(act_opts_.device()));
   std::deque<std::pair<torch::Tensor, torch::Tensor>> pending;  // (stage input, stage output) awaiting backward
   int64_t fwd = 0, bwd = 0;                                     // the next micro-batch to run forward, and backward
   auto timed = [&](auto&& f) {
@@ -125,7 +131,7 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
       out = stage_forward(b.first, received);
       if (last_) {
         auto loss = model_->pipeline_head_loss_sum(out, b.second) * w.inv_batch;
-        loss_acc += loss.detach().to(torch::kDouble);
+        w.add_loss(loss_acc, fwd - 1, loss);
         out = w.loss_scale != 1.0 ? loss * w.loss_scale : loss;
       }
     }
@@ -138,12 +144,18 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
     auto [in, out] = pending.front();
     pending.pop_front();
     ++bwd;
+    if (bitwise_) dp_->begin_micro_batch(true);
     if (last_) {
       out.backward();
     } else {
       torch::autograd::backward({out}, {grad});
     }
-    return first_ ? torch::Tensor() : in.grad().contiguous();
+    auto dx = first_ ? torch::Tensor() : in.grad().contiguous();
+    if (bitwise_) {
+      exchange_tied_chunk();
+      dp_->end_micro_batch();
+    }
+    return dx;
   };
   auto send_fwd = [&](const torch::Tensor& y) {
     if (!last_) timed([&] { pcomm.send(y, next, 0); });
@@ -185,7 +197,44 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
   return loss_acc;
 }
 
+void PipelineEngine::exchange_tied_chunk() {
+  if (!tied_comm_ || tied_comm_->size() < 2) return;
+  torch::NoGradGuard ng;
+  for (const auto& name : tied_names_) {
+    auto g = dp_->chunk_grad(name);
+    if (first_) {
+      auto part = torch::empty_like(g);
+      tied_comm_->recv(part, 1, 1);
+      g.add_(part);  // the embedding's use + the output layer's, as autograd adds them unsplit
+    } else {
+      tied_sends_.push_back(tied_comm_->send_async(g.clone(), 0, 1));
+    }
+  }
+}
+
+void PipelineEngine::finish_tied_bitwise() {
+  for (auto& w : tied_sends_) w->wait();
+  tied_sends_.clear();
+  if (!tied_comm_ || tied_comm_->size() < 2) return;
+  torch::NoGradGuard ng;
+  for (size_t k = 0; k < tied_names_.size(); ++k) {
+    const auto& name = tied_names_[k];
+    if (first_) {
+      tied_comm_->send(dp_->reduced_grad(name).contiguous(), 1, 2);
+    } else {
+      auto whole = torch::empty_like(tied_[k].detach());
+      tied_comm_->recv(whole, 0, 2);
+      dp_->set_reduced_grad(name, whole);
+    }
+  }
+}
+
 void PipelineEngine::end_backward() {
+  if (bitwise_) {
+    dp_->end_backward();
+    finish_tied_bitwise();
+    return;
+  }
   // The tied weight's gradient: the embedding's use on the first stage plus the output layer's on the last.
   if (tied_comm_ && tied_comm_->size() > 1) {
     torch::NoGradGuard ng;

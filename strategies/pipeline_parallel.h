@@ -43,6 +43,7 @@ class PipelineEngine : public ParallelEngine {
   bool reports_loss() const override { return last_ && groups_.tp_rank == 0; }
   int64_t dp_rank() const override { return groups_.dp_rank; }
 
+  bool supports_bitwise() const override { return dp_->supports_bitwise(); }
   void zero_grad() override { dp_->zero_grad(); }
   void begin_micro_batch(bool) override { dp_->begin_micro_batch(false); }
   void end_backward() override;
@@ -72,8 +73,17 @@ class PipelineEngine : public ParallelEngine {
   bool first_ = false, last_ = false;
   PipelineOptions opt_;
   std::unique_ptr<DataParallelEngine> dp_;
-  std::vector<torch::Tensor> tied_;          // parameters held by the first and the last stage
-  std::shared_ptr<Communicator> tied_comm_;  // {first, last} stage of this pipeline
+  std::vector<torch::Tensor> tied_;      // parameters held by the first and the last stage
+  std::vector<std::string> tied_names_;  // their names
+  // Bitwise mode: each chunk's tied gradient is the first stage's part plus the last stage's, added
+  // on the first stage before the chunk joins the canonical sum (the last stage's part is sent as
+  // soon as its backward ends: the first stage's backward of the chunk comes later); after the step
+  // the first stage sends the reduced gradient back to the last.
+  void exchange_tied_chunk();
+  void finish_tied_bitwise();
+  std::vector<std::shared_ptr<Work>> tied_sends_;
+  bool bitwise_ = false;                                                         // this step runs in bitwise mode
+  std::shared_ptr<Communicator> tied_comm_;                                      // {first, last} stage of this pipeline
   torch::TensorOptions act_opts_ = torch::TensorOptions().dtype(torch::kFloat);  // float on the stage's device
   double comm_wait_s_ = 0, step_s_ = 0;
 };

@@ -72,7 +72,9 @@ json time_json(const TimeEstimate& t) {
           {"bubble_fraction", t.bubble_fraction},
           {"dp_comm", t.dp_comm},
           {"zero_comm", t.zero_comm},
-          {"optimizer", t.optimizer}};
+          {"optimizer", t.optimizer},
+          {"reproducible", t.reproducible},
+          {"off_total", t.off_total}};
 }
 
 json candidate_json(const RankedPlan& r) {
@@ -619,7 +621,15 @@ void render_chosen(const PlanOptions& o, const PlanReport& r, std::ostream& out)
       << strf("%.3g", te.overhead) << ", tp comm " << strf("%.3g", te.tp_comm) << ", pp comm "
       << strf("%.3g", te.pp_comm) << ", bubble " << strf("%.3g", te.bubble) << " ("
       << strf("%.0f", 100 * te.bubble_fraction) << "%), dp comm " << strf("%.3g", te.dp_comm) << ", ZeRO "
-      << strf("%.3g", te.zero_comm) << ", optimizer " << strf("%.3g", te.optimizer) << "\n";
+      << strf("%.3g", te.zero_comm) << ", optimizer " << strf("%.3g", te.optimizer)
+      << (c.plan.chunk > 0 ? ", bitwise " + strf("%.3g", te.reproducible) : std::string()) << "\n";
+  if (c.plan.chunk > 0 && te.off_total > 0) {
+    out << "  bitwise mode    chunk " << c.plan.chunk << " (" << c.plan.chunks()
+        << " a step, kept by later stages): " << strf("%+.1f", 100.0 * (te.total() / te.off_total - 1.0))
+        << "% step time against " << strf("%.4g", te.off_total)
+        << " s with train.reproducible = \"off\" (estimate; bench/bench_reproducible.sh"
+        << " measures it)\n";
+  }
   if (r.job.total_steps > 0) {
     const double finish = te.total() * static_cast<double>(r.job.total_steps);
     out << "  to finish       " << format_duration_words(finish) << ", "

@@ -281,9 +281,15 @@ void claim_stage(RankJob& job) {
   install_stop_signals(job.cfg.schedule.stop_signals);
   // No launching gtrain says what a stop signal does (it does for ranks under mpirun): this rank does.
   announce_stop_requests(!job.o.quiet && job.main_rank && (job.comm->size() == 1 || job.rank_env.launcher == "srun"));
-  job.threads = set_torch_threads(job.cfg.train.threads, job.rank_env.local_size);
+  // Bitwise mode: a CPU kernel's rounding can depend on how its range is split over threads, so
+  // every layout runs the same count (train.threads, else 1) and never tunes it.
+  const bool bitwise = job.cfg.train.reproducible == Reproducible::bitwise;
+  const int64_t threads = bitwise && job.cfg.train.threads == 0 ? 1 : job.cfg.train.threads;
+  job.threads = set_torch_threads(threads, job.rank_env.local_size);
   job.threads_text =
-      std::to_string(job.threads) + (job.cfg.train.threads > 0 ? " (train.threads)" : " (cores / local ranks)");
+      std::to_string(job.threads) + (job.cfg.train.threads > 0 ? " (train.threads)"
+                                     : bitwise ? " (train.reproducible = bitwise: the same on every layout)"
+                                               : " (cores / local ranks)");
 }
 
 // --resume PATH, else the newest valid checkpoint unless --no-resume. Rank 0 verifies (reads every
@@ -591,7 +597,8 @@ RunOutcome run_job(const RunOptions& o) {
   const std::string engine_desc = parts.engine->describe();
   Trainer trainer(job.cfg, parts.plan, job.comm, parts.model, parts.data, std::move(parts.engine), paths, job.device);
   trainer.set_memory_baseline(baseline_rss);
-  if (job.cfg.train.threads == 0 && job.device.is_cpu() && job.threads > 1) {
+  if (job.cfg.train.threads == 0 && job.device.is_cpu() && job.threads > 1 &&
+      job.cfg.train.reproducible != Reproducible::bitwise) {
     // The cores' share is not always fastest (OpenMP's spinning pool against OpenBLAS's and the data
     // workers: 2-20x slower steps at 2 threads than at 1 on 2 busy cores here): the first steps measure.
     trainer.set_thread_tuning(job.threads, job.rank_env.local_size);

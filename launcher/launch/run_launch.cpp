@@ -105,6 +105,18 @@ std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std
   const auto m = nlohmann::json::parse(f, nullptr, false);
   const char* batch_key = manifest_key::kGlobalBatch;
   if (!m.is_object() || !m.contains(batch_key) || !m[batch_key].is_number_integer()) return "";
+  // Bitwise mode keeps the chunk the first stage chose (train.reproducible_chunk = 0 leaves it to
+  // the checkpoint): another chunk would be another sum.
+  const auto* conf =
+      m.contains(manifest_key::kConfig) && m[manifest_key::kConfig].is_object() ? &m[manifest_key::kConfig] : nullptr;
+  if (cfg.train.reproducible == Reproducible::bitwise && cfg.train.reproducible_chunk == 0 && conf &&
+      conf->value("train.reproducible", std::string()) == "\"bitwise\"") {  // as flat_fields writes it
+    try {
+      cfg.train.reproducible_chunk = std::stoll(conf->value("train.reproducible_chunk", std::string("0")));
+    } catch (const std::exception&) {
+      cfg.train.reproducible_chunk = 0;
+    }
+  }
   const int64_t saved = m[batch_key].get<int64_t>(), asked = cfg.train.global_batch;
   if (saved == asked && cfg.parallel.batch_tolerance == 0) return "";
   const double off = std::abs(static_cast<double>(saved - asked)) / static_cast<double>(std::max<int64_t>(asked, 1));

@@ -44,6 +44,17 @@ std::shared_ptr<Work> Communicator::allgather_async(const torch::Tensor& in, tor
   allgather(in, out);
   return std::make_shared<CompletedWork>();
 }
+void Communicator::alltoall(const torch::Tensor&, torch::Tensor&) {
+  unsupported("alltoall");
+}
+std::shared_ptr<Work> Communicator::alltoall_async(const torch::Tensor& in, torch::Tensor& out) {
+  alltoall(in, out);
+  return std::make_shared<CompletedWork>();
+}
+std::shared_ptr<Work> Communicator::send_async(const torch::Tensor& t, int dst, int tag) {
+  send(t, dst, tag);
+  return std::make_shared<CompletedWork>();
+}
 void Communicator::broadcast(torch::Tensor&, int) {
   unsupported("broadcast");
 }
@@ -81,6 +92,9 @@ void LocalCommunicator::allgather(const torch::Tensor& in, torch::Tensor& out) {
   out.copy_(in);
 }
 void LocalCommunicator::reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp) {
+  out.copy_(in);
+}
+void LocalCommunicator::alltoall(const torch::Tensor& in, torch::Tensor& out) {
   out.copy_(in);
 }
 std::shared_ptr<Communicator> LocalCommunicator::split(int, int) {

@@ -44,6 +44,10 @@ class Communicator {
   virtual std::shared_ptr<Work> reduce_scatter_async(const torch::Tensor& in, torch::Tensor& out,
                                                      ReduceOp op = ReduceOp::kSum);
   virtual std::shared_ptr<Work> allgather_async(const torch::Tensor& in, torch::Tensor& out);
+  // in and out hold size() equal chunks along dim 0: chunk r of `in` goes to rank r, and `out`'s
+  // chunk r is what rank r sent here (no reduction: bitwise mode's canonical sums start from it).
+  virtual void alltoall(const torch::Tensor& in, torch::Tensor& out);
+  virtual std::shared_ptr<Work> alltoall_async(const torch::Tensor& in, torch::Tensor& out);
   // t on `root` is copied into t on every rank.
   virtual void broadcast(torch::Tensor& t, int root);
   // out = concat over ranks of `in` along dim 0 (out has size() x in.size(0) rows).
@@ -52,6 +56,9 @@ class Communicator {
   virtual void reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op = ReduceOp::kSum);
   virtual void send(const torch::Tensor& t, int dst, int tag = 0);
   virtual void recv(torch::Tensor& t, int src, int tag = 0);
+  // A send that may still be in flight when it returns (MPI_Isend); `t` must stay untouched until
+  // wait(). Default: the blocking send.
+  virtual std::shared_ptr<Work> send_async(const torch::Tensor& t, int dst, int tag = 0);
   // Sends `out` to `peer` and receives `in` from `peer` at the same time (no deadlock when both
   // sides call it: pipeline stages exchanging activations and gradients).
   virtual void send_recv(const torch::Tensor& out, torch::Tensor& in, int peer, int tag = 0);
@@ -75,6 +82,7 @@ class LocalCommunicator : public Communicator {
   void broadcast(torch::Tensor& t, int root) override;
   void allgather(const torch::Tensor& in, torch::Tensor& out) override;
   void reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) override;
+  void alltoall(const torch::Tensor& in, torch::Tensor& out) override;
   void barrier() override {}
   std::shared_ptr<Communicator> split(int color, int key) override;
   void abort(const std::string& reason) override;

@@ -299,6 +299,30 @@ std::shared_ptr<Work> MpiCommunicator::allgather_async(const torch::Tensor& in, 
   return req;
 }
 
+std::shared_ptr<Work> MpiCommunicator::alltoall_async(const torch::Tensor& in, torch::Tensor& out) {
+  check_cpu(in, "alltoall");
+  check_cpu(out, "alltoall");
+  if (in.nbytes() != out.nbytes() || in.numel() % size_ != 0 || !in.is_contiguous() || !out.is_contiguous()) {
+    throw CommError("backend mpi: alltoall input and output must be contiguous, of one size divisible by world_size");
+  }
+  auto req =
+      std::make_shared<Request>(shared_, "alltoall", std::vector<torch::Tensor>{in, out}, torch::Tensor(), size_);
+  const int bytes = count_of(in.nbytes() / static_cast<size_t>(size_), "alltoall");
+  GT_MPI_CHECK(MPI_Ialltoall(in.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, comm_, req->handle()));
+  return req;
+}
+
+void MpiCommunicator::alltoall(const torch::Tensor& in, torch::Tensor& out) {
+  alltoall_async(in, out)->wait();
+}
+
+std::shared_ptr<Work> MpiCommunicator::send_async(const torch::Tensor& t, int dst, int tag) {
+  check_cpu(t, "send");
+  auto req = std::make_shared<Request>(shared_, "send", std::vector<torch::Tensor>{t}, torch::Tensor(), size_);
+  GT_MPI_CHECK(MPI_Isend(t.data_ptr(), count_of(t.nbytes(), "send"), MPI_BYTE, dst, tag, comm_, req->handle()));
+  return req;
+}
+
 void MpiCommunicator::broadcast(torch::Tensor& t, int root) {
   check_cpu(t, "broadcast");
   Guard g(*shared_, "broadcast");

@@ -155,6 +155,25 @@ void NcclCommunicator::reduce_scatter(const torch::Tensor& in, torch::Tensor& ou
   impl_->end();
 }
 
+void NcclCommunicator::alltoall(const torch::Tensor& in, torch::Tensor& out) {
+  check_cuda_tensor(in, "alltoall");
+  check_cuda_tensor(out, "alltoall");
+  if (in.numel() != out.numel() || in.numel() % size_ != 0)
+    throw CommError("backend nccl: alltoall input and output must be of one size divisible by world_size");
+  const int64_t n = in.numel() / size_;
+  const auto type = nccl_type(in, "alltoall");
+  const auto bytes = static_cast<int64_t>(in.element_size()) * n;
+  impl_->begin();
+  GT_NCCL_CHECK(ncclGroupStart());
+  for (int r = 0; r < size_; ++r) {
+    GT_NCCL_CHECK(
+        ncclSend(static_cast<const char*>(in.data_ptr()) + r * bytes, n, type, r, impl_->comm, impl_->stream));
+    GT_NCCL_CHECK(ncclRecv(static_cast<char*>(out.data_ptr()) + r * bytes, n, type, r, impl_->comm, impl_->stream));
+  }
+  GT_NCCL_CHECK(ncclGroupEnd());
+  impl_->end();
+}
+
 void NcclCommunicator::send(const torch::Tensor& t, int dst, int /*tag*/) {
   check_cuda_tensor(t, "send");
   impl_->begin();

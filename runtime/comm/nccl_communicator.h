@@ -26,6 +26,8 @@ class NcclCommunicator : public Communicator {
   void broadcast(torch::Tensor& t, int root) override;
   void allgather(const torch::Tensor& in, torch::Tensor& out) override;
   void reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) override;
+  // One NCCL group of a send and a recv per peer.
+  void alltoall(const torch::Tensor& in, torch::Tensor& out) override;
   void send(const torch::Tensor& t, int dst, int tag) override;
   void recv(torch::Tensor& t, int src, int tag) override;
   // Both directions in one NCCL group (a send and a recv issued apart would wait on each other).

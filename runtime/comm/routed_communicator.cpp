@@ -24,6 +24,15 @@ std::shared_ptr<Work> RoutedCommunicator::reduce_scatter_async(const torch::Tens
                                                                ReduceOp op) {
   return on(in).reduce_scatter_async(in, out, op);
 }
+void RoutedCommunicator::alltoall(const torch::Tensor& in, torch::Tensor& out) {
+  on(in).alltoall(in, out);
+}
+std::shared_ptr<Work> RoutedCommunicator::alltoall_async(const torch::Tensor& in, torch::Tensor& out) {
+  return on(in).alltoall_async(in, out);
+}
+std::shared_ptr<Work> RoutedCommunicator::send_async(const torch::Tensor& t, int dst, int tag) {
+  return on(t).send_async(t, dst, tag);
+}
 std::shared_ptr<Work> RoutedCommunicator::allgather_async(const torch::Tensor& in, torch::Tensor& out) {
   return on(in).allgather_async(in, out);
 }

@@ -27,6 +27,9 @@ class RoutedCommunicator : public Communicator {
   std::shared_ptr<Work> allreduce_async(torch::Tensor& t, ReduceOp op) override;
   std::shared_ptr<Work> reduce_scatter_async(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) override;
   std::shared_ptr<Work> allgather_async(const torch::Tensor& in, torch::Tensor& out) override;
+  void alltoall(const torch::Tensor& in, torch::Tensor& out) override;
+  std::shared_ptr<Work> alltoall_async(const torch::Tensor& in, torch::Tensor& out) override;
+  std::shared_ptr<Work> send_async(const torch::Tensor& t, int dst, int tag) override;
   void broadcast(torch::Tensor& t, int root) override;
   void allgather(const torch::Tensor& in, torch::Tensor& out) override;
   void reduce_scatter(const torch::Tensor& in, torch::Tensor& out, ReduceOp op) override;

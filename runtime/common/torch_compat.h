@@ -128,8 +128,9 @@ inline std::optional<c10::ScalarType> autocast_dtype(c10::DeviceType device) {
 // Deterministic algorithms where the backend has them (warn-only: an op CUDA has no deterministic
 // kernel for still runs). cuBLAS needs a fixed workspace for reproducible matmuls: set it unless the
 // user did, before the first CUDA matmul creates a handle.
-inline void set_deterministic(bool on) {
-  at::globalContext().setDeterministicAlgorithms(on, /*warn_only=*/true);
+// `strict` (bitwise mode): an operation without a deterministic kernel is an error naming it.
+inline void set_deterministic(bool on, bool strict = false) {
+  at::globalContext().setDeterministicAlgorithms(on, /*warn_only=*/!strict);
   at::globalContext().setDeterministicCuDNN(on);
   if (on) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
 }

@@ -9,6 +9,12 @@
 // the first B%dp replicas (32 over 3: 11, 11, 10); every replica splits its share into grad_accum
 // micro-batches that differ by at most one sample (11 in 3: 4, 4, 3), so every rank runs the same
 // number of micro-batches (and collectives) per step. micro_batch is then the largest of them.
+//
+// Chunks (train.reproducible = "bitwise"): every micro-batch is exactly `chunk` samples, chunk c of
+// the global batch (samples [c * chunk, (c + 1) * chunk)) runs on replica c % dp as its micro-step
+// c / dp. When dp does not divide the chunk count N, the first N % dp replicas run one more
+// micro-batch than the others (grad_accum is the most); nothing else in a chunk's arithmetic
+// depends on the layout.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +33,7 @@ struct ParallelLayout {
   int64_t batch = 0;        // global batch (0 = dp * micro_batch * grad_accum, an even split)
   bool recompute = false;   // activation recompute per block
   bool gpipe = false;       // pipeline schedule: GPipe (every micro-batch in flight) instead of 1F1B
+  int64_t chunk = 0;        // bitwise mode: samples of every micro-batch, a fixed chunk of the batch (0 = off)
 
   int64_t ranks() const { return dp * tp * pp; }
   int64_t global_batch() const { return batch > 0 ? batch : dp * micro_batch * grad_accum; }
@@ -37,11 +44,23 @@ struct ParallelLayout {
   // that split makes (ceil(ceil(B/dp) / accum)). dp must be set first.
   void split_batch(int64_t global_batch, int64_t accum);
 
-  // Samples replica `dp_rank` takes per step: B/dp, plus one on the first B%dp replicas.
+  // Chunk mode: batch = global_batch, chunk = micro_batch = `chunk`, grad_accum = the most chunks
+  // a replica runs (ceil(N / dp)). dp must be set first.
+  void split_chunks(int64_t global_batch, int64_t chunk_samples);
+  // Chunk mode: chunks per step (N), and the micro-batches replica `dp_rank` runs.
+  int64_t chunks() const { return chunk > 0 ? global_batch() / chunk : 0; }
+  int64_t replica_chunks(int64_t dp_rank) const { return (chunks() - dp_rank + dp - 1) / dp; }
+  // Micro-batches replica `dp_rank` runs per step: grad_accum, or its chunks in chunk mode.
+  int64_t micro_batches(int64_t dp_rank) const { return chunk > 0 ? replica_chunks(dp_rank) : grad_accum; }
+
+  // Samples replica `dp_rank` takes per step: B/dp, plus one on the first B%dp replicas (chunk mode:
+  // its chunks' samples).
   int64_t replica_batch(int64_t dp_rank) const;
   // The smallest and largest replica share (equal when dp divides the batch).
-  int64_t min_replica_batch() const { return global_batch() / dp; }
-  int64_t max_replica_batch() const { return (global_batch() + dp - 1) / dp; }
+  int64_t min_replica_batch() const { return chunk > 0 ? chunks() / dp * chunk : global_batch() / dp; }
+  int64_t max_replica_batch() const {
+    return chunk > 0 ? (chunks() + dp - 1) / dp * chunk : (global_batch() + dp - 1) / dp;
+  }
   // Samples of replica `dp_rank`'s micro-batch `micro_step` (its share split into grad_accum parts
   // differing by at most one, the larger first).
   int64_t micro_batch_size(int64_t dp_rank, int64_t micro_step) const;

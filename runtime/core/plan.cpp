@@ -14,6 +14,7 @@ std::string Plan::summary() const {
                 (long long)grad_accum, recompute ? "on" : "off", precision.c_str());
   std::string s = buf;
   if (offload) s += " offload=optimizer";
+  if (chunk > 0) s += " bitwise chunk=" + std::to_string(chunk);
   // Uneven shards: the samples each data-parallel replica takes ("shares 11,11,10").
   if (!even()) s += " shares " + shares();
   return s;

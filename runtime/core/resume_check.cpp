@@ -162,6 +162,28 @@ void note_config_changes(const CheckpointManifest& m, const std::string& path, c
                          " since " + path + ": changes " + t.effect + " from step " + std::to_string(step) + " on" +
                          (t.schedule ? lr_text : ""));
   }
+  // Bitwise mode's guarantee covers the steps run in it with one chunk (and, on CPU ranks, one
+  // thread count): a change is where it ends or starts.
+  const std::string at = " since " + path + ": ";
+  const std::string from = " at step " + std::to_string(step);
+  if (v.config_changes.contains("train.reproducible")) {
+    const auto& c = v.config_changes.at("train.reproducible");
+    const bool ends = c[0].get<std::string>() == "\"bitwise\"";  // flat_fields quotes strings
+    v.warnings.push_back(
+        "train.reproducible " + c[0].get<std::string>() + " -> " + c[1].get<std::string>() + at +
+        (ends ? "the bitwise guarantee ends" + from +
+                    " (later steps sum gradients in the layout's own order, equal to a few ulps)"
+              : "the bitwise guarantee starts" + from + " (the steps before were summed in their layouts' own order)"));
+  } else if (config.train.reproducible == Reproducible::bitwise) {
+    for (const char* key : {"train.reproducible_chunk", "train.threads"}) {
+      if (!v.config_changes.contains(key)) continue;
+      const auto& c = v.config_changes.at(key);
+      v.warnings.push_back(std::string(key) + " " + c[0].get<std::string>() + " -> " + c[1].get<std::string>() + at +
+                           "bitwise mode is bitwise from" + from + " on, but another " +
+                           (std::string(key) == "train.threads" ? "CPU thread count" : "chunk") +
+                           " rounds differently: the run no longer equals one that kept it");
+    }
+  }
 }
 
 }  // namespace

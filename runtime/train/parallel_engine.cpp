@@ -16,7 +16,21 @@ torch::Tensor ParallelEngine::clip_and_step(double lr, double clip) {
   return torch::tensor({norm}, torch::kDouble);
 }
 
+void MicroBatchWork::add_loss(torch::Tensor& acc, int64_t i, const torch::Tensor& loss) const {
+  if (!acc.defined()) {
+    acc = torch::zeros({bitwise() ? total_chunks : 1},
+                       torch::TensorOptions().dtype(torch::kDouble).device(loss.device()));
+  }
+  const auto l = loss.detach().to(torch::kDouble).reshape({1});
+  if (bitwise()) {
+    acc.narrow(0, chunks.at(static_cast<size_t>(i)), 1).copy_(l);
+  } else {
+    acc += l;
+  }
+}
+
 torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
+  prepare_step(w);
   torch::Tensor loss_acc;  // on the loss's device: accumulating it never waits for a GPU
   for (int64_t i = 0; i < w.count; ++i) {
     auto batch = w.next();
@@ -34,9 +48,8 @@ torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
       Heartbeat::get().phase(RankPhase::backward);
       (w.loss_scale != 1.0 ? loss * w.loss_scale : loss).backward();
     }
-    if (!loss_acc.defined())
-      loss_acc = torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(loss.device()));
-    loss_acc += loss.detach().to(torch::kDouble);
+    end_micro_batch();
+    w.add_loss(loss_acc, i, loss);
   }
   // Gradients are summed over data-parallel ranks (each loss was divided by the global batch).
   {

@@ -36,6 +36,14 @@ struct MicroBatchWork {
     if (i >= static_cast<int64_t>(first_samples.size())) return {};
     return DropoutRows{true, dropout_seed, first_samples[static_cast<size_t>(i)]};
   }
+  // Bitwise mode (train.reproducible): the step's chunk count and the global chunk index of each of
+  // this rank's micro-batches (count of them). Off: total_chunks = 0.
+  int64_t total_chunks = 0;
+  std::vector<int64_t> chunks;
+  bool bitwise() const { return total_chunks > 0; }
+  // Adds micro-batch i's loss to `acc`: a [1] sum, or in bitwise mode a [total_chunks] vector
+  // holding each chunk's loss at its index (the trainer sums it in chunk order).
+  void add_loss(torch::Tensor& acc, int64_t i, const torch::Tensor& loss) const;
 };
 
 // Bytes of training state one rank holds now, by kind (measured from the tensors, not estimated):
@@ -67,6 +75,13 @@ class ParallelEngine {
   virtual bool collective_forward() const { return false; }
   // Index of this rank's data-parallel replica (which slice of the global batch it reads).
   virtual int64_t dp_rank() const = 0;
+
+  // Whether the engine implements bitwise mode (MicroBatchWork::total_chunks > 0).
+  virtual bool supports_bitwise() const { return false; }
+  // At the start of run_micro_batches: the step's work (bitwise mode's chunks). Default: nothing.
+  virtual void prepare_step(const MicroBatchWork&) {}
+  // After each micro-batch's backward (bitwise mode: its gradients join the canonical sum).
+  virtual void end_micro_batch() {}
 
   // Before the first micro-batch of a step.
   virtual void zero_grad() = 0;

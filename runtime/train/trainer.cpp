@@ -27,6 +27,18 @@
 #include "runtime/train/thread_choice.h"
 
 namespace gtrain {
+namespace {
+// Bitwise mode's step loss: the [N] chunk losses added in chunk order, as a [1] double tensor on
+// their device (a host loop: a device reduction picks its own order).
+torch::Tensor ordered_sum(const torch::Tensor& values) {
+  const auto host = values.to(torch::kCPU, torch::kDouble).contiguous();
+  const auto* v = host.data_ptr<double>();
+  double s = 0;
+  for (int64_t i = 0; i < host.numel(); ++i) s += v[i];
+  return torch::full({1}, s, values.options().dtype(torch::kDouble));
+}
+}  // namespace
+
 int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t tokens_per_sample) {
   if (t.steps > 0) return t.steps;
   const bool by_epochs = t.epochs > 0;
@@ -61,7 +73,8 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
     throw ConfigError("plan " + plan_.summary() + " does not match world size " + std::to_string(comm_->size()) +
                       " and train.global_batch " + std::to_string(config_.train.global_batch));
   }
-  compat::set_deterministic(config_.train.deterministic);
+  const bool bitwise = plan_.chunk > 0;
+  compat::set_deterministic(config_.train.deterministic || bitwise, /*strict=*/bitwise);
   if (device_.is_cuda()) {
     cuda::set_device(device_.index());
     cuda::reset_peak_memory(device_.index());
@@ -71,6 +84,15 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
                                                       cuda::nvml_index_for(device_.index(), process_environment()), est)
                                       : DeviceMetrics(-1, -1, est);
   GT_CHECK(engine_ != nullptr, "Trainer needs a ParallelEngine");
+  if (bitwise) {
+    if (!engine_->supports_bitwise()) {
+      throw ConfigError("train.reproducible = \"bitwise\": the engine " + engine_->describe() +
+                        " does not support bitwise mode");
+    }
+    // The chunk the checkpoints record (0 in the config means the planner chose it).
+    config_.train.reproducible = Reproducible::bitwise;
+    config_.train.reproducible_chunk = plan_.chunk;
+  }
   model_->train();
   precision_ = std::make_unique<Precision>(config_.precision, device_);
 
@@ -363,7 +385,7 @@ void Trainer::write_ledger(const TrainSummary& s, int64_t first_step, double pro
 }
 
 void Trainer::start_prefetch() {
-  const int64_t accum = layout_.grad_accum, dp_rank = engine_->dp_rank();
+  const int64_t dp_rank = engine_->dp_rank(), accum = layout_.micro_batches(dp_rank);
   auto indices = [this, accum, dp_rank](int64_t seq) {
     return micro_batch_indices(*order_, layout_, seq / accum, dp_rank, seq % accum);
   };
@@ -391,13 +413,17 @@ StepResult Trainer::train_step() {
   MicroBatchWork work;
   work.model = model_.get();
   work.precision = precision_.get();
-  work.count = layout_.grad_accum;
+  const int64_t dp_rank = engine_->dp_rank();
+  work.count = layout_.micro_batches(dp_rank);
   work.inv_batch = 1.0 / static_cast<double>(layout_.global_batch());
   work.loss_scale = scaler ? scaler->scale() : 1.0;
   work.dropout_seed = static_cast<uint64_t>(config_.train.seed);
-  for (int64_t i = 0; i < layout_.grad_accum; ++i) {
-    work.first_samples.push_back(first_sample(layout_, step_, engine_->dp_rank(), i));
+  for (int64_t i = 0; i < work.count; ++i) {
+    work.first_samples.push_back(first_sample(layout_, step_, dp_rank, i));
+    // Bitwise mode: micro-step i of replica r is chunk i * dp + r (parallel_layout.h).
+    if (layout_.chunk > 0) work.chunks.push_back(i * layout_.dp + dp_rank);
   }
+  work.total_chunks = layout_.chunks();
   work.next = [this]() {
     Batch b = prefetch_->next();
     return std::make_pair(b.input.to(device_, /*non_blocking=*/true), b.target.to(device_, /*non_blocking=*/true));
@@ -407,7 +433,10 @@ StepResult Trainer::train_step() {
   const bool metered = !device_.is_cuda() && metrics_->enabled() && recorded_step(step_ + 1) && tensor_meter_.start();
   torch::Tensor loss_acc = engine_->run_micro_batches(work);
   r.data_wait_s = prefetch_->take_wait_seconds();
+  // Bitwise mode: one rank holds each chunk's loss, the others zeros (an exact sum), then the chunks
+  // are added in their order.
   if (comm_->size() > 1) comm_->allreduce(loss_acc, ReduceOp::kSum);
+  if (work.bitwise()) loss_acc = ordered_sum(loss_acc);
   if (pending_probe_) {
     // The save before this step awaits its loss (the weights it saved gave it).
     pending_probe_->set_value(loss_acc.to(torch::kCPU).item<double>());

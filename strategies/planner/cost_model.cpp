@@ -129,6 +129,12 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
     e.grad_accumulators = std::min(e.grad_accumulators, 4.0 * std::max(static_cast<double>(m.vocab) * C, I * C) / t);
     if (l.grad_accum > 1) e.grad_accumulators += 4.0 * P;
   }
+  if (l.chunk > 0) {
+    // Bitwise mode: a chunk's whole gradients and its all-to-all output, and the tree's nodes (at
+    // most log2(N) + 1 slices of 1/dp each) over the step.
+    const double levels = std::floor(std::log2(static_cast<double>(std::max<int64_t>(1, l.chunks())))) + 1.0;
+    e.grad_accumulators += 4.0 * P * (1.0 + levels / dp);
+  }
   e.optimizer = optimizer_state_bytes(in) * P / (l.zero >= 1 ? dp : 1.0);
   if (l.offload) {
     // The state, the fp32 master chunk and a gradient copy in host memory (ZeRO >= 1: the owned chunk).
@@ -375,6 +381,31 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   if (l.offload) {
     // On the host: the step at its memory rate, gradients down and parameters up over the link.
     t.optimizer = optimizer_step_bytes(in) * updated / hw.host_memory_rate() + 8.0 * updated / hw.host_link_rate();
+  }
+  if (l.chunk > 0) {
+    ParallelLayout off = l;
+    off.chunk = 0;
+    t.off_total = estimate_time(in, off).total();
+    // Every chunk: fresh gradient buffers, its all-to-all (each rank keeps 1/dp of it) without
+    // overlap, and the tree's clone-or-add of the owned slice (about 20 B a parameter over the
+    // rank's gradients). ZeRO-3's exchange replaces its reduce-scatter (priced above); ZeRO 0-2's
+    // replaces the allreduce, and ZeRO-0 all-gathers the summed slices. The exact norm reads the
+    // owned gradients in double four times (about 200 B a parameter).
+    const double dp = static_cast<double>(l.dp);
+    const double grad_bytes = 4.0 * P;
+    const double rate =
+        hw.per_thread() ? hw.elementwise_bw * hw.memory_bound_rate(cpu_threads(in, l).threads) : hw.memory_bw;
+    double exchange = 0;
+    if (l.dp > 1 && l.zero < 3) {
+      const bool one_node = in.topology.nodes <= 1 || static_cast<double>(l.dp * l.tp * l.pp) <= gpn;
+      const double bw = one_node ? hw.intra_node_bw : hw.inter_node_bw / std::min(gpn, dp);
+      const double buckets = std::ceil(grad_bytes / (25.0 * 1024 * 1024));
+      exchange = accum * (grad_bytes * (dp - 1.0) / dp / bw + buckets * hw.latency_s);
+      if (l.zero == 0) exchange += ring_allreduce_s(grad_bytes, l.dp, bw, hw.latency_s * buckets) / 2.0;
+      t.dp_comm = 0;
+    }
+    const double owned = P / (l.zero >= 1 ? dp : 1.0);
+    t.reproducible = exchange + accum * 20.0 * P / rate + 200.0 * owned / rate;
   }
   return t;
 }

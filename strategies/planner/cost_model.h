@@ -101,7 +101,14 @@ struct TimeEstimate {
   double optimizer = 0;  // optimizer step
   double bubble_fraction = 0;
   double imbalance = 0;  // uneven replica shares: the largest share over the mean, less one (in compute)
-  double total() const { return compute + overhead + tp_comm + pp_comm + bubble + dp_comm + zero_comm + optimizer; }
+  // Bitwise mode (ParallelLayout::chunk): the chunks' all-to-all exchanges in place of the gradient
+  // reduction, the canonical tree's additions and the exact norm; and the same layout's total with
+  // train.reproducible = "off", to show what the mode costs (0 when off).
+  double reproducible = 0;
+  double off_total = 0;
+  double total() const {
+    return compute + overhead + tp_comm + pp_comm + bubble + dp_comm + zero_comm + optimizer + reproducible;
+  }
 };
 
 // Parameters held by one device of the most loaded stage (before ZeRO sharding).

@@ -61,10 +61,49 @@ int64_t batch_for(const PlannerInput& in, int64_t dp) {
   return dp <= B ? B : -1;
 }
 
+bool bitwise(const PlannerInput& in) {
+  return in.train.reproducible == Reproducible::bitwise;
+}
+
+// Why bitwise mode leaves tensor parallelism out.
+constexpr const char* kBitwiseTp =
+    "train.reproducible = \"bitwise\" runs tp = 1 only (tensor parallelism splits each matmul's sum "
+    "over ranks, an order no unsplit run computes)";
+
+// Bitwise mode: the chunk sizes worth trying for `batch` over dp replicas. train.reproducible_chunk
+// when set (a resumed run keeps its checkpoint's); else the divisors of the batch that leave at
+// least max(dp, min(batch, 8)) chunks, so that a later stage on up to 8 ranks still has a chunk
+// for each (the chunk is chosen once, at the first stage).
+std::vector<int64_t> chunk_candidates(const PlannerInput& in, int64_t batch, int64_t dp) {
+  if (in.train.reproducible_chunk > 0) return {in.train.reproducible_chunk};
+  const int64_t least = std::max(dp, std::min<int64_t>(batch, 8));
+  std::vector<int64_t> out;
+  for (int64_t c : divisors(batch)) {
+    if (batch / c >= least) out.push_back(c);
+  }
+  return out;
+}
+
+// Why the configured chunk cannot split `batch` over dp replicas, or "".
+std::string chunk_problem(const PlannerInput& in, int64_t batch, int64_t dp) {
+  const int64_t c = in.train.reproducible_chunk;
+  if (c <= 0) return "";
+  if (batch % c != 0) {
+    return "train.reproducible_chunk = " + num(c) + " does not divide the global batch " + num(batch) +
+           (in.parallel.batch_from_checkpoint ? " (the checkpoint's)" : "");
+  }
+  if (batch / c < dp) {
+    return "train.reproducible_chunk = " + num(c) + " makes " + num(batch / c) + " chunks a step, fewer than the " +
+           num(dp) + " data-parallel replicas (each needs one)";
+  }
+  return "";
+}
+
 // Why (tp, pp) cannot be used at all, or "" when it can.
 std::string structural_reason(const Context& c, int64_t tp, int64_t pp) {
   const ModelStats& m = c.in.model;
   const std::string model = c.in.model_name.empty() ? std::string("this model") : "model " + c.in.model_name;
+  if (tp > 1 && bitwise(c.in)) return kBitwiseTp;
   if (tp > 1) {
     if (!c.in.caps.tensor_parallel) return "tensor parallel cannot run yet (gtrain run executes tp = 1 only)";
     if (!m.supports_tp || m.heads <= 0) return model + " does not support tensor parallel";
@@ -159,7 +198,10 @@ std::string fixed_split_problem(const ParallelConfig& pc, int64_t batch, int64_t
 // For one (dp, tp, pp, zero, recompute): the fastest micro-batch that fits, or the smallest one
 // marked over memory. parallel.micro_batch bounds the micro-batch (shares it does not divide are
 // split into parts differing by one); parallel.pp_microbatches fixes grad_accum.
+RankedPlan best_chunk(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout);
+
 RankedPlan best_micro_batch(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout) {
+  if (bitwise(c.in)) return best_chunk(c, l, batch, explicit_layout);
   const ParallelConfig& pc = c.in.parallel;
   std::vector<int64_t> accums;
   if (const std::string why = fixed_split_problem(pc, batch, l.dp); !why.empty()) {
@@ -205,6 +247,51 @@ RankedPlan best_micro_batch(const Context& c, ParallelLayout l, int64_t batch, b
   return r;
 }
 
+// Bitwise mode's best_micro_batch: every micro-batch is one chunk; the fastest chunk size that fits.
+RankedPlan best_chunk(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout) {
+  if (const std::string why = chunk_problem(c.in, batch, l.dp); !why.empty()) {
+    l.split_batch(batch, 1);
+    RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
+    r.structural = true;
+    r.why = why;
+    return r;
+  }
+  const std::vector<int64_t> chunks = chunk_candidates(c.in, batch, l.dp);
+  if (chunks.empty()) {
+    l.split_batch(batch, 1);
+    RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
+    r.structural = true;
+    r.why = "bitwise mode: the global batch " + num(batch) + " has no chunk size leaving one chunk for each of " +
+            num(l.dp) + " replicas";
+    return r;
+  }
+  RankedPlan best;
+  bool have = false;
+  for (int64_t chunk : chunks) {
+    l.split_chunks(batch, chunk);
+    const MemoryEstimate mem = estimate_memory(c.cost, l);
+    if (mem.total() > c.usable) continue;
+    RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
+    r.feasible = true;
+    if (!have || r.time.total() < best.time.total() - 1e-12) {
+      best = r;
+      have = true;
+    }
+  }
+  if (have) return best;
+  l.split_chunks(batch, chunks.front());
+  RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
+  r.missing_bytes = r.memory.total() - c.usable;
+  r.why = "over memory by " + format_size(r.missing_bytes) + " (needs " + format_size(r.memory.total()) + " per " +
+          c.unit + ", " + format_size(c.usable) + " usable) even at chunk " + num(l.chunk);
+  if (explicit_layout) {
+    r.feasible = true;
+    r.why = "explicit layout; exceeds the memory estimate by " + format_size(r.missing_bytes) +
+            " (the estimate errs on the safe side)";
+  }
+  return r;
+}
+
 // The largest component by which `a` is slower than `b`.
 std::string slower_because(const TimeEstimate& a, const TimeEstimate& b) {
   const std::pair<const char*, double> parts[] = {
@@ -216,6 +303,7 @@ std::string slower_because(const TimeEstimate& a, const TimeEstimate& b) {
       {"data-parallel communication", a.dp_comm - b.dp_comm},
       {"ZeRO all-gather", a.zero_comm - b.zero_comm},
       {"optimizer step", a.optimizer - b.optimizer},
+      {"bitwise mode", a.reproducible - b.reproducible},
   };
   const auto* worst = &parts[0];
   for (const auto& p : parts) {
@@ -347,6 +435,7 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
   } else if (dp * tp * pp != in.world) {
     problems.push_back("dp*tp*pp = " + num(dp * tp * pp) + " must equal the " + num(in.world) + " granted ranks");
   }
+  if (tp > 1 && bitwise(in)) problems.push_back("tp = " + num(tp) + ": " + kBitwiseTp);
   if (tp > 1) {
     if (!in.caps.tensor_parallel)
       problems.push_back("tp = " + num(tp) + ": tensor parallel cannot run yet (tp = 1 only)");
@@ -383,7 +472,10 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
       problems.push_back("train.global_batch = " + num(in.train.global_batch) +
                          (in.parallel.batch_from_checkpoint ? " (the batch of the checkpoint this run resumes)" : "") +
                          " must be at least dp = " + num(dp) + " (a data-parallel replica needs a sample)");
-    } else if (const std::string why = fixed_split_problem(pc, batch, dp); !why.empty()) {
+    } else if (const std::string why = chunk_problem(in, batch, dp); bitwise(in) && !why.empty()) {
+      problems.push_back(why);
+      hint = "set train.reproducible_chunk to a divisor of the global batch of at most " + num(batch / dp);
+    } else if (const std::string why = fixed_split_problem(pc, batch, dp); !bitwise(in) && !why.empty()) {
       problems.push_back(why);
       hint = pc.pp_microbatches > 0
                  ? "set parallel.pp_microbatches to at most " + num(batch / dp)

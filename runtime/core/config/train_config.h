@@ -33,6 +33,12 @@ constexpr bool fused_loss_enabled(FusedLoss mode, bool gpu) {
   return mode == FusedLoss::on || (mode == FusedLoss::automatic && gpu);
 }
 
+// train.reproducible: "bitwise" makes the trajectory independent of the layout (strategies/reproducible.h).
+enum class Reproducible { off, bitwise };
+constexpr std::array<EnumName<Reproducible>, 2> enum_names(Reproducible) {
+  return {{{Reproducible::off, "off"}, {Reproducible::bitwise, "bitwise"}}};
+}
+
 struct TrainConfig {
   int64_t global_batch = 64;                        // samples per optimizer step, summed over ranks and micro-batches
   int64_t steps = 0;                                // optimizer steps (exactly one of steps/epochs/tokens is set)
@@ -49,6 +55,8 @@ struct TrainConfig {
   bool deterministic = true;                        // use deterministic algorithms where the backend has them
   DeviceRequest device = DeviceRequest::automatic;  // auto | cpu | cuda: where each rank computes
   FusedLoss fused_loss = FusedLoss::automatic;      // auto | on | off: gpt output layer + cross-entropy in row blocks
+  Reproducible reproducible = Reproducible::off;    // off | bitwise: the same bits on any layout
+  int64_t reproducible_chunk = 0;                   // bitwise: samples per chunk (0 = the planner chooses, once)
 
   template <class V>
   void visit(V& v) {
@@ -85,6 +93,16 @@ struct TrainConfig {
       "gpt training loss: output layer and cross-entropy computed a block of rows at a "
       "time, so the [tokens, vocab] logits and their fp32 copy never exist whole: \"on\", \"off\", or \"auto\" "
       "(on for CUDA ranks without tensor parallelism; CPU keeps the plain layer).");
+    v("reproducible", reproducible,
+      "\"bitwise\": per-step losses, gradients and weights bitwise identical whatever the data-parallel size, "
+      "ZeRO stage, pipeline split, accumulation and number of stages, on the same hardware type and build "
+      "(tensor parallelism is not planned; CPU ranks keep train.threads, 1 when 0). \"off\": the fastest sums, "
+      "equal to a few ulps. See docs/stages-and-checkpoints.md.");
+    v("reproducible_chunk", reproducible_chunk,
+      "Bitwise mode: samples per chunk, the fixed unit every micro-batch is made of (it must divide "
+      "global_batch). 0 = the planner chooses it at the first stage; checkpoints record it and later stages "
+      "keep it.",
+      cfg::at_least(0));
   }
 };
 
