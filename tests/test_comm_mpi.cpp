@@ -78,6 +78,35 @@ TEST(MpiComm, AllgatherAndReduceScatter) {
   }
 }
 
+// All-to-all (bitwise mode's exchange): chunk k of rank r's input arrives as chunk r of rank k's
+// output, unreduced; the async form too. And a non-blocking send around a ring.
+TEST(MpiComm, AlltoallAndAsyncSend) {
+  const int R = g_world->size(), r = g_world->rank();
+  for (auto n : kSizes) {
+    // Element i of chunk k on rank r: r * 1000 + k * 100 + i % 7.
+    auto in = torch::empty({n * R});
+    for (int k = 0; k < R; ++k) in.narrow(0, k * n, n).copy_(torch::arange(n).remainder(7).add(r * 1000 + k * 100));
+    auto out = torch::empty({n * R});
+    g_world->alltoall(in, out);
+    auto out2 = torch::empty({n * R});
+    g_world->alltoall_async(in, out2)->wait();
+    for (int k = 0; k < R; ++k) {
+      const auto want = torch::arange(n).remainder(7).add(k * 1000 + r * 100).to(torch::kFloat);
+      EXPECT_TRUE(torch::equal(out.narrow(0, k * n, n), want)) << "from rank " << k << ", " << n;
+      EXPECT_TRUE(torch::equal(out2.narrow(0, k * n, n), want));
+    }
+  }
+  if (R < 2) return;
+  auto uneven = torch::zeros({R * 2 + 1}), uneven_out = torch::zeros({R * 2 + 1});
+  EXPECT_THROW(g_world->alltoall(uneven, uneven_out), CommError);  // not divisible by the world
+  auto mine = torch::full({100000}, static_cast<float>(r));
+  auto work = g_world->send_async(mine, (r + 1) % R, 3);
+  auto got = torch::empty({100000});
+  g_world->recv(got, (r + R - 1) % R, 3);
+  work->wait();
+  EXPECT_TRUE(torch::equal(got, torch::full({100000}, static_cast<float>((r + R - 1) % R))));
+}
+
 TEST(MpiComm, SendRecvRing) {
   const int R = g_world->size(), r = g_world->rank();
   if (R < 2) GTEST_SKIP() << "needs 2 ranks";
