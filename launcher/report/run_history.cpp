@@ -217,17 +217,21 @@ void attribute(StageReport& s, const RunHistory& h, double ledger_save_s, double
     t.data_wait += a.data_wait_s;
     t.training += std::max(0.0, a.step_s - a.lost_s - a.data_wait_s);
   }
+  // A record belongs to the stage that trained its step, and was written while it ran (a second of
+  // slack for the last records): the time alone would also take the next stage's first save or
+  // evaluation when it follows within that second.
   const auto inside = [&](double time) { return time >= s.start - 1e-3 && time <= s.end + 1.0; };
+  const auto trained_here = [&](int64_t step) { return step > s.step_from && step <= s.step_to; };
   double stalls = 0;
   for (const auto& v : h.saves) {
-    if (v.time > 0 ? inside(v.time) : (v.step > s.step_from && v.step <= s.step_to)) {
+    if (trained_here(v.step) && (v.time <= 0 || inside(v.time))) {
       stalls += v.stall_s;
       s.save_times.push_back(v.time);
     }
   }
   t.save = std::max(stalls, ledger_save_s);
   for (const auto& e : h.eval)
-    if (e.time > 0 && inside(e.time)) t.eval += e.eval_s;
+    if (e.time > 0 && inside(e.time) && trained_here(e.step)) t.eval += e.eval_s;
   const double known = t.startup + t.load + t.training + t.data_wait + t.save + t.eval + t.lost + t.recovery;
   t.other = std::max(0.0, wall - known);
 }

@@ -200,6 +200,21 @@ std::string fixed_split_problem(const ParallelConfig& pc, int64_t batch, int64_t
 // split into parts differing by one); parallel.pp_microbatches fixes grad_accum.
 RankedPlan best_chunk(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout);
 
+// The candidate `l` when even its smallest split (`smallest`: "micro_batch 4", "chunk 2") is over
+// memory: infeasible with what is missing, or, for an explicit layout, accepted with a warning.
+RankedPlan over_memory(const Context& c, const ParallelLayout& l, const std::string& smallest, bool explicit_layout) {
+  RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
+  r.missing_bytes = r.memory.total() - c.usable;
+  r.why = "over memory by " + format_size(r.missing_bytes) + " (needs " + format_size(r.memory.total()) + " per " +
+          c.unit + ", " + format_size(c.usable) + " usable) even at " + smallest;
+  if (explicit_layout) {
+    r.feasible = true;
+    r.why = "explicit layout; exceeds the memory estimate by " + format_size(r.missing_bytes) +
+            " (the estimate errs on the safe side)";
+  }
+  return r;
+}
+
 RankedPlan best_micro_batch(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout) {
   if (bitwise(c.in)) return best_chunk(c, l, batch, explicit_layout);
   const ParallelConfig& pc = c.in.parallel;
@@ -235,16 +250,7 @@ RankedPlan best_micro_batch(const Context& c, ParallelLayout l, int64_t batch, b
   if (have) return best;
   // Nothing fits: report the smallest micro-batch's need (or, explicit, accept it with a warning).
   l.split_batch(batch, *std::max_element(accums.begin(), accums.end()));
-  RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
-  r.missing_bytes = r.memory.total() - c.usable;
-  r.why = "over memory by " + format_size(r.missing_bytes) + " (needs " + format_size(r.memory.total()) + " per " +
-          c.unit + ", " + format_size(c.usable) + " usable) even at micro_batch " + num(l.micro_batch);
-  if (explicit_layout) {
-    r.feasible = true;
-    r.why = "explicit layout; exceeds the memory estimate by " + format_size(r.missing_bytes) +
-            " (the estimate errs on the safe side)";
-  }
-  return r;
+  return over_memory(c, l, "micro_batch " + num(l.micro_batch), explicit_layout);
 }
 
 // Bitwise mode's best_micro_batch: every micro-batch is one chunk; the fastest chunk size that fits.
@@ -280,16 +286,7 @@ RankedPlan best_chunk(const Context& c, ParallelLayout l, int64_t batch, bool ex
   }
   if (have) return best;
   l.split_chunks(batch, chunks.front());
-  RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
-  r.missing_bytes = r.memory.total() - c.usable;
-  r.why = "over memory by " + format_size(r.missing_bytes) + " (needs " + format_size(r.memory.total()) + " per " +
-          c.unit + ", " + format_size(c.usable) + " usable) even at chunk " + num(l.chunk);
-  if (explicit_layout) {
-    r.feasible = true;
-    r.why = "explicit layout; exceeds the memory estimate by " + format_size(r.missing_bytes) +
-            " (the estimate errs on the safe side)";
-  }
-  return r;
+  return over_memory(c, l, "chunk " + num(l.chunk), explicit_layout);
 }
 
 // The largest component by which `a` is slower than `b`.
