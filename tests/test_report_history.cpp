@@ -156,6 +156,37 @@ TEST(ReportHistory, BucketsGoodputAndLostWorkMatchAHandComputation) {
   EXPECT_EQ(h.train[5].attempt, 2);
 }
 
+// Stage 2 starts 0.1 s after stage 1 ends and saves and evaluates within the next second: those
+// records are stage 2's (its steps), not counted in stage 1 too.
+TEST(ReportHistory, NextStagesEarlyRecordsAreNotCountedTwice) {
+  Dir d;
+  d.write("config.toml", kConfig);
+  d.write("stages.jsonl",
+          R"({"start":1000,"end":1004,"world":1,"allocation":{},"step_from":0,"step_to":2,"total_steps":10,)"
+          R"("save_s":0,"load_s":0,"productive_s":2,"exit":"resumable: signal 10"})"
+          "\n"
+          R"({"start":1004.1,"end":1010,"world":1,"allocation":{},"step_from":2,"step_to":4,"total_steps":10,)"
+          R"("save_s":0.3,"load_s":0,"productive_s":2,"exit":"completed"})"
+          "\n");
+  std::string m = train(1, 1002, 1000) + train(2, 1003, 1000);
+  m += R"({"kind":"resume","step":2,"path":"step_2"})"
+       "\n";
+  m += train(3, 1004.4, 1004.1);
+  m += R"({"kind":"checkpoint","step":3,"stall_s":0.3,"time":1004.6})"
+       "\n";
+  m += R"({"kind":"eval","step":3,"loss":2.5,"accuracy":0.1,"eval_s":0.2,"time":1004.9})"
+       "\n";
+  m += train(4, 1006, 1004.1);
+  d.write("metrics.jsonl", m);
+  const RunHistory h = read_run_history(d.path.string(), 2000);
+  ASSERT_EQ(h.stages.size(), 2u);
+  EXPECT_NEAR(h.stages[0].t.eval, 0.0, 1e-9);
+  EXPECT_NEAR(h.stages[0].t.save, 0.0, 1e-9);
+  EXPECT_NEAR(h.stages[0].t.allocated(), 4.0, 1e-9);
+  EXPECT_NEAR(h.stages[1].t.eval, 0.2, 1e-9);
+  EXPECT_NEAR(h.stages[1].t.save, 0.3, 1e-9);
+}
+
 TEST(ReportHistory, ReportsCarryCostAdviceAndEveryChart) {
   Dir d;
   write_three_stage_run(d);
