@@ -39,15 +39,7 @@ TOML
 measure() {
   local ranks=$1 dir=$2
   "$BUILD/gtrain" run "$work/gpt.toml" --ranks "$ranks" --run-dir "$dir" --quiet
-  /usr/bin/python3 - "$dir" <<'PY'
-import json, statistics, sys
-d = sys.argv[1]
-train = [json.loads(l) for l in open(d + "/metrics.jsonl")]
-train = [r for r in train if r.get("kind") == "train"]
-times = [r["step_time_s"] for r in train[max(1, len(train) // 5):]]
-plan = json.load(open(d + "/plan.json"))
-print(statistics.median(times), plan["est_step_seconds"])
-PY
+  /usr/bin/python3 "$(dirname "$0")/run_stats.py" "$dir"
 }
 
 for round in $(seq 1 "$ROUNDS"); do

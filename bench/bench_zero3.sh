@@ -41,15 +41,7 @@ TOML
 measure() {
   local zero=$1 dir=$2
   "$BUILD/gtrain" run "$work/gpt.toml" --ranks 2 --run-dir "$dir" --quiet --set parallel.zero="$zero"
-  /usr/bin/python3 - "$dir" <<'PY'
-import json, statistics, sys
-d = sys.argv[1]
-train = [json.loads(l) for l in open(d + "/metrics.jsonl")]
-train = [r for r in train if r.get("kind") == "train"]
-times = [r["step_time_s"] for r in train[max(1, len(train) // 5):]]
-plan = json.load(open(d + "/plan.json"))
-print(statistics.median(times), plan["est_step_seconds"], train[-1]["param_mb"])
-PY
+  /usr/bin/python3 "$(dirname "$0")/run_stats.py" "$dir" --param-mb
 }
 
 echo "gpt: $L blocks, width $C, seq $T, vocab $V, batch $B, 2 ranks x 1 thread, fp32"
