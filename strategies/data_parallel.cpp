@@ -276,14 +276,12 @@ void DataParallelEngine::launch_ready_buckets() {
       // At most two reductions in flight: each holds a unit's whole gradients until it completes.
       if (next_launch_ >= 2 && buckets_[next_launch_ - 2].work) buckets_[next_launch_ - 2].work->wait();
       finish_reductions(false);
-      b.reduced = torch::empty({b.chunk}, fopts_);
       if (bitwise()) {
-        b.reduced = torch::Tensor();
         b.work = start_exchange(b);  // the unit's gradients, a slice to each owner
-      } else if (b.padded > 0) {
-        b.work = comm_->reduce_scatter_async(b.grad, b.reduced, ReduceOp::kSum);
       } else {
-        b.work = std::make_shared<CompletedWork>();
+        b.reduced = torch::empty({b.chunk}, fopts_);
+        b.work = b.padded > 0 ? comm_->reduce_scatter_async(b.grad, b.reduced, ReduceOp::kSum)
+                              : std::make_shared<CompletedWork>();
       }
       // The block's backward is over: its gathered parameters go (the outer unit's stay for the step).
       if (b.unit >= 0) release(next_launch_);

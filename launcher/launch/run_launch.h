@@ -48,7 +48,9 @@ std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);
 // A resume keeps the global batch its checkpoint was written with: when the newest committed
 // checkpoint (or --resume's) has a batch within parallel.batch_tolerance of train.global_batch, the
 // config takes it exactly, tolerance 0, so the plan on any rank count keeps the trajectory (or
-// fails, naming every factor). Returns a line saying so, or "" when nothing changed.
+// fails, naming every factor). In bitwise mode with train.reproducible_chunk = 0 the config takes the
+// checkpoint's chunk the same way (another chunk would be another sum). Returns a line saying the
+// batch was kept, or "" when it did not change.
 std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std::string& run_dir);
 
 // Model sizes known from the config alone (the built-in gpt with a known vocabulary), so the

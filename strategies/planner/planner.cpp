@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
@@ -195,10 +196,14 @@ std::string fixed_split_problem(const ParallelConfig& pc, int64_t batch, int64_t
   return "";
 }
 
-// For one (dp, tp, pp, zero, recompute): the fastest micro-batch that fits, or the smallest one
-// marked over memory. parallel.micro_batch bounds the micro-batch (shares it does not divide are
-// split into parts differing by one); parallel.pp_microbatches fixes grad_accum.
-RankedPlan best_chunk(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout);
+// A candidate that cannot run for its shape (`why`), shown with its batch split once.
+RankedPlan structural_miss(const Context& c, ParallelLayout l, int64_t batch, const std::string& why) {
+  l.split_batch(batch, 1);
+  RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
+  r.structural = true;
+  r.why = why;
+  return r;
+}
 
 // The candidate `l` when even its smallest split (`smallest`: "micro_batch 4", "chunk 2") is over
 // memory: infeasible with what is missing, or, for an explicit layout, accepted with a warning.
@@ -215,17 +220,34 @@ RankedPlan over_memory(const Context& c, const ParallelLayout& l, const std::str
   return r;
 }
 
+// The fastest of `splits` (one layout, its batch split in different ways) that fits in memory, the
+// one with less memory on a tie; nothing when none fits.
+std::optional<RankedPlan> fastest_fitting(const Context& c, const std::vector<ParallelLayout>& splits) {
+  std::optional<RankedPlan> best;
+  for (const auto& l : splits) {
+    if (estimate_memory(c.cost, l).total() > c.usable) continue;
+    RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
+    r.feasible = true;
+    if (!best || r.time.total() < best->time.total() - 1e-12 ||
+        (std::fabs(r.time.total() - best->time.total()) <= 1e-12 && r.memory.total() < best->memory.total())) {
+      best = r;
+    }
+  }
+  return best;
+}
+
+RankedPlan best_chunk(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout);
+
+// For one (dp, tp, pp, zero, recompute): the fastest micro-batch that fits, or the smallest one
+// marked over memory. parallel.micro_batch bounds the micro-batch (shares it does not divide are
+// split into parts differing by one); parallel.pp_microbatches fixes grad_accum.
 RankedPlan best_micro_batch(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout) {
   if (bitwise(c.in)) return best_chunk(c, l, batch, explicit_layout);
   const ParallelConfig& pc = c.in.parallel;
-  std::vector<int64_t> accums;
   if (const std::string why = fixed_split_problem(pc, batch, l.dp); !why.empty()) {
-    l.split_batch(batch, 1);
-    RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
-    r.structural = true;
-    r.why = why;
-    return r;
+    return structural_miss(c, l, batch, why);
   }
+  std::vector<int64_t> accums;
   if (pc.pp_microbatches > 0) {
     accums.push_back(pc.pp_microbatches);
   } else if (pc.micro_batch > 0) {
@@ -233,21 +255,12 @@ RankedPlan best_micro_batch(const Context& c, ParallelLayout l, int64_t batch, b
   } else {
     accums = accum_candidates(batch, l.dp);
   }
-  RankedPlan best;
-  bool have = false;
+  std::vector<ParallelLayout> splits;
   for (int64_t a : accums) {
     l.split_batch(batch, a);
-    const MemoryEstimate mem = estimate_memory(c.cost, l);
-    if (mem.total() > c.usable) continue;
-    RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
-    r.feasible = true;
-    if (!have || r.time.total() < best.time.total() - 1e-12 ||
-        (std::fabs(r.time.total() - best.time.total()) <= 1e-12 && r.memory.total() < best.memory.total())) {
-      best = r;
-      have = true;
-    }
+    splits.push_back(l);
   }
-  if (have) return best;
+  if (auto best = fastest_fitting(c, splits)) return *best;
   // Nothing fits: report the smallest micro-batch's need (or, explicit, accept it with a warning).
   l.split_batch(batch, *std::max_element(accums.begin(), accums.end()));
   return over_memory(c, l, "micro_batch " + num(l.micro_batch), explicit_layout);
@@ -256,35 +269,20 @@ RankedPlan best_micro_batch(const Context& c, ParallelLayout l, int64_t batch, b
 // Bitwise mode's best_micro_batch: every micro-batch is one chunk; the fastest chunk size that fits.
 RankedPlan best_chunk(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout) {
   if (const std::string why = chunk_problem(c.in, batch, l.dp); !why.empty()) {
-    l.split_batch(batch, 1);
-    RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
-    r.structural = true;
-    r.why = why;
-    return r;
+    return structural_miss(c, l, batch, why);
   }
   const std::vector<int64_t> chunks = chunk_candidates(c.in, batch, l.dp);
   if (chunks.empty()) {
-    l.split_batch(batch, 1);
-    RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
-    r.structural = true;
-    r.why = "bitwise mode: the global batch " + num(batch) + " has no chunk size leaving one chunk for each of " +
-            num(l.dp) + " replicas";
-    return r;
+    return structural_miss(c, l, batch,
+                           "bitwise mode: the global batch " + num(batch) +
+                               " has no chunk size leaving one chunk for each of " + num(l.dp) + " replicas");
   }
-  RankedPlan best;
-  bool have = false;
+  std::vector<ParallelLayout> splits;
   for (int64_t chunk : chunks) {
     l.split_chunks(batch, chunk);
-    const MemoryEstimate mem = estimate_memory(c.cost, l);
-    if (mem.total() > c.usable) continue;
-    RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
-    r.feasible = true;
-    if (!have || r.time.total() < best.time.total() - 1e-12) {
-      best = r;
-      have = true;
-    }
+    splits.push_back(l);
   }
-  if (have) return best;
+  if (auto best = fastest_fitting(c, splits)) return *best;
   l.split_chunks(batch, chunks.front());
   return over_memory(c, l, "chunk " + num(l.chunk), explicit_layout);
 }
