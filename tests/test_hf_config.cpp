@@ -121,6 +121,51 @@ TEST(HfConfig, ReadsGpt2) {
   EXPECT_TRUE(read_hf_config(hf_dir(tmp, "d", with(kGpt2, "-tie_word_embeddings", nullptr))).model.tied_embeddings);
 }
 
+// What generation needs comes along: the context (n_positions, which a job may train a shorter
+// seq_len of), the special tokens from config.json, then generation_config.json's where it has them.
+TEST(HfConfig, ContextAndSpecialTokensAreCarried) {
+  test::TempDir tmp;
+  const std::string dir = hf_dir(tmp, "g", kGpt2);
+  HfModelShape s = read_hf_config(dir);
+  EXPECT_EQ(s.model.max_positions, 32);
+  EXPECT_EQ(s.max_positions, 32);
+  EXPECT_EQ(s.model.bos_token_id, 50256);
+  EXPECT_EQ(s.model.eos_token_id, std::vector<int64_t>{50256});
+  EXPECT_EQ(s.model.pad_token_id, -1);
+  test::write_file(dir + "/generation_config.json",
+                   R"({"bos_token_id": 7, "eos_token_id": [8, 9], "temperature": 0.7})");
+  s = read_hf_config(dir);
+  EXPECT_EQ(s.model.bos_token_id, 7);
+  EXPECT_EQ(s.model.eos_token_id, (std::vector<int64_t>{8, 9}));
+  int derived_eos = 0;
+  for (const auto& d : s.derived) derived_eos += d.key == "eos_token_id";
+  EXPECT_EQ(derived_eos, 1);  // the later source replaces the earlier
+  // A shorter seq_len than n_positions is no conflict (the table's first rows); a longer one is, and
+  // so is another max_positions. The job's own special tokens win.
+  const auto where = [](const std::string& key) { return "job.toml: model." + key; };
+  ModelConfig m;
+  m.name = "gpt", m.seq_len = 16, m.eos_token_id = {3};
+  EXPECT_TRUE(merge_hf_model_config(m, {"name", "seq_len", "eos_token_id"}, dir, where).empty());
+  EXPECT_EQ(m.seq_len, 16);
+  EXPECT_EQ(m.max_positions, 32);
+  EXPECT_EQ(m.eos_token_id, std::vector<int64_t>{3});
+  EXPECT_EQ(m.bos_token_id, 7);
+  ModelConfig longer;
+  longer.name = "gpt", longer.seq_len = 64;
+  const auto problems = merge_hf_model_config(longer, {"name", "seq_len"}, dir, where);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("model.seq_len = 64 but " + dir + "/config.json has n_positions = 32"), std::string::npos)
+      << problems[0];
+  test::write_file(dir + "/generation_config.json", R"({"eos_token_id": "x"})");
+  try {
+    read_hf_config(dir);
+    ADD_FAILURE() << "a string eos_token_id was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              dir + "/generation_config.json: eos_token_id: expected a token id or a list of token ids, got \"x\"");
+  }
+}
+
 TEST(HfConfig, ReadsLlamaQwen2Qwen3) {
   test::TempDir tmp;
   ModelConfig base;
@@ -208,9 +253,15 @@ TEST(HfConfig, WrittenConfigReadsBack) {
   qwen2.qkv_bias = true, qwen2.rope_scaling = "none", qwen2.tied_embeddings = false;
   models.push_back(qwen2);
   for (size_t i = 0; i < models.size(); ++i) {
-    const std::string dir = hf_dir(tmp, "m" + std::to_string(i), hf_config_json(models[i], "bfloat16"));
+    const nlohmann::json written = hf_config_json(models[i], "bfloat16");
+    const std::string dir = hf_dir(tmp, "m" + std::to_string(i), written);
     ModelConfig got = read_hf_config(dir, models[i]).model;
     auto want = model_fields(models[i]);
+    // The context written (model.max_positions, else seq_len or llama3's stretch) reads back as it.
+    want["max_positions"] = written.at(models[i].name == "gpt" ? "n_positions" : "max_position_embeddings").dump();
+    if (models[i].max_positions > 0) {
+      EXPECT_EQ(want["max_positions"], std::to_string(models[i].max_positions));
+    }
     // The rules' values written out (0 = n_head, ...), and llama3's factors only with that scaling.
     if (models[i].name == "llama") {
       want["n_kv_head"] = std::to_string(models[i].llama_kv_heads());
@@ -227,6 +278,21 @@ TEST(HfConfig, WrittenConfigReadsBack) {
   EXPECT_EQ(g.at("n_ctx"), 24);
   EXPECT_EQ(g.at("torch_dtype"), "float16");
   EXPECT_TRUE(g.at("bos_token_id").is_null());  // GPT-2's 50256 is past a vocabulary of 100
+  // The model's own special tokens and context win; generation_config.json carries the tokens over
+  // the source's other settings.
+  ModelConfig tokens = gpt;
+  tokens.max_positions = 64, tokens.bos_token_id = 1, tokens.eos_token_id = {2, 3}, tokens.pad_token_id = 0;
+  const auto t = hf_config_json(tokens, "float32");
+  EXPECT_EQ(t.at("n_positions"), 64);
+  EXPECT_EQ(t.at("bos_token_id"), 1);
+  EXPECT_EQ(t.at("eos_token_id"), nlohmann::json({2, 3}));
+  EXPECT_EQ(t.at("pad_token_id"), 0);
+  const auto gen = hf_generation_config_json(tokens, {{"eos_token_id", 9}, {"temperature", 0.6}, {"do_sample", true}});
+  EXPECT_EQ(gen, nlohmann::json({{"bos_token_id", 1},
+                                 {"eos_token_id", {2, 3}},
+                                 {"pad_token_id", 0},
+                                 {"temperature", 0.6},
+                                 {"do_sample", true}}));
   ModelConfig both = qwen2;
   both.qk_norm = true;
   EXPECT_THROW(hf_config_json(both, "float32"), ConfigError);

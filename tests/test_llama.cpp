@@ -2,7 +2,9 @@
 // counts against the published ones, the built model against its formula and Hugging Face's
 // names, causality, cached decoding against the full forward, rotary frequencies, and its config.
 #include <gtest/gtest.h>
+
 #include <torch/torch.h>
+#include <algorithm>
 
 #include <cmath>
 
@@ -214,6 +216,29 @@ progress = "none"
     EXPECT_NE(r.output.find(expect), std::string::npos) << flags << "\n" << r.output;
     EXPECT_EQ(test::lines(r.output).size(), 1u) << r.output;
   }
+  // A missing path is named, not the literal "PATH" of the usage line.
+  const auto missing = test::run_command(GTRAIN_BINARY " sample " + dir.file("nope") + " --prompt-ids 1");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find(dir.file("nope") + ": does not exist"), std::string::npos) << missing.output;
+  EXPECT_EQ(missing.output.find("PATH"), std::string::npos) << missing.output;
+  // model.eos_token_id: the same weights (the key shapes nothing), and generation stops at the
+  // first end-of-sequence token, keeping it, as transformers' generate() does.
+  const std::vector<int64_t> free_run = j.at("tokens").get<std::vector<int64_t>>();
+  const int64_t eos = free_run[3];
+  const size_t first = std::find(free_run.begin(), free_run.end(), eos) - free_run.begin();
+  const std::string eos_run = dir.file("eos_run");
+  ASSERT_EQ(test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + eos_run +
+                              " --set model.eos_token_id=[" + std::to_string(eos) + "]")
+                .exit_code,
+            0);
+  const auto stopped = test::run_command(GTRAIN_BINARY " sample " + eos_run +
+                                         " --prompt-text 'The GNU ' --tokens 8 --temperature 0 --json");
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
+  const auto js = nlohmann::json::parse(stopped.output);
+  EXPECT_EQ(js.at("stopped"), "eos");
+  EXPECT_EQ(js.at("tokens").get<std::vector<int64_t>>(),
+            std::vector<int64_t>(free_run.begin(), free_run.begin() + first + 1));
+  EXPECT_EQ(j.at("stopped"), "length");
 }
 
 }  // namespace

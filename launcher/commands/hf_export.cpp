@@ -114,9 +114,22 @@ int ckpt_export_hf_command(const CkptExportOptions& o) {
   }
   const std::map<std::string, std::string> meta = {{"gtrain_checkpoint", ck.path()},
                                                    {"gtrain_step", std::to_string(ck.step())}};
-  const HfExportResult r = write_hf_checkpoint(out.string(), m, cast, shard_bytes, meta, [&](const std::string& name) {
-    return ck.read(name);  // pieces checked against their CRC-32C
-  });
+  // The generation settings of the model it was imported from, where that directory is still there.
+  nlohmann::json generation = nlohmann::json::object();
+  const auto& run_config = ck.manifest().meta.config;
+  if (run_config && run_config->contains("checkpoint.init_from")) {
+    // The manifest keeps each value's TOML text; a basic string reads as a JSON one.
+    const nlohmann::json from = nlohmann::json::parse(run_config->at("checkpoint.init_from").get<std::string>(),
+                                                      nullptr, /*allow_exceptions=*/false);
+    if (from.is_string() && is_hf_model_dir(from.get<std::string>()))
+      generation = read_hf_generation_config(from.get<std::string>());
+  }
+  const HfExportResult r = write_hf_checkpoint(
+      out.string(), m, cast, shard_bytes, meta,
+      [&](const std::string& name) {
+        return ck.read(name);  // pieces checked against their CRC-32C
+      },
+      generation);
   std::printf("%s: Hugging Face %s, %lld tensors (%s), %zu file%s, %.2f MB, from %s (step %lld)\n", o.out.c_str(),
               hf_architecture(family), (long long)r.tensors, dtype.c_str(), r.files.size(),
               r.files.size() == 1 ? "" : "s", r.bytes / 1e6, ck.path().c_str(), (long long)ck.step());

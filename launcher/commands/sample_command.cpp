@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -29,7 +30,7 @@ struct Loaded {
 // The model of a gtrain checkpoint: its [model] keys from the manifest, its vocabulary from the
 // embedding, its weights read whole (any layout wrote them).
 Loaded load_checkpoint(const std::string& path) {
-  CheckpointReader ck(resolve_checkpoint_path(path, "PATH"));
+  CheckpointReader ck(resolve_checkpoint_path(path, ""));
   const auto& meta = ck.manifest().meta;
   std::string toml = "[model]\n";
   for (const auto& [key, text] : meta.model) toml += key + " = " + text + "\n";
@@ -39,17 +40,17 @@ Loaded load_checkpoint(const std::string& path) {
   if (!mc.plugin.empty()) ModelRegistry::global().load_plugin(mc.plugin);
   const std::string embedding = mc.name == "gpt" ? "wte.weight" : "embed_tokens.weight";
   if (!ck.has(embedding)) {
-    throw ConfigError(
-        "PATH: " + ck.path() + " holds a '" + mc.name + "' model; gtrain sample generates with gpt and llama",
-        "train a decoder (model.name = \"gpt\" or \"llama\")");
+    throw ConfigError(ck.path() + ": holds a '" + mc.name + "' model; gtrain sample generates with gpt and llama",
+                      "train a decoder (model.name = \"gpt\" or \"llama\")");
   }
   mc.vocab = ck.shape(embedding).at(0);
+  mc.seq_len = std::max(mc.seq_len, mc.context_length());  // generation may use the whole context
   DataSpec spec;
   spec.tokens = true;
   spec.vocab = mc.vocab;
   spec.input_shape = {mc.seq_len};
   auto model = std::dynamic_pointer_cast<DecoderLm>(ModelRegistry::global().create(mc, spec));
-  if (!model) throw ConfigError("PATH: model.name = '" + mc.name + "' is not a decoder gtrain sample can run");
+  if (!model) throw ConfigError(ck.path() + ": model.name = '" + mc.name + "' is not a decoder gtrain sample can run");
   torch::NoGradGuard ng;
   for (auto& kv : model->named_parameters()) {
     if (!ck.has(kv.key())) throw CheckpointError(ck.path() + ": no tensor '" + kv.key() + "' for the model");
@@ -68,8 +69,8 @@ Loaded load_checkpoint(const std::string& path) {
 Loaded load_hf(const std::string& dir) {
   HfCheckpointReader hf(dir);
   ModelConfig mc = hf.shape().model;
-  // Rotary models have no position table: their context is config.json's max_position_embeddings.
-  if (mc.name == "llama") mc.seq_len = std::max(mc.seq_len, hf.shape().max_positions);
+  // The whole context: gpt's position table, llama's max_position_embeddings.
+  mc.seq_len = std::max(mc.seq_len, mc.context_length());
   DataSpec spec;
   spec.tokens = true;
   spec.vocab = mc.vocab;
@@ -156,17 +157,25 @@ int sample_command(const SampleOptions& o) {
   KvCache cache;
   auto logits = m.model->decode(torch::tensor(prompt, torch::kLong).unsqueeze(0), cache);
   std::vector<int64_t> out;
+  // Generation stops at the model's end-of-sequence tokens (model.eos_token_id, an import's), which
+  // are kept in the output as transformers' generate() keeps them.
+  const std::vector<int64_t>& eos = mc.eos_token_id;
+  bool at_eos = false;
   for (int64_t i = 0; i < o.tokens; ++i) {
     const int64_t next = choose(logits[0][logits.size(1) - 1], o, gen);
     out.push_back(next);
+    at_eos = std::find(eos.begin(), eos.end(), next) != eos.end();
+    if (at_eos) break;
     if (i + 1 < o.tokens) logits = m.model->decode(torch::tensor({next}, torch::kLong).unsqueeze(0), cache);
   }
   std::string text;
   if (m.bytes) {
-    for (int64_t id : out) text += static_cast<char>(id);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!(at_eos && i + 1 == out.size())) text += static_cast<char>(out[i]);
   }
   if (o.json) {
-    nlohmann::json j = {{"source", m.source}, {"prompt", prompt}, {"tokens", out}};
+    nlohmann::json j = {
+        {"source", m.source}, {"prompt", prompt}, {"tokens", out}, {"stopped", at_eos ? "eos" : "length"}};
     if (m.bytes) j["text"] = text;
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else {

@@ -41,7 +41,7 @@ void add_gpt(const ModelConfig& m, std::vector<HfTensorName>& out) {
     out.push_back({std::move(g), std::move(hf), std::move(shape), transpose});
   };
   add("wte.weight", "transformer.wte.weight", {V, C});
-  add("wpe.weight", "transformer.wpe.weight", {m.seq_len, C});
+  add("wpe.weight", "transformer.wpe.weight", {m.context_length(), C});
   for (int64_t i = 0; i < m.n_layer; ++i) {
     const std::string g = "h." + std::to_string(i) + ".", hf = "transformer.h." + std::to_string(i) + ".";
     add(g + "ln1.weight", hf + "ln_1.weight", {C});
@@ -210,8 +210,10 @@ torch::Tensor HfCheckpointReader::read(const std::string& gtrain_name) const {
 
 HfExportResult write_hf_checkpoint(const std::string& out_dir, const ModelConfig& m, torch::ScalarType dtype,
                                    int64_t max_shard_bytes, const std::map<std::string, std::string>& metadata,
-                                   const std::function<torch::Tensor(const std::string&)>& read) {
+                                   const std::function<torch::Tensor(const std::string&)>& read,
+                                   const nlohmann::json& generation_source) {
   const nlohmann::json config = hf_config_json(m, dtype_config_name(dtype));
+  const nlohmann::json generation = hf_generation_config_json(m, generation_source);
   const std::vector<HfTensorName> names = hf_tensor_names(m);
   const fs::path out(out_dir);
   std::error_code ec;
@@ -250,6 +252,12 @@ HfExportResult write_hf_checkpoint(const std::string& out_dir, const ModelConfig
       std::ofstream cj(tmp / "config.json");
       cj << config.dump(2) << "\n";
       if (!(cj.flush())) throw CheckpointError((tmp / "config.json").string() + ": write failed (disk full?)");
+    }
+    if (!generation.empty()) {
+      std::ofstream gj(tmp / "generation_config.json");
+      gj << generation.dump(2) << "\n";
+      if (!(gj.flush()))
+        throw CheckpointError((tmp / "generation_config.json").string() + ": write failed (disk full?)");
     }
     std::map<std::string, std::string> meta = metadata;
     meta["format"] = "pt";

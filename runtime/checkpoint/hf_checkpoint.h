@@ -71,9 +71,12 @@ struct HfExportResult {
 // model.safetensors.index.json. `read(gtrain_name)` gives each parameter in gtrain's layout, one at
 // a time; it is cast to `dtype`. The directory is written as a sibling temporary one, read back
 // against CRC-32C checksums, then renamed into place (an existing Hugging Face directory there is
-// replaced). `metadata` goes into each safetensors header beside "format": "pt".
+// replaced). `metadata` goes into each safetensors header beside "format": "pt". Beside config.json
+// goes generation_config.json: `generation_source` (the imported model's, {} for none) with the
+// model's special tokens, when there is any.
 HfExportResult write_hf_checkpoint(const std::string& out_dir, const ModelConfig& m, torch::ScalarType dtype,
                                    int64_t max_shard_bytes, const std::map<std::string, std::string>& metadata,
-                                   const std::function<torch::Tensor(const std::string&)>& read);
+                                   const std::function<torch::Tensor(const std::string&)>& read,
+                                   const nlohmann::json& generation_source = {});
 
 }  // namespace gtrain

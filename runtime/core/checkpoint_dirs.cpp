@@ -55,7 +55,11 @@ std::string resolve_checkpoint_path(const std::string& path, const std::string& 
     } catch (const Error&) {  // unreadable: the two places above were all there is
     }
   }
-  throw ConfigError((what.empty() ? "" : what + ": ") + path + ": not a checkpoint, and holds no committed checkpoint");
+  const std::string prefix = what.empty() ? "" : what + ": ";
+  if (!fs::exists(path, ec))
+    throw ConfigError(prefix + path + ": does not exist",
+                      "give a run directory, its checkpoints folder, a checkpoint, or a Hugging Face model directory");
+  throw ConfigError(prefix + path + ": not a checkpoint, and holds no committed checkpoint");
 }
 
 void check_init_from(const std::string& path) {

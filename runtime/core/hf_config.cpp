@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <variant>
 
@@ -128,8 +129,8 @@ HfFamily family_of(const ConfigJson& c) {
 }
 
 // The [model] keys config.json may decide, as members, so one table sets, compares and prints them.
-using Member =
-    std::variant<int64_t ModelConfig::*, double ModelConfig::*, bool ModelConfig::*, std::string ModelConfig::*>;
+using Member = std::variant<int64_t ModelConfig::*, double ModelConfig::*, bool ModelConfig::*,
+                            std::string ModelConfig::*, std::vector<int64_t> ModelConfig::*>;
 const std::map<std::string, Member>& derivable() {
   static const std::map<std::string, Member> m = {
       {"name", &ModelConfig::name},
@@ -151,6 +152,10 @@ const std::map<std::string, Member>& derivable() {
       {"rope_original_max_positions", &ModelConfig::rope_original_max_positions},
       {"qk_norm", &ModelConfig::qk_norm},
       {"qkv_bias", &ModelConfig::qkv_bias},
+      {"max_positions", &ModelConfig::max_positions},
+      {"bos_token_id", &ModelConfig::bos_token_id},
+      {"eos_token_id", &ModelConfig::eos_token_id},
+      {"pad_token_id", &ModelConfig::pad_token_id},
   };
   return m;
 }
@@ -179,7 +184,10 @@ class Deriver {
   void set(const std::string& key, T ModelConfig::*member, T value, const std::string& hf_key,
            const nlohmann::json& hf_value) {
     s_.model.*member = value;
-    s_.derived.push_back({key, hf_key, hf_value.dump()});
+    // A later source of the same key (generation_config.json after config.json) replaces it.
+    auto& ds = s_.derived;
+    ds.erase(std::remove_if(ds.begin(), ds.end(), [&](const HfDerivedKey& k) { return k.key == key; }), ds.end());
+    ds.push_back({key, hf_key, hf_value.dump()});
   }
   // config.json's `hf_key` (inside `in` when given, named prefix + hf_key) as a positive integer / number.
   void positive(const std::string& key, int64_t ModelConfig::*member, const std::string& hf_key,
@@ -205,6 +213,8 @@ void read_gpt2(const ConfigJson& c, HfModelShape& s) {
   d.positive("n_layer", &ModelConfig::n_layer, "n_layer");
   d.positive("n_head", &ModelConfig::n_head, "n_head");
   d.positive("n_embd", &ModelConfig::n_embd, "n_embd");
+  // The position table has n_positions rows; a job may train on a shorter seq_len (its first rows).
+  d.positive("max_positions", &ModelConfig::max_positions, "n_positions");
   d.positive("seq_len", &ModelConfig::seq_len, "n_positions");
   d.positive("vocab", &ModelConfig::vocab, "vocab_size");
   const bool tied = c.boolean("tie_word_embeddings", true);  // GPT2Config's default
@@ -295,8 +305,8 @@ void read_llama(const ConfigJson& c, HfModelShape& s) {
   const double eps = c.has("rms_norm_eps") ? c.number("rms_norm_eps") : 1e-6;
   d.set("norm_eps", &ModelConfig::norm_eps, eps, "rms_norm_eps", nlohmann::json(eps));
   read_rope(c, s);
-  if (c.has("max_position_embeddings") && j.at("max_position_embeddings").is_number_integer())
-    s.max_positions = j.at("max_position_embeddings").get<int64_t>();
+  if (c.has("max_position_embeddings"))
+    d.positive("max_positions", &ModelConfig::max_positions, "max_position_embeddings");
   const bool qwen2 = s.family == HfFamily::qwen2, qwen3 = s.family == HfFamily::qwen3;
   // Qwen2's q, k and v projections always have biases; Llama's and Qwen3's attention_bias would put
   // one on o_proj too, which gtrain's llama has not.
@@ -320,6 +330,51 @@ void read_llama(const ConfigJson& c, HfModelShape& s) {
         str(c.path(), ": num_key_value_heads = ", m.n_kv_head, " does not divide num_attention_heads = ", m.n_head));
   if (m.head_dim % 2 != 0)
     throw ConfigError(str(c.path(), ": the head width ", m.head_dim, " is odd; rotary embeddings need it even"));
+}
+
+// A token id in config.json or generation_config.json: null / absent (none), an integer, or (eos)
+// a list of integers.
+std::vector<int64_t> token_ids(const ConfigJson& c, const std::string& key, bool list) {
+  if (!c.has(key)) return {};
+  const nlohmann::json& v = c.json().at(key);
+  std::vector<int64_t> out;
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return {v.get<int64_t>()};
+  if (list && v.is_array()) {
+    for (const auto& x : v) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0) c.fail(key, v, "a token id or a list of token ids");
+      out.push_back(x.get<int64_t>());
+    }
+    return out;
+  }
+  c.fail(key, v, list ? "a token id or a list of token ids" : "a token id");
+}
+
+// The special tokens: config.json's, then generation_config.json's where it has them (what
+// transformers' generate() uses).
+void read_special_tokens(const ConfigJson& c, const std::string& dir, HfModelShape& s) {
+  Deriver d(c, s);
+  std::vector<const ConfigJson*> sources = {&c};
+  std::optional<ConfigJson> gen;
+  const std::string gen_path = (fs::path(dir) / "generation_config.json").string();
+  std::error_code ec;
+  if (fs::is_regular_file(gen_path, ec)) {
+    nlohmann::json j = read_json_file(gen_path);
+    if (!j.is_object()) throw ConfigError(gen_path + ": expected a JSON object, got " + std::string(j.type_name()));
+    gen.emplace(std::move(j), gen_path);
+    sources.push_back(&*gen);
+  }
+  for (const ConfigJson* src : sources) {
+    const std::string where = src == &c ? "" : "generation_config.json: ";
+    for (const char* key : {"bos_token_id", "pad_token_id"}) {
+      const auto ids = token_ids(*src, key, false);
+      if (!ids.empty())
+        d.set(key, key[0] == 'b' ? &ModelConfig::bos_token_id : &ModelConfig::pad_token_id, ids[0], where + key,
+              src->json().at(key));
+    }
+    const auto eos = token_ids(*src, "eos_token_id", true);
+    if (!eos.empty())
+      d.set("eos_token_id", &ModelConfig::eos_token_id, eos, where + "eos_token_id", src->json().at("eos_token_id"));
+  }
 }
 
 }  // namespace
@@ -397,6 +452,8 @@ HfModelShape read_hf_config(const std::string& dir, const ModelConfig& base) {
   } else {
     read_llama(c, s);
   }
+  read_special_tokens(c, dir, s);
+  s.max_positions = s.model.max_positions;
   return s;
 }
 
@@ -411,6 +468,10 @@ std::vector<std::string> merge_hf_model_config(ModelConfig& model, const std::se
   for (const auto& d : s.derived) {
     if (!given.count(d.key)) continue;
     if (literal_of(out, d.key) == literal_of(s.model, d.key)) continue;
+    // The job's own special tokens win (a chat fine-tune adds its end-of-turn token); a shorter
+    // seq_len than GPT-2's n_positions trains the position table's first rows.
+    if (is_token_id_key(d.key)) continue;
+    if (d.key == "seq_len" && s.family == HfFamily::gpt2 && out.seq_len <= s.model.max_positions) continue;
     // n_kv_head = 0 (= n_head), head_dim = 0, intermediate_size = 0: their rule's value counts.
     const int64_t rule = resolved(out, d.key);
     if (rule >= 0 && literal_of(out, d.key) == "0" && rule == resolved(s.model, d.key)) continue;
@@ -444,13 +505,14 @@ nlohmann::json hf_config_json(const ModelConfig& m, const std::string& dtype) {
                       {"torch_dtype", dtype},
                       {"use_cache", true}};
   if (f == HfFamily::gpt2) {
-    // GPT-2's defaults put bos/eos at 50256, which a smaller vocabulary does not hold.
+    // GPT-2's defaults put bos/eos at 50256, which a smaller vocabulary does not hold; the model's
+    // own tokens (an import's) win.
     const nlohmann::json special = m.vocab > 50256 ? nlohmann::json(50256) : nlohmann::json(nullptr);
     j.update({{"n_layer", m.n_layer},
               {"n_head", m.n_head},
               {"n_embd", m.n_embd},
-              {"n_positions", m.seq_len},
-              {"n_ctx", m.seq_len},
+              {"n_positions", m.context_length()},
+              {"n_ctx", m.context_length()},
               {"n_inner", nullptr},
               {"activation_function", "gelu_new"},
               {"layer_norm_epsilon", 1e-5},
@@ -462,15 +524,18 @@ nlohmann::json hf_config_json(const ModelConfig& m, const std::string& dtype) {
               {"attn_pdrop", m.dropout},
               {"bos_token_id", special},
               {"eos_token_id", special}});
+    j.update(hf_special_tokens_json(m));
     return j;
   }
   nlohmann::json rope_scaling = nullptr;
   // The context the model is meant for: the job's, or with Llama 3's scaling the one it stretches to
   // (transformers warns when original_max_position_embeddings is not below it).
-  int64_t max_positions = m.seq_len;
-  if (m.rope_scaling == "llama3") {
+  int64_t max_positions = m.max_positions > 0 ? m.max_positions : m.seq_len;
+  if (m.rope_scaling == "llama3" && m.max_positions == 0) {
     const auto stretched = static_cast<int64_t>(std::ceil(m.rope_original_max_positions * m.rope_factor));
     max_positions = std::max({max_positions, stretched, m.rope_original_max_positions + 1});
+  }
+  if (m.rope_scaling == "llama3") {
     rope_scaling = {{"rope_type", "llama3"},
                     {"factor", m.rope_factor},
                     {"low_freq_factor", m.rope_low_freq_factor},
@@ -494,6 +559,33 @@ nlohmann::json hf_config_json(const ModelConfig& m, const std::string& dtype) {
   if (f != HfFamily::llama) {
     j.update({{"use_sliding_window", false}, {"sliding_window", nullptr}, {"max_window_layers", m.n_layer}});
   }
+  j.update(hf_special_tokens_json(m));
+  return j;
+}
+
+nlohmann::json read_hf_generation_config(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "generation_config.json").string();
+  std::error_code ec;
+  if (dir.empty() || !fs::is_regular_file(path, ec)) return nlohmann::json::object();
+  nlohmann::json j = read_json_file(path);
+  if (!j.is_object()) throw ConfigError(path + ": expected a JSON object, got " + std::string(j.type_name()));
+  return j;
+}
+
+nlohmann::json hf_special_tokens_json(const ModelConfig& m) {
+  nlohmann::json j = nlohmann::json::object();
+  if (m.bos_token_id >= 0) j["bos_token_id"] = m.bos_token_id;
+  if (m.eos_token_id.size() == 1) j["eos_token_id"] = m.eos_token_id[0];
+  if (m.eos_token_id.size() > 1) j["eos_token_id"] = m.eos_token_id;
+  if (m.pad_token_id >= 0) j["pad_token_id"] = m.pad_token_id;
+  return j;
+}
+
+nlohmann::json hf_generation_config_json(const ModelConfig& m, const nlohmann::json& source) {
+  nlohmann::json j = source.is_object() ? source : nlohmann::json::object();
+  // The model's tokens replace the source's (the same after a plain import).
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) j.erase(key);
+  j.update(hf_special_tokens_json(m));
   return j;
 }
 

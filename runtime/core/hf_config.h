@@ -32,8 +32,8 @@ struct HfDerivedKey {
 struct HfModelShape {
   std::string config_path;  // <dir>/config.json
   HfFamily family = HfFamily::gpt2;
-  ModelConfig model;                  // name "gpt" or "llama", every derived key set
-  int64_t max_positions = 0;          // the context it was made for (max_position_embeddings; 0 = not given)
+  ModelConfig model;          // name "gpt" or "llama", every derived key set
+  int64_t max_positions = 0;  // the context it was made for (n_positions, max_position_embeddings; 0 = not given)
   std::vector<HfDerivedKey> derived;  // the keys config.json decides, name first
 };
 
@@ -71,6 +71,19 @@ std::vector<std::string> merge_hf_model_config(ModelConfig& model, const std::se
 HfFamily hf_family_of(const ModelConfig& m);
 
 // config.json for `m` (hf_family_of's architecture); `dtype` is "float32", "bfloat16" or "float16".
+// Its context is model.max_positions (0: seq_len, or what llama3 rope scaling stretches to), its
+// special tokens the model's bos/eos/pad ids.
 nlohmann::json hf_config_json(const ModelConfig& m, const std::string& dtype);
+
+// The model's special tokens as config.json and generation_config.json write them (an absent key:
+// none; one eos id as an integer, several as a list).
+nlohmann::json hf_special_tokens_json(const ModelConfig& m);
+
+// generation_config.json for `m`: the source model's (an import's, {} when none) with the model's
+// special tokens, so transformers' generate() stops at the model's end-of-sequence tokens.
+nlohmann::json hf_generation_config_json(const ModelConfig& m, const nlohmann::json& source = {});
+
+// Reads a directory's generation_config.json ({} when it has none; ConfigError when it is not JSON).
+nlohmann::json read_hf_generation_config(const std::string& dir);
 
 }  // namespace gtrain

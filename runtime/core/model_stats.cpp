@@ -78,13 +78,14 @@ void set_activation_bytes(ModelStats& s) {
 }  // namespace
 
 ModelStats gpt_stats(int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t seq_len, int64_t vocab,
-                     bool tied_embeddings, double dropout) {
+                     bool tied_embeddings, double dropout, int64_t positions) {
   ModelStats s;
   s.dropout = dropout;
   const int64_t C = n_embd;
   // Per block: 2 LayerNorms (4C), qkv (3C^2 + 3C), attention proj (C^2 + C), fc (4C^2 + 4C), proj (4C^2 + C).
   s.params_per_block = 12 * C * C + 13 * C;
-  s.params = vocab * C + seq_len * C + n_layer * s.params_per_block + 2 * C + (tied_embeddings ? 0 : vocab * C);
+  s.params = vocab * C + (positions > 0 ? positions : seq_len) * C + n_layer * s.params_per_block + 2 * C +
+             (tied_embeddings ? 0 : vocab * C);
   set_decoder_shape(s, n_layer, n_head, n_embd, seq_len, vocab);
   const double T = static_cast<double>(seq_len), Cd = static_cast<double>(C);
   const double L = static_cast<double>(n_layer), V = static_cast<double>(vocab);
@@ -124,7 +125,7 @@ ModelStats llama_stats(const ModelConfig& c, int64_t vocab) {
 bool decoder_stats(const ModelConfig& c, int64_t vocab, ModelStats* out) {
   if (!c.plugin.empty()) return false;
   if (c.name == "gpt") {
-    *out = gpt_stats(c.n_layer, c.n_head, c.n_embd, c.seq_len, vocab, c.tied_embeddings, c.dropout);
+    *out = gpt_stats(c.n_layer, c.n_head, c.n_embd, c.seq_len, vocab, c.tied_embeddings, c.dropout, c.max_positions);
     return true;
   }
   if (c.name == "llama") {

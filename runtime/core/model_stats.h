@@ -49,9 +49,10 @@ struct ModelStats {
   bool is_transformer() const { return heads > 0 && hidden > 0 && seq_len > 0; }
 };
 
-// A GPT's stats from its shape alone (parameters, FLOPs, activations), without building it.
+// A GPT's stats from its shape alone (parameters, FLOPs, activations), without building it;
+// `positions` rows of the position table (0 = seq_len).
 ModelStats gpt_stats(int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t seq_len, int64_t vocab,
-                     bool tied_embeddings, double dropout = 0.0);
+                     bool tied_embeddings, double dropout = 0.0, int64_t positions = 0);
 
 struct ModelConfig;
 

@@ -64,8 +64,14 @@ Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : DecoderLm(c, spec, "gpt")
     throw ConfigError("model.n_head = " + std::to_string(c.n_head) +
                       " must divide model.n_embd = " + std::to_string(c.n_embd));
   }
+  if (c.max_positions > 0 && c.seq_len > c.max_positions) {
+    throw ConfigError("model.seq_len = " + std::to_string(c.seq_len) + " exceeds model.max_positions = " +
+                          std::to_string(c.max_positions) + ", the rows of gpt's position table",
+                      "set model.seq_len to at most " + std::to_string(c.max_positions));
+  }
   wte = register_module("wte", VocabParallelEmbedding(vocab_, c.n_embd));
-  wpe = register_module("wpe", torch::nn::Embedding(c.seq_len, c.n_embd));
+  // A shorter seq_len trains the table's first rows; the rest are kept for export (GPT-2's 1024).
+  wpe = register_module("wpe", torch::nn::Embedding(c.context_length(), c.n_embd));
   h = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.n_layer; ++i) h->push_back(GptBlock(c.n_embd, c.n_head, c.dropout, i));
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
@@ -128,7 +134,7 @@ void Gpt::shard_tensor_parallel(std::shared_ptr<Communicator> tp) {
 
 ModelStats Gpt::stats(const DataSpec& spec) const {
   ModelStats s = gpt_stats(config_.n_layer, config_.n_head, config_.n_embd, config_.seq_len, vocab_,
-                           config_.tied_embeddings, config_.dropout);
+                           config_.tied_embeddings, config_.dropout, config_.max_positions);
   s.params = num_parameters();  // equal to the formula; counted so a change to the module shows
   return s;
 }

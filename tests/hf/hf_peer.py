@@ -25,7 +25,8 @@ import torch.nn.functional as F
 import transformers
 from transformers import AutoModelForCausalLM
 
-T = 40  # context: a prompt of 4 and 32 generated tokens fit
+T = 40  # the jobs' seq_len: a prompt of 4 and 32 generated tokens fit
+CONTEXT = 2 * T  # the models' own context (n_positions, max_position_embeddings)
 V = 256  # vocabulary
 B = 8  # global batch
 MASK = (1 << 64) - 1
@@ -64,10 +65,12 @@ def perturb(model, seed):
 def make_model(family, tied, seed=1):
     torch.manual_seed(seed)
     common = dict(vocab_size=V, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=1, pad_token_id=None)
+    # A context longer than the jobs' seq_len T: gtrain trains on the first T positions (GPT-2's
+    # position table keeps all its rows) and carries the length through export.
     llama_like = dict(num_hidden_layers=2, num_attention_heads=4, hidden_size=64, intermediate_size=96,
-                      max_position_embeddings=T, rms_norm_eps=1e-5, **common)
+                      max_position_embeddings=CONTEXT, rms_norm_eps=1e-5, **common)
     if family == "gpt2":
-        cfg = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=64, n_positions=T, **common)
+        cfg = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=64, n_positions=CONTEXT, **common)
     elif family == "llama":  # grouped-query attention, Llama 3 rope scaling
         cfg = transformers.LlamaConfig(num_key_value_heads=2, rope_theta=500000.0,
                                        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
@@ -225,6 +228,18 @@ def export_case(gtrain, tmp, family, tied, dtype="float32", shard=None):
         logging.getLogger("transformers").removeHandler(handler)
     if seen:
         raise AssertionError(f"transformers warned while loading {out}: {seen}")
+    # What generation needs is carried through: special tokens, generation config, context length.
+    with open(os.path.join(src, "config.json")) as f:
+        src_cfg = json.load(f)
+    with open(os.path.join(out, "config.json")) as f:
+        out_cfg = json.load(f)
+    length_key = "n_positions" if family == "gpt2" else "max_position_embeddings"
+    for key in ("bos_token_id", "eos_token_id", length_key):
+        if out_cfg.get(key) != src_cfg.get(key):
+            raise AssertionError(f"{out}/config.json: {key} = {out_cfg.get(key)}, the source's is {src_cfg.get(key)}")
+    gen = transformers.GenerationConfig.from_pretrained(out)
+    if (gen.bos_token_id, gen.eos_token_id) != (0, 1):
+        raise AssertionError(f"{out}/generation_config.json: bos {gen.bos_token_id}, eos {gen.eos_token_id}, want 0, 1")
     if dtype != "float32":  # the run's weights rounded to dtype: compare transformers with gtrain on that
         job2 = os.path.join(tmp, "job2.toml")
         job_toml(job2, out, data.path, data.eval_path, 1)
@@ -235,21 +250,39 @@ def export_case(gtrain, tmp, family, tied, dtype="float32", shard=None):
     prompt = [int(t) for t in data.eval_tokens[:4]]
     for source in (os.path.join(tmp, "run"), out):
         ok &= same_greedy_tokens(gtrain, source, loaded, prompt, 32)
+    # Stopping at EOS, for real: make the 6th greedy token the end-of-sequence token of the exported
+    # directory; gtrain sample and transformers' generate() both stop there, keeping it.
+    free = greedy_tokens(gtrain, out, prompt, 32)
+    eos = free[min(5, len(free) - 1)]
+    for name in ("config.json", "generation_config.json"):
+        path = os.path.join(out, name)
+        with open(path) as f:
+            j = json.load(f)
+        j["eos_token_id"] = eos
+        with open(path, "w") as f:
+            json.dump(j, f)
+    stopped = greedy_tokens(gtrain, out, prompt, 32)
+    if stopped != free[:free.index(eos) + 1]:
+        raise AssertionError(f"gtrain sample with eos {eos}: {stopped}, want {free[:free.index(eos) + 1]}")
+    ok &= same_greedy_tokens(gtrain, out, load(out), prompt, 32)
     return ok
 
 
-def same_greedy_tokens(gtrain, source, model, prompt, n):
-    """gtrain sample --temperature 0 (a run, or a Hugging Face directory) against transformers'
-    generate(do_sample=False), token for token."""
+def greedy_tokens(gtrain, source, prompt, n):
     cmd = [gtrain, "sample", source, "--prompt-ids", ",".join(map(str, prompt)), "--tokens", str(n),
            "--temperature", "0", "--json"]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}")
-    got = json.loads(r.stdout)["tokens"]
-    with torch.no_grad():
-        out = model.generate(torch.tensor([prompt]), max_new_tokens=n, min_new_tokens=n, do_sample=False,
-                             eos_token_id=None, pad_token_id=0, bos_token_id=None)
+    return json.loads(r.stdout)["tokens"]
+
+
+def same_greedy_tokens(gtrain, source, model, prompt, n):
+    """gtrain sample --temperature 0 (a run, or a Hugging Face directory) against transformers'
+    generate(do_sample=False), token for token, both stopping at the model's end-of-sequence token."""
+    got = greedy_tokens(gtrain, source, prompt, n)
+    with torch.no_grad():  # the model's own generation config: it stops at its eos_token_id
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False, pad_token_id=0)
     want = out[0, len(prompt):].tolist()
     same = got == want
     print(f"  greedy {n} tokens from {os.path.basename(source)}: {'equal' if same else 'DIFFERENT'}"

@@ -37,6 +37,14 @@ struct ModelConfig {
   int64_t rope_original_max_positions = 8192;  // llama3 scaling: original_max_position_embeddings
   bool qk_norm = false;                        // RMSNorm over each head of q and k (Qwen3)
   bool qkv_bias = false;                       // biases on the q, k, v projections (Qwen2)
+  // gpt, llama: what generation and a Hugging Face export need (import carries them through).
+  int64_t max_positions = 0;          // longest context: gpt's position-table rows, llama's exported; 0 = seq_len
+  int64_t bos_token_id = -1;          // beginning-of-sequence token (-1 = none)
+  std::vector<int64_t> eos_token_id;  // end-of-sequence tokens: generation stops at any (empty = none)
+  int64_t pad_token_id = -1;          // padding token (-1 = none)
+
+  // The context the model was made for: max_positions, or seq_len when it is 0.
+  int64_t context_length() const { return max_positions > 0 ? max_positions : seq_len; }
 
   // The resolved attention head width and MLP width of a llama (0 keys replaced by their rule).
   int64_t llama_head_dim() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
@@ -87,6 +95,15 @@ struct ModelConfig {
       "llama3 rope scaling: original_max_position_embeddings.", cfg::at_least(1));
     v("qk_norm", qk_norm, "llama: RMSNorm over each head of q and k before the rotation (Qwen3).");
     v("qkv_bias", qkv_bias, "llama: biases on the q, k and v projections (Qwen2).");
+    v("max_positions", max_positions,
+      "gpt, llama: the longest context (gpt: rows of the position table, of which a shorter seq_len uses the "
+      "first; llama: max_position_embeddings when exported); 0 = seq_len. A Hugging Face import sets it.",
+      cfg::at_least(0));
+    v("bos_token_id", bos_token_id, "gpt, llama: beginning-of-sequence token id, for export (-1 = none).",
+      cfg::at_least(-1));
+    v("eos_token_id", eos_token_id,
+      "gpt, llama: end-of-sequence token ids: gtrain sample stops at any, exports carry them ([] = none).");
+    v("pad_token_id", pad_token_id, "gpt, llama: padding token id, for export (-1 = none).", cfg::at_least(-1));
   }
 };
 
@@ -99,8 +116,15 @@ inline bool is_llama_only_key(const std::string& key) {
          key.rfind("rope_", 0) == 0 || key == "qk_norm" || key == "qkv_bias";
 }
 
+// The special tokens: facts for generation and export, not for the parameters or the trajectory.
+inline bool is_token_id_key(const std::string& key) {
+  return key == "bos_token_id" || key == "eos_token_id" || key == "pad_token_id";
+}
+
 inline bool model_key_shapes_parameters(const std::string& name, const std::string& key) {
   if (key == "name") return true;
+  if (is_token_id_key(key)) return false;
+  if (key == "max_positions") return name == "gpt";  // gpt's position table; llama's export only
   if (key == "plugin" || key == "dropout" || key == "init_std" || key == "preset") return false;
   if (name == "mlp") return key == "hidden";
   if (name == "cnn") return key == "channels";

@@ -22,6 +22,8 @@ void llama3(ModelConfig& c, int64_t layers, int64_t heads, int64_t width, int64_
   c.rope_factor = factor, c.rope_low_freq_factor = 1.0, c.rope_high_freq_factor = 4.0;
   c.rope_original_max_positions = 8192;
   c.qk_norm = false, c.qkv_bias = false;
+  // What generation and an export need, as the base models' config.json gives them.
+  c.max_positions = 131072, c.bos_token_id = 128000, c.eos_token_id = {128001};
 }
 
 void qwen3(ModelConfig& c, int64_t layers, int64_t heads, int64_t width, int64_t mlp, bool tied) {
@@ -30,6 +32,7 @@ void qwen3(ModelConfig& c, int64_t layers, int64_t heads, int64_t width, int64_t
   c.intermediate_size = mlp, c.vocab = 151936, c.seq_len = 2048, c.tied_embeddings = tied;
   c.norm_eps = 1e-6, c.rope_theta = 1000000.0, c.rope_scaling = "none";
   c.qk_norm = true, c.qkv_bias = false;
+  c.max_positions = 40960, c.bos_token_id = 151643, c.eos_token_id = {151645};
 }
 
 const std::vector<Preset>& presets() {
@@ -45,11 +48,13 @@ const std::vector<Preset>& presets() {
        [](ModelConfig& c) {
          llama3(c, 4, 4, 128, 384, true, 8.0);
          c.n_kv_head = 2, c.vocab = 0, c.seq_len = 128, c.rope_original_max_positions = 64;
+         c.max_positions = 0, c.bos_token_id = -1, c.eos_token_id.clear();  // no tokenizer: bytes
        }},
       {"qwen3-tiny",
        [](ModelConfig& c) {
          qwen3(c, 4, 4, 128, 256, false);
          c.n_kv_head = 2, c.head_dim = 64, c.vocab = 0, c.seq_len = 128;
+         c.max_positions = 0, c.bos_token_id = -1, c.eos_token_id.clear();
        }},
   };
   return all;
