@@ -4,11 +4,11 @@
 #include <c10/util/Logging.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "launcher/cli/cli.h"
 #include "launcher/launch/stage_handoff.h"
+#include "runtime/core/disk_space.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/rank_output.h"
 #include "runtime/core/schedule.h"
@@ -27,8 +27,13 @@ int main(int argc, char** argv) {
     return gtrain::cli_main(argc, argv);
   } catch (const gtrain::Error& e) {
     // Under a launching gtrain: an error a restart would meet again ends the stage, not the attempt.
-    if (const char* outcome = std::getenv(gtrain::kEnvStageOutcomeFile); outcome && *outcome && !e.retryable())
-      std::ofstream(outcome, std::ios::app) << "fatal\n";
+    // A full disk says so on the next line, for the launcher's stage record (the reserve beside the
+    // outcome file gives the room to say it).
+    if (const char* outcome = std::getenv(gtrain::kEnvStageOutcomeFile); outcome && *outcome && !e.retryable()) {
+      std::string said = "fatal";
+      if (dynamic_cast<const gtrain::DiskFullError*>(&e)) said += std::string("\nfailed: disk full: ") + e.what();
+      gtrain::append_record_line(outcome, said);
+    }
     return gtrain::fail_process(gtrain::format_error(e), e.exit_code());
   } catch (const c10::Error& e) {
     return gtrain::fail_process(std::string("gtrain: torch error: ") + e.what_without_backtrace(),

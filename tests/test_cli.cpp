@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "launcher/commands/run_command.h"
 #include "launcher/commands/stage_commands.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
@@ -349,6 +350,21 @@ TEST(Cli, LauncherIsTorchFreeAndHandsCommandsToTheWorker) {
 
 namespace gtrain {
 namespace {
+
+// checkpoint.interval = 0 on a long stage: the start-up line says what a failure would lose and the
+// interval that saves about every 30 minutes; nothing is said for a short stage or with an interval.
+TEST(Cli, UnsavedWorkIsSaidAtStartForLongStages) {
+  JobConfig cfg;
+  Plan plan;
+  plan.est_step_seconds = 2.0;
+  const std::string note = unsaved_work_note(cfg, plan, 10000);  // 20000 s of training at risk
+  EXPECT_NE(note.find("checkpoint.interval = 0: nothing is saved before the end"), std::string::npos) << note;
+  EXPECT_NE(note.find("5.6 h of training at the planned 2 s a step"), std::string::npos) << note;
+  EXPECT_NE(note.find("checkpoint.interval = 900 saves about every 30 min"), std::string::npos) << note;
+  EXPECT_EQ(unsaved_work_note(cfg, plan, 100), "");  // 200 s: the tour's stages say nothing
+  cfg.checkpoint.interval = 500;
+  EXPECT_EQ(unsaved_work_note(cfg, plan, 10000), "");
+}
 
 // train.fused_loss = "on" trains gpt along the same trajectory as the plain output layer.
 TEST(Cli, FusedLossFollowsThePlainTrajectory) {

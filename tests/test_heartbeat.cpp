@@ -74,6 +74,31 @@ TEST(HangRule, NamesTheRankWhoseHeartbeatStoppedElseTheFirstToStall) {
       "");
 }
 
+// A stop request during a step that would run past the save lead: the step is abandoned once the
+// lead (save_safety x the longest measured save + min_lead_s, at least 10 s) has passed, never while a
+// save is under way or the ranks are starting up.
+TEST(StopGrace, LongStepIsAbandonedAfterTheSaveLead) {
+  std::vector<HeartbeatRecord> beats = {beat(0, "forward", 3, 1000.0, 1100.0, 472.0),
+                                        beat(1, "backward", 3, 1010.0, 1100.0, 470.0)};
+  beats[0].save_s = 4.0;
+  EXPECT_DOUBLE_EQ(stop_grace_s(beats, 2.0, 5.0), 13.0);                          // 2 x 4 s + 5 s
+  EXPECT_DOUBLE_EQ(stop_grace_s({beat(0, "forward", 3, 0, 0)}, 2.0, 5.0), 10.0);  // no save yet: the floor
+  EXPECT_EQ(abandoned_step(beats, 1050.0, 1062.0, 2.0, 5.0), "");                 // 12 s < 13 s
+  const std::string line = abandoned_step(beats, 1050.0, 1064.0, 2.0, 5.0);
+  EXPECT_NE(line.find("the stop request came 14 s ago and rank 0 is still in step 4 (forward, its steps take up "
+                      "to 472 s)"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("within the save lead of 13 s"), std::string::npos) << line;
+  beats[1].phase = "save";  // a save under way commits or not at all: waited for
+  EXPECT_EQ(abandoned_step(beats, 1050.0, 2000.0, 2.0, 5.0), "");
+  beats[1].phase = "done";  // exiting
+  EXPECT_EQ(abandoned_step(beats, 1050.0, 2000.0, 2.0, 5.0), "");
+  // A start-up that outlasts the lead has nothing to save: it is ended too.
+  beats[1].phase = "start-up";
+  EXPECT_NE(abandoned_step(beats, 1050.0, 2000.0, 2.0, 5.0), "");
+}
+
 TEST(Heartbeat, ThreadWritesTheFileTheLauncherReads) {
   test::TempDir dir;
   Heartbeat& h = Heartbeat::get();

@@ -2,6 +2,8 @@
 // run starts over, and `gtrain status` on bad or missing records.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -151,6 +153,48 @@ TEST(Cli, StatusWithoutLedgerAndWithBrokenNewestCheckpoint) {
   EXPECT_EQ(j.at("total_steps"), 6);
   EXPECT_TRUE(j.at("goodput").is_null());
   EXPECT_EQ(j.at("latest_checkpoint"), run + "/checkpoints/step_00000003");
+}
+
+// A full disk (a 2.5 MiB tmpfs the test mounts; skipped where mount is not allowed) during an async
+// interval save: the partial checkpoint is removed before anything else, the error names the writer
+// and what holds the space (the checkpoint.keep hint, whichever writer met it first, TensorBoard
+// on), the stage ends at once instead of restarting into the same wall, and stages.jsonl records
+// it as "disk full" from the reserve the launcher kept.
+TEST(Cli, FullDiskEndsTheStageAtOnceWithItsRecord) {
+  test::TempDir dir;
+  const std::string disk = dir.file("disk");
+  fs::create_directories(disk);
+  if (::geteuid() != 0 || run_command("mount -t tmpfs -o size=2560k tmpfs " + disk).exit_code != 0)
+    GTEST_SKIP() << "cannot mount a small tmpfs here (needs root)";
+  struct Unmount {
+    std::string path;
+    ~Unmount() { run_command("umount -l " + path); }
+  } unmount{disk};
+  // ~116k parameters: a checkpoint (weights and AdamW's two moments) is about 1.4 MB: one fits.
+  test::write_file(dir.file("gpt.toml"),
+                   "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 64\nseq_len = 32\nvocab = 256\n"
+                   "[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 4\nsteps = 12\nthreads = 1\n"
+                   "[checkpoint]\ninterval = 2\nkeep = 2\n[log]\nprogress = \"none\"\ntensorboard = true\n"
+                   "[schedule]\nmax_restarts = 2\n");
+  const std::string run = disk + "/run";
+  auto r = gtrain_run(dir.file("gpt.toml"), run);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("gtrain: disk full: " + run), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("No space left on device while writing"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" in " + run + "/checkpoints hold"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(checkpoint.keep = 2)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("restarting the ranks"), std::string::npos) << r.output;
+  for (const auto& e : fs::directory_iterator(run + "/checkpoints"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000002/manifest.json"));
+  const auto ledger = test::lines(test::read_file(run + "/stages.jsonl"));
+  ASSERT_FALSE(ledger.empty());
+  const auto last = nlohmann::json::parse(ledger.back());
+  EXPECT_EQ(last.at("exit").get<std::string>().rfind("failed: disk full: " + run, 0), 0u) << ledger.back();
+  // The next start finds the stage recorded: no "launcher was killed" guess.
+  auto st = run_command(GTRAIN_BINARY " status " + run);
+  EXPECT_NE(st.output.find("disk full"), std::string::npos) << st.output;
+  EXPECT_EQ(st.output.find("was killed"), std::string::npos) << st.output;
 }
 
 }  // namespace

@@ -245,6 +245,11 @@ TEST(Stages, DeadlineStopsAndSavesBeforeTimeLimit) {
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_LT(secs, 4.0 + 1.5) << "launch overhead aside, the stage must end before its limit\n" << r.output;
   EXPECT_NE(r.output.find("deadline (--time-limit)"), std::string::npos) << r.output;
+  // Why it stopped, then what it did: the reason line comes before the summary line.
+  const size_t why = r.output.find("gtrain: stage ended by deadline"), what = r.output.find("gtrain: stage ended at");
+  ASSERT_NE(why, std::string::npos) << r.output;
+  ASSERT_NE(what, std::string::npos) << r.output;
+  EXPECT_LT(why, what) << r.output;
   // The ranks exit 0 and say "resumable" through a file: mpirun prints no abort notice.
   EXPECT_EQ(r.output.find("mpirun detected"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("Primary job"), std::string::npos) << r.output;
@@ -252,6 +257,45 @@ TEST(Stages, DeadlineStopsAndSavesBeforeTimeLimit) {
   auto ckpts = list_checkpoints(dir.file("run/checkpoints"));
   ASSERT_EQ(ckpts.size(), 1u);
   EXPECT_EQ(ckpts[0].step, test::last_train_step(dir.file("run/metrics.jsonl")));
+}
+
+// A stop request that finds a step that cannot end and save within the save lead (a rank stopped by
+// SIGSTOP mid-step stands for a 472 s step): once the lead (10 s here: no save measured yet) has
+// passed, the launcher ends the ranks and exits 3, the stage record says so, and the last committed
+// checkpoint stays intact for the next start.
+TEST(Stages, StopRequestDuringAStepThatCannotEndInTimeAbandonsIt) {
+  test::TempDir dir;
+  test::write_file(dir.file("job.toml"), kGpt);
+  const std::string run = dir.file("run"), metrics = run + "/metrics.jsonl";
+  const std::string args = "run " + dir.file("job.toml") + " --run-dir " + run + " --ranks 1";
+  auto first = test::run_command(GTRAIN_BINARY " " + args + " --set train.steps=5");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const pid_t pid = test::spawn_gtrain(args + " --set train.steps=100000", dir.file("s2.log"));
+  // Until the rank's heartbeat (written every second) shows it in its steps, past step 10.
+  const auto beat_step = [&] {
+    const auto j = nlohmann::json::parse(test::read_file(run + "/.heartbeat/rank-0.json"), nullptr, false);
+    return j.is_object() && j.value("phase", "") != "start-up" ? j.value("step", int64_t{0}) : int64_t{0};
+  };
+  for (int i = 0; i < 2400 && beat_step() < 10; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GE(beat_step(), 10) << test::read_file(dir.file("s2.log"));
+  ASSERT_EQ(std::system(("pkill -STOP -P " + std::to_string(pid)).c_str()), 0);  // the one rank, mid-step
+  const auto t0 = Clock::now();
+  ::kill(pid, SIGUSR1);
+  EXPECT_EQ(test::wait_exit(pid), 3) << test::read_file(dir.file("s2.log"));
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_GE(secs, 9.5);
+  EXPECT_LT(secs, 20.0);
+  const std::string log = test::read_file(dir.file("s2.log"));
+  EXPECT_NE(log.find("cannot end and save within the save lead of 10 s"), std::string::npos) << log;
+  EXPECT_NE(log.find("ending the ranks without a save; the last committed checkpoint stays"), std::string::npos) << log;
+  const auto ledger = test::read_jsonl(run + "/stages.jsonl");
+  ASSERT_EQ(ledger.size(), 2u);
+  const std::string exit = ledger[1].at("exit");
+  EXPECT_EQ(exit.rfind("resumable: stop request; the step under way was abandoned", 0), 0u) << exit;
+  EXPECT_NE(exit.find("resumes from step 5"), std::string::npos) << exit;
+  auto verify = test::run_command(GTRAIN_BINARY " ckpt verify " + run);
+  EXPECT_EQ(verify.exit_code, 0) << verify.output;
+  EXPECT_NE(verify.output.find("step_00000005"), std::string::npos) << verify.output;
 }
 
 // parallel.batch_tolerance lets a fresh start fit the batch to its ranks (10 asked, 9 on 3 ranks); a

@@ -463,6 +463,21 @@ void commit_start(const RankJob& job, const Plan& plan, const TrainerPaths& path
             << ") aside to " << moved.folder << ": " << why << std::endl;
 }
 
+}  // namespace
+
+std::string unsaved_work_note(const JobConfig& cfg, const Plan& plan, int64_t steps_to_go) {
+  if (cfg.checkpoint.interval > 0 || plan.est_step_seconds <= 0 || steps_to_go <= 0) return "";
+  const double at_risk = plan.est_step_seconds * static_cast<double>(steps_to_go);
+  if (at_risk < kUnsavedWorkNoteSeconds) return "";
+  const int64_t every = std::max<int64_t>(1, std::llround(kSuggestedSaveSeconds / plan.est_step_seconds));
+  return str("checkpoint.interval = 0: nothing is saved before the end (or a stop request), so a node failure loses ",
+             "up to the whole stage, ", format_duration_words(at_risk), " of training at the planned ",
+             strf("%.3g", plan.est_step_seconds), " s a step; checkpoint.interval = ", every,
+             " saves about every 30 min (async saves cost a few percent of a step)");
+}
+
+namespace {
+
 // The start-up lines: run, plan, estimate, engine, device, where the weights came from, warnings.
 void print_start(const RankJob& job, const JobParts& parts, const Trainer& trainer, const std::string& engine_desc,
                  const std::string& resume_from, const InitialWeights& initial, const StageOptions& stage) {
@@ -500,6 +515,9 @@ void print_start(const RankJob& job, const JobParts& parts, const Trainer& train
                 << " that are not parameters skipped (buffers such as attn.bias, a tied model's lm_head)\n";
   }
   for (const auto& n : parts.data.notes) std::cerr << "gtrain: warning: " << n << std::endl;
+  if (const std::string risk = unsaved_work_note(cfg, plan, trainer.total_steps() - trainer.steps_done());
+      !risk.empty())
+    std::cout << "gtrain: " << risk << "\n";
   const int64_t batch = cfg.train.global_batch;
   const int64_t eval_batches = parts.data.eval ? (parts.data.eval->size() + batch - 1) / batch : 0;
   if (cfg.train.eval_batches == 0 && eval_batches > kLongEvalBatches) {
@@ -532,14 +550,15 @@ void print_end(const RankJob& job, const TrainSummary& s, int64_t total_steps, b
   if (s.stage_steps != s.steps)
     steps = "step " + std::to_string(s.steps) + " (" + std::to_string(s.stage_steps) + " this stage)";
   const std::string mfu = s.mfu > 0 ? strf(", MFU %.3g%%", 100.0 * s.mfu) : "";
+  // Why the stage stopped comes first, then what it did.
+  if (s.stopped_early) {
+    if (!s.stop_detail.empty()) std::cout << "gtrain: stopping at step " << s.steps << ": " << s.stop_detail << "\n";
+    std::cout << "gtrain: stage ended by " << s.stop_reason << "; checkpoint saved; run the same command to resume"
+              << " (exit code 3)\n";
+  }
   std::cout << strf("gtrain: %s %s in %.1f s (%.0f samples/s, data wait %.2f s%s)  train loss %.4f",
                     s.stopped_early ? "stage ended at" : "done", steps.c_str(), s.seconds, s.samples_per_s,
                     s.data_wait_s, mfu.c_str(), s.final_loss);
-  if (s.stopped_early) {
-    std::cout << "\ngtrain: stage ended by " << s.stop_reason << "; checkpoint saved; run the same command to resume"
-              << " (exit code 3)";
-    if (!s.stop_detail.empty()) std::cout << "\ngtrain: stopping at step " << s.steps << ": " << s.stop_detail;
-  }
   if (has_eval && !s.stopped_early) {
     std::cout << strf("  eval loss %.4f  accuracy %.2f%%", s.eval.loss, 100.0 * s.eval.accuracy);
   }

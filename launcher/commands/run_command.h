@@ -31,6 +31,13 @@ struct JobParts {
 JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks = 1,
                       torch::Device device = torch::kCPU, bool use_fewer_ranks = false);
 
+// A stage this long (its steps to go at the planned step time) with checkpoint.interval = 0 is told
+// what a failure would lose, and the interval that saves about every kSuggestedSaveSeconds.
+inline constexpr double kUnsavedWorkNoteSeconds = 3600;
+inline constexpr double kSuggestedSaveSeconds = 1800;
+// The start-up line saying so ("" = nothing at risk worth a line: an interval is set, or the stage is short).
+std::string unsaved_work_note(const JobConfig& cfg, const Plan& plan, int64_t steps_to_go);
+
 // Runs one job in this process (one rank). Throws gtrain::Error on failure.
 RunOutcome run_job(const RunOptions& options);
 

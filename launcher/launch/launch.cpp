@@ -159,6 +159,7 @@ class MpirunSignals {
   MpirunSignals(const LaunchSpec& spec, pid_t child) : spec_(spec), child_(child) {}
   int aborted_by() const { return aborted_by_; }
   bool stop_requested() const { return requests_ > 0; }
+  double requested_unix() const { return requested_unix_; }
   // Ends the job at once, whatever the ranks are doing (a rank that hangs or is stopped: SIGKILL
   // works on stopped processes too).
   void kill_ranks() { end_ranks(SIGKILL); }
@@ -208,6 +209,7 @@ class MpirunSignals {
 
   void first_request(int sig, const char* name, bool interactive) {
     first_interactive_ = interactive;
+    requested_unix_ = unix_now();
     std::ofstream f(spec_.stop_file, std::ios::trunc);
     f << "signal " << sig << "\n";
     if (!spec_.quiet) {
@@ -236,6 +238,7 @@ class MpirunSignals {
   pid_t child_;
   int requests_ = 0, aborted_by_ = 0;
   bool first_interactive_ = false;  // the first request came by TERM or INT
+  double requested_unix_ = 0;       // when the first request came
 };
 
 }  // namespace
@@ -287,7 +290,7 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     forward_stdout = std::make_unique<MpirunOutputForwarder>(out_pipe.read.release(), 1, /*filtered=*/false);
   }
   MpirunSignals signals(spec, child);
-  std::string watch_report;
+  std::string watch_report, abandoned;
   auto next_watch = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   for (;;) {
     int status = 0;
@@ -307,14 +310,15 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
         char host[256] = {0};
         if (::gethostname(host, sizeof(host) - 1) == 0) dead_host = host;
       }
-      if (aborted_by)
-        return {128 + aborted_by, aborted_by, "", true, dead_rank, dead_host};  // as if the signal ended this process
+      if (aborted_by)  // as if the signal ended this process
+        return {128 + aborted_by, aborted_by, "", true, dead_rank, dead_host, ""};
       return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
               0,
               watch_report,
               signals.stop_requested(),
               dead_rank,
-              dead_host};
+              dead_host,
+              abandoned};
     }
     if (done < 0 && errno != EINTR) {
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
@@ -325,13 +329,23 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     };
     const int sig = sigtimedwait(&handled, nullptr, &tick);
     if (sig > 0) signals.handle(sig);
-    if (spec.watch && watch_report.empty() && std::chrono::steady_clock::now() >= next_watch) {
+    if (watch_report.empty() && abandoned.empty() && std::chrono::steady_clock::now() >= next_watch) {
       next_watch = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      watch_report = spec.watch();
+      if (spec.watch) watch_report = spec.watch();
       if (!watch_report.empty()) {
         std::fprintf(stderr, "gtrain: error: %s; stopping every rank\n", watch_report.c_str());
         std::fflush(stderr);
         signals.kill_ranks();
+      } else if (spec.after_stop && signals.stop_requested() && signals.aborted_by() == 0) {
+        abandoned = spec.after_stop(signals.requested_unix());
+        if (!abandoned.empty()) {
+          std::fprintf(stderr,
+                       "gtrain: %s: ending the ranks without a save; the last committed checkpoint stays (run the "
+                       "same command to resume from it)\n",
+                       abandoned.c_str());
+          std::fflush(stderr);
+          signals.kill_ranks();
+        }
       }
     }
   }

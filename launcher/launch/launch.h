@@ -49,6 +49,10 @@ struct LaunchSpec {
   // Called about once a second while the ranks run: a non-empty answer (a hung rank, named) ends
   // them at once, as the second TERM does (MpirunResult::watch_report).
   std::function<std::string()> watch;
+  // Called about once a second once a stop request came, with its time: a non-empty answer (the step
+  // under way cannot end and save within the save lead) ends the ranks at once, without a save
+  // (MpirunResult::abandoned); the last committed checkpoint stays.
+  std::function<std::string(double requested_unix)> after_stop;
 };
 
 // The mpirun argv for a launch (writes the hostfile when there are several hosts).
@@ -66,6 +70,7 @@ struct MpirunResult {
   bool stop_requested = false;  // a stop signal reached this process while the ranks ran
   int dead_rank = -1;           // the first rank mpirun reported dead (-1: none)
   std::string dead_host;        // and its host
+  std::string abandoned;        // spec.after_stop's answer when it ended the ranks ("" = it did not)
 };
 // spec.direct: the same for the one rank, started without mpirun.
 MpirunResult run_mpirun(const LaunchSpec& spec);

@@ -29,6 +29,7 @@
 #include "launcher/scheduler/allocation.h"
 #include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/checkpoint_manifest.h"
+#include "runtime/core/disk_space.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
 #include "runtime/core/heartbeat.h"
@@ -209,6 +210,14 @@ size_t count_lines(const fs::path& file) {
 // A stage whose ranks died without writing their ledger record (a rank killed by a signal, the
 // second TERM's abort): the launcher writes one from what metrics.jsonl shows of the stage, so
 // stages.jsonl has every stage and `gtrain status` does not take an earlier stage's end for the run's.
+// Appends a record line; one that cannot be written (a full disk even after the reserve went) is
+// said, never lost silently.
+void write_record(const fs::path& file, const nlohmann::json& rec) {
+  if (!append_record_line(file.string(), rec.dump()))
+    std::cerr << "gtrain: warning: could not write " << file.string() << " (" << std::strerror(errno)
+              << "): this record is lost: " << rec.dump() << std::endl;
+}
+
 void record_unreported_stage(const std::string& run_dir, double start_unix, int world, const nlohmann::json& allocation,
                              int64_t total_steps, const std::string& exit) {
   const auto ran = metrics_stages((fs::path(run_dir) / "metrics.jsonl").string(), start_unix);
@@ -217,7 +226,7 @@ void record_unreported_stage(const std::string& run_dir, double start_unix, int 
   const MetricsStage& s = ran.back();
   const nlohmann::json rec = unreported_stage_record(start_unix, unix_now(), allocation, world, ran.front().step_from,
                                                      s, total_steps, exit, "launcher");
-  std::ofstream(fs::path(run_dir) / "stages.jsonl", std::ios::app) << rec.dump() << "\n";
+  write_record(fs::path(run_dir) / "stages.jsonl", rec);
 }
 
 }  // namespace
@@ -463,6 +472,7 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
   }
   const fs::path ledger = fs::path(run_dir) / "stages.jsonl";
   const size_t ledger_lines = count_lines(ledger);
+  make_disk_reserve(run_dir);  // room for this stage's records should the disk fill
   const double start_unix = unix_now();
   HangRule rule;
   rule.fixed_s = cfg.parallel.collective_timeout_s;
@@ -489,7 +499,7 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
       if (first == 0) return;
       recovery["step"] = reached;
       recovery["seconds"] = first - attempt_unix;
-      std::ofstream(fs::path(run_dir) / "restarts.jsonl", std::ios::app) << recovery.dump() << "\n";
+      write_record(fs::path(run_dir) / "restarts.jsonl", recovery);
       recovery = nullptr;
     };
     // What this attempt's heartbeats say: the furthest step, and the recovery once there is one.
@@ -505,6 +515,12 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
       std::string stuck = find_stuck_rank(seen, ranks, unix_now(), attempt_unix, rule, &stuck_rank);
       if (!stuck.empty()) detected_unix = unix_now();
       return stuck;
+    };
+    // A step that a stop request finds under way and that cannot end and save within the save lead
+    // is abandoned: the ranks end at once, the last committed checkpoint stays.
+    spec.after_stop = [&](double requested_unix) {
+      return abandoned_step(read_heartbeats(beats.string()), requested_unix, unix_now(), cfg.schedule.save_safety,
+                            cfg.schedule.min_lead_s);
     };
     const MpirunResult ran = run_mpirun(spec);
     std::string dead_doing;  // what the rank mpirun reported dead was doing, from its last heartbeat
@@ -522,8 +538,12 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
     // too) as 128 + N; without an abort of gtrain's own, that is a runtime failure.
     const int rank_signal =
         !hung && !ran.aborted_by && ran.exit_code > 128 && ran.exit_code < 128 + 65 ? ran.exit_code - 128 : 0;
-    std::string said;
-    std::getline(std::ifstream(spec.outcome_file), said);
+    std::string said, said_why;  // "resumable" or "fatal"; then, for a full disk, "failed: disk full: ..."
+    {
+      std::ifstream outcome(spec.outcome_file);
+      std::getline(outcome, said);
+      std::getline(outcome, said_why);
+    }
     fs::remove(spec.outcome_file, ec);
     const std::string cause =
         hung          ? "hang: " + ran.watch_report
@@ -593,7 +613,7 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
           moved = "; " + host + " stays: the other hosts cannot take the job (" + e.what() + ")";
         }
       }
-      std::ofstream(fs::path(run_dir) / "restarts.jsonl", std::ios::app) << record.dump() << "\n";
+      write_record(fs::path(run_dir) / "restarts.jsonl", record);
       std::cerr << "gtrain: restarting the ranks (restart " << restarts + 1 << " of " << cfg.schedule.max_restarts
                 << ", schedule.max_restarts) from "
                 << (from >= 0 ? "the checkpoint at step " + std::to_string(from) : std::string("the start")) << ": "
@@ -603,12 +623,22 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
       export_env(handoff);
       continue;
     }
+    if (!ran.abandoned.empty()) {
+      const int64_t from = newest_committed_step(cfg, run_dir);
+      if (count_lines(ledger) == ledger_lines)
+        record_unreported_stage(run_dir, start_unix, ranks, allocation, cfg.train.steps,
+                                "resumable: stop request; the step under way was abandoned (" + ran.abandoned +
+                                    "); resumes from " +
+                                    (from >= 0 ? "step " + std::to_string(from) : std::string("the start")));
+      return kExitResumable;
+    }
     if (ran.exit_code != kExitOk && count_lines(ledger) == ledger_lines) {
       record_unreported_stage(run_dir, start_unix, ranks, allocation, cfg.train.steps,
-                              ran.aborted_by ? "aborted: signal " + std::to_string(ran.aborted_by)
-                              : hung         ? "failed: " + cause
-                              : rank_signal  ? "failed: a rank ended by signal " + std::to_string(rank_signal)
-                                             : "failed: " + cause);
+                              !said_why.empty() ? said_why
+                              : ran.aborted_by  ? "aborted: signal " + std::to_string(ran.aborted_by)
+                              : hung            ? "failed: " + cause
+                              : rank_signal     ? "failed: a rank ended by signal " + std::to_string(rank_signal)
+                                                : "failed: " + cause);
     }
     if (failed && restarts > 0) {
       std::cerr << "gtrain: error: the ranks failed again after " << restarts << " restart"

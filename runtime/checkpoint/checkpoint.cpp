@@ -15,6 +15,7 @@
 
 #include "runtime/checkpoint/crc32c.h"
 #include "runtime/core/checkpoint_dirs.h"
+#include "runtime/core/disk_space.h"
 #include "runtime/core/errors.h"
 
 namespace fs = std::filesystem;
@@ -78,6 +79,7 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
   while (n > 0) {
     ssize_t w = ::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw_if_disk_full(path, errno, "a checkpoint");
     if (w <= 0)
       throw CheckpointError(path + ": write failed: " + std::strerror(errno),
                             "free space on the checkpoint's disk (checkpoint.dir), or set checkpoint.keep lower");
@@ -89,6 +91,7 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
 void write_file_atomic(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".part";
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  if (!fd) throw_if_disk_full(tmp.string(), errno, "a checkpoint");
   if (!fd)
     throw CheckpointError(tmp.string() + ": cannot create: " + std::strerror(errno),
                           "check that checkpoint.dir is writable and its disk has room");
@@ -234,8 +237,13 @@ void CheckpointWriter::wait() {
   if (error_) {
     auto e = error_;
     error_ = nullptr;
+    failed_ = false;
     std::rethrow_exception(e);
   }
+}
+
+void CheckpointWriter::rethrow_if_failed() {
+  if (failed_) wait();
 }
 
 void CheckpointWriter::prepare(size_t bytes) {
@@ -294,6 +302,7 @@ double CheckpointWriter::save(SaveRequest r) {
       write(req);
     } catch (...) {
       error_ = std::current_exception();
+      failed_ = true;
     }
     sources_released();  // also when the write failed before it got there
   });
@@ -321,14 +330,28 @@ double CheckpointWriter::release_sources() {
 }
 
 void CheckpointWriter::write(SaveRequest& r) {
-  const auto t0 = Clock::now();
   std::error_code ec;
   fs::create_directories(r.dir, ec);
+  if (ec) throw_if_disk_full(r.dir, ec.value(), "a checkpoint");
   if (ec)
     throw CheckpointError(r.dir + ": cannot create checkpoint directory: " + ec.message(),
                           "check checkpoint.dir: its parent must exist and be writable");
   const fs::path tmp = fs::path(r.dir) / (step_name(r.step) + ".tmp-" + r.token);
+  try {
+    write_into(r, tmp);
+  } catch (...) {
+    // A failed save takes its partial directory with it, before anything else: on a full disk it
+    // holds the space the records and the next attempt need (the committed checkpoints stay).
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+void CheckpointWriter::write_into(SaveRequest& r, const fs::path& tmp) {
+  const auto t0 = Clock::now();
+  std::error_code ec;
   fs::create_directories(tmp, ec);
+  if (ec) throw_if_disk_full(tmp.string(), ec.value(), "a checkpoint");
   if (ec)
     throw CheckpointError(tmp.string() + ": cannot create: " + ec.message(),
                           "check that checkpoint.dir is writable and its disk has room");
@@ -347,6 +370,7 @@ void CheckpointWriter::write(SaveRequest& r) {
   if (reading_live()) sources_released();
   bool direct = false;
   UniqueFd data(open_for_staged_write(data_path.string(), &direct));
+  if (!data) throw_if_disk_full(data_path.string(), errno, "a checkpoint");
   if (!data)
     throw CheckpointError(data_path.string() + ": cannot create: " + std::strerror(errno),
                           "check that checkpoint.dir is writable and its disk has room");

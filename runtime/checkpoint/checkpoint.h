@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <memory>
@@ -79,6 +80,9 @@ class CheckpointWriter {
   void prepare(size_t bytes);
   // Until the last save is written (and committed, on rank 0). Rethrows a failed save's error.
   void wait();
+  // Rethrows a background save's error as soon as it failed (the trainer asks every step), so a
+  // full disk ends the stage now, not at the next save.
+  void rethrow_if_failed();
   // Until the save in flight no longer reads live tensors (SaveRequest::live_sources): training may
   // change them then. Returns the seconds it waited.
   double release_sources();
@@ -87,6 +91,7 @@ class CheckpointWriter {
 
  private:
   void write(SaveRequest& r);
+  void write_into(SaveRequest& r, const std::filesystem::path& tmp);
   void sources_released();
   bool reading_live();
   bool async_;
@@ -97,6 +102,7 @@ class CheckpointWriter {
   StagingBuffer staging_;
   std::thread thread_;
   std::exception_ptr error_;
+  std::atomic<bool> failed_{false};  // error_ is set (read without joining the writer)
   std::mutex reading_mu_;
   std::condition_variable reading_cv_;
   bool reading_ = false;  // the writer reads live tensors (under reading_mu_)

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/core/disk_space.h"
 #include "runtime/core/errors.h"
 
 namespace gtrain {
@@ -22,6 +23,7 @@ size_t round_up(size_t n, size_t unit) {
 }
 
 [[noreturn]] void fail(const std::string& path) {
+  throw_if_disk_full(path, errno, "a checkpoint");
   throw CheckpointError(path + ": write failed: " + std::strerror(errno),
                         "free space on the checkpoint's disk (checkpoint.dir), or set checkpoint.keep lower");
 }

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 namespace gtrain {
@@ -31,6 +32,10 @@ Error::Error(const std::string& what, std::string hint, const char* file, int li
     }
     location_ = std::string(base) + ":" + std::to_string(line);
   }
+}
+
+bool is_disk_full_errno(int err) {
+  return err == ENOSPC || err == EDQUOT || err == EROFS;
 }
 
 std::string first_line(const std::string& text) {

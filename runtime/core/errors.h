@@ -114,6 +114,19 @@ class ProbeMismatchError : public CheckpointError {
   bool retryable() const override { return false; }
 };
 
+// The disk is full or the file system read-only (ENOSPC, EDQUOT, EROFS): a restart would write to the
+// same disk and meet it again, so the stage ends at once. The message names the path and the writer
+// that needed the space; the hint what holds the space (checkpoints and checkpoint.keep).
+class DiskFullError : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+  const char* kind() const override { return "disk full"; }
+  bool retryable() const override { return false; }
+};
+
+// Whether an errno repeats by construction on the same disk (ENOSPC, EDQUOT, EROFS).
+bool is_disk_full_errno(int err);
+
 class TimeoutError : public Error {
  public:
   using Error::Error;

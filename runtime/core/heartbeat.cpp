@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/format.h"
+
 namespace fs = std::filesystem;
 
 namespace gtrain {
@@ -244,6 +246,35 @@ std::string find_stuck_rank(const std::vector<HeartbeatRecord>& beats, int ranks
   out << " (limit " << worst_limit << " s)";
   if (worst_silent) out << "; its heartbeat stopped too: the process is stopped, frozen or gone";
   return out.str();
+}
+
+double stop_grace_s(const std::vector<HeartbeatRecord>& beats, double save_safety, double min_lead_s) {
+  double save = 0;
+  for (const auto& b : beats) save = std::max(save, b.save_s);
+  return std::max(kMinStopGraceS, save_safety * save + min_lead_s);
+}
+
+std::string abandoned_step(const std::vector<HeartbeatRecord>& beats, double requested_unix, double now_unix,
+                           double save_safety, double min_lead_s) {
+  const double grace = stop_grace_s(beats, save_safety, min_lead_s);
+  const double waited = now_unix - requested_unix;
+  if (waited < grace || beats.empty()) return "";
+  const HeartbeatRecord* busy = nullptr;
+  double slowest = 0;
+  for (const auto& b : beats) {
+    // A save under way is waited for (it commits atomically or not at all), and so is a rank that
+    // is done (exiting); a start-up that outlasts the lead has nothing to save either.
+    if (b.phase == phase_name(RankPhase::save) || b.phase == phase_name(RankPhase::done)) return "";
+    slowest = std::max(slowest, b.slowest_step_s);
+    if (!busy || b.progress_unix < busy->progress_unix) busy = &b;
+  }
+  char buf[400];
+  std::snprintf(buf, sizeof(buf),
+                "the stop request came %.0f s ago and rank %d is still in step %lld (%s%s): it cannot end and save "
+                "within the save lead of %.0f s (schedule.save_safety x the last save + schedule.min_lead_s)",
+                waited, busy->rank, static_cast<long long>(busy->step + 1), busy->phase.c_str(),
+                slowest > 0 ? strf(", its steps take up to %.3g s", slowest).c_str() : "", grace);
+  return buf;
 }
 
 }  // namespace gtrain

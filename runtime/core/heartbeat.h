@@ -104,4 +104,15 @@ double stuck_after_s(const HangRule& rule, const std::string& phase, int64_t ste
 std::string find_stuck_rank(const std::vector<HeartbeatRecord>& beats, int ranks, double now_unix, double started_unix,
                             const HangRule& rule, int* stuck_rank = nullptr);
 
+// After a stop request the ranks finish their step and save; a step that would run past the save
+// lead (schedule.save_safety x the longest measured save + schedule.min_lead_s, at least
+// kMinStopGraceS) is abandoned instead: the ranks end, the last committed checkpoint stays.
+inline constexpr double kMinStopGraceS = 10;
+double stop_grace_s(const std::vector<HeartbeatRecord>& beats, double save_safety, double min_lead_s);
+
+// "" while the ranks may still stop on their own (within the lead since `requested_unix`, saving,
+// starting up or done), else one line: the step under way, how long since the request, the lead.
+std::string abandoned_step(const std::vector<HeartbeatRecord>& beats, double requested_unix, double now_unix,
+                           double save_safety, double min_lead_s);
+
 }  // namespace gtrain

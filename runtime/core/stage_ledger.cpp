@@ -1,7 +1,11 @@
 // stage_ledger.cpp: stages.jsonl records written by rank 0's trainer.
 #include "runtime/core/stage_ledger.h"
 
+#include <cstring>
 #include <fstream>
+#include <iostream>
+
+#include "runtime/core/disk_space.h"
 
 namespace gtrain {
 
@@ -38,8 +42,9 @@ std::string stage_exit(const std::string& stop_reason, bool stopped_early) {
 
 void StageLedger::append(const StageRecord& record) const {
   if (!enabled()) return;
-  std::ofstream f(path_, std::ios::app);
-  f << record.to_json().dump() << "\n";
+  if (!append_record_line(path_, record.to_json().dump()))
+    std::cerr << "gtrain: warning: could not write " << path_ << " (" << std::strerror(errno)
+              << "): this stage's record (" << record.exit << ") is lost" << std::endl;
 }
 
 nlohmann::json StageLedger::records() const {

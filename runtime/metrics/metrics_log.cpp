@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "runtime/core/disk_space.h"
 #include "runtime/core/errors.h"
 #include "runtime/metrics/tensorboard_writer.h"
 
@@ -24,12 +25,19 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!f_) {
     f_ = std::fopen(path_.c_str(), append_ ? "a" : "w");
+    if (!f_) throw_if_disk_full(path_, errno, "metrics.jsonl");
     if (!f_)
       throw Error(path_ + ": cannot open metrics file: " + std::strerror(errno),
                   "check that the disk is not full and the run directory is writable");
   }
-  std::fwrite(line.data(), 1, line.size(), f_);
-  std::fflush(f_);
+  // A record that does not reach the file is an error, not a silent gap in the run's history.
+  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0) {
+    const int err = errno;
+    std::clearerr(f_);
+    throw_if_disk_full(path_, err, "metrics.jsonl");
+    throw Error(path_ + ": cannot write metrics file: " + std::strerror(err),
+                "check that the run directory is writable");
+  }
   if (tb_dir_.empty()) return;
   const std::string kind = record.value("kind", "");
   if ((kind != "train" && kind != "eval") || !record.contains("step") || !record["step"].is_number_integer()) return;

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "runtime/checkpoint/crc32c.h"
+#include "runtime/core/disk_space.h"
 #include "runtime/core/errors.h"
 
 namespace gtrain {
@@ -125,9 +126,12 @@ void TensorBoardWriter::record(const std::string& event) {
   put_fixed(r, masked_crc32c(r.data(), 8));
   r += event;
   put_fixed(r, masked_crc32c(event.data(), event.size()));
-  if (std::fwrite(r.data(), 1, r.size(), f_) != r.size() || std::fflush(f_) != 0)
-    throw Error(path_ + ": write failed: " + std::strerror(errno),
-                "free space on the run directory's disk, or set log.tensorboard = false");
+  if (std::fwrite(r.data(), 1, r.size(), f_) != r.size() || std::fflush(f_) != 0) {
+    const int err = errno;
+    throw_if_disk_full(path_, err, "the TensorBoard event file (log.tensorboard)");
+    throw Error(path_ + ": write failed: " + std::strerror(err),
+                "check the run directory, or set log.tensorboard = false");
+  }
 }
 
 }  // namespace gtrain

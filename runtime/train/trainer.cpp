@@ -12,6 +12,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/cuda_device.h"
 #include "runtime/common/torch_compat.h"
+#include "runtime/core/disk_space.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/heartbeat.h"
 #include "runtime/core/lr_schedule.h"
@@ -107,6 +108,10 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
   metrics_ = std::make_unique<MetricsLog>(main_rank ? paths_.metrics : std::string(), paths_.append_metrics);
   writer_ = std::make_unique<CheckpointWriter>(config_.checkpoint.async);
   stage_start_unix_ = unix_now();
+  // A full disk's error names what holds the space, whichever writer meets it first.
+  set_disk_usage_context(
+      {paths_.metrics.empty() ? std::string() : std::filesystem::path(paths_.metrics).parent_path().string(),
+       paths_.checkpoints, config_.checkpoint.keep});
   progress_ = std::make_unique<Progress>(config_.log, total_steps_, main_rank);
   const std::string run_dir =
       paths_.metrics.empty() ? std::string() : std::filesystem::path(paths_.metrics).parent_path().string();
@@ -444,6 +449,7 @@ StepResult Trainer::train_step() {
   }
   // The optimizer changes the weights and its state next: the save must have read them by then.
   save_stall_total_ += writer_->release_sources();
+  writer_->rethrow_if_failed();  // a background save that failed ends the stage now
 
   bool ok = true;
   if (scaler) {
@@ -668,7 +674,8 @@ TrainSummary Trainer::run() {
     // The stage still goes in the ledger, with how it failed (gtrain status shows it); main() reports it.
     TrainSummary failed;
     failed.steps = step_;
-    failed.stop_reason = "failed: " + first_line(e.what());
+    const bool disk_full = dynamic_cast<const DiskFullError*>(&e) != nullptr;
+    failed.stop_reason = (disk_full ? "failed: disk full: " : "failed: ") + first_line(e.what());
     write_ledger(failed, first, productive_s_);
     throw;
   }
