@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -103,6 +104,32 @@ TEST(Report, KilledStagesLostWorkIsTheStepsTrainedAgain) {
   EXPECT_FALSE(rep.at("request").at("rows").empty()) << rep.at("request").dump(2);
   EXPECT_NE(rep.at("request").at("calibration").get<std::string>().find("Calibrated on this run: stage 3"),
             std::string::npos);
+  // The row for the count stage 3 ran on (2 ranks) is that stage: its measured step time and the
+  // layout that ran, not a modelled one beside a calibration sentence that says otherwise.
+  const auto& req = rep.at("request");
+  int measured_rows = 0;
+  double best_within_cores = 0;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  for (const auto& row : req.at("rows")) {
+    if (row.at("measured").get<bool>()) {
+      ++measured_rows;
+      EXPECT_EQ(row.at("units"), 2) << row.dump();
+      EXPECT_NE(row.at("layout").get<std::string>().find("(ran)"), std::string::npos) << row.dump();
+      EXPECT_NE(req.at("calibration").get<std::string>().find("on 2 ranks"), std::string::npos) << req.dump(2);
+    }
+    if (row.at("feasible").get<bool>() && row.at("units").get<int>() <= cores)
+      best_within_cores = std::max(best_within_cores, row.at("speedup").get<double>());
+  }
+  EXPECT_EQ(measured_rows, 1) << req.dump(2);
+  // More CPU ranks than the host has cores share them: no row past the cores claims a speed-up.
+  for (const auto& row : req.at("rows"))
+    if (row.at("feasible").get<bool>() && row.at("units").get<int>() > cores)
+      EXPECT_LE(row.at("speedup").get<double>(), best_within_cores * 1.02) << req.dump(2);
+  // A complete run's paragraph speaks of a rerun, not of steps to go.
+  EXPECT_TRUE(req.at("complete").get<bool>());
+  const std::string summary = rep.at("summary");
+  EXPECT_NE(summary.find("A rerun of all 120 steps would take"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("to go"), std::string::npos) << summary;
 
   // The HTML file (default name) and the Markdown one, with a price.
   auto html = test::run_command(GTRAIN_BINARY " report " + run + " --price-per-gpu-hour 2");
@@ -117,6 +144,11 @@ TEST(Report, KilledStagesLostWorkIsTheStepsTrainedAgain) {
   EXPECT_NE(text.find("| rank-hours | "), std::string::npos) << text;
   EXPECT_NE(text.find(", cost "), std::string::npos) << text;
   EXPECT_NE(text.find("## Resource request"), std::string::npos) << text;
+  // Times and hours in units a person reads: no "6.91e-06 rank-hours", no bare "0.004387" seconds.
+  const size_t request_at = text.find("## Resource request");
+  const std::string request_md = text.substr(request_at, text.find("\n## ", request_at + 1) - request_at);
+  EXPECT_EQ(request_md.find("e-0"), std::string::npos) << request_md;
+  EXPECT_NE(text.find("a rerun of all 120 steps (the run is complete)"), std::string::npos) << text;
 }
 
 TEST(Report, DirectoriesItCannotReadAreOneLineAndExit2) {

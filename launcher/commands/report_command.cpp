@@ -48,12 +48,41 @@ Measured measured_step(const RunHistory& h) {
   return {};
 }
 
+// Scales the modelled rows by what the latest measured stage ran at. The factor compares the stage
+// with the row for its own count, modelled by the same planner and hardware profile as every other
+// row, so that row shows exactly the measured step time and the layout that ran; only when the table
+// has no row for that count does the stage's own estimate serve.
+void calibrate_request(const RunHistory& h, ResourceRequest& q) {
+  const Measured m = measured_step(h);
+  if (!m.stage || m.speed.step_s <= 0) return;
+  RequestRow* same = nullptr;
+  for (auto& row : q.rows)
+    if (row.feasible && row.units == m.stage->world && row.step_s > 0) same = &row;
+  const double modelled = same ? same->step_s : m.speed.est_s;
+  if (modelled <= 0) return;
+  q.factor = m.speed.step_s / modelled;
+  for (auto& row : q.rows) row.step_s *= q.factor;
+  const std::string unit = h.gpus ? "GPU" : "rank";
+  if (same) {
+    same->step_s = m.speed.step_s;  // exactly, not through the rounding of a product
+    same->measured = true;
+    if (!m.stage->plan.empty()) same->layout = m.stage->plan + " (ran)";
+  }
+  q.calibration =
+      str("Calibrated on this run: stage ", m.stage->index, " measured ", report_text::step_time(m.speed.step_s),
+          " a step on ", report_text::count_of(m.stage->world, unit), " (median of ", m.speed.steps,
+          " steps) where the planner models ", report_text::step_time(modelled),
+          same ? " for that count" : " (the stage's own estimate)", "; every row's modelled step time is scaled by ",
+          strf("%.3g", q.factor), ".");
+}
+
 // The planner's what-if rows for this run's config: GPU counts (the GPU type the run planned with)
 // or, for CPU runs, rank counts on this machine; scaled by measured / modelled.
 ResourceRequest resource_request(const RunHistory& h, const std::string& config_path, const JobConfig& cfg,
                                  const std::map<std::string, std::string>& env) {
   ResourceRequest q;
-  q.steps = h.complete || h.done >= h.total_steps ? h.total_steps : h.total_steps - h.done;
+  q.complete = h.complete || h.done >= h.total_steps;
+  q.steps = q.complete ? h.total_steps : h.total_steps - h.done;
   std::vector<std::string> windows;
   for (const auto& w : cfg.schedule.window)
     windows.push_back(w.days + " " + w.hours + (w.max_gpus > 0 ? str(" (at most ", w.max_gpus, " GPUs)") : ""));
@@ -88,17 +117,6 @@ ResourceRequest resource_request(const RunHistory& h, const std::string& config_
     q.error = "the planner gave no what-if table";
     return q;
   }
-  const Measured m = measured_step(h);
-  if (m.stage && m.speed.est_s > 0) {
-    q.factor = m.speed.step_s / m.speed.est_s;
-    char b[400];
-    std::snprintf(b, sizeof(b),
-                  "Calibrated on this run: stage %d measured %.4g s/step on %d %s%s (median of %zu steps) where the "
-                  "planner modelled %.4g s; every row's modelled step time is scaled by %.3g.",
-                  m.stage->index, m.speed.step_s, m.stage->world, h.gpus ? "GPU" : "rank",
-                  m.stage->world == 1 ? "" : "s", m.speed.steps, m.speed.est_s, q.factor);
-    q.calibration = b;
-  }
   for (const auto& w : doc["what_if"]) {
     RequestRow row;
     row.units = w.value("gpus", int64_t{0});
@@ -106,13 +124,14 @@ ResourceRequest resource_request(const RunHistory& h, const std::string& config_
     row.feasible = w.value("feasible", false);
     if (row.feasible && w.contains("plan")) {
       row.layout = layout_text(w["plan"]);
-      row.step_s = w.value("step_seconds", 0.0) * q.factor;
+      row.step_s = w.value("step_seconds", 0.0);
     } else {
       row.feasible = false;
       row.why = w.value("why", std::string("no layout fits"));
     }
     q.rows.push_back(row);
   }
+  calibrate_request(h, q);
   finish_request_rows(q);
   return q;
 }

@@ -20,9 +20,30 @@ std::string money(double v) {
 }
 
 std::string hours(double h) {
+  if (h <= 0) return "0";
+  if (h < 1e-4) return "< 0.0001";  // where %g would switch to an exponent
   char b[48];
   std::snprintf(b, sizeof(b), h < 10 ? "%.3g" : "%.1f", h);
   return b;
+}
+
+std::string step_time(double s) {
+  char b[48];
+  if (s <= 0)
+    return "unknown";
+  else if (s < 1e-3)
+    std::snprintf(b, sizeof(b), "%.3g us", s * 1e6);
+  else if (s < 1.0)
+    std::snprintf(b, sizeof(b), "%.3g ms", s * 1e3);
+  else if (s < 120.0)
+    std::snprintf(b, sizeof(b), "%.3g s", s);
+  else
+    return format_duration_words(s);
+  return b;
+}
+
+std::string count_of(int64_t n, const std::string& unit) {
+  return std::to_string(n) + " " + unit + (n == 1 ? "" : "s");
 }
 
 std::string large_count(double v) {
@@ -183,15 +204,19 @@ std::string request_summary(const Report& r) {
   for (const auto& row : r.request.rows)
     if (row.feasible && row.efficiency >= 0.7) best = &row;  // the largest count that still scales well
   if (best) {
-    char per_step[48];
-    std::snprintf(per_step, sizeof(per_step), "%.3g s", best->step_s);
-    o << " Plan: " << best->units << " " << r.unit() << "s (" << best->layout << "), " << per_step << " per step"
-      << (r.request.calibration.empty() ? " as the planner models it" : " as calibrated on this run") << "; the "
-      << r.request.steps << " steps to go take " << format_duration_words(best->finish_s) << " ("
-      << hours(best->unit_hours) << " " << r.unit() << "-hours, " << percent(best->efficiency)
-      << " scaling efficiency against " << r.request.rows.front().units << ").";
-    o << " Time plan: gtrain stages the run to the granted time limit and resumes on any count, so the request can "
-         "be met in windows; the resources are released when the steps are done.";
+    const RequestRow& base = r.request.rows.front();
+    o << (r.request.complete ? " A rerun of all " : " Plan for the ") << r.request.steps
+      << (r.request.complete ? " steps would take " : " steps to go: ") << count_of(best->units, r.unit()) << " ("
+      << best->layout << "), " << step_time(best->step_s) << " a step"
+      << (best->measured                  ? " as measured on this run"
+          : r.request.calibration.empty() ? " as the planner models it"
+                                          : " as calibrated on this run")
+      << ", " << format_duration_words(best->finish_s) << " in all (" << hours(best->unit_hours) << " " << r.unit()
+      << "-hours, " << percent(best->efficiency) << " scaling efficiency against " << count_of(base.units, r.unit())
+      << ").";
+    if (!r.request.complete)
+      o << " Time plan: gtrain stages the run to the granted time limit and resumes on any count, so the request "
+           "can be met in windows; the resources are released when the steps are done.";
   }
   return o.str();
 }
@@ -232,6 +257,7 @@ nlohmann::json report_json(const Report& r) {
                     {"nodes", row.nodes},
                     {"feasible", row.feasible},
                     {"layout", row.layout},
+                    {"measured", row.measured},
                     {"why", row.why},
                     {"step_s", row.step_s},
                     {"finish_s", row.finish_s},
@@ -257,6 +283,7 @@ nlohmann::json report_json(const Report& r) {
                        {{"rows", rows},
                         {"calibration", r.request.calibration},
                         {"steps", r.request.steps},
+                        {"complete", r.request.complete},
                         {"windows", r.request.windows},
                         {"error", r.request.error}}},
                       {"summary", request_summary(r)},

@@ -18,6 +18,7 @@ struct RequestRow {
   int64_t units = 0, nodes = 0;
   bool feasible = false;
   std::string layout;                  // "dp=4 tp=1 pp=1 zero=1 micro_batch=8" (feasible rows)
+  bool measured = false;               // a stage ran on this count: step_s is measured, layout the one it ran
   std::string why;                     // why nothing fits (infeasible rows)
   double step_s = 0;                   // calibrated seconds per step
   double finish_s = 0;                 // the steps to go (or the whole run, once complete) at step_s
@@ -30,6 +31,7 @@ struct ResourceRequest {
   std::string calibration;  // how the rows were calibrated ("" = the model alone)
   double factor = 1;        // measured / modelled seconds per step
   int64_t steps = 0;        // the steps finish_s counts
+  bool complete = false;    // the run is done: the rows say what a rerun would take
   std::string windows;      // the quota windows in use ("" = none)
   std::string error;        // why there is no table ("" = there is)
 };
@@ -61,7 +63,12 @@ std::string render_html(const Report& r);
 // Shared by the renderers.
 namespace report_text {
 std::string money(double v);
+// Hours a person reads: "12.5", "0.42", "< 0.01" (never "6.91e-06").
 std::string hours(double h);
+// A step time in the unit that shows it: "4.39 ms", "0.351 s", "2.5 min".
+std::string step_time(double seconds);
+// "1 rank", "3 ranks", "1 GPU".
+std::string count_of(int64_t n, const std::string& unit);
 std::string percent(double fraction);
 std::string large_count(double v);  // "1.23 M", "45.6 k"
 std::string date_time(double unix_time);

@@ -330,9 +330,10 @@ void request_section(const Report& r, std::ostream& o) {
     return;
   }
   o << "<p>" << escape_html(q.calibration.empty() ? "Step times as the planner models them." : q.calibration)
-    << " Finish times are for " << q.steps << " steps.</p><table><tr><th>" << r.unit()
-    << "s</th><th>nodes</th><th class=\"l\">layout</th><th>s/step</th><th>finish</th><th>" << r.unit() << "-hours</th>"
-    << (r.price > 0 ? "<th>cost</th>" : "") << "<th>speed-up</th><th>efficiency</th></tr>";
+    << " Finish times are for " << (q.complete ? "a rerun of all " : "the ") << q.steps
+    << (q.complete ? " steps (the run is complete)." : " steps to go.") << "</p><table><tr><th>" << r.unit()
+    << "s</th><th>nodes</th><th class=\"l\">layout</th><th>step time</th><th>finish</th><th>" << r.unit()
+    << "-hours</th>" << (r.price > 0 ? "<th>cost</th>" : "") << "<th>speed-up</th><th>efficiency</th></tr>";
   for (const auto& row : q.rows) {
     o << "<tr><td>" << row.units << "</td><td>" << row.nodes << "</td>";
     if (!row.feasible) {
@@ -340,7 +341,7 @@ void request_section(const Report& r, std::ostream& o) {
         << "</td></tr>";
       continue;
     }
-    o << "<td class=\"l\">" << escape_html(row.layout) << "</td><td>" << fmt("%.4g", row.step_s) << "</td><td>"
+    o << "<td class=\"l\">" << escape_html(row.layout) << "</td><td>" << step_time(row.step_s) << "</td><td>"
       << format_duration_words(row.finish_s) << "</td><td>" << hours(row.unit_hours) << "</td>"
       << (r.price > 0 ? "<td>" + money(row.unit_hours * r.price) + "</td>" : "") << "<td>" << fmt("%.2fx", row.speedup)
       << "</td><td>" << percent(row.efficiency) << "</td></tr>";

@@ -115,16 +115,17 @@ void request(const Report& r, std::ostream& o) {
     return;
   }
   o << (q.calibration.empty() ? "Step times as the planner models them." : q.calibration) << " Finish times are for "
-    << q.steps << " steps.\n\n| " << r.unit() << "s | nodes | layout | s/step | finish | " << r.unit() << "-hours |"
-    << (r.price > 0 ? " cost |" : "") << " speed-up | efficiency |\n|---|---|---|---|---|---|"
-    << (r.price > 0 ? "---|" : "") << "---|---|\n";
+    << (q.complete ? "a rerun of all " : "the ") << q.steps
+    << (q.complete ? " steps (the run is complete)." : " steps to go.") << "\n\n| " << r.unit()
+    << "s | nodes | layout | step time | finish | " << r.unit() << "-hours |" << (r.price > 0 ? " cost |" : "")
+    << " speed-up | efficiency |\n|---|---|---|---|---|---|" << (r.price > 0 ? "---|" : "") << "---|---|\n";
   for (const auto& row : q.rows) {
     if (!row.feasible) {
       o << "| " << row.units << " | " << row.nodes << " | does not fit: " << row.why << " | | | |"
         << (r.price > 0 ? " |" : "") << " | |\n";
       continue;
     }
-    o << "| " << row.units << " | " << row.nodes << " | " << row.layout << " | " << fixed(row.step_s, "%.4g") << " | "
+    o << "| " << row.units << " | " << row.nodes << " | " << row.layout << " | " << step_time(row.step_s) << " | "
       << format_duration_words(row.finish_s) << " | " << hours(row.unit_hours) << " |"
       << (r.price > 0 ? " " + money(row.unit_hours * r.price) + " |" : "") << " " << fixed(row.speedup, "%.2fx")
       << " | " << percent(row.efficiency) << " |\n";
