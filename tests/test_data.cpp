@@ -407,6 +407,50 @@ TEST(Tokens, FilesAreMappedNotCopied) {
   EXPECT_LT(grown, 16 << 20) << "opening a 64 MiB token file twice grew private memory by " << grown << " bytes";
 }
 
+TEST(Tokens, TextFileReadAsTokensIsNamedWithTextBytes) {
+  test::TempDir dir;
+  // The GPL read as uint16 ids: a "vocabulary" of byte pairs (issue 47: 61k ids), no NUL anywhere.
+  std::string text;
+  for (int i = 0; i < 400; ++i)
+    text += "This program is free software: you redistribute it, line " + std::to_string(i) + ".\n";
+  text += "Unicode too: caf\xc3\xa9, \xe2\x80\x94 dashes\n";
+  // An odd size cannot be uint16 ids at all: the error says it looks like text.
+  test::write_file(dir.file("odd.txt"), text.size() % 2 ? text : text + "!");
+  try {
+    open_token_file(dir.file("odd.txt"), "uint16", 8, 0.0, 1.0, false, 0);
+    ADD_FAILURE() << "an odd-sized uint16 file was accepted";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.hint(), "it looks like text: for raw text set data.kind = \"text_bytes\"");
+  }
+  if (text.size() % 2) text += "\n";
+  test::write_file(dir.file("notes.txt"), text);
+  const std::string note = text_file_note(dir.file("notes.txt"), "data.path");
+  EXPECT_NE(note.find("data.path: " + dir.file("notes.txt") + " looks like text"), std::string::npos) << note;
+  EXPECT_NE(note.find("data.kind = \"text_bytes\""), std::string::npos) << note;
+  // Real token files are not text: uint16 ids below 256 have a zero high byte; ids above have bytes
+  // of every value, control bytes included.
+  std::string small, large;
+  for (int i = 0; i < 4000; ++i) {
+    const uint16_t a = static_cast<uint16_t>(i % 200), b = static_cast<uint16_t>(1000 + (i * 7919) % 50000);
+    small.append(reinterpret_cast<const char*>(&a), 2);
+    large.append(reinterpret_cast<const char*>(&b), 2);
+  }
+  test::write_file(dir.file("small.bin"), small);
+  test::write_file(dir.file("large.bin"), large);
+  EXPECT_EQ(text_file_note(dir.file("small.bin"), "data.path"), "");
+  EXPECT_EQ(text_file_note(dir.file("large.bin"), "data.path"), "");
+  // open_datasets puts the note among the console's warnings.
+  DataConfig d;
+  d.kind = DataKind::tokens;
+  d.path = dir.file("notes.txt");
+  ModelConfig m;
+  m.name = "gpt";
+  m.seq_len = 8;
+  const DataSplits splits = open_datasets(d, m, 1);
+  ASSERT_EQ(splits.notes.size(), 1u);
+  EXPECT_EQ(splits.notes[0], note);
+}
+
 TEST(TextBytes, ByteLevelWindows) {
   test::TempDir dir;
   test::write_file(dir.file("t.txt"), "hello world, hello gtrain");

@@ -49,6 +49,12 @@ struct DataSplits {
 // Opens the splits; a missing or malformed file is a DataError naming the path.
 DataSplits open_datasets(const DataConfig& data, const ModelConfig& model, int64_t seed);
 
+// A warning when a token file (data.kind = "tokens") looks like text: its first 64 KiB hold no NUL
+// byte and are at least 98% printable ASCII, tabs, line ends or UTF-8 (a uint16 file of token ids
+// has a zero high byte in most ids below 256 and many control bytes); "" otherwise. Names the file,
+// the key and data.kind = "text_bytes".
+std::string text_file_note(const std::string& path, const std::string& key);
+
 // Readers, exposed for tests.
 std::shared_ptr<Dataset> open_idx(const std::string& images_path, const std::string& labels_path);
 // Throws DataError unless `path` is a regular file (or a link to one): a directory, FIFO or device

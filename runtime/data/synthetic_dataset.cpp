@@ -140,6 +140,10 @@ DataSplits open_datasets(const DataConfig& d, const ModelConfig& m, int64_t seed
     const auto train_files = expand_data_path(d.path, "data.path");
     const auto eval_files =
         d.eval_path.empty() ? std::vector<std::string>{} : expand_data_path(d.eval_path, "data.eval_path");
+    if (d.kind == DataKind::tokens) {
+      for (const auto& f : train_files)
+        if (std::string note = text_file_note(f, "data.path"); !note.empty()) s.notes.push_back(note);
+    }
     int64_t vocab = d.kind == DataKind::text_bytes ? 256 : m.vocab;
     if (vocab <= 0) {  // the vocabulary covers every file, the held-out ones too
       vocab = token_files_vocab(train_files, dtype, "data.path");

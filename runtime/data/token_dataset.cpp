@@ -68,7 +68,10 @@ TokenFile open_tokens(const std::string& path, const std::string& dtype, const s
   }
   if (size % f.width != 0) {
     throw DataError(path + ": size " + std::to_string(size) + " is not a multiple of " + std::to_string(f.width) +
-                    " bytes (data.token_dtype = \"" + dtype + "\")");
+                        " bytes (data.token_dtype = \"" + dtype + "\")",
+                    text_file_note(path, key).empty()
+                        ? std::string()
+                        : "it looks like text: for raw text set data.kind = \"text_bytes\"");
   }
   f.count = static_cast<int64_t>(size / f.width);
   return f;
@@ -232,6 +235,29 @@ class TokenWindows : public Dataset {
 };
 
 }  // namespace
+
+std::string text_file_note(const std::string& path, const std::string& key) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return "";  // the reader names an unreadable file
+  std::vector<unsigned char> head(64 * 1024);
+  const size_t n = std::fread(head.data(), 1, head.size(), f);
+  std::fclose(f);
+  if (n < 64) return "";
+  int32_t magic = 0;
+  std::memcpy(&magic, head.data(), sizeof(magic));
+  if (magic == kLlmcMagic) return "";
+  size_t texty = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = head[i];
+    if (c == 0) return "";
+    texty += (c >= 0x20 && c != 0x7f) || c == '\t' || c == '\n' || c == '\r';
+  }
+  if (texty * 100 < n * 98) return "";
+  return str(key, ": ", path, " looks like text (no NUL byte and ", texty * 100 / n, "% printable in its first ",
+             format_size(static_cast<double>(n)),
+             "), yet data.kind = \"tokens\" reads it as token ids, making a vocabulary of its byte pairs; "
+             "for raw text set data.kind = \"text_bytes\"");
+}
 
 int64_t token_files_vocab(const std::vector<std::string>& paths, const std::string& dtype, const std::string& key) {
   if (dtype == "bytes") return 256;
