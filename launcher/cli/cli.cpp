@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -68,9 +69,14 @@ int cli_main(int argc, char** argv) {
                                                            {"cancel", "clusters"},
                                                            {"chain-step", "clusters"},
                                                            {"ckpt", "stages-and-checkpoints"}};
+  // A command's subcommands (config show, ckpt export, ...) end with their parent's page.
+  std::function<void(CLI::App*, const std::string&)> set_footer = [&](CLI::App* a, const std::string& page) {
+    a->footer("Docs: docs/" + page + ".md");
+    for (CLI::App* sub : a->get_subcommands({})) set_footer(sub, page);
+  };
   for (const auto& c : commands) {
     const auto page = kDocs.find(c.app->get_name());
-    if (page != kDocs.end()) c.app->footer("Docs: docs/" + page->second + ".md");
+    if (page != kDocs.end()) set_footer(c.app, page->second);
   }
   app.footer("Docs: README.md, then docs/ (one page a topic; docs/troubleshooting.md for errors)");
   check_command_words(app, argc, argv);

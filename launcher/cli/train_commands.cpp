@@ -135,6 +135,9 @@ Command add_models(CLI::App& app) {
     auto& reg = ModelRegistry::global();
     if (!plugin->empty()) reg.load_plugin(*plugin);
     for (const auto& n : reg.names()) std::cout << n << "\n";
+    // Not a registered model: model.name = "hf" takes gpt's or llama's shape from the Hugging Face
+    // directory in checkpoint.init_from.
+    std::cout << "hf\n";
     return static_cast<int>(kExitOk);
   };
   return c;
