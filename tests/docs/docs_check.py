@@ -4,11 +4,12 @@
   static  (label cpu): every relative link resolves and every #anchor names a heading of its target
           (GitHub's slugs); every ```sh block is marked `sh run` or `sh norun: REASON`;
           docs/configuration.md's "## Every key" block is exactly `gtrain config reference` (a key
-          in the structs but not in the docs, or the reverse, is named); every command's --help
-          ends with a docs page that exists.
+          in the structs but not in the docs, or the reverse, is named); every command's and
+          subcommand's --help ends with a docs page that exists.
   run     (label docs): every `sh run` block, a page's blocks in order in one fresh directory (with
-          copies of examples/ and configs/ and build/gtrain*), as `bash -euo pipefail`, with
-          GTRAIN_TRAIN_STEPS=30; it must exit 0 and its output hold each `# expect: TEXT`.
+          copies of examples/ and configs/ and build/gtrain*), as `bash -euo pipefail`, in the
+          environment a reader has (no GTRAIN_* variable); it must exit 0 and its output hold each
+          `# expect: TEXT`.
 
 Usage: docs_check.py static|run --root REPO --gtrain BUILD/gtrain
 """
@@ -116,25 +117,37 @@ def check_config_keys(root, gtrain):
                    "(text, not keys): paste its output again"]
 
 
+def subcommands(help_text):
+    if "Subcommands:" not in help_text:
+        return []
+    return re.findall(r"^  ([a-z][a-z-]+)\s", help_text.split("Subcommands:")[-1], re.M)
+
+
 def check_help(root, gtrain):
+    """Every command's --help, and every subcommand's (config show, ckpt export, ...), ends with a
+    docs page that exists."""
     out = subprocess.run([gtrain, "--help"], capture_output=True, text=True).stdout
-    commands = re.findall(r"^  ([a-z][a-z-]+)\s", out.split("Subcommands:")[-1], re.M)
+    commands = [[c] for c in subcommands(out)]
     bad = [] if commands else ["gtrain --help lists no subcommands"]
-    for c in commands:
-        h = subprocess.run([gtrain, c, "--help"], capture_output=True, text=True).stdout
+    while commands:
+        c = commands.pop(0)
+        h = subprocess.run([gtrain] + c + ["--help"], capture_output=True, text=True).stdout
+        commands += [c + [sub] for sub in subcommands(h)]
         m = re.search(r"Docs: (docs/[a-z-]+\.md)", h)
         if not m:
-            bad.append("gtrain %s --help names no docs page" % c)
+            bad.append("gtrain %s --help names no docs page" % " ".join(c))
         elif not os.path.exists(os.path.join(root, m.group(1))):
-            bad.append("gtrain %s --help names %s, which does not exist" % (c, m.group(1)))
+            bad.append("gtrain %s --help names %s, which does not exist" % (" ".join(c), m.group(1)))
     return bad
 
 
 def run_blocks(root, gtrain):
     bad = []
     bin_dir = os.path.dirname(os.path.abspath(gtrain))
-    env = dict(os.environ, GTRAIN_TRAIN_STEPS="30", OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    # The environment a reader has: none of gtrain's own GTRAIN_* settings (a block that needs one sets
+    # it where the reader sees it); only what root needs for mpirun and one BLAS thread a rank.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GTRAIN_")}
+    env.update(OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     for page in pages(root):
         blocks = [(b, line) for info, b, line in fenced_blocks(page) if info == "sh run"]
         if not blocks:
