@@ -12,7 +12,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Uni
 # ccache must ignore the precompiled header's timestamps to reuse results.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: all deps test-deps venv configure build run run-torch2 test format clean
+.PHONY: all deps test-deps venv configure build build-run run run-torch2 test format clean
 
 all: build
 
@@ -35,15 +35,26 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
-	./$(BUILD)/gtrain run examples/quickstart.toml --no-resume
+# What `make run` runs, and nothing else: the test executables and the CUDA compile check build in
+# `make test` (or `make build`).
+build-run: configure
+	cmake --build $(BUILD) -j $(JOBS) --target gtrain gtrain-worker
+
+run:
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory build-run && \
+	./$(BUILD)/gtrain run examples/quickstart.toml --no-resume && \
+	echo "make run: set-up, build and training took $$(( $$(date +%s) - start )) s"
 
 run-torch2: venv
 	scripts/build-torch2.sh build-torch2
 	./build-torch2/gtrain run examples/quickstart.toml --no-resume
 
+# When make started: run-tests.sh's time table shows the whole of make test (build and set-up too).
+MAKE_START := $(shell date +%s)
+
 test: build venv test-deps
-	@scripts/run-tests.sh $(BUILD)
+	@GTRAIN_TEST_START=$(MAKE_START) scripts/run-tests.sh $(BUILD)
 
 format:
 	@scripts/check-format.sh --fix

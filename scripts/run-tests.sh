@@ -7,7 +7,8 @@
 # headers with C++20, 9 minutes on 2 cores): the torch2 label builds and tests against 2.x for
 # real, and make test must stay within CI's time; run it with LABELS=compat scripts/run-tests.sh
 # build when touching torch_compat.h.
-# Environment: LABELS, a '|'-separated label list to run instead; CTEST_JOBS (default 1).
+# Environment: LABELS, a '|'-separated label list to run instead; CTEST_JOBS (default 1);
+# GTRAIN_TEST_START, the Unix time make test started (the table then shows the whole).
 set -euo pipefail
 BUILD=${1:-build}
 labels="cpu"
@@ -24,6 +25,22 @@ labels="$labels|python|hf|bench|torch2|sanitize|browser"
 command -v mpirun >/dev/null && labels="$labels|docs"
 labels=${LABELS:-$labels}
 echo "run-tests: labels $labels"
+here=$(cd "$(dirname "$0")" && pwd)
 cd "$BUILD"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-exec ctest -L "^($labels)\$" --output-on-failure --timeout 900 -j "${CTEST_JOBS:-1}"
+# Where the time went, after the run: seconds per label and the 10 slowest tests (and the whole of
+# make test when the Makefile passes its start, GTRAIN_TEST_START); then ctest's own closing lines
+# again, so they stay the last ones.
+log=$(mktemp /tmp/gtrain-ctest-XXXXXX.log)
+set +e
+ctest -L "^($labels)\$" --output-on-failure --timeout 900 -j "${CTEST_JOBS:-1}" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+total=""
+[[ -n ${GTRAIN_TEST_START:-} ]] && total=$(( $(date +%s) - GTRAIN_TEST_START ))
+/usr/bin/python3 "$here/test-times.py" . "$log" $total || true
+echo
+grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1 || true
+grep -E '^Total Test time' "$log" | tail -1 || true
+rm -f "$log"
+exit "$rc"
