@@ -157,15 +157,16 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
   pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
                                                 : 0.8 * available_memory_bytes() / std::max(1, local_ranks);
   if (nvml_index >= 0) {
-    // By the GPU's NVML name and memory; unless parallel.memory_gb says otherwise, its memory less a
-    // margin for the CUDA context.
+    // By the GPU's NVML name and memory; unless parallel.memory_gb says otherwise, its total less
+    // what the profile reserves (CUDA context, NCCL), the margin left to the planner.
     const HardwareInfo hw = query_hardware();
     if (static_cast<size_t>(nvml_index) < hw.gpus.size()) {
       const GpuInfo& g = hw.gpus[static_cast<size_t>(nvml_index)];
       const double mem = static_cast<double>(g.memory_bytes);
       const auto known = find_gpu_profile(g.name, mem);
       pin.profile = known ? *known : nearest_gpu_profile_by_memory(mem);
-      if (cfg.parallel.memory_gb <= 0 && mem > 0) pin.memory_bytes = 0.9 * mem;
+      if (mem > 0) pin.profile.memory_bytes = mem;
+      if (cfg.parallel.memory_gb <= 0 && mem > 0) pin.memory_bytes = 0;  // the profile's usable_bytes()
     }
   }
   // parallel.pp_microbatches fixes the micro-batches per step (the planner checks it against the
