@@ -500,6 +500,30 @@ TEST(PlanCli, CalibrateSavesAProfileLaterPlansUse) {
   EXPECT_NE(r.output.find("model mlp does not support tensor parallel"), std::string::npos) << r.output;
 }
 
+// Issue 47: a stage whose first step cannot finish before its deadline is refused before any rank
+// starts (one line: the estimate, the time left, what to change; exit 2), not started to save
+// nothing. (A short step in a short stage still starts: Cli.CheckpointEvalAndDeadlineOrder runs one
+// in 5 s.)
+TEST(RunCli, RefusesAStepLongerThanTheStage) {
+  test::TempDir dir;
+  test::write_file(dir.file("big.toml"),
+                   "[model]\nname = \"gpt\"\nn_layer = 4\nn_head = 4\nn_embd = 256\nseq_len = 256\n[data]\nkind = "
+                   "\"synthetic\"\n[train]\nglobal_batch = 4096\nsteps = 10\n");
+  auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " run " + dir.file("big.toml") +
+                       " --ranks 1 --time-limit 30s --run-dir " + dir.file("run"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(test::lines(r.output).size(), 1u) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m,
+                                std::regex(R"(the first step is estimated at ([0-9.e+]+) s and a save at 1 s, but the )"
+                                           R"(stage has (2\d|30)(\.\d+)? s before its deadline \(--time-limit\))")))
+      << r.output;
+  EXPECT_GT(std::stod(m[1]), 100.0);
+  EXPECT_NE(r.output.find("hint: give the stage at least"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run/plan.json")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run/metrics.jsonl")));
+}
+
 TEST(RunCli, PrintsThePlanAndRefusesWhatItCannotExecute) {
   test::TempDir dir;
   const std::string cfg =
