@@ -465,6 +465,22 @@ TEST(PlanCli, RunSaysOnceWhenTheStepEstimateIsFarOff) {
   }
   EXPECT_EQ(estimates, 1);
   EXPECT_EQ(with_est, 12);
+  // Once per machine (issue 47: it greeted the README tour's first command): a second run keeps the
+  // record but prints nothing; forgetting the note (gtrain plan --calibrate does) says it again.
+  const std::string run2 = clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " run " +
+                           dir.file("mlp.toml") + " --ranks 1 --no-resume --run-dir " + dir.file("run2");
+  r = run_command(run2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find(said), std::string::npos) << "said once per machine\n" << r.output;
+  estimates = 0;
+  for (const auto& rec : test::read_jsonl(dir.file("run2/metrics.jsonl")))
+    estimates += rec.value("kind", "") == "estimate";
+  EXPECT_EQ(estimates, 1);
+  const std::string marker = dir.file(std::string("note-estimate-off-") + host);
+  ASSERT_TRUE(std::filesystem::exists(marker));
+  std::filesystem::remove(marker);
+  r = run_command(run2 + " --set train.steps=12");
+  EXPECT_NE(r.output.find(said), std::string::npos) << r.output;
 }
 
 TEST(PlanCli, CalibrateSavesAProfileLaterPlansUse) {

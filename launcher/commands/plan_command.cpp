@@ -15,6 +15,7 @@
 #include "launcher/scheduler/allocation.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/machine_notes.h"
 #include "runtime/data/dataset.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/train/trainer.h"
@@ -403,6 +404,7 @@ CalibrationReport run_calibration(const std::map<std::string, std::string>& env,
   if (r.path.empty()) throw ConfigError("--calibrate: nowhere to save the profile", "set GTRAIN_PROFILE_DIR or HOME");
   r.c = calibrate_this_machine(hw);
   save_profile(r.c.profile, r.path);
+  forget_machine_note(env, hw.hostname, kEstimateOffNote);  // estimates from the new profile: say again if off
   return r;
 }
 
