@@ -111,7 +111,10 @@ Command add_plan(CLI::App& app) {
                        : "expected a node count >= 1, got '" + v + "'";
           },
           "N>=1"));
-  cmd->add_option("--gpu-mem", plan->gpu_mem, "Memory per GPU, e.g. 80GiB, 40GB, 81920MiB")->type_name("SIZE");
+  cmd->add_option("--gpu-mem", plan->gpu_mem,
+                  "Memory per GPU, its total as nvidia-smi reports it (plans use that less 1 GiB for the CUDA "
+                  "context and NCCL), e.g. 80GiB, 40GB, 81920MiB")
+      ->type_name("SIZE");
   cmd->add_option("--gpu-type", plan->gpu_type,
                   "GPU model for the rates: V100-32GB, A100-40GB, A100-80GB, "
                   "H100-80GB, H200, L40S");
