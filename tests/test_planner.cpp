@@ -65,11 +65,10 @@ void check_invariants(const PlannerInput& in, const std::vector<RankedPlan>& all
       continue;
     }
     EXPECT_EQ(r.rank, expect_rank++) << "feasible plans come first, ranked 1..n";
-    // Ranked by time; a layout that leaves ranks idle must beat the others by kIdleRankMargin, one
-    // with ZeRO-3 or offload by kShardingMargin.
-    const double ranked = r.time.total() * (p.idle_ranks() > 0 ? 1.0 + kIdleRankMargin : 1.0) *
-                          (p.zero >= 3 || p.offload ? 1.0 + kShardingMargin : 1.0);
-    EXPECT_GE(ranked * (1 + 1e-12), last_time) << "ranked by time";
+    // Ranked by time; a layout that leaves ranks idle must beat the others by kIdleRankMargin.
+    const double ranked = r.time.total() * (p.idle_ranks() > 0 ? 1.0 + kIdleRankMargin : 1.0);
+    EXPECT_DOUBLE_EQ(ranked, ranking_time(r));
+    EXPECT_GE(ranked * (1 + kSameTime), last_time) << "ranked by time";
     last_time = ranked;
     // The replicas' shares add up to the global batch and differ by at most one sample; every
     // micro-batch holds a sample, and micro_batch is the largest.
@@ -96,6 +95,8 @@ void check_invariants(const PlannerInput& in, const std::vector<RankedPlan>& all
     EXPECT_LE(p.tp, used_gpn);
     EXPECT_EQ(used_gpn % p.tp, 0) << "tp stays within a node";
     EXPECT_LE(r.memory.total(), usable) << p.summary();
+    EXPECT_LE(r.memory.total() * (1 + in.parallel.memory_margin), usable * (1 + 1e-12)) << "keeps the margin";
+    EXPECT_FALSE(r.tight);
     EXPECT_NEAR(p.est_memory_bytes, r.memory.total(), 1.0);
     EXPECT_LE(p.zero, in.caps.max_zero);
     if (!in.caps.tensor_parallel) {
@@ -255,8 +256,16 @@ TEST(PlannerReference, Gpt2On8x80GBIsPureDataParallel) {
   EXPECT_EQ(p.dp, 8);
   EXPECT_EQ(p.tp, 1);
   EXPECT_EQ(p.pp, 1);
-  EXPECT_EQ(p.zero, 0);
   EXPECT_FALSE(p.recompute);
+  EXPECT_FALSE(p.offload);
+  // The ZeRO stage is whichever the estimate makes fastest (ZeRO-3's gathers hide behind the
+  // compute, its sharded optimizer step is shorter): within 0.1% of plain data parallel.
+  for (const auto& r : plan_candidates(in)) {
+    if (r.feasible && r.plan.dp == 8 && r.plan.zero == 0 && !r.plan.recompute && !r.plan.offload) {
+      EXPECT_LE(p.est_step_seconds, r.time.total());
+      EXPECT_NEAR(p.est_step_seconds, r.time.total(), 1e-3 * r.time.total());
+    }
+  }
   EXPECT_EQ(p.global_batch(), 512);
   EXPECT_LE(p.est_memory_bytes, 80 * kGiB);
   // 512 x 6 x 124M x 1024 tokens over 8 x 140 TFLOP/s: a few tenths of a second.
@@ -306,9 +315,9 @@ TEST(PlannerReference, ModelThatCannotFitSaysHowMuchIsMissing) {
   const std::string e = error_of(in);
   std::smatch m;
   ASSERT_TRUE(
-      std::regex_search(e, m, std::regex("needs ([0-9.]+) GiB per GPU, 40\\.0 GiB usable: ([0-9.]+) GiB missing")))
+      std::regex_search(e, m, std::regex("needs ([0-9.]+) GiB per GPU, 39\\.0 GiB usable: ([0-9.]+) GiB missing")))
       << e;
-  EXPECT_NEAR(std::stod(m[1]) - 40.0, std::stod(m[2]), 0.11);
+  EXPECT_NEAR(std::stod(m[1]) - 39.0, std::stod(m[2]), 0.11);
   EXPECT_GT(std::stod(m[2]), 100.0);
   EXPECT_EQ(e.rfind("no layout fits", 0), 0u) << e;
 }
@@ -581,6 +590,7 @@ TEST(HardwareProfiles, TableLookupAndSavedCalibrations) {
   EXPECT_FALSE(find_gpu_profile("GeForce GTX 480").has_value());
   EXPECT_EQ(nearest_gpu_profile_by_memory(40 * kGiB).name, "A100-40GB");
   EXPECT_EQ(nearest_gpu_profile_by_memory(141e9).name, "H200");
+  EXPECT_EQ(nearest_gpu_profile_by_memory(80 * kGiB).name, "A100-80GB");
   for (const auto& p : gpu_profile_table()) {
     EXPECT_GT(p.achievable_flops("bf16"), 1e12) << p.name;
     EXPECT_LT(p.achievable_flops("bf16"), p.bf16_flops) << p.name;
@@ -595,10 +605,12 @@ TEST(HardwareProfiles, TableLookupAndSavedCalibrations) {
   HardwareProfile p = default_cpu_profile(4);
   p.fp32_flops = 123e9;
   p.source = "calibrated on box";
+  p.reserved_bytes = 3e6;
   save_profile(p, path);
   const auto back = load_profile(path);
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->fp32_flops, 123e9);
+  EXPECT_EQ(back->reserved_bytes, 3e6);
   EXPECT_EQ(local_cpu_profile(env, "box", 4).source, "calibrated on box");
   test::write_file(path, "{\"kind\": \"cpu\", \"fp32_flops\": \"fast\"}");
   try {

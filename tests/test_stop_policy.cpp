@@ -89,6 +89,22 @@ TEST(StopPolicy, BeforeTheFirstStepOnlyAPastDeadlineCounts) {
   EXPECT_EQ(d.detail, "the deadline (--time-limit) passed 1.0 s before the first step");
 }
 
+// Issue 47: a stage whose first step (472 s estimated) and a save cannot fit before its deadline
+// (--time-limit 30s) is refused before it starts; a short step in a short stage (the README tour's
+// 6 s) starts, even inside the trainer's lead (it then stops after step 1 and saves).
+TEST(StopPolicy, FirstStepLongerThanTheStageIsRefused) {
+  EXPECT_EQ(first_step_cannot_fit(472.0, 0.0, 30.0, "--time-limit"),
+            "the first step is estimated at 472 s and a save at 1 s, but the stage has 30 s before its deadline "
+            "(--time-limit): it would end without a checkpoint");
+  EXPECT_EQ(first_step_cannot_fit(0.05, 0.0, 6.0, "--time-limit"), "");
+  EXPECT_EQ(first_step_cannot_fit(0.05, 0.0, 2.0, "--time-limit"), "") << "inside the lead, but a step and a save fit";
+  EXPECT_EQ(first_step_cannot_fit(20.0, 9.0, 30.0, "slurm end time"), "");
+  EXPECT_NE(first_step_cannot_fit(20.0, 11.0, 30.0, "slurm end time"), "") << "the measured save counts";
+  EXPECT_NE(first_step_cannot_fit(0.5, 0.0, 1.2, "quota window"), "") << "a save takes at least 1 s";
+  EXPECT_EQ(first_step_cannot_fit(0.0, 0.0, 1.0, "--time-limit"), "") << "no estimate: no refusal";
+  EXPECT_EQ(first_step_cannot_fit(472.0, 0.0, 0.0, ""), "") << "no deadline";
+}
+
 TEST(StopPolicy, AgreementTakesTheStrongestCode) {
   const StopPolicy p(deadline_settings(), true);
   const auto deadline = p.decide(0, kDeadline, 1.0, 0.0);

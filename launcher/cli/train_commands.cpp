@@ -91,7 +91,8 @@ Command add_plan(CLI::App& app) {
   auto plan = std::make_shared<PlanOptions>();
   Command c;
   auto* cmd = c.app = app.add_subcommand("plan",
-                                         "Choose the parallel layout (dp/tp/pp/ZeRO/micro-batch) for a config, "
+                                         "Choose the parallel layout (dp/tp/pp, ZeRO 0-3, optimizer offload, "
+                                         "recompute, micro-batch) for a config, "
                                          "with estimates, alternatives and a what-if table over GPU counts.");
   cmd->add_option("config", plan->config_path, "TOML config file (optional with --calibrate)");
   cmd->add_option("--set", plan->sets, "Override a key: section.key=value")->allow_extra_args(false);
@@ -110,7 +111,10 @@ Command add_plan(CLI::App& app) {
                        : "expected a node count >= 1, got '" + v + "'";
           },
           "N>=1"));
-  cmd->add_option("--gpu-mem", plan->gpu_mem, "Memory per GPU, e.g. 80GiB, 40GB, 81920MiB")->type_name("SIZE");
+  cmd->add_option("--gpu-mem", plan->gpu_mem,
+                  "Memory per GPU, its total as nvidia-smi reports it (plans use that less 1 GiB for the CUDA "
+                  "context and NCCL), e.g. 80GiB, 40GB, 81920MiB")
+      ->type_name("SIZE");
   cmd->add_option("--gpu-type", plan->gpu_type,
                   "GPU model for the rates: V100-32GB, A100-40GB, A100-80GB, "
                   "H100-80GB, H200, L40S");
@@ -118,7 +122,8 @@ Command add_plan(CLI::App& app) {
   cmd->add_flag("--explain", plan->explain, "List every candidate and the estimate breakdown");
   cmd->add_flag(
       "--runnable", plan->runnable,
-      "Only layouts gtrain run executes (today every layout the planner knows: dp, ZeRO 1-2, tp, pp, recompute)");
+      "Only layouts gtrain run executes (today every layout the planner knows: dp with ZeRO 0-3 and optimizer "
+      "offload, tp, pp, recompute)");
   cmd->add_flag("--calibrate", plan->calibrate,
                 "Measure this machine (matmul rate, bandwidth) and save its "
                 "profile for later plans");

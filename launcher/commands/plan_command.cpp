@@ -15,6 +15,7 @@
 #include "launcher/scheduler/allocation.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/machine_notes.h"
 #include "runtime/data/dataset.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/train/trainer.h"
@@ -35,11 +36,11 @@ std::string short_layout(const Plan& p) {
   if (p.micro_batch <= 0) {
     return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp);
   }
-  // Uneven replica shares: "mb6~" (the largest micro-batch; some hold one sample less); fewer
-  // ranks than granted: "(uses 6)".
+  // Uneven replica shares: "mb6~" (the largest micro-batch; some hold one sample less); recompute
+  // "rc", optimizer offload "offload"; fewer ranks than granted: "(uses 6)".
   return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " z" +
          std::to_string(p.zero) + " mb" + std::to_string(p.micro_batch) + (p.even() ? "" : "~") + "x" +
-         std::to_string(p.grad_accum) + (p.recompute ? " rc" : "") + (p.offload ? " off" : "") +
+         std::to_string(p.grad_accum) + (p.recompute ? " rc" : "") + (p.offload ? " offload" : "") +
          (p.idle_ranks() > 0 ? " (uses " + std::to_string(p.world) + ")" : "");
 }
 
@@ -82,6 +83,7 @@ json candidate_json(const RankedPlan& r) {
   json j = {{"rank", r.rank}, {"feasible", r.feasible},   {"dp", p.dp},  {"tp", p.tp}, {"pp", p.pp},
             {"zero", p.zero}, {"recompute", p.recompute}, {"why", r.why}};
   j["offload"] = p.offload ? "optimizer" : "none";
+  j["tight"] = r.tight;
   j["world"] = p.world;
   j["idle_ranks"] = p.idle_ranks();
   if (p.micro_batch > 0) {
@@ -253,7 +255,7 @@ std::string caps_text(const Capabilities& c) {
   std::string s = "dp";
   if (c.tensor_parallel) s += ", tp";
   if (c.pipeline_parallel) s += ", pp";
-  if (c.max_zero > 0) s += ", ZeRO 1-" + std::to_string(c.max_zero);
+  if (c.max_zero > 0) s += " with ZeRO 0-" + std::to_string(c.max_zero);
   if (c.recompute) s += ", recompute";
   if (c.offload) s += ", optimizer offload";
   return s;
@@ -402,6 +404,7 @@ CalibrationReport run_calibration(const std::map<std::string, std::string>& env,
   if (r.path.empty()) throw ConfigError("--calibrate: nowhere to save the profile", "set GTRAIN_PROFILE_DIR or HOME");
   r.c = calibrate_this_machine(hw);
   save_profile(r.c.profile, r.path);
+  forget_machine_note(env, hw.hostname, kEstimateOffNote);  // estimates from the new profile: say again if off
   return r;
 }
 
@@ -439,6 +442,9 @@ void render_calibration(const CalibrationReport& r, std::ostream& out) {
 // The closest miss of a device count where nothing fits: the least memory short, else why dp
 // cannot split the batch.
 std::string closest_miss(const std::vector<RankedPlan>& all, const Setup& s) {
+  for (const auto& r : all) {
+    if (r.tight) return r.why + " (" + short_layout(r.plan) + ")";
+  }
   for (const auto& r : all) {
     if (!r.structural && r.missing_bytes > 0) {
       return "needs " + format_bytes(r.memory.total()) + " per " + cpu_or_gpu(s) + " at best (" + short_layout(r.plan) +
@@ -540,6 +546,7 @@ void fill_plan_json(const PlanOptions& o, const PlanReport& r, json& doc) {
   doc["nodes"] = (r.setup.world + in.gpus_per_node - 1) / in.gpus_per_node;
   doc["source"] = r.setup.source;
   doc["usable_memory_bytes"] = std::isinf(r.usable) ? json(nullptr) : json(r.usable);
+  doc["memory_margin"] = in.parallel.memory_margin;
   doc["hardware"] = profile_to_json(r.setup.profile);
   doc["capabilities"] = {{"max_zero", in.caps.max_zero},
                          {"tensor_parallel", in.caps.tensor_parallel},
@@ -578,6 +585,10 @@ void render_header(const PlanOptions& o, const PlanReport& r, std::ostream& out)
       << "): " << strf("%.1f", s.profile.achievable_flops(cfg.precision.dtype) / 1e12) << " TFLOP/s achievable in "
       << cfg.precision.dtype << ", "
       << (std::isinf(r.usable) ? std::string("unlimited") : format_gib(r.usable) + " GiB") << " usable per " << r.unit
+      << (r.input.memory_bytes <= 0 && s.profile.reserved_bytes > 0
+              ? " (" + format_gib(s.profile.memory_bytes) + " GiB total less " + format_gib(s.profile.reserved_bytes) +
+                    " GiB for the CUDA context and NCCL)"
+              : std::string())
       << ", links " << strf("%.1f", s.profile.intra_node_bw / 1e9) << " GB/s in node / "
       << strf("%.1f", s.profile.inter_node_bw / 1e9) << " GB/s per node across\n";
   const std::string run_caps = caps_text(kRunCapabilities);
@@ -609,8 +620,12 @@ void render_chosen(const PlanOptions& o, const PlanReport& r, std::ostream& out)
     out << "  global batch " << c.plan.global_batch() << " (requested " << c.plan.requested_global_batch
         << ", within parallel.batch_tolerance)\n";
   }
-  out << "  memory per " << unit << "  " << format_bytes(me.total()) << " of " << format_bytes(r.usable) << ": params "
-      << format_bytes(me.params)
+  out << "  memory per " << unit << "  " << format_bytes(me.total()) << " of " << format_bytes(r.usable) << " usable"
+      << (std::isinf(r.usable) ? std::string()
+                               : " (" + strf("%.0f", 100.0 * me.total() / r.usable) + "%; " +
+                                     format_bytes(me.total() * (1.0 + r.input.parallel.memory_margin)) + " with the " +
+                                     strf("%.3g", 100.0 * r.input.parallel.memory_margin) + "% parallel.memory_margin)")
+      << ": params " << format_bytes(me.params)
       << (me.gathered > 0 ? " (+ " + format_bytes(me.gathered) + " gathered at once)" : std::string()) << ", grads "
       << format_bytes(me.grads) << " (+ " << format_bytes(me.grad_accumulators) << " accumulating), optimizer "
       << format_bytes(me.optimizer) << ", activations " << format_bytes(me.activations) << " (" << c.plan.micro_batch
@@ -650,24 +665,27 @@ void render_alternatives(const PlanOptions& o, const PlanReport& r, std::ostream
   const size_t max_rows = o.explain ? cands.size() : 8;
   size_t shown = 0;
   if (feasible > 1) {
-    out << "\nalternatives" << (o.explain ? "" : " (fastest first; --explain lists every candidate)") << ":\n";
-    out << "  " << pad("#", 4) << pad("layout", 30) << rpad("GiB/" + r.unit, 10) << rpad("s/step", 10)
+    out << "\nalternatives (by s/step; one that leaves " << r.unit << "s idle counts "
+        << strf("%.0f", 100.0 * kIdleRankMargin) << "% slower; as fast: more " << r.unit << "s, then less memory"
+        << (o.explain ? "" : "; --explain lists every candidate") << "):\n";
+    out << "  " << pad("#", 4) << pad("layout", 36) << rpad("GiB/" + r.unit, 10) << rpad("s/step", 10)
         << "   why it lost\n";
     for (const auto& c : cands) {
       if (!c.feasible || c.rank == 1) continue;
       if (shown++ >= max_rows) break;
-      out << "  " << pad(std::to_string(c.rank), 4) << pad(short_layout(c.plan), 30)
+      out << "  " << pad(std::to_string(c.rank), 4) << pad(short_layout(c.plan), 36)
           << rpad(format_gib(c.memory.total()), 10) << rpad(strf("%.4g", c.time.total()), 10) << "   " << c.why << "\n";
     }
   }
   shown = 0;
   const size_t infeasible = cands.size() - static_cast<size_t>(feasible);
   if (infeasible > 0) {
-    out << "\nnot feasible (" << infeasible << (o.explain ? "" : "; closest first, --explain lists all") << "):\n";
+    out << "\nnot feasible (" << infeasible
+        << (o.explain ? "" : "; closest first: tight, then over memory; --explain lists all") << "):\n";
     for (const auto& c : cands) {
       if (c.feasible) continue;
       if (shown++ >= (o.explain ? cands.size() : 6)) break;
-      out << "  " << pad(short_layout(c.plan), 34) << c.why << "\n";
+      out << "  " << pad(short_layout(c.plan), 40) << c.why << "\n";
     }
   }
 }
@@ -677,7 +695,7 @@ void render_what_if(const PlanReport& r, std::ostream& out) {
   const int64_t steps = r.job.total_steps;
   out << "\nwhat-if over " << unit << " counts (parallel.mode = auto, global_batch " << r.cfg.train.global_batch
       << "):\n";
-  out << "  " << rpad(unit + "s", 6) << rpad("nodes", 7) << "  " << pad("layout", 28) << rpad("s/step", 10)
+  out << "  " << rpad(unit + "s", 6) << rpad("nodes", 7) << "  " << pad("layout", 32) << rpad("s/step", 10)
       << rpad("to finish", 12) << rpad(unit + "-hours", 12) << rpad("GiB/" + unit, 10) << "\n";
   for (const auto& row : r.rows) {
     out << "  " << rpad(std::to_string(row.gpus), 6) << rpad(std::to_string(row.nodes), 7) << "  ";
@@ -687,7 +705,7 @@ void render_what_if(const PlanReport& r, std::ostream& out) {
     }
     const double step = row.best.time.total();
     const double finish = step * static_cast<double>(steps);
-    out << pad(short_layout(row.best.plan), 28) << rpad(strf("%.4g", step), 10)
+    out << pad(short_layout(row.best.plan), 32) << rpad(strf("%.4g", step), 10)
         << rpad(steps > 0 ? format_duration_words(finish) : "unknown", 12)
         << rpad(steps > 0 ? strf("%.1f", finish * static_cast<double>(row.gpus) / 3600.0) : "unknown", 12)
         << rpad(format_gib(row.best.memory.total()), 10) << "\n";

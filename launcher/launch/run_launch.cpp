@@ -36,6 +36,7 @@
 #include "runtime/core/rank_output.h"
 #include "runtime/core/schedule.h"
 #include "runtime/core/startup.h"
+#include "runtime/core/stop_policy.h"
 #include "strategies/planner/capabilities.h"
 #include "strategies/planner/hardware_profile.h"
 #include "strategies/planner/planner.h"
@@ -158,15 +159,16 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
   pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
                                                 : 0.8 * available_memory_bytes() / std::max(1, local_ranks);
   if (nvml_index >= 0) {
-    // By the GPU's NVML name and memory; unless parallel.memory_gb says otherwise, its memory less a
-    // margin for the CUDA context.
+    // By the GPU's NVML name and memory; unless parallel.memory_gb says otherwise, its total less
+    // what the profile reserves (CUDA context, NCCL), the margin left to the planner.
     const HardwareInfo hw = query_hardware();
     if (static_cast<size_t>(nvml_index) < hw.gpus.size()) {
       const GpuInfo& g = hw.gpus[static_cast<size_t>(nvml_index)];
       const double mem = static_cast<double>(g.memory_bytes);
       const auto known = find_gpu_profile(g.name, mem);
       pin.profile = known ? *known : nearest_gpu_profile_by_memory(mem);
-      if (cfg.parallel.memory_gb <= 0 && mem > 0) pin.memory_bytes = 0.9 * mem;
+      if (mem > 0) pin.profile.memory_bytes = mem;
+      if (cfg.parallel.memory_gb <= 0 && mem > 0) pin.memory_bytes = 0;  // the profile's usable_bytes()
     }
   }
   // parallel.pp_microbatches fixes the micro-batches per step (the planner checks it against the
@@ -278,6 +280,31 @@ Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocat
               << std::endl;
   }
   return earliest(ds);
+}
+
+// The longest save an earlier stage of this run measured (stages.jsonl's save_s), 0 when none did.
+double longest_recorded_save(const std::string& run_dir) {
+  std::ifstream f(fs::path(run_dir) / "stages.jsonl");
+  double longest = 0;
+  std::string line;
+  while (std::getline(f, line)) {
+    const auto rec = nlohmann::json::parse(line, nullptr, false);
+    if (rec.is_object() && rec.contains("save_s") && rec["save_s"].is_number())
+      longest = std::max(longest, rec["save_s"].get<double>());
+  }
+  return longest;
+}
+
+void refuse_step_longer_than_stage(const Plan& plan, const Deadline& deadline, const std::string& run_dir) {
+  if (deadline.unix_time <= 0 || plan.est_step_seconds <= 0) return;
+  const double save = std::max(1.0, longest_recorded_save(run_dir));
+  const double left = deadline.unix_time - unix_now();
+  const std::string why = first_step_cannot_fit(plan.est_step_seconds, save, left, deadline.source);
+  if (why.empty()) return;
+  throw ConfigError("gtrain run: " + why + " (plan " + plan.summary() + ", profile " + plan.profile + ")",
+                    str("give the stage at least ", static_cast<int64_t>(std::ceil(plan.est_step_seconds + save)),
+                        " s (--time-limit, schedule.time_limit_s, submit --time), or shorten a step: more GPUs, a "
+                        "smaller train.global_batch; if the estimate is off, gtrain plan --calibrate"));
 }
 
 nlohmann::json allocation_record(const Allocation& alloc, int ranks) {
@@ -689,6 +716,7 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   Plan plan;
   plan.world = alloc.world_size();
   if (plan_ranks) plan = plan_ranks(alloc);
+  refuse_step_longer_than_stage(plan, deadline, run_dir);
   out.ranks = static_cast<int>(std::min<int64_t>(plan.world, alloc.world_size()));
   const nlohmann::json allocation = allocation_record(alloc, out.ranks);
   handoff.allocation_json = allocation.dump();

@@ -101,6 +101,11 @@ std::string cancelled_chain_stage(const std::map<std::string, std::string>& env,
 // schedule.time_limit_s, the current quota window's end; unix_time 0 = none) and the allocation as
 // stages.jsonl records it.
 Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc);
+
+// Throws ConfigError (exit 2, one line with the estimate and what to change) when the plan's first
+// step and a save (the longest an earlier stage of `run_dir` recorded, at least 1 s) do not fit
+// before `deadline` (runtime/core/stop_policy.h first_step_cannot_fit).
+void refuse_step_longer_than_stage(const Plan& plan, const Deadline& deadline, const std::string& run_dir);
 // `ranks` of the allocation's world run; fewer: "idle" lists the rest (idle_slots).
 nlohmann::json allocation_record(const Allocation& alloc, int ranks);
 // The granted slots past the first `ranks` (mpirun fills them in order): "host:gpu N", or

@@ -39,6 +39,18 @@ StopPolicy::Decision StopPolicy::decide(int signal, double now_unix, double last
   return d;
 }
 
+std::string first_step_cannot_fit(double est_step_s, double save_s, double left_s, const std::string& source) {
+  if (est_step_s <= 0 || left_s <= 0) return "";
+  const double save = std::max(save_s, 1.0);
+  if (est_step_s + save <= left_s) return "";
+  char buf[320];
+  std::snprintf(buf, sizeof(buf),
+                "the first step is estimated at %.4g s and a save at %.3g s, but the stage has %.4g s before its "
+                "deadline (%s): it would end without a checkpoint",
+                est_step_s, save, left_s, source.c_str());
+  return buf;
+}
+
 std::string StopPolicy::agreed_reason(const Decision& mine, int agreed, int agreed_signal) const {
   if (agreed == kGoOn) return "";
   if (agreed == mine.code) return mine.reason;

@@ -43,4 +43,12 @@ class StopPolicy {
   bool main_rank_;
 };
 
+// Before a stage starts: why it should not, when its first step, estimated at `est_step_s`
+// seconds, and one save of `save_s` (at least 1 s, StopPolicy's floor) do not fit in the `left_s`
+// seconds before its deadline (`source`): it would end without a checkpoint, however often it is
+// started again. "" when they fit, or when the estimate or the deadline is unknown (<= 0). The
+// trainer's own lead (save_safety, min_lead_s) is not counted: a stage that fits one step and a
+// save stops after them and saves (StopPolicy::decide), progress however short its limit.
+std::string first_step_cannot_fit(double est_step_s, double save_s, double left_s, const std::string& source);
+
 }  // namespace gtrain

@@ -16,6 +16,7 @@
 #include "runtime/core/errors.h"
 #include "runtime/core/heartbeat.h"
 #include "runtime/core/lr_schedule.h"
+#include "runtime/core/machine_notes.h"
 #include "runtime/core/metrics_records.h"
 #include "runtime/core/resume_check.h"
 #include "runtime/core/schedule.h"
@@ -586,10 +587,14 @@ void Trainer::check_estimate(const StepResult& r) {
                    {"error", error},
                    {"profile", plan_.profile}});
   if (comm_->rank() != 0) return;
-  char buf[320];
+  // Said once per machine (every run keeps the record above, and gtrain report lists it): a first
+  // run on an uncalibrated machine hears it, later ones do not, until `gtrain plan --calibrate`.
+  if (!first_time_on_this_machine(process_environment(), ProcessContext::get().host, kEstimateOffNote)) return;
+  char buf[400];
   std::snprintf(buf, sizeof(buf),
                 "step time %.4g s (median of steps %lld-%lld) is %.0f%% %s the planner's estimate %.4g s%s%s: "
-                "plans here choose from wrong figures; run `gtrain plan --calibrate` on this machine",
+                "plans here choose from wrong figures; run `gtrain plan --calibrate` on this machine (said once "
+                "per machine; metrics.jsonl and gtrain report keep it for each run)",
                 measured, (long long)(r.step - kSettled + 1), (long long)r.step, 100.0 * std::fabs(error),
                 error > 0 ? "above" : "below", est, plan_.profile.empty() ? "" : " for ", plan_.profile.c_str());
   progress_->message(buf);

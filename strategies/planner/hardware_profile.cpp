@@ -16,12 +16,14 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-HardwareProfile gpu(const char* name, double mem_gib, double fp32_t, double bf16_t, double fp16_t, double eff,
+constexpr double kMiB = 1024.0 * 1024.0;
+
+HardwareProfile gpu(const char* name, double mem_mib, double fp32_t, double bf16_t, double fp16_t, double eff,
                     double hbm_gbs, double intra_gbs, double inter_gbs) {
   HardwareProfile p;
   p.name = name;
   p.kind = "gpu";
-  p.memory_bytes = mem_gib * kGiB;
+  p.memory_bytes = mem_mib * kMiB;
   p.fp32_flops = fp32_t * 1e12;
   p.bf16_flops = bf16_t * 1e12;
   p.fp16_flops = fp16_t * 1e12;
@@ -34,7 +36,13 @@ HardwareProfile gpu(const char* name, double mem_gib, double fp32_t, double bf16
   p.host_link_bw = 25e9;
   p.latency_s = 15e-6;
   p.launch_overhead_s = 5e-6;
-  p.workspace_bytes = 1.5 * kGiB;  // CUDA context, cuBLAS and NCCL workspaces
+  // Not allocatable by the training process: a CUDA 12 context (~0.5 GiB with lazy module loading)
+  // and NCCL's communicator buffers (a few hundred MiB for a node of 8): public figures, to be
+  // measured on a lent device (free memory after init against the total). Inside the caching
+  // allocator, besides the tensors: cuBLAS / cuBLASLt workspaces and autocast's caches (workspace),
+  // and the allocator's fragmentation, a fraction of what each step allocates and frees.
+  p.reserved_bytes = 1.0 * kGiB;
+  p.workspace_bytes = 0.5 * kGiB;
   p.fragmentation = 0.05;
   p.source = "table";
   return p;
@@ -77,16 +85,18 @@ double HardwareProfile::block_rate(double threads) const {
 }
 
 const std::vector<HardwareProfile>& gpu_profile_table() {
-  // name, GiB, fp32 / bf16 / fp16 dense TFLOP/s, efficiency, HBM GB/s, NVLink (or PCIe) allreduce
-  // bus GB/s, network GB/s per node. fp32 is plain FP32 (PyTorch does not use TF32 for matmul by
-  // default). V100 has no bf16 units: bf16 runs near the fp32 rate.
+  // name, MiB total (as nvidia-smi reports it: an "80GB" H100 has 81559 MiB, 79.6 GiB), fp32 / bf16
+  // / fp16 dense TFLOP/s, efficiency, HBM GB/s, NVLink (or PCIe) allreduce bus GB/s, network GB/s
+  // per node. fp32 is plain FP32 (PyTorch does not use TF32 for matmul by default). V100 has no
+  // bf16 units: bf16 runs near the fp32 rate. The totals are public nvidia-smi figures, not yet
+  // measured on a lent device.
   static const std::vector<HardwareProfile> table = {
-      gpu("V100-32GB", 32, 15.7, 15.7, 125, 0.35, 900, 130, 12.5),
-      gpu("A100-40GB", 40, 19.5, 312, 312, 0.45, 1555, 230, 25),
-      gpu("A100-80GB", 80, 19.5, 312, 312, 0.45, 2039, 230, 25),
-      gpu("H100-80GB", 80, 67, 989, 989, 0.40, 3350, 360, 50),
-      gpu("H200", 140, 67, 989, 989, 0.40, 4800, 360, 50),
-      gpu("L40S", 45, 91.6, 362, 362, 0.35, 864, 20, 25),
+      gpu("V100-32GB", 32510, 15.7, 15.7, 125, 0.35, 900, 130, 12.5),
+      gpu("A100-40GB", 40960, 19.5, 312, 312, 0.45, 1555, 230, 25),
+      gpu("A100-80GB", 81920, 19.5, 312, 312, 0.45, 2039, 230, 25),
+      gpu("H100-80GB", 81559, 67, 989, 989, 0.40, 3350, 360, 50),
+      gpu("H200", 143771, 67, 989, 989, 0.40, 4800, 360, 50),
+      gpu("L40S", 46068, 91.6, 362, 362, 0.35, 864, 20, 25),
   };
   return table;
 }
@@ -139,7 +149,7 @@ std::optional<HardwareProfile> find_gpu_profile(const std::string& model, double
     HardwareProfile p = get("V100-32GB");
     if (has("16g") || (memory_bytes > 0 && gib < 24)) {
       p.name = "V100-16GB";
-      p.memory_bytes = 16 * kGiB;
+      p.memory_bytes = 16160 * kMiB;  // nvidia-smi's total for a V100-16GB
     }
     return p;
   }
@@ -198,6 +208,7 @@ nlohmann::json profile_to_json(const HardwareProfile& p) {
           {"block_speedup", p.block_speedup},
           {"latency_s", p.latency_s},
           {"launch_overhead_s", p.launch_overhead_s},
+          {"reserved_bytes", p.reserved_bytes},
           {"workspace_bytes", p.workspace_bytes},
           {"fragmentation", p.fragmentation},
           {"source", p.source},
@@ -253,6 +264,7 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& or
   }
   num("latency_s", &p.latency_s);
   num("launch_overhead_s", &p.launch_overhead_s);
+  if (j.contains("reserved_bytes")) num("reserved_bytes", &p.reserved_bytes);  // optional: older profiles lack it
   num("workspace_bytes", &p.workspace_bytes);
   num("fragmentation", &p.fragmentation);
   str("source", &p.source);

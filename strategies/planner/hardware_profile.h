@@ -19,7 +19,10 @@ namespace gtrain {
 struct HardwareProfile {
   std::string name = "cpu";  // "A100-80GB", "H100-80GB", "cpu", ...
   std::string kind = "cpu";  // "gpu" or "cpu"
-  double memory_bytes = 0;   // per device (0 = decided at planning time: host memory per rank)
+  double memory_bytes = 0;   // per device, its total (0 = decided at planning time: host memory per rank)
+  // Of memory_bytes, what a training process cannot allocate: on a GPU the CUDA context and NCCL's
+  // buffers, outside the caching allocator (usable_bytes() is the rest).
+  double reserved_bytes = 0;
   double fp32_flops = 50e9;  // peak dense matmul FLOP/s per device
   double bf16_flops = 25e9;
   double fp16_flops = 25e9;
@@ -49,11 +52,13 @@ struct HardwareProfile {
   double block_speedup = 0;                     // that block on every core against one thread
   double latency_s = 20e-6;                     // per collective
   double launch_overhead_s = 10e-6;             // fixed cost per kernel / op
-  double workspace_bytes = 64.0 * 1024 * 1024;  // reserved per device (context, workspaces)
+  double workspace_bytes = 64.0 * 1024 * 1024;  // allocated per device besides the tensors (cuBLAS workspaces)
   double fragmentation = 0.0;                   // extra fraction of the estimate lost to allocator fragmentation
   std::string source = "default";               // "table", "default", or "calibrated on HOST at TIME"
   std::string note;                             // caveats, e.g. how the bandwidth was measured
 
+  // What a process can allocate on the device: memory_bytes less reserved_bytes.
+  double usable_bytes() const { return memory_bytes > reserved_bytes ? memory_bytes - reserved_bytes : 0.0; }
   double host_memory_rate() const { return host_memory_bw > 0 ? host_memory_bw : memory_bw; }
   double host_link_rate() const { return host_link_bw > 0 ? host_link_bw : memory_bw; }
   // FLOP/s a training step reaches in this precision ("fp32", "bf16", "fp16").

@@ -41,7 +41,15 @@ struct Context {
   double usable;
   int64_t gpn;
   std::string unit;  // "GPU" or "rank"
+  double budget;     // usable / (1 + parallel.memory_margin): what a chosen layout's estimate may reach
 };
+
+// "5%": parallel.memory_margin as a percentage.
+std::string margin_text(const PlannerInput& in) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g%%", 100.0 * in.parallel.memory_margin);
+  return buf;
+}
 
 // The global batch dp replicas will use: train.global_batch, split into uneven shares when dp does
 // not divide it; with parallel.batch_tolerance > 0 (a user who prefers an even split with a changed
@@ -220,12 +228,12 @@ RankedPlan over_memory(const Context& c, const ParallelLayout& l, const std::str
   return r;
 }
 
-// The fastest of `splits` (one layout, its batch split in different ways) that fits in memory, the
-// one with less memory on a tie; nothing when none fits.
-std::optional<RankedPlan> fastest_fitting(const Context& c, const std::vector<ParallelLayout>& splits) {
+// The fastest of `splits` (one layout, its batch split in different ways) whose estimate is at most
+// `limit`, the one with less memory on a tie; nothing when none is.
+std::optional<RankedPlan> fastest_fitting(const Context& c, const std::vector<ParallelLayout>& splits, double limit) {
   std::optional<RankedPlan> best;
   for (const auto& l : splits) {
-    if (estimate_memory(c.cost, l).total() > c.usable) continue;
+    if (estimate_memory(c.cost, l).total() > limit) continue;
     RankedPlan r = make_candidate(c, l, c.in.train.global_batch);
     r.feasible = true;
     if (!best || r.time.total() < best->time.total() - 1e-12 ||
@@ -234,6 +242,26 @@ std::optional<RankedPlan> fastest_fitting(const Context& c, const std::vector<Pa
     }
   }
   return best;
+}
+
+// The fastest split that fits with the memory margin; else the fastest that fits only without it,
+// "tight": infeasible in auto mode (listed, never chosen), accepted with a warning when explicit.
+std::optional<RankedPlan> fitting_split(const Context& c, const std::vector<ParallelLayout>& splits,
+                                        bool explicit_layout) {
+  if (auto best = fastest_fitting(c, splits, c.budget)) return best;
+  auto tight = fastest_fitting(c, splits, c.usable);
+  if (!tight) return tight;
+  tight->tight = true;
+  const std::string need = format_size(tight->memory.total()) + " of " + format_size(c.usable) + " usable per " +
+                           c.unit + ", inside the " + margin_text(c.in) + " margin (parallel.memory_margin); " +
+                           seconds(tight->time.total()) + "/step";
+  if (explicit_layout) {
+    tight->why = "explicit layout; tight: " + need;
+  } else {
+    tight->feasible = false;
+    tight->why = "tight: " + need;
+  }
+  return tight;
 }
 
 RankedPlan best_chunk(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout);
@@ -260,7 +288,7 @@ RankedPlan best_micro_batch(const Context& c, ParallelLayout l, int64_t batch, b
     l.split_batch(batch, a);
     splits.push_back(l);
   }
-  if (auto best = fastest_fitting(c, splits)) return *best;
+  if (auto best = fitting_split(c, splits, explicit_layout)) return *best;
   // Nothing fits: report the smallest micro-batch's need (or, explicit, accept it with a warning).
   l.split_batch(batch, *std::max_element(accums.begin(), accums.end()));
   return over_memory(c, l, "micro_batch " + num(l.micro_batch), explicit_layout);
@@ -282,7 +310,7 @@ RankedPlan best_chunk(const Context& c, ParallelLayout l, int64_t batch, bool ex
     l.split_chunks(batch, chunk);
     splits.push_back(l);
   }
-  if (auto best = fastest_fitting(c, splits)) return *best;
+  if (auto best = fitting_split(c, splits, explicit_layout)) return *best;
   l.split_chunks(batch, chunks.front());
   return over_memory(c, l, "chunk " + num(l.chunk), explicit_layout);
 }
@@ -307,13 +335,16 @@ std::string slower_because(const TimeEstimate& a, const TimeEstimate& b) {
   return std::string(worst->first) + " +" + seconds(worst->second);
 }
 
-// The time a candidate is ranked by: a layout that leaves granted ranks idle must beat the
-// all-ranks layouts by kIdleRankMargin, so the estimate's noise does not idle a GPU the job holds;
-// ZeRO-3 and offload must win by kShardingMargin.
+}  // namespace
+
 double ranking_time(const RankedPlan& r) {
-  const bool sharding = r.plan.zero >= 3 || r.plan.offload;
-  return r.time.total() * (r.plan.idle_ranks() > 0 ? 1.0 + kIdleRankMargin : 1.0) *
-         (sharding ? 1.0 + kShardingMargin : 1.0);
+  return r.time.total() * (r.plan.idle_ranks() > 0 ? 1.0 + kIdleRankMargin : 1.0);
+}
+
+namespace {
+
+bool same_time(double a, double b) {
+  return std::fabs(a - b) <= kSameTime * std::max(a, b);
 }
 
 std::string percent(double fraction) {
@@ -340,16 +371,67 @@ std::string idle_reason(const std::vector<RankedPlan>& all, const RankedPlan& r,
   return out + "no layout of all " + num(c.in.world) + " works";
 }
 
+// Why the feasible alternative `r` ranks below `best` (the chosen one), with the numbers right:
+// slower by X%; faster but on fewer ranks, within kIdleRankMargin; as fast with more memory or on
+// fewer ranks.
+// Two step times with as many digits (4 to 9) as it takes for them to read differently, and their
+// relative difference with as many as it takes not to read 0: "0.40276 s", "0.40259 s", "0.044%".
+struct TimePair {
+  std::string a, b, percent;
+};
+TimePair time_pair(double ta, double tb) {
+  TimePair t;
+  char buf[48];
+  for (int digits = 4; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g s", digits, ta);
+    t.a = buf;
+    std::snprintf(buf, sizeof(buf), "%.*g s", digits, tb);
+    t.b = buf;
+    if (t.a != t.b) break;
+  }
+  const double pct = 100.0 * std::fabs(ta / tb - 1.0);
+  std::snprintf(buf, sizeof(buf), pct >= 0.1 ? "%.1f%%" : "%.2g%%", pct);
+  t.percent = buf;
+  return t;
+}
+
+std::string lost_because(const RankedPlan& r, const RankedPlan& best, const Context& c) {
+  const double ta = r.time.total(), tb = best.time.total();
+  const TimePair t = time_pair(ta, tb);
+  if (!same_time(ta, tb) && ta > tb) {
+    return "slower: " + t.a + "/step vs " + t.b + " (+" + t.percent + "), mostly " + slower_because(r.time, best.time);
+  }
+  if (!same_time(ta, tb)) {  // faster, but it leaves ranks idle and is not kIdleRankMargin faster
+    char buf[200];
+    std::snprintf(buf, sizeof(buf),
+                  " but leaves %lld of the %lld %ss idle: a layout on fewer ranks must be %.0f%% faster",
+                  (long long)r.plan.idle_ranks(), (long long)r.plan.granted, c.unit.c_str(), 100.0 * kIdleRankMargin);
+    return t.a + "/step vs " + t.b + " (" + t.percent + " faster)" + buf;
+  }
+  if (r.plan.world != best.plan.world) {
+    return "as fast (" + seconds(ta) + "/step) on fewer " + c.unit + "s (" + num(r.plan.world) + " of " +
+           num(best.plan.world) + ")";
+  }
+  const double more = r.memory.total() - best.memory.total();
+  if (more > 0) return "as fast (" + seconds(ta) + "/step), " + format_size(more) + " more memory per " + c.unit;
+  return "as fast (" + seconds(ta) + "/step), as much memory (listed after the chosen one)";
+}
+
 void explain_ranking(std::vector<RankedPlan>* all, const Context& c) {
-  std::stable_sort(all->begin(), all->end(), [](const RankedPlan& a, const RankedPlan& b) {
+  // Feasible first, by ranking_time; as fast: the most ranks, then the least memory. Infeasible:
+  // tight ones (by ranking_time: the one the margin kept from being chosen first), then memory
+  // misses (least missing first), then the rest.
+  auto infeasible_order = [](const RankedPlan& r) { return r.tight ? 0 : r.structural ? 2 : 1; };
+  std::stable_sort(all->begin(), all->end(), [&](const RankedPlan& a, const RankedPlan& b) {
     if (a.feasible != b.feasible) return a.feasible;
     if (a.feasible) {
       const double ta = ranking_time(a), tb = ranking_time(b);
-      if (std::fabs(ta - tb) > 1e-12 * std::max(ta, tb)) return ta < tb;
+      if (!same_time(ta, tb)) return ta < tb;
       if (a.plan.world != b.plan.world) return a.plan.world > b.plan.world;  // as fast: use every rank
       return a.memory.total() < b.memory.total();
     }
-    if (a.structural != b.structural) return !a.structural;  // memory misses first: closest to fitting
+    if (infeasible_order(a) != infeasible_order(b)) return infeasible_order(a) < infeasible_order(b);
+    if (a.tight) return ranking_time(a) < ranking_time(b);  // the one that would have been chosen first
     return a.missing_bytes < b.missing_bytes;
   });
   int64_t feasible = 0;
@@ -359,8 +441,8 @@ void explain_ranking(std::vector<RankedPlan>* all, const Context& c) {
     if (!r.feasible) continue;
     r.rank = ++rank;
     if (rank == 1) {
-      std::string why =
-          "least time per global batch of " + num(feasible) + " feasible layout" + (feasible == 1 ? "" : "s");
+      std::string why = "least time per global batch of " + num(feasible) + " layout" + (feasible == 1 ? "" : "s") +
+                        " that fit with the " + margin_text(c.in) + " memory margin";
       if (!r.plan.even()) {
         why += "; replica shares " + r.plan.shares() + " samples (the largest sets the step, " +
                percent(r.time.imbalance) + " over an even split)";
@@ -370,32 +452,26 @@ void explain_ranking(std::vector<RankedPlan>* all, const Context& c) {
       r.why = why;
       continue;
     }
-    if (r.plan.idle_ranks() > 0) {
-      r.why += std::string(r.why.empty() ? "" : "; ") + "leaves " + num(r.plan.idle_ranks()) + " of the " +
-               num(r.plan.granted) + " " + c.unit + "s idle";
+    const std::string own = r.why;
+    r.why = lost_because(r, all->front(), c);
+    if (r.plan.idle_ranks() > 0 && r.why.find(" idle") == std::string::npos) {
+      r.why += "; leaves " + num(r.plan.idle_ranks()) + " of the " + num(r.plan.granted) + " " + c.unit + "s idle";
     }
-    const RankedPlan& best = all->front();
-    const double tb = best.time.total(), ta = r.time.total();
-    char buf[160];
-    if (ta > tb * (1 + 1e-9)) {
-      std::snprintf(buf, sizeof(buf), "slower: %s/step vs %s (+%.1f%%), mostly ", seconds(ta).c_str(),
-                    seconds(tb).c_str(), 100.0 * (ta / tb - 1.0));
-      r.why = buf + slower_because(r.time, best.time) + (r.why.empty() ? "" : "; " + r.why);
-    } else {
-      r.why = "as fast, " + format_size(r.memory.total() - best.memory.total()) + " more memory per " + c.unit +
-              (r.why.empty() ? "" : "; " + r.why);
-    }
+    if (!own.empty()) r.why += "; " + own;
   }
 }
 
 Context make_context(const PlannerInput& in) {
   if (in.world < 1) throw ConfigError("planner: the world size must be >= 1 (got " + num(in.world) + ")");
   if (in.train.global_batch < 1) throw ConfigError("train.global_batch must be >= 1");
+  if (!(in.parallel.memory_margin >= 0))
+    throw ConfigError("parallel.memory_margin must be >= 0 (got " + std::to_string(in.parallel.memory_margin) + ")");
   Context c{in,
             {},
             usable_memory_bytes(in),
             in.gpus_per_node > 0 ? std::min(in.gpus_per_node, in.world) : in.world,
-            in.profile.kind == "gpu" ? "GPU" : "rank"};
+            in.profile.kind == "gpu" ? "GPU" : "rank",
+            memory_budget_bytes(in)};
   c.cost.model = in.model;
   // What attention keeps of its [H, T, T] scores depends on the ranks' device and this LibTorch.
   c.cost.model.attention_score_tensors = attention_score_tensors(in.model.dropout);
@@ -498,8 +574,12 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
 
 double usable_memory_bytes(const PlannerInput& in) {
   if (in.memory_bytes > 0) return in.memory_bytes;
-  if (in.profile.memory_bytes > 0) return in.profile.memory_bytes;
+  if (in.profile.memory_bytes > 0) return in.profile.usable_bytes();
   return std::numeric_limits<double>::infinity();
+}
+
+double memory_budget_bytes(const PlannerInput& in) {
+  return usable_memory_bytes(in) / (1.0 + std::max(0.0, in.parallel.memory_margin));
 }
 
 std::vector<int64_t> nearest_valid_global_batches(int64_t b, int64_t dp) {
@@ -531,9 +611,12 @@ void add_world_candidates(const Context& c, int64_t granted, std::vector<RankedP
       // ZeRO needs dp > 1; ZeRO-3 does not run with pipeline parallel.
       const int64_t max_zero = dp > 1 ? std::min<int64_t>(pp > 1 ? 2 : 3, in.caps.max_zero) : 0;
       const bool can_recompute = in.caps.recompute && in.model.blocks > 0;
+      // Optimizer offload moves state from device to host memory: a CPU rank's are the same memory,
+      // so it would only add copies (parallel.offload in explicit mode still runs it).
+      const bool offload_worth_trying = in.caps.offload && in.profile.kind == "gpu";
       for (int64_t zero = 0; zero <= max_zero; ++zero) {
         for (int rc = 0; rc <= (can_recompute ? 1 : 0); ++rc) {
-          for (int off = 0; off <= (in.caps.offload ? 1 : 0); ++off) {
+          for (int off = 0; off <= (offload_worth_trying ? 1 : 0); ++off) {
             ParallelLayout l;
             l.dp = dp, l.tp = tp, l.pp = pp, l.zero = zero, l.recompute = rc == 1, l.offload = off == 1;
             l.gpipe = in.parallel.pp_schedule == "gpipe";
@@ -604,6 +687,17 @@ Plan plan_job(const PlannerInput& in) {
     return p;
   }
   const Context c = make_context(in);
+  // Fits, but only inside the memory margin: say so, and what would accept it.
+  for (const auto& r : all) {
+    if (!r.tight) continue;
+    throw ConfigError("no layout fits with the " + margin_text(in) + " memory margin (parallel.memory_margin): the " +
+                          "closest, " + r.plan.summary() + " on " + num(in.world) + " " + c.unit + "s, needs " +
+                          format_size(r.memory.total()) + " per " + c.unit + " of " + format_size(c.usable) +
+                          " usable, " + format_size(r.memory.total() * (1.0 + in.parallel.memory_margin) - c.usable) +
+                          " short of the margin",
+                      "use more or larger devices, or lower parallel.memory_margin (the estimate's measured error "
+                      "is within 4% on GPUs; docs/planning.md)");
+  }
   // Closest to fitting: the candidate that misses by the least memory.
   for (const auto& r : all) {
     if (r.structural || r.missing_bytes <= 0) continue;

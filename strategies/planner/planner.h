@@ -5,11 +5,23 @@
 // Candidates: every tp dividing the world (tp divides the heads, stays within a node), every pp
 // dividing world / tp (at most one stage per block; the blocks need not divide), dp = world /
 // (tp * pp) whether or not it divides the global batch (uneven replica shares, parallel_layout.h;
-// parallel.batch_tolerance > 0 prefers a nearby batch it divides), ZeRO 0..max, recompute off/on;
-// for each the fastest micro-batch that fits in memory. The same again on fewer ranks than granted
+// parallel.batch_tolerance > 0 prefers a nearby batch it divides), ZeRO 0..max, recompute off/on,
+// optimizer offload off/on (GPU ranks only: a CPU rank's host memory is its device memory); for
+// each the fastest micro-batch that fits in memory. The same again on fewer ranks than granted
 // (fewer_rank_counts), for when leaving some idle is faster (tp and pp need factors the grant
-// lacks, or the batch is smaller than the grant). Objective: least time per global batch, then
-// the most ranks, then least memory. Infeasible candidates are kept with the reason they lost.
+// lacks, or the batch is smaller than the grant).
+//
+// Fitting: a layout fits when its memory estimate plus parallel.memory_margin of it (the estimate's
+// measured error) is within the usable memory per rank (usable_memory_bytes: what a process can
+// allocate, the device's total less the CUDA context and NCCL's buffers). One that fits only
+// without the margin is "tight": listed with the infeasible ones, never chosen in auto mode.
+//
+// Ranking of the layouts that fit: least time per global batch, where a layout that leaves granted
+// ranks idle counts kIdleRankMargin (5%) slower; on equal times (within kSameTime) the one on more
+// ranks, then the one with less memory. So no alternative on all granted ranks is both faster and
+// smaller than the chosen layout, and an alternative that leaves ranks idle is at most 5% faster.
+// Infeasible candidates are kept with the reason they lost: tight ones first, then those over
+// memory (least missing first), then those ruled out by their shape.
 #pragma once
 
 #include <cstdint>
@@ -48,10 +60,9 @@ struct PlannerInput {
 // A layout that leaves granted ranks idle is chosen only when this much faster than the best one
 // on all of them: the estimates are not exact, and an idle GPU the job holds needs a clear gain.
 inline constexpr double kIdleRankMargin = 0.05;
-// ZeRO-3 and optimizer offload add communication and host traffic that the estimate can only
-// approximate: a layout with either must be this much faster than the best without to be chosen
-// (or be the only one that fits).
-inline constexpr double kShardingMargin = 0.05;
+// Two estimated step times this close (relative) are "as fast": the ranking then prefers more ranks,
+// then less memory.
+inline constexpr double kSameTime = 1e-9;
 // Up to this many granted ranks, every count from half of them up is a "fewer ranks" candidate.
 inline constexpr int64_t kAllFewerRanksUpTo = 64;
 
@@ -67,11 +78,17 @@ struct RankedPlan {
   bool feasible = false;
   int64_t rank = 0;          // 1 = the chosen plan, 2.. the feasible alternatives, 0 = infeasible
   std::string why;           // chosen: why; alternative: why it lost; infeasible: the constraint
-  double missing_bytes = 0;  // over memory by this much (infeasible for memory only)
+  double missing_bytes = 0;  // over the usable memory by this much (infeasible for memory only)
   bool structural = false;   // infeasible for a divisibility / executor reason, not memory
+  bool tight = false;        // fits the usable memory, but not with parallel.memory_margin (not chosen)
 };
 
-// Every candidate, ranked: feasible ones first (fastest first), then infeasible ones.
+// The time a feasible candidate is ranked by: its estimate, kIdleRankMargin more when it leaves
+// granted ranks idle.
+double ranking_time(const RankedPlan& r);
+
+// Every candidate, ranked: feasible ones first (by ranking_time, the rule above), then infeasible
+// ones (tight, over memory, structural).
 std::vector<RankedPlan> plan_candidates(const PlannerInput& in);
 
 // The best feasible plan. Throws ConfigError when none exists, saying what is missing: memory
@@ -86,7 +103,12 @@ PlannerInput planner_input_for(const JobConfig& cfg, const ModelStats& stats, in
 // Global batches near `global_batch` that `dp` ranks can split evenly (parallel.batch_tolerance).
 std::vector<int64_t> nearest_valid_global_batches(int64_t global_batch, int64_t dp);
 
-// Usable memory per rank the planner compares against (infinity when unlimited).
+// Usable memory per rank the planner compares against: in.memory_bytes when set, else the
+// profile's memory less what the process cannot allocate (HardwareProfile::usable_bytes);
+// infinity when unlimited.
 double usable_memory_bytes(const PlannerInput& in);
+
+// The memory a layout may be estimated at to be chosen: usable / (1 + parallel.memory_margin).
+double memory_budget_bytes(const PlannerInput& in);
 
 }  // namespace gtrain

@@ -20,6 +20,7 @@ struct ParallelConfig {
   std::string pp_schedule = "1f1b";  // pipeline schedule: "1f1b" or "gpipe"
   int64_t pp_microbatches = 0;       // pipeline: micro-batches per step per replica (0 = from micro_batch)
   double memory_gb = 0.0;            // usable memory per rank for planning (0 = detect)
+  double memory_margin = 0.05;       // a chosen layout's estimate + this fraction of it fits the usable memory
   double bucket_mb = 25.0;           // data parallel: gradient bucket size
   double collective_timeout_s = 0;   // no progress this long is a hang (0 = auto: max(5 x slowest step, 30 s))
   double batch_tolerance = 0.0;      // fraction the global batch may move to split evenly over dp
@@ -59,6 +60,11 @@ struct ParallelConfig {
       "micro-batches shrink the pipeline bubble (pp-1)/(m+pp-1) (0 = from micro_batch).",
       cfg::at_least(0));
     v("memory_gb", memory_gb, "Usable memory per rank in GiB for planning (0 = detect).", cfg::at_least(0.0));
+    v("memory_margin", memory_margin,
+      "Fraction of its memory estimate a chosen layout keeps free (the estimate's measured error: "
+      "within 4% below on GPUs, docs/planning.md); layouts that fit only without it are listed as "
+      "tight, not chosen.",
+      cfg::range(0.0, 1.0));
     v("bucket_mb", bucket_mb,
       "Data parallel: gradient bucket size in MB; full buckets are all-reduced while "
       "backward continues.",
