@@ -9,8 +9,10 @@ JOBS ?= $(shell nproc)
 # WERROR=ON (CI sets it): warnings fail the build.
 WERROR ?= OFF
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
-# ccache must ignore the precompiled header's timestamps to reuse results.
+# ccache must ignore the precompiled header's timestamps to reuse results, and sees the clone's own
+# paths relative to it, so a fresh clone elsewhere on the machine (CI's) reuses what another built.
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
+export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all deps test-deps venv configure build build-run run run-torch2 test format clean
 
