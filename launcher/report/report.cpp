@@ -175,10 +175,12 @@ std::string request_summary(const Report& r) {
   o << " for " << h.total_steps << " steps of " << h.global_batch << " samples";
   if (h.tokens_per_sample > 0)
     o << " (" << large_count(static_cast<double>(h.total_steps * h.global_batch * h.tokens_per_sample)) << " tokens)";
-  o << ", " << (h.precision.empty() ? "fp32" : h.precision) << ", with gtrain. So far " << h.done << " steps ("
-    << percent(h.total_steps > 0 ? static_cast<double>(h.done) / static_cast<double>(h.total_steps) : 0) << ") in "
-    << h.stages.size() << " stage(s), " << hours(h.unit_hours) << " " << r.unit() << "-hours at a goodput of "
-    << percent(h.goodput) << ".";
+  o << ", " << (h.precision.empty() ? "fp32" : h.precision) << ", with gtrain.";
+  if (h.done > 0 || !h.stages.empty())  // a run not yet started (gtrain plan) has no history to tell
+    o << " So far " << h.done << " steps ("
+      << percent(h.total_steps > 0 ? static_cast<double>(h.done) / static_cast<double>(h.total_steps) : 0) << ") in "
+      << h.stages.size() << " stage(s), " << hours(h.unit_hours) << " " << r.unit() << "-hours at a goodput of "
+      << percent(h.goodput) << ".";
   const RequestRow* best = nullptr;
   for (const auto& row : r.request.rows)
     if (row.feasible && row.efficiency >= 0.7) best = &row;  // the largest count that still scales well
