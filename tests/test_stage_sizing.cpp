@@ -207,7 +207,7 @@ TEST(StageSizing, EachAutoStageIsSizedForTheWindowItStartsIn) {
   BusySlurm slurm;
   slurm.now = local(2026, 11, 30, 19, 50);
   slurm.wait_s = {{1, 0}, {2, 0}, {4, 0}};
-  const SubmitOptions o = auto_submit(dir, day_night_job(4000), slurm.now);
+  const SubmitOptions o = auto_submit(dir, day_night_job(400000), slurm.now);
   std::ostringstream out;
   ASSERT_EQ(submit_command(o, {}, slurm.fake.runner(), out), 0) << out.str();
   Chain c = read_chain(o.run_dir);
@@ -243,7 +243,7 @@ TEST(StageSizing, StagesOfAFixedChainAreSizedForTheirWindows) {
   BusySlurm slurm;
   slurm.now = local(2026, 11, 30, 7, 0);  // a night: 4 GPUs until 08:00
   slurm.wait_s = {{1, 0}, {2, 0}, {4, 0}};
-  SubmitOptions o = auto_submit(dir, day_night_job(4000), slurm.now);
+  SubmitOptions o = auto_submit(dir, day_night_job(400000), slurm.now);
   o.stages = "3";
   o.dry_run = true;
   std::ostringstream out;
@@ -259,7 +259,7 @@ TEST(StageSizing, StagesOfAFixedChainAreSizedForTheirWindows) {
   test::TempDir dir2;
   slurm.now = local(2026, 11, 30, 12, 0);
   SubmitOptions n =
-      auto_submit(dir2, gpt_job(4000) + "[[schedule.window]]\nhours = \"20:00-08:00\"\nmax_gpus = 4\n", slurm.now);
+      auto_submit(dir2, gpt_job(400000) + "[[schedule.window]]\nhours = \"20:00-08:00\"\nmax_gpus = 4\n", slurm.now);
   n.stages = "1";
   n.dry_run = true;
   std::ostringstream out2;

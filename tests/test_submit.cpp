@@ -292,6 +292,41 @@ TEST(SubmitPlan, ATimeLongerThanAWindowPlansEveryWindow) {
   EXPECT_EQ(slurm_begin(p[2].begin_unix), "2026-12-01T08:00:00");
 }
 
+// submit with windows says what a --time longer than the windows costs, and prints the calendar and
+// the request paragraph (the admin's question) before anything is queued; a fixed clock (Monday
+// 14:28) makes the calendar exact.
+TEST(SubmitChain, WindowsPrintTheCalendarAndWhatTimeCosts) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  test::write_file(o.config_path, std::string(kMlp) +
+                                      "[[schedule.window]]\ndays = \"daily\"\nhours = \"08:00-20:00\"\nmax_gpus = 2\n"
+                                      "[[schedule.window]]\ndays = \"daily\"\nhours = \"20:00-08:00\"\nmax_gpus = 8\n");
+  std::tm tm{};
+  tm.tm_year = 126, tm.tm_mon = 10, tm.tm_mday = 30, tm.tm_hour = 14, tm.tm_min = 28, tm.tm_isdst = -1;
+  o.now_unix = static_cast<double>(std::mktime(&tm));
+  o.time = "24:00:00";
+  o.stages = "3";
+  o.dry_run = true;
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
+  const std::string text = out.str();
+  EXPECT_NE(text.find("  stage 2: 8 GPU(s) on 1 node(s), begin 2026-11-30T20:00:00, stage-2.sbatch\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  stage 3: 2 GPU(s) on 1 node(s), begin 2026-12-01T08:00:00, stage-3.sbatch\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  --time 24:00:00 is longer than the longest quota window stretch (12 h 0 min): each stage "
+                      "stops at its window's close anyway"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  calendar: 2 GPUs daily 08:00-20:00 + 8 GPUs daily 20:00-08:00: done Monday 11-30 14:28 "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  request: Project: training mlp"), std::string::npos) << text;
+}
+
 // The dry run prints the exact commands, with --begin and GTRAIN_STAGE, each stage after $JOB(k-1).
 TEST(SubmitChain, DryRunPrintsTheExactCommands) {
   test::TempDir dir;

@@ -131,6 +131,9 @@ TEST(WindowCalendar, RequestParagraphOfAPlannedRun) {
             0u)
       << p;
   EXPECT_EQ(p.find("So far"), std::string::npos) << p;
+  run.rows = {one};
+  EXPECT_NE(planned_request_paragraph(run).find("Plan: 1 GPU (dp=1), 2 s per step"), std::string::npos)
+      << planned_request_paragraph(run);
 }
 
 }  // namespace

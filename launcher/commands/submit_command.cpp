@@ -508,12 +508,12 @@ int calendar_gpus(const Chain& chain, int first_gpus, int nodes, int64_t cap,
 // With quota windows: what a --time longer than the windows costs, when the run is done with each
 // stage on the GPUs of the window it starts in (window_calendar.h), and the resource-request
 // paragraph gtrain report has: the admin's question, answered before anything is queued.
-void print_windows_plan(const JobConfig& cfg, const Chain& chain, const std::vector<Window>& windows,
-                        const std::vector<StagePlan>& plans, const ScriptCommon& w, double now, std::ostream& out) {
+void print_windows_plan(const SubmitOptions& o, const JobConfig& cfg, const Chain& chain,
+                        const std::vector<Window>& windows, const std::vector<StagePlan>& plans, const ScriptCommon& w,
+                        double now, std::ostream& out) {
   if (windows.empty()) return;
   if (const double longest = longest_window_stretch(windows, now); longest > 0 && w.limit_s > longest)
-    out << "  --time " << format_duration(static_cast<int64_t>(w.limit_s))
-        << " is longer than the longest quota window stretch (" << text::format_eta(longest)
+    out << "  --time " << o.time << " is longer than the longest quota window stretch (" << text::format_eta(longest)
         << "): each stage stops at its window's close anyway (as planned below); --time "
         << format_duration(static_cast<int64_t>(longest)) << " asks for no time a stage cannot use, and fits "
         << "backfill sooner\n";
@@ -762,7 +762,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   write_stage_scripts(o, plans, w, chain);
   if (open_gpu_sizes(o, stages)) size_stages(o, cfg, w, plans, chain, runner, now, out);
   print_submit_plan(o, chain, w, out);
-  print_windows_plan(cfg, chain, windows, plans, w, now, out);
+  print_windows_plan(o, cfg, chain, windows, plans, w, now, out);
   if (o.dry_run) {
     out << "dry run: scripts written, nothing submitted. The commands submit would run (bash; each stage reports "
            "to the chain.json that only submit writes, so run gtrain submit without --dry-run to queue them):\n"
