@@ -9,7 +9,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/chain/batch_script.h"
 #include "launcher/chain/chain.h"
 #include "launcher/chain/stage_ledger.h"
 #include "launcher/launch/run_lock.h"
@@ -296,8 +295,7 @@ void print_status_text(const RunStatus& st) {
   if (st.latest.empty())
     std::printf("  checkpoint none\n");
   else
-    std::printf("  checkpoint %s (unverified: gtrain ckpt verify %s checks its checksums)\n", st.latest.c_str(),
-                shell_quote(st.latest).c_str());
+    std::printf("  checkpoint %s (unverified: gtrain ckpt verify checks its checksums)\n", st.latest.c_str());
   if (st.running_stage) {
     const MetricsStage& m = st.extra.back();
     std::printf("  running    since %s (pid %lld): steps %lld-%lld, %.2f steps/s\n", clock_time(m.start).c_str(),
