@@ -7,6 +7,7 @@
 #include <string>
 
 #include "launcher/chain/window_calendar.h"
+#include "runtime/core/format.h"
 
 namespace gtrain {
 namespace {
@@ -109,6 +110,21 @@ TEST(WindowCalendar, LongestStretchAndSummary) {
       << "next week's Monday 00:00 to Saturday 00:00";
   EXPECT_EQ(windows_summary({{"sat,sun", "00:00-24:00", 0}, {"mon-fri", "18:00-08:00", 1}}),
             "any GPUs sat,sun 00:00-24:00 + 1 GPU mon-fri 18:00-08:00");
+}
+
+// Remaining times and counts as a person reads them (status's ETA, the progress line, the calendar).
+TEST(WindowCalendar, EtaAndCountsInWords) {
+  EXPECT_EQ(format_eta(44.6), "45 s");
+  EXPECT_EQ(format_eta(60), "1 min");
+  EXPECT_EQ(format_eta(12 * 60 + 20), "12 min");
+  EXPECT_EQ(format_eta(2 * 3600 + 14 * 60), "2 h 14 min");
+  EXPECT_EQ(format_eta(3599.9), "1 h 0 min");
+  EXPECT_EQ(format_eta(86400 + 4 * 3600), "1 day 4 h");
+  EXPECT_EQ(format_eta(3 * 86400 + 4 * 3600 + 20 * 60), "3 days 4 h");
+  EXPECT_EQ(format_eta(-1), "unknown");
+  EXPECT_EQ(plural(1, "rank"), "1 rank");
+  EXPECT_EQ(plural(0, "stage"), "0 stages");
+  EXPECT_EQ(plural(3, "GPU"), "3 GPUs");
 }
 
 // The report's request paragraph for a run not yet started: the plan, no "so far".

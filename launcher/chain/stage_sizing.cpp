@@ -77,7 +77,7 @@ StageHistory read_stage_history(const std::string& run_dir, double now) {
     out.factor = speed.step_s / speed.est_s;
     char b[240];
     std::snprintf(b, sizeof(b), "the planner's step times x %.3g: stage %d measured %.4g s/step on %s", out.factor,
-                  last->index, speed.step_s, text::plural(last->world, "rank").c_str());
+                  last->index, speed.step_s, plural(last->world, "rank").c_str());
     out.calibration = b;
   }
   if (last) {

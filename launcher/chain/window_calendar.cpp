@@ -88,7 +88,7 @@ double longest_window_stretch(const std::vector<Window>& windows, double now) {
 std::string windows_summary(const std::vector<WindowConfig>& windows) {
   std::vector<std::string> parts;
   for (const auto& w : windows) {
-    parts.push_back((w.max_gpus > 0 ? text::plural(w.max_gpus, "GPU") : std::string("any GPUs")) + " " + w.days + " " +
+    parts.push_back((w.max_gpus > 0 ? plural(w.max_gpus, "GPU") : std::string("any GPUs")) + " " + w.days + " " +
                     w.hours);
   }
   return join(parts, " + ");
@@ -106,23 +106,22 @@ std::string render_calendar(const WindowCalendar& c, const std::vector<WindowCon
   std::ostringstream o;
   o << "calendar: " << windows_summary(windows) << ": ";
   if (c.finish > 0) {
-    o << "done " << text::local_time(c.finish, "%A %m-%d %H:%M") << " (" << text::format_eta(c.finish - now)
-      << " from now, " << text::plural(static_cast<int64_t>(c.stages.size()), "stage") << ", no queue wait counted)\n";
+    o << "done " << text::local_time(c.finish, "%A %m-%d %H:%M") << " (" << format_eta(c.finish - now) << " from now, "
+      << plural(static_cast<int64_t>(c.stages.size()), "stage") << ", no queue wait counted)\n";
   } else {
-    o << "not done within " << text::plural(static_cast<int64_t>(c.stages.size()), "stage")
+    o << "not done within " << plural(static_cast<int64_t>(c.stages.size()), "stage")
       << (c.stages.empty() ? " (no window's GPU count can run it)" : "") << "\n";
   }
   const size_t shown = std::min<size_t>(c.stages.size(), 12);
   for (size_t i = 0; i < shown; ++i) {
     const CalendarStage& s = c.stages[i];
-    o << "  stage " << s.index << "  " << when(s.start) << " - " << when(s.end) << "  " << text::plural(s.gpus, "GPU")
+    o << "  stage " << s.index << "  " << when(s.start) << " - " << when(s.end) << "  " << plural(s.gpus, "GPU")
       << "  steps " << s.step_from << "-" << s.step_to << " (" << s.ends_at << ")\n";
   }
   if (shown < c.stages.size())
-    o << "  ... " << text::plural(static_cast<int64_t>(c.stages.size() - shown), "more stage") << "\n";
+    o << "  ... " << plural(static_cast<int64_t>(c.stages.size() - shown), "more stage") << "\n";
   if (c.skipped > 0)
-    o << "  (" << text::plural(c.skipped, "window")
-      << " skipped: no GPU count it allows can run the job, or too short)\n";
+    o << "  (" << plural(c.skipped, "window") << " skipped: no GPU count it allows can run the job, or too short)\n";
   return o.str();
 }
 

@@ -511,7 +511,7 @@ void print_start(const RankJob& job, const JobParts& parts, const Trainer& train
   }
   if (stage.deadline_unix > 0) {
     // The nearest of --time-limit / schedule.time_limit_s, the scheduler's end time and the window's close.
-    std::cout << "gtrain: stage deadline in " << text::format_eta(stage.deadline_unix - unix_now()) << ", at "
+    std::cout << "gtrain: stage deadline in " << format_eta(stage.deadline_unix - unix_now()) << ", at "
               << text::local_time(stage.deadline_unix, "%Y-%m-%d %H:%M:%S") << " (" << stage.deadline_source
               << ", the nearest of the time limit, the scheduler's end time and the quota window's close)\n";
   }

@@ -305,7 +305,7 @@ void print_status_text(const RunStatus& st) {
   }
   if (!st.stages.empty()) std::printf("  goodput    %.1f%% of rank-time in training steps\n", 100.0 * st.goodput);
   if (!st.complete)
-    std::printf("  eta        %s at the %s stage's speed\n", st.eta >= 0 ? text::format_eta(st.eta).c_str() : "unknown",
+    std::printf("  eta        %s at the %s stage's speed\n", st.eta >= 0 ? format_eta(st.eta).c_str() : "unknown",
                 st.running_stage ? "running" : "last");
   const size_t lost = st.unrecorded.size() - (st.running_stage ? 1 : 0);
   std::printf("  stages     %zu%s%s\n", st.stages.size() + st.unrecorded.size(), st.running_stage ? " (1 running)" : "",
@@ -336,7 +336,7 @@ int ckpt_inspect_command(const std::string& path) {
   std::printf("  format     %s v%d\n", kCheckpointFormat, m.version);
   std::printf("  step       %lld  (consumed samples %lld, global batch %lld)\n", (long long)ck.step(),
               (long long)ck.consumed_samples(), (long long)m.meta.global_batch.value_or(0));
-  std::printf("  written by %s, plan %s\n", text::plural(m.world.value_or(1), "rank").c_str(),
+  std::printf("  written by %s, plan %s\n", plural(m.world.value_or(1), "rank").c_str(),
               m.meta.plan.value_or("").c_str());
   std::printf("  model      %s\n", model_json(m.meta.model).dump().c_str());
   std::printf("  probe loss %.6f\n", m.meta.probe_loss.value_or(0.0));

@@ -513,7 +513,7 @@ void print_windows_plan(const SubmitOptions& o, const JobConfig& cfg, const Chai
                         double now, std::ostream& out) {
   if (windows.empty()) return;
   if (const double longest = longest_window_stretch(windows, now); longest > 0 && w.limit_s > longest)
-    out << "  --time " << o.time << " is longer than the longest quota window stretch (" << text::format_eta(longest)
+    out << "  --time " << o.time << " is longer than the longest quota window stretch (" << format_eta(longest)
         << "): each stage stops at its window's close anyway (as planned below); --time "
         << format_duration(static_cast<int64_t>(longest)) << " asks for no time a stage cannot use, and fits "
         << "backfill sooner\n";

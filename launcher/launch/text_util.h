@@ -1,11 +1,7 @@
-// text_util.h: small string helpers shared by the launcher (trim, split, local time both ways, counts
-// and remaining times in words).
+// text_util.h: small string helpers shared by the launcher (trim, split, local time both ways).
 #pragma once
 
 #include <cctype>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
 #include <ctime>
 #include <optional>
 #include <string>
@@ -34,29 +30,6 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
   }
   out.push_back(cur);
   return out;
-}
-
-// A count and its noun, singular for one: plural(1, "rank") = "1 rank", plural(3, "rank") = "3 ranks".
-inline std::string plural(int64_t n, const std::string& noun) {
-  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
-}
-
-// A remaining time in whole units, two at most: "45 s", "12 min", "2 h 14 min", "3 days 4 h";
-// "unknown" when negative or not finite.
-inline std::string format_eta(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "unknown";
-  const auto t = static_cast<long long>(seconds + 0.5);
-  char b[64];
-  const long long m = (t + 30) / 60, h = (m + 30) / 60;  // whole minutes, whole hours
-  if (t < 60)
-    std::snprintf(b, sizeof b, "%lld s", t);
-  else if (m < 60)
-    std::snprintf(b, sizeof b, "%lld min", m);
-  else if (m < 24 * 60)
-    std::snprintf(b, sizeof b, "%lld h %lld min", m / 60, m % 60);
-  else
-    std::snprintf(b, sizeof b, "%lld day%s %lld h", h / 24, h / 24 == 1 ? "" : "s", h % 24);
-  return b;
 }
 
 // A unix time as local time in strftime `format` ("-" for a time of 0 or less).

@@ -187,7 +187,7 @@ std::string request_summary(const Report& r) {
   if (best) {
     char per_step[48];
     std::snprintf(per_step, sizeof(per_step), "%.3g s", best->step_s);
-    o << " Plan: " << text::plural(best->units, r.unit()) << " (" << best->layout << "), " << per_step << " per step"
+    o << " Plan: " << plural(best->units, r.unit()) << " (" << best->layout << "), " << per_step << " per step"
       << (r.request.calibration.empty() ? " as the planner models it" : " as calibrated on this run") << "; the "
       << r.request.steps << " steps to go take " << format_duration_words(best->finish_s) << " ("
       << hours(best->unit_hours) << " " << r.unit() << "-hours, " << percent(best->efficiency)
