@@ -185,6 +185,10 @@ TEST(LocalAllocation, HardwareDecides) {
   DiscoveryOptions three = with(cpu_machine("box", 6));
   three.ranks = 3;  // --ranks
   EXPECT_EQ(discover_allocation({}, no_command_runner(), three).world_size(), 3);
+  EXPECT_EQ(discover_allocation({}, no_command_runner(), three).world_size_reason(), "3 ranks as configured (--ranks)");
+  three.ranks = 1;  // one rank, not "1 ranks"
+  EXPECT_EQ(discover_allocation({}, no_command_runner(), three).world_size_reason(), "1 rank as configured (--ranks)");
+  EXPECT_NE(a.world_size_reason().find("no GPU granted: 1 CPU rank, "), std::string::npos) << a.world_size_reason();
   // The real machine: never throws, reports something sensible.
   const Allocation real = discover_allocation({}, no_command_runner());
   EXPECT_GE(real.world_size(), 1);

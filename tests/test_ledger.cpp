@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -120,6 +121,18 @@ TEST(Status, ShowsTheRunningStage) {
   const auto after = test::run_command(GTRAIN_BINARY " status " + run);
   EXPECT_EQ(after.output.find("running"), std::string::npos) << after.output;
   EXPECT_NE(after.output.find("  stages     1\n"), std::string::npos) << after.output;
+  // The stop signal in words (not "signal 10"), the newest checkpoint marked as not read by status,
+  // the ETA with its units.
+  EXPECT_NE(after.output.find("  resumable: USR1 (the scheduler's warning before the time limit, or gtrain cancel)"),
+            std::string::npos)
+      << after.output;
+  EXPECT_EQ(after.output.find("signal 10"), std::string::npos) << after.output;
+  EXPECT_NE(after.output.find(" (unverified: gtrain ckpt verify "), std::string::npos) << after.output;
+  EXPECT_TRUE(std::regex_search(after.output, std::regex("  eta        [0-9]+ (s|min|h [0-9]+ min|days? [0-9]+ h) at "
+                                                         "the last stage's speed\n")))
+      << after.output;
+  EXPECT_NE(test::read_file(run + "/stages.jsonl").find("\"resumable: signal 10\""), std::string::npos)
+      << "the ledger keeps its own words";
 }
 
 // The chain's stages are numbered after the stages the run directory has had, so chain stage K is

@@ -30,6 +30,20 @@ double at(int year, int month, int day, int hour, int minute) {
   return static_cast<double>(mktime(&t));
 }
 
+// Runs `body` with the local time zone set to `tz` (a POSIX rule: no tzdata needed), then restores it.
+void in_time_zone(const char* tz, const std::function<void()>& body) {
+  const char* old = std::getenv("TZ");
+  const std::string saved = old ? old : "";
+  setenv("TZ", tz, 1);
+  tzset();
+  body();
+  if (old)
+    setenv("TZ", saved.c_str(), 1);
+  else
+    unsetenv("TZ");
+  tzset();
+}
+
 TEST(Schedule, ParsesDaysAndHours) {
   Window w = parse_window({"mon-fri", "18:00-08:00", 4}, "schedule.window[0]");
   EXPECT_EQ(w.days_mask, 0b0111110);  // Monday (bit 1) .. Friday (bit 5)
@@ -45,11 +59,66 @@ TEST(Schedule, BadWindowsNameTheField) {
     parse_window({"mon-fir", "08:00-18:00", 0}, "schedule.window[1]");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "schedule.window[1].days: unknown day 'fir' (expected mon, tue, wed, thu, fri, sat, sun)");
+    EXPECT_EQ(std::string(e.what()).rfind("schedule.window[1].days: unknown day 'fir' (expected days such as "
+                                          "\"mon-fri\", \"sat,sun\"",
+                                          0),
+              0u)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"daily\", \"weekdays\" or \"weekends\""), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_window({"mon", "8-18", 0}, "w"), ConfigError);
   EXPECT_THROW(parse_window({"mon", "08:00-25:00", 0}, "w"), ConfigError);
   EXPECT_THROW(parse_window({"mon", "08:00-08:00", 0}, "w"), ConfigError);
+}
+
+// The grammar docs/clusters.md documents: day names in any case or in full, ranges across the week
+// end, the words daily / weekdays / weekends, blanks around items; hours HH:MM-HH:MM wrapping past
+// midnight. Anything else is refused with the accepted forms listed.
+TEST(Schedule, WindowGrammarAsDocumented) {
+  const auto mask = [](const std::string& days) { return parse_window({days, "08:00-20:00", 0}, "w").days_mask; };
+  EXPECT_EQ(mask("Mon-Fri"), 0b0111110);
+  EXPECT_EQ(mask("MON-FRI"), 0b0111110);
+  EXPECT_EQ(mask("monday-friday"), 0b0111110);
+  EXPECT_EQ(mask("weekdays"), 0b0111110);
+  EXPECT_EQ(mask("daily"), 0x7f);
+  EXPECT_EQ(mask("Daily"), 0x7f);
+  EXPECT_EQ(mask("weekends"), 0b1000001);
+  EXPECT_EQ(mask("Sat, Sun"), 0b1000001);
+  EXPECT_EQ(mask("sat-sun"), 0b1000001);
+  EXPECT_EQ(mask("sun-sat"), 0x7f);
+  EXPECT_EQ(mask("mon,wed-fri"), 0b0111010);
+  EXPECT_EQ(mask("sat-mon"), 0b1000011) << "a range across the week end";
+  const Window w = parse_window({"daily", " 20:00 - 08:00 ", 8}, "w");
+  EXPECT_EQ(w.start_min, 20 * 60);
+  EXPECT_EQ(w.end_min, 8 * 60);
+  EXPECT_EQ(parse_window({"daily", "8:30-17:45", 0}, "w").start_min, 8 * 60 + 30);
+  EXPECT_EQ(parse_window({"daily", "00:00-24:00", 0}, "w").end_min, 24 * 60);
+  const auto error = [](const std::string& days, const std::string& hours) {
+    try {
+      parse_window({days, hours, 0}, "schedule.window[0]");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  for (const std::string bad : {"everyday", "mo-fr", "", "mon-", "wochentags"})
+    EXPECT_NE(error(bad, "08:00-20:00").find("(expected days such as \"mon-fri\""), std::string::npos)
+        << bad << ": " << error(bad, "08:00-20:00");
+  for (const std::string bad : {"8-18", "08:00", "08:00-25:00", "24:00-08:00", "08:00-08:00", "8am-6pm"})
+    EXPECT_NE(error("daily", bad).find("expected HH:MM-HH:MM in local time such as \"08:00-20:00\""), std::string::npos)
+        << bad << ": " << error("daily", bad);
+  EXPECT_EQ(error("daily", "8-18").rfind("schedule.window[0].hours: ", 0), 0u);
+}
+
+// Windows are read in the local time zone (TZ) of the machine gtrain runs on: the same window is
+// another instant in another zone.
+TEST(Schedule, WindowsAreInTheLocalTimeZone) {
+  const std::vector<Window> day = {parse_window({"daily", "08:00-20:00", 2}, "w")};
+  double utc_end = 0, tokyo_end = 0;
+  in_time_zone("UTC0", [&] { utc_end = window_end(day, at(2026, 12, 1, 12, 0)); });
+  in_time_zone("JST-9", [&] { tokyo_end = window_end(day, at(2026, 12, 1, 12, 0)); });
+  EXPECT_EQ(utc_end, 1796155200.0) << "2026-12-01 20:00 UTC";
+  EXPECT_EQ(tokyo_end, 1796155200.0 - 9 * 3600) << "2026-12-01 20:00 in Tokyo";
 }
 
 TEST(Schedule, WindowEndAndNextStart) {
@@ -62,20 +131,6 @@ TEST(Schedule, WindowEndAndNextStart) {
   // Friday night's window starts Friday; Saturday has none: next start is Monday 18:00.
   EXPECT_EQ(next_window_start(nights, at(2026, 12, 5, 12, 0)), at(2026, 12, 7, 18, 0));
   EXPECT_EQ(window_end(nights, at(2026, 12, 5, 7, 0)), at(2026, 12, 5, 8, 0));  // Saturday 07:00, from Friday
-}
-
-// Runs `body` with the local time zone set to `tz` (a POSIX rule: no tzdata needed), then restores it.
-void in_time_zone(const char* tz, const std::function<void()>& body) {
-  const char* old = std::getenv("TZ");
-  const std::string saved = old ? old : "";
-  setenv("TZ", tz, 1);
-  tzset();
-  body();
-  if (old)
-    setenv("TZ", saved.c_str(), 1);
-  else
-    unsetenv("TZ");
-  tzset();
 }
 
 // Window hours are wall-clock times, also on the days the clocks change (they used to be counted in

@@ -9,10 +9,12 @@
 
 #include "launcher/launch/launch.h"
 #include "launcher/launch/program_runner.h"
+#include "launcher/launch/run_launch.h"
 #include "launcher/scheduler/allocation.h"
 #include "launcher/scheduler/hostlist.h"
 #include "launcher/scheduler/scheduler_limits.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/schedule.h"
 #include "tests/support/allocation_fixture.h"
 #include "tests/support/test_util.h"
 
@@ -210,6 +212,43 @@ TEST(SlurmAllocation, MultiNodeWithStepGpusSqueueAndLimits) {
   bool noted = false;
   for (const auto& n : a.notes) noted |= n.find("scontrol reports 2 GPUs") != std::string::npos;
   EXPECT_TRUE(noted);
+}
+
+// gtrain run reads the allocation without limits, but a Slurm that exports no SLURM_JOB_END_TIME
+// (before 23.02) still gives the job's end time through squeue, and the stage's deadline is the
+// nearest of --time-limit, that end time and the quota window's close. (The end time was not asked
+// for, so the stage logs named the window's close even where the job ended first.)
+TEST(SlurmAllocation, RunFindsTheJobsEndTimeAndTheNearestDeadlineWins) {
+  Env env = {{"SLURM_JOB_ID", "4242"}, {"SLURM_JOB_NODELIST", "gpu01"}, {"SLURMD_NODENAME", "gpu01"}};
+  std::tm tm{};
+  tm.tm_year = 126, tm.tm_mon = 10, tm.tm_mday = 30, tm.tm_hour = 12, tm.tm_isdst = -1;
+  const double noon = static_cast<double>(std::mktime(&tm));
+  FakeRunner r;
+  r.outputs["squeue -h -j 4242 -o %e"] = "2026-11-30T14:00:00\n";
+  DiscoveryOptions o = with(cpu_machine("gpu01", 4), false);
+  o.read_end_time = true;
+  Allocation a = discover_allocation(env, r.runner(), o);
+  EXPECT_EQ(a.end_time_unix, static_cast<int64_t>(noon) + 2 * 3600);
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"squeue -h -j 4242 -o %e"})) << "the end time only, no limits";
+  JobConfig cfg;
+  cfg.schedule.window = {WindowConfig{"daily", "08:00-20:00", 4}};
+  RunOptions run;
+  Deadline d = stage_deadline(cfg, run, a, noon);
+  EXPECT_EQ(d.unix_time, noon + 2 * 3600);
+  EXPECT_EQ(d.source, "slurm end time");
+  a.end_time_unix = static_cast<int64_t>(noon) + 10 * 3600;  // 22:00: the window closes first
+  d = stage_deadline(cfg, run, a, noon);
+  EXPECT_EQ(d.unix_time, noon + 8 * 3600);
+  EXPECT_EQ(d.source, "quota window");
+  run.time_limit = "1h";
+  d = stage_deadline(cfg, run, a, noon);
+  EXPECT_EQ(d.unix_time, noon + 3600);
+  EXPECT_EQ(d.source, "--time-limit");
+  // Without read_end_time (as before), squeue is not asked.
+  FakeRunner quiet;
+  quiet.outputs = r.outputs;
+  EXPECT_EQ(discover_allocation(env, quiet.runner(), with(cpu_machine("gpu01", 4), false)).end_time_unix, 0);
+  EXPECT_TRUE(quiet.calls.empty());
 }
 
 TEST(SlurmAllocation, Slurm2205GpusOnNodeOnlyAssumesOtherNodes) {

@@ -170,6 +170,136 @@ TEST(StageSizing, AutoChainSizesEveryStageItAdds) {
   EXPECT_NE(status.str().find("<- chosen"), std::string::npos) << status.str();
 }
 
+// Unix time of a local date and time (a fixed clock for the window tests).
+double local(int year, int month, int day, int hour, int minute) {
+  std::tm tm{};
+  tm.tm_year = year - 1900, tm.tm_mon = month - 1, tm.tm_mday = day, tm.tm_hour = hour, tm.tm_min = minute;
+  tm.tm_isdst = -1;
+  return static_cast<double>(std::mktime(&tm));
+}
+
+// gpt_job with quota windows: days 08-20 with at most 2 GPUs, nights 20-08 with 4.
+std::string day_night_job(int64_t steps) {
+  return gpt_job(steps) +
+         "[[schedule.window]]\ndays = \"daily\"\nhours = \"08:00-20:00\"\nmax_gpus = 2\n"
+         "[[schedule.window]]\ndays = \"daily\"\nhours = \"20:00-08:00\"\nmax_gpus = 4\n";
+}
+
+SubmitOptions auto_submit(const test::TempDir& dir, const std::string& job, double now) {
+  test::write_file(dir.file("job.toml"), job);
+  SubmitOptions o;
+  o.config_path = dir.file("job.toml");
+  o.run_dir = dir.file("run");
+  o.gtrain = "/bin/true";
+  o.gpus = "auto";
+  o.time = "24:00:00";
+  o.now_unix = now;
+  return o;
+}
+
+// --stages auto --gpus auto over a day window (2 GPUs) and a night window (4): stage 1, submitted at
+// 19:50, is sized for the day; stage 2, added as stage 1 stops before 20:00, is held until the night
+// window opens and sized for it: 4 GPUs, its table's expected start 20:00. (The candidates were fixed
+// at the first submit (1, 2) and the cap read at the moment of chain-step, so stage 2 ran on 2 GPUs
+// with a start of 19:55 in its table.)
+TEST(StageSizing, EachAutoStageIsSizedForTheWindowItStartsIn) {
+  test::TempDir dir;
+  BusySlurm slurm;
+  slurm.now = local(2026, 11, 30, 19, 50);
+  slurm.wait_s = {{1, 0}, {2, 0}, {4, 0}};
+  const SubmitOptions o = auto_submit(dir, day_night_job(400000), slurm.now);
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, slurm.fake.runner(), out), 0) << out.str();
+  Chain c = read_chain(o.run_dir);
+  ASSERT_EQ(c.stages.size(), 1u);
+  EXPECT_EQ(c.stages[0].gpus, 2) << out.str();
+  EXPECT_EQ(c.stages[0].begin, "");
+  slurm.now = local(2026, 11, 30, 19, 55);
+  const std::string what = chain_step(o.run_dir, 1, 3, "100", slurm.fake.runner(), slurm.now);
+  c = read_chain(o.run_dir);
+  ASSERT_EQ(c.stages.size(), 2u) << what;
+  const double night = local(2026, 11, 30, 20, 0);
+  EXPECT_EQ(c.stages[1].gpus, 4) << what << "\n" << render_sizing(c.stages[1].decision);
+  EXPECT_EQ(c.stages[1].begin, "2026-11-30T20:00:00");
+  const auto& d = c.stages[1].decision;
+  EXPECT_EQ(d.value("cap", 0), 4);
+  EXPECT_EQ(d.value("begin", 0.0), night);
+  for (const auto& r : d["rows"]) {
+    EXPECT_EQ(r.value("start", 0.0), night) << r.dump();
+    EXPECT_EQ(r.value("start_from", ""), "begin") << r.dump();
+  }
+  const std::string table = render_sizing(d);
+  EXPECT_NE(table.find("held until its quota window opens at 11-30 20:00:00 (at most 4 GPUs)"), std::string::npos)
+      << table;
+  const auto& submit = slurm.fake.calls.back();
+  EXPECT_NE(std::find(submit.begin(), submit.end(), "--gpus-per-node=4"), submit.end());
+}
+
+// The first stage held for a night window: sized for that window's cap, its rows starting at the
+// opening (not at the moment of submit). With --stages 3, a later stage that starts in the day window
+// is sized for its cap.
+TEST(StageSizing, StagesOfAFixedChainAreSizedForTheirWindows) {
+  test::TempDir dir;
+  BusySlurm slurm;
+  slurm.now = local(2026, 11, 30, 7, 0);  // a night: 4 GPUs until 08:00
+  slurm.wait_s = {{1, 0}, {2, 0}, {4, 0}};
+  SubmitOptions o = auto_submit(dir, day_night_job(400000), slurm.now);
+  o.stages = "3";
+  o.dry_run = true;
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, slurm.fake.runner(), out), 0) << out.str();
+  // Stage 1: 07:00-08:00 on 4; stage 2: 08:00-20:00 on 2 (day); stage 3: 20:00 on 4.
+  EXPECT_NE(out.str().find("stage 1: 4 GPU(s)"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("stage 2: 2 GPU(s) on 1 node(s), begin 2026-11-30T08:00:00"), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("stage 3: 4 GPU(s) on 1 node(s), begin 2026-11-30T20:00:00"), std::string::npos)
+      << out.str();
+
+  // Only a night window, submitted at noon: stage 1 waits for 20:00; its rows start there.
+  test::TempDir dir2;
+  slurm.now = local(2026, 11, 30, 12, 0);
+  SubmitOptions n =
+      auto_submit(dir2, gpt_job(400000) + "[[schedule.window]]\nhours = \"20:00-08:00\"\nmax_gpus = 4\n", slurm.now);
+  n.stages = "1";
+  n.dry_run = true;
+  std::ostringstream out2;
+  ASSERT_EQ(submit_command(n, {}, slurm.fake.runner(), out2), 0) << out2.str();
+  EXPECT_NE(out2.str().find("stage 1: 4 GPU(s) on 1 node(s), begin 2026-11-30T20:00:00"), std::string::npos)
+      << out2.str();
+  EXPECT_NE(out2.str().find("11-30 20:00:00 "), std::string::npos) << "expected start in the table\n" << out2.str();
+  EXPECT_EQ(out2.str().find("11-30 12:00:00 "), std::string::npos) << out2.str();
+}
+
+// A scheduler that cannot be reached while sizing is a runtime failure (exit 1) with its message,
+// after one test submission; not "no GPU count can run" (exit 2).
+TEST(StageSizing, UnreachableSchedulerWhileSizingIsARuntimeError) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  fake.answer = [](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "sbatch")
+      return std::string(
+          "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)\n"
+          "gtrain-rc=1");
+    return std::nullopt;
+  };
+  const SubmitOptions o = auto_submit(dir, gpt_job(100), 0);
+  std::ostringstream out;
+  try {
+    submit_command(o, {}, fake.runner(), out);
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    ADD_FAILURE() << "reported as bad input: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 1);
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("sbatch --test-only could not reach the scheduler to size stage 1 (--gpus auto)", 0), 0u)
+        << what;
+    EXPECT_NE(what.find("Unable to contact slurm controller"), std::string::npos) << what;
+    EXPECT_EQ(e.hint(), "try again when it answers");
+  }
+  EXPECT_EQ(fake.count("sbatch"), 1) << "one test submission, no more";
+}
+
 TEST(StageSizing, BadOptionsAndNoRunnableSizeAreOneLine) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), gpt_job(100));

@@ -264,6 +264,69 @@ TEST(SubmitPlan, BeginOnlyWhereAStageWaitsForAnotherWindow) {
   EXPECT_EQ(q[0].begin_unix, tuesday8);
 }
 
+// Windows 08-20 (2 GPUs) and 20-08 (8), --time 24:00:00 (a partition's limit): a stage in a window
+// stops at its close, so the next one starts there, on the next window's GPUs; day and night
+// alternate. (Each stage used to be predicted to run its whole 24 h, so every later stage waited for
+// the window of the same hour a day later and half of the windows were never planned.)
+TEST(SubmitPlan, ATimeLongerThanAWindowPlansEveryWindow) {
+  WindowConfig day{"daily", "08:00-20:00", 2}, night{"daily", "20:00-08:00", 8};
+  const std::vector<Window> ws = {parse_window(day, "d"), parse_window(night, "n")};
+  std::tm tm{};
+  tm.tm_year = 126, tm.tm_mon = 10, tm.tm_mday = 30, tm.tm_hour = 14, tm.tm_min = 28, tm.tm_isdst = -1;
+  const double now = static_cast<double>(std::mktime(&tm));
+  const double h = 3600;
+  SubmitOptions o;
+  o.time = "24:00:00";
+  const auto p = plan_stages(o, 4, ws, now);
+  ASSERT_EQ(p.size(), 4u);
+  const double d20 = now + 5 * h + 32 * 60;  // Monday 20:00
+  const std::vector<int> gpus = {2, 8, 2, 8};
+  const std::vector<double> begin = {0, d20, d20 + 12 * h, d20 + 24 * h};
+  const std::vector<double> end = {d20, d20 + 12 * h, d20 + 24 * h, d20 + 36 * h};
+  for (size_t i = 0; i < p.size(); ++i) {
+    EXPECT_EQ(p[i].gpus, gpus[i]) << "stage " << i + 1;
+    EXPECT_EQ(p[i].begin_unix, begin[i]) << "stage " << i + 1;
+    EXPECT_EQ(p[i].start_unix, i == 0 ? now : begin[i]) << "stage " << i + 1;
+    EXPECT_EQ(p[i].end_unix, end[i]) << "stage " << i + 1;
+  }
+  EXPECT_EQ(slurm_begin(p[2].begin_unix), "2026-12-01T08:00:00");
+}
+
+// submit with windows says what a --time longer than the windows costs, and prints the calendar and
+// the request paragraph (the admin's question) before anything is queued; a fixed clock (Monday
+// 14:28) makes the calendar exact.
+TEST(SubmitChain, WindowsPrintTheCalendarAndWhatTimeCosts) {
+  test::TempDir dir;
+  FakeScheduler fake;
+  SubmitOptions o = mlp_submit(dir, dir.path() + "/run");
+  test::write_file(o.config_path, std::string(kMlp) +
+                                      "[[schedule.window]]\ndays = \"daily\"\nhours = \"08:00-20:00\"\nmax_gpus = 2\n"
+                                      "[[schedule.window]]\ndays = \"daily\"\nhours = \"20:00-08:00\"\nmax_gpus = 8\n");
+  std::tm tm{};
+  tm.tm_year = 126, tm.tm_mon = 10, tm.tm_mday = 30, tm.tm_hour = 14, tm.tm_min = 28, tm.tm_isdst = -1;
+  o.now_unix = static_cast<double>(std::mktime(&tm));
+  o.time = "24:00:00";
+  o.stages = "3";
+  o.dry_run = true;
+  std::ostringstream out;
+  ASSERT_EQ(submit_command(o, {}, fake.runner(), out), 0) << out.str();
+  const std::string text = out.str();
+  EXPECT_NE(text.find("  stage 2: 8 GPU(s) on 1 node(s), begin 2026-11-30T20:00:00, stage-2.sbatch\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  stage 3: 2 GPU(s) on 1 node(s), begin 2026-12-01T08:00:00, stage-3.sbatch\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  --time 24:00:00 is longer than the longest quota window stretch (12 h 0 min): each stage "
+                      "stops at its window's close anyway"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  calendar: 2 GPUs daily 08:00-20:00 + 8 GPUs daily 20:00-08:00: done Monday 11-30 14:28 "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  request: Project: training mlp"), std::string::npos) << text;
+}
+
 // The dry run prints the exact commands, with --begin and GTRAIN_STAGE, each stage after $JOB(k-1).
 TEST(SubmitChain, DryRunPrintsTheExactCommands) {
   test::TempDir dir;

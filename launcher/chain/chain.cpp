@@ -96,6 +96,7 @@ nlohmann::json to_json(const Chain& c) {
           {"launcher", c.launcher},
           {"cpus_per_gpu", c.cpus_per_gpu},
           {"sizing", c.sizing.active() ? nlohmann::json({{"candidates", c.sizing.candidates},
+                                                         {"gpus", c.sizing.gpus},
                                                          {"objective", c.sizing.objective},
                                                          {"slack", c.sizing.slack}})
                                        : nlohmann::json()},
@@ -183,6 +184,7 @@ Chain from_json(const nlohmann::json& j, const std::string& where) {
     }
     if (!ok || c.sizing.candidates.empty())
       throw ConfigError(where + ": key 'sizing' must be an object with a non-empty 'candidates' array");
+    c.sizing.gpus = field(*sz, "gpus", c.sizing.gpus, where, "sizing.");
     c.sizing.objective = field(*sz, "objective", c.sizing.objective, where, "sizing.");
     c.sizing.slack = field(*sz, "slack", c.sizing.slack, where, "sizing.");
   }
@@ -248,8 +250,10 @@ bool is_live(StageState state) {
 
 // An auto stage starting at `now`: --begin at the next window's opening when `now` is in none, and
 // the window's GPU cap (at least one a node) when the chain's GPU counts follow the windows; a new
-// count goes on the submit command line, which overrides the script's directives. Returns a note.
-std::string fit_auto_stage(const Chain& c, ChainStage& next, double now) {
+// count goes on the submit command line, which overrides the script's directives. Sets `start` to
+// when the stage can start (its window's opening, or `now`). Returns a note.
+std::string fit_auto_stage(const Chain& c, ChainStage& next, double now, double& start_out) {
+  start_out = now;
   if (c.windows.empty()) return "";
   std::vector<Window> windows;
   for (const auto& w : c.windows) windows.push_back(parse_window(w, "chain.json windows"));
@@ -260,6 +264,7 @@ std::string fit_auto_stage(const Chain& c, ChainStage& next, double now) {
   std::string note;
   if (const double end = window_stretch_end(windows, now); end > 0 && end - now < kClosingWindowS) start = end;
   if (window_end(windows, start) == 0) start = next_window_start(windows, start);
+  if (start > now) start_out = start;
   if (start > now) {
     next.begin = c.backend().begin_time(start);
     note = ", begin " + next.begin + " (the next quota window)";
@@ -275,9 +280,10 @@ std::string fit_auto_stage(const Chain& c, ChainStage& next, double now) {
 }
 
 // An auto stage of a chain whose sizes are open (--gpus auto): the size with the earliest predicted
-// finish now, from fresh start estimates, within the quota window's cap. Returns a note.
+// finish, from fresh start estimates, for the quota window it starts in at `start` (its cap; no start
+// before it). Returns a note.
 std::string size_auto_stage(const Chain& c, ChainStage& next, const std::string& run_dir, const CommandRunner& runner,
-                            double now) {
+                            double now, double start) {
   SizingContext ctx;
   try {
     ctx.cfg = load_job_config(c.config, c.sets, process_environment());
@@ -291,14 +297,17 @@ std::string size_auto_stage(const Chain& c, ChainStage& next, const std::string&
   if (!c.windows.empty()) {
     std::vector<Window> windows;
     for (const auto& w : c.windows) windows.push_back(parse_window(w, "chain.json windows"));
-    ctx.cap = window_cap(windows, now);
+    ctx.cap = window_cap(windows, std::max(now, start));
   }
+  ctx.begin = start > now ? start : 0;
   ctx.backend = &c.backend();
   ctx.submit_argv = next.submit_argv;
   ctx.runner = runner;
   ctx.now = now;
   const SizingDecision d = decide_stage_size(c.sizing, ctx);
   next.decision = d.to_json();
+  if (!d.unreachable.empty())
+    return ", " + std::to_string(next.gpus) + " GPU(s) kept (the scheduler could not be reached to size it)";
   if (d.chosen == 0) return ", " + std::to_string(next.gpus) + " GPU(s) kept (no candidate size could run now)";
   if (d.chosen != next.gpus) {
     next.gpus = d.chosen;
@@ -434,8 +443,9 @@ std::string step_resumable(Chain& c, size_t k, const std::string& run_dir, const
   next.state = StageState::planned;
   c.backend().renumber_submit_argv(next.submit_argv, run_dir, next.index);
   const double now = now_unix > 0 ? now_unix : unix_now();
-  std::string fitted = fit_auto_stage(c, next, now);
-  if (c.sizing.active()) fitted += size_auto_stage(c, next, run_dir, runner, now);
+  double start = now;
+  std::string fitted = fit_auto_stage(c, next, now, start);
+  if (c.sizing.active()) fitted += size_auto_stage(c, next, run_dir, runner, now, start);
   c.stages.push_back(next);
   const CommandOutput r = submit_stage(c, c.stages.size() - 1, c.stages[k].job, runner);
   if (r.rc != 0) {

@@ -43,22 +43,28 @@ std::vector<int> parse_gpu_candidates(const std::string& text, int most) {
   return {out.begin(), out.end()};
 }
 
-namespace {
+std::vector<int> SizingPolicy::candidates_for(int64_t cap, int nodes) const {
+  if (gpus != "auto") return candidates;
+  return parse_gpu_candidates("auto", cap > 0 ? static_cast<int>(cap) : 8 * std::max(1, nodes));
+}
 
-// What the run's history says for sizing: steps left, measured / modelled step time, and the time a
-// stage spends outside training steps (start-up, load, save, evaluation, the rest).
-struct History {
-  int64_t done = 0;
-  double factor = 1;
-  double overhead_s = 0;
-  std::string calibration = "step times as the planner models them (no stage measured yet)";
-};
+bool scheduler_unreachable(const CommandOutput& r) {
+  if (r.rc < 0 || r.rc == 126 || r.rc == 127) return true;
+  static const std::regex kUnreachable(
+      "unable to contact slurm controller|slurm controller not responding|socket timed out|connection refused|"
+      "connection timed out|no route to host|zero bytes were transmitted|cannot connect to (specified )?server|"
+      "communication connection failure|could not be run|"
+      // Slurm without a slurm.conf (configless lookup failed) or a controller it can resolve:
+      "could not establish a configuration source|fetch_config: dns srv lookup failed",
+      std::regex::icase);
+  return std::regex_search(r.text, kUnreachable);
+}
 
-History read_history(const SizingContext& ctx) {
-  History out;
+StageHistory read_stage_history(const std::string& run_dir, double now) {
+  StageHistory out;
   RunHistory h;
   try {
-    h = read_run_history(ctx.run_dir, ctx.now);
+    h = read_run_history(run_dir, now);
   } catch (const Error&) {
     return out;  // a new run directory, or one with no step yet
   }
@@ -70,8 +76,8 @@ History read_history(const SizingContext& ctx) {
   if (speed.steps > 0 && speed.est_s > 0) {
     out.factor = speed.step_s / speed.est_s;
     char b[240];
-    std::snprintf(b, sizeof(b), "the planner's step times x %.3g: stage %d measured %.4g s/step on %d rank(s)",
-                  out.factor, last->index, speed.step_s, last->world);
+    std::snprintf(b, sizeof(b), "the planner's step times x %.3g: stage %d measured %.4g s/step on %s", out.factor,
+                  last->index, speed.step_s, plural(last->world, "rank").c_str());
     out.calibration = b;
   }
   if (last) {
@@ -80,6 +86,8 @@ History read_history(const SizingContext& ctx) {
   }
   return out;
 }
+
+namespace {
 
 std::string clock(double unix_time) {
   return text::local_time(unix_time, "%m-%d %H:%M:%S");
@@ -90,14 +98,17 @@ std::string clock(double unix_time) {
 SizingDecision decide_stage_size(const SizingPolicy& policy, const SizingContext& ctx) {
   SizingDecision d;
   d.at = ctx.now;
+  d.begin = ctx.begin > ctx.now ? ctx.begin : 0;
+  d.cap = ctx.cap;
   d.objective = policy.objective;
-  const History hist = read_history(ctx);
+  const double earliest = std::max(ctx.now, ctx.begin);
+  const StageHistory hist = read_stage_history(ctx.run_dir, ctx.now);
   d.calibration = hist.calibration;
   d.steps = std::max<int64_t>(0, ctx.cfg.train.steps - hist.done);
   const auto stats = model_stats_from_config(ctx.cfg);
   JobConfig layout = ctx.cfg;
   if (layout.parallel.memory_gb <= 0) layout.parallel.memory_gb = 1e9;  // the stage's own hardware judges memory
-  for (int g : policy.candidates) {
+  for (int g : policy.candidates_for(ctx.cap, ctx.nodes)) {
     SizingRow row;
     row.gpus = g;
     row.nodes = ctx.nodes;
@@ -124,19 +135,26 @@ SizingDecision decide_stage_size(const SizingPolicy& policy, const SizingContext
       r.refused = std::string("no layout: ") + e.what();
       continue;
     }
-    r.start = ctx.now;
-    r.start_from = "now (the scheduler gives no start estimate)";
+    r.start = earliest;
+    r.start_from = d.begin > 0 ? "begin" : "now (the scheduler gives no start estimate)";
     if (ctx.backend) {
       if (const auto argv = ctx.backend->test_submit_argv(ctx.submit_argv, ctx.nodes, g / ctx.nodes)) {
         const CommandOutput out = run_merged(ctx.runner, *argv);
+        if (out.rc != 0 && scheduler_unreachable(out)) {
+          // Not a verdict on this size: no other size would get one either.
+          d.unreachable = text::trim(out.text);
+          d.rows.clear();
+          return d;
+        }
         if (out.rc != 0) {
           r.refused = text::trim(first_line(out.text));
           continue;
         }
         if (const auto t = ctx.backend->test_submit_start(out.text)) {
-          r.start = std::max(ctx.now, *t);
-          r.start_from = "scheduler";
-        } else {
+          // The test submission has no --begin: a stage held for its window starts at the later of the two.
+          r.start = std::max(earliest, *t);
+          r.start_from = d.begin > 0 && *t < d.begin ? "begin" : "scheduler";
+        } else if (d.begin == 0) {
           r.start_from = "now (no start time in the test submission's answer)";
         }
       }
@@ -158,7 +176,7 @@ SizingDecision decide_stage_size(const SizingPolicy& policy, const SizingContext
       best = &r;
   }
   if (best && policy.objective == "gpu-hours") {
-    const double limit = ctx.now + (best->finish - ctx.now) * (1.0 + policy.slack);
+    const double limit = earliest + (best->finish - earliest) * (1.0 + policy.slack);
     for (const auto& r : d.rows)
       if (r.refused.empty() && r.finish <= limit && r.gpu_hours < best->gpu_hours) best = &r;
   }
@@ -183,8 +201,15 @@ nlohmann::json SizingDecision::to_json() const {
                          {"gpu_hours", r.gpu_hours},
                          {"chosen", r.chosen}});
   }
-  return {{"at", at},         {"objective", objective},     {"steps", steps},
-          {"chosen", chosen}, {"calibration", calibration}, {"rows", rows_json}};
+  return {{"at", at},
+          {"begin", begin},
+          {"cap", cap},
+          {"unreachable", unreachable},
+          {"objective", objective},
+          {"steps", steps},
+          {"chosen", chosen},
+          {"calibration", calibration},
+          {"rows", rows_json}};
 }
 
 std::string render_sizing(const nlohmann::json& d) {
@@ -200,7 +225,8 @@ std::string render_sizing(const nlohmann::json& d) {
       o << b;
       continue;
     }
-    const std::string start = clock(r.value("start", 0.0)) + (r.value("start_from", "") == "scheduler" ? "" : "*");
+    const std::string from = r.value("start_from", "");
+    const std::string start = clock(r.value("start", 0.0)) + (from == "scheduler" || from == "begin" ? "" : "*");
     std::snprintf(b, sizeof(b), "  %5d  %-52s %-15s %10s %-15s %9.3g%s\n", r.value("gpus", 0),
                   r.value("layout", "").c_str(), start.c_str(), format_clock(r.value("run_s", 0.0)).c_str(),
                   clock(r.value("finish", 0.0)).c_str(), r.value("gpu_hours", 0.0),
@@ -208,7 +234,12 @@ std::string render_sizing(const nlohmann::json& d) {
     o << b;
   }
   bool estimated = false;
-  for (const auto& r : d.value("rows", nlohmann::json::array())) estimated |= r.value("start_from", "") == "scheduler";
+  for (const auto& r : d.value("rows", nlohmann::json::array()))
+    estimated |= r.value("start_from", "") == "scheduler" || r.value("start_from", "") == "begin";
+  if (const double begin = d.value("begin", 0.0); begin > 0)
+    o << "  the stage is held until its quota window opens at " << clock(begin)
+      << (d.value("cap", int64_t{0}) > 0 ? str(" (at most ", d.value("cap", int64_t{0}), " GPUs)") : std::string())
+      << ": no size starts before\n";
   if (!estimated)
     o << "  no start estimates from the scheduler (PBS's qsub has no test submission; sbatch --test-only gave "
          "none): every size counts as starting now\n";

@@ -13,23 +13,30 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/launch/program_runner.h"
+#include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/config/job_config.h"
 
 namespace gtrain {
 
-class SchedulerBackend;
-
 // What the chain keeps in chain.json to size every stage it submits.
 struct SizingPolicy {
   std::vector<int> candidates;       // GPU counts to choose from (empty: sizes are fixed)
+  std::string gpus;                  // the --gpus text ("auto": the counts follow each stage's window cap)
   std::string objective = "finish";  // finish | gpu-hours
   double slack = 0.10;               // gpu-hours: finish within this share of the earliest's time to finish
   bool active() const { return !candidates.empty(); }
+  // The counts for a stage that starts in a window with this cap (0 = none) on `nodes` nodes: --gpus
+  // auto's ladder up to the cap (else 8 a node), or `candidates` as given.
+  std::vector<int> candidates_for(int64_t cap, int nodes) const;
 };
 
 // "auto" (1, 2, 4, ... up to `most`, plus `most`), "2-8" (every count), "1,2,4,8" -> candidates;
 // ConfigError naming --gpus otherwise.
 std::vector<int> parse_gpu_candidates(const std::string& text, int most);
+
+// True when a scheduler command failed before the scheduler judged the job: it could not be run, or
+// it could not reach the controller / server (a runtime failure, not a verdict on the job's size).
+bool scheduler_unreachable(const CommandOutput& r);
 
 struct SizingRow {
   int gpus = 0, nodes = 1;
@@ -44,7 +51,10 @@ struct SizingRow {
 };
 
 struct SizingDecision {
-  double at = 0;  // unix time it was made
+  double at = 0;            // unix time it was made
+  double begin = 0;         // the stage waits for this (its quota window's opening; 0 = none)
+  int64_t cap = 0;          // the max_gpus of the window it starts in (0 = none)
+  std::string unreachable;  // the scheduler's answer when it could not be reached ("" = it answered)
   std::string objective;
   int64_t steps = 0;        // the remaining steps it sized for
   std::string calibration;  // how step times were obtained
@@ -60,7 +70,8 @@ struct SizingContext {
   int nodes = 1;          // nodes per stage
   double limit_s = 3600;  // the stage time limit
   double lead_s = 0;      // stopped this long before it
-  int64_t cap = 0;        // the quota window's max_gpus (0 = none)
+  int64_t cap = 0;        // the max_gpus of the quota window the stage starts in (0 = none)
+  double begin = 0;       // the stage's --begin (its window's opening; 0 = none): no size starts before
   const SchedulerBackend* backend = nullptr;
   std::vector<std::string> submit_argv;  // the stage's submit command (script last), for the test submission
   CommandRunner runner;
@@ -68,6 +79,16 @@ struct SizingContext {
 };
 
 SizingDecision decide_stage_size(const SizingPolicy& policy, const SizingContext& ctx);
+
+// What the run's history says for sizing: steps done, measured / modelled step time, and the time a
+// stage spends outside training steps (start-up, load, save, evaluation, the rest).
+struct StageHistory {
+  int64_t done = 0;
+  double factor = 1;
+  double overhead_s = 0;
+  std::string calibration = "step times as the planner models them (no stage measured yet)";
+};
+StageHistory read_stage_history(const std::string& run_dir, double now);
 
 // The table `gtrain submit` prints and `gtrain status` shows: GPUs, layout, expected start, run time,
 // predicted finish, GPU-hours, chosen.

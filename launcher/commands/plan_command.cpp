@@ -10,12 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/chain/window_calendar.h"
 #include "launcher/commands/calibrate.h"
 #include "launcher/launch/run_launch.h"
 #include "launcher/scheduler/allocation.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
 #include "runtime/core/machine_notes.h"
+#include "runtime/core/schedule.h"
 #include "runtime/data/dataset.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/train/trainer.h"
@@ -712,6 +714,56 @@ void render_what_if(const PlanReport& r, std::ostream& out) {
   }
 }
 
+// With [[schedule.window]] quota windows, the admin's question before anything runs: when the run is
+// done, each stage on the GPUs of the window it starts in (launcher/chain/window_calendar.h), and the
+// resource-request paragraph gtrain report has. Empty without windows or a known step count.
+struct WindowsPlan {
+  std::string calendar, request;
+  json calendar_json, request_json;
+};
+WindowsPlan windows_plan(const PlanOptions& o, const PlanReport& r) {
+  WindowsPlan out;
+  const std::vector<WindowConfig>& configured = r.cfg.schedule.window;
+  if (configured.empty() || r.job.total_steps <= 0) return out;
+  CalendarInput in;
+  for (size_t i = 0; i < configured.size(); ++i)
+    in.windows.push_back(parse_window(configured[i], "schedule.window[" + std::to_string(i) + "]"));
+  Setup s = r.setup;  // the table's counts and each window's cap (no cap: the planned count)
+  std::set<int64_t> counts(s.what_if.begin(), s.what_if.end());
+  for (const auto& w : configured) counts.insert(w.max_gpus > 0 ? w.max_gpus : s.world);
+  s.what_if.assign(counts.begin(), counts.end());
+  const std::vector<WhatIfRow> rows = what_if_rows(o, r.cfg, r.job, s);
+  in.now = unix_now();
+  in.steps = r.job.total_steps;
+  in.limit_s = r.cfg.schedule.time_limit_s;
+  in.size_for = [&](int64_t cap) {
+    const int64_t g = cap > 0 ? cap : s.world;
+    for (const auto& row : rows)
+      if (row.gpus == g && row.feasible) return CalendarSize{static_cast<int>(g), row.best.time.total()};
+    return CalendarSize{};
+  };
+  const WindowCalendar c = plan_calendar(in);
+  out.calendar = render_calendar(c, configured, in.now);
+  out.calendar_json = calendar_json(c, configured);
+  PlannedRun run;
+  run.model = r.cfg.model.name;
+  run.params = r.job.stats.params;
+  run.steps = r.job.total_steps;
+  run.global_batch = r.cfg.train.global_batch;
+  run.tokens_per_sample = r.job.stats.seq_len > 1 ? r.job.stats.seq_len : 0;
+  run.precision = r.cfg.precision.dtype;
+  run.gpus = s.gpu;
+  for (const auto& row : rows) {
+    RequestRow q;
+    q.units = row.gpus, q.nodes = row.nodes, q.feasible = row.feasible, q.why = row.why;
+    if (row.feasible) q.layout = short_layout(row.best.plan), q.step_s = row.best.time.total();
+    run.rows.push_back(q);
+  }
+  out.request = planned_request_paragraph(run);
+  out.request_json = out.request;
+  return out;
+}
+
 }  // namespace
 
 int run_plan_command(const PlanOptions& o, const std::map<std::string, std::string>& env, std::ostream& out) {
@@ -737,12 +789,19 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
   const PlanReport report = compute_plan_report(o, env, hw);
   if (o.json) {
     fill_plan_json(o, report, doc);
+    if (const WindowsPlan w = windows_plan(o, report); !w.calendar.empty()) {
+      doc["calendar"] = w.calendar_json;
+      doc["request"] = w.request_json;
+    }
     out << doc.dump(2) << "\n";
   } else {
     render_header(o, report, out);
     render_chosen(o, report, out);
     render_alternatives(o, report, out);
     render_what_if(report, out);
+    if (const WindowsPlan w = windows_plan(o, report); !w.calendar.empty())
+      out << "\nquota windows ([[schedule.window]]: each stage on its window's max_gpus, stopped at its close):\n"
+          << w.calendar << "request: " << w.request << "\n";
   }
   if (!report.ok) throw ConfigError(report.error.empty() ? "no layout fits" : report.error, report.error_hint);
   return kExitOk;

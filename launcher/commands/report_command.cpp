@@ -68,12 +68,11 @@ void calibrate_request(const RunHistory& h, ResourceRequest& q) {
     same->measured = true;
     if (!m.stage->plan.empty()) same->layout = m.stage->plan + " (ran)";
   }
-  q.calibration =
-      str("Calibrated on this run: stage ", m.stage->index, " measured ", report_text::step_time(m.speed.step_s),
-          " a step on ", report_text::count_of(m.stage->world, unit), " (median of ", m.speed.steps,
-          " steps) where the planner models ", report_text::step_time(modelled),
-          same ? " for that count" : " (the stage's own estimate)", "; every row's modelled step time is scaled by ",
-          strf("%.3g", q.factor), ".");
+  q.calibration = str("Calibrated on this run: stage ", m.stage->index, " measured ",
+                      report_text::step_time(m.speed.step_s), " a step on ", plural(m.stage->world, unit),
+                      " (median of ", m.speed.steps, " steps) where the planner models ",
+                      report_text::step_time(modelled), same ? " for that count" : " (the stage's own estimate)",
+                      "; every row's modelled step time is scaled by ", strf("%.3g", q.factor), ".");
 }
 
 // The planner's what-if rows for this run's config: GPU counts (the GPU type the run planned with)

@@ -17,6 +17,7 @@
 #include "launcher/launch/program_runner.h"
 #include "launcher/launch/run_lock.h"
 #include "launcher/launch/stage_handoff.h"
+#include "launcher/launch/text_util.h"
 #include "launcher/scheduler/allocation.h"
 #include "launcher/scheduler/hostlist.h"
 #include "runtime/checkpoint/checkpoint.h"
@@ -362,6 +363,7 @@ StageOptions stage_options(const RankJob& job) {
     // rank 0, the only one that reads them, does (the job's end time, --time-limit, quota windows).
     DiscoveryOptions dopt;
     dopt.read_limits = false;
+    dopt.read_end_time = true;  // the stage's deadline: Slurm before 23.02 exports no end time
     const Allocation alloc = discover_allocation(job.stage_env, system_command_runner(), dopt);
     const Deadline deadline = stage_deadline(job.cfg, job.o, alloc);
     stage.deadline_unix = deadline.unix_time;
@@ -526,8 +528,10 @@ void print_start(const RankJob& job, const JobParts& parts, const Trainer& train
               << std::endl;
   }
   if (stage.deadline_unix > 0) {
-    std::cout << "gtrain: stage deadline in " << static_cast<int64_t>(stage.deadline_unix - unix_now()) << " s ("
-              << stage.deadline_source << ")\n";
+    // The nearest of --time-limit / schedule.time_limit_s, the scheduler's end time and the window's close.
+    std::cout << "gtrain: stage deadline in " << format_eta(stage.deadline_unix - unix_now()) << ", at "
+              << text::local_time(stage.deadline_unix, "%Y-%m-%d %H:%M:%S") << " (" << stage.deadline_source
+              << ", the nearest of the time limit, the scheduler's end time and the quota window's close)\n";
   }
   std::cout << std::flush;
 }

@@ -21,6 +21,7 @@
 #include "runtime/core/config/model_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/schedule.h"
 #include "runtime/metrics/progress.h"
 
 namespace fs = std::filesystem;
@@ -267,7 +268,7 @@ void print_stage_table(const RunStatus& st) {
     std::printf("  %-3zu %-19s %-19s %5d %-10s %8.1fs %8.2f %7.2f %7s  %s\n", i + 1,
                 clock_time(s.value("start", 0.0)).c_str(), clock_time(s.value("end", 0.0)).c_str(), s.value("world", 1),
                 steps.c_str(), s.value("productive_s", 0.0), s.value("save_s", 0.0), s.value("load_s", 0.0),
-                scheduler.c_str(), s.value("exit", "").c_str());
+                scheduler.c_str(), describe_stage_exit(s.value("exit", "")).c_str());
   }
   for (size_t i = 0; i < st.unrecorded.size(); ++i) {
     const auto& s = st.unrecorded[i];
@@ -289,7 +290,12 @@ void print_status_text(const RunStatus& st) {
     std::printf("  progress   step %lld / unknown\n", (long long)st.done);
   }
   if (!st.last_train.is_null()) std::printf("  last loss  %.4f\n", st.last_train.value("loss", 0.0));
-  std::printf("  checkpoint %s\n", st.latest.empty() ? "none" : st.latest.c_str());
+  // The newest committed checkpoint, as its directory says: status reads no tensor, so a damaged one
+  // is found only by gtrain ckpt verify (or by the resume, which then takes an older one).
+  if (st.latest.empty())
+    std::printf("  checkpoint none\n");
+  else
+    std::printf("  checkpoint %s (unverified: gtrain ckpt verify checks its checksums)\n", st.latest.c_str());
   if (st.running_stage) {
     const MetricsStage& m = st.extra.back();
     std::printf("  running    since %s (pid %lld): steps %lld-%lld, %.2f steps/s\n", clock_time(m.start).c_str(),
@@ -299,7 +305,7 @@ void print_status_text(const RunStatus& st) {
   }
   if (!st.stages.empty()) std::printf("  goodput    %.1f%% of rank-time in training steps\n", 100.0 * st.goodput);
   if (!st.complete)
-    std::printf("  eta        %s at the %s stage's speed\n", st.eta >= 0 ? format_clock(st.eta).c_str() : "unknown",
+    std::printf("  eta        %s at the %s stage's speed\n", st.eta >= 0 ? format_eta(st.eta).c_str() : "unknown",
                 st.running_stage ? "running" : "last");
   const size_t lost = st.unrecorded.size() - (st.running_stage ? 1 : 0);
   std::printf("  stages     %zu%s%s\n", st.stages.size() + st.unrecorded.size(), st.running_stage ? " (1 running)" : "",
@@ -330,7 +336,7 @@ int ckpt_inspect_command(const std::string& path) {
   std::printf("  format     %s v%d\n", kCheckpointFormat, m.version);
   std::printf("  step       %lld  (consumed samples %lld, global batch %lld)\n", (long long)ck.step(),
               (long long)ck.consumed_samples(), (long long)m.meta.global_batch.value_or(0));
-  std::printf("  written by %d rank(s), plan %s\n", static_cast<int>(m.world.value_or(1)),
+  std::printf("  written by %s, plan %s\n", plural(m.world.value_or(1), "rank").c_str(),
               m.meta.plan.value_or("").c_str());
   std::printf("  model      %s\n", model_json(m.meta.model).dump().c_str());
   std::printf("  probe loss %.6f\n", m.meta.probe_loss.value_or(0.0));

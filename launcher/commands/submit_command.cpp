@@ -10,6 +10,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
@@ -18,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/chain/stage_ledger.h"
+#include "launcher/chain/window_calendar.h"
 #include "launcher/commands/plan_command.h"
 #include "launcher/launch/run_launch.h"
 #include "launcher/launch/run_lock.h"
@@ -119,20 +122,6 @@ double opening_since(const std::vector<Window>& windows, double prev, double t) 
     x = end;
   }
   return opening;
-}
-
-// True when the submit command failed before the scheduler judged the job: it could not be run,
-// or it could not reach the controller / server.
-bool scheduler_unreachable(const CommandOutput& r) {
-  if (r.rc < 0 || r.rc == 126 || r.rc == 127) return true;
-  static const std::regex kUnreachable(
-      "unable to contact slurm controller|slurm controller not responding|socket timed out|connection refused|"
-      "connection timed out|no route to host|zero bytes were transmitted|cannot connect to (specified )?server|"
-      "communication connection failure|could not be run|"
-      // Slurm without a slurm.conf (configless lookup failed) or a controller it can resolve:
-      "could not establish a configuration source|fetch_config: dns srv lookup failed",
-      std::regex::icase);
-  return std::regex_search(r.text, kUnreachable);
 }
 
 // Exactly what the dry run would submit, as bash lines: JOBk=$(COMMAND), stage k+1 depending on $JOBk.
@@ -283,8 +272,9 @@ std::vector<StagePlan> plan_stages(const SubmitOptions& o, int stages, const std
   if (n == 0) n = static_cast<int>(std::max<size_t>({size_t{1}, gpus.size(), nodes.size()}));
   const double limit = parse_slurm_time(o.time);
   std::vector<StagePlan> out;
-  // t: the stage's predicted start (the previous one ran its whole limit), which picks its window.
-  // A begin time only where the stage must wait for a different window: that window's opening.
+  // t: the stage's predicted start (the previous one ran its whole limit, or until its window stretch
+  // closed), which picks its window. A begin time only where the stage must wait for a different
+  // window: that window's opening.
   double t = now_unix, prev = now_unix;
   for (int i = 0; i < n; ++i) {
     StagePlan p;
@@ -299,15 +289,19 @@ std::vector<StagePlan> plan_stages(const SubmitOptions& o, int stages, const std
       }
       prev = t;
     }
+    p.start_unix = t;
+    p.cap = windows.empty() ? 0 : window_cap(windows, t);
     if (!gpus.empty()) {
       p.gpus = gpus[gpus.size() > 1 ? i : 0];
     } else {
-      p.gpus = 1;
-      if (const int64_t cap = window_cap(windows, t); cap > 0) p.gpus = static_cast<int>(cap);
+      p.gpus = p.cap > 0 ? static_cast<int>(p.cap) : 1;
       if (p.gpus % p.nodes != 0) p.gpus = std::max(p.nodes, p.gpus / p.nodes * p.nodes);
     }
+    p.end_unix = t + limit;
+    if (const double close = windows.empty() ? 0 : window_stretch_end(windows, t); close > t && close < p.end_unix)
+      p.end_unix = close;  // gtrain run stops the stage before its window closes
     out.push_back(p);
-    t += limit;
+    t = p.end_unix;
   }
   return out;
 }
@@ -494,6 +488,87 @@ void print_submit_plan(const SubmitOptions& o, const Chain& chain, const ScriptC
   }
 }
 
+// The GPUs a stage starting in a window with cap `cap` takes: the cap (no --gpus), the fastest open size
+// within it (--gpus auto, a range or a list with --stages auto), else the first stage's count.
+int calendar_gpus(const Chain& chain, int first_gpus, int nodes, int64_t cap,
+                  const std::function<double(int)>& step_at) {
+  if (chain.gpus_from_windows) {
+    const int g = cap > 0 ? static_cast<int>(cap) : 1;
+    return g % nodes == 0 ? g : std::max(nodes, g / nodes * nodes);
+  }
+  if (!chain.sizing.active()) return first_gpus;
+  int best = 0;
+  for (int g : chain.sizing.candidates_for(cap, nodes)) {
+    if (g % nodes != 0 || (cap > 0 && g > cap) || step_at(g) <= 0) continue;
+    if (best == 0 || step_at(g) < step_at(best)) best = g;
+  }
+  return best;
+}
+
+// With quota windows: what a --time longer than the windows costs, when the run is done with each
+// stage on the GPUs of the window it starts in (window_calendar.h), and the resource-request
+// paragraph gtrain report has: the admin's question, answered before anything is queued.
+void print_windows_plan(const SubmitOptions& o, const JobConfig& cfg, const Chain& chain,
+                        const std::vector<Window>& windows, const std::vector<StagePlan>& plans, const ScriptCommon& w,
+                        double now, std::ostream& out) {
+  if (windows.empty()) return;
+  if (const double longest = longest_window_stretch(windows, now); longest > 0 && w.limit_s > longest)
+    out << "  --time " << o.time << " is longer than the longest quota window stretch (" << format_eta(longest)
+        << "): each stage stops at its window's close anyway (as planned below); --time "
+        << format_duration(static_cast<int64_t>(longest)) << " asks for no time a stage cannot use, and fits "
+        << "backfill sooner\n";
+  const StageHistory hist = read_stage_history(w.run_dir, now);
+  const JobDescription job = describe_job(cfg);
+  const int64_t total = cfg.train.steps > 0 ? cfg.train.steps : job.total_steps;
+  const int nodes = plans.front().nodes;
+  JobConfig layout = cfg;
+  if (layout.parallel.memory_gb <= 0) layout.parallel.memory_gb = 1e9;  // the stage's own hardware judges memory
+  std::map<int, std::pair<double, std::string>> plans_at;               // GPUs -> step seconds (0: none), layout
+  const auto plan_at = [&](int g) -> const std::pair<double, std::string>& {
+    auto it = plans_at.find(g);
+    if (it != plans_at.end()) return it->second;
+    std::pair<double, std::string> p{0, ""};
+    try {
+      const Plan plan = plan_run(layout, job.stats, g, std::max(1, g / nodes));
+      p = {plan.est_step_seconds * hist.factor, plan.summary()};
+    } catch (const ConfigError&) {
+    }
+    return plans_at.emplace(g, p).first->second;
+  };
+  const auto step_at = [&](int g) { return plan_at(g).first; };
+  CalendarInput in;
+  in.windows = windows;
+  in.now = now;
+  in.steps = std::max<int64_t>(0, total - hist.done);
+  in.limit_s = w.limit_s - w.lead;
+  in.overhead_s = hist.overhead_s;
+  in.size_for = [&](int64_t cap) {
+    const int g = calendar_gpus(chain, plans.front().gpus, nodes, cap, step_at);
+    return CalendarSize{g, g > 0 ? step_at(g) : 0};
+  };
+  const WindowCalendar c = plan_calendar(in);
+  for (const auto& line : text::split(render_calendar(c, cfg.schedule.window, now), '\n'))
+    if (!line.empty()) out << "  " << line << "\n";
+  PlannedRun run;
+  run.model = cfg.model.name;
+  run.params = job.stats.params;
+  run.steps = in.steps;
+  run.global_batch = cfg.train.global_batch;
+  run.tokens_per_sample = job.stats.seq_len > 1 ? job.stats.seq_len : 0;
+  run.precision = cfg.precision.dtype;
+  std::set<int> counts = {1};
+  for (const auto& x : c.stages) counts.insert(x.gpus);
+  for (const auto& p : plans) counts.insert(p.gpus);
+  for (int g : counts) {
+    if (g % nodes != 0) continue;
+    RequestRow q;
+    q.units = g, q.nodes = nodes, q.step_s = step_at(g), q.layout = plan_at(g).second, q.feasible = q.step_s > 0;
+    if (!q.feasible) q.why = "no layout";
+    run.rows.push_back(q);
+  }
+  out << "  request: " << planned_request_paragraph(run) << "\n";
+}
+
 // Stages before `i` that were queued: cancelled again, as the chain could not be completed.
 void cancel_submitted(Chain& chain, size_t i, const CommandRunner& runner) {
   for (size_t j = 0; j < i; ++j) {
@@ -538,16 +613,16 @@ void cancel_submitted(Chain& chain, size_t i, const CommandRunner& runner) {
 }
 
 // --gpus auto / a range / a list with --stages auto: the first stage's size from the scheduler's start
-// estimates and the planner (stage_sizing.h); every stage written at it, the chain keeping what it
-// needs to size the stages --stages auto adds. No size that can run: each one's reason, and the
-// largest count the scheduler accepts.
-void size_first_stage(const SubmitOptions& o, const JobConfig& cfg, const std::vector<Window>& windows,
-                      const ScriptCommon& w, std::vector<StagePlan>& plans, Chain& chain, const CommandRunner& runner,
-                      double now, std::ostream& out) {
-  int64_t cap = 0;
-  if (!windows.empty()) cap = window_cap(windows, plans.front().begin_unix > 0 ? plans.front().begin_unix : now);
-  int most = cap > 0 ? static_cast<int>(cap) : 8 * plans.front().nodes;
-  chain.sizing.candidates = parse_gpu_candidates(o.gpus, most);
+// estimates and the planner (stage_sizing.h), for the window it starts in (its cap, and no start before
+// its --begin); a later stage of --stages N that starts in a window with another cap is sized for that
+// window (no test submission: it starts after the stages before it). The chain keeps what it needs to
+// size the stages --stages auto adds. No size that can run: each one's reason; a scheduler that
+// cannot be reached: a runtime failure (exit 1).
+void size_stages(const SubmitOptions& o, const JobConfig& cfg, const ScriptCommon& w, std::vector<StagePlan>& plans,
+                 Chain& chain, const CommandRunner& runner, double now, std::ostream& out) {
+  const StagePlan& first = plans.front();
+  chain.sizing.gpus = o.gpus;
+  chain.sizing.candidates = parse_gpu_candidates(o.gpus, first.cap > 0 ? static_cast<int>(first.cap) : 8 * first.nodes);
   chain.sizing.objective = o.objective;
   chain.sizing.slack = o.slack;
   chain.config = fs::absolute(o.config_path).lexically_normal().string();
@@ -557,15 +632,22 @@ void size_first_stage(const SubmitOptions& o, const JobConfig& cfg, const std::v
   SizingContext ctx;
   ctx.cfg = cfg;
   ctx.run_dir = w.run_dir;
-  ctx.nodes = plans.front().nodes;
+  ctx.nodes = first.nodes;
   ctx.limit_s = w.limit_s;
   ctx.lead_s = w.lead;
-  ctx.cap = cap;
+  ctx.cap = first.cap;
+  ctx.begin = first.begin_unix;
   ctx.backend = &chain.backend();
   ctx.submit_argv = chain.stages.front().submit_argv;
   ctx.runner = runner;
   ctx.now = now;
   const SizingDecision d = decide_stage_size(chain.sizing, ctx);
+  std::vector<SizingDecision> later_decisions;  // stages after the first, in windows with another cap
+  const std::string program = chain.backend().submit_program();
+  if (!d.unreachable.empty())
+    throw Error(str(program, " --test-only could not reach the scheduler to size stage ", chain.stages.front().index,
+                    " (--gpus ", o.gpus, "); nothing was submitted. ", program, " said:\n", d.unreachable),
+                "try again when it answers");
   out << "gtrain submit: sizing stage " << chain.stages.front().index << " (--gpus " << o.gpus << ", objective "
       << o.objective << "):\n"
       << render_sizing(d);
@@ -575,10 +657,23 @@ void size_first_stage(const SubmitOptions& o, const JobConfig& cfg, const std::v
     throw ConfigError("no GPU count of --gpus " + o.gpus + " can run:" + why,
                       "give --gpus N with a count the scheduler accepts (gtrain plan --gpus N shows its layout)");
   }
-  for (auto& p : plans) p.gpus = d.chosen;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    plans[i].gpus = d.chosen;
+    if (i == 0 || plans[i].cap == first.cap) continue;
+    SizingContext later = ctx;
+    later.cap = plans[i].cap;
+    later.begin = plans[i].start_unix;
+    later.backend = nullptr;  // it starts after the stages before it: the scheduler cannot say when
+    later_decisions.push_back(decide_stage_size(chain.sizing, later));
+    if (later_decisions.back().chosen > 0) plans[i].gpus = later_decisions.back().chosen;
+  }
   chain.stages.clear();
   write_stage_scripts(o, plans, w, chain);
   chain.stages.front().decision = d.to_json();
+  for (size_t i = 1, k = 0; i < plans.size(); ++i) {
+    if (plans[i].cap != first.cap && k < later_decisions.size())
+      chain.stages[i].decision = later_decisions[k++].to_json();
+  }
 }
 
 // Submits the stages in order, each after the one before.
@@ -628,7 +723,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     RunLock::acquire(run_dir, fs::is_directory(ckpt) ? ckpt : std::string());
   }
   backend.check_time_limit(o.partition, o.time, parse_slurm_time(o.time), runner);
-  const double now = static_cast<double>(std::time(nullptr));
+  const double now = o.now_unix > 0 ? o.now_unix : static_cast<double>(std::time(nullptr));
   auto plans = plan_stages(o, stages, windows, now);
   check_stages_runnable(cfg, run_dir, plans, windows, stages == 0 && o.gpus.empty());
   std::error_code ec;
@@ -665,8 +760,9 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   chain.launcher = o.launcher;
   chain.cpus_per_gpu = o.cpus_per_gpu;
   write_stage_scripts(o, plans, w, chain);
-  if (open_gpu_sizes(o, stages)) size_first_stage(o, cfg, windows, w, plans, chain, runner, now, out);
+  if (open_gpu_sizes(o, stages)) size_stages(o, cfg, w, plans, chain, runner, now, out);
   print_submit_plan(o, chain, w, out);
+  print_windows_plan(o, cfg, chain, windows, plans, w, now, out);
   if (o.dry_run) {
     out << "dry run: scripts written, nothing submitted. The commands submit would run (bash; each stage reports "
            "to the chain.json that only submit writes, so run gtrain submit without --dry-run to queue them):\n"

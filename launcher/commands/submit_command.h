@@ -40,6 +40,7 @@ struct SubmitOptions {
   std::string launcher = "mpirun";       // mpirun | srun
   int cpus_per_gpu = 0;                  // CPU cores requested per GPU (0 = the site's default)
   std::string gtrain;                    // executable path ("" = this one)
+  double now_unix = 0;                   // when the chain is planned from (0 = the clock; tests fix it)
 };
 
 // One planned stage, before scripts exist.
@@ -47,6 +48,9 @@ struct StagePlan {
   int gpus = 1, nodes = 1;  // with a node range: the GPUs and nodes at its most
   int nodes_min = 0;        // > 0: Slurm starts the stage on nodes_min to nodes nodes, whatever is free
   double begin_unix = 0;    // 0 = as soon as possible
+  double start_unix = 0;    // predicted start: the previous stage's predicted end, or its window's opening
+  double end_unix = 0;      // predicted end: start + --time, or the close of its window stretch if sooner
+  int64_t cap = 0;          // the max_gpus of the window it starts in (0 = none)
 };
 
 // "HH:MM:SS", "MM:SS", "D-HH:MM:SS" -> seconds; ConfigError otherwise.
@@ -58,7 +62,9 @@ int validate_submit_options(const SubmitOptions& o);
 // True when --gpus leaves each stage's size open: auto, a range, or a list with --stages auto.
 bool open_gpu_sizes(const SubmitOptions& o, int stages);
 
-// Stage GPUs/nodes/begin times: from the lists, else from the quota window each stage falls in.
+// Stage GPUs/nodes/begin times: from the lists, else from the quota window each stage falls in. A
+// stage in a window stops at the close of its stretch of windows (gtrain run's deadline), so the next
+// one is predicted to start there, not after the whole --time.
 std::vector<StagePlan> plan_stages(const SubmitOptions& o, int stages, const std::vector<Window>& windows,
                                    double now_unix);
 

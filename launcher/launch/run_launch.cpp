@@ -259,8 +259,8 @@ std::string cancelled_chain_stage(const std::map<std::string, std::string>& env,
 
 // The earliest of the scheduler's end time, --time-limit / schedule.time_limit_s and the end of the
 // quota window we are in.
-Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc) {
-  const double now = unix_now();
+Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc, double now) {
+  if (now <= 0) now = unix_now();
   std::vector<Deadline> ds;
   if (alloc.end_time_unix > 0)
     ds.push_back(
@@ -692,6 +692,7 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   DiscoveryOptions dopt;
   dopt.ranks = o.ranks;
   dopt.read_limits = false;
+  dopt.read_end_time = true;  // the stage's deadline: Slurm before 23.02 exports no end time
   const Allocation alloc = discover_allocation(env, system_command_runner(), dopt);
   StageLaunch out;
   out.lock = acquire_stage_lock(run_dir, cfg);

@@ -99,8 +99,8 @@ std::string cancelled_chain_stage(const std::map<std::string, std::string>& env,
 // What a launching gtrain hands its ranks (GTRAIN_INTERNAL_DEADLINE / _ALLOCATION), found by rank 0
 // itself when srun started the ranks: the stage's deadline (the allocation's end time, --time-limit or
 // schedule.time_limit_s, the current quota window's end; unix_time 0 = none) and the allocation as
-// stages.jsonl records it.
-Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc);
+// stages.jsonl records it. The nearest of them wins; `now` 0 = the clock.
+Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocation& alloc, double now = 0);
 
 // Throws ConfigError (exit 2, one line with the estimate and what to change) when the plan's first
 // step and a save (the longest an earlier stage of `run_dir` recorded, at least 1 s) do not fit

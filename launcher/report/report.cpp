@@ -42,10 +42,6 @@ std::string step_time(double s) {
   return b;
 }
 
-std::string count_of(int64_t n, const std::string& unit) {
-  return std::to_string(n) + " " + unit + (n == 1 ? "" : "s");
-}
-
 std::string large_count(double v) {
   char b[48];
   if (v >= 1e9)
@@ -196,23 +192,25 @@ std::string request_summary(const Report& r) {
   o << " for " << h.total_steps << " steps of " << h.global_batch << " samples";
   if (h.tokens_per_sample > 0)
     o << " (" << large_count(static_cast<double>(h.total_steps * h.global_batch * h.tokens_per_sample)) << " tokens)";
-  o << ", " << (h.precision.empty() ? "fp32" : h.precision) << ", with gtrain. So far " << h.done << " steps ("
-    << percent(h.total_steps > 0 ? static_cast<double>(h.done) / static_cast<double>(h.total_steps) : 0) << ") in "
-    << h.stages.size() << " stage(s), " << hours(h.unit_hours) << " " << r.unit() << "-hours at a goodput of "
-    << percent(h.goodput) << ".";
+  o << ", " << (h.precision.empty() ? "fp32" : h.precision) << ", with gtrain.";
+  if (h.done > 0 || !h.stages.empty())  // a run not yet started (gtrain plan) has no history to tell
+    o << " So far " << h.done << " steps ("
+      << percent(h.total_steps > 0 ? static_cast<double>(h.done) / static_cast<double>(h.total_steps) : 0) << ") in "
+      << plural(static_cast<int64_t>(h.stages.size()), "stage") << ", " << hours(h.unit_hours) << " " << r.unit()
+      << "-hours at a goodput of " << percent(h.goodput) << ".";
   const RequestRow* best = nullptr;
   for (const auto& row : r.request.rows)
     if (row.feasible && row.efficiency >= 0.7) best = &row;  // the largest count that still scales well
   if (best) {
     const RequestRow& base = r.request.rows.front();
     o << (r.request.complete ? " A rerun of all " : " Plan for the ") << r.request.steps
-      << (r.request.complete ? " steps would take " : " steps to go: ") << count_of(best->units, r.unit()) << " ("
+      << (r.request.complete ? " steps would take " : " steps to go: ") << plural(best->units, r.unit()) << " ("
       << best->layout << "), " << step_time(best->step_s) << " a step"
       << (best->measured                  ? " as measured on this run"
           : r.request.calibration.empty() ? " as the planner models it"
                                           : " as calibrated on this run")
       << ", " << format_duration_words(best->finish_s) << " in all (" << hours(best->unit_hours) << " " << r.unit()
-      << "-hours, " << percent(best->efficiency) << " scaling efficiency against " << count_of(base.units, r.unit())
+      << "-hours, " << percent(best->efficiency) << " scaling efficiency against " << plural(base.units, r.unit())
       << ").";
     if (!r.request.complete)
       o << " Time plan: gtrain stages the run to the granted time limit and resumes on any count, so the request "

@@ -67,8 +67,6 @@ std::string money(double v);
 std::string hours(double h);
 // A step time in the unit that shows it: "4.39 ms", "0.351 s", "2.5 min".
 std::string step_time(double seconds);
-// "1 rank", "3 ranks", "1 GPU".
-std::string count_of(int64_t n, const std::string& unit);
 std::string percent(double fraction);
 std::string large_count(double v);  // "1.23 M", "45.6 k"
 std::string date_time(double unix_time);

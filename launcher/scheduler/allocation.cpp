@@ -10,6 +10,7 @@
 #include "launcher/scheduler/discovery.h"
 #include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 
 namespace gtrain {
 
@@ -36,14 +37,14 @@ int Allocation::world_size() const {
 }
 
 std::string Allocation::world_size_reason() const {
-  if (ranks_override > 0) return std::to_string(ranks_override) + " ranks as configured (--ranks)";
+  if (ranks_override > 0) return plural(ranks_override, "rank") + " as configured (--ranks)";
   const int g = total_gpus();
   if (g > 0) {
     return cuda_build ? "one rank per granted GPU (" + std::to_string(g) + ")"
                       : "one CPU rank per granted GPU (" + std::to_string(g) + "; this build has no CUDA)";
   }
   const bool from_tasks = scheduler_backend(scheduler).is_batch_scheduler() && tasks > 0;
-  return "no GPU granted: " + std::to_string(world_size()) + " CPU rank(s), " +
+  return "no GPU granted: " + plural(world_size(), "CPU rank") + ", " +
          (from_tasks ? "one per scheduler task" : "one rank using every core (--ranks N for more)");
 }
 

@@ -74,6 +74,8 @@ struct Allocation {
 struct DiscoveryOptions {
   int ranks = 0;                         // --ranks N (0 = from the allocation)
   bool read_limits = true;               // run scontrol / sacctmgr / squeue / qstat
+  bool read_end_time = false;            // without read_limits: still ask squeue for the job's end time
+                                         // when the environment lacks it (gtrain run's deadline)
   std::optional<HardwareInfo> hardware;  // tests inject this; default: query_hardware()
 };
 

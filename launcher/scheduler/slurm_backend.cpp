@@ -123,13 +123,13 @@ void slurm_time_and_limits(DiscoveryContext& r, Allocation* a, const SchedulerBa
       a->time_limit_s = a->end_time_unix - std::stoll(s);
     }
   }
-  if (r.options.read_limits && !a->job_id.empty()) {
-    if (a->end_time_unix == 0) {
-      if (auto out = r.run({"squeue", "-h", "-j", a->job_id, "-o", "%e"})) {
-        a->sources.push_back("squeue -h -j " + a->job_id + " -o %e: " + trim(*out));
-        a->end_time_unix = parse_slurm_datetime(trim(*out));
-      }
+  if ((r.options.read_limits || r.options.read_end_time) && !a->job_id.empty() && a->end_time_unix == 0) {
+    if (auto out = r.run({"squeue", "-h", "-j", a->job_id, "-o", "%e"})) {
+      a->sources.push_back("squeue -h -j " + a->job_id + " -o %e: " + trim(*out));
+      a->end_time_unix = parse_slurm_datetime(trim(*out));
     }
+  }
+  if (r.options.read_limits && !a->job_id.empty()) {
     a->limits = slurm.read_limits(*a, r.run);
     a->limits_read = true;
     if (a->partition.empty()) a->partition = a->limits.partition;
@@ -145,8 +145,9 @@ void slurm_time_and_limits(DiscoveryContext& r, Allocation* a, const SchedulerBa
     }
   }
   if (a->end_time_unix == 0) {
-    a->notes.push_back(std::string("job end time unknown (no usable SLURM_JOB_END_TIME; ") +
-                       (r.options.read_limits ? "squeue gave nothing)" : "squeue not asked)"));
+    a->notes.push_back(
+        std::string("job end time unknown (no usable SLURM_JOB_END_TIME; ") +
+        (r.options.read_limits || r.options.read_end_time ? "squeue gave nothing)" : "squeue not asked)"));
   }
 }
 

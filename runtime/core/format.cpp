@@ -70,4 +70,18 @@ std::string format_duration_words(double s) {
   return strf("%.1f days", s / 86400);
 }
 
+std::string plural(int64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
+std::string format_eta(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "unknown";
+  const auto t = static_cast<long long>(seconds + 0.5);
+  const long long m = (t + 30) / 60, h = (m + 30) / 60;  // whole minutes, whole hours
+  if (t < 60) return strf("%lld s", t);
+  if (m < 60) return strf("%lld min", m);
+  if (m < 24 * 60) return strf("%lld h %lld min", m / 60, m % 60);
+  return strf("%lld day%s %lld h", h / 24, h / 24 == 1 ? "" : "s", h % 24);
+}
+
 }  // namespace gtrain

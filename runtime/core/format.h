@@ -31,6 +31,9 @@ std::string join(const Range& range, const std::string& sep = ", ") {
   return os.str();
 }
 
+// A count and its noun, singular for one: plural(1, "rank") = "1 rank", plural(3, "rank") = "3 ranks".
+std::string plural(int64_t n, const std::string& noun);
+
 // printf into a std::string (the formats gtrain prints numbers with).
 std::string strf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
@@ -51,6 +54,9 @@ std::string format_duration(int64_t seconds);
 std::string format_walltime(double seconds);
 // A progress clock: "MM:SS", or "H:MM:SS" from an hour; "--:--" when unknown (negative, not finite).
 std::string format_clock(double seconds);
+// A remaining time in whole units, two at most: "45 s", "12 min", "2 h 14 min", "3 days 4 h";
+// "unknown" when negative or not finite.
+std::string format_eta(double seconds);
 // Seconds in words with one decimal: "45.0 s", "12.5 min", "3.0 h", "4.2 days"; "unknown" for <= 0.
 std::string format_duration_words(double seconds);
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -53,20 +54,60 @@ void on_stop_signal(int sig) {
 }
 
 const char* kDays[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
+const char* kFullDays[] = {"sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"};
 
-int day_index(const std::string& d, const std::string& where) {
-  for (int i = 0; i < 7; ++i) {
-    if (d == kDays[i]) return i;
-  }
-  throw ConfigError(where + ".days: unknown day '" + d + "' (expected mon, tue, wed, thu, fri, sat, sun)");
+// What a days field accepts, for every error about one.
+const char* kDaysForms =
+    "expected days such as \"mon-fri\", \"sat,sun\", \"mon,wed-fri\", \"fri-mon\" (across the week end), "
+    "\"daily\", \"weekdays\" or \"weekends\"; day names mon..sun in any case, or in full";
+
+std::string lower_trimmed(const std::string& s) {
+  const auto a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+  std::string out = a == std::string::npos ? "" : s.substr(a, b - a + 1);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
-int minutes(const std::string& hhmm, const std::string& where) {
+int day_index(const std::string& text, const std::string& where) {
+  const std::string d = lower_trimmed(text);
+  for (int i = 0; i < 7; ++i) {
+    if (d == kDays[i] || d == kFullDays[i]) return i;
+  }
+  throw ConfigError(where + ".days: unknown day '" + text + "' (" + kDaysForms + ")");
+}
+
+// The days field as a mask (bit d = weekday d, 0 = Sunday): lists of days and ranges (a range may
+// run across the week end: fri-mon), or one of the words daily, weekdays, weekends.
+int days_mask(const std::string& days, const std::string& where) {
+  const std::string all = lower_trimmed(days);
+  if (all == "daily" || all == "every day" || all == "all") return 0x7f;
+  if (all == "weekdays") return 0b0111110;
+  if (all == "weekends") return 0b1000001;
+  int mask = 0;
+  std::stringstream ss(days);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto dash = item.find('-');
+    if (dash == std::string::npos) {
+      mask |= 1 << day_index(item, where);
+      continue;
+    }
+    const int a = day_index(item.substr(0, dash), where), b = day_index(item.substr(dash + 1), where);
+    for (int d = a;; d = (d + 1) % 7) {
+      mask |= 1 << d;
+      if (d == b) break;
+    }
+  }
+  if (mask == 0) throw ConfigError(where + ".days: no day given (" + kDaysForms + ")");
+  return mask;
+}
+
+int minutes(const std::string& hhmm, const std::string& where, const std::string& forms) {
   int h = -1, m = -1;
   char extra;
   if (std::sscanf(hhmm.c_str(), "%d:%d%c", &h, &m, &extra) != 2 || h < 0 || h > 24 || m < 0 || m > 59 ||
       (h == 24 && m != 0)) {
-    throw ConfigError(where + ".hours: '" + hhmm + "' is not a time HH:MM (00:00 to 24:00)");
+    throw ConfigError(where + ".hours: '" + hhmm + "' is not a time HH:MM (00:00 to 24:00)" + forms);
   }
   return h * 60 + m;
 }
@@ -85,6 +126,28 @@ int signal_number(const std::string& name) {
   if (name == "INT") return SIGINT;
   if (name == "HUP") return SIGHUP;
   return -1;
+}
+
+std::string stop_signal_text(int sig) {
+  if (sig == SIGUSR1) return "USR1 (the scheduler's warning before the time limit, or gtrain cancel)";
+  if (sig == SIGUSR2) return "USR2 (a stop request sent by hand or by a site's script)";
+  if (sig == SIGTERM) return "TERM (a stop request: the scheduler's end or cancel, kill, or a shutdown)";
+  if (sig == SIGINT) return "INT (Ctrl-C)";
+  if (sig == SIGHUP) return "HUP (the terminal or ssh session closed)";
+  return "signal " + std::to_string(sig);
+}
+
+std::string describe_stage_exit(const std::string& exit) {
+  static const std::regex kSignal("signal ([0-9]+)");
+  std::string out;
+  auto from = exit.cbegin();
+  for (std::sregex_iterator it(exit.begin(), exit.end(), kSignal), end; it != end; ++it) {
+    out.append(from, exit.cbegin() + it->position());
+    out += stop_signal_text(std::stoi((*it)[1].str()));
+    from = exit.cbegin() + it->position() + it->length();
+  }
+  out.append(from, exit.cend());
+  return out;
 }
 
 void install_stop_signals(const std::vector<std::string>& names) {
@@ -157,27 +220,17 @@ void clear_stop_signal() {
 Window parse_window(const WindowConfig& w, const std::string& where) {
   Window out;
   out.max_gpus = w.max_gpus;
-  out.days_mask = 0;
-  std::stringstream ss(w.days);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const auto dash = item.find('-');
-    if (dash == std::string::npos) {
-      out.days_mask |= 1 << day_index(item, where);
-      continue;
-    }
-    int a = day_index(item.substr(0, dash), where), b = day_index(item.substr(dash + 1), where);
-    for (int d = a;; d = (d + 1) % 7) {
-      out.days_mask |= 1 << d;
-      if (d == b) break;
-    }
-  }
-  if (out.days_mask == 0) throw ConfigError(where + ".days: no day given (e.g. \"mon-fri\")");
-  const auto dash = w.hours.find('-');
-  if (dash == std::string::npos) throw ConfigError(where + ".hours: '" + w.hours + "' is not a span HH:MM-HH:MM");
-  out.start_min = minutes(w.hours.substr(0, dash), where);
-  out.end_min = minutes(w.hours.substr(dash + 1), where);
-  if (out.start_min == out.end_min) throw ConfigError(where + ".hours: '" + w.hours + "' is empty");
+  out.days_mask = days_mask(w.days, where);
+  const std::string hours = lower_trimmed(w.hours);
+  const std::string forms =
+      " (expected HH:MM-HH:MM in local time such as \"08:00-20:00\", \"20:00-08:00\" (an end before the start "
+      "wraps past midnight) or \"00:00-24:00\" (all day))";
+  const auto dash = hours.find('-');
+  if (dash == std::string::npos) throw ConfigError(where + ".hours: '" + w.hours + "' is not a span" + forms);
+  out.start_min = minutes(lower_trimmed(hours.substr(0, dash)), where, forms);
+  out.end_min = minutes(lower_trimmed(hours.substr(dash + 1)), where, forms);
+  if (out.start_min == 24 * 60) throw ConfigError(where + ".hours: '" + w.hours + "' starts at 24:00" + forms);
+  if (out.start_min == out.end_min) throw ConfigError(where + ".hours: '" + w.hours + "' is empty" + forms);
   return out;
 }
 

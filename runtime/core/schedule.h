@@ -29,6 +29,11 @@ void block_stop_signals(bool block);
 // program this process is about to exec.
 void hand_on_stop_signal();
 int signal_number(const std::string& name);  // "USR1" -> SIGUSR1; -1 when unknown
+// A stop signal by name and what usually sends it: "USR1 (the scheduler's warning before the time
+// limit, or gtrain cancel)"; "signal N" for one gtrain does not stop on.
+std::string stop_signal_text(int sig);
+// A stage's recorded exit ("resumable: signal 10") with each "signal N" in words (stop_signal_text).
+std::string describe_stage_exit(const std::string& exit);
 
 // A parsed quota window. Days: bit d set for weekday d (0 = Sunday). Minutes since midnight.
 struct Window {

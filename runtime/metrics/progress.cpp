@@ -46,8 +46,8 @@ void Progress::update(int64_t step, double loss, double rate, const char* unit, 
   if (style_ == Style::kPlain) {
     if (done % interval_ != 0 && done != total_) return;
     std::fprintf(out_, "step %lld/%lld  loss %.4f  lr %.3g  %s %s/s  elapsed %s  eta %s\n", (long long)done,
-                 (long long)total_, loss, lr, format_rate(rate).c_str(), unit, format_clock(elapsed).c_str(),
-                 format_clock(eta).c_str());
+                 (long long)total_, loss, lr, format_rate(rate).c_str(), unit, format_eta(elapsed).c_str(),
+                 format_eta(eta).c_str());
     std::fflush(out_);
     return;
   }
@@ -56,7 +56,7 @@ void Progress::update(int64_t step, double loss, double rate, const char* unit, 
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(kWidth, '.');
   std::fprintf(out_, "\r[%s] %lld/%lld  loss %.4f  %s %s/s  eta %s \x1b[K", bar.c_str(), (long long)done,
-               (long long)total_, loss, format_rate(rate).c_str(), unit, format_clock(eta).c_str());
+               (long long)total_, loss, format_rate(rate).c_str(), unit, format_eta(eta).c_str());
   std::fflush(out_);
   bar_drawn_ = true;
 }
