@@ -36,8 +36,8 @@ TEST(CkptCli, InspectAndExportListOnlyTheModelsKeys) {
   const auto cks = tiny_gpt_run(dir, "run");
   ASSERT_EQ(cks.size(), 2u);
   const std::string gpt =
-      R"({"dropout":0.0,"init_std":0.02,"n_embd":16,"n_head":2,"n_layer":2,"name":"gpt","seq_len":8,)"
-      R"("tied_embeddings":true,"vocab":32})";
+      R"({"bos_token_id":-1,"dropout":0.0,"eos_token_id":[],"init_std":0.02,"max_positions":0,"n_embd":16,)"
+      R"("n_head":2,"n_layer":2,"name":"gpt","pad_token_id":-1,"seq_len":8,"tied_embeddings":true,"vocab":32})";
   auto r = run_command(GTRAIN_BINARY " ckpt inspect " + dir.file("run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\n  model      " + gpt + "\n"), std::string::npos) << r.output;

@@ -108,7 +108,6 @@ TEST(Report, KilledStagesLostWorkIsTheStepsTrainedAgain) {
   // layout that ran, not a modelled one beside a calibration sentence that says otherwise.
   const auto& req = rep.at("request");
   int measured_rows = 0;
-  double best_within_cores = 0;
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   for (const auto& row : req.at("rows")) {
     if (row.at("measured").get<bool>()) {
@@ -117,14 +116,14 @@ TEST(Report, KilledStagesLostWorkIsTheStepsTrainedAgain) {
       EXPECT_NE(row.at("layout").get<std::string>().find("(ran)"), std::string::npos) << row.dump();
       EXPECT_NE(req.at("calibration").get<std::string>().find("on 2 ranks"), std::string::npos) << req.dump(2);
     }
-    if (row.at("feasible").get<bool>() && row.at("units").get<int>() <= cores)
-      best_within_cores = std::max(best_within_cores, row.at("speedup").get<double>());
   }
   EXPECT_EQ(measured_rows, 1) << req.dump(2);
-  // More CPU ranks than the host has cores share them: no row past the cores claims a speed-up.
-  for (const auto& row : req.at("rows"))
-    if (row.at("feasible").get<bool>() && row.at("units").get<int>() > cores)
-      EXPECT_LE(row.at("speedup").get<double>(), best_within_cores * 1.02) << req.dump(2);
+  // More CPU ranks than the host has cores share them: no row past the cores (or the 2 that ran) is
+  // offered, and the table says so.
+  for (const auto& row : req.at("rows")) EXPECT_LE(row.at("units").get<int>(), std::max(cores, 2)) << req.dump(2);
+  if (cores < 8) {
+    EXPECT_NE(req.at("left_out").get<std::string>().find("CPU ranks share them"), std::string::npos);
+  }
   // A complete run's paragraph speaks of a rerun, not of steps to go.
   EXPECT_TRUE(req.at("complete").get<bool>());
   const std::string summary = rep.at("summary");

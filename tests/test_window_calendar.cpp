@@ -142,13 +142,14 @@ TEST(WindowCalendar, RequestParagraphOfAPlannedRun) {
   run.rows = {one, two};
   const std::string p = planned_request_paragraph(run);
   EXPECT_EQ(p.rfind("Project: training gpt (124 M parameters) for 1000 steps of 256 samples (262 M tokens), bf16, "
-                    "with gtrain. Plan: 2 GPUs (dp=2), 1.1 s per step",
+                    "with gtrain. Plan for the 1000 steps to go: 2 GPUs (dp=2), 1.1 s a step",
                     0),
             0u)
       << p;
   EXPECT_EQ(p.find("So far"), std::string::npos) << p;
   run.rows = {one};
-  EXPECT_NE(planned_request_paragraph(run).find("Plan: 1 GPU (dp=1), 2 s per step"), std::string::npos)
+  EXPECT_NE(planned_request_paragraph(run).find("Plan for the 1000 steps to go: 1 GPU (dp=1), 2 s a step"),
+            std::string::npos)
       << planned_request_paragraph(run);
 }
 

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -116,7 +117,13 @@ ResourceRequest resource_request(const RunHistory& h, const std::string& config_
     q.error = "the planner gave no what-if table";
     return q;
   }
+  // CPU ranks on this host share its cores: a count past them would only be modelled faster.
+  const int64_t cores = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
   for (const auto& w : doc["what_if"]) {
+    if (!h.gpus && w.value("gpus", int64_t{0}) > std::max<int64_t>(cores, most)) {
+      q.left_out = str("counts past this host's ", plural(cores, "core"), " left out: CPU ranks share them");
+      continue;
+    }
     RequestRow row;
     row.units = w.value("gpus", int64_t{0});
     row.nodes = w.value("nodes", int64_t{1});

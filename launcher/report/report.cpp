@@ -282,6 +282,7 @@ nlohmann::json report_json(const Report& r) {
                         {"calibration", r.request.calibration},
                         {"steps", r.request.steps},
                         {"complete", r.request.complete},
+                        {"left_out", r.request.left_out},
                         {"windows", r.request.windows},
                         {"error", r.request.error}}},
                       {"summary", request_summary(r)},

@@ -33,6 +33,7 @@ struct ResourceRequest {
   int64_t steps = 0;        // the steps finish_s counts
   bool complete = false;    // the run is done: the rows say what a rerun would take
   std::string windows;      // the quota windows in use ("" = none)
+  std::string left_out;     // counts the table leaves out, and why ("" = none)
   std::string error;        // why there is no table ("" = there is)
 };
 

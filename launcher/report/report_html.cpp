@@ -331,7 +331,8 @@ void request_section(const Report& r, std::ostream& o) {
   }
   o << "<p>" << escape_html(q.calibration.empty() ? "Step times as the planner models them." : q.calibration)
     << " Finish times are for " << (q.complete ? "a rerun of all " : "the ") << q.steps
-    << (q.complete ? " steps (the run is complete)." : " steps to go.") << "</p><table><tr><th>" << r.unit()
+    << (q.complete ? " steps (the run is complete)." : " steps to go.")
+    << (q.left_out.empty() ? "" : " (" + escape_html(q.left_out) + ".)") << "</p><table><tr><th>" << r.unit()
     << "s</th><th>nodes</th><th class=\"l\">layout</th><th>step time</th><th>finish</th><th>" << r.unit()
     << "-hours</th>" << (r.price > 0 ? "<th>cost</th>" : "") << "<th>speed-up</th><th>efficiency</th></tr>";
   for (const auto& row : q.rows) {

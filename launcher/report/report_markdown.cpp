@@ -116,7 +116,8 @@ void request(const Report& r, std::ostream& o) {
   }
   o << (q.calibration.empty() ? "Step times as the planner models them." : q.calibration) << " Finish times are for "
     << (q.complete ? "a rerun of all " : "the ") << q.steps
-    << (q.complete ? " steps (the run is complete)." : " steps to go.") << "\n\n| " << r.unit()
+    << (q.complete ? " steps (the run is complete)." : " steps to go.")
+    << (q.left_out.empty() ? "" : " (" + q.left_out + ".)") << "\n\n| " << r.unit()
     << "s | nodes | layout | step time | finish | " << r.unit() << "-hours |" << (r.price > 0 ? " cost |" : "")
     << " speed-up | efficiency |\n|---|---|---|---|---|---|" << (r.price > 0 ? "---|" : "") << "---|---|\n";
   for (const auto& row : q.rows) {

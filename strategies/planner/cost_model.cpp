@@ -300,11 +300,8 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   // One micro-batch through one stage on one device.
   const double batch = share * static_cast<double>(l.dp);  // what dp replicas of that share would take
   const double flops = batch * m.flops_per_sample * (l.recompute ? 4.0 / 3.0 : 1.0) / world;
-  // An uncalibrated CPU profile rates the whole host: the ranks placed on it share that rate (8 ranks
-  // on 2 cores are not 8 times 2 cores).
-  const double host_share = hw.kind == "cpu" ? std::max(1.0, std::min(world, gpn)) : 1.0;
-  const double compute_mb = hw.per_thread() ? cpu_compute_seconds(in, l, flops / accum)
-                                            : flops * host_share / hw.achievable_flops(in.precision) / accum;
+  const double compute_mb =
+      hw.per_thread() ? cpu_compute_seconds(in, l, flops / accum) : flops / hw.achievable_flops(in.precision) / accum;
   const double layers = m.blocks > 0 ? static_cast<double>(stage_blocks(in, l.pp)) : 1.0;
   // About 12 kernels per block forward, 3 passes (forward, two for backward), plus loss/embedding.
   const double overhead_mb = 3.0 * (12.0 * layers + 4.0) * hw.launch_overhead_s;
