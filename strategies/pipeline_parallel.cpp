@@ -138,24 +138,9 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
     pending.emplace_back(received, out);
     return last_ ? torch::Tensor() : out.detach().to(torch::kFloat).contiguous();
   };
-  // Backward of the oldest pending micro-batch; returns the gradient for the previous stage.
   auto backward = [&](const torch::Tensor& grad) {
-    Heartbeat::get().phase(RankPhase::backward);
-    auto [in, out] = pending.front();
-    pending.pop_front();
     ++bwd;
-    if (bitwise_) dp_->begin_micro_batch(true);
-    if (last_) {
-      out.backward();
-    } else {
-      torch::autograd::backward({out}, {grad});
-    }
-    auto dx = first_ ? torch::Tensor() : in.grad().contiguous();
-    if (bitwise_) {
-      exchange_tied_chunk();
-      dp_->end_micro_batch();
-    }
-    return dx;
+    return backward_oldest(pending, grad);
   };
   auto send_fwd = [&](const torch::Tensor& y) {
     if (!last_) timed([&] { pcomm.send(y, next, 0); });
@@ -195,6 +180,25 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
   if (!reports_loss()) loss_acc.zero_();
   step_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return loss_acc;
+}
+
+torch::Tensor PipelineEngine::backward_oldest(std::deque<std::pair<torch::Tensor, torch::Tensor>>& pending,
+                                              const torch::Tensor& grad) {
+  Heartbeat::get().phase(RankPhase::backward);
+  auto [in, out] = pending.front();
+  pending.pop_front();
+  if (bitwise_) dp_->begin_micro_batch(true);
+  if (last_) {
+    out.backward();
+  } else {
+    torch::autograd::backward({out}, {grad});
+  }
+  auto dx = first_ ? torch::Tensor() : in.grad().contiguous();
+  if (bitwise_) {
+    exchange_tied_chunk();
+    dp_->end_micro_batch();
+  }
+  return dx;
 }
 
 void PipelineEngine::exchange_tied_chunk() {

@@ -15,8 +15,10 @@
 //  4. The loss is computed on the last stage and reported by its tensor-parallel rank 0.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strategies/data_parallel.h"
@@ -66,6 +68,11 @@ class PipelineEngine : public ParallelEngine {
   // Receives a tensor of `shape` from pipeline rank `peer` (an activation from the stage before,
   // or a gradient from the stage after), counting the wait.
   torch::Tensor recv_from(const std::vector<int64_t>& shape, int64_t peer);
+  // Backward of the oldest of the `pending` micro-batches (stage input, stage output), which it
+  // leaves; `grad` is its output's gradient from the next stage (undefined on the last). Returns
+  // the gradient for the previous stage (undefined on the first).
+  torch::Tensor backward_oldest(std::deque<std::pair<torch::Tensor, torch::Tensor>>& pending,
+                                const torch::Tensor& grad);
 
   ProcessGroups groups_;
   std::shared_ptr<Model> model_;

@@ -388,6 +388,33 @@ int ckpt_verify_command(const std::string& path, bool all) {
   return failed == 0 ? 0 : 1;
 }
 
+namespace {
+
+// The file `out_arg` (OUT) names for the export: through a symlink (a dangling one too) to its target;
+// only a regular file, or nothing, is replaced, in a folder that exists.
+fs::path safetensors_target(const std::string& out_arg) {
+  if (out_arg.empty()) throw ConfigError("OUT: expected the path of the .safetensors file to write, got ''");
+  std::error_code ec;
+  fs::path out(out_arg);
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(out, ec)); ++hops) {
+    const fs::path target = fs::read_symlink(out, ec);
+    out = target.is_absolute() ? target : out.parent_path() / target;
+  }
+  const auto st = fs::status(out, ec);
+  if (fs::is_directory(st)) throw ConfigError(out_arg + ": is a directory", "give the .safetensors file to write");
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    throw ConfigError(out_arg + ": is not a regular file (a device, FIFO or socket)",
+                      "give the .safetensors file to write");
+  const fs::path folder = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  if (!fs::is_directory(folder, ec)) {
+    throw ConfigError(str(out_arg, ": folder ", folder.string(), " does not exist"),
+                      "create the folder first, or give a path in an existing one");
+  }
+  return out;
+}
+
+}  // namespace
+
 int ckpt_export_command(const CkptExportOptions& o) {
   if (o.format == "hf") return ckpt_export_hf_command(o);
   if (o.format != "safetensors") throw ConfigError("--format: '" + o.format + "' is not one of safetensors, hf");
@@ -407,24 +434,8 @@ int ckpt_export_command(const CkptExportOptions& o) {
                       "' is not one of stored, float32, bfloat16, float16 (or fp32, bf16, fp16 as precision.dtype "
                       "spells them)");
   }
-  if (o.out.empty()) throw ConfigError("OUT: expected the path of the .safetensors file to write, got ''");
-  // Through a symlink (a dangling one too) to its target; only a regular file, or nothing, is replaced.
+  const fs::path out = safetensors_target(o.out);
   std::error_code ec;
-  fs::path out(o.out);
-  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(out, ec)); ++hops) {
-    const fs::path target = fs::read_symlink(out, ec);
-    out = target.is_absolute() ? target : out.parent_path() / target;
-  }
-  const auto st = fs::status(out, ec);
-  if (fs::is_directory(st)) throw ConfigError(o.out + ": is a directory", "give the .safetensors file to write");
-  if (fs::exists(st) && !fs::is_regular_file(st))
-    throw ConfigError(o.out + ": is not a regular file (a device, FIFO or socket)",
-                      "give the .safetensors file to write");
-  const fs::path folder = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  if (!fs::is_directory(folder, ec)) {
-    throw ConfigError(str(o.out, ": folder ", folder.string(), " does not exist"),
-                      "create the folder first, or give a path in an existing one");
-  }
   CheckpointReader ck(resolve_checkpoint_path(o.path));
   {
     const std::string inside = fs::weakly_canonical(ck.path(), ec).string() + "/";

@@ -241,6 +241,28 @@ class MpirunSignals {
   double requested_unix_ = 0;       // when the first request came
 };
 
+// The once-a-second look at the running ranks: spec.watch's answer (a hung rank, named) ends them
+// all into `watch_report`; after a stop request, spec.after_stop's (a step that cannot end and save
+// within the save lead) ends them without a save into `abandoned`.
+void watch_ranks(const LaunchSpec& spec, MpirunSignals& signals, std::string& watch_report, std::string& abandoned) {
+  if (spec.watch) watch_report = spec.watch();
+  if (!watch_report.empty()) {
+    std::fprintf(stderr, "gtrain: error: %s; stopping every rank\n", watch_report.c_str());
+    std::fflush(stderr);
+    signals.kill_ranks();
+  } else if (spec.after_stop && signals.stop_requested() && signals.aborted_by() == 0) {
+    abandoned = spec.after_stop(signals.requested_unix());
+    if (!abandoned.empty()) {
+      std::fprintf(stderr,
+                   "gtrain: %s: ending the ranks without a save; the last committed checkpoint stays (run the "
+                   "same command to resume from it)\n",
+                   abandoned.c_str());
+      std::fflush(stderr);
+      signals.kill_ranks();
+    }
+  }
+}
+
 }  // namespace
 
 MpirunResult run_mpirun(const LaunchSpec& spec) {
@@ -331,22 +353,7 @@ MpirunResult run_mpirun(const LaunchSpec& spec) {
     if (sig > 0) signals.handle(sig);
     if (watch_report.empty() && abandoned.empty() && std::chrono::steady_clock::now() >= next_watch) {
       next_watch = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      if (spec.watch) watch_report = spec.watch();
-      if (!watch_report.empty()) {
-        std::fprintf(stderr, "gtrain: error: %s; stopping every rank\n", watch_report.c_str());
-        std::fflush(stderr);
-        signals.kill_ranks();
-      } else if (spec.after_stop && signals.stop_requested() && signals.aborted_by() == 0) {
-        abandoned = spec.after_stop(signals.requested_unix());
-        if (!abandoned.empty()) {
-          std::fprintf(stderr,
-                       "gtrain: %s: ending the ranks without a save; the last committed checkpoint stays (run the "
-                       "same command to resume from it)\n",
-                       abandoned.c_str());
-          std::fflush(stderr);
-          signals.kill_ranks();
-        }
-      }
+      watch_ranks(spec, signals, watch_report, abandoned);
     }
   }
 }

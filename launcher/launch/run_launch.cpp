@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/chain/stage_ledger.h"
+#include "launcher/launch/attempt.h"
 #include "launcher/launch/device_choice.h"
 #include "launcher/launch/hardware_query.h"
 #include "launcher/launch/launch.h"
@@ -212,14 +213,6 @@ size_t count_lines(const fs::path& file) {
 // A stage whose ranks died without writing their ledger record (a rank killed by a signal, the
 // second TERM's abort): the launcher writes one from what metrics.jsonl shows of the stage, so
 // stages.jsonl has every stage and `gtrain status` does not take an earlier stage's end for the run's.
-// Appends a record line; one that cannot be written (a full disk even after the reserve went) is
-// said, never lost silently.
-void write_record(const fs::path& file, const nlohmann::json& rec) {
-  if (!append_record_line(file.string(), rec.dump()))
-    std::cerr << "gtrain: warning: could not write " << file.string() << " (" << std::strerror(errno)
-              << "): this record is lost: " << rec.dump() << std::endl;
-}
-
 void record_unreported_stage(const std::string& run_dir, double start_unix, int world, const nlohmann::json& allocation,
                              int64_t total_steps, const std::string& exit) {
   const auto ran = metrics_stages((fs::path(run_dir) / "metrics.jsonl").string(), start_unix);
@@ -379,89 +372,129 @@ LaunchSpec mpirun_spec(const RunOptions& o, const JobConfig& cfg, const std::map
   return spec;
 }
 
-// The stage's exit code from how mpirun ended: 3 once rank 0 said the stage is resumable, else
-// mpirun's, with one line to act on for a rank killed by a signal or an mpirun that started none.
-int stage_exit_code(const MpirunResult& ran, const LaunchSpec& spec, const std::string& said, int rank_signal) {
-  int exit_code = ran.exit_code;
-  // Rank 0 says "resumable" only once the stage's checkpoint is committed: the stage is resumable
-  // however mpirun then ended (a scheduler's TERM reaches mpirun too, which then exits non-zero).
-  if (said == "resumable") {
-    if (exit_code != kExitOk) {
-      std::cerr << "gtrain: " << (spec.direct ? "the rank" : "mpirun") << " exited " << exit_code
-                << " after every rank saved (it was signalled too); the stage is resumable" << std::endl;
-    }
-    return kExitResumable;
-  }
-  if (rank_signal) {
-    std::cerr << "gtrain: error: a rank (or mpirun) was ended by signal " << rank_signal << " ("
-              << strsignal(rank_signal) << "); the stage did not save (the last committed checkpoint stays valid)"
-              << (rank_signal == SIGKILL ? "; hint: SIGKILL often means the out-of-memory killer: see dmesg or "
-                                           "the scheduler's log, or lower parallel.micro_batch"
-                                         : "")
-              << std::endl;
-    exit_code = kExitFailure;
-  }
-  if (exit_code == 255) {
-    // Open MPI's own failure (no rank ran): its banner above says why, at length. One line to act on.
-    std::vector<std::string> hosts;
-    for (const auto& h : spec.hosts) hosts.push_back(h.host);
-    std::cerr << "gtrain: error: mpirun could not start the ranks" << (hosts.empty() ? "" : " on " + join(hosts))
-              << " (exit 255; its message is above); hint: check that every host is reachable (ssh "
-                 "without a password, or run under srun --mpi=pmix) and has gtrain at "
-              << spec.executable << std::endl;
-    exit_code = kExitFailure;
-  }
-  return exit_code;
-}
-
-// The step of the newest committed checkpoint (-1 = none).
-int64_t newest_committed_step(const JobConfig& cfg, const std::string& run_dir) {
-  const auto committed = committed_checkpoint_dirs(checkpoint_directory(cfg.checkpoint, run_dir));
-  return committed.empty() ? -1 : committed.back().first;
-}
-
-// The arguments of a restart: the ranks resume from the newest committed checkpoint. --resume and
-// --no-resume go once this stage committed one (before that, the first attempt's choice stands).
-std::vector<std::string> restart_args(std::vector<std::string> args) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--no-resume") continue;
-    if (args[i] == "--resume") {
-      ++i;
-      continue;
-    }
-    if (args[i].rfind("--resume=", 0) == 0) continue;
-    out.push_back(args[i]);
-  }
-  return out;
-}
-
-// The host rank `rank` runs on: mpirun fills each host's slots in order (mpirun_spec); one host
-// takes every rank. "" when unknown.
-std::string host_of_rank(const Allocation& alloc, int rank) {
-  if (rank < 0 || alloc.nodes.empty()) return "";
-  if (alloc.nodes.size() == 1) return alloc.nodes.front().host;
-  int slot = 0;
-  for (const auto& n : alloc.nodes) {
-    slot += n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size());
-    if (rank < slot) return n.host;
-  }
-  return "";
-}
-
-// The failures seen on each host, and the hosts left out of the stage.
-struct HostHealth {
-  std::map<std::string, int> failures;
-  std::vector<std::string> left_out;
+// A stage's ranks across its attempts: what starts them, where they run (the granted hosts less those
+// left out), the allocation record the records carry, and the ledger as the stage found it.
+struct StageRanks {
+  const RunOptions& o;
+  const JobConfig& cfg;
+  const std::map<std::string, std::string>& env;
+  const std::string& worker;
+  const std::string& run_dir;
+  const std::function<Plan(const Allocation&)>& plan_ranks;
+  StageHandoff& handoff;
+  Allocation alloc;           // the granted hosts, less those left out
+  int ranks = 0;              // the ranks the next attempt starts
+  nlohmann::json allocation;  // the allocation record of stages.jsonl and restarts.jsonl
+  LaunchSpec spec;            // the next attempt's launch
+  HostHealth health;
+  fs::path ledger;          // stages.jsonl
+  size_t ledger_lines = 0;  // its records before this stage
+  double start_unix = 0;    // when the stage started
 };
 
-// Whether to leave `host` out after a failure of one of its ranks in `phase`: its second failure, or
-// the first when the rank never got past start-up (it could not start, allocate or use its device:
-// the quick health check), as long as another host remains.
-bool leave_out_host(HostHealth& health, const Allocation& alloc, const std::string& host, const std::string& phase) {
-  if (host.empty() || alloc.nodes.size() < 2) return false;
-  const int failures = ++health.failures[host];
-  return failures >= 2 || phase.rfind(phase_name(RankPhase::startup), 0) == 0;
+// Leaves `host` out of the stage: re-plans onto the remaining hosts' GPUs with the same global batch
+// and points the next attempt, the hand-off and the allocation record there, noting it in the restart
+// `record`. Returns the end of the restart line saying where the ranks go instead, or why the host stays.
+std::string leave_out(StageRanks& s, const std::string& host, nlohmann::json& record) {
+  Allocation rest = s.alloc;
+  rest.nodes.erase(
+      std::remove_if(rest.nodes.begin(), rest.nodes.end(), [&](const NodeAllocation& n) { return n.host == host; }),
+      rest.nodes.end());
+  int slots = 0;
+  for (const auto& n : rest.nodes) slots += n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size());
+  if (rest.ranks_override > slots) rest.ranks_override = slots;
+  try {
+    // The planner keeps the global batch (uneven shares where it must); the ranks re-plan the
+    // same way for the world they start in, and the checkpoint reshards onto it.
+    const Plan plan = s.plan_ranks ? s.plan_ranks(rest) : Plan{};
+    const int next = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(plan.world, rest.world_size())));
+    s.health.left_out.push_back(host);
+    const std::string moved = "; leaving out " + host + " (" +
+                              (s.health.failures[host] >= 2 ? std::string("its ranks failed twice")
+                                                            : "its rank failed before its first step") +
+                              "): " + std::to_string(next) + " rank" + (next == 1 ? "" : "s") + " on the other host" +
+                              (rest.nodes.size() == 1 ? "" : "s") + ", " + plan.summary() + ", global batch " +
+                              std::to_string(plan.global_batch()) + " kept";
+    s.alloc = std::move(rest);
+    s.ranks = next;
+    s.allocation = allocation_record(s.alloc, s.ranks);
+    s.allocation["left_out"] = s.health.left_out;
+    s.handoff.allocation_json = s.allocation.dump();
+    s.handoff.granted.clear();
+    for (const auto& n : s.alloc.nodes) s.handoff.granted.emplace_back(n.host, n.gpus);
+    LaunchSpec next_spec = mpirun_spec(s.o, s.cfg, s.env, s.worker, s.alloc, s.run_dir, s.ranks, /*pin_hosts=*/true);
+    next_spec.args = s.spec.args;
+    s.spec = std::move(next_spec);
+    record["left_out"] = host;
+    record["ranks"] = s.ranks;
+    record["plan"] = plan.summary();
+    return moved;
+  } catch (const std::exception& e) {
+    return "; " + host + " stays: the other hosts cannot take the job (" + e.what() + ")";
+  }
+}
+
+// The restart after attempt `restarts` failed: its record in restarts.jsonl and its line, the failed
+// rank's host left out when leave_out_host says so, and the next attempt's arguments (from the newest
+// committed checkpoint once this stage committed one: `committed_before` is the newest before it).
+void restart_ranks(StageRanks& s, const AttemptEnd& end, const AttemptWatch& watch, int restarts, bool gained,
+                   int64_t committed_before) {
+  const int64_t reached = watch.reached();
+  const int64_t from = newest_committed_step(s.cfg, s.run_dir);
+  const int64_t lost = std::max<int64_t>(0, reached - std::max<int64_t>(0, from));
+  nlohmann::json record = {{"kind", "restart"},
+                           {"restart", restarts + 1},
+                           {"unix", unix_now()},
+                           {"detected_unix", end.hung ? watch.detected_unix() : unix_now()},
+                           {"cause", end.cause},
+                           {"step_reached", reached},
+                           {"resume_step", std::max<int64_t>(0, from)},
+                           {"steps_lost", lost},
+                           {"step_gained", gained},
+                           {"allocation", s.allocation}};
+  const std::string host = host_of_rank(s.alloc, end.failed_rank);
+  if (!host.empty()) record["host"] = host;
+  std::string moved;  // the line saying where the ranks go instead
+  if (leave_out_host(s.health, s.alloc, host, end.failed_phase)) moved = leave_out(s, host, record);
+  write_record(fs::path(s.run_dir) / "restarts.jsonl", record);
+  std::cerr << "gtrain: restarting the ranks (restart " << restarts + 1 << " of " << s.cfg.schedule.max_restarts
+            << ", schedule.max_restarts) from "
+            << (from >= 0 ? "the checkpoint at step " + std::to_string(from) : std::string("the start")) << ": "
+            << end.cause << "; " << lost << (lost == 1 ? " step" : " steps") << " to train again" << moved << std::endl;
+  if (from > committed_before) s.spec.args = restart_args(s.spec.args);
+  s.handoff.restarts = restarts + 1;
+  export_env(s.handoff);
+}
+
+// The stage's end after its last attempt (`restarts` restarts before it): the ledger record the ranks
+// did not write (a stop that abandoned the step under way, a failure), the line for a failure after
+// restarts, and the stage's exit code.
+int end_stage(const StageRanks& s, const MpirunResult& ran, const AttemptEnd& end, int restarts, bool gained) {
+  const JobConfig& cfg = s.cfg;
+  if (!ran.abandoned.empty()) {
+    const int64_t from = newest_committed_step(cfg, s.run_dir);
+    if (count_lines(s.ledger) == s.ledger_lines)
+      record_unreported_stage(s.run_dir, s.start_unix, s.ranks, s.allocation, cfg.train.steps,
+                              "resumable: stop request; the step under way was abandoned (" + ran.abandoned +
+                                  "); resumes from " +
+                                  (from >= 0 ? "step " + std::to_string(from) : std::string("the start")));
+    return kExitResumable;
+  }
+  if (ran.exit_code != kExitOk && count_lines(s.ledger) == s.ledger_lines) {
+    record_unreported_stage(s.run_dir, s.start_unix, s.ranks, s.allocation, cfg.train.steps,
+                            !end.said_why.empty() ? end.said_why
+                            : ran.aborted_by      ? "aborted: signal " + std::to_string(ran.aborted_by)
+                            : end.hung            ? "failed: " + end.cause
+                            : end.rank_signal     ? "failed: a rank ended by signal " + std::to_string(end.rank_signal)
+                                                  : "failed: " + end.cause);
+  }
+  if (end.failed && restarts > 0) {
+    std::cerr << "gtrain: error: the ranks failed again after " << restarts << " restart" << (restarts == 1 ? "" : "s")
+              << " (schedule.max_restarts = " << cfg.schedule.max_restarts
+              << (gained ? "" : "; no step gained since the last one") << "): " << end.cause << std::endl;
+  }
+  if (end.hung) return kExitFailure;  // the line above (run_mpirun's) named the rank
+  return stage_exit_code(ran, s.spec, end.said, end.rank_signal);
 }
 
 // The ranks under this process (mpirun over the workers; one rank: the worker itself, LaunchSpec::direct);
@@ -478,14 +511,14 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
   // Here, as the one-rank exec would say it: mpirun's own report of a missing executable ends in an
   // exit code (132) that reads as a rank's signal.
   if (::access(worker.c_str(), X_OK) != 0) throw worker_start_error(worker, errno);
-  Allocation alloc = granted;  // less the hosts left out
-  HostHealth health;
-  LaunchSpec spec = mpirun_spec(o, cfg, env, worker, alloc, run_dir, ranks);
+  StageRanks s{o,  cfg, env, worker, run_dir, plan_ranks, handoff, granted, ranks, std::move(allocation),
+               {}, {},  {},  0,      0};
+  s.spec = mpirun_spec(o, cfg, env, worker, s.alloc, run_dir, ranks);
   std::error_code ec;
-  fs::remove(spec.stop_file, ec);  // a request left by an earlier stage is not this stage's
-  fs::remove(spec.outcome_file, ec);
-  handoff.stop_file = spec.stop_file;
-  handoff.outcome_file = spec.outcome_file;
+  fs::remove(s.spec.stop_file, ec);  // a request left by an earlier stage is not this stage's
+  fs::remove(s.spec.outcome_file, ec);
+  handoff.stop_file = s.spec.stop_file;
+  handoff.outcome_file = s.spec.outcome_file;
   const fs::path beats = fs::path(run_dir) / ".heartbeat";
   handoff.heartbeat_dir = beats.string();
   export_env(handoff);
@@ -497,183 +530,32 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
               << "command to continue)" << std::endl;
     return kExitResumable;
   }
-  const fs::path ledger = fs::path(run_dir) / "stages.jsonl";
-  const size_t ledger_lines = count_lines(ledger);
+  s.ledger = fs::path(run_dir) / "stages.jsonl";
+  s.ledger_lines = count_lines(s.ledger);
   make_disk_reserve(run_dir);  // room for this stage's records should the disk fill
-  const double start_unix = unix_now();
+  s.start_unix = unix_now();
   HangRule rule;
   rule.fixed_s = cfg.parallel.collective_timeout_s;
   rule.startup_timeout_s = cfg.schedule.startup_timeout_s;
   const int64_t committed_before = newest_committed_step(cfg, run_dir);
   int64_t best_step = -1;  // the furthest step any attempt reached
   for (int restarts = 0;; ++restarts) {
-    fs::remove_all(beats, ec);  // an earlier attempt's heartbeats are not this one's
-    const double attempt_unix = unix_now();
-    int64_t reached = -1;      // the furthest step this attempt's ranks reported
-    nlohmann::json recovery;   // the last restart, until its first step is seen
-    double detected_unix = 0;  // when the watch found a rank stuck
-    int stuck_rank = -1;       // and which
-    if (restarts > 0) recovery = {{"kind", "recovered"}, {"restart", restarts}};
-    // The first step after a restart (the earliest a rank of this attempt finished): how long the
-    // recovery took, from the failure's detection; written once seen, or when the attempt ends.
-    auto note_recovery = [&](const std::vector<HeartbeatRecord>& seen) {
-      if (recovery.is_null()) return;
-      double first = 0;
-      for (const auto& b : seen) {
-        if (b.beat_unix >= attempt_unix && b.first_step_unix > 0 && (first == 0 || b.first_step_unix < first))
-          first = b.first_step_unix;
-      }
-      if (first == 0) return;
-      recovery["step"] = reached;
-      recovery["seconds"] = first - attempt_unix;
-      write_record(fs::path(run_dir) / "restarts.jsonl", recovery);
-      recovery = nullptr;
-    };
-    // What this attempt's heartbeats say: the furthest step, and the recovery once there is one.
-    auto take = [&](const std::vector<HeartbeatRecord>& seen) {
-      for (const auto& b : seen) {
-        if (b.beat_unix >= attempt_unix) reached = std::max(reached, b.step);
-      }
-      note_recovery(seen);
-    };
-    spec.watch = [&]() -> std::string {
-      const auto seen = read_heartbeats(beats.string());
-      take(seen);
-      std::string stuck = find_stuck_rank(seen, ranks, unix_now(), attempt_unix, rule, &stuck_rank);
-      if (!stuck.empty()) detected_unix = unix_now();
-      return stuck;
-    };
+    AttemptWatch watch(beats, run_dir, restarts, s.ranks, rule);
+    s.spec.watch = [&watch]() { return watch.poll(); };
     // A step that a stop request finds under way and that cannot end and save within the save lead
     // is abandoned: the ranks end at once, the last committed checkpoint stays.
-    spec.after_stop = [&](double requested_unix) {
+    s.spec.after_stop = [&](double requested_unix) {
       return abandoned_step(read_heartbeats(beats.string()), requested_unix, unix_now(), cfg.schedule.save_safety,
                             cfg.schedule.min_lead_s);
     };
-    const MpirunResult ran = run_mpirun(spec);
-    std::string dead_doing;  // what the rank mpirun reported dead was doing, from its last heartbeat
-    const bool hung = !ran.watch_report.empty();
-    const int failed_rank = hung ? stuck_rank : ran.dead_rank;
-    std::string failed_phase = phase_name(RankPhase::startup);  // no heartbeat: it never started
-    const auto last_beats = read_heartbeats(beats.string());
-    take(last_beats);
-    for (const auto& b : last_beats) {
-      if (b.beat_unix >= attempt_unix && b.rank == ran.dead_rank)
-        dead_doing = " in " + b.phase + " after step " + std::to_string(b.step);
-      if (b.beat_unix >= attempt_unix && b.rank == failed_rank) failed_phase = b.phase;
-    }
-    // mpirun passes on a rank's death by signal N (137: SIGKILL, the kernel's out-of-memory killer's
-    // too) as 128 + N; without an abort of gtrain's own, that is a runtime failure.
-    const int rank_signal =
-        !hung && !ran.aborted_by && ran.exit_code > 128 && ran.exit_code < 128 + 65 ? ran.exit_code - 128 : 0;
-    std::string said, said_why;  // "resumable" or "fatal"; then, for a full disk, "failed: disk full: ..."
-    {
-      std::ifstream outcome(spec.outcome_file);
-      std::getline(outcome, said);
-      std::getline(outcome, said_why);
-    }
-    fs::remove(spec.outcome_file, ec);
-    const std::string cause =
-        hung          ? "hang: " + ran.watch_report
-        : rank_signal ? (ran.dead_rank >= 0 ? "rank " + std::to_string(ran.dead_rank) +
-                                                  (ran.dead_host.empty() ? "" : " (" + ran.dead_host + ")") + dead_doing
-                                            : std::string("a rank")) +
-                            " ended by signal " + std::to_string(rank_signal) + " (" + strsignal(rank_signal) + ")"
-                      : (spec.direct ? "the rank exited " : "mpirun exited ") + std::to_string(ran.exit_code) +
-                            (spec.direct ? "" : " (a rank failed)");
-    const bool failed = ran.exit_code != kExitOk && said != "resumable" && !ran.aborted_by && !ran.stop_requested &&
-                        ran.exit_code != kExitUsage && ran.exit_code != 255;
-    const bool gained = reached > best_step;
-    best_step = std::max(best_step, reached);
+    const MpirunResult ran = run_mpirun(s.spec);
+    const AttemptEnd end = attempt_end(ran, s.spec, watch);
+    const bool gained = watch.reached() > best_step;
+    best_step = std::max(best_step, watch.reached());
     // "fatal": a rank's error repeats from the same checkpoint by construction (errors.h): no restart.
-    if (failed && said != "fatal" && restarts < cfg.schedule.max_restarts) {
-      const int64_t from = newest_committed_step(cfg, run_dir);
-      const int64_t lost = std::max<int64_t>(0, reached - std::max<int64_t>(0, from));
-      const nlohmann::json rec = {{"kind", "restart"},
-                                  {"restart", restarts + 1},
-                                  {"unix", unix_now()},
-                                  {"detected_unix", hung ? detected_unix : unix_now()},
-                                  {"cause", cause},
-                                  {"step_reached", reached},
-                                  {"resume_step", std::max<int64_t>(0, from)},
-                                  {"steps_lost", lost},
-                                  {"step_gained", gained},
-                                  {"allocation", allocation}};
-      nlohmann::json record = rec;
-      const std::string host = host_of_rank(alloc, failed_rank);
-      if (!host.empty()) record["host"] = host;
-      std::string moved;  // the line saying where the ranks go instead
-      if (leave_out_host(health, alloc, host, failed_phase)) {
-        Allocation rest = alloc;
-        rest.nodes.erase(std::remove_if(rest.nodes.begin(), rest.nodes.end(),
-                                        [&](const NodeAllocation& n) { return n.host == host; }),
-                         rest.nodes.end());
-        int slots = 0;
-        for (const auto& n : rest.nodes)
-          slots += n.gpus.empty() ? std::max(1, n.tasks) : static_cast<int>(n.gpus.size());
-        if (rest.ranks_override > slots) rest.ranks_override = slots;
-        try {
-          // The planner keeps the global batch (uneven shares where it must); the ranks re-plan the
-          // same way for the world they start in, and the checkpoint reshards onto it.
-          const Plan plan = plan_ranks ? plan_ranks(rest) : Plan{};
-          const int next = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(plan.world, rest.world_size())));
-          health.left_out.push_back(host);
-          moved = "; leaving out " + host + " (" +
-                  (health.failures[host] >= 2 ? std::string("its ranks failed twice")
-                                              : "its rank failed before its first step") +
-                  "): " + std::to_string(next) + " rank" + (next == 1 ? "" : "s") + " on the other host" +
-                  (rest.nodes.size() == 1 ? "" : "s") + ", " + plan.summary() + ", global batch " +
-                  std::to_string(plan.global_batch()) + " kept";
-          alloc = std::move(rest);
-          ranks = next;
-          allocation = allocation_record(alloc, ranks);
-          allocation["left_out"] = health.left_out;
-          handoff.allocation_json = allocation.dump();
-          handoff.granted.clear();
-          for (const auto& n : alloc.nodes) handoff.granted.emplace_back(n.host, n.gpus);
-          LaunchSpec next_spec = mpirun_spec(o, cfg, env, worker, alloc, run_dir, ranks, /*pin_hosts=*/true);
-          next_spec.args = spec.args;
-          spec = std::move(next_spec);
-          record["left_out"] = host;
-          record["ranks"] = ranks;
-          record["plan"] = plan.summary();
-        } catch (const std::exception& e) {
-          moved = "; " + host + " stays: the other hosts cannot take the job (" + e.what() + ")";
-        }
-      }
-      write_record(fs::path(run_dir) / "restarts.jsonl", record);
-      std::cerr << "gtrain: restarting the ranks (restart " << restarts + 1 << " of " << cfg.schedule.max_restarts
-                << ", schedule.max_restarts) from "
-                << (from >= 0 ? "the checkpoint at step " + std::to_string(from) : std::string("the start")) << ": "
-                << cause << "; " << lost << (lost == 1 ? " step" : " steps") << " to train again" << moved << std::endl;
-      if (from > committed_before) spec.args = restart_args(spec.args);
-      handoff.restarts = restarts + 1;
-      export_env(handoff);
-      continue;
-    }
-    if (!ran.abandoned.empty()) {
-      const int64_t from = newest_committed_step(cfg, run_dir);
-      if (count_lines(ledger) == ledger_lines)
-        record_unreported_stage(run_dir, start_unix, ranks, allocation, cfg.train.steps,
-                                "resumable: stop request; the step under way was abandoned (" + ran.abandoned +
-                                    "); resumes from " +
-                                    (from >= 0 ? "step " + std::to_string(from) : std::string("the start")));
-      return kExitResumable;
-    }
-    if (ran.exit_code != kExitOk && count_lines(ledger) == ledger_lines) {
-      record_unreported_stage(run_dir, start_unix, ranks, allocation, cfg.train.steps,
-                              !said_why.empty() ? said_why
-                              : ran.aborted_by  ? "aborted: signal " + std::to_string(ran.aborted_by)
-                              : hung            ? "failed: " + cause
-                              : rank_signal     ? "failed: a rank ended by signal " + std::to_string(rank_signal)
-                                                : "failed: " + cause);
-    }
-    if (failed && restarts > 0) {
-      std::cerr << "gtrain: error: the ranks failed again after " << restarts << " restart"
-                << (restarts == 1 ? "" : "s") << " (schedule.max_restarts = " << cfg.schedule.max_restarts
-                << (gained ? "" : "; no step gained since the last one") << "): " << cause << std::endl;
-    }
-    if (hung) return kExitFailure;  // the line above (run_mpirun's) named the rank
-    return stage_exit_code(ran, spec, said, rank_signal);
+    if (!end.failed || end.said == "fatal" || restarts >= cfg.schedule.max_restarts)
+      return end_stage(s, ran, end, restarts, gained);
+    restart_ranks(s, end, watch, restarts, gained, committed_before);
   }
 }
 

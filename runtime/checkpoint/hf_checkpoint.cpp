@@ -97,6 +97,33 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// Writes `j` to `file`, indented, or throws CheckpointError.
+void write_json_file(const fs::path& file, const nlohmann::json& j) {
+  std::ofstream f(file);
+  f << j.dump(2) << "\n";
+  if (!(f.flush())) throw CheckpointError(file.string() + ": write failed (disk full?)");
+}
+
+// Puts the export written in `tmp` at `out` (OUT_DIR `out_dir`): an earlier export moved aside first,
+// removed once the new one is there.
+void move_into_place(const fs::path& tmp, const fs::path& out, const std::string& out_dir) {
+  std::error_code ec;
+  const fs::path old = out.parent_path() / (out.filename().string() + ".old-" + std::to_string(::getpid()));
+  const bool replacing = fs::exists(out, ec);
+  if (replacing) {
+    fs::rename(out, old, ec);
+    if (ec) throw CheckpointError(str(out_dir, ": cannot move the earlier export aside: ", ec.message()));
+  }
+  fs::rename(tmp, out, ec);
+  if (ec) {
+    std::error_code ignore;
+    if (replacing) fs::rename(old, out, ignore);
+    throw CheckpointError(str(out_dir, ": cannot put the directory in place: ", ec.message()),
+                          "check that the folder is writable");
+  }
+  if (replacing) fs::remove_all(old, ec);
+}
+
 const char* dtype_config_name(torch::ScalarType t) {
   if (t == torch::kBFloat16) return "bfloat16";
   if (t == torch::kFloat16) return "float16";
@@ -248,17 +275,8 @@ HfExportResult write_hf_checkpoint(const std::string& out_dir, const ModelConfig
                           "check that the folder is writable and the disk has room");
   HfExportResult result;
   try {
-    {
-      std::ofstream cj(tmp / "config.json");
-      cj << config.dump(2) << "\n";
-      if (!(cj.flush())) throw CheckpointError((tmp / "config.json").string() + ": write failed (disk full?)");
-    }
-    if (!generation.empty()) {
-      std::ofstream gj(tmp / "generation_config.json");
-      gj << generation.dump(2) << "\n";
-      if (!(gj.flush()))
-        throw CheckpointError((tmp / "generation_config.json").string() + ": write failed (disk full?)");
-    }
+    write_json_file(tmp / "config.json", config);
+    if (!generation.empty()) write_json_file(tmp / "generation_config.json", generation);
     std::map<std::string, std::string> meta = metadata;
     meta["format"] = "pt";
     nlohmann::json weight_map = nlohmann::json::object();
@@ -284,9 +302,7 @@ HfExportResult write_hf_checkpoint(const std::string& out_dir, const ModelConfig
     }
     if (n_shards > 1) {
       const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-      std::ofstream ij(tmp / kIndexFile);
-      ij << index.dump(2) << "\n";
-      if (!(ij.flush())) throw CheckpointError((tmp / kIndexFile).string() + ": write failed (disk full?)");
+      write_json_file(tmp / kIndexFile, index);
     }
     // Read back: every tensor's bytes as written.
     for (size_t k = 0; k < n_shards; ++k) {
@@ -299,21 +315,7 @@ HfExportResult write_hf_checkpoint(const std::string& out_dir, const ModelConfig
               "check the disk and file system holding it, then export again");
       }
     }
-    // Into place: an earlier export moved aside first, removed once the new one is there.
-    const fs::path old = out.parent_path() / (out.filename().string() + ".old-" + std::to_string(::getpid()));
-    const bool replacing = fs::exists(out, ec);
-    if (replacing) {
-      fs::rename(out, old, ec);
-      if (ec) throw CheckpointError(str(out_dir, ": cannot move the earlier export aside: ", ec.message()));
-    }
-    fs::rename(tmp, out, ec);
-    if (ec) {
-      std::error_code ignore;
-      if (replacing) fs::rename(old, out, ignore);
-      throw CheckpointError(str(out_dir, ": cannot put the directory in place: ", ec.message()),
-                            "check that the folder is writable");
-    }
-    if (replacing) fs::remove_all(old, ec);
+    move_into_place(tmp, out, out_dir);
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;

@@ -156,6 +156,11 @@ class Trainer {
   // Whether metrics.jsonl holds the "final" record of this step (rank 0 reads, every rank learns).
   bool final_recorded();
   TrainSummary run_stage();  // run()'s loop; run() adds a ledger record when it throws
+  // The evaluation every train.eval_interval steps, its record and line; returns the stop the ranks
+  // agreed on mid-way ("" = none; else its eval_stopped record is written).
+  std::string interval_evaluation(double last_step_s);
+  // The final evaluation into `s.eval`, and its record.
+  void final_evaluation(TrainSummary& s);
   double productive_s_ = 0;  // seconds of this stage spent in training steps
   std::string stop_detail_;  // why the deadline stops the stage now (rank 0; stop_check)
   // The keys whose values differ from the resumed checkpoint's ("section.key": [was, now]); the

@@ -76,6 +76,63 @@ double ring_allreduce_s(double bytes, int64_t n, double bw, double latency) {
   return 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * bytes / bw + latency;
 }
 
+// The activations a step keeps for backward on the most loaded stage's device, with backward's
+// working set (and the fused loss's blocks), into e.in_flight, e.activation_per_sample* and
+// e.activations.
+void estimate_activations(const CostModelInput& in, const ParallelLayout& l, MemoryEstimate& e) {
+  const ModelStats& m = in.model;
+  e.in_flight = l.pp > 1 ? (l.gpipe ? l.grad_accum : std::min(l.pp, l.grad_accum)) : 1;
+  const double mb = static_cast<double>(l.micro_batch);
+  if (m.is_transformer() && m.blocks > 0) {
+    const double eb = activation_element_bytes(in.precision);
+    const double layers = static_cast<double>(stage_blocks(in, l.pp));
+    const double block = transformer_block_activation_elements(m, l.tp);
+    // Fused output layer + loss (tp = 1): the [T, V] logits and their gradient never exist whole;
+    // what it holds instead is counted in `fused` below.
+    const bool fused = in.fused_loss && l.tp == 1;
+    const double T_ = static_cast<double>(m.seq_len), V_ = static_cast<double>(m.vocab);
+    const double outer = transformer_outer_activation_elements(m, l.tp) - (fused ? 2.0 * T_ * V_ : 0.0);
+    const double tc = static_cast<double>(m.seq_len) * static_cast<double>(m.hidden);
+    const double stage_full = layers * block;
+    const double stage_recompute = layers * tc + block;
+    e.activation_per_sample_no_recompute = (stage_full + outer) * eb;
+    e.activation_per_sample_recompute = (stage_recompute + outer) * eb;
+    const double stage = (l.recompute ? stage_recompute : stage_full) * eb;
+    e.activation_per_sample = stage + outer * eb;
+    // 1F1B: the first stage holds `in_flight` micro-batches; the last one holds one plus the logits.
+    // GPipe: every stage holds all of them, the last one with each micro-batch's logits too.
+    const double first = stage * static_cast<double>(e.in_flight) + (l.pp == 1 ? outer * eb : 0.0);
+    const double last = (stage + outer * eb) * (l.gpipe ? static_cast<double>(e.in_flight) : 1.0);
+    // Backward's working set on top of what forward kept: one block's MLP-sized gradient (TI) and
+    // the logits' gradient (2TV), per micro-batch sample. Measured tensor by tensor on CPU
+    // (tests/test_memory_components.cpp); the heap's overhead is the profile's fragmentation.
+    const double T = static_cast<double>(m.seq_len), C = static_cast<double>(m.hidden);
+    const double t = static_cast<double>(std::max<int64_t>(1, l.tp));
+    const double I = m.intermediate > 0 ? static_cast<double>(m.intermediate) : 4.0 * C;
+    const double backward_ws = (T * I / t + (fused ? 0.0 : 2.0 * T * static_cast<double>(m.vocab) / t)) * eb;
+    e.activations = (std::max(first, last) + backward_ws) * mb;
+    if (fused) {
+      // A block of rows at a time (fused_loss_block_rows()). CPU: two fp32 blocks, the logits and
+      // their log-softmax, live together at the block's peak. GPU: one block of logits in the
+      // product dtype, which the CUDA kernel turns into their gradient in place (softmax_xent.cu),
+      // and the weight gradient's product in that dtype before it is added up. Both: the input's
+      // gradient (fp32) and product-dtype copy, and the fp32 weight gradient.
+      const bool gpu = in.profile.kind == "gpu";
+      const double rows = static_cast<double>(fused_loss_block_rows(m.seq_len * l.micro_batch, m.vocab, gpu));
+      const double pb = half(in.precision) ? 2.0 : 4.0;  // the product dtype's bytes
+      const double blocks = gpu ? pb * V_ * rows + pb * V_ * C : 2.0 * 4.0 * V_ * rows;
+      e.activations += blocks + (4.0 + 2.0) * T * C * mb + 4.0 * V_ * C;
+    }
+  } else {
+    const double scale = half(in.precision) ? 0.6 : 1.0;
+    const double stages = static_cast<double>(std::max<int64_t>(1, l.pp));
+    e.activation_per_sample_no_recompute = m.activation_bytes_per_sample * scale / stages;
+    e.activation_per_sample_recompute = m.recompute_bytes_per_sample * scale / stages;
+    e.activation_per_sample = l.recompute ? e.activation_per_sample_recompute : e.activation_per_sample_no_recompute;
+    e.activations = e.activation_per_sample * mb * static_cast<double>(e.in_flight);
+  }
+}
+
 }  // namespace
 
 double params_per_device(const ModelStats& m, int64_t tp, int64_t pp) {
@@ -146,57 +203,7 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
       e.optimizer = offloaded;
     }
   }
-
-  e.in_flight = l.pp > 1 ? (l.gpipe ? l.grad_accum : std::min(l.pp, l.grad_accum)) : 1;
-  const double mb = static_cast<double>(l.micro_batch);
-  if (m.is_transformer() && m.blocks > 0) {
-    const double eb = activation_element_bytes(in.precision);
-    const double layers = static_cast<double>(stage_blocks(in, l.pp));
-    const double block = transformer_block_activation_elements(m, l.tp);
-    // Fused output layer + loss (tp = 1): the [T, V] logits and their gradient never exist whole;
-    // what it holds instead is counted in `fused` below.
-    const bool fused = in.fused_loss && l.tp == 1;
-    const double T_ = static_cast<double>(m.seq_len), V_ = static_cast<double>(m.vocab);
-    const double outer = transformer_outer_activation_elements(m, l.tp) - (fused ? 2.0 * T_ * V_ : 0.0);
-    const double tc = static_cast<double>(m.seq_len) * static_cast<double>(m.hidden);
-    const double stage_full = layers * block;
-    const double stage_recompute = layers * tc + block;
-    e.activation_per_sample_no_recompute = (stage_full + outer) * eb;
-    e.activation_per_sample_recompute = (stage_recompute + outer) * eb;
-    const double stage = (l.recompute ? stage_recompute : stage_full) * eb;
-    e.activation_per_sample = stage + outer * eb;
-    // 1F1B: the first stage holds `in_flight` micro-batches; the last one holds one plus the logits.
-    // GPipe: every stage holds all of them, the last one with each micro-batch's logits too.
-    const double first = stage * static_cast<double>(e.in_flight) + (l.pp == 1 ? outer * eb : 0.0);
-    const double last = (stage + outer * eb) * (l.gpipe ? static_cast<double>(e.in_flight) : 1.0);
-    // Backward's working set on top of what forward kept: one block's MLP-sized gradient (TI) and
-    // the logits' gradient (2TV), per micro-batch sample. Measured tensor by tensor on CPU
-    // (tests/test_memory_components.cpp); the heap's overhead is the profile's fragmentation.
-    const double T = static_cast<double>(m.seq_len), C = static_cast<double>(m.hidden);
-    const double t = static_cast<double>(std::max<int64_t>(1, l.tp));
-    const double I = m.intermediate > 0 ? static_cast<double>(m.intermediate) : 4.0 * C;
-    const double backward_ws = (T * I / t + (fused ? 0.0 : 2.0 * T * static_cast<double>(m.vocab) / t)) * eb;
-    e.activations = (std::max(first, last) + backward_ws) * mb;
-    if (fused) {
-      // A block of rows at a time (fused_loss_block_rows()). CPU: two fp32 blocks, the logits and
-      // their log-softmax, live together at the block's peak. GPU: one block of logits in the
-      // product dtype, which the CUDA kernel turns into their gradient in place (softmax_xent.cu),
-      // and the weight gradient's product in that dtype before it is added up. Both: the input's
-      // gradient (fp32) and product-dtype copy, and the fp32 weight gradient.
-      const bool gpu = in.profile.kind == "gpu";
-      const double rows = static_cast<double>(fused_loss_block_rows(m.seq_len * l.micro_batch, m.vocab, gpu));
-      const double pb = half(in.precision) ? 2.0 : 4.0;  // the product dtype's bytes
-      const double blocks = gpu ? pb * V_ * rows + pb * V_ * C : 2.0 * 4.0 * V_ * rows;
-      e.activations += blocks + (4.0 + 2.0) * T * C * mb + 4.0 * V_ * C;
-    }
-  } else {
-    const double scale = half(in.precision) ? 0.6 : 1.0;
-    const double stages = static_cast<double>(std::max<int64_t>(1, l.pp));
-    e.activation_per_sample_no_recompute = m.activation_bytes_per_sample * scale / stages;
-    e.activation_per_sample_recompute = m.recompute_bytes_per_sample * scale / stages;
-    e.activation_per_sample = l.recompute ? e.activation_per_sample_recompute : e.activation_per_sample_no_recompute;
-    e.activations = e.activation_per_sample * mb * static_cast<double>(e.in_flight);
-  }
+  estimate_activations(in, l, e);
   // A 1F1B stage frees one micro-batch's activations while the next one's forward allocates, so
   // freed blocks are split and reused less: on CPU its heap outgrew the live tensors by ~1.5x what
   // a sequential or GPipe step's did (pp=2 and tp2 x pp2 read 1.16-1.17 at the base fraction, GPipe
@@ -259,6 +266,81 @@ double cpu_compute_seconds(const CostModelInput& in, const ParallelLayout& l, do
   const double head = 6.0 * rows * b.width * V / matmul_rate(matmul_size(rows, b.width, V)) +
                       rows * V * hw.softmax_s / (hw.memory_bound_rate(th.threads) * th.share);
   return blocks / precision_rate + head;
+}
+
+// The data-parallel traffic of a step over the stage's `P` parameters, less what backward's
+// compute of a micro-batch (`compute_mb`) hides: the gradients' allreduce (ZeRO-0), or their
+// reduce-scatter and the parameters' all-gather (ZeRO 1-3), into t.dp_comm and t.zero_comm.
+void estimate_dp_comm(const CostModelInput& in, const ParallelLayout& l, double P, double compute_mb, TimeEstimate& t) {
+  if (l.dp <= 1) return;
+  const ModelStats& m = in.model;
+  const HardwareProfile& hw = in.profile;
+  const double accum = static_cast<double>(l.grad_accum);
+  const double gpn = static_cast<double>(std::max<int64_t>(1, in.topology.gpus_per_node));
+  const double grad_bytes = 4.0 * P;
+  const bool one_node = in.topology.nodes <= 1 || static_cast<double>(l.dp * l.tp * l.pp) <= gpn;
+  const double groups_per_node = std::min(static_cast<double>(l.tp * l.pp), gpn);
+  const double bw = one_node ? hw.intra_node_bw : std::min(hw.intra_node_bw, hw.inter_node_bw / groups_per_node);
+  const double buckets = std::ceil(grad_bytes / (25.0 * 1024 * 1024));
+  const double ring = ring_allreduce_s(grad_bytes, l.dp, bw, hw.latency_s * buckets);
+  const double window = 0.8 * (2.0 / 3.0) * compute_mb;  // backward of one micro-batch hides comm
+  if (l.zero == 0) {
+    t.dp_comm = std::max(0.0, ring - window);
+  } else if (l.zero >= 3) {
+    // Per micro-batch and unit: a gather before forward and one before backward, and a
+    // reduce-scatter of the unit's gradients, with their copies (12 B/param). A GPU prefetches the
+    // gathers behind the previous block's compute (NCCL runs on its own stream); MPI on CPU ranks
+    // moves a started gather only when the engine next calls into it, so there they are exposed,
+    // and only the reduce-scatters overlap backward, as ZeRO-2's do.
+    const double half_ring = ring / 2.0;
+    const double units = m.blocks > 0 ? static_cast<double>(m.blocks) + 1.0 : 1.0;
+    const double lat = units * hw.latency_s;
+    const bool gpu = hw.kind == "gpu";
+    const double fwd_window = gpu ? 0.8 * (1.0 / 3.0) * compute_mb : 0.0;
+    const double gathers =
+        gpu ? std::max(0.0, half_ring - fwd_window) + std::max(0.0, half_ring - window) : 2.0 * half_ring;
+    t.zero_comm = accum * (gathers + 2.0 * lat + 12.0 * P / hw.memory_bw);
+    const double rs_window = gpu ? std::max(0.0, window - half_ring) : window;
+    t.dp_comm = accum * (std::max(0.0, half_ring - rs_window) + lat);
+  } else {
+    // Reduce-scatter gradients (half a ring) behind backward: once per step for ZeRO-1, every
+    // micro-batch for ZeRO-2 (it keeps no full gradient to accumulate into); then all-gather the
+    // updated parameters (the other half) in the open, plus copying into flat shards.
+    const double rs = std::max(0.0, ring / 2.0 - window);
+    t.dp_comm = l.zero >= 2 ? accum * rs : rs;
+    t.zero_comm = ring / 2.0 + 2.0 * grad_bytes / hw.memory_bw;
+  }
+}
+
+// Bitwise mode (l.chunk > 0) over the stage's `P` parameters: what the reproducible reduction adds,
+// into t.reproducible, and t.off_total, the same step without it.
+void estimate_reproducible(const CostModelInput& in, const ParallelLayout& l, double P, TimeEstimate& t) {
+  const HardwareProfile& hw = in.profile;
+  const double accum = static_cast<double>(l.grad_accum);
+  const double gpn = static_cast<double>(std::max<int64_t>(1, in.topology.gpus_per_node));
+  ParallelLayout off = l;
+  off.chunk = 0;
+  t.off_total = estimate_time(in, off).total();
+  // Every chunk: fresh gradient buffers, its all-to-all (each rank keeps 1/dp of it) without
+  // overlap, and the tree's clone-or-add of the owned slice (about 20 B a parameter over the
+  // rank's gradients). ZeRO-3's exchange replaces its reduce-scatter (priced above); ZeRO 0-2's
+  // replaces the allreduce, and ZeRO-0 all-gathers the summed slices. The exact norm reads the
+  // owned gradients in double four times (about 200 B a parameter).
+  const double dp = static_cast<double>(l.dp);
+  const double grad_bytes = 4.0 * P;
+  const double rate =
+      hw.per_thread() ? hw.elementwise_bw * hw.memory_bound_rate(cpu_threads(in, l).threads) : hw.memory_bw;
+  double exchange = 0;
+  if (l.dp > 1 && l.zero < 3) {
+    const bool one_node = in.topology.nodes <= 1 || static_cast<double>(l.dp * l.tp * l.pp) <= gpn;
+    const double bw = one_node ? hw.intra_node_bw : hw.inter_node_bw / std::min(gpn, dp);
+    const double buckets = std::ceil(grad_bytes / (25.0 * 1024 * 1024));
+    exchange = accum * (grad_bytes * (dp - 1.0) / dp / bw + buckets * hw.latency_s);
+    if (l.zero == 0) exchange += ring_allreduce_s(grad_bytes, l.dp, bw, hw.latency_s * buckets) / 2.0;
+    t.dp_comm = 0;
+  }
+  const double owned = P / (l.zero >= 1 ? dp : 1.0);
+  t.reproducible = exchange + accum * 20.0 * P / rate + 200.0 * owned / rate;
 }
 
 }  // namespace
@@ -332,41 +414,7 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   t.bubble_fraction = static_cast<double>(l.pp - 1) / (accum + static_cast<double>(l.pp - 1));
 
   const double P = stage_params(m, l.tp, l.pp, stage_blocks(in, l.pp));
-  if (l.dp > 1) {
-    const double grad_bytes = 4.0 * P;
-    const bool one_node = in.topology.nodes <= 1 || static_cast<double>(l.dp * l.tp * l.pp) <= gpn;
-    const double groups_per_node = std::min(static_cast<double>(l.tp * l.pp), gpn);
-    const double bw = one_node ? hw.intra_node_bw : std::min(hw.intra_node_bw, hw.inter_node_bw / groups_per_node);
-    const double buckets = std::ceil(grad_bytes / (25.0 * 1024 * 1024));
-    const double ring = ring_allreduce_s(grad_bytes, l.dp, bw, hw.latency_s * buckets);
-    const double window = 0.8 * (2.0 / 3.0) * compute_mb;  // backward of one micro-batch hides comm
-    if (l.zero == 0) {
-      t.dp_comm = std::max(0.0, ring - window);
-    } else if (l.zero >= 3) {
-      // Per micro-batch and unit: a gather before forward and one before backward, and a
-      // reduce-scatter of the unit's gradients, with their copies (12 B/param). A GPU prefetches the
-      // gathers behind the previous block's compute (NCCL runs on its own stream); MPI on CPU ranks
-      // moves a started gather only when the engine next calls into it, so there they are exposed,
-      // and only the reduce-scatters overlap backward, as ZeRO-2's do.
-      const double half_ring = ring / 2.0;
-      const double units = m.blocks > 0 ? static_cast<double>(m.blocks) + 1.0 : 1.0;
-      const double lat = units * hw.latency_s;
-      const bool gpu = hw.kind == "gpu";
-      const double fwd_window = gpu ? 0.8 * (1.0 / 3.0) * compute_mb : 0.0;
-      const double gathers =
-          gpu ? std::max(0.0, half_ring - fwd_window) + std::max(0.0, half_ring - window) : 2.0 * half_ring;
-      t.zero_comm = accum * (gathers + 2.0 * lat + 12.0 * P / hw.memory_bw);
-      const double rs_window = gpu ? std::max(0.0, window - half_ring) : window;
-      t.dp_comm = accum * (std::max(0.0, half_ring - rs_window) + lat);
-    } else {
-      // Reduce-scatter gradients (half a ring) behind backward: once per step for ZeRO-1, every
-      // micro-batch for ZeRO-2 (it keeps no full gradient to accumulate into); then all-gather the
-      // updated parameters (the other half) in the open, plus copying into flat shards.
-      const double rs = std::max(0.0, ring / 2.0 - window);
-      t.dp_comm = l.zero >= 2 ? accum * rs : rs;
-      t.zero_comm = ring / 2.0 + 2.0 * grad_bytes / hw.memory_bw;
-    }
-  }
+  estimate_dp_comm(in, l, P, compute_mb, t);
   const double updated = P / (l.zero >= 1 ? static_cast<double>(std::max<int64_t>(1, l.dp)) : 1.0);
   t.optimizer = optimizer_step_bytes(in) * updated / hw.memory_bw;
   if (hw.per_thread()) {
@@ -382,31 +430,7 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
     // On the host: the step at its memory rate, gradients down and parameters up over the link.
     t.optimizer = optimizer_step_bytes(in) * updated / hw.host_memory_rate() + 8.0 * updated / hw.host_link_rate();
   }
-  if (l.chunk > 0) {
-    ParallelLayout off = l;
-    off.chunk = 0;
-    t.off_total = estimate_time(in, off).total();
-    // Every chunk: fresh gradient buffers, its all-to-all (each rank keeps 1/dp of it) without
-    // overlap, and the tree's clone-or-add of the owned slice (about 20 B a parameter over the
-    // rank's gradients). ZeRO-3's exchange replaces its reduce-scatter (priced above); ZeRO 0-2's
-    // replaces the allreduce, and ZeRO-0 all-gathers the summed slices. The exact norm reads the
-    // owned gradients in double four times (about 200 B a parameter).
-    const double dp = static_cast<double>(l.dp);
-    const double grad_bytes = 4.0 * P;
-    const double rate =
-        hw.per_thread() ? hw.elementwise_bw * hw.memory_bound_rate(cpu_threads(in, l).threads) : hw.memory_bw;
-    double exchange = 0;
-    if (l.dp > 1 && l.zero < 3) {
-      const bool one_node = in.topology.nodes <= 1 || static_cast<double>(l.dp * l.tp * l.pp) <= gpn;
-      const double bw = one_node ? hw.intra_node_bw : hw.inter_node_bw / std::min(gpn, dp);
-      const double buckets = std::ceil(grad_bytes / (25.0 * 1024 * 1024));
-      exchange = accum * (grad_bytes * (dp - 1.0) / dp / bw + buckets * hw.latency_s);
-      if (l.zero == 0) exchange += ring_allreduce_s(grad_bytes, l.dp, bw, hw.latency_s * buckets) / 2.0;
-      t.dp_comm = 0;
-    }
-    const double owned = P / (l.zero >= 1 ? dp : 1.0);
-    t.reproducible = exchange + accum * 20.0 * P / rate + 200.0 * owned / rate;
-  }
+  if (l.chunk > 0) estimate_reproducible(in, l, P, t);
   return t;
 }
 

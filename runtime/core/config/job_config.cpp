@@ -390,6 +390,56 @@ void resolve_hf_model(JobConfig& c, const toml::table& root, const Origins& orig
   }
 }
 
+// GTRAIN_<SECTION>_<KEY> variables of `env` into `root`, each noted in `origins`; a near miss of a
+// section name is a problem.
+void apply_env_overrides(toml::table& root, const std::vector<std::string>& sections,
+                         const std::map<std::string, std::string>& env, Origins& origins, Problems& problems) {
+  for (const auto& [name, value] : env) {
+    if (name.rfind("GTRAIN_", 0) != 0) continue;
+    std::string rest = lower(name.substr(7));
+    bool matched = false;
+    for (const auto& s : sections) {
+      if (rest.rfind(s + "_", 0) == 0 && rest.size() > s.size() + 1) {
+        std::string key = rest.substr(s.size() + 1);
+        set_override(root, s, key, value);
+        origins.overridden[s + "." + key] = "environment " + name + "=" + value;
+        matched = true;
+      }
+    }
+    // GTRAIN_OPTIMISER_LR would otherwise change nothing, silently. gtrain's own variables
+    // (GTRAIN_WORKER, GTRAIN_PROFILE_DIR, GTRAIN_INTERNAL_*, ...) are no near miss of a section.
+    const std::string head = rest.substr(0, rest.find('_'));
+    const std::string near = matched || head == rest ? std::string() : cfg::closest_match(head, sections);
+    if (!near.empty() && head != "internal" && head != "profile" && head != "worker" && head != "slurm") {
+      problems.add("environment " + name + ": no config section [" + head + "]; did you mean GTRAIN_" + upper(near) +
+                   "_" + name.substr(8 + head.size()) + "?");
+    }
+  }
+}
+
+// --set section.key=value overrides into `root`, each noted in `origins`; a malformed one or an
+// unknown section is a problem.
+void apply_set_overrides(toml::table& root, const std::vector<std::string>& sections,
+                         const std::vector<std::string>& sets, Origins& origins, Problems& problems) {
+  for (const auto& set : sets) {
+    auto eq = set.find('=');
+    auto dot = set.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq) {
+      problems.add("--set '" + set + "': expected section.key=value, e.g. --set train.steps=100");
+      continue;
+    }
+    std::string section = set.substr(0, dot), key = set.substr(dot + 1, eq - dot - 1);
+    if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
+      std::string near = cfg::closest_match(section, sections);
+      problems.add("--set '" + set + "': unknown section [" + section + "]" +
+                   (near.empty() ? "" : "; did you mean [" + near + "]?"));
+      continue;
+    }
+    set_override(root, section, key, set.substr(eq + 1));
+    origins.overridden[section + "." + key] = "--set " + set;
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> section_names() {
@@ -416,44 +466,8 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
   Problems problems;
 
   // Environment first, so that --set (applied after) wins.
-  for (const auto& [name, value] : env) {
-    if (name.rfind("GTRAIN_", 0) != 0) continue;
-    std::string rest = lower(name.substr(7));
-    bool matched = false;
-    for (const auto& s : sections) {
-      if (rest.rfind(s + "_", 0) == 0 && rest.size() > s.size() + 1) {
-        std::string key = rest.substr(s.size() + 1);
-        set_override(root, s, key, value);
-        origins.overridden[s + "." + key] = "environment " + name + "=" + value;
-        matched = true;
-      }
-    }
-    // GTRAIN_OPTIMISER_LR would otherwise change nothing, silently. gtrain's own variables
-    // (GTRAIN_WORKER, GTRAIN_PROFILE_DIR, GTRAIN_INTERNAL_*, ...) are no near miss of a section.
-    const std::string head = rest.substr(0, rest.find('_'));
-    const std::string near = matched || head == rest ? std::string() : cfg::closest_match(head, sections);
-    if (!near.empty() && head != "internal" && head != "profile" && head != "worker" && head != "slurm") {
-      problems.add("environment " + name + ": no config section [" + head + "]; did you mean GTRAIN_" + upper(near) +
-                   "_" + name.substr(8 + head.size()) + "?");
-    }
-  }
-  for (const auto& set : sets) {
-    auto eq = set.find('=');
-    auto dot = set.find('.');
-    if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq) {
-      problems.add("--set '" + set + "': expected section.key=value, e.g. --set train.steps=100");
-      continue;
-    }
-    std::string section = set.substr(0, dot), key = set.substr(dot + 1, eq - dot - 1);
-    if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
-      std::string near = cfg::closest_match(section, sections);
-      problems.add("--set '" + set + "': unknown section [" + section + "]" +
-                   (near.empty() ? "" : "; did you mean [" + near + "]?"));
-      continue;
-    }
-    set_override(root, section, key, set.substr(eq + 1));
-    origins.overridden[section + "." + key] = "--set " + set;
-  }
+  apply_env_overrides(root, sections, env, origins, problems);
+  apply_set_overrides(root, sections, sets, origins, problems);
 
   // Unknown sections / top-level values.
   for (auto&& [k, v] : root) {
