@@ -10,39 +10,18 @@
 #include "runtime/core/errors.h"
 #include "strategies/planner/planner.h"
 #include "strategies/planner/stage_split.h"
+#include "tests/support/planner_inputs.h"
 #include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-PlannerInput gpt_input(int64_t layers, int64_t heads, int64_t hidden, int64_t seq, int64_t batch, int64_t world,
-                       const std::string& gpu, double mem_gib = 0) {
-  PlannerInput in;
-  in.model = gpt_stats(layers, heads, hidden, seq, 50257, true);
-  in.model_name = "gpt";
-  in.train.global_batch = batch;
-  in.train.steps = 1000;
-  in.precision.dtype = "bf16";
-  in.world = world;
-  in.gpus_per_node = 8;
-  in.profile = *find_gpu_profile(gpu);
-  if (mem_gib > 0) in.profile.memory_bytes = mem_gib * kGiB;
-  return in;
-}
+using test::gpt_input;
+using test::kGiB;
+const auto error_of = test::plan_error;
 
 PlannerInput gpt2_on(int64_t world) {
   return gpt_input(12, 12, 768, 1024, 512, world, "A100-80GB");
-}
-
-std::string error_of(const PlannerInput& in) {
-  try {
-    plan_job(in);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 void check_invariants(const PlannerInput& in, const std::vector<RankedPlan>& all) {

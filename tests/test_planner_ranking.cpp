@@ -10,34 +10,14 @@
 #include "runtime/core/config/model_presets.h"
 #include "runtime/core/errors.h"
 #include "strategies/planner/planner.h"
+#include "tests/support/planner_inputs.h"
 
 namespace gtrain {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-PlannerInput gpt_input(int64_t layers, int64_t heads, int64_t hidden, int64_t seq, int64_t batch, int64_t world,
-                       const std::string& gpu) {
-  PlannerInput in;
-  in.model = gpt_stats(layers, heads, hidden, seq, 50257, true);
-  in.model_name = "gpt";
-  in.train.global_batch = batch;
-  in.train.steps = 1000;
-  in.precision.dtype = "bf16";
-  in.world = world;
-  in.gpus_per_node = 8;
-  in.profile = *find_gpu_profile(gpu);
-  return in;
-}
-
-std::string error_of(const PlannerInput& in) {
-  try {
-    plan_job(in);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::gpt_input;
+using test::kGiB;
+const auto error_of = test::plan_error;
 
 // Llama-3.1-8B in bf16, 2048-token context: the README's plan.
 ModelStats llama8b_stats() {
