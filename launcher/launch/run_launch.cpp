@@ -36,6 +36,7 @@
 #include "runtime/core/heartbeat.h"
 #include "runtime/core/rank_output.h"
 #include "runtime/core/schedule.h"
+#include "runtime/core/stage_ledger.h"
 #include "runtime/core/startup.h"
 #include "runtime/core/stop_policy.h"
 #include "strategies/planner/capabilities.h"
@@ -277,14 +278,10 @@ Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocat
 
 // The longest save an earlier stage of this run measured (stages.jsonl's save_s), 0 when none did.
 double longest_recorded_save(const std::string& run_dir) {
-  std::ifstream f(fs::path(run_dir) / "stages.jsonl");
   double longest = 0;
-  std::string line;
-  while (std::getline(f, line)) {
-    const auto rec = nlohmann::json::parse(line, nullptr, false);
+  for (const auto& rec : StageLedger((fs::path(run_dir) / "stages.jsonl").string()).records())
     if (rec.is_object() && rec.contains("save_s") && rec["save_s"].is_number())
       longest = std::max(longest, rec["save_s"].get<double>());
-  }
   return longest;
 }
 
