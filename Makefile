@@ -10,9 +10,13 @@ JOBS ?= $(shell nproc)
 WERROR ?= OFF
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 # ccache must ignore the precompiled header's timestamps to reuse results, and sees the clone's own
-# paths relative to it, so a fresh clone elsewhere on the machine (CI's) reuses what another built.
+# paths relative to it, so a fresh clone elsewhere on the machine (CI's) reuses what another built:
+# nor is the working directory hashed (debug info names the build's folder, not the objects' code),
+# and the cache holds both trees make test builds (Debian LibTorch, and pip's under ASan, ~8 GB).
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+export CCACHE_MAXSIZE := 20G
 
 .PHONY: all deps test-deps venv configure build build-run run run-torch2 test format clean
 

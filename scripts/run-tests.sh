@@ -7,7 +7,8 @@
 # headers with C++20, 9 minutes on 2 cores): the torch2 label builds and tests against 2.x for
 # real, and make test must stay within CI's time; run it with LABELS=compat scripts/run-tests.sh
 # build when touching torch_compat.h.
-# Environment: LABELS, a '|'-separated label list to run instead; CTEST_JOBS (default 1);
+# Environment: LABELS, a '|'-separated label list to run instead; CTEST_JOBS (default 2: tests that
+# start ranks or compile hold both slots, tests/CMakeLists.txt);
 # GTRAIN_TEST_START, the Unix time make test started (the table then shows the whole).
 set -euo pipefail
 BUILD=${1:-build}
@@ -33,7 +34,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # again, so they stay the last ones.
 log=$(mktemp /tmp/gtrain-ctest-XXXXXX.log)
 set +e
-ctest -L "^($labels)\$" --output-on-failure --timeout 900 -j "${CTEST_JOBS:-1}" 2>&1 | tee "$log"
+ctest -L "^($labels)\$" --output-on-failure --timeout 900 -j "${CTEST_JOBS:-2}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 total=""

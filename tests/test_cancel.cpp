@@ -68,7 +68,7 @@ TEST(CancelStage, StageOfACancelledChainDoesNotTrain) {
   std::ostringstream cancel;
   ASSERT_EQ(cancel_command(o.run_dir, fake.runner(), cancel), 0) << cancel.str();
   ASSERT_EQ(read_chain(o.run_dir).state, ChainState::cancelled);
-  const std::string cmd = GTRAIN_BINARY " run " + o.config_path + " --run-dir " + o.run_dir;
+  const std::string cmd = GTRAIN_BINARY + " run " + o.config_path + " --run-dir " + o.run_dir;
   const auto r = test::run_command("env GTRAIN_SUBMIT_STAGE=1 " + cmd);
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("stage 1 of a chain gtrain cancel cancelled"), std::string::npos) << r.output;

@@ -49,7 +49,7 @@ std::map<std::string, uint32_t> piece_crcs(const std::string& run_dir, int64_t s
 TEST(CheapSaves, AsyncIntervalSavesHoldExactlyTheStateOfTheirStep) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), test::tiny_job("mlp"));
-  const std::string base = GTRAIN_BINARY " run " + dir.file("job.toml") +
+  const std::string base = GTRAIN_BINARY + " run " + dir.file("job.toml") +
                            " --set log.progress=none --set train.steps=6 --set checkpoint.interval=1"
                            " --set checkpoint.keep=10 --run-dir ";
   for (const char* mode : {"true", "false"}) {
@@ -66,7 +66,7 @@ TEST(CheapSaves, IntervalSaveProbesWithTheNextStepsLossAndResumesOnOneRank) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), gpt4_job(8, 10));
   const std::string run = dir.file("run");
-  const std::string base = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run;
+  const std::string base = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run;
   auto first = test::run_command(base + " --ranks 2 --set checkpoint.interval=4 --set checkpoint.keep=5" +
                                  " --set checkpoint.async=true --set checkpoint.at_end=false");
   ASSERT_EQ(first.exit_code, 0) << first.output;
@@ -101,7 +101,8 @@ TEST(CheapSaves, ResumeOntoTensorAndPipelineParallelLayoutsRunsTheProbeOnEveryRa
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), gpt4_job(8, 6));
   const std::string run = dir.file("run");
-  const std::string base = "timeout -s KILL 120 " GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run;
+  const std::string base =
+      "timeout -s KILL 120 " + GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run;
   auto first = test::run_command(base + " --ranks 2 --set checkpoint.interval=2 --set checkpoint.keep=5" +
                                  " --set checkpoint.async=true --set checkpoint.at_end=false");
   ASSERT_EQ(first.exit_code, 0) << first.output;
@@ -121,7 +122,7 @@ TEST(CheapSaves, ACheckpointWhoseNextStepProbeDisagreesIsRefused) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), gpt4_job(8, 6));
   const std::string run = dir.file("run");
-  const std::string base = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run + " --ranks 1";
+  const std::string base = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run + " --ranks 1";
   auto first = test::run_command(base + " --set checkpoint.interval=4 --set checkpoint.async=true" +
                                  " --set checkpoint.at_end=false");
   ASSERT_EQ(first.exit_code, 0) << first.output;

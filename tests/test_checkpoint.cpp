@@ -490,7 +490,7 @@ TEST(Checkpoint, MalformedManifestIsRefusedAndSkipped) {
     J m = good;
     m["tensors"].erase(t0);
     test::write_file(manifest, m.dump());
-    auto v = test::run_command(GTRAIN_BINARY " ckpt verify " + all[1].path);
+    auto v = test::run_command(GTRAIN_BINARY + " ckpt verify " + all[1].path);
     EXPECT_NE(v.exit_code, 0) << v.output;
     EXPECT_NE(v.output.find("has no tensor '" + t0 + "'"), std::string::npos) << v.output;
   }
@@ -498,19 +498,19 @@ TEST(Checkpoint, MalformedManifestIsRefusedAndSkipped) {
   J m = good;
   m["tensors"][t0]["pieces"][0]["nbytes"] = "8";
   test::write_file(manifest, m.dump());
-  auto inspect = test::run_command(GTRAIN_BINARY " ckpt inspect " + all[1].path);
+  auto inspect = test::run_command(GTRAIN_BINARY + " ckpt inspect " + all[1].path);
   EXPECT_NE(inspect.exit_code, 0) << inspect.output;
   EXPECT_EQ(test::lines(inspect.output).size(), 1u) << inspect.output;
   EXPECT_NE(inspect.output.find(manifest + ": key '" + p0 + ".nbytes'"), std::string::npos) << inspect.output;
   m = good;
   m["tensors"] = J::object();
   test::write_file(manifest, m.dump());
-  auto verify = test::run_command(GTRAIN_BINARY " ckpt verify " + all[1].path);
+  auto verify = test::run_command(GTRAIN_BINARY + " ckpt verify " + all[1].path);
   EXPECT_NE(verify.exit_code, 0) << verify.output;
   EXPECT_EQ(verify.output.find("OK"), std::string::npos) << verify.output;
   // Given the checkpoint directory, verify takes the newest committed one, malformed or not: it
   // does not pass over it to an older one and say OK.
-  verify = test::run_command(GTRAIN_BINARY " ckpt verify " + paths.checkpoints);
+  verify = test::run_command(GTRAIN_BINARY + " ckpt verify " + paths.checkpoints);
   EXPECT_NE(verify.exit_code, 0) << verify.output;
   EXPECT_NE(verify.output.find(manifest), std::string::npos) << verify.output;
   EXPECT_EQ(verify.output.find("OK"), std::string::npos) << verify.output;

@@ -22,7 +22,7 @@ const std::string kTinyGpt = test::tiny_job("gpt");
 // A run of the tiny gpt in `run` (checkpoints at steps 2 and 4); the committed checkpoints.
 std::vector<std::string> tiny_gpt_run(const test::TempDir& dir, const std::string& run) {
   test::write_file(dir.file("gpt.toml"), kTinyGpt);
-  const auto r = run_command(GTRAIN_BINARY " run " + dir.file("gpt.toml") + " --run-dir " + dir.file(run));
+  const auto r = run_command(GTRAIN_BINARY + " run " + dir.file("gpt.toml") + " --run-dir " + dir.file(run));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::vector<std::string> out;
   for (const auto& [step, path] : committed_checkpoint_dirs(dir.file(run + "/checkpoints"))) out.push_back(path);
@@ -38,10 +38,10 @@ TEST(CkptCli, InspectAndExportListOnlyTheModelsKeys) {
   const std::string gpt =
       R"({"bos_token_id":-1,"dropout":0.0,"eos_token_id":[],"init_std":0.02,"max_positions":0,"n_embd":16,)"
       R"("n_head":2,"n_layer":2,"name":"gpt","pad_token_id":-1,"seq_len":8,"tied_embeddings":true,"vocab":32})";
-  auto r = run_command(GTRAIN_BINARY " ckpt inspect " + dir.file("run"));
+  auto r = run_command(GTRAIN_BINARY + " ckpt inspect " + dir.file("run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\n  model      " + gpt + "\n"), std::string::npos) << r.output;
-  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("w.safetensors"));
+  r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("run") + " " + dir.file("w.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(SafetensorsReader(dir.file("w.safetensors")).metadata().at("gtrain_model"), gpt);
 
@@ -49,9 +49,9 @@ TEST(CkptCli, InspectAndExportListOnlyTheModelsKeys) {
   test::write_file(dir.file("mlp.toml"),
                    "[model]\nname = \"mlp\"\nhidden = [16, 8]\n[data]\nkind = \"synthetic\"\nsynthetic_samples = 64\n"
                    "[train]\nglobal_batch = 8\nsteps = 1\n[log]\nprogress = \"none\"\n");
-  r = run_command(GTRAIN_BINARY " run " + dir.file("mlp.toml") + " --run-dir " + dir.file("mlp"));
+  r = run_command(GTRAIN_BINARY + " run " + dir.file("mlp.toml") + " --run-dir " + dir.file("mlp"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_command(GTRAIN_BINARY " ckpt inspect " + dir.file("mlp"));
+  r = run_command(GTRAIN_BINARY + " ckpt inspect " + dir.file("mlp"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\n  model      {\"dropout\":0.0,\"hidden\":[16,8],\"name\":\"mlp\"}\n"), std::string::npos)
       << r.output;
@@ -68,14 +68,15 @@ TEST(CkptCli, ExportTakesPrecisionDtypeSpellings) {
                                                                             {"fp16", torch::kFloat16, "float16"},
                                                                             {"fp32", torch::kFloat32, "float32"}}) {
     const std::string out = dir.file(flag + ".safetensors");
-    const auto r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + out + " --dtype " + flag);
+    const auto r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("run") + " " + out + " --dtype " + flag);
     ASSERT_EQ(r.exit_code, 0) << flag << "\n" << r.output;
     EXPECT_NE(r.output.find(": 28 tensors (" + name + "), "), std::string::npos) << r.output;
     SafetensorsReader w(out);
     EXPECT_EQ(w.read("wte.weight").scalar_type(), dtype) << flag;
     EXPECT_TRUE(torch::equal(w.read("wte.weight"), ck.read("wte.weight").to(dtype))) << flag;
   }
-  const auto r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("x.st") + " --dtype f16");
+  const auto r =
+      run_command(GTRAIN_BINARY + " ckpt export " + dir.file("run") + " " + dir.file("x.st") + " --dtype f16");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(r.output,
             "gtrain: config error: --dtype: 'f16' is not one of stored, float32, bfloat16, float16 (or fp32, bf16, "
@@ -98,7 +99,7 @@ TEST(CkptCli, VerifySummarisesPerFileAndAllChecksEveryCheckpoint) {
   const std::string shard = cks.back() + "/shard_0.bin";
   const std::vector<std::string> names = CheckpointReader(cks.back()).tensor_names();
   ASSERT_EQ(names.size(), 85u);  // 28 model tensors, 2 moments each, optimizer.step
-  auto r = run_command(GTRAIN_BINARY " ckpt verify " + dir.file("run") + " --all");
+  auto r = run_command(GTRAIN_BINARY + " ckpt verify " + dir.file("run") + " --all");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, cks[0] + ": OK (85 tensors, every checksum matches)\n" + cks[1] +
                           ": OK (85 tensors, every checksum matches)\n2 checkpoints in " + dir.file("run/checkpoints") +
@@ -106,11 +107,11 @@ TEST(CkptCli, VerifySummarisesPerFileAndAllChecksEveryCheckpoint) {
 
   // Every byte of the newest's data file: one line for it, not 85.
   flip(shard, 0, fs::file_size(shard));
-  r = run_command(GTRAIN_BINARY " ckpt verify " + dir.file("run"));
+  r = run_command(GTRAIN_BINARY + " ckpt verify " + dir.file("run"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_EQ(r.output, shard + ": checksum mismatch in 85 of its 85 pieces ('" + names[0] + "', '" + names[1] + "', '" +
                           names[2] + "' and 82 more); the file is corrupt\n" + cks[1] + ": FAILED (1 problem)\n");
-  r = run_command(GTRAIN_BINARY " ckpt verify " + dir.file("run/checkpoints") + " --all");
+  r = run_command(GTRAIN_BINARY + " ckpt verify " + dir.file("run/checkpoints") + " --all");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_EQ(test::lines(r.output),
             (std::vector<std::string>{cks[0] + ": OK (85 tensors, every checksum matches)",
@@ -125,12 +126,12 @@ TEST(CkptCli, VerifySummarisesPerFileAndAllChecksEveryCheckpoint) {
   const auto& piece = manifest.at("tensors").at("wte.weight").at("pieces").at(0);
   const size_t at = piece.at("offset").get<size_t>() + 3;
   flip(shard, at, at + 1);
-  r = run_command(GTRAIN_BINARY " ckpt verify " + cks.back());
+  r = run_command(GTRAIN_BINARY + " ckpt verify " + cks.back());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_EQ(r.output, shard + ": checksum mismatch in 1 of its 85 pieces ('wte.weight'); the file is corrupt\n" +
                           cks[1] + ": FAILED (1 problem)\n");
   // --all from a checkpoint's own directory: its siblings too.
-  r = run_command(GTRAIN_BINARY " ckpt verify " + cks.front() + " --all");
+  r = run_command(GTRAIN_BINARY + " ckpt verify " + cks.front() + " --all");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("2 checkpoints in " + dir.file("run/checkpoints") + ": 1 passed, 1 failed\n"),
             std::string::npos)
@@ -151,7 +152,7 @@ TEST(CkptCli, InitFromSaysItIgnoresOptimizerState) {
             std::string::npos)
       << r.output;
   // An export with --optimizer: the same; without: nothing to ignore, no line.
-  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("a") + " " + dir.file("opt.safetensors") + " --optimizer");
+  r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("a") + " " + dir.file("opt.safetensors") + " --optimizer");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run_command(run + "--run-dir " + dir.file("c") + " --set checkpoint.init_from=" + dir.file("opt.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -159,7 +160,7 @@ TEST(CkptCli, InitFromSaysItIgnoresOptimizerState) {
                           " ignored"),
             std::string::npos)
       << r.output;
-  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("a") + " " + dir.file("w.safetensors"));
+  r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("a") + " " + dir.file("w.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run_command(run + "--run-dir " + dir.file("d") + " --set checkpoint.init_from=" + dir.file("w.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -26,7 +26,7 @@ using test::run_command;
 TEST(Cli, RunWritesRunDirectoryAndMetrics) {
   test::TempDir dir;
   test::write_file(dir.file("tiny.toml"), kTiny);
-  auto r = run_command("cd " + dir.path() + " && " GTRAIN_BINARY " run tiny.toml");
+  auto r = run_command("cd " + dir.path() + " && " + GTRAIN_BINARY + " run tiny.toml");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string run = dir.file("runs/tiny");  // <log.root>/<config stem>
   ASSERT_TRUE(fs::exists(run + "/config.toml")) << r.output;
@@ -65,17 +65,17 @@ TEST(Cli, RunWritesRunDirectoryAndMetrics) {
   ASSERT_EQ(stages.size(), 1u);
   EXPECT_EQ(stages[0].at("exit"), "completed");
   EXPECT_EQ(stages[0].at("step_to"), 20);
-  auto st = run_command(GTRAIN_BINARY " status " + run + " --json");
+  auto st = run_command(GTRAIN_BINARY + " status " + run + " --json");
   ASSERT_EQ(st.exit_code, 0) << st.output;
   auto sj = nlohmann::json::parse(st.output);
   EXPECT_EQ(sj.at("step"), 20);
   EXPECT_EQ(sj.at("complete"), true);
   EXPECT_GT(sj.at("goodput").get<double>(), 0.0);
-  auto v = run_command(GTRAIN_BINARY " ckpt verify " + run);
+  auto v = run_command(GTRAIN_BINARY + " ckpt verify " + run);
   EXPECT_EQ(v.exit_code, 0) << v.output;
   EXPECT_NE(v.output.find("OK"), std::string::npos);
   // A second run on the same directory resumes from step 20: nothing left to train.
-  auto again = run_command("cd " + dir.path() + " && " GTRAIN_BINARY " run tiny.toml");
+  auto again = run_command("cd " + dir.path() + " && " + GTRAIN_BINARY + " run tiny.toml");
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("resumed from"), std::string::npos) << again.output;
   EXPECT_NE(again.output.find("is complete (step 20 of 20); nothing to do"), std::string::npos) << again.output;
@@ -133,7 +133,7 @@ TEST(Cli, RunOutsideEveryQuotaWindowSaysSo) {
 TEST(Cli, ResumeNamesChangedOptimizerSeedAndPrecision) {
   test::TempDir dir;
   test::write_file(dir.file("tiny.toml"), kTiny);
-  const std::string base = GTRAIN_BINARY " run " + dir.file("tiny.toml") + " --run-dir " + dir.file("run");
+  const std::string base = GTRAIN_BINARY + " run " + dir.file("tiny.toml") + " --run-dir " + dir.file("run");
   auto r = run_command(base + " --set train.steps=4");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string config = test::read_file(dir.file("run/config.toml")),
@@ -154,7 +154,7 @@ TEST(Cli, FailedStageIsRecordedInTheLedger) {
   test::TempDir dir;
   test::write_file(dir.file("tiny.toml"), kTiny);
   // An absurd learning rate: the loss is no longer finite after a step or two, and training stops.
-  auto r = run_command(GTRAIN_BINARY " run " + dir.file("tiny.toml") + " --run-dir " + dir.file("run") +
+  auto r = run_command(GTRAIN_BINARY + " run " + dir.file("tiny.toml") + " --run-dir " + dir.file("run") +
                        " --set optimizer.learning_rate=1e30 --set train.warmup_steps=0 --set train.grad_clip=0");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   auto stages = test::read_jsonl(dir.file("run/stages.jsonl"));
@@ -174,7 +174,7 @@ TEST(Cli, FailedStageIsRecordedInTheLedger) {
 TEST(Cli, SetOverridesAndRunDirFlag) {
   test::TempDir dir;
   test::write_file(dir.file("tiny.toml"), kTiny);
-  auto r = run_command(GTRAIN_BINARY " run " + dir.file("tiny.toml") +
+  auto r = run_command(GTRAIN_BINARY + " run " + dir.file("tiny.toml") +
                        " --set train.steps=7 --set log.progress=none --run-dir " + dir.file("out"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   int train = 0;
@@ -186,7 +186,7 @@ TEST(Cli, SetOverridesAndRunDirFlag) {
 TEST(Cli, BadInputExitsTwoWithOneLine) {
   test::TempDir dir;
   test::write_file(dir.file("bad.toml"), "[train]\nsteps = 5\n[optimizer]\nlerning_rate = 0.1\n");
-  auto r = run_command(GTRAIN_BINARY " run " + dir.file("bad.toml"));
+  auto r = run_command(GTRAIN_BINARY + " run " + dir.file("bad.toml"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.output, "gtrain: config error: " + dir.file("bad.toml") +
                           ":4:1: unknown key 'lerning_rate' in [optimizer]; did you mean 'learning_rate'?\n");
@@ -194,22 +194,22 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
   test::write_file(
       dir.file("nodata.toml"),
       "[train]\nsteps = 5\n[data]\nkind = \"tokens\"\npath = \"/no/such/tokens.bin\"\n[model]\nname = \"gpt\"\n");
-  r = run_command(GTRAIN_BINARY " run " + dir.file("nodata.toml"));
+  r = run_command(GTRAIN_BINARY + " run " + dir.file("nodata.toml"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("/no/such/tokens.bin"), std::string::npos) << r.output;
   EXPECT_EQ(test::lines(r.output).size(), 1u) << r.output;
 
-  r = run_command(GTRAIN_BINARY " run " + dir.file("missing.toml"));
+  r = run_command(GTRAIN_BINARY + " run " + dir.file("missing.toml"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("missing.toml: cannot open config file"), std::string::npos);
 
-  r = run_command(GTRAIN_BINARY " run " + dir.file("bad.toml") + " --bogus-flag");
+  r = run_command(GTRAIN_BINARY + " run " + dir.file("bad.toml") + " --bogus-flag");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--bogus-flag"), std::string::npos) << r.output;
 
   test::write_file(dir.file("model.toml"),
                    "[train]\nsteps = 5\n[model]\nname = \"resnet\"\n[data]\nkind = \"synthetic\"\n");
-  r = run_command(GTRAIN_BINARY " run " + dir.file("model.toml"));
+  r = run_command(GTRAIN_BINARY + " run " + dir.file("model.toml"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("unknown model 'resnet'"), std::string::npos) << r.output;
 
@@ -259,12 +259,12 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
                    "parallel.pp_microbatches, not both (micro-batches per replica decide the micro-batch size, and "
                    "the other way round)"});
   for (const auto& [args, want] : cases) {
-    r = run_command(GTRAIN_BINARY " " + args);
+    r = run_command(GTRAIN_BINARY + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_EQ(r.output, want + "\n") << args;
   }
   // A global batch the training split cannot fill once.
-  r = run_command(GTRAIN_BINARY " run " + dir.file("ok.toml") + " --run-dir " + dir.file("gb") +
+  r = run_command(GTRAIN_BINARY + " run " + dir.file("ok.toml") + " --run-dir " + dir.file("gb") +
                   " --set train.global_batch=100");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("train.global_batch = 100 exceeds the "), std::string::npos) << r.output;
@@ -275,18 +275,18 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
 TEST(Cli, EnvironmentOverridesFileButNotSet) {
   test::TempDir dir;
   test::write_file(dir.file("tiny.toml"), kTiny);
-  auto r = run_command("GTRAIN_TRAIN_STEPS=4 " GTRAIN_BINARY " config show " + dir.file("tiny.toml"));
+  auto r = run_command("GTRAIN_TRAIN_STEPS=4 " + GTRAIN_BINARY + " config show " + dir.file("tiny.toml"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("steps = 4\n"), std::string::npos);
-  r = run_command("GTRAIN_TRAIN_STEPS=4 " GTRAIN_BINARY " config show " + dir.file("tiny.toml") +
+  r = run_command("GTRAIN_TRAIN_STEPS=4 " + GTRAIN_BINARY + " config show " + dir.file("tiny.toml") +
                   " --set train.steps=9");
   EXPECT_NE(r.output.find("steps = 9\n"), std::string::npos);
 }
 
 TEST(Cli, ReferenceMatchesCommittedFile) {
-  auto r = run_command(GTRAIN_BINARY " config reference");
+  auto r = run_command(GTRAIN_BINARY + " config reference");
   ASSERT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.output, test::read_file(GTRAIN_SOURCE_DIR "/configs/reference.toml"))
+  EXPECT_EQ(r.output, test::read_file(GTRAIN_SOURCE_DIR + "/configs/reference.toml"))
       << "regenerate with: build/gtrain config reference > configs/reference.toml";
 }
 
@@ -308,23 +308,23 @@ TEST(Cli, PluginModelTrainsFromConfig) {
     test::write_file(dir.file(std::string(split) + "-images-idx3-ubyte"), img);
     test::write_file(dir.file(std::string(split) + "-labels-idx1-ubyte"), lab);
   }
-  test::write_file(dir.file("plugin.toml"), "[model]\nname = \"tiny_resnet\"\nplugin = \"" GTRAIN_PLUGIN
-                                            "\"\nchannels = [4]\n"
-                                            "[data]\nkind = \"idx\"\npath = \"" +
+  test::write_file(dir.file("plugin.toml"), "[model]\nname = \"tiny_resnet\"\nplugin = \"" + GTRAIN_PLUGIN +
+                                                "\"\nchannels = [4]\n"
+                                                "[data]\nkind = \"idx\"\npath = \"" +
                                                 dir.path() +
                                                 "\"\n[train]\nglobal_batch = 16\nsteps = 40\n"
                                                 "[optimizer]\nlearning_rate = 0.01\n[log]\nprogress = \"none\"\n");
-  auto r = run_command(GTRAIN_BINARY " run " + dir.file("plugin.toml") + " --run-dir " + dir.file("run"));
+  auto r = run_command(GTRAIN_BINARY + " run " + dir.file("plugin.toml") + " --run-dir " + dir.file("run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto recs = test::read_jsonl(dir.file("run/metrics.jsonl"));
   ASSERT_FALSE(recs.empty());
   EXPECT_EQ(recs.back().at("kind"), "final");
   EXPECT_GT(recs.back().at("eval_accuracy").get<double>(), 0.9) << r.output;
-  r = run_command(GTRAIN_BINARY " models --plugin " GTRAIN_PLUGIN);
+  r = run_command(GTRAIN_BINARY + " models --plugin " + GTRAIN_PLUGIN);
   EXPECT_NE(r.output.find("tiny_resnet"), std::string::npos);
   // A bare file name means the file in the current directory, as other config paths do.
   fs::copy_file(GTRAIN_PLUGIN, dir.file("libmine.so"));
-  r = run_command("cd " + dir.path() + " && " GTRAIN_BINARY " models --plugin libmine.so");
+  r = run_command("cd " + dir.path() + " && " + GTRAIN_BINARY + " models --plugin libmine.so");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("tiny_resnet"), std::string::npos) << r.output;
 }

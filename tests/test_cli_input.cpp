@@ -51,12 +51,12 @@ TEST(CliInput, SubmitTimeTakesEveryDurationForm) {
               "--time: expected a duration like 90s, 15m, 2h, 1h30m, HH:MM:SS or D-HH[:MM[:SS]] above 0 and at most "
               "366 days (a plain number is minutes), got '1h30'");
   }
-  const auto r = test::run_command(GTRAIN_BINARY " submit " + dir.file("mlp.toml") + " --run-dir " + dir.file("dry") +
+  const auto r = test::run_command(GTRAIN_BINARY + " submit " + dir.file("mlp.toml") + " --run-dir " + dir.file("dry") +
                                    " --dry-run --time 1h --signal-lead 2m");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(test::read_file(dir.file("dry/stage-1.sbatch")).find("#SBATCH --signal=B:USR1@120\n"), std::string::npos)
       << r.output;
-  const auto lead = test::run_command(GTRAIN_BINARY " submit " + dir.file("mlp.toml") + " --run-dir " +
+  const auto lead = test::run_command(GTRAIN_BINARY + " submit " + dir.file("mlp.toml") + " --run-dir " +
                                       dir.file("dry2") + " --dry-run --signal-lead soon");
   EXPECT_EQ(lead.exit_code, 2) << lead.output;
   EXPECT_NE(lead.output.find("--signal-lead: expected a duration like 90s"), std::string::npos) << lead.output;
@@ -70,14 +70,14 @@ TEST(CliInput, BusyRunDirectoryAndMissingSubcommand) {
   fs::create_directories(dir.file("run"));
   {
     const auto lock = RunLock::acquire(dir.file("run"), "");
-    const auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("mlp.toml") + " --run-dir " + dir.file("run"));
+    const auto r = test::run_command(GTRAIN_BINARY + " run " + dir.file("mlp.toml") + " --run-dir " + dir.file("run"));
     EXPECT_EQ(r.exit_code, 4) << r.output;
     EXPECT_EQ(r.output, "gtrain: busy: run directory " + dir.file("run") + " is in use by another gtrain run (pid " +
                             std::to_string(::getpid()) + "); hint: wait for it to end or choose another --run-dir\n");
   }
-  EXPECT_EQ(test::run_command(GTRAIN_BINARY " run " + dir.file("mlp.toml") + " --run-dir " + dir.file("run")).exit_code,
-            0);
-  const auto ckpt = test::run_command(GTRAIN_BINARY " ckpt");
+  EXPECT_EQ(
+      test::run_command(GTRAIN_BINARY + " run " + dir.file("mlp.toml") + " --run-dir " + dir.file("run")).exit_code, 0);
+  const auto ckpt = test::run_command(GTRAIN_BINARY + " ckpt");
   EXPECT_EQ(ckpt.exit_code, 2) << ckpt.output;
   EXPECT_EQ(ckpt.output,
             "gtrain: usage error: gtrain ckpt: expected a command, one of inspect, verify, export"
@@ -85,9 +85,9 @@ TEST(CliInput, BusyRunDirectoryAndMissingSubcommand) {
   const auto none = test::run_command(GTRAIN_BINARY);
   EXPECT_EQ(none.exit_code, 2) << none.output;
   EXPECT_EQ(none.output.rfind("gtrain: usage error: gtrain: expected a command, one of run, ", 0), 0u) << none.output;
-  const auto bogus = test::run_command(GTRAIN_BINARY " ckpt bogus x");
+  const auto bogus = test::run_command(GTRAIN_BINARY + " ckpt bogus x");
   EXPECT_EQ(bogus.output,
             "gtrain: usage error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, "
             "verify, export\n");
-  EXPECT_EQ(test::run_command(GTRAIN_BINARY " ckpt --help").exit_code, 0);
+  EXPECT_EQ(test::run_command(GTRAIN_BINARY + " ckpt --help").exit_code, 0);
 }

@@ -48,7 +48,7 @@ TEST_P(CliTable, PlanRunVerifyResumeStatusExport) {
   const int64_t n = 3, more = 2;
   const std::string steps = " --set train.steps=";
 
-  auto r = run_command(GTRAIN_BINARY " plan " + job);
+  auto r = run_command(GTRAIN_BINARY + " plan " + job);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("dp=1"), std::string::npos) << r.output;
 
@@ -62,7 +62,7 @@ TEST_P(CliTable, PlanRunVerifyResumeStatusExport) {
   const auto cks = committed_checkpoint_dirs(cut + "/checkpoints");
   ASSERT_FALSE(cks.empty());
   EXPECT_EQ(cks.back().first, n);
-  r = run_command(GTRAIN_BINARY " ckpt verify " + cut);
+  r = run_command(GTRAIN_BINARY + " ckpt verify " + cut);
   EXPECT_EQ(r.exit_code, 0) << r.output;
 
   // The second stage resumes there and trains `more` steps: the same losses as one run of n + more.
@@ -79,11 +79,11 @@ TEST_P(CliTable, PlanRunVerifyResumeStatusExport) {
   EXPECT_EQ(resumed, uninterrupted);  // bitwise: one rank, one thread, the same layout
   EXPECT_LT(uninterrupted.back(), uninterrupted.front()) << "the job does not train";
 
-  r = run_command(GTRAIN_BINARY " status " + cut + " --json");
+  r = run_command(GTRAIN_BINARY + " status " + cut + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output).at("step"), n + more) << r.output;
 
-  r = run_command(GTRAIN_BINARY " ckpt export " + cut + " " + dir.file("w.safetensors"));
+  r = run_command(GTRAIN_BINARY + " ckpt export " + cut + " " + dir.file("w.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto header = safetensors_header(dir.file("w.safetensors"));
   ASSERT_TRUE(header.is_object());

@@ -307,7 +307,7 @@ TEST(Config, ProblemsAreReportedUpToTwentyLines) {
 TEST(Config, CommandReportsEveryProblem) {
   test::TempDir dir;
   test::write_file(dir.file("bad.toml"), "[train]\nsteps = 3\nlerning_rate = 0.1\n[model]\ndropout = 2\n");
-  const auto r = test::run_command(GTRAIN_BINARY " config show " + dir.file("bad.toml"));
+  const auto r = test::run_command(GTRAIN_BINARY + " config show " + dir.file("bad.toml"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(r.output, "gtrain: config error: " + dir.file("bad.toml") +
                           ":3:1: unknown key 'lerning_rate' in [train]; did you mean optimizer.learning_rate?\n  " +

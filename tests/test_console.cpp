@@ -39,8 +39,8 @@ TEST(Console, ClosedPipeDoesNotEndTheRun) {
   for (int ranks : {1, 2}) {
     test::TempDir dir;
     test::write_file(dir.file("job.toml"), kJob);
-    const std::string cmd = "bash -c '" GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
-                            " --ranks " + std::to_string(ranks) +
+    const std::string cmd = "bash -c '" + GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " +
+                            dir.file("run") + " --ranks " + std::to_string(ranks) +
                             " 2>&1 | head -2 >/dev/null; echo exit=${PIPESTATUS[0]}'";
     const auto r = run_command(cmd);
     EXPECT_NE(r.output.find("exit=0"), std::string::npos) << ranks << " ranks: " << r.output;
@@ -121,7 +121,7 @@ TEST(Console, HangUpDoesNotEndTheRun) {
 TEST(Console, SameErrorFromEveryRankIsPrintedOnce) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kJob);
-  const std::string run = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
+  const std::string run = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
                           " --set train.steps=20 --set log.progress=\\\"none\\\"";
   ASSERT_EQ(run_command(run).exit_code, 0);
   for (const auto& [step, path] : committed_checkpoint_dirs(dir.file("run/checkpoints"))) {

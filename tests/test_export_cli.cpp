@@ -33,7 +33,7 @@ TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
   ASSERT_EQ(cks.size(), 1u);
   CheckpointReader ck(cks.back().second.string());
 
-  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("w.safetensors"));
+  r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("run") + " " + dir.file("w.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("28 tensors (as stored)"), std::string::npos) << r.output;  // 2 + 12 a block x 2 + ln_f's 2
   EXPECT_NE(r.output.find("57 optimizer tensors left out"), std::string::npos) << r.output;
@@ -58,7 +58,7 @@ TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
   const auto header = nlohmann::json::parse(bytes.substr(8, n));
   EXPECT_EQ(header.at("wte.weight").at("dtype"), "F32");
 
-  r = run_command(GTRAIN_BINARY " ckpt export " + cks.back().second.string() + " " + dir.file("w16.safetensors") +
+  r = run_command(GTRAIN_BINARY + " ckpt export " + cks.back().second.string() + " " + dir.file("w16.safetensors") +
                   " --dtype bfloat16 --optimizer");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   SafetensorsReader w16(dir.file("w16.safetensors"));
@@ -81,7 +81,7 @@ TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
            {dir.file("gpt.toml") + " " + dir.file("x.st"),
             "gtrain: config error: " + dir.file("gpt.toml") +
                 ": not a checkpoint, and holds no committed checkpoint\n"}}) {
-    r = run_command(GTRAIN_BINARY " ckpt export " + args);
+    r = run_command(GTRAIN_BINARY + " ckpt export " + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
     EXPECT_EQ(r.output, message);
   }
@@ -98,13 +98,13 @@ TEST(Cli, CkptExportWritesTheModelAsSafetensors) {
            {step_dir + "/x.safetensors", step_dir + "/x.safetensors: is inside the checkpoint it exports (" + step_dir +
                                              "); hint: write it elsewhere"},
            {"''", "OUT: expected the path of the .safetensors file to write, got ''"}}) {
-    r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + args);
+    r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("run") + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
     EXPECT_EQ(r.output, "gtrain: config error: " + message + "\n");
   }
   EXPECT_TRUE(fs::is_fifo(dir.file("fifo")));
   EXPECT_FALSE(fs::exists(step_dir + "/x.safetensors"));
-  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("link.safetensors"));
+  r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("run") + " " + dir.file("link.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::is_symlink(dir.file("link.safetensors")));
   EXPECT_EQ(SafetensorsReader(dir.file("real/t.safetensors")).tensors().size(), 28u);
@@ -118,13 +118,13 @@ TEST(Cli, InitFromStartsAFreshRunFromGivenWeights) {
   test::write_file(dir.file("gpt.toml"), kTinyGpt);
   auto r = gtrain_run(dir.file("gpt.toml"), dir.file("a"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("a") + " " + dir.file("a.safetensors"));
+  r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("a") + " " + dir.file("a.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   SafetensorsReader a(dir.file("a.safetensors"));
   // One step at a learning rate of 1e-9 moves no weight by more than about 1e-9.
   const std::string slow = " --set train.steps=1 --set optimizer.learning_rate=1e-9 --set train.warmup_steps=0";
   const auto largest_change = [&](const std::string& run) {
-    auto e = run_command(GTRAIN_BINARY " ckpt export " + dir.file(run) + " " + dir.file(run + ".safetensors"));
+    auto e = run_command(GTRAIN_BINARY + " ckpt export " + dir.file(run) + " " + dir.file(run + ".safetensors"));
     EXPECT_EQ(e.exit_code, 0) << e.output;
     SafetensorsReader w(dir.file(run + ".safetensors"));
     double worst = 0;

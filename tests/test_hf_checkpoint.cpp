@@ -266,7 +266,7 @@ TEST(Cli, HfInitFromAndExport) {
   const std::string resolved = test::read_file(dir.file("run/config.toml"));
   EXPECT_NE(resolved.find("name = \"gpt\""), std::string::npos) << resolved;
 
-  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("out") + " --format hf");
+  r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("run") + " " + dir.file("out") + " --format hf");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(dir.file("out") + ": Hugging Face GPT2LMHeadModel, 28 tensors (float32), 1 file, "),
             std::string::npos)
@@ -282,7 +282,7 @@ TEST(Cli, HfInitFromAndExport) {
   EXPECT_FALSE(
       torch::equal(out.read("h.0.mlp.fc.weight"), p.at("h.0.mlp.fc.weight").to(torch::kBFloat16).to(torch::kFloat)));
 
-  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("out") +
+  r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("run") + " " + dir.file("out") +
                   " --format hf --dtype bf16 --max-shard-size 4KB");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::exists(dir.file("out/model.safetensors.index.json")));
@@ -296,14 +296,14 @@ TEST(Cli, HfInitFromAndExport) {
            {" --format hf --dtype int8",
             "gtrain: config error: --dtype: 'int8' is not one of stored, float32, bfloat16, float16 (or fp32, "
             "bf16, fp16 as precision.dtype spells them)\n"}}) {
-    r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("x") + args);
+    r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("run") + " " + dir.file("x") + args);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_EQ(r.output, message);
   }
   // A model with no Hugging Face form.
   test::write_file(dir.file("mlp.toml"), kTiny);
   ASSERT_EQ(gtrain_run(dir.file("mlp.toml"), dir.file("mlp"), " --set train.steps=2").exit_code, 0);
-  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("mlp") + " " + dir.file("x") + " --format hf");
+  r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("mlp") + " " + dir.file("x") + " --format hf");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(r.output,
             "gtrain: config error: --format hf: model.name = \"mlp\" has no Hugging Face form (gpt and "
@@ -328,7 +328,7 @@ TEST(Cli, HfLlamaFamilyRoundTrip) {
   EXPECT_NE(r.output.find("gtrain: weights from " + dir.file("q3") + " (" + std::to_string(tensors) + " tensors"),
             std::string::npos)
       << r.output;
-  r = run_command(GTRAIN_BINARY " ckpt export " + dir.file("run") + " " + dir.file("out") + " --format hf");
+  r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("run") + " " + dir.file("out") + " --format hf");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Hugging Face Qwen3ForCausalLM, " + std::to_string(tensors) + " tensors"), std::string::npos)
       << r.output;

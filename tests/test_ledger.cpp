@@ -57,7 +57,7 @@ TEST(Ledger, StageWhoseLauncherWasKilledIsAddedByTheNextStart) {
   const int killed_at = test::last_train_step(run + "/metrics.jsonl");
   EXPECT_TRUE(ledger(run).empty()) << "nothing could record the killed stage";
 
-  const auto second = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run +
+  const auto second = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run +
                                         " --set train.steps=" + std::to_string(killed_at + 5));
   EXPECT_EQ(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find("had no record of the stage that trained steps 0-" + std::to_string(killed_at)),
@@ -81,11 +81,11 @@ TEST(Ledger, StageWhoseLauncherWasKilledIsAddedByTheNextStart) {
   EXPECT_EQ(st[1].at("exit"), "completed") << st[1].dump();
   EXPECT_LE(st[1].at("step_from").get<int64_t>(), killed_at);
   // status: both stages, goodput from both.
-  const auto status = test::run_command(GTRAIN_BINARY " status " + run);
+  const auto status = test::run_command(GTRAIN_BINARY + " status " + run);
   EXPECT_NE(status.output.find("  stages     2\n"), std::string::npos) << status.output;
   EXPECT_NE(status.output.find("failed: its launcher"), std::string::npos) << status.output;
   // A third start finds nothing more to add.
-  const auto third = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run +
+  const auto third = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run +
                                        " --set train.steps=" + std::to_string(killed_at + 5));
   EXPECT_EQ(third.output.find("had no record"), std::string::npos) << third.output;
 }
@@ -98,8 +98,8 @@ TEST(Status, ShowsTheRunningStage) {
   const std::string run = dir.file("run");
   const pid_t pid = test::spawn_gtrain("run " + dir.file("job.toml") + " --run-dir " + run, dir.file("out.log"));
   ASSERT_TRUE(wait_for_step(run + "/metrics.jsonl", 20)) << test::read_file(dir.file("out.log"));
-  const auto status = test::run_command(GTRAIN_BINARY " status " + run);
-  const auto json = test::run_command(GTRAIN_BINARY " status --json " + run);
+  const auto status = test::run_command(GTRAIN_BINARY + " status " + run);
+  const auto json = test::run_command(GTRAIN_BINARY + " status --json " + run);
   kill(pid, SIGUSR1);
   EXPECT_EQ(test::wait_exit(pid), 3) << test::read_file(dir.file("out.log"));
   EXPECT_EQ(status.exit_code, 0) << status.output;
@@ -118,7 +118,7 @@ TEST(Status, ShowsTheRunningStage) {
   EXPECT_GT(now.at("steps_per_s").get<double>(), 0.0) << json.output;
   EXPECT_GT(j.at("eta_s").get<double>(), 0.0) << json.output;
   // Once it ended, the ledger has it and nothing is running.
-  const auto after = test::run_command(GTRAIN_BINARY " status " + run);
+  const auto after = test::run_command(GTRAIN_BINARY + " status " + run);
   EXPECT_EQ(after.output.find("running"), std::string::npos) << after.output;
   EXPECT_NE(after.output.find("  stages     1\n"), std::string::npos) << after.output;
   // The stop signal in words (not "signal 10"), the newest checkpoint marked as not read by status,

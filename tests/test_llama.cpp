@@ -189,9 +189,9 @@ threads = 1
 progress = "none"
 )");
   const std::string run = dir.file("run");
-  ASSERT_EQ(test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run).exit_code, 0);
+  ASSERT_EQ(test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run).exit_code, 0);
   auto sample = [&](const std::string& flags) {
-    return test::run_command(GTRAIN_BINARY " sample " + run + " " + flags);
+    return test::run_command(GTRAIN_BINARY + " sample " + run + " " + flags);
   };
   const auto greedy = sample("--prompt-text 'The GNU ' --tokens 8 --temperature 0 --json");
   ASSERT_EQ(greedy.exit_code, 0) << greedy.output;
@@ -217,7 +217,7 @@ progress = "none"
     EXPECT_EQ(test::lines(r.output).size(), 1u) << r.output;
   }
   // A missing path is named, not the literal "PATH" of the usage line.
-  const auto missing = test::run_command(GTRAIN_BINARY " sample " + dir.file("nope") + " --prompt-ids 1");
+  const auto missing = test::run_command(GTRAIN_BINARY + " sample " + dir.file("nope") + " --prompt-ids 1");
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_NE(missing.output.find(dir.file("nope") + ": does not exist"), std::string::npos) << missing.output;
   EXPECT_EQ(missing.output.find("PATH"), std::string::npos) << missing.output;
@@ -227,11 +227,11 @@ progress = "none"
   const int64_t eos = free_run[3];
   const size_t first = std::find(free_run.begin(), free_run.end(), eos) - free_run.begin();
   const std::string eos_run = dir.file("eos_run");
-  ASSERT_EQ(test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + eos_run +
+  ASSERT_EQ(test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + eos_run +
                               " --set model.eos_token_id=[" + std::to_string(eos) + "]")
                 .exit_code,
             0);
-  const auto stopped = test::run_command(GTRAIN_BINARY " sample " + eos_run +
+  const auto stopped = test::run_command(GTRAIN_BINARY + " sample " + eos_run +
                                          " --prompt-text 'The GNU ' --tokens 8 --temperature 0 --json");
   ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
   const auto js = nlohmann::json::parse(stopped.output);

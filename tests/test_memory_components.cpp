@@ -60,7 +60,7 @@ Figures measure(const test::TempDir& dir, const Layout& l) {
   for (const auto& s : l.sets) sets += " --set " + s;
   const std::string run_dir = dir.file(l.name);
   const std::string ranks = " --ranks " + std::to_string(l.ranks);
-  auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run_dir + ranks + sets);
+  auto r = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run_dir + ranks + sets);
   EXPECT_EQ(r.exit_code, 0) << l.name << ": " << r.output;
   nlohmann::json last;
   for (const auto& rec : test::read_jsonl(run_dir + "/metrics.jsonl")) {
@@ -75,7 +75,7 @@ Figures measure(const test::TempDir& dir, const Layout& l) {
   f.grads = last.at("grad_mb").get<double>();
   f.optimizer = last.at("opt_state_mb").get<double>() + last.value("host_state_mb", 0.0);
   f.step_peak = last.at("step_tensor_peak_mb").get<double>();
-  auto p = test::run_command(GTRAIN_BINARY " plan " + dir.file("job.toml") + ranks + sets + " --json");
+  auto p = test::run_command(GTRAIN_BINARY + " plan " + dir.file("job.toml") + ranks + sets + " --json");
   EXPECT_EQ(p.exit_code, 0) << l.name << ": " << p.output;
   const auto plan = nlohmann::json::parse(p.output).at("chosen");
   f.est = plan.at("memory");
@@ -89,6 +89,8 @@ void expect_near(double measured, double estimated, const std::string& what) {
       << what << ": measured " << measured << " MiB, estimated " << estimated << " MiB";
 }
 
+// Over 60 s (about 90): one measured training run per layout of the table (14); fewer would leave
+// a layout's estimate unchecked.
 TEST(MemoryComponents, TableOfLayoutsWithinTenPercent) {
 #ifdef GTRAIN_SANITIZED
   // Tensor bytes are the same under the sanitizers (the plain trees check them); 14 runs at a

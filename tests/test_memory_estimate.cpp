@@ -41,7 +41,7 @@ std::pair<double, double> measure(const std::string& extra) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
   auto r =
-      test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " " + extra);
+      test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return test::memory_peak_and_estimate(dir.file("run/metrics.jsonl"));
 }
@@ -52,6 +52,7 @@ void expect_within(const std::string& extra, const std::string& what) {
   EXPECT_NEAR(peak / est, 1.0, kTolerance) << what << ": measured " << peak << " MiB, estimated " << est << " MiB";
 }
 
+// Over 60 s (about 85): three GPT shapes, each a real training run whose peak memory is measured.
 TEST(MemoryEstimate, GptShapesWithinFifteenPercent) {
   GTRAIN_SKIP_MEMORY_MEASURE_IF_SANITIZED();
   expect_within("", "4 layers x 256 wide, seq 128, micro-batch 32");

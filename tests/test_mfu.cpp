@@ -15,7 +15,7 @@ namespace {
 TEST(Mfu, EveryTrainRecordCarriesTheHandComputedMfu) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kTiny);
-  auto plan = test::run_command(GTRAIN_BINARY " plan " + dir.file("job.toml") + " --json");
+  auto plan = test::run_command(GTRAIN_BINARY + " plan " + dir.file("job.toml") + " --json");
   ASSERT_EQ(plan.exit_code, 0) << plan.output;
   const auto p = nlohmann::json::parse(plan.output);
   const double flops_per_step = p.at("model").at("flops_per_sample").get<double>() * p.at("global_batch").get<double>();
@@ -23,7 +23,7 @@ TEST(Mfu, EveryTrainRecordCarriesTheHandComputedMfu) {
   ASSERT_GT(flops_per_step, 0);
   ASSERT_GT(peak, 0);
 
-  auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
+  auto r = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
                              " --set log.progress=none --set train.steps=12");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   int seen = 0;

@@ -104,8 +104,8 @@ TEST_F(ModelParallel, PipelineParallel2WithFusedLoss) {
 TEST_F(ModelParallel, InitFromLoadsIntoEveryLayout) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt4);
-  auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("a") +
-                             " && " GTRAIN_BINARY " ckpt export " + dir.file("a") + " " + dir.file("a.safetensors"));
+  auto r = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("a") + " && " +
+                             GTRAIN_BINARY + " ckpt export " + dir.file("a") + " " + dir.file("a.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<std::string> init = {"checkpoint.init_from=" + dir.file("a.safetensors"), "train.steps=8"};
   const auto with = [&](std::vector<std::string> sets) {
@@ -199,7 +199,7 @@ TEST(ModelParallelErrors, ImpossibleRequestsNameTheFactor) {
   test::write_file(dir.file("gpt.toml"), eight_heads);
   test::write_file(dir.file("mlp.toml"), kMlp);
   auto run = [&](const std::string& file, int ranks, const std::string& sets) {
-    return run_command(GTRAIN_BINARY " run " + dir.file(file) + " --run-dir " + dir.file("run") + " --ranks " +
+    return run_command(GTRAIN_BINARY + " run " + dir.file(file) + " --run-dir " + dir.file("run") + " --ranks " +
                        std::to_string(ranks) + " --set parallel.mode=explicit " + sets);
   };
   auto tp3 = run("gpt.toml", 3, "--set parallel.tp=3");
@@ -231,7 +231,7 @@ void expect_memory_within(int ranks, const std::vector<std::string>& sets, const
       "threads = 1\neval_batches = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"none\"\n";
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), gpt);
-  std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
+  std::string cmd = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
                     std::to_string(ranks) + (explicit_layout ? " --set parallel.mode=explicit" : "");
   for (const auto& s : sets) cmd += " --set " + s;
   auto r = run_command(cmd);
@@ -305,7 +305,7 @@ Background disrupt_rank1(int signo, const std::vector<std::string>& sets) {
   std::string text = kMlp;
   text.replace(text.find("steps = 50"), 10, "steps = 1000000");
   test::write_file(dir.file("long.toml"), text);
-  std::string cmd = GTRAIN_BINARY " run " + dir.file("long.toml") + " --ranks 2 --run-dir " + dir.file("run");
+  std::string cmd = GTRAIN_BINARY + " run " + dir.file("long.toml") + " --ranks 2 --run-dir " + dir.file("run");
   for (const auto& s : sets) cmd += " --set " + s;
   Background bg;
   bg.pipe = popen((cmd + " 2>&1").c_str(), "r");
@@ -345,7 +345,7 @@ TEST(MultiRankFailure, ThrowingRankStopsEveryRank) {
   test::write_file(dir.file("job.toml"), kMlp);
   fs::create_directories(dir.file("run/metrics.jsonl"));  // a directory where rank 0 opens its file
   auto t0 = std::chrono::steady_clock::now();
-  auto r = run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --ranks 2 --run-dir " + dir.file("run"));
+  auto r = run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --ranks 2 --run-dir " + dir.file("run"));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(secs, 30.0);
@@ -353,7 +353,7 @@ TEST(MultiRankFailure, ThrowingRankStopsEveryRank) {
                           ": cannot open metrics file: Is a directory"),
             std::string::npos)
       << r.output;
-  auto bad = run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --ranks 2 --run-dir " + dir.file("run2") +
+  auto bad = run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --ranks 2 --run-dir " + dir.file("run2") +
                          " --set checkpoint.dir=/dev/null/ckpt");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_EQ(bad.output,

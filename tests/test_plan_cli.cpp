@@ -57,7 +57,7 @@ const std::string kSlurmVars =
 TEST(ProbeCli, JsonFromSlurmWithRecordedLimits) {
   test::TempDir dir;
   fake_slurm(dir);
-  auto r = run_command(clean_env(kSlurmVars, dir.path()) + GTRAIN_BINARY " probe --json");
+  auto r = run_command(clean_env(kSlurmVars, dir.path()) + GTRAIN_BINARY + " probe --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j.at("scheduler"), "slurm");
@@ -80,7 +80,7 @@ TEST(ProbeCli, JsonFromSlurmWithRecordedLimits) {
   EXPECT_TRUE(partition_time) << r.output;
 
   // The text form says the same, marking what binds.
-  r = run_command(clean_env(kSlurmVars, dir.path()) + GTRAIN_BINARY " probe");
+  r = run_command(clean_env(kSlurmVars, dir.path()) + GTRAIN_BINARY + " probe");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("slurm job 4242 on 2 nodes (gpu[01-02])"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("* QOS normal"), std::string::npos) << r.output;
@@ -88,7 +88,7 @@ TEST(ProbeCli, JsonFromSlurmWithRecordedLimits) {
 }
 
 TEST(ProbeCli, WithoutSchedulerProgramsLimitsStayUnknown) {
-  auto r = run_command(clean_env(kSlurmVars, "/nonexistent-bin") + GTRAIN_BINARY " probe --json");
+  auto r = run_command(clean_env(kSlurmVars, "/nonexistent-bin") + GTRAIN_BINARY + " probe --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_TRUE(j.at("end_time_unix").is_null());
@@ -96,11 +96,11 @@ TEST(ProbeCli, WithoutSchedulerProgramsLimitsStayUnknown) {
 }
 
 TEST(ProbeCli, MalformedVariableIsOneLineExitTwo) {
-  auto r = run_command(clean_env("SLURM_JOB_ID=1 SLURM_JOB_NODELIST='gpu[01-'") + GTRAIN_BINARY " probe");
+  auto r = run_command(clean_env("SLURM_JOB_ID=1 SLURM_JOB_NODELIST='gpu[01-'") + GTRAIN_BINARY + " probe");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(test::lines(r.output).size(), 1u) << r.output;
   EXPECT_NE(r.output.find("SLURM_JOB_NODELIST='gpu[01-'"), std::string::npos) << r.output;
-  r = run_command(clean_env("CUDA_VISIBLE_DEVICES=0,x") + GTRAIN_BINARY " probe --json");
+  r = run_command(clean_env("CUDA_VISIBLE_DEVICES=0,x") + GTRAIN_BINARY + " probe --json");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("CUDA_VISIBLE_DEVICES='0,x'"), std::string::npos) << r.output;
 }
@@ -142,8 +142,8 @@ dtype = "bf16"
 TEST(PlanCli, Gpt2On8x80GBJson) {
   test::TempDir dir;
   test::write_file(dir.file("gpt2.toml"), kGpt2);
-  auto r =
-      run_command(clean_env("") + GTRAIN_BINARY " plan " + dir.file("gpt2.toml") + " --gpus 8 --gpu-mem 80GiB --json");
+  auto r = run_command(clean_env("") + GTRAIN_BINARY + " plan " + dir.file("gpt2.toml") +
+                       " --gpus 8 --gpu-mem 80GiB --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   const auto& c = j.at("chosen");
@@ -185,7 +185,7 @@ TEST(PlanCli, Gpt2On8x80GBJson) {
 TEST(PlanCli, EveryCountOneToEightHasALayoutForTheExamples) {
   for (const std::string example : {"gpt_bytes.toml", "quickstart.toml", "llama_tiny.toml"}) {
     const std::string path = std::string(GTRAIN_SOURCE_DIR) + "/examples/" + example;
-    auto r = run_command("cd " + std::string(GTRAIN_SOURCE_DIR) + " && " + clean_env("") + GTRAIN_BINARY " plan " +
+    auto r = run_command("cd " + std::string(GTRAIN_SOURCE_DIR) + " && " + clean_env("") + GTRAIN_BINARY + " plan " +
                          path + " --gpus 1-8 --json");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto j = nlohmann::json::parse(r.output);
@@ -212,7 +212,7 @@ TEST(PlanCli, LlamaPresetIsSizedFromItsShape) {
   test::write_file(dir.file("l8b.toml"),
                    "[model]\npreset = \"llama-3.1-8b\"\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = "
                    "64\nsteps = 1000\n");
-  const std::string cmd = clean_env("") + GTRAIN_BINARY " plan " + dir.file("l8b.toml") + " --gpus 8 --gpu-mem 80GiB";
+  const std::string cmd = clean_env("") + GTRAIN_BINARY + " plan " + dir.file("l8b.toml") + " --gpus 8 --gpu-mem 80GiB";
   auto text = run_command(cmd);
   ASSERT_EQ(text.exit_code, 0) << text.output;
   EXPECT_NE(text.output.find("llama: 8030.3M params, 32 blocks, 32 heads over 8 key/value heads, MLP 14336 (SwiGLU), "
@@ -238,7 +238,7 @@ TEST(PlanCli, Llama8bFitsTwoGpusWithZero3OrOffload) {
   test::write_file(dir.file("l8b.toml"),
                    "[model]\npreset = \"llama-3.1-8b\"\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = "
                    "16\nsteps = 1000\n[precision]\ndtype = \"bf16\"\n");
-  const std::string cmd = clean_env("") + GTRAIN_BINARY " plan " + dir.file("l8b.toml") + " --gpu-mem 80GiB";
+  const std::string cmd = clean_env("") + GTRAIN_BINARY + " plan " + dir.file("l8b.toml") + " --gpu-mem 80GiB";
   auto two = run_command(cmd + " --gpus 2 --json");
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const auto j2 = nlohmann::json::parse(two.output.substr(0, two.output.rfind('}') + 1));
@@ -307,7 +307,7 @@ TEST(PlanCli, ReadmeLlama8BPlanChoosesTheFastestAndSaysWhyRight) {
   // Offload is "offload" in every row; "off" alone appears in none.
   EXPECT_NE(out.find(" offload"), std::string::npos) << out;
   EXPECT_FALSE(std::regex_search(out, std::regex(R"((mb\S+| rc) off( |\n))"))) << out;
-  auto help = run_command(clean_env("") + GTRAIN_BINARY " plan --help");
+  auto help = run_command(clean_env("") + GTRAIN_BINARY + " plan --help");
   EXPECT_NE(help.output.find("ZeRO 0-3"), std::string::npos) << help.output;
   EXPECT_EQ(help.output.find("ZeRO 1-2"), std::string::npos) << help.output;
 }
@@ -316,8 +316,8 @@ TEST(PlanCli, ReadmeLlama8BPlanChoosesTheFastestAndSaysWhyRight) {
 TEST(PlanCli, WhatIfRowsFillNodesOfEight) {
   test::TempDir dir;
   test::write_file(dir.file("gpt2.toml"), kGpt2);
-  auto r =
-      run_command(clean_env("") + GTRAIN_BINARY " plan " + dir.file("gpt2.toml") + " --gpus 6 --gpu-mem 80GiB --json");
+  auto r = run_command(clean_env("") + GTRAIN_BINARY + " plan " + dir.file("gpt2.toml") +
+                       " --gpus 6 --gpu-mem 80GiB --json");
   const auto j = nlohmann::json::parse(r.output.substr(0, r.output.rfind('}') + 1));
   std::map<int64_t, int64_t> nodes;
   for (const auto& row : j.at("what_if")) nodes[row.at("gpus").get<int64_t>()] = row.at("nodes").get<int64_t>();
@@ -330,7 +330,7 @@ TEST(PlanCli, WhatIfRowsFillNodesOfEight) {
 TEST(PlanCli, TextWithListOfCountsAndExplain) {
   test::TempDir dir;
   test::write_file(dir.file("gpt2.toml"), kGpt2);
-  auto r = run_command(clean_env("") + GTRAIN_BINARY " plan " + dir.file("gpt2.toml") +
+  auto r = run_command(clean_env("") + GTRAIN_BINARY + " plan " + dir.file("gpt2.toml") +
                        " --gpus 1,2,4,8 --gpu-type h100 --explain");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // The chosen block says which of the counts it is for.
@@ -354,7 +354,7 @@ const char* kSmallMlp =
 TEST(PlanCli, CpuRanksShareThisMachine) {
   test::TempDir dir;
   test::write_file(dir.file("mlp.toml"), kSmallMlp);
-  const std::string plan = clean_env("") + GTRAIN_BINARY " plan " + dir.file("mlp.toml");
+  const std::string plan = clean_env("") + GTRAIN_BINARY + " plan " + dir.file("mlp.toml");
   auto r = run_command(plan + " --ranks 2 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto two = nlohmann::json::parse(r.output);
@@ -399,7 +399,7 @@ TEST(PlanCli, CpuRanksShareThisMachine) {
 TEST(PlanCli, ModelThatCannotFitPrintsTheTableThenOneErrorLine) {
   test::TempDir dir;
   test::write_file(dir.file("huge.toml"), kHuge);
-  auto r = run_command("{ " + clean_env("") + GTRAIN_BINARY " plan " + dir.file("huge.toml") +
+  auto r = run_command("{ " + clean_env("") + GTRAIN_BINARY + " plan " + dir.file("huge.toml") +
                        " --gpus 8 --gpu-type A100-40GB 2>" + dir.file("err") + "; }");
   EXPECT_EQ(r.exit_code, 2);
   const std::string err = test::read_file(dir.file("err"));
@@ -413,7 +413,7 @@ TEST(PlanCli, ModelThatCannotFitPrintsTheTableThenOneErrorLine) {
 TEST(PlanCli, BadFlagsExitTwoNamingTheFlag) {
   test::TempDir dir;
   test::write_file(dir.file("gpt2.toml"), kGpt2);
-  const std::string base = clean_env("") + GTRAIN_BINARY " plan " + dir.file("gpt2.toml");
+  const std::string base = clean_env("") + GTRAIN_BINARY + " plan " + dir.file("gpt2.toml");
   for (const auto& [flags, needle] : std::vector<std::pair<std::string, std::string>>{
            {"--gpus 0", "--gpus '0'"},
            {"--gpus 1,,2", "--gpus '1,,2'"},
@@ -446,7 +446,7 @@ TEST(PlanCli, RunSaysOnceWhenTheStepEstimateIsFarOff) {
   test::write_file(dir.file("mlp.toml"),
                    "[model]\nname = \"mlp\"\nhidden = [64]\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = "
                    "16\nsteps = 12\nthreads = 1\n[checkpoint]\nat_end = false\n[log]\nprogress = \"plain\"\n");
-  auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " run " + dir.file("mlp.toml") +
+  auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY + " run " + dir.file("mlp.toml") +
                        " --ranks 1 --run-dir " + dir.file("run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string said = "above the planner's estimate";
@@ -467,7 +467,7 @@ TEST(PlanCli, RunSaysOnceWhenTheStepEstimateIsFarOff) {
   EXPECT_EQ(with_est, 12);
   // Once per machine (issue 47: it greeted the README tour's first command): a second run keeps the
   // record but prints nothing; forgetting the note (gtrain plan --calibrate does) says it again.
-  const std::string run2 = clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " run " +
+  const std::string run2 = clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY + " run " +
                            dir.file("mlp.toml") + " --ranks 1 --no-resume --run-dir " + dir.file("run2");
   r = run_command(run2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -485,7 +485,7 @@ TEST(PlanCli, RunSaysOnceWhenTheStepEstimateIsFarOff) {
 
 TEST(PlanCli, CalibrateSavesAProfileLaterPlansUse) {
   test::TempDir dir;
-  auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " plan --calibrate --json");
+  auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY + " plan --calibrate --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   const auto& c = j.at("calibration");
@@ -505,11 +505,11 @@ TEST(PlanCli, CalibrateSavesAProfileLaterPlansUse) {
   test::write_file(dir.file("mlp.toml"),
                    "[model]\nname = \"mlp\"\nhidden = [32]\n[data]\nkind = \"synthetic\"\nsynthetic_samples = 256\n"
                    "[train]\nglobal_batch = 16\nepochs = 2.0\n");
-  r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " plan " + dir.file("mlp.toml"));
+  r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY + " plan " + dir.file("mlp.toml"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("profile   cpu (calibrated on"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("32 steps"), std::string::npos) << "2 epochs of 256 samples at 16 per step: " << r.output;
-  r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " plan " + dir.file("mlp.toml") +
+  r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY + " plan " + dir.file("mlp.toml") +
                   " --gpus 4");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("chosen: dp=4 tp=1 pp=1"), std::string::npos) << r.output;
@@ -525,7 +525,7 @@ TEST(RunCli, RefusesAStepLongerThanTheStage) {
   test::write_file(dir.file("big.toml"),
                    "[model]\nname = \"gpt\"\nn_layer = 4\nn_head = 4\nn_embd = 256\nseq_len = 256\n[data]\nkind = "
                    "\"synthetic\"\n[train]\nglobal_batch = 4096\nsteps = 10\n");
-  auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " run " + dir.file("big.toml") +
+  auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY + " run " + dir.file("big.toml") +
                        " --ranks 1 --time-limit 30s --run-dir " + dir.file("run"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(test::lines(r.output).size(), 1u) << r.output;
@@ -546,7 +546,7 @@ TEST(RunCli, PrintsThePlanAndRefusesWhatItCannotExecute) {
       "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 16\nseq_len = 8\n[data]\nkind = \"synthetic\"\n"
       "synthetic_samples = 64\n[train]\nglobal_batch = 8\nsteps = 2\n[log]\nprogress = \"none\"\n";
   test::write_file(dir.file("tiny.toml"), cfg);
-  auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " run " + dir.file("tiny.toml") +
+  auto r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY + " run " + dir.file("tiny.toml") +
                        " --run-dir " + dir.file("run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("gtrain: plan dp=1 tp=1 pp=1 zero=0 micro_batch=8 grad_accum=1"), std::string::npos)
@@ -554,7 +554,7 @@ TEST(RunCli, PrintsThePlanAndRefusesWhatItCannotExecute) {
   EXPECT_NE(r.output.find("gtrain: est "), std::string::npos) << r.output;
   const auto plan = nlohmann::json::parse(test::read_file(dir.file("run/plan.json")));
   EXPECT_GT(plan.at("est_step_seconds").get<double>(), 0);
-  r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY " run " + dir.file("tiny.toml") +
+  r = run_command(clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY + " run " + dir.file("tiny.toml") +
                   " --set parallel.mode=explicit --set parallel.tp=2 --run-dir " + dir.file("run2"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("tp*pp = 2 must divide the 1 granted ranks"), std::string::npos) << r.output;

@@ -69,10 +69,10 @@ TEST(Report, KilledStagesLostWorkIsTheStepsTrainedAgain) {
   const int killed_at = test::last_train_step(metrics);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the rank's own process group follows its parent
   // Stage 3: 2 ranks to the end.
-  auto third = test::run_command(GTRAIN_BINARY " " + args + " --ranks 2");
+  auto third = test::run_command(GTRAIN_BINARY + " " + args + " --ranks 2");
   ASSERT_EQ(third.exit_code, 0) << third.output;
 
-  auto r = test::run_command(GTRAIN_BINARY " report " + run + " --format json -o -");
+  auto r = test::run_command(GTRAIN_BINARY + " report " + run + " --format json -o -");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto rep = nlohmann::json::parse(r.output);
   const auto ledger = test::read_jsonl(run + "/stages.jsonl");
@@ -131,13 +131,13 @@ TEST(Report, KilledStagesLostWorkIsTheStepsTrainedAgain) {
   EXPECT_EQ(summary.find("to go"), std::string::npos) << summary;
 
   // The HTML file (default name) and the Markdown one, with a price.
-  auto html = test::run_command(GTRAIN_BINARY " report " + run + " --price-per-gpu-hour 2");
+  auto html = test::run_command(GTRAIN_BINARY + " report " + run + " --price-per-gpu-hour 2");
   ASSERT_EQ(html.exit_code, 0) << html.output;
   EXPECT_NE(html.output.find("gtrain report: " + run + "/report.html (complete, 3 stages, step 120 / 120"),
             std::string::npos)
       << html.output;
   EXPECT_EQ(test::count_of(test::read_file(run + "/report.html"), "<svg class=\"chart\""), 6u);
-  auto md = test::run_command(GTRAIN_BINARY " report " + run + " -o " + dir.file("r.md") + " --price-per-gpu-hour 2");
+  auto md = test::run_command(GTRAIN_BINARY + " report " + run + " -o " + dir.file("r.md") + " --price-per-gpu-hour 2");
   ASSERT_EQ(md.exit_code, 0) << md.output;
   const std::string text = test::read_file(dir.file("r.md"));
   EXPECT_NE(text.find("| rank-hours | "), std::string::npos) << text;
@@ -153,25 +153,25 @@ TEST(Report, KilledStagesLostWorkIsTheStepsTrainedAgain) {
 TEST(Report, DirectoriesItCannotReadAreOneLineAndExit2) {
   test::TempDir dir;
   const auto one_line = [](const test::CommandResult& r) { return test::lines(r.output).size() == 1; };
-  auto missing = test::run_command(GTRAIN_BINARY " report " + dir.file("nope"));
+  auto missing = test::run_command(GTRAIN_BINARY + " report " + dir.file("nope"));
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_TRUE(one_line(missing)) << missing.output;
   EXPECT_NE(missing.output.find("no such run directory"), std::string::npos) << missing.output;
-  auto not_run = test::run_command(GTRAIN_BINARY " report " + dir.path());
+  auto not_run = test::run_command(GTRAIN_BINARY + " report " + dir.path());
   EXPECT_EQ(not_run.exit_code, 2) << not_run.output;
   EXPECT_NE(not_run.output.find("not a gtrain run directory"), std::string::npos) << not_run.output;
   // A run that has not trained a step (starting, or queued).
   fs::create_directories(dir.file("run"));
   test::write_file(dir.file("run/config.toml"), kJob);
-  auto early = test::run_command(GTRAIN_BINARY " report " + dir.file("run"));
+  auto early = test::run_command(GTRAIN_BINARY + " report " + dir.file("run"));
   EXPECT_EQ(early.exit_code, 2) << early.output;
   EXPECT_NE(early.output.find("metrics.jsonl: no train record yet"), std::string::npos) << early.output;
   // An older gtrain's records, without times.
   test::write_file(dir.file("run/metrics.jsonl"), "{\"kind\":\"train\",\"step\":1,\"loss\":2.0}\n");
-  auto old = test::run_command(GTRAIN_BINARY " report " + dir.file("run"));
+  auto old = test::run_command(GTRAIN_BINARY + " report " + dir.file("run"));
   EXPECT_EQ(old.exit_code, 2) << old.output;
   EXPECT_NE(old.output.find("older gtrain"), std::string::npos) << old.output;
-  auto format = test::run_command(GTRAIN_BINARY " report " + dir.file("run") + " -o x.pdf --format pdf");
+  auto format = test::run_command(GTRAIN_BINARY + " report " + dir.file("run") + " -o x.pdf --format pdf");
   EXPECT_EQ(format.exit_code, 2) << format.output;
   EXPECT_NE(format.output.find("--format"), std::string::npos) << format.output;
 }

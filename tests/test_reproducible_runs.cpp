@@ -110,7 +110,7 @@ void every_layout_matches_one_rank(const std::string& precision) {
   std::string outputs;
   const std::vector<std::pair<int, int>> stages = {{4, 50}, {2, 100}, {1, 150}, {3, 200}};
   for (const auto& [ranks, steps] : stages) {
-    const std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run + " --ranks " +
+    const std::string cmd = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run + " --ranks " +
                             std::to_string(ranks) + " --set train.steps=" + std::to_string(steps);
     const auto r = test::run_command(cmd);
     ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
@@ -156,7 +156,7 @@ TEST(Bitwise, CheckpointRecordsTheModeAndASwitchWarns) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), job("fp32", 20));
   const std::string run = dir.file("run");
-  const std::string base = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run;
+  const std::string base = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run;
   auto r = test::run_command(base + " --ranks 2 --set train.reproducible_chunk=5");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto ckpts = list_checkpoints(run + "/checkpoints");
@@ -179,7 +179,7 @@ TEST(Bitwise, CheckpointRecordsTheModeAndASwitchWarns) {
 TEST(Bitwise, ChunkThatDoesNotDivideAndTensorParallelAreRefused) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), job("fp32", 5));
-  const std::string base = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run");
+  const std::string base = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run");
   auto r = test::run_command(base + " --set train.reproducible_chunk=3");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("train.reproducible_chunk = 3 does not divide the global batch 20"), std::string::npos)

@@ -44,8 +44,8 @@ struct Disrupted {
 Disrupted disrupt(const test::TempDir& dir, const std::string& config, int signo, int64_t at_step,
                   const std::vector<std::string>& sets = {}, int ranks = 2, int target = 1) {
   test::write_file(dir.file("job.toml"), config);
-  std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --ranks " + std::to_string(ranks) + " --run-dir " +
-                    dir.file("run");
+  std::string cmd = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --ranks " + std::to_string(ranks) +
+                    " --run-dir " + dir.file("run");
   for (const auto& s : sets) cmd += " --set " + s;
   Disrupted d;
   std::thread killer([&] {
@@ -75,7 +75,7 @@ TEST(Restart, KilledRankRestartsAndTheLossesAreBitwiseTheUninterruptedRuns) {
   const std::string config = long_mlp(12000, 1500);
   test::TempDir plain_dir, dir;
   test::write_file(plain_dir.file("job.toml"), config);
-  const auto plain = test::run_command(GTRAIN_BINARY " run " + plain_dir.file("job.toml") + " --ranks 2 --run-dir " +
+  const auto plain = test::run_command(GTRAIN_BINARY + " run " + plain_dir.file("job.toml") + " --ranks 2 --run-dir " +
                                        plain_dir.file("run"));
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   const Disrupted d = disrupt(dir, config, SIGKILL, 4000);
@@ -110,7 +110,7 @@ TEST(Restart, OneRankJobIsRestartedAfterAKill) {
   const std::string config = long_mlp(6000, 1000);
   test::TempDir plain_dir, dir;
   test::write_file(plain_dir.file("job.toml"), config);
-  const auto plain = test::run_command(GTRAIN_BINARY " run " + plain_dir.file("job.toml") + " --ranks 1 --run-dir " +
+  const auto plain = test::run_command(GTRAIN_BINARY + " run " + plain_dir.file("job.toml") + " --ranks 1 --run-dir " +
                                        plain_dir.file("run") + " --set schedule.max_restarts=0");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   const Disrupted d = disrupt(dir, config, SIGKILL, 2500, {}, /*ranks=*/1, /*target=*/0);
@@ -161,7 +161,7 @@ TEST(Restart, RepeatedFailureEndsAfterMaxRestartsWithTheCause) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), mlp_job(50));
   fs::create_directories(dir.file("run/metrics.jsonl"));
-  const auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --ranks 2 --run-dir " +
+  const auto r = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --ranks 2 --run-dir " +
                                    dir.file("run") + " --set schedule.max_restarts=1");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("gtrain: restarting the ranks (restart 1 of 1"), std::string::npos) << r.output;

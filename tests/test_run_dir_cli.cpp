@@ -41,7 +41,7 @@ TEST(Cli, StartingOverMovesNewerCheckpointsAside) {
   test::TempDir dir;
   test::write_file(dir.file("tiny.toml"), kTiny);
   const std::string run = dir.file("run"), ck = run + "/checkpoints";
-  const std::string base = GTRAIN_BINARY " run " + dir.file("tiny.toml") + " --run-dir " + run +
+  const std::string base = GTRAIN_BINARY + " run " + dir.file("tiny.toml") + " --run-dir " + run +
                            " --set log.progress=none --set checkpoint.interval=1 --set checkpoint.keep=2";
   auto first = run_command(base + " --set train.steps=5");
   ASSERT_EQ(first.exit_code, 0) << first.output;
@@ -65,7 +65,7 @@ TEST(Cli, StartingOverMovesNewerCheckpointsAside) {
   EXPECT_EQ(names_in(aside), (std::vector<std::string>{"step_00000004", "step_00000005"}));
   EXPECT_EQ(test::read_file(aside + "/step_00000005/manifest.json"), old5);
   // status follows the new run: step 3 of 3, not the old trajectory's 5.
-  auto st = run_command(GTRAIN_BINARY " status " + run + " --json");
+  auto st = run_command(GTRAIN_BINARY + " status " + run + " --json");
   ASSERT_EQ(st.exit_code, 0) << st.output;
   EXPECT_EQ(nlohmann::json::parse(st.output).at("step"), 3) << st.output;
 
@@ -89,13 +89,13 @@ TEST(Cli, StatusAndCancelNameBadJson) {
   test::TempDir dir;
   test::write_file(dir.file("tiny.toml"), kTiny);
   const std::string run = dir.file("run");
-  auto r = run_command(GTRAIN_BINARY " run " + dir.file("tiny.toml") + " --run-dir " + run +
+  auto r = run_command(GTRAIN_BINARY + " run " + dir.file("tiny.toml") + " --run-dir " + run +
                        " --set log.progress=none --set train.steps=4");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string ledger = test::read_file(run + "/stages.jsonl");
   // A bad stages.jsonl line is skipped with a warning naming file:line and the key.
   test::write_file(run + "/stages.jsonl", "[1,2]\n" + ledger + "{\"step_to\": \"x\"}\n");
-  auto st = run_command(GTRAIN_BINARY " status " + run);
+  auto st = run_command(GTRAIN_BINARY + " status " + run);
   EXPECT_EQ(st.exit_code, 0) << st.output;
   EXPECT_NE(st.output.find("gtrain: warning: " + run + "/stages.jsonl:1: expected a JSON object"), std::string::npos)
       << st.output;
@@ -126,7 +126,7 @@ TEST(Cli, StatusAndCancelNameBadJson) {
 TEST(Cli, StatusWithoutLedgerAndWithBrokenNewestCheckpoint) {
   test::TempDir dir;
   std::filesystem::create_directories(dir.file("empty"));
-  auto none = run_command(GTRAIN_BINARY " status " + dir.file("empty"));
+  auto none = run_command(GTRAIN_BINARY + " status " + dir.file("empty"));
   EXPECT_EQ(none.exit_code, 2) << none.output;
   EXPECT_NE(none.output.find(dir.file("empty") +
                              ": not a gtrain run directory (no config.toml, metrics.jsonl or checkpoints)"),
@@ -135,21 +135,21 @@ TEST(Cli, StatusWithoutLedgerAndWithBrokenNewestCheckpoint) {
 
   test::write_file(dir.file("tiny.toml"), kTiny);
   const std::string run = dir.file("run");
-  auto r = run_command(GTRAIN_BINARY " run " + dir.file("tiny.toml") + " --run-dir " + run +
+  auto r = run_command(GTRAIN_BINARY + " run " + dir.file("tiny.toml") + " --run-dir " + run +
                        " --set log.progress=none --set train.steps=6 --set checkpoint.interval=3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   fs::remove(run + "/stages.jsonl");
   // The newest checkpoint's data file is cut short (a kill during a copy, a full disk): not named.
   const std::string shard = run + "/checkpoints/step_00000006/shard_0.bin";
   test::write_file(shard, test::read_file(shard).substr(0, 10));
-  auto st = run_command(GTRAIN_BINARY " status " + run);
+  auto st = run_command(GTRAIN_BINARY + " status " + run);
   EXPECT_EQ(st.exit_code, 0) << st.output;
   EXPECT_NE(st.output.find("progress   step 6 / 6\n"), std::string::npos) << st.output;
   EXPECT_EQ(st.output.find("goodput"), std::string::npos) << st.output;
   EXPECT_NE(st.output.find("checkpoint " + run + "/checkpoints/step_00000003 (unverified: gtrain ckpt verify checks"),
             std::string::npos)
       << st.output;
-  auto js = run_command(GTRAIN_BINARY " status " + run + " --json");
+  auto js = run_command(GTRAIN_BINARY + " status " + run + " --json");
   ASSERT_EQ(js.exit_code, 0) << js.output;
   auto j = nlohmann::json::parse(js.output);
   EXPECT_EQ(j.at("total_steps"), 6);
@@ -194,7 +194,7 @@ TEST(Cli, FullDiskEndsTheStageAtOnceWithItsRecord) {
   const auto last = nlohmann::json::parse(ledger.back());
   EXPECT_EQ(last.at("exit").get<std::string>().rfind("failed: disk full: " + run, 0), 0u) << ledger.back();
   // The next start finds the stage recorded: no "launcher was killed" guess.
-  auto st = run_command(GTRAIN_BINARY " status " + run);
+  auto st = run_command(GTRAIN_BINARY + " status " + run);
   EXPECT_NE(st.output.find("disk full"), std::string::npos) << st.output;
   EXPECT_EQ(st.output.find("was killed"), std::string::npos) << st.output;
 }

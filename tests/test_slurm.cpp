@@ -25,7 +25,7 @@ namespace {
 
 // Every client command (and the jobs, which inherit the environment) needs the harness's config.
 const bool kEnvSet = [] {
-  setenv("GTRAIN_SLURM_DIR", GTRAIN_SLURM_DIR, 0);
+  setenv("GTRAIN_SLURM_DIR", GTRAIN_SLURM_DIR.c_str(), 0);
   setenv("SLURM_CONF", (std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/etc/slurm.conf").c_str(), 0);
   setenv("OMP_NUM_THREADS", "1", 0);
   return true;
@@ -271,6 +271,8 @@ nlohmann::json chosen_row(const nlohmann::json& c, size_t stage) {
 // --gpus auto (issue 30): node1's 4 GPUs and 2 of node2's are busy for a minute. A short job goes
 // on the 2 GPUs free now; a long one on 4 that free up when the busy jobs end; each starts when
 // the printed prediction said, within a minute.
+// Over 60 s (about 85): the busy jobs must hold their GPUs for a minute, or no predicted start
+// could be told from "now".
 TEST(SlurmSubmit, GpusAutoPicksTheSizeThatFinishesFirst) {
   test::TempDir dir;
   ASSERT_NE(hold_gpus("node1", 4, 1), "");
@@ -308,6 +310,8 @@ TEST(SlurmSubmit, GpusAutoPicksTheSizeThatFinishesFirst) {
 
 // --stages auto --gpus auto: stage 1 goes on the 2 GPUs free while the rest are busy; the busy jobs
 // end, the stage saves, and stage 2 is sized afresh: 4 GPUs. Same losses as an unstaged run.
+// Over 60 s (about 140): the busy jobs hold their GPUs for a minute so that the load really
+// changes between the stages, and each stage waits for Slurm's scheduling passes.
 TEST(SlurmSubmit, AutoChainChangesSizeWhenTheLoadChanges) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), job_toml(2000));
@@ -441,6 +445,8 @@ std::string kill_rank_on(const std::string& run, int rank, const std::string& no
 // checkpoint on both nodes; killed again there, node2 is left out and the stage re-plans onto
 // node1's two GPUs with the same global batch, finishes, and the chain completes with the losses
 // of an unstaged one-rank run.
+// Over 60 s (about 70): two kills, two restarts from a checkpoint and a re-plan, each through
+// Slurm.
 TEST(SlurmSubmit, NodeThatFailsTwiceIsLeftOutAndTheStageContinues) {
   test::TempDir dir;
   std::string toml = job_toml(200);
@@ -650,6 +656,8 @@ TEST(SlurmSubmit, CancelOfARunningStageSavesFirst) {
 // Issue 33 on the real harness: a bitwise-mode chain of four stages on 2, 1, 4 and 3 GPUs (each of
 // the first three ended by USR1, as the time-limit lead ends them) trains 2000 steps to the same
 // bits as one unstaged rank: every step's loss equal, and the exported final weights byte-equal.
+// Over 60 s (about 75): four stages through Slurm, each ended by a USR1 lead, and 2000 steps, as
+// many as it takes for a drift in the bits to show in the losses.
 TEST(SlurmSubmit, BitwiseChainOverChangingGpuCountsEqualsTheUnstagedRun) {
   const std::string toml =
       "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nseq_len = 16\nvocab = 16\ndropout = 0.1\n"

@@ -60,7 +60,7 @@ TEST(Stages, ResumeOnFewerRanksKeepsTheTrajectory) {
   test::write_file(dir.file("job.toml"), kGpt);
   const std::string run = dir.file("run");
   const std::string base =
-      GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run + " --set model.dropout=0.1";
+      GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run + " --set model.dropout=0.1";
   auto s1 = run_and_signal(base + " --ranks 4", run + "/metrics.jsonl", 15);
   ASSERT_EQ(s1.exit_code, 3) << "stage 1 should end resumable\n" << s1.output;
   const int stop1 = test::last_train_step(run + "/metrics.jsonl");
@@ -144,7 +144,7 @@ TEST(Stages, ReshardAcrossDataParallelAndZeroLayouts) {
     test::TempDir dir;
     test::write_file(dir.file("job.toml"), cfg);
     auto cmd = [&](int ranks, const std::vector<std::string>& sets) {
-      std::string s = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
+      std::string s = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
                       std::to_string(ranks);
       for (const auto& x : sets) s += " --set " + x;
       return s;
@@ -178,7 +178,7 @@ TEST(Stages, KilledDuringSavesResumesFromLastCommittedCheckpoint) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
   const std::string run = dir.file("run");
-  const std::string cmd = "exec " GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run +
+  const std::string cmd = "exec " + GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run +
                           " --set train.steps=100000 --set checkpoint.interval=1 --set checkpoint.keep=3";
   std::mt19937 gen(7);
   int kills = 0, saves_seen = 0;
@@ -210,7 +210,7 @@ TEST(Stages, KilledDuringSavesResumesFromLastCommittedCheckpoint) {
     if (!before.empty()) {
       EXPECT_GE(ck.step(), before.back().step) << "went backwards";
     }
-    auto probe = test::run_command(GTRAIN_BINARY " ckpt inspect " + latest);
+    auto probe = test::run_command(GTRAIN_BINARY + " ckpt inspect " + latest);
     EXPECT_EQ(probe.exit_code, 0) << probe.output;
   }
   EXPECT_EQ(kills, 6);
@@ -219,7 +219,7 @@ TEST(Stages, KilledDuringSavesResumesFromLastCommittedCheckpoint) {
   const std::string latest = find_latest_valid_checkpoint(run + "/checkpoints", nullptr);
   ASSERT_FALSE(latest.empty());
   const int64_t step = CheckpointReader(latest).step();
-  auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run +
+  auto r = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run +
                              " --set train.steps=100000 --time-limit 2s");
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("resumed from " + latest + " at step " + std::to_string(step)), std::string::npos)
@@ -239,7 +239,7 @@ TEST(Stages, DeadlineStopsAndSavesBeforeTimeLimit) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
   const auto t0 = Clock::now();
-  auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
+  auto r = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
                              " --ranks 2 --set train.steps=100000 --time-limit 4s");
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_EQ(r.exit_code, 3) << r.output;
@@ -268,7 +268,7 @@ TEST(Stages, StopRequestDuringAStepThatCannotEndInTimeAbandonsIt) {
   test::write_file(dir.file("job.toml"), kGpt);
   const std::string run = dir.file("run"), metrics = run + "/metrics.jsonl";
   const std::string args = "run " + dir.file("job.toml") + " --run-dir " + run + " --ranks 1";
-  auto first = test::run_command(GTRAIN_BINARY " " + args + " --set train.steps=5");
+  auto first = test::run_command(GTRAIN_BINARY + " " + args + " --set train.steps=5");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   const pid_t pid = test::spawn_gtrain(args + " --set train.steps=100000", dir.file("s2.log"));
   // Until the rank's heartbeat (written every second) shows it in its steps, past step 10.
@@ -293,7 +293,7 @@ TEST(Stages, StopRequestDuringAStepThatCannotEndInTimeAbandonsIt) {
   const std::string exit = ledger[1].at("exit");
   EXPECT_EQ(exit.rfind("resumable: stop request; the step under way was abandoned", 0), 0u) << exit;
   EXPECT_NE(exit.find("resumes from step 5"), std::string::npos) << exit;
-  auto verify = test::run_command(GTRAIN_BINARY " ckpt verify " + run);
+  auto verify = test::run_command(GTRAIN_BINARY + " ckpt verify " + run);
   EXPECT_EQ(verify.exit_code, 0) << verify.output;
   EXPECT_NE(verify.output.find("step_00000005"), std::string::npos) << verify.output;
 }
@@ -314,7 +314,7 @@ TEST(Stages, ResumeKeepsTheCheckpointsGlobalBatch) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
   auto cmd = [&](int ranks, int steps) {
-    std::string s = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
+    std::string s = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
                     std::to_string(ranks);
     for (const auto& x : with(steps)) s += " --set " + x;
     return s;
@@ -500,7 +500,7 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
     // A stage that completes 2 steps, then a longer one on the same run whose rank is killed.
     test::TempDir dir;
     test::write_file(dir.file("job.toml"), kGpt);
-    const std::string first = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " +
+    const std::string first = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " +
                                                 dir.file("run") + slow + " --set train.steps=2 2>&1")
                                   .output;
     ASSERT_EQ(test::lines(test::read_file(dir.file("run/stages.jsonl"))).size(), 1u) << first;
@@ -529,7 +529,7 @@ TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
     EXPECT_GT(killed.at("productive_s").get<double>(), 0.0) << ledger[1];
     // status: the run's steps are the latest start's, and the run is not complete (it said
     // "step N / 2 (complete)" from the first stage's record).
-    const std::string status = test::run_command(GTRAIN_BINARY " status " + dir.file("run")).output;
+    const std::string status = test::run_command(GTRAIN_BINARY + " status " + dir.file("run")).output;
     EXPECT_NE(status.find("progress   step " + std::to_string(killed.at("step_to").get<int64_t>()) + " / 100000\n"),
               std::string::npos)
         << status;
@@ -577,7 +577,7 @@ TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
   for (int i = 0; i < 500 && test::last_train_step(dir.file("a/metrics.jsonl")) < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  auto second = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("b") + ck);
+  auto second = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("b") + ck);
   EXPECT_EQ(second.exit_code, 4) << second.output;  // busy: its own exit code
   EXPECT_NE(second.output.find("checkpoint directory " + dir.file("shared-ckpt") + " is in use by another gtrain run"),
             std::string::npos)
@@ -590,7 +590,7 @@ TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
   for (int i = 0; i < 500 && test::last_train_step(dir.file("c/metrics.jsonl")) < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  auto into_c = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("d") +
+  auto into_c = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("d") +
                                   " --set checkpoint.dir=" + dir.file("c/checkpoints") + " --set train.steps=2");
   EXPECT_EQ(into_c.exit_code, 4) << into_c.output;
   EXPECT_NE(into_c.output.find("checkpoint directory " + dir.file("c/checkpoints") + " is in use"), std::string::npos)
@@ -600,7 +600,7 @@ TEST(Stages, SecondRunOnSameCheckpointDirectoryIsRefused) {
   kill(first, SIGUSR1);
   EXPECT_EQ(test::wait_exit(first), 3) << test::read_file(dir.file("a.log"));
   // Once the first has ended, the directory is free again.
-  auto third = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("b") + ck +
+  auto third = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("b") + ck +
                                  " --set train.steps=2 --no-resume");
   EXPECT_EQ(third.exit_code, 0) << third.output;
 }
@@ -612,8 +612,8 @@ TEST(Stages, RanksThatCannotStartAreNamedInOneLine) {
   test::write_file(dir.file("job.toml"), kGpt);
   auto r = test::run_command(
       "SLURM_JOB_ID=1 SLURM_JOB_NODELIST='gtrain-no-such-host[1-2]' SLURM_NNODES=2 "
-      "SLURM_NTASKS=2 SLURM_TASKS_PER_NODE='1(x2)' " GTRAIN_BINARY " run " +
-      dir.file("job.toml") + " --run-dir " + dir.file("run"));
+      "SLURM_NTASKS=2 SLURM_TASKS_PER_NODE='1(x2)' " +
+      GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("gtrain: error: mpirun could not start the ranks on gtrain-no-such-host1, "
                           "gtrain-no-such-host2 (exit 255; its message is above)"),
@@ -621,7 +621,7 @@ TEST(Stages, RanksThatCannotStartAreNamedInOneLine) {
       << r.output;
   // Open MPI's message for ranks without an executable ends in exit 132, which read as "a rank was
   // ended by signal 4 (Illegal instruction)" with an out-of-memory hint: the launcher checks first.
-  r = test::run_command("GTRAIN_WORKER=" + dir.file("no-such-worker") + " " GTRAIN_BINARY " run " +
+  r = test::run_command("GTRAIN_WORKER=" + dir.file("no-such-worker") + " " + GTRAIN_BINARY + " run " +
                         dir.file("job.toml") + " --run-dir " + dir.file("run2") + " --ranks 2");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_EQ(r.output, "gtrain: error: cannot start " + dir.file("no-such-worker") +
@@ -632,7 +632,7 @@ TEST(Stages, RanksThatCannotStartAreNamedInOneLine) {
 TEST(Stages, SecondRunOnSameDirectoryIsRefused) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kGpt);
-  const std::string base = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run");
+  const std::string base = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run");
   std::FILE* p = popen(("exec " + base + " --set train.steps=100000 > /dev/null 2>&1").c_str(), "r");
   for (int i = 0; i < 500 && test::last_train_step(dir.file("run/metrics.jsonl")) < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

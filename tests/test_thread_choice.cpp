@@ -72,7 +72,7 @@ threads = 0
 progress = "plain"
 interval = 100
 )");
-  const auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run"));
+  const auto r = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("threads/rank auto (the first steps try 1, "), std::string::npos) << r.output;
   int chosen = 0;

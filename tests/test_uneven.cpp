@@ -101,7 +101,7 @@ TEST(UnevenStages, FourThreeFiveOneRanksMatchTheUnstagedRun) {
   const std::vector<std::pair<int, int>> stages = {{4, 5}, {3, 10}, {5, 15}, {1, 20}};
   for (const auto& [ranks, steps] : stages) {
     std::string cmd =
-        GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + run + " --ranks " + std::to_string(ranks);
+        GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run + " --ranks " + std::to_string(ranks);
     for (const auto& s : with(steps)) cmd += " --set " + s;
     const auto r = test::run_command(cmd);
     ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
@@ -132,7 +132,7 @@ TEST(UnevenGrant, GrantLargerThanTheBatchLeavesRanksIdle) {
   test::write_file(dir.file("job.toml"), kMlp);
   const std::string args = " run " + dir.file("job.toml") + " --set train.global_batch=3 --set train.steps=3";
   const auto r =
-      test::run_command("CUDA_VISIBLE_DEVICES=0,1,2,3,4 " GTRAIN_BINARY + args + " --run-dir " + dir.file("run"));
+      test::run_command("CUDA_VISIBLE_DEVICES=0,1,2,3,4 " + GTRAIN_BINARY + args + " --run-dir " + dir.file("run"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("gtrain: starting 3 of the 5 granted ranks"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(":gpu 3, "), std::string::npos) << r.output;

@@ -54,7 +54,7 @@ TEST_F(Zero3, StagedFourToTwoToOneRank) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), Zero3Job::config());
   auto stage = [&](int ranks, std::vector<std::string> sets, int steps) {
-    std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
+    std::string cmd = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
                       std::to_string(ranks) + " --set train.steps=" + std::to_string(steps);
     for (const auto& s : sets) cmd += " --set " + s;
     return test::run_command(cmd);
@@ -79,7 +79,7 @@ TEST(Zero3Eval, UnequalEvalSharesGiveTheOneRankLoss) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), zero3_job());
   auto eval_loss = [&](int ranks, const std::vector<std::string>& sets) {
-    std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " +
+    std::string cmd = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " +
                       dir.file("r" + std::to_string(ranks)) + " --ranks " + std::to_string(ranks) +
                       " --set train.steps=2 --set train.global_batch=6 --set data.synthetic_samples=1600";
     for (const auto& s : sets) cmd += " --set " + s;
@@ -103,7 +103,7 @@ TEST(Zero3Memory, FourRanksHoldAtMostThreeTenthsOfZero2Parameters) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), zero3_job());
   auto last_train = [&](const std::string& name, const std::string& sets) {
-    auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file(name) +
+    auto r = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file(name) +
                                " --ranks 4 --set train.steps=2 --set parallel.mode=explicit " + sets);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     nlohmann::json last;
@@ -129,7 +129,7 @@ TEST(Zero3Memory, FourRanksHoldAtMostThreeTenthsOfZero2Parameters) {
 TEST(Zero3Refusals, PipelineParallelIsNamed) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), zero3_job());
-  auto r = test::run_command(GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
+  auto r = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") +
                              " --ranks 2 --set parallel.mode=explicit --set parallel.zero=3 --set parallel.pp=2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("zero = 3 with pp = 2"), std::string::npos) << r.output;

@@ -100,7 +100,7 @@ struct RunResult {
 inline RunResult run_gtrain(const std::string& config_text, int ranks, const std::vector<std::string>& sets) {
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), config_text);
-  std::string cmd = GTRAIN_BINARY " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
+  std::string cmd = GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + dir.file("run") + " --ranks " +
                     std::to_string(ranks);
   for (const auto& s : sets) cmd += " --set " + s;
   auto r = test::run_command(cmd);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/model_stats.h"
+#include "tests/support/test_paths.h"
 
 namespace gtrain::test {
 
@@ -98,19 +99,18 @@ inline size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
-#ifdef GTRAIN_BINARY
 // `gtrain ARGS > LOG 2>&1` in its own process group (as a shell's foreground job), without waiting;
 // with one rank the process becomes the rank. Returns its pid.
 inline pid_t spawn_gtrain(const std::string& args, const std::string& log) {
   const pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
-    execl("/bin/sh", "sh", "-c", ("exec " GTRAIN_BINARY " " + args + " > " + log + " 2>&1").c_str(), (char*)nullptr);
+    execl("/bin/sh", "sh", "-c", ("exec " + GTRAIN_BINARY + " " + args + " > " + log + " 2>&1").c_str(),
+          (char*)nullptr);
     _exit(127);
   }
   return pid;
 }
-#endif
 
 // The exit code of a spawned process (128 + N when signal N ended it).
 inline int wait_exit(pid_t pid) {
