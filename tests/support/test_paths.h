@@ -33,8 +33,10 @@ inline std::string test_path(const char* key) {
   }();
   const auto it = table.find(key);
   if (it == table.end()) {
-    std::fprintf(stderr, "test_paths: %s is neither set nor in gtrain-test-paths.txt beside this test "
-                 "executable (rerun cmake for the build tree)\n", key);
+    std::fprintf(stderr,
+                 "test_paths: %s is neither set nor in gtrain-test-paths.txt beside this test "
+                 "executable (rerun cmake for the build tree)\n",
+                 key);
     std::exit(2);
   }
   return it->second;
