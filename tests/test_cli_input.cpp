@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/chain/batch_script.h"
+#include "launcher/base/run_lock.h"
 #include "launcher/chain/chain.h"
 #include "launcher/commands/submit_command.h"
-#include "launcher/launch/run_lock.h"
+#include "launcher/scheduler/batch_script.h"
 #include "runtime/core/errors.h"
 #include "tests/support/fake_scheduler.h"
 #include "tests/support/test_util.h"

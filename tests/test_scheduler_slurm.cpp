@@ -7,8 +7,8 @@
 
 #include <chrono>
 
+#include "launcher/base/program_runner.h"
 #include "launcher/launch/launch.h"
-#include "launcher/launch/program_runner.h"
 #include "launcher/launch/run_launch.h"
 #include "launcher/scheduler/allocation.h"
 #include "launcher/scheduler/hostlist.h"

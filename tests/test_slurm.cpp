@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/chain/batch_script.h"
+#include "launcher/scheduler/batch_script.h"
 #include "tests/support/test_util.h"
 
 namespace fs = std::filesystem;

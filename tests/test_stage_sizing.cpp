@@ -8,10 +8,10 @@
 #include <ctime>
 #include <sstream>
 
+#include "launcher/base/text_util.h"
 #include "launcher/chain/chain.h"
 #include "launcher/chain/stage_sizing.h"
 #include "launcher/launch/run_launch.h"
-#include "launcher/launch/text_util.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "tests/support/submit_fixture.h"

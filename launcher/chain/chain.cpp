@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/launch/text_util.h"
+#include "launcher/base/text_util.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"

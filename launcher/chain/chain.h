@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/base/program_runner.h"
 #include "launcher/chain/stage_sizing.h"
-#include "launcher/launch/program_runner.h"
 #include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/config/schedule_config.h"
 

@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "launcher/base/text_util.h"
 #include "launcher/launch/run_launch.h"
-#include "launcher/launch/text_util.h"
 #include "launcher/report/run_history.h"
 #include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/errors.h"

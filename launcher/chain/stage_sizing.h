@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/launch/program_runner.h"
+#include "launcher/base/program_runner.h"
 #include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/config/job_config.h"
 

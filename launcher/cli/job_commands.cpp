@@ -6,12 +6,12 @@
 #include <iostream>
 #include <memory>
 
+#include "launcher/base/program_runner.h"
 #include "launcher/chain/chain.h"
 #include "launcher/cli/commands.h"
 #include "launcher/commands/report_command.h"
 #include "launcher/commands/stage_commands.h"
 #include "launcher/commands/submit_command.h"
-#include "launcher/launch/program_runner.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/schedule.h"

@@ -6,12 +6,12 @@
 #include <iostream>
 #include <memory>
 
+#include "launcher/base/program_runner.h"
 #include "launcher/cli/commands.h"
 #include "launcher/commands/plan_command.h"
 #include "launcher/commands/probe_command.h"
 #include "launcher/commands/run_command.h"
 #include "launcher/commands/sample_command.h"
-#include "launcher/launch/program_runner.h"
 #include "launcher/launch/stage_handoff.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/launch/hardware_query.h"
+#include "launcher/base/hardware_query.h"
 #include "strategies/planner/hardware_profile.h"
 
 namespace gtrain {

@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/base/program_runner.h"
 #include "launcher/commands/plan_command.h"
-#include "launcher/launch/program_runner.h"
 #include "launcher/report/report.h"
 #include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/config/job_config.h"

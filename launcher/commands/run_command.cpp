@@ -11,13 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/base/hardware_query.h"
+#include "launcher/base/program_runner.h"
+#include "launcher/base/run_lock.h"
+#include "launcher/base/text_util.h"
 #include "launcher/launch/device_choice.h"
-#include "launcher/launch/hardware_query.h"
 #include "launcher/launch/launch.h"
-#include "launcher/launch/program_runner.h"
-#include "launcher/launch/run_lock.h"
 #include "launcher/launch/stage_handoff.h"
-#include "launcher/launch/text_util.h"
 #include "launcher/scheduler/allocation.h"
 #include "launcher/scheduler/hostlist.h"
 #include "runtime/checkpoint/checkpoint.h"

@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/base/run_lock.h"
+#include "launcher/base/text_util.h"
 #include "launcher/chain/chain.h"
 #include "launcher/chain/stage_ledger.h"
-#include "launcher/launch/run_lock.h"
-#include "launcher/launch/text_util.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/crc32c.h"
 #include "runtime/checkpoint/safetensors.h"

@@ -1,7 +1,7 @@
 // submit_command.cpp: `gtrain submit` and `gtrain cancel`.
 #include "launcher/commands/submit_command.h"
 
-#include "launcher/launch/text_util.h"
+#include "launcher/base/text_util.h"
 
 #include <unistd.h>
 
@@ -19,11 +19,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/base/run_lock.h"
 #include "launcher/chain/stage_ledger.h"
 #include "launcher/chain/window_calendar.h"
 #include "launcher/commands/plan_command.h"
 #include "launcher/launch/run_launch.h"
-#include "launcher/launch/run_lock.h"
 #include "launcher/scheduler/scheduler_limits.h"
 #include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/config/job_config.h"

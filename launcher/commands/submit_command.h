@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/chain/batch_script.h"
+#include "launcher/base/program_runner.h"
 #include "launcher/chain/chain.h"
-#include "launcher/launch/program_runner.h"
+#include "launcher/scheduler/batch_script.h"
 #include "launcher/scheduler/scheduler_limits.h"
 #include "runtime/core/schedule.h"
 

@@ -20,12 +20,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/base/hardware_query.h"
+#include "launcher/base/program_runner.h"
 #include "launcher/chain/stage_ledger.h"
 #include "launcher/launch/attempt.h"
 #include "launcher/launch/device_choice.h"
-#include "launcher/launch/hardware_query.h"
 #include "launcher/launch/launch.h"
-#include "launcher/launch/program_runner.h"
 #include "launcher/launch/stage_handoff.h"
 #include "launcher/scheduler/allocation.h"
 #include "runtime/core/checkpoint_dirs.h"

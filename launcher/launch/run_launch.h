@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/launch/run_lock.h"
+#include "launcher/base/run_lock.h"
 #include "launcher/scheduler/allocation.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/model_stats.h"

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "launcher/launch/text_util.h"
+#include "launcher/base/text_util.h"
 #include "runtime/core/format.h"
 
 namespace gtrain {

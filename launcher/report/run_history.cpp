@@ -8,7 +8,7 @@
 #include <functional>
 #include <map>
 
-#include "launcher/launch/run_lock.h"
+#include "launcher/base/run_lock.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 

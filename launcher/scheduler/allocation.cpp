@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "launcher/launch/text_util.h"
+#include "launcher/base/text_util.h"
 #include "launcher/scheduler/discovery.h"
 #include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/errors.h"

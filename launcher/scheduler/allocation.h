@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/launch/hardware_query.h"
-#include "launcher/launch/program_runner.h"
+#include "launcher/base/hardware_query.h"
+#include "launcher/base/program_runner.h"
 #include "launcher/scheduler/scheduler_kind.h"
 #include "launcher/scheduler/scheduler_limits.h"
 

@@ -5,7 +5,7 @@
 #include <cctype>
 #include <numeric>
 
-#include "launcher/launch/text_util.h"
+#include "launcher/base/text_util.h"
 #include "launcher/scheduler/hostlist.h"
 #include "runtime/core/errors.h"
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/chain/batch_script.h"
-#include "launcher/launch/program_runner.h"
+#include "launcher/base/program_runner.h"
+#include "launcher/scheduler/batch_script.h"
 #include "launcher/scheduler/scheduler_kind.h"
 #include "launcher/scheduler/scheduler_limits.h"
 

@@ -2,7 +2,7 @@
 // which limits bind.
 #include "launcher/scheduler/scheduler_limits.h"
 
-#include "launcher/launch/text_util.h"
+#include "launcher/base/text_util.h"
 
 #include <algorithm>
 #include <cctype>

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/launch/program_runner.h"
+#include "launcher/base/program_runner.h"
 #include "runtime/core/format.h"  // format_duration: Slurm's D-HH:MM:SS
 
 namespace gtrain {

@@ -4,7 +4,7 @@
 #include <regex>
 #include <sstream>
 
-#include "launcher/launch/text_util.h"
+#include "launcher/base/text_util.h"
 #include "launcher/scheduler/discovery.h"
 #include "launcher/scheduler/hostlist.h"
 #include "launcher/scheduler/scheduler_backend.h"

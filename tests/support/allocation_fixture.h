@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/launch/program_runner.h"
+#include "launcher/base/program_runner.h"
 #include "launcher/scheduler/allocation.h"
 #include "runtime/core/errors.h"
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/chain/batch_script.h"
 #include "launcher/commands/submit_command.h"
+#include "launcher/scheduler/batch_script.h"
 #include "tests/support/test_util.h"
 
 namespace gtrain::submit_test {

@@ -1,5 +1,5 @@
 // batch_script.cpp: shell_quote and the scheduler-independent body of every stage's batch script.
-#include "launcher/chain/batch_script.h"
+#include "launcher/scheduler/batch_script.h"
 
 #include <sstream>
 

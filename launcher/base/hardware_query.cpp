@@ -1,6 +1,6 @@
 // hardware_query.cpp: cores and host memory from the OS; GPUs from NVML (dlopen'ed at run time in
 // CUDA builds, so no build needs the NVML library or headers).
-#include "launcher/launch/hardware_query.h"
+#include "launcher/base/hardware_query.h"
 
 #include <sched.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // program_runner.cpp: fork/exec with a pipe, poll with a deadline, kill on timeout.
-#include "launcher/launch/program_runner.h"
+#include "launcher/base/program_runner.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,5 +1,5 @@
 // run_lock.cpp: flock-based locks on the run directory and the checkpoint directory.
-#include "launcher/launch/run_lock.h"
+#include "launcher/base/run_lock.h"
 
 #include <fcntl.h>
 #include <signal.h>
