@@ -77,10 +77,10 @@ struct EveryKind {
     recovered.restart = 2, recovered.step = 15, recovered.seconds = 4.5;
   }
   std::vector<nlohmann::json> all() const {
-    return {record_to_json(train),      record_to_json(eval),       record_to_json(eval_stopped),
-            record_to_json(estimate),   record_to_json(stage_end),  record_to_json(threads),
-            record_to_json(final_),     record_to_json(checkpoint), record_to_json(resume),
-            record_to_json(restart),    record_to_json(recovered)};
+    return {record_to_json(train),    record_to_json(eval),       record_to_json(eval_stopped),
+            record_to_json(estimate), record_to_json(stage_end),  record_to_json(threads),
+            record_to_json(final_),   record_to_json(checkpoint), record_to_json(resume),
+            record_to_json(restart),  record_to_json(recovered)};
   }
 };
 
@@ -153,7 +153,7 @@ TEST(RunRecords, ReaderSkipsTornLinesUnknownKindsAndKeepsDefaultsForMistypedFiel
   EXPECT_TRUE(read_run_records(dir.file("missing.jsonl")).empty());
   EXPECT_FALSE(has_final_record(path, 1));
   ASSERT_TRUE(append_json_line(path, record_to_json(FinalRecord{})));  // after the torn line
-  EXPECT_FALSE(has_final_record(path, 0));  // the torn line swallowed it: one line, not JSON
+  EXPECT_FALSE(has_final_record(path, 0));                             // the torn line swallowed it: one line, not JSON
   ASSERT_TRUE(append_json_line(path, record_to_json(FinalRecord{})));
   EXPECT_TRUE(has_final_record(path, 0));
 }

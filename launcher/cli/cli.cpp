@@ -37,6 +37,8 @@ void check_command_words(const CLI::App& app, int argc, char** argv) {
     for (const auto* a : subs) {
       if (a->check_name(argv[i])) next = a;
     }
+    // A command whose subcommands are optional (`runs` and `runs diff`) takes other words as arguments.
+    if (!next && cur != &app && cur->get_require_subcommand_min() == 0) break;
     if (!next) throw UsageError(path + ": unknown command '" + argv[i] + "'; expected one of " + command_names(cur));
     cur = next;
     path += " " + next->get_name();
@@ -54,8 +56,9 @@ int cli_main(int argc, char** argv) {
   app.set_version_flag("--version", "gtrain 0.1.0");
   app.require_subcommand(1);
   const std::vector<Command> commands = {
-      add_run(app, argc, argv), add_config(app), add_probe(app),  add_plan(app),   add_models(app),     add_sample(app),
-      add_status(app),          add_report(app), add_submit(app), add_cancel(app), add_chain_step(app), add_ckpt(app)};
+      add_run(app, argc, argv), add_config(app),     add_probe(app),  add_plan(app), add_models(app),
+      add_sample(app),          add_status(app),     add_report(app), add_runs(app), add_submit(app),
+      add_cancel(app),          add_chain_step(app), add_ckpt(app)};
   // Each command's help ends with the docs page that explains it.
   static const std::map<std::string, std::string> kDocs = {{"run", "stages-and-checkpoints"},
                                                            {"config", "configuration"},
@@ -65,6 +68,7 @@ int cli_main(int argc, char** argv) {
                                                            {"sample", "models"},
                                                            {"status", "reports-and-monitoring"},
                                                            {"report", "reports-and-monitoring"},
+                                                           {"runs", "runs-and-identity"},
                                                            {"submit", "clusters"},
                                                            {"cancel", "clusters"},
                                                            {"chain-step", "clusters"},

@@ -32,6 +32,7 @@
 #include "runtime/core/rank_output.h"
 #include "runtime/core/run_dir/plan_record.h"
 #include "runtime/core/run_dir/run_files.h"
+#include "runtime/core/run_dir/run_identity.h"
 #include "runtime/core/run_dir/run_records.h"
 #include "runtime/core/schedule.h"
 #include "runtime/core/startup.h"
@@ -309,7 +310,7 @@ ResumeChoice choose_resume(const RankJob& job, const TrainerPaths& paths) {
 }
 
 // Rank 0 reports what the resume search found and creates the run directory before any rank writes.
-void prepare_run_directory(const RankJob& job, const ResumeChoice& resume) {
+void prepare_run_directory(const RankJob& job, const ResumeChoice& resume, const Plan& plan) {
   if (job.main_rank) {
     for (const auto& w : resume.warnings) std::cerr << "gtrain: warning: " << w << std::endl;
     if (!job.batch_note.empty() && !job.o.quiet) std::cout << "gtrain: " << job.batch_note << std::endl;
@@ -319,6 +320,9 @@ void prepare_run_directory(const RankJob& job, const ResumeChoice& resume) {
       throw ConfigError(job.run_dir + ": cannot create run directory: " + ec.message(),
                         "check that its parent folder is writable, or choose another --run-dir");
     }
+    // Ranks srun started (no launching gtrain recorded it): the identity, when the run has none.
+    if (job.handoff.locked_run_dir.empty() && !read_run_identity(job.run_dir))
+      write_run_identity(job.run_dir, run_identity(job.cfg, identity_layout(plan)));
   }
   if (job.comm->size() > 1) job.comm->barrier();
 }
@@ -594,7 +598,7 @@ RunOutcome run_job(const RunOptions& o) {
   paths.checkpoints = checkpoint_directory(job.cfg.checkpoint, job.run_dir);
   const ResumeChoice resume = choose_resume(job, paths);
   paths.append_metrics = !resume.from.empty();
-  prepare_run_directory(job, resume);
+  prepare_run_directory(job, resume, parts.plan);
   // 6. The trainer, its stage, and its starting weights.
   const std::string engine_desc = parts.engine->describe();
   Trainer trainer(job.cfg, parts.plan, job.comm, parts.model, parts.data, std::move(parts.engine), paths, job.device);

@@ -36,6 +36,7 @@
 #include "runtime/core/rank_output.h"
 #include "runtime/core/run_dir/chain_file.h"
 #include "runtime/core/run_dir/run_files.h"
+#include "runtime/core/run_dir/run_identity.h"
 #include "runtime/core/run_dir/run_records.h"
 #include "runtime/core/run_dir/stage_records.h"
 #include "runtime/core/schedule.h"
@@ -61,6 +62,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& run) {
                                      "Resume from this checkpoint directory (default: the newest valid one)");
   run_cmd->add_flag("--no-resume", run.no_resume, "Start from step 0 even when the run directory has checkpoints")
       ->excludes(resume);
+  run_cmd->add_flag("--force", run.force,
+                    "Train even when a finished run beside this one has the same identity (to measure noise)");
   run_cmd
       ->add_option("--time-limit", run.time_limit,
                    "Stage wall time (90s, 15m, 2h, HH:MM:SS, D-HH:MM): stop early enough to save, exit 3")
@@ -560,6 +563,26 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
 
 }  // namespace
 
+bool repeats_finished_run(const RunOptions& o, const JobConfig& cfg, const std::string& run_dir, const Plan& plan) {
+  const bool fresh = o.no_resume || (o.resume.empty() &&
+                                     committed_checkpoint_dirs(checkpoint_directory(cfg.checkpoint, run_dir)).empty());
+  const auto kept = read_run_identity(run_dir);
+  if (!fresh && kept) return false;  // a resume keeps the identity its run started with
+  const RunIdentity id = run_identity(cfg, identity_layout(plan));
+  // A profiling run is for its measurements, which the finished run does not have.
+  if (fresh && !o.force && cfg.log.profile_start == 0) {
+    if (const auto other = finished_run_like(run_dir, id)) {
+      std::cerr << "gtrain: " << *other << " finished this run already (identity " << id.id()
+                << ": the same config, data, initial weights, layout and gtrain " << id.version
+                << "); nothing trained. Its results are there; `gtrain runs diff " << *other << " " << run_dir
+                << "` compares two runs, and --force trains it again (to measure noise)" << std::endl;
+      return true;
+    }
+  }
+  write_run_identity(run_dir, id);
+  return false;
+}
+
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
                          const std::string& worker, const std::function<Plan(const Allocation&)>& plan_ranks) {
   if (!o.time_limit.empty()) parse_duration(o.time_limit, "--time-limit");  // reject bad input early
@@ -603,6 +626,10 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   const nlohmann::json allocation = allocation_record(alloc, out.ranks);
   handoff.allocation_json = allocation.dump();
   export_env(handoff);
+  if (repeats_finished_run(o, cfg, run_dir, plan)) {
+    out.exit_code = kExitOk;
+    return out;
+  }
   if (out.ranks < alloc.world_size()) {
     std::cout << "gtrain: starting " << out.ranks << " of the " << alloc.world_size() << " granted ranks ("
               << join(idle_slots(alloc, out.ranks)) << " idle): " << plan.summary() << "; " << plan.reason << std::endl;

@@ -223,7 +223,6 @@ Chain chain_from_json(const nlohmann::json& j, const std::string& where, const s
   return c;
 }
 
-
 std::string chain_path(const std::string& run_dir) {
   return RunDir(run_dir).chain();
 }
@@ -255,6 +254,5 @@ void write_chain(const std::string& run_dir, const Chain& c) {
   }
   fs::rename(tmp, path);
 }
-
 
 }  // namespace gtrain

@@ -108,5 +108,4 @@ void write_chain(const std::string& run_dir, const Chain& c);  // atomic (rename
 nlohmann::json chain_to_json(const Chain& c);
 Chain chain_from_json(const nlohmann::json& j, const std::string& where, const std::vector<SchedulerKind>& submitters);
 
-
 }  // namespace gtrain

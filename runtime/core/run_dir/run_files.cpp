@@ -26,6 +26,9 @@ const std::vector<RunFileInfo>& run_file_table() {
       {RunFile::stages, "stages.jsonl", false, true, true, "one record per stage"},
       {RunFile::restarts, "restarts.jsonl", false, false, true, "each restart after a failed or hung rank"},
       {RunFile::chain, "chain.json", false, true, true, "a submitted chain's jobs and states"},
+      {RunFile::identity, "identity.json", false, false, true,
+       "what defines the run: the config less what cannot change its trajectory, the data's and initial weights' "
+       "fingerprints, gtrain's version ([runs](runs-and-identity.md))"},
       {RunFile::tensorboard, "tb", true, false, true, "TensorBoard event files, one per stage"},
       {RunFile::checkpoints, "checkpoints", true, true, true, "the checkpoints (`checkpoint.dir` moves them)"},
       {RunFile::report, "report.html", false, false, true, "`gtrain report`'s page"},
@@ -68,8 +71,7 @@ std::string run_marker_names() {
   for (const auto& info : run_file_table())
     if (info.marks_run) names.push_back(std::string(info.name) + (info.folder ? "/" : ""));
   std::string out;
-  for (size_t i = 0; i < names.size(); ++i)
-    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
   return out;
 }
 
@@ -99,8 +101,7 @@ void write_json_file(const std::string& path, const nlohmann::json& doc) {
     std::ofstream f(tmp);
     f << doc.dump(2) << "\n";
     f.flush();
-    if (!f)
-      throw Error(path + ": cannot write", "check that the disk is not full and the run directory is writable");
+    if (!f) throw Error(path + ": cannot write", "check that the disk is not full and the run directory is writable");
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);

@@ -19,6 +19,7 @@ enum class RunFile {
   stages,              // stages.jsonl
   restarts,            // restarts.jsonl
   chain,               // chain.json
+  identity,            // identity.json
   tensorboard,         // tb/
   checkpoints,         // checkpoints/ (checkpoint.dir moves them)
   report,              // report.html

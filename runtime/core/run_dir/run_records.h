@@ -150,7 +150,7 @@ struct RestartRecord {  // restarts.jsonl: the ranks restarted in the job after 
   int64_t step_reached = 0, resume_step = 0, steps_lost = 0;
   bool step_gained = false;
   nlohmann::json allocation = nlohmann::json::object();
-  std::string host, left_out;  // the failed rank's host; the host left out ("" = none)
+  std::string host, left_out;    // the failed rank's host; the host left out ("" = none)
   std::optional<int64_t> ranks;  // with left_out: the ranks on the other hosts
   std::string plan;              // with left_out: their plan's summary
   template <class V>
