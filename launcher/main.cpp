@@ -40,7 +40,8 @@ int launch_run_fast(int argc, char** argv) {
   if (detect_rank_environment(env).launched) return -1;  // one task of an srun / mpirun launch
   JobConfig cfg = load_job_config(run.config_path, run.sets, env);
   if (stage_prepared(env, resolve_run_dir(cfg, run))) return -1;
-  keep_checkpoint_batch(cfg, run, resolve_run_dir(cfg, run));  // the worker says so
+  const bool batch_from_checkpoint =
+      !keep_checkpoint_batch(cfg, run, resolve_run_dir(cfg, run)).empty();  // the worker says so
   const auto stats = model_stats_from_config(cfg);
   if (!stats) return -1;  // the model must be built (LibTorch) to be planned
   for (int i = 1; i < argc; ++i) run.argv.push_back(argv[i]);
@@ -48,7 +49,7 @@ int launch_run_fast(int argc, char** argv) {
   StageLaunch stage = launch_stage(run, cfg, env, worker_executable(), [&](const Allocation& alloc) {
     // A grant may be used in part; --ranks N asks for exactly N.
     return plan_run(cfg, *stats, alloc.world_size(), alloc.world_size(), launch_nvml_index(cfg, alloc),
-                    /*use_fewer_ranks=*/alloc.ranks_override == 0);
+                    /*use_fewer_ranks=*/alloc.ranks_override == 0, batch_from_checkpoint);
   });
   if (stage.exit_code >= 0) return stage.exit_code;  // several ranks ran under mpirun
   // One rank: the worker inherits the lock (not close-on-exec) and the stage facts.

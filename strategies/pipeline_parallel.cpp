@@ -23,9 +23,6 @@ PipelineEngine::PipelineEngine(const ProcessGroups& groups, std::shared_ptr<Mode
   GT_CHECK(static_cast<int64_t>(bounds.size()) == pp + 1, "stage bounds do not match pp");
   begin_ = bounds[s], end_ = bounds[s + 1];
   first_ = s == 0, last_ = s == pp - 1;
-  if (opt_.schedule != "1f1b" && opt_.schedule != "gpipe") {
-    throw ConfigError("parallel.pp_schedule = \"" + opt_.schedule + "\": must be \"1f1b\" or \"gpipe\"");
-  }
 
   // This stage's parameters: its blocks', plus the embedding on the first and the head on the last.
   auto blocks = model_->blocks();
@@ -72,7 +69,7 @@ std::string PipelineEngine::describe() const {
   char buf[200];
   std::snprintf(buf, sizeof(buf), "pipeline pp=%lld stage %lld blocks [%lld, %lld) schedule %s tp=%lld; %s",
                 (long long)groups_.layout.pp, (long long)groups_.pp_rank, (long long)begin_, (long long)end_,
-                opt_.schedule.c_str(), (long long)groups_.layout.tp, dp_->describe().c_str());
+                name_of(opt_.schedule), (long long)groups_.layout.tp, dp_->describe().c_str());
   return buf;
 }
 
@@ -151,7 +148,7 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
   };
   auto recv_bwd = [&]() { return last_ ? torch::Tensor() : recv_from(shapes[bwd], s + 1); };
 
-  if (opt_.schedule == "gpipe") {
+  if (opt_.schedule == PpSchedule::gpipe) {
     for (int64_t i = 0; i < m; ++i) send_fwd(forward(recv_fwd()));
     for (int64_t i = 0; i < m; ++i) send_bwd(backward(recv_bwd()));
   } else {

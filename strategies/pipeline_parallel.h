@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/core/config/parallel_config.h"
 #include "strategies/data_parallel.h"
 #include "strategies/planner/stage_split.h"
 #include "strategies/process_groups.h"
@@ -28,7 +29,7 @@
 namespace gtrain {
 
 struct PipelineOptions {
-  std::string schedule = "1f1b";  // "1f1b" or "gpipe"
+  PpSchedule schedule = PpSchedule::one_f_one_b;  // parallel.pp_schedule
 };
 
 // Predicted idle fraction of a pipeline step: (pp - 1) / (m + pp - 1).

@@ -41,7 +41,7 @@ TEST(DataParallel, ZeroStagesAndBucketsMatchOnOneRank) {
   for (int s = 0; s < 5; ++s) losses.push_back(base->train_step().loss);
   for (int zero : {1, 2}) {
     auto z = c;
-    z.parallel.mode = "explicit";
+    z.parallel.mode = ParallelMode::given;
     z.parallel.zero = zero;
     z.parallel.bucket_mb = 0.001;  // ~250 floats: many buckets
     auto t = make_trainer(z);

@@ -465,10 +465,11 @@ TEST(PlanCli, RunSaysOnceWhenTheStepEstimateIsFarOff) {
   }
   EXPECT_EQ(estimates, 1);
   EXPECT_EQ(with_est, 12);
-  // Once per machine (issue 47: it greeted the README tour's first command): a second run keeps the
-  // record but prints nothing; forgetting the note (gtrain plan --calibrate does) says it again.
+  // Once per machine (issue 47: it greeted the README tour's first command): a second run (--force:
+  // the first one again) keeps the record but prints nothing; forgetting the note (gtrain plan --calibrate does) says
+  // it again.
   const std::string run2 = clean_env("GTRAIN_PROFILE_DIR=" + dir.path()) + GTRAIN_BINARY + " run " +
-                           dir.file("mlp.toml") + " --ranks 1 --no-resume --run-dir " + dir.file("run2");
+                           dir.file("mlp.toml") + " --ranks 1 --no-resume --force --run-dir " + dir.file("run2");
   r = run_command(run2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.find(said), std::string::npos) << "said once per machine\n" << r.output;

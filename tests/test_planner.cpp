@@ -362,7 +362,7 @@ TEST(PlannerPipeline, StagesThatDoNotDivideTheBlocks) {
   const Plan p = plan_job(in);
   EXPECT_EQ(p.dp * p.tp * p.pp, 3) << p.summary();
   EXPECT_EQ(p.global_batch(), 32) << p.summary();
-  in.parallel.mode = "explicit";
+  in.parallel.mode = ParallelMode::given;
   in.parallel.pp = 3;
   const Plan pp3 = plan_job(in);
   EXPECT_EQ(pp3.pp, 3);
@@ -373,7 +373,7 @@ TEST(PlannerPipeline, StagesThatDoNotDivideTheBlocks) {
 
 TEST(PlannerExplicit, EveryWrongFactorIsNamed) {
   PlannerInput in = gpt2_on(8);
-  in.parallel.mode = "explicit";
+  in.parallel.mode = ParallelMode::given;
   in.parallel.dp = 3;
   in.parallel.tp = 5;
   in.parallel.pp = 13;
@@ -400,7 +400,7 @@ TEST(PlannerExplicit, EveryWrongFactorIsNamed) {
 
   // An explicit layout over the memory estimate still runs, with a warning in its reason.
   PlannerInput big = gpt_input(40, 40, 5120, 2048, 1024, 8, "A100-40GB");
-  big.parallel.mode = "explicit";
+  big.parallel.mode = ParallelMode::given;
   p = plan_job(big);
   EXPECT_EQ(p.dp, 8);
   EXPECT_NE(p.reason.find("exceeds the memory estimate"), std::string::npos) << p.reason;

@@ -230,7 +230,7 @@ TEST(BitwisePlanner, AChunkThatDoesNotDivideTheBatchIsNamed) {
               std::string::npos)
         << e.what();
   }
-  in.parallel.mode = "explicit";
+  in.parallel.mode = ParallelMode::given;
   in.parallel.tp = 2;
   in.train.reproducible_chunk = 2;
   try {

@@ -206,13 +206,13 @@ Calibration calibrate_this_machine(const HardwareInfo& hw, double budget_s) {
     const std::string name = hw.gpus.empty() ? std::string("cuda:0") : hw.gpus.front().name;
     const double mem = hw.gpus.empty() ? 0.0 : static_cast<double>(hw.gpus.front().memory_bytes);
     HardwareProfile p = find_gpu_profile(name, mem).value_or(HardwareProfile{});
-    if (p.kind != "gpu") {  // not in the table: GPU defaults for what was not measured
+    if (p.kind != DeviceKind::gpu) {  // not in the table: GPU defaults for what was not measured
       p = gpu_profile_table().front();
       p.intra_node_bw = 20e9;
       p.inter_node_bw = 12.5e9;
     }
     p.name = name;
-    p.kind = "gpu";
+    p.kind = DeviceKind::gpu;
     if (mem > 0) p.memory_bytes = mem;
     p.fp32_flops = c.matmul_fp32_flops;
     p.bf16_flops = c.matmul_bf16_flops;
@@ -303,7 +303,7 @@ nlohmann::json calibration_json(const CalibrationReport& r) {
           {"matmul_bf16_flops", c.matmul_bf16_flops},
           {"copy_bytes_per_s", c.copy_bw},
           {"allreduce_bytes_per_s", c.profile.intra_node_bw},
-          {"allreduce_measured_by", c.profile.kind == "cpu" ? "memcpy proxy" : "table (not measured)"},
+          {"allreduce_measured_by", c.profile.kind == DeviceKind::cpu ? "memcpy proxy" : "table (not measured)"},
           {"seconds", c.seconds},
           {"saved_to", r.path},
           {"profile", profile_to_json(c.profile)}};
@@ -321,7 +321,7 @@ void render_calibration(const CalibrationReport& r, std::ostream& out) {
                                        strf("%.1f", c.profile.launch_overhead_s * 1e6) + " us per op\n"
                                  : std::string())
       << "  allreduce bw     " << strf("%.2f", c.profile.intra_node_bw / 1e9) << " GB/s "
-      << (c.profile.kind == "cpu"
+      << (c.profile.kind == DeviceKind::cpu
               ? "(memcpy proxy: half the copy bandwidth; measured over MPI once the communicator exists)"
               : "(from the table; not measured yet)")
       << "\n  saved to " << r.path << " (" << strf("%.1f", c.seconds) << " s); later plans on this host use it\n";

@@ -83,7 +83,7 @@ json candidate_json(const RankedPlan& r) {
   const Plan& p = r.plan;
   json j = {{"rank", r.rank}, {"feasible", r.feasible},   {"dp", p.dp},  {"tp", p.tp}, {"pp", p.pp},
             {"zero", p.zero}, {"recompute", p.recompute}, {"why", r.why}};
-  j["offload"] = p.offload ? "optimizer" : "none";
+  j["offload"] = name_of(p.offload ? Offload::optimizer : Offload::none);
   j["tight"] = r.tight;
   j["world"] = p.world;
   j["idle_ranks"] = p.idle_ranks();
@@ -200,7 +200,7 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
   } else if (s.gpu) {
     const std::string model = hypothetical ? std::string() : alloc.gpu_model;
     const double mem = hypothetical ? mem_flag : static_cast<double>(alloc.gpu_memory_bytes);
-    if (saved && saved->kind == "gpu" && (model.empty() || saved->name == model) && !hypothetical) {
+    if (saved && saved->kind == DeviceKind::gpu && (model.empty() || saved->name == model) && !hypothetical) {
       s.profile = *saved;
     } else if (auto p = find_gpu_profile(model, mem)) {
       s.profile = *p;
@@ -214,7 +214,7 @@ Setup resolve_setup(const PlanOptions& o, const std::map<std::string, std::strin
                         ": assuming A100-80GB (use --gpu-type)");
     }
   } else {
-    s.profile = saved && saved->kind == "cpu" ? *saved : default_cpu_profile(hw.cores);
+    s.profile = saved && saved->kind == DeviceKind::cpu ? *saved : default_cpu_profile(hw.cores);
     if (!alloc.cuda_build && alloc.total_gpus() > 0) {
       s.notes.push_back("this build has no CUDA: the " + std::to_string(alloc.total_gpus()) +
                         " granted GPUs run as CPU ranks; plan for GPUs with --gpus N --gpu-type NAME");
@@ -417,7 +417,7 @@ std::vector<WhatIfRow> what_if_rows(const PlanOptions& o, const JobConfig& cfg, 
                                     const Setup& s) {
   std::vector<WhatIfRow> rows;
   JobConfig auto_cfg = cfg;
-  auto_cfg.parallel.mode = "auto";
+  auto_cfg.parallel.mode = ParallelMode::automatic;
   auto_cfg.parallel.dp = 0, auto_cfg.parallel.tp = 1, auto_cfg.parallel.pp = 1, auto_cfg.parallel.zero = 0;
   auto_cfg.parallel.recompute = false;
   for (int64_t n : s.what_if) {

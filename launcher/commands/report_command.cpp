@@ -198,7 +198,9 @@ int run_report_command(const ReportOptions& o, const std::map<std::string, std::
     std::cout << text;
     return kExitOk;
   }
-  const std::string path = o.output.empty() ? (fs::path(o.run_dir) / ("report." + format)).string() : o.output;
+  // The default: report.html beside the run's files (report.md, report.json for the other formats).
+  const std::string page = RunDir(o.run_dir).path(RunFile::report);
+  const std::string path = o.output.empty() ? fs::path(page).replace_extension("." + format).string() : o.output;
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);

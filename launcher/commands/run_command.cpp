@@ -55,7 +55,7 @@ namespace gtrain {
 constexpr int64_t kLongEvalBatches = 1000;
 
 JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks,
-                      torch::Device device, bool use_fewer_ranks) {
+                      torch::Device device, bool use_fewer_ranks, bool batch_from_checkpoint) {
   auto& registry = ModelRegistry::global();
   if (!cfg.model.plugin.empty()) registry.load_plugin(cfg.model.plugin);
   if (!registry.has(cfg.model.name)) {
@@ -78,7 +78,7 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
   // started ranks use exactly their number.
   parts.plan = plan_run(cfg, parts.stats, world_size, local_ranks,
                         device.is_cuda() ? cuda::nvml_index_for(device.index(), process_environment()) : -1,
-                        use_fewer_ranks && comm == nullptr);
+                        use_fewer_ranks && comm == nullptr, batch_from_checkpoint);
   const Plan& plan = parts.plan;
 
   if (comm) {
@@ -208,7 +208,7 @@ int launch_here(RankJob& job, const std::map<std::string, std::string>& env) {
     const int gpu = launch_nvml_index(cfg, alloc);
     return assemble_job(cfg, ranks, nullptr, ranks,
                         gpu >= 0 ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU),
-                        /*use_fewer_ranks=*/alloc.ranks_override == 0)
+                        /*use_fewer_ranks=*/alloc.ranks_override == 0, !job.batch_note.empty())
         .plan;
   });
   if (stage.exit_code >= 0) return stage.exit_code;
@@ -586,7 +586,8 @@ RunOutcome run_job(const RunOptions& o) {
   const double baseline_rss = resident_bytes();
   JobParts parts = [&] {
     BuildAllocationScope build;  // the whole model is transient: give it back once split
-    return assemble_job(job.cfg, job.comm->size(), job.comm, job.rank_env.local_size, job.device);
+    return assemble_job(job.cfg, job.comm->size(), job.comm, job.rank_env.local_size, job.device,
+                        /*use_fewer_ranks=*/false, !job.batch_note.empty());
   }();
   if (const std::string stop = startup_stop(job, "model and data built"); !stop.empty())
     return stopped_in_startup(job, stop);

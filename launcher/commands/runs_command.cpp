@@ -110,8 +110,8 @@ std::string steps_text(const RunRow& r) {
 }
 
 void print_table(const std::vector<RunRow>& rows) {
-  std::printf("%-12s  %-19s %6s  %-13s %9s %8s  %s\n", "identity", "status", "stages", "steps", "best eval",
-              "GPU-h", "where");
+  std::printf("%-12s  %-19s %6s  %-13s %9s %8s  %s\n", "identity", "status", "stages", "steps", "best eval", "GPU-h",
+              "where");
   for (const auto& r : rows) {
     char eval[32] = "-";
     if (r.best_eval) std::snprintf(eval, sizeof eval, "%.4f", *r.best_eval);

@@ -436,7 +436,7 @@ void write_stage_scripts(const SubmitOptions& o, const std::vector<StagePlan>& p
     s.gpus = b.gpus;
     s.nodes = b.nodes;
     s.nodes_min = b.nodes_min;
-    s.script = "stage-" + std::to_string(b.index) + backend.script_suffix();
+    s.script = stage_script_name(b.index, backend.script_suffix());
     const std::string script_path = (fs::path(w.run_dir) / s.script).string();
     {
       std::ofstream f(script_path);

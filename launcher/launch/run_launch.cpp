@@ -120,10 +120,15 @@ std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std
       m.contains(manifest_key::kConfig) && m[manifest_key::kConfig].is_object() ? &m[manifest_key::kConfig] : nullptr;
   if (cfg.train.reproducible == Reproducible::bitwise && cfg.train.reproducible_chunk == 0 && conf &&
       conf->value("train.reproducible", std::string()) == "\"bitwise\"") {  // as flat_fields writes it
-    try {
-      cfg.train.reproducible_chunk = std::stoll(conf->value("train.reproducible_chunk", std::string("0")));
-    } catch (const std::exception&) {
-      cfg.train.reproducible_chunk = 0;
+    const char* chunk_key = manifest_key::kChunk;
+    if (m.contains(chunk_key) && m[chunk_key].is_number_integer()) {
+      cfg.train.reproducible_chunk = m[chunk_key].get<int64_t>();
+    } else {  // an older gtrain recorded the plan's chunk in the config
+      try {
+        cfg.train.reproducible_chunk = std::stoll(conf->value("train.reproducible_chunk", std::string("0")));
+      } catch (const std::exception&) {
+        cfg.train.reproducible_chunk = 0;
+      }
     }
   }
   const int64_t saved = m[batch_key].get<int64_t>(), asked = cfg.train.global_batch;
@@ -132,7 +137,6 @@ std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std
   if (off > cfg.parallel.batch_tolerance + 1e-12) return "";  // a changed batch: the resume refuses it, naming both
   cfg.train.global_batch = saved;
   cfg.parallel.batch_tolerance = 0;
-  cfg.parallel.batch_from_checkpoint = true;
   return "resuming with the checkpoint's global batch " + std::to_string(saved) + " exactly (train.global_batch " +
          std::to_string(asked) + ", parallel.batch_tolerance applies to fresh starts only)";
 }
@@ -154,13 +158,14 @@ std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
 }
 
 Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index,
-              bool use_fewer_ranks) {
+              bool use_fewer_ranks, bool batch_from_checkpoint) {
   // Plan with what this runtime executes (strategies/planner/capabilities.h) and this host's CPU profile
   // (calibrated by `gtrain plan --calibrate`, else a conservative default).
   PlannerInput pin = planner_input_for(cfg, stats, world_size);
   pin.gpus_per_node = world_size;
   pin.caps = kRunCapabilities;
   pin.use_fewer_ranks = use_fewer_ranks;
+  pin.batch_from_checkpoint = batch_from_checkpoint;
   pin.profile = local_cpu_profile(process_environment(), ProcessContext::get().host,
                                   static_cast<int>(std::thread::hardware_concurrency()));
   pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0

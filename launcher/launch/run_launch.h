@@ -51,7 +51,7 @@ std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);
 // config takes it exactly, tolerance 0, so the plan on any rank count keeps the trajectory (or
 // fails, naming every factor). In bitwise mode with train.reproducible_chunk = 0 the config takes the
 // checkpoint's chunk the same way (another chunk would be another sum). Returns a line saying the
-// batch was kept, or "" when it did not change.
+// batch was kept, or "" when it did not change (plan_run's batch_from_checkpoint: whether it is "").
 std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std::string& run_dir);
 
 // Model sizes known from the config alone (the built-in gpt with a known vocabulary), so the
@@ -64,8 +64,9 @@ std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg);
 // any rank starts) the plan may use fewer ranks than granted when that is faster (plan.world <
 // world_size, plan.granted = world_size); ranks already started plan for exactly their number.
 // Throws ConfigError for an impossible request, naming the factor.
+// `batch_from_checkpoint`: train.global_batch is the one keep_checkpoint_batch kept (messages say so).
 Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index = -1,
-              bool use_fewer_ranks = false);
+              bool use_fewer_ranks = false, bool batch_from_checkpoint = false);
 
 // The NVML index of the GPU the first rank of `alloc` will use (its first granted GPU) when the
 // ranks will run on CUDA (CUDA build, GPUs granted, train.device not "cpu"), else -1.

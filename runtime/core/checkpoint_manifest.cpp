@@ -121,6 +121,7 @@ void check_job_facts(const json& m, const std::string& where) {
   optional_type(
       where, m, key::kPlan, [](const json& j) { return j.is_string(); }, "a string");
   optional_type(where, m, key::kProbeStep, is_count, "a non-negative integer");
+  optional_type(where, m, key::kChunk, is_count, "a non-negative integer");
   optional_type(
       where, m, key::kStageLedger, [](const json& j) { return j.is_array(); }, "an array");
   optional_type(where, m, key::kTrainSamples, is_count, "a non-negative integer");
@@ -269,6 +270,8 @@ CheckpointMeta read_meta(const json& m) {
       meta.probe_indices = v.get<std::vector<int64_t>>();
     } else if (k == key::kProbeStep) {
       meta.probe_step = v.get<int64_t>();
+    } else if (k == key::kChunk) {
+      meta.chunk = v.get<int64_t>();
     } else {
       meta.extra[k] = v;
     }
@@ -352,6 +355,7 @@ void CheckpointMeta::add_to(json& out) const {
   if (probe_loss) out[key::kProbeLoss] = *probe_loss;
   if (probe_indices) out[key::kProbeIndices] = *probe_indices;
   if (probe_step) out[key::kProbeStep] = *probe_step;
+  if (chunk) out[key::kChunk] = *chunk;
   for (const auto& [k, v] : extra.items()) out[k] = v;
 }
 

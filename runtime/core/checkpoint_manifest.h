@@ -50,6 +50,7 @@ constexpr const char* kStageLedger = "stage_ledger";
 constexpr const char* kProbeLoss = "probe_loss";
 constexpr const char* kProbeIndices = "probe_indices";
 constexpr const char* kProbeStep = "probe_step";
+constexpr const char* kChunk = "reproducible_chunk";
 // A tensor's entry, and its pieces.
 constexpr const char* kName = "name";
 constexpr const char* kDtype = "dtype";
@@ -128,6 +129,10 @@ struct CheckpointMeta {
   // Set: probe_loss is the training loss of this step (the one after the checkpoint's), whose global
   // batch probe_indices holds, taken by the step itself; unset: an evaluation-mode loss of probe_indices.
   std::optional<int64_t> probe_step;
+  // Bitwise mode: the samples of every micro-batch the plan ran (the config may say 0: the planner's
+  // choice); a resume keeps it. 0: off mode. Unset: a checkpoint of an older gtrain (its config then
+  // recorded the chunk in train.reproducible_chunk).
+  std::optional<int64_t> chunk;
   nlohmann::json extra = nlohmann::json::object();  // keys gtrain does not read, kept as they were
 
   // Adds the meta's keys to `out` (an object).

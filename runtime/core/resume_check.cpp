@@ -147,6 +147,14 @@ void note_config_changes(const CheckpointManifest& m, const std::string& path, c
     // The global batch the plan gives within parallel.batch_tolerance is the resume check's.
     if (before != value && k != "train.global_batch") v.config_changes[k] = {before, value};
   }
+  // The chunk a bitwise checkpoint ran with is the manifest's (its config may have left it to the
+  // planner, and this run's config holds the one kept from it).
+  if (m.meta.chunk && *m.meta.chunk > 0) {
+    const std::string was_chunk = std::to_string(*m.meta.chunk),
+                      now_chunk = flat_fields(config).at("train.reproducible_chunk");
+    v.config_changes.erase("train.reproducible_chunk");
+    if (was_chunk != now_chunk) v.config_changes["train.reproducible_chunk"] = {was_chunk, now_chunk};
+  }
   const int64_t step = m.step;
   if (step >= facts.total_steps) return;
   const double lr_now = lr_at(config.train, config.optimizer.learning_rate, step, facts.total_steps);

@@ -91,9 +91,6 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
       throw ConfigError("train.reproducible = \"bitwise\": the engine " + engine_->describe() +
                         " does not support bitwise mode");
     }
-    // The chunk the checkpoints record (0 in the config means the planner chose it).
-    config_.train.reproducible = Reproducible::bitwise;
-    config_.train.reproducible_chunk = plan_.chunk;
   }
   model_->train();
   precision_ = std::make_unique<Precision>(config_.precision, device_);
@@ -121,8 +118,8 @@ Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Comm
               << " is after the run's last step (" << total_steps_ << "): nothing will be profiled" << std::endl;
   }
   profiler_ = std::make_unique<StepProfiler>(config_.log.profile_start, config_.log.profile_steps,
-                                             run_dir.empty() ? run_dir : run_dir + "/profile", comm_->rank(),
-                                             device_.is_cuda());
+                                             run_dir.empty() ? run_dir : RunDir(run_dir).path(RunFile::profile),
+                                             comm_->rank(), device_.is_cuda());
   start_ = std::chrono::steady_clock::now();
 }
 
@@ -180,6 +177,7 @@ CheckpointMeta Trainer::checkpoint_meta() {
   meta.precision = config_.precision.dtype;
   meta.optimizer = config_.optimizer.name;
   meta.plan = plan_.summary();
+  meta.chunk = plan_.chunk;  // bitwise mode: the chunk this plan runs (the config may leave it to the planner)
   meta.train_samples = data_.train->size();
   meta.vocab_from_data = config_.model.vocab <= 0;
   meta.train_data = data_.train->identity();

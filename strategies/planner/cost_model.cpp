@@ -117,7 +117,7 @@ void estimate_activations(const CostModelInput& in, const ParallelLayout& l, Mem
       // product dtype, which the CUDA kernel turns into their gradient in place (softmax_xent.cu),
       // and the weight gradient's product in that dtype before it is added up. Both: the input's
       // gradient (fp32) and product-dtype copy, and the fp32 weight gradient.
-      const bool gpu = in.profile.kind == "gpu";
+      const bool gpu = in.profile.kind == DeviceKind::gpu;
       const double rows = static_cast<double>(fused_loss_block_rows(m.seq_len * l.micro_batch, m.vocab, gpu));
       const double pb = half(in.precision) ? 2.0 : 4.0;  // the product dtype's bytes
       const double blocks = gpu ? pb * V_ * rows + pb * V_ * C : 2.0 * 4.0 * V_ * rows;
@@ -180,7 +180,7 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
     // Each unit's incoming gradients are copied out and freed as the unit finishes: the outer
     // unit's and a block's at most.
     e.grad_accumulators = 4.0 * std::min(P, outerP + blockP);
-  } else if (in.profile.kind == "gpu" && m.is_transformer()) {
+  } else if (in.profile.kind == DeviceKind::gpu && m.is_transformer()) {
     const double C = static_cast<double>(m.hidden), t = static_cast<double>(std::max<int64_t>(1, l.tp));
     const double I = m.intermediate > 0 ? static_cast<double>(m.intermediate) : 4.0 * C;
     e.grad_accumulators = std::min(e.grad_accumulators, 4.0 * std::max(static_cast<double>(m.vocab) * C, I * C) / t);
@@ -196,7 +196,7 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
   if (l.offload) {
     // The state, the fp32 master chunk and a gradient copy in host memory (ZeRO >= 1: the owned chunk).
     const double offloaded = e.optimizer + 8.0 * P / (l.zero >= 1 ? dp : 1.0);
-    if (in.profile.kind == "gpu") {
+    if (in.profile.kind == DeviceKind::gpu) {
       e.host = offloaded;
       e.optimizer = 0;
     } else {
@@ -213,7 +213,7 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
       in.profile.workspace_bytes + interleaved * in.profile.fragmentation * (e.grad_accumulators + e.activations);
   // Every rank builds the whole model from the same seed and keeps its part. On a CPU that is the
   // memory the plan is for; a GPU would receive only the part (the build is in host memory).
-  if ((l.tp > 1 || l.pp > 1) && in.profile.kind == "cpu") {
+  if ((l.tp > 1 || l.pp > 1) && in.profile.kind == DeviceKind::cpu) {
     e.build = 4.0 * static_cast<double>(m.params) + in.profile.workspace_bytes;
   }
   return e;
@@ -295,7 +295,7 @@ void estimate_dp_comm(const CostModelInput& in, const ParallelLayout& l, double 
     const double half_ring = ring / 2.0;
     const double units = m.blocks > 0 ? static_cast<double>(m.blocks) + 1.0 : 1.0;
     const double lat = units * hw.latency_s;
-    const bool gpu = hw.kind == "gpu";
+    const bool gpu = hw.kind == DeviceKind::gpu;
     const double fwd_window = gpu ? 0.8 * (1.0 / 3.0) * compute_mb : 0.0;
     const double gathers =
         gpu ? std::max(0.0, half_ring - fwd_window) + std::max(0.0, half_ring - window) : 2.0 * half_ring;

@@ -22,7 +22,7 @@ HardwareProfile gpu(const char* name, double mem_mib, double fp32_t, double bf16
                     double hbm_gbs, double intra_gbs, double inter_gbs) {
   HardwareProfile p;
   p.name = name;
-  p.kind = "gpu";
+  p.kind = DeviceKind::gpu;
   p.memory_bytes = mem_mib * kMiB;
   p.fp32_flops = fp32_t * 1e12;
   p.bf16_flops = bf16_t * 1e12;
@@ -105,7 +105,7 @@ HardwareProfile default_cpu_profile(int cores) {
   HardwareProfile p;  // the struct defaults are the per-core CPU figures
   const double c = std::max(1, cores);
   p.name = "cpu";
-  p.kind = "cpu";
+  p.kind = DeviceKind::cpu;
   p.fp32_flops = 50e9 * c;  // ~50 GFLOP/s per core peak (AVX2 FMA), half reached in training
   p.bf16_flops = 25e9 * c;  // no bf16 matmul units assumed
   p.fp16_flops = 25e9 * c;
@@ -182,7 +182,7 @@ std::string profile_path(const std::map<std::string, std::string>& env, const st
 
 nlohmann::json profile_to_json(const HardwareProfile& p) {
   return {{"name", p.name},
-          {"kind", p.kind},
+          {"kind", name_of(p.kind)},
           {"memory_bytes", p.memory_bytes},
           {"fp32_flops", p.fp32_flops},
           {"bf16_flops", p.bf16_flops},
@@ -230,9 +230,11 @@ HardwareProfile profile_from_json(const nlohmann::json& j, const std::string& or
   };
   if (!j.is_object()) throw ConfigError(origin + ": a hardware profile must be a JSON object");
   str("name", &p.name);
-  str("kind", &p.kind);
-  if (p.kind != "cpu" && p.kind != "gpu")
-    throw ConfigError(origin + ": hardware profile 'kind' must be \"cpu\" or \"gpu\"");
+  std::string kind = name_of(p.kind);
+  str("kind", &kind);
+  const auto parsed = enum_from_name<DeviceKind>(kind);
+  if (!parsed) throw ConfigError(origin + ": hardware profile 'kind' must be \"cpu\" or \"gpu\"");
+  p.kind = *parsed;
   num("memory_bytes", &p.memory_bytes);
   num("fp32_flops", &p.fp32_flops);
   num("bf16_flops", &p.bf16_flops);
@@ -314,7 +316,7 @@ std::optional<HardwareProfile> load_profile(const std::string& path) {
 HardwareProfile local_cpu_profile(const std::map<std::string, std::string>& env, const std::string& hostname,
                                   int cores) {
   auto saved = load_profile(profile_path(env, hostname));
-  if (saved && saved->kind == "cpu") return *saved;
+  if (saved && saved->kind == DeviceKind::cpu) return *saved;
   return default_cpu_profile(cores);
 }
 

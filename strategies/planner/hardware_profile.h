@@ -6,6 +6,7 @@
 // by `gtrain plan --calibrate` is saved as JSON in profile_dir() and used by later plans.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -14,12 +15,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/config/enum_names.h"
+
 namespace gtrain {
+
+// What a profile describes: a GPU, or a host's CPU cores (one name table: the JSON's "kind").
+enum class DeviceKind { cpu, gpu };
+constexpr std::array<EnumName<DeviceKind>, 2> enum_names(DeviceKind) {
+  return {{{DeviceKind::cpu, "cpu"}, {DeviceKind::gpu, "gpu"}}};
+}
 
 struct HardwareProfile {
   std::string name = "cpu";  // "A100-80GB", "H100-80GB", "cpu", ...
-  std::string kind = "cpu";  // "gpu" or "cpu"
-  double memory_bytes = 0;   // per device, its total (0 = decided at planning time: host memory per rank)
+  DeviceKind kind = DeviceKind::cpu;
+  double memory_bytes = 0;  // per device, its total (0 = decided at planning time: host memory per rank)
   // Of memory_bytes, what a training process cannot allocate: on a GPU the CUDA context and NCCL's
   // buffers, outside the caching allocator (usable_bytes() is the rest).
   double reserved_bytes = 0;
@@ -65,9 +74,9 @@ struct HardwareProfile {
   double achievable_flops(const std::string& precision) const;
   // Calibrated CPU figures present (threads, matmul size and elementwise ops priced separately).
   bool per_thread() const {
-    return kind == "cpu" && cores > 0 && fp32_flops_1thread > 0 && elementwise_bw > 0 && attention_flops_1thread > 0 &&
-           norm_s > 0 && activation_s > 0 && softmax_s > 0 && optimizer_s > 0 && memory_bound_speedup > 0 &&
-           block_speedup > 0;
+    return kind == DeviceKind::cpu && cores > 0 && fp32_flops_1thread > 0 && elementwise_bw > 0 &&
+           attention_flops_1thread > 0 && norm_s > 0 && activation_s > 0 && softmax_s > 0 && optimizer_s > 0 &&
+           memory_bound_speedup > 0 && block_speedup > 0;
   }
   // per_thread(): FLOP/s of an n^3 matmul on `threads` threads (between the one-thread and
   // every-core curves), and how many times one thread's rate the memory-bound layers reach.

@@ -99,7 +99,7 @@ std::string chunk_problem(const PlannerInput& in, int64_t batch, int64_t dp) {
   if (c <= 0) return "";
   if (batch % c != 0) {
     return "train.reproducible_chunk = " + num(c) + " does not divide the global batch " + num(batch) +
-           (in.parallel.batch_from_checkpoint ? " (the checkpoint's)" : "");
+           (in.batch_from_checkpoint ? " (the checkpoint's)" : "");
   }
   if (batch / c < dp) {
     return "train.reproducible_chunk = " + num(c) + " makes " + num(batch / c) + " chunks a step, fewer than the " +
@@ -148,7 +148,7 @@ RankedPlan make_candidate(const Context& c, const ParallelLayout& l, int64_t req
   const auto& hw = c.cost.profile;
   const double peak = p.precision == "bf16" ? hw.bf16_flops : p.precision == "fp16" ? hw.fp16_flops : hw.fp32_flops;
   p.flops_per_step = c.cost.model.flops_per_sample * static_cast<double>(p.global_batch());
-  p.peak_flops = peak * static_cast<double>(hw.kind == "cpu" ? p.nodes : p.world);
+  p.peak_flops = peak * static_cast<double>(hw.kind == DeviceKind::cpu ? p.nodes : p.world);
   return r;
 }
 
@@ -470,7 +470,7 @@ Context make_context(const PlannerInput& in) {
             {},
             usable_memory_bytes(in),
             in.gpus_per_node > 0 ? std::min(in.gpus_per_node, in.world) : in.world,
-            in.profile.kind == "gpu" ? "GPU" : "rank",
+            in.profile.kind == DeviceKind::gpu ? "GPU" : "rank",
             memory_budget_bytes(in)};
   c.cost.model = in.model;
   // What attention keeps of its [H, T, T] scores depends on the ranks' device and this LibTorch.
@@ -482,7 +482,8 @@ Context make_context(const PlannerInput& in) {
   c.cost.profile = in.profile;
   c.cost.topology = {in.world, c.gpn, (in.world + c.gpn - 1) / c.gpn};
   // gpt's fused output layer + loss (train.fused_loss; "auto" = on for GPU ranks).
-  c.cost.fused_loss = in.model.is_transformer() && fused_loss_enabled(in.train.fused_loss, in.profile.kind == "gpu");
+  c.cost.fused_loss =
+      in.model.is_transformer() && fused_loss_enabled(in.train.fused_loss, in.profile.kind == DeviceKind::gpu);
   cache_stage_blocks(&c.cost);
   return c;
 }
@@ -532,7 +533,8 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
     problems.push_back("zero = 3 with pp = " + num(pp) +
                        ": ZeRO-3 does not run with pipeline parallel (use zero <= 2 with pp, or pp = 1)");
   }
-  if (pc.offload == "optimizer" && !in.caps.offload) problems.push_back("offload = \"optimizer\" cannot run yet");
+  if (pc.offload == Offload::optimizer && !in.caps.offload)
+    problems.push_back("offload = \"optimizer\" cannot run yet");
   if (pc.recompute && !in.caps.recompute) problems.push_back("recompute = true: activation recompute cannot run yet");
   if (pc.recompute && m.blocks <= 0) problems.push_back("recompute = true: this model has no blocks to recompute");
   int64_t batch = -1;
@@ -541,7 +543,7 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
     batch = batch_for(in, dp);
     if (batch < 0) {
       problems.push_back("train.global_batch = " + num(in.train.global_batch) +
-                         (in.parallel.batch_from_checkpoint ? " (the batch of the checkpoint this run resumes)" : "") +
+                         (in.batch_from_checkpoint ? " (the batch of the checkpoint this run resumes)" : "") +
                          " must be at least dp = " + num(dp) + " (a data-parallel replica needs a sample)");
     } else if (const std::string why = chunk_problem(in, batch, dp); bitwise(in) && !why.empty()) {
       problems.push_back(why);
@@ -563,8 +565,8 @@ std::vector<RankedPlan> explicit_candidates(const Context& c) {
   }
   ParallelLayout l;
   l.dp = dp, l.tp = tp, l.pp = pp, l.zero = pc.zero, l.recompute = pc.recompute;
-  l.offload = pc.offload == "optimizer";
-  l.gpipe = pc.pp_schedule == "gpipe";
+  l.offload = pc.offload == Offload::optimizer;
+  l.gpipe = pc.pp_schedule == PpSchedule::gpipe;
   RankedPlan r = best_micro_batch(c, l, batch, true);
   r.why = "explicit [parallel] layout" + (r.why.empty() ? std::string() : "; " + r.why);
   return {r};
@@ -613,13 +615,13 @@ void add_world_candidates(const Context& c, int64_t granted, std::vector<RankedP
       const bool can_recompute = in.caps.recompute && in.model.blocks > 0;
       // Optimizer offload moves state from device to host memory: a CPU rank's are the same memory,
       // so it would only add copies (parallel.offload in explicit mode still runs it).
-      const bool offload_worth_trying = in.caps.offload && in.profile.kind == "gpu";
+      const bool offload_worth_trying = in.caps.offload && in.profile.kind == DeviceKind::gpu;
       for (int64_t zero = 0; zero <= max_zero; ++zero) {
         for (int rc = 0; rc <= (can_recompute ? 1 : 0); ++rc) {
           for (int off = 0; off <= (offload_worth_trying ? 1 : 0); ++off) {
             ParallelLayout l;
             l.dp = dp, l.tp = tp, l.pp = pp, l.zero = zero, l.recompute = rc == 1, l.offload = off == 1;
-            l.gpipe = in.parallel.pp_schedule == "gpipe";
+            l.gpipe = in.parallel.pp_schedule == PpSchedule::gpipe;
             RankedPlan r = best_micro_batch(c, l, batch, false);
             if (fewer && r.structural) continue;
             r.plan.granted = granted;
@@ -661,7 +663,7 @@ std::vector<int64_t> fewer_rank_counts(int64_t granted, int64_t gpus_per_node, i
 std::vector<RankedPlan> plan_candidates(const PlannerInput& in) {
   const Context c = make_context(in);
   std::vector<RankedPlan> all;
-  if (in.parallel.mode == "explicit") {
+  if (in.parallel.mode == ParallelMode::given) {
     all = explicit_candidates(c);
     explain_ranking(&all, c);
     return all;
@@ -717,12 +719,11 @@ Plan plan_job(const PlannerInput& in) {
   for (const auto& r : all) {
     if (r.plan.tp == 1 && r.plan.pp == 1 && r.plan.world == in.world) {
       if (r.plan.dp > in.train.global_batch) {
-        throw ConfigError(
-            "train.global_batch = " + num(in.train.global_batch) +
-                (in.parallel.batch_from_checkpoint ? " (the batch of the checkpoint this run resumes)" : "") +
-                " is smaller than the " + num(r.plan.dp) + " data-parallel ranks" + others,
-            "raise train.global_batch to at least " + num(r.plan.dp) + ", or run on at most " +
-                num(in.train.global_batch) + " ranks");
+        throw ConfigError("train.global_batch = " + num(in.train.global_batch) +
+                              (in.batch_from_checkpoint ? " (the batch of the checkpoint this run resumes)" : "") +
+                              " is smaller than the " + num(r.plan.dp) + " data-parallel ranks" + others,
+                          "raise train.global_batch to at least " + num(r.plan.dp) + ", or run on at most " +
+                              num(in.train.global_batch) + " ranks");
       }
       throw ConfigError("no layout of " + num(in.world) + " ranks works: " + r.why + others);
     }

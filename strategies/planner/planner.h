@@ -52,9 +52,10 @@ struct PlannerInput {
   double memory_bytes = 0;    // usable memory per rank (0 = the profile's; both 0 = unlimited)
   HardwareProfile profile;    // default: a conservative CPU
   Capabilities caps = kAllCapabilities;
-  std::string model_name;       // for messages ("gpt")
-  bool use_fewer_ranks = true;  // also plan on fewer than `world` ranks, leaving the rest idle
-                                // (false: ranks already started, or --ranks N asked for exactly N)
+  std::string model_name;              // for messages ("gpt")
+  bool use_fewer_ranks = true;         // also plan on fewer than `world` ranks, leaving the rest idle
+                                       // (false: ranks already started, or --ranks N asked for exactly N)
+  bool batch_from_checkpoint = false;  // train.global_batch is the checkpoint's a resume keeps (messages say so)
 };
 
 // A layout that leaves granted ranks idle is chosen only when this much faster than the best one

@@ -626,7 +626,7 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
                  ": [parallel]: set parallel.micro_batch or parallel.pp_microbatches, not both (micro-batches "
                  "per replica decide the micro-batch size, and the other way round)");
   }
-  if (c.parallel.mode == "auto") {
+  if (c.parallel.mode == ParallelMode::automatic) {
     const ParallelConfig d;
     if (c.parallel.tp != d.tp || c.parallel.pp != d.pp || c.parallel.dp != d.dp || c.parallel.zero != d.zero ||
         c.parallel.recompute != d.recompute || c.parallel.offload != d.offload) {

@@ -1,6 +1,7 @@
 // plan_record.cpp: plan.json's fields (see plan_record.h).
 #include "runtime/core/run_dir/plan_record.h"
 
+#include "runtime/core/config/parallel_config.h"
 #include "runtime/core/run_dir/run_files.h"
 
 namespace gtrain {
@@ -8,7 +9,7 @@ namespace gtrain {
 PlanRecord PlanRecord::from_plan(const Plan& plan, int64_t requested_global_batch) {
   PlanRecord p;
   p.world = plan.world, p.dp = plan.dp, p.tp = plan.tp, p.pp = plan.pp, p.zero = plan.zero;
-  p.offload = plan.offload ? "optimizer" : "none";
+  p.offload = name_of(plan.offload ? Offload::optimizer : Offload::none);
   p.micro_batch = plan.micro_batch, p.grad_accum = plan.grad_accum, p.recompute = plan.recompute;
   p.chunk = plan.chunk;
   p.precision = plan.precision;

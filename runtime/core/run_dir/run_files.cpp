@@ -16,28 +16,32 @@ namespace gtrain {
 
 const std::vector<RunFileInfo>& run_file_table() {
   static const std::vector<RunFileInfo> table = {
-      {RunFile::config, "config.toml", false, true, true, "the resolved config of the latest start"},
-      {RunFile::plan, "plan.json", false, false, true, "the plan, with `flops_per_step` and `peak_flops`"},
-      {RunFile::metrics, "metrics.jsonl", false, true, true,
+      {RunFile::config, "config.toml", false, true, true, false, "the resolved config of the latest start"},
+      {RunFile::plan, "plan.json", false, false, true, false, "the plan, with `flops_per_step` and `peak_flops`"},
+      {RunFile::metrics, "metrics.jsonl", false, true, true, false,
        "one JSON object a line: train, eval and final records "
        "([reports](reports-and-monitoring.md#metricsjsonl))"},
-      {RunFile::superseded_metrics, "metrics.superseded.jsonl", false, false, true,
+      {RunFile::superseded_metrics, "metrics.superseded.jsonl", false, false, true, false,
        "the records of steps a later stage trained again"},
-      {RunFile::stages, "stages.jsonl", false, true, true, "one record per stage"},
-      {RunFile::restarts, "restarts.jsonl", false, false, true, "each restart after a failed or hung rank"},
-      {RunFile::chain, "chain.json", false, true, true, "a submitted chain's jobs and states"},
-      {RunFile::identity, "identity.json", false, false, true,
+      {RunFile::stages, "stages.jsonl", false, true, true, false, "one record per stage"},
+      {RunFile::restarts, "restarts.jsonl", false, false, true, false, "each restart after a failed or hung rank"},
+      {RunFile::chain, "chain.json", false, true, true, false, "a submitted chain's jobs and states"},
+      {RunFile::identity, "identity.json", false, false, true, false,
        "what defines the run: the config less what cannot change its trajectory, the data's and initial weights' "
        "fingerprints, gtrain's version ([runs](runs-and-identity.md))"},
-      {RunFile::tensorboard, "tb", true, false, true, "TensorBoard event files, one per stage"},
-      {RunFile::checkpoints, "checkpoints", true, true, true, "the checkpoints (`checkpoint.dir` moves them)"},
-      {RunFile::report, "report.html", false, false, true, "`gtrain report`'s page"},
-      {RunFile::heartbeats, ".heartbeat", true, false, false, "each rank's progress"},
-      {RunFile::stage_outcome, ".stage-outcome", false, false, false, "how its ranks ended"},
-      {RunFile::disk_reserve, kDiskReserveFile, false, false, false,
+      {RunFile::stage_scripts, "stage-K.sbatch", false, false, true, true,
+       "`gtrain submit`'s batch script of stage K (`.pbs` on PBS)"},
+      {RunFile::tensorboard, "tb", true, false, true, false, "TensorBoard event files, one per stage"},
+      {RunFile::checkpoints, "checkpoints", true, true, true, false, "the checkpoints (`checkpoint.dir` moves them)"},
+      {RunFile::profile, "profile", true, false, true, false,
+       "`log.profile_start`'s profile of each rank ([reports](reports-and-monitoring.md#profiling))"},
+      {RunFile::report, "report.html", false, false, true, false, "`gtrain report`'s page"},
+      {RunFile::heartbeats, ".heartbeat", true, false, false, false, "each rank's progress"},
+      {RunFile::stage_outcome, ".stage-outcome", false, false, false, false, "how its ranks ended"},
+      {RunFile::disk_reserve, kDiskReserveFile, false, false, false, false,
        "1 MiB kept free so the stage's records can be written on a full disk"},
-      {RunFile::lock, ".lock", false, false, false, "the lock one run at a time holds"},
-      {RunFile::chain_lock, ".chain.lock", false, false, false, "held while chain.json changes"},
+      {RunFile::lock, ".lock", false, false, false, false, "the lock one run at a time holds"},
+      {RunFile::chain_lock, ".chain.lock", false, false, false, false, "held while chain.json changes"},
   };
   return table;
 }
@@ -49,7 +53,14 @@ const RunFileInfo& run_file_info(RunFile f) {
 }
 
 std::string RunDir::path(RunFile f) const {
-  return (fs::path(root_) / run_file_info(f).name).string();
+  const RunFileInfo& info = run_file_info(f);
+  if (info.per_stage)
+    throw Error(std::string("RunDir::path: ") + info.name + " is one file a stage: stage_script_name()");
+  return (fs::path(root_) / info.name).string();
+}
+
+std::string stage_script_name(int k, const std::string& suffix) {
+  return "stage-" + std::to_string(k) + suffix;
 }
 
 bool RunDir::has(RunFile f) const {

@@ -20,7 +20,9 @@ enum class RunFile {
   restarts,            // restarts.jsonl
   chain,               // chain.json
   identity,            // identity.json
+  stage_scripts,       // stage-K.sbatch / stage-K.pbs (a name per stage: stage_script_name())
   tensorboard,         // tb/
+  profile,             // profile/
   checkpoints,         // checkpoints/ (checkpoint.dir moves them)
   report,              // report.html
   heartbeats,          // .heartbeat/
@@ -36,8 +38,12 @@ struct RunFileInfo {
   bool folder;       // a folder, not a file
   bool marks_run;    // its presence says the directory is a run's (looks_like_run_dir)
   bool listed;       // docs/concepts.md lists it in the run directory's table (else in the text below it)
+  bool per_stage;    // one a stage: `name` shows the pattern (K = the stage), RunDir::path refuses it
   const char* what;  // what it holds, as the docs say it
 };
+
+// The name of stage `k`'s batch script, `suffix` its scheduler's (".sbatch", ".pbs").
+std::string stage_script_name(int k, const std::string& suffix);
 
 // The table, in the order the docs list it.
 const std::vector<RunFileInfo>& run_file_table();

@@ -101,8 +101,8 @@ const char* gtrain_version() {
 bool defines_trajectory(const std::string& key) {
   for (const char* section : {"parallel.", "checkpoint.", "log.", "schedule."})
     if (key.rfind(section, 0) == 0) return false;
-  for (const char* k : {"train.threads", "train.reproducible_chunk", "data.path", "data.eval_path",
-                        "data.train_prefix", "data.eval_prefix", "data.prefetch", "data.workers"})
+  for (const char* k : {"train.threads", "train.reproducible_chunk", "data.path", "data.eval_path", "data.train_prefix",
+                        "data.eval_prefix", "data.prefetch", "data.workers"})
     if (key == k) return false;
   return true;
 }
@@ -132,7 +132,8 @@ nlohmann::json RunIdentity::to_json() const {
 }
 
 std::string RunIdentity::id() const {
-  const nlohmann::json j = {{"config", config}, {"layout", layout}, {"data", data}, {"init", init}, {"version", version}};
+  const nlohmann::json j = {
+      {"config", config}, {"layout", layout}, {"data", data}, {"init", init}, {"version", version}};
   const std::string text = j.dump();
   return hex(fnv1a(text.data(), text.size()), 12);
 }
@@ -190,7 +191,8 @@ std::vector<std::string> identity_differences(const RunIdentity& a, const RunIde
   for (const auto& [k, v] : b.config) keys[k].second = v;
   for (const auto& [k, v] : keys) {
     if (v.first == v.second) continue;
-    out.push_back(k + ": " + (v.first.empty() ? "(none)" : v.first) + " -> " + (v.second.empty() ? "(none)" : v.second));
+    out.push_back(k + ": " + (v.first.empty() ? "(none)" : v.first) + " -> " +
+                  (v.second.empty() ? "(none)" : v.second));
   }
   if (a.layout != b.layout) out.push_back("layout: " + a.layout + " -> " + b.layout);
   file_differences("data", a.data, b.data, out);
