@@ -103,6 +103,8 @@ Command add_submit(CLI::App& app) {
   cmd->add_option("--run-dir", submit->run_dir, "Run directory (default <log.root>/<log.name>)");
   cmd->add_option("--scheduler", submit->scheduler, "slurm or pbs");
   cmd->add_flag("--dry-run", submit->dry_run, "Write the scripts and print the commands; submit nothing");
+  cmd->add_flag("--force", submit->force,
+                "Passed on to gtrain run: train even when a finished run beside this one has its identity");
   cmd->add_option("--stages", submit->stages, "auto (one more stage while resumable) or a fixed number");
   cmd->add_option("--gpus", submit->gpus,
                   "GPUs per stage, or one count per stage with --stages N (2,4,1); or open: auto, a range (2-8) "

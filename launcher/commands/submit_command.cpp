@@ -416,6 +416,7 @@ void write_stage_scripts(const SubmitOptions& o, const std::vector<StagePlan>& p
     b.run_dir = w.run_dir;
     b.work_dir = work_dir;
     for (const auto& s : o.sets) b.run_args.insert(b.run_args.end(), {"--set", s});
+    if (o.force) b.run_args.push_back("--force");
     if (!backend.signals_before_limit()) b.run_time_limit_s = w.run_time_limit;
     b.index = first_index + static_cast<int>(i);
     b.gpus = plans[i].gpus;

@@ -25,6 +25,7 @@ struct SubmitOptions {
   std::string run_dir;              // "" = <log.root>/<log.name>
   std::string scheduler = "slurm";  // slurm | pbs
   bool dry_run = false;             // write the scripts, print the commands, submit nothing
+  bool force = false;               // --force, passed on to gtrain run: train even a repeat of a finished run
   std::string stages = "auto";      // auto | N
   // "4"; one per stage "2,4,1" with --stages N; or open, each stage sized when submitted (the
   // earliest predicted finish): "auto", a range "2-8", a list "1,2,4,8" with --stages auto
