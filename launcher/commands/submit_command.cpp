@@ -27,9 +27,9 @@
 #include "launcher/scheduler/scheduler_limits.h"
 #include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/config/job_config.h"
+#include "runtime/core/data_paths.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
-#include "runtime/data/mapped_file.h"
 
 namespace fs = std::filesystem;
 
