@@ -220,7 +220,7 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
   std::vector<std::pair<std::string, std::string>> cases = {
       {"bogus",
        "gtrain: usage error: gtrain: unknown command 'bogus'; expected one of run, config, probe, plan, "
-       "models, sample, status, report, submit, cancel, ckpt"},
+       "models, sample, status, report, runs, submit, cancel, ckpt"},
       {"ckpt bogus",
        "gtrain: usage error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, verify, export"},
       {"run " + dir.file("ok.toml") + " --ranks 0",
@@ -564,7 +564,8 @@ TEST(Cli, ProfileWritesWhereTheStepTimeGoes) {
   EXPECT_NE(text.find("gtrain::forward"), std::string::npos) << text;
   EXPECT_NE(text.find("tensor memory on cpu: at most"), std::string::npos) << text;
   // Steps outside 3-4 were not recorded, and profiling changed no value.
-  auto plain = gtrain_run(dir.file("g.toml"), dir.file("plain"));
+  // (--force: without the profile it is the run above again, which gtrain would decline to repeat.)
+  auto plain = gtrain_run(dir.file("g.toml"), dir.file("plain"), " --force");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   std::vector<double> a, b;
   for (const auto& x : test::read_jsonl(run + "/metrics.jsonl"))

@@ -128,9 +128,11 @@ TEST(Cli, StatusWithoutLedgerAndWithBrokenNewestCheckpoint) {
   std::filesystem::create_directories(dir.file("empty"));
   auto none = run_command(GTRAIN_BINARY + " status " + dir.file("empty"));
   EXPECT_EQ(none.exit_code, 2) << none.output;
-  EXPECT_NE(none.output.find(dir.file("empty") +
-                             ": not a gtrain run directory (no config.toml, metrics.jsonl or checkpoints)"),
-            std::string::npos)
+  EXPECT_NE(
+      none.output.find(
+          dir.file("empty") +
+          ": not a gtrain run directory (no config.toml, metrics.jsonl, stages.jsonl, chain.json or checkpoints/)"),
+      std::string::npos)
       << none.output;
 
   test::write_file(dir.file("tiny.toml"), kTiny);

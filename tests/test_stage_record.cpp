@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/core/metrics_records.h"
-#include "runtime/core/stage_ledger.h"
+#include "runtime/core/run_dir/run_records.h"
+#include "runtime/core/run_dir/stage_records.h"
 #include "tests/support/test_util.h"
 
 namespace gtrain {

@@ -52,6 +52,8 @@ const std::vector<Case>& cases() {
       {"status {empty}", false, true},
       {"report {run} -o - --format md", false, false},
       {"ckpt inspect {run}", false, true},
+      {"runs {run} {empty}", false, true},
+      {"runs diff {run} {run}", false, true},
       {"rm -rf {dir}/sub; {gtrain} submit {gpt} --dry-run --scheduler slurm --stages 2 --gpus 2,1 --time 00:30:00 "
        "--run-dir {dir}/sub",
        false, true},
@@ -59,8 +61,9 @@ const std::vector<Case>& cases() {
       {"chain-step {empty} --stage 1 --exit 0", false, true},
       // LibTorch's: a model built to be sized (plan, submit), a plugin, the tensors' checksums.
       {"plan {mlp} --gpus 4", true, true},
-      {"rm -rf {dir}/sub; {gtrain} submit {mlp} --dry-run --scheduler slurm --stages 2 --time 00:30:00 --run-dir {dir}/sub", true,
-       true},
+      {"rm -rf {dir}/sub; {gtrain} submit {mlp} --dry-run --scheduler slurm --stages 2 --time 00:30:00 --run-dir "
+       "{dir}/sub",
+       true, true},
       {"models --plugin {plugin}", true, true},
       {"ckpt verify {run}", true, true},
   };

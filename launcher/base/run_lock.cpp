@@ -15,6 +15,7 @@
 
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/run_dir/run_files.h"
 
 namespace gtrain {
 
@@ -27,7 +28,7 @@ UniqueFd lock_dir(const std::string& dir, const std::string& what, const std::st
   if (ec)
     throw ConfigError(str(dir, ": cannot create ", what, ": ", ec.message()),
                       "check that its parent folder is writable");
-  const std::string path = dir + "/.lock";
+  const std::string path = RunDir(dir).path(RunFile::lock);
   // Not close-on-exec: gtrain-worker, which replaces the launcher for one rank, keeps holding it.
   UniqueFd lock(::open(path.c_str(), O_RDWR | O_CREAT, 0644));
   const int fd = lock.get();
@@ -76,14 +77,14 @@ std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir, const std:
 }
 
 int64_t RunLock::holder_pid(const std::string& dir) {
-  std::ifstream in(dir + "/.lock");
+  std::ifstream in(RunDir(dir).path(RunFile::lock));
   int64_t pid = 0;
   in >> pid;
   return in ? pid : 0;
 }
 
 bool RunLock::held(const std::string& dir) {
-  const std::string path = dir + "/.lock";
+  const std::string path = RunDir(dir).path(RunFile::lock);
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return false;
   return ::flock(fd.get(), LOCK_SH | LOCK_NB) != 0;  // closing drops the shared lock when it was taken

@@ -23,213 +23,13 @@
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/run_dir/run_files.h"
 #include "runtime/core/schedule.h"
 
 namespace fs = std::filesystem;
 
 namespace gtrain {
 namespace {
-
-#define GTRAIN_STATE_NAME(name) #name,
-constexpr const char* kStageStates[] = {GTRAIN_STAGE_STATES(GTRAIN_STATE_NAME)};
-constexpr const char* kChainStates[] = {GTRAIN_CHAIN_STATES(GTRAIN_STATE_NAME)};
-#undef GTRAIN_STATE_NAME
-
-template <class E, size_t N>
-std::optional<E> from_name(const char* const (&names)[N], const std::string& name) {
-  for (size_t i = 0; i < N; ++i) {
-    if (name == names[i]) return static_cast<E>(i);
-  }
-  return std::nullopt;
-}
-
-template <size_t N>
-std::string name_list(const char* const (&names)[N]) {
-  std::string out;
-  for (size_t i = 0; i < N; ++i) out += (i ? ", " : "") + std::string(names[i]);
-  return out;
-}
-
-}  // namespace
-
-const char* state_name(StageState s) {
-  return kStageStates[static_cast<size_t>(s)];
-}
-const char* state_name(ChainState s) {
-  return kChainStates[static_cast<size_t>(s)];
-}
-std::optional<StageState> stage_state_from_name(const std::string& name) {
-  return from_name<StageState>(kStageStates, name);
-}
-std::optional<ChainState> chain_state_from_name(const std::string& name) {
-  return from_name<ChainState>(kChainStates, name);
-}
-
-namespace {
-
-nlohmann::json to_json(const Chain& c) {
-  nlohmann::json st = nlohmann::json::array();
-  for (const auto& s : c.stages) {
-    st.push_back({{"index", s.index},
-                  {"gpus", s.gpus},
-                  {"nodes", s.nodes},
-                  {"nodes_min", s.nodes_min},
-                  {"script", s.script},
-                  {"submit_argv", s.submit_argv},
-                  {"begin", s.begin},
-                  {"job", s.job},
-                  {"submitted", s.submitted},
-                  {"state", state_name(s.state)},
-                  {"exit", s.exit},
-                  {"decision", s.decision}});
-  }
-  nlohmann::json windows = nlohmann::json::array();
-  for (const auto& w : c.windows) windows.push_back({{"days", w.days}, {"hours", w.hours}, {"max_gpus", w.max_gpus}});
-  return {{"scheduler", scheduler_name(c.scheduler)},
-          {"auto_stages", c.auto_stages},
-          {"max_auto_stages", c.max_auto_stages},
-          {"state", state_name(c.state)},
-          {"reason", c.reason},
-          {"stages", st},
-          {"windows", windows},
-          {"gpus_from_windows", c.gpus_from_windows},
-          {"launcher", c.launcher},
-          {"cpus_per_gpu", c.cpus_per_gpu},
-          {"sizing", c.sizing.active() ? nlohmann::json({{"candidates", c.sizing.candidates},
-                                                         {"gpus", c.sizing.gpus},
-                                                         {"objective", c.sizing.objective},
-                                                         {"slack", c.sizing.slack}})
-                                       : nlohmann::json()},
-          {"config", c.config},
-          {"sets", c.sets},
-          {"limit_s", c.limit_s},
-          {"lead_s", c.lead_s}};
-}
-
-// Key `key` of the object `obj` (`path` names it in messages), `fallback` when absent; a ConfigError
-// naming the file and the key when it holds another type.
-template <class T>
-T field(const nlohmann::json& obj, const std::string& key, T fallback, const std::string& where,
-        const std::string& path) {
-  auto it = obj.find(key);
-  if (it == obj.end()) return fallback;
-  const auto& v = *it;
-  const char* expected = nullptr;
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (!v.is_string()) expected = "a string";
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (!v.is_boolean()) expected = "true or false";
-  } else if constexpr (std::is_same_v<T, int>) {
-    if (!v.is_number_integer()) expected = "an integer";
-  } else if constexpr (std::is_same_v<T, double>) {
-    if (!v.is_number()) expected = "a number";
-  } else {
-    bool ok = v.is_array();
-    for (const auto& x : v) ok = ok && x.is_string();
-    if (!ok) expected = "an array of strings";
-  }
-  if (expected) {
-    throw ConfigError(where + ": key '" + path + key + "' must be " + expected + ", got " + std::string(v.type_name()));
-  }
-  return v.get<T>();
-}
-
-// A key holding one of the names of T's table (chain.json keeps the names, never numbers).
-template <class T>
-T named(const nlohmann::json& obj, const std::string& key, T fallback, const std::string& where,
-        const std::string& path) {
-  const std::string name = field(obj, key, std::string(), where, path);
-  if (obj.find(key) == obj.end()) return fallback;
-  std::string expected;
-  if constexpr (std::is_same_v<T, SchedulerKind>) {
-    const SchedulerBackend* b = find_scheduler_backend(name);
-    if (b && b->can_submit()) return b->kind();
-    for (const SchedulerBackend* x : scheduler_backends()) {
-      if (x->can_submit()) expected += (expected.empty() ? "" : ", ") + x->name();
-    }
-  } else if constexpr (std::is_same_v<T, StageState>) {
-    if (const auto v = stage_state_from_name(name)) return *v;
-    expected = name_list(kStageStates);
-  } else {
-    if (const auto v = chain_state_from_name(name)) return *v;
-    expected = name_list(kChainStates);
-  }
-  throw ConfigError(where + ": key '" + path + key + "' must be one of " + expected + ", got '" + name + "'");
-}
-
-Chain from_json(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object()) {
-    throw ConfigError(where + ": must be a JSON object (as gtrain submit writes it), got " +
-                      std::string(j.type_name()));
-  }
-  Chain c;
-  c.scheduler = named(j, "scheduler", c.scheduler, where, "");
-  c.auto_stages = field(j, "auto_stages", false, where, "");
-  c.max_auto_stages = field(j, "max_auto_stages", c.max_auto_stages, where, "");
-  c.state = named(j, "state", c.state, where, "");
-  c.reason = field(j, "reason", std::string(), where, "");
-  c.gpus_from_windows = field(j, "gpus_from_windows", false, where, "");
-  c.launcher = field(j, "launcher", c.launcher, where, "");
-  c.cpus_per_gpu = field(j, "cpus_per_gpu", 0, where, "");
-  c.config = field(j, "config", std::string(), where, "");
-  c.sets = field(j, "sets", std::vector<std::string>{}, where, "");
-  c.limit_s = field(j, "limit_s", 0.0, where, "");
-  c.lead_s = field(j, "lead_s", 0, where, "");
-  if (const auto sz = j.find("sizing"); sz != j.end() && !sz->is_null()) {
-    const bool ok = sz->is_object() && sz->contains("candidates") && (*sz)["candidates"].is_array();
-    for (const auto& g : ok ? (*sz)["candidates"] : nlohmann::json::array()) {
-      if (!g.is_number_integer() || g.get<int>() < 1)
-        throw ConfigError(where + ": key 'sizing.candidates' must hold GPU counts >= 1");
-      c.sizing.candidates.push_back(g.get<int>());
-    }
-    if (!ok || c.sizing.candidates.empty())
-      throw ConfigError(where + ": key 'sizing' must be an object with a non-empty 'candidates' array");
-    c.sizing.gpus = field(*sz, "gpus", c.sizing.gpus, where, "sizing.");
-    c.sizing.objective = field(*sz, "objective", c.sizing.objective, where, "sizing.");
-    c.sizing.slack = field(*sz, "slack", c.sizing.slack, where, "sizing.");
-  }
-  const auto windows = j.find("windows");
-  if (windows != j.end() && !windows->is_array()) {
-    throw ConfigError(where + ": key 'windows' must be an array, got " + std::string(windows->type_name()));
-  }
-  for (size_t i = 0; windows != j.end() && i < windows->size(); ++i) {
-    const auto& w = (*windows)[i];
-    const std::string at = "windows[" + std::to_string(i) + "]";
-    if (!w.is_object())
-      throw ConfigError(where + ": key '" + at + "' must be an object, got " + std::string(w.type_name()));
-    WindowConfig x;
-    x.days = field(w, "days", x.days, where, at + ".");
-    x.hours = field(w, "hours", x.hours, where, at + ".");
-    x.max_gpus = field(w, "max_gpus", static_cast<int>(x.max_gpus), where, at + ".");
-    parse_window(x, where + ": " + at);  // checked now: chain-step must not fail on it later
-    c.windows.push_back(x);
-  }
-  const auto stages = j.find("stages");
-  if (stages != j.end() && !stages->is_array()) {
-    throw ConfigError(where + ": key 'stages' must be an array, got " + std::string(stages->type_name()));
-  }
-  for (size_t i = 0; stages != j.end() && i < stages->size(); ++i) {
-    const auto& s = (*stages)[i];
-    const std::string at = "stages[" + std::to_string(i) + "]";
-    if (!s.is_object())
-      throw ConfigError(where + ": key '" + at + "' must be an object, got " + std::string(s.type_name()));
-    ChainStage x;
-    x.index = field(s, "index", 1, where, at + ".");
-    x.gpus = field(s, "gpus", 1, where, at + ".");
-    x.nodes = field(s, "nodes", 1, where, at + ".");
-    x.nodes_min = field(s, "nodes_min", 0, where, at + ".");
-    x.script = field(s, "script", std::string(), where, at + ".");
-    x.submit_argv = field(s, "submit_argv", std::vector<std::string>{}, where, at + ".");
-    x.begin = field(s, "begin", std::string(), where, at + ".");
-    x.job = field(s, "job", std::string(), where, at + ".");
-    x.submitted = field(s, "submitted", 0.0, where, at + ".");
-    x.state = named(s, "state", StageState::planned, where, at + ".");
-    x.exit = field(s, "exit", -1, where, at + ".");
-    if (s.contains("decision") && s["decision"].is_object()) x.decision = s["decision"];
-    c.stages.push_back(x);
-  }
-  return c;
-}
 
 // sbatch --parsable prints "JOBID" or "JOBID;CLUSTER"; qsub prints "123.server".
 std::string parse_job_id(const std::string& text) {
@@ -266,7 +66,7 @@ std::string fit_auto_stage(const Chain& c, ChainStage& next, double now, double&
   if (window_end(windows, start) == 0) start = next_window_start(windows, start);
   if (start > now) start_out = start;
   if (start > now) {
-    next.begin = c.backend().begin_time(start);
+    next.begin = chain_backend(c).begin_time(start);
     note = ", begin " + next.begin + " (the next quota window)";
   }
   if (!c.gpus_from_windows || start <= 0) return note;
@@ -275,7 +75,7 @@ std::string fit_auto_stage(const Chain& c, ChainStage& next, double now, double&
   if (gpus % next.nodes != 0) gpus = std::max(next.nodes, gpus / next.nodes * next.nodes);
   if (gpus == next.gpus) return note;
   next.gpus = gpus;
-  c.backend().resize_submit_argv(next.submit_argv, next.nodes, gpus / next.nodes, c.launcher, c.cpus_per_gpu);
+  chain_backend(c).resize_submit_argv(next.submit_argv, next.nodes, gpus / next.nodes, c.launcher, c.cpus_per_gpu);
   return note + ", " + std::to_string(gpus) + " GPU(s) (the quota window's max_gpus)";
 }
 
@@ -300,7 +100,7 @@ std::string size_auto_stage(const Chain& c, ChainStage& next, const std::string&
     ctx.cap = window_cap(windows, std::max(now, start));
   }
   ctx.begin = start > now ? start : 0;
-  ctx.backend = &c.backend();
+  ctx.backend = &chain_backend(c);
   ctx.submit_argv = next.submit_argv;
   ctx.runner = runner;
   ctx.now = now;
@@ -311,7 +111,8 @@ std::string size_auto_stage(const Chain& c, ChainStage& next, const std::string&
   if (d.chosen == 0) return ", " + std::to_string(next.gpus) + " GPU(s) kept (no candidate size could run now)";
   if (d.chosen != next.gpus) {
     next.gpus = d.chosen;
-    c.backend().resize_submit_argv(next.submit_argv, next.nodes, d.chosen / next.nodes, c.launcher, c.cpus_per_gpu);
+    chain_backend(c).resize_submit_argv(next.submit_argv, next.nodes, d.chosen / next.nodes, c.launcher,
+                                        c.cpus_per_gpu);
   }
   return ", " + std::to_string(d.chosen) + " GPU(s) (the earliest predicted finish of " +
          std::to_string(d.rows.size()) + " sizes)";
@@ -326,50 +127,29 @@ void cancel_after(Chain& c, size_t k, const CommandRunner& runner) {
     }
     // A stage the scheduler would not cancel stays queued (its script exits at once: the chain ended),
     // unless the scheduler no longer knows it.
-    if (run_merged(runner, c.backend().cancel_argv(s.job)).rc == 0)
+    if (run_merged(runner, chain_backend(c).cancel_argv(s.job)).rc == 0)
       s.state = StageState::cancelled;
-    else if (c.backend().job_gone(s.job, runner))
+    else if (chain_backend(c).job_gone(s.job, runner))
       s.state = StageState::ended;
   }
 }
 
 }  // namespace
 
-std::string chain_path(const std::string& run_dir) {
-  return (fs::path(run_dir) / "chain.json").string();
-}
-bool chain_exists(const std::string& run_dir) {
-  return fs::exists(chain_path(run_dir));
+const SchedulerBackend& chain_backend(const Chain& c) {
+  return scheduler_backend(c.scheduler);
 }
 
 Chain read_chain(const std::string& run_dir) {
-  std::ifstream f(chain_path(run_dir));
-  if (!f) {
-    throw ConfigError(chain_path(run_dir) + ": no chain",
-                      "check that this run was submitted with gtrain submit: only a submitted run has a chain");
-  }
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(chain_path(run_dir) + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
-  return from_json(j, chain_path(run_dir));
-}
-
-void write_chain(const std::string& run_dir, const Chain& c) {
-  const std::string path = chain_path(run_dir), tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << to_json(c).dump(2) << "\n";
-    if (!f) throw Error(tmp + ": cannot write", "check that the disk is not full and the run directory is writable");
-  }
-  fs::rename(tmp, path);
+  std::vector<SchedulerKind> submitters;
+  for (const SchedulerBackend* b : scheduler_backends())
+    if (b->can_submit()) submitters.push_back(b->kind());
+  return read_chain_file(run_dir, submitters);
 }
 
 std::vector<std::string> stage_submit_argv(const Chain& c, size_t k, const std::string& after_job) {
   const auto& s = c.stages.at(k);
-  const SchedulerBackend& backend = c.backend();
+  const SchedulerBackend& backend = chain_backend(c);
   std::vector<std::string> argv = s.submit_argv;
   // The script is the last argument; options go before it.
   std::vector<std::string> opts;
@@ -441,7 +221,7 @@ std::string step_resumable(Chain& c, size_t k, const std::string& run_dir, const
   next.begin.clear();
   next.exit = -1;
   next.state = StageState::planned;
-  c.backend().renumber_submit_argv(next.submit_argv, run_dir, next.index);
+  chain_backend(c).renumber_submit_argv(next.submit_argv, run_dir, next.index);
   const double now = now_unix > 0 ? now_unix : unix_now();
   double start = now;
   std::string fitted = fit_auto_stage(c, next, now, start);
@@ -507,7 +287,7 @@ std::string chain_step(const std::string& run_dir, int stage, int exit_code, con
 }
 
 ChainLock::ChainLock(const std::string& run_dir) {
-  const std::string path = (fs::path(run_dir) / ".chain.lock").string();
+  const std::string path = RunDir(run_dir).path(RunFile::chain_lock);
   fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!fd_) {
     throw Error(str(path, ": cannot open the chain's lock file: ", std::strerror(errno)),
@@ -539,7 +319,7 @@ std::optional<std::map<std::string, JobState>> active_jobs(const Chain& c, const
     if (!s.job.empty()) jobs.push_back(s.job);
   }
   if (jobs.empty()) return std::map<std::string, JobState>{};
-  return c.backend().job_states(jobs, runner);
+  return chain_backend(c).job_states(jobs, runner);
 }
 
 namespace {
@@ -555,7 +335,7 @@ struct Signalled {
 void cancel_stage(const Chain& c, ChainStage& s, const std::optional<std::map<std::string, JobState>>& active,
                   const CommandRunner& runner, std::ostream& out, bool now, CancelResult& n,
                   std::vector<Signalled>& signalled) {
-  const SchedulerBackend& backend = c.backend();
+  const SchedulerBackend& backend = chain_backend(c);
   std::optional<JobState> state;  // the scheduler's; none when it no longer knows the job or cannot be asked
   if (active) {
     const auto it = active->find(s.job);
@@ -704,7 +484,7 @@ void print_chain_status(const std::string& run_dir, const CommandRunner& runner,
     jobs.push_back(s.job);
     if (s.state == StageState::queued) queued.insert(s.job);
   }
-  const std::map<std::string, std::string> live = c.backend().status_details(jobs, queued, runner);
+  const std::map<std::string, std::string> live = chain_backend(c).status_details(jobs, queued, runner);
   out << "  chain      " << c.scheduler << ", " << c.state << (c.reason.empty() ? "" : ": " + c.reason) << "\n";
   for (const auto& s : c.stages) {
     auto it = live.find(s.job);

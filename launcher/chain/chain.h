@@ -24,92 +24,11 @@
 #include "launcher/chain/stage_sizing.h"
 #include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/config/schedule_config.h"
+#include "runtime/core/run_dir/chain_file.h"
 
 #include "runtime/core/unique_fd.h"
 
 namespace gtrain {
-
-// A stage's state in chain.json. ended: the scheduler has no such job, and its script never
-// reported; refused: the scheduler refused its submission.
-#define GTRAIN_STAGE_STATES(X) \
-  X(planned)                   \
-  X(queued)                    \
-  X(resumable)                 \
-  X(completed)                 \
-  X(failed)                    \
-  X(cancelled)                 \
-  X(skipped)                   \
-  X(ended)                     \
-  X(refused)
-// The chain's state in chain.json.
-#define GTRAIN_CHAIN_STATES(X) \
-  X(running)                   \
-  X(completed)                 \
-  X(failed)                    \
-  X(stopped)                   \
-  X(cancelled)
-
-#define GTRAIN_STATE_ENUMERATOR(name) name,
-enum class StageState { GTRAIN_STAGE_STATES(GTRAIN_STATE_ENUMERATOR) };
-enum class ChainState { GTRAIN_CHAIN_STATES(GTRAIN_STATE_ENUMERATOR) };
-#undef GTRAIN_STATE_ENUMERATOR
-
-// The one name table of each (the strings in chain.json and in every message); nullopt for any
-// other string.
-const char* state_name(StageState s);
-const char* state_name(ChainState s);
-std::optional<StageState> stage_state_from_name(const std::string& name);
-std::optional<ChainState> chain_state_from_name(const std::string& name);
-inline std::ostream& operator<<(std::ostream& out, StageState s) {
-  return out << state_name(s);
-}
-inline std::ostream& operator<<(std::ostream& out, ChainState s) {
-  return out << state_name(s);
-}
-
-struct ChainStage {
-  int index = 1;
-  int gpus = 1, nodes = 1;
-  int nodes_min = 0;                     // > 0: Slurm's node range nodes_min-nodes (GPUs and nodes at its most)
-  std::string script;                    // file name inside the run dir
-  std::vector<std::string> submit_argv;  // the exact sbatch/qsub command (without the dependency)
-  std::string begin;                     // --begin value ("" = none)
-  std::string job;                       // scheduler job id ("" = not submitted)
-  double submitted = 0;                  // unix time it was submitted (0 = not, or by an older gtrain)
-  StageState state = StageState::planned;
-  int exit = -1;            // gtrain run's exit code (-1 = not reported)
-  nlohmann::json decision;  // how its size was chosen (stage_sizing.h; null = the size was given)
-};
-
-struct Chain {
-  SchedulerKind scheduler = SchedulerKind::slurm;  // one that can submit: slurm | pbs
-  bool auto_stages = false;                        // submit one more stage whenever the last one ends resumable
-  int max_auto_stages = 100;                       // safety bound for auto chains
-  ChainState state = ChainState::running;
-  std::string reason;  // why the chain stopped
-  std::vector<ChainStage> stages;
-  // For stages --stages auto adds: the config's quota windows (a stage starting outside them gets
-  // --begin at the next opening), whether GPU counts follow the windows' max_gpus (no --gpus), and
-  // how the scripts start ranks (the task count a new GPU count needs).
-  std::vector<WindowConfig> windows;
-  bool gpus_from_windows = false;
-  std::string launcher = "mpirun";
-  int cpus_per_gpu = 0;  // submit --cpus-per-gpu (PBS: the ncpus of a new select)
-  // --gpus auto / a range / a list with --stages auto: each stage's size is chosen when it is
-  // submitted, from the config (with its --set overrides), the stage time limit and the USR1 lead.
-  SizingPolicy sizing;
-  std::string config;
-  std::vector<std::string> sets;
-  double limit_s = 0;
-  int lead_s = 0;
-
-  const SchedulerBackend& backend() const { return scheduler_backend(scheduler); }
-};
-
-std::string chain_path(const std::string& run_dir);
-bool chain_exists(const std::string& run_dir);
-Chain read_chain(const std::string& run_dir);                  // ConfigError when missing/bad
-void write_chain(const std::string& run_dir, const Chain& c);  // atomic (rename)
 
 // The exact sbatch/qsub command for stage `k` (0-based) after `after_job` ("" = no dependency):
 // the recorded submit_argv plus the dependency, --begin/-a and GTRAIN_STAGE, before the script.
@@ -123,6 +42,11 @@ CommandOutput submit_stage(Chain& c, size_t k, const std::string& after_job, con
 // `now_unix` (0 = the clock) is when a stage --stages auto adds would start.
 std::string chain_step(const std::string& run_dir, int stage, int exit_code, const std::string& job,
                        const CommandRunner& runner, double now_unix = 0);
+
+// The chain's scheduler backend.
+const SchedulerBackend& chain_backend(const Chain& c);
+// read_chain_file with the schedulers that can submit.
+Chain read_chain(const std::string& run_dir);
 
 // Holds an flock on RUN_DIR/.chain.lock while chain.json is read, changed and written back, so that
 // gtrain cancel, a stage's chain-step and gtrain submit never write over each other's changes.

@@ -43,8 +43,8 @@ std::vector<int> parse_gpu_candidates(const std::string& text, int most) {
   return {out.begin(), out.end()};
 }
 
-std::vector<int> SizingPolicy::candidates_for(int64_t cap, int nodes) const {
-  if (gpus != "auto") return candidates;
+std::vector<int> sizing_candidates(const SizingPolicy& policy, int64_t cap, int nodes) {
+  if (policy.gpus != "auto") return policy.candidates;
   return parse_gpu_candidates("auto", cap > 0 ? static_cast<int>(cap) : 8 * std::max(1, nodes));
 }
 
@@ -108,7 +108,7 @@ SizingDecision decide_stage_size(const SizingPolicy& policy, const SizingContext
   const auto stats = model_stats_from_config(ctx.cfg);
   JobConfig layout = ctx.cfg;
   if (layout.parallel.memory_gb <= 0) layout.parallel.memory_gb = 1e9;  // the stage's own hardware judges memory
-  for (int g : policy.candidates_for(ctx.cap, ctx.nodes)) {
+  for (int g : sizing_candidates(policy, ctx.cap, ctx.nodes)) {
     SizingRow row;
     row.gpus = g;
     row.nodes = ctx.nodes;

@@ -15,20 +15,16 @@
 #include "launcher/base/program_runner.h"
 #include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/config/job_config.h"
+#include "runtime/core/run_dir/chain_file.h"
 
 namespace gtrain {
 
 // What the chain keeps in chain.json to size every stage it submits.
-struct SizingPolicy {
-  std::vector<int> candidates;       // GPU counts to choose from (empty: sizes are fixed)
-  std::string gpus;                  // the --gpus text ("auto": the counts follow each stage's window cap)
-  std::string objective = "finish";  // finish | gpu-hours
-  double slack = 0.10;               // gpu-hours: finish within this share of the earliest's time to finish
-  bool active() const { return !candidates.empty(); }
-  // The counts for a stage that starts in a window with this cap (0 = none) on `nodes` nodes: --gpus
-  // auto's ladder up to the cap (else 8 a node), or `candidates` as given.
-  std::vector<int> candidates_for(int64_t cap, int nodes) const;
-};
+// How each stage's size is chosen (kept in chain.json: runtime/core/run_dir/chain_file.h).
+using SizingPolicy = ChainSizing;
+// The counts for a stage that starts in a window with this cap (0 = none) on `nodes` nodes: --gpus
+// auto's ladder up to the cap (else 8 a node), or the policy's candidates as given.
+std::vector<int> sizing_candidates(const SizingPolicy& policy, int64_t cap, int nodes);
 
 // "auto" (1, 2, 4, ... up to `most`, plus `most`), "2-8" (every count), "1,2,4,8" -> candidates;
 // ConfigError naming --gpus otherwise.

@@ -38,6 +38,8 @@ void check_command_words(const CLI::App& app, int argc, char** argv) {
     for (const auto* a : subs) {
       if (a->check_name(argv[i])) next = a;
     }
+    // A command whose subcommands are optional (`runs` and `runs diff`) takes other words as arguments.
+    if (!next && cur != &app && cur->get_require_subcommand_min() == 0) break;
     if (!next) throw UsageError(path + ": unknown command '" + argv[i] + "'; expected one of " + command_names(cur));
     cur = next;
     path += " " + next->get_name();
@@ -63,6 +65,7 @@ int cli_main(int argc, char** argv, const LibTorchWork& work) {
                                          add_sample(app, work),
                                          add_status(app),
                                          add_report(app),
+                                         add_runs(app),
                                          add_submit(app),
                                          add_cancel(app),
                                          add_chain_step(app),
@@ -76,6 +79,7 @@ int cli_main(int argc, char** argv, const LibTorchWork& work) {
                                                            {"sample", "models"},
                                                            {"status", "reports-and-monitoring"},
                                                            {"report", "reports-and-monitoring"},
+                                                           {"runs", "runs-and-identity"},
                                                            {"submit", "clusters"},
                                                            {"cancel", "clusters"},
                                                            {"chain-step", "clusters"},

@@ -28,6 +28,7 @@ Command add_sample(CLI::App& app, const LibTorchWork& work);
 // Jobs and checkpoints: job_commands.cpp.
 Command add_status(CLI::App& app);
 Command add_report(CLI::App& app);
+Command add_runs(CLI::App& app);
 Command add_submit(CLI::App& app);
 Command add_cancel(CLI::App& app);
 Command add_chain_step(CLI::App& app);

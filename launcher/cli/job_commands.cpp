@@ -11,6 +11,7 @@
 #include "launcher/cli/commands.h"
 #include "launcher/commands/ckpt_commands.h"
 #include "launcher/commands/report_command.h"
+#include "launcher/commands/runs_command.h"
 #include "launcher/commands/stage_commands.h"
 #include "launcher/commands/submit_command.h"
 #include "runtime/core/config/job_config.h"
@@ -73,6 +74,22 @@ Command add_report(CLI::App& app) {
                    "(default log.price_per_gpu_hour)")
       ->check(CLI::Range(0.0, 1e9));
   c.run = [o] { return run_report_command(*o, process_environment()); };
+  return c;
+}
+
+Command add_runs(CLI::App& app) {
+  auto o = std::make_shared<RunsOptions>();
+  auto diff = std::make_shared<std::vector<std::string>>();
+  Command c;
+  c.app = app.add_subcommand("runs",
+                             "List runs: identity, status, stages, steps, best eval loss, GPU-hours, where; a run "
+                             "repeating a finished one is marked. `runs diff A B`: what differs between two runs.");
+  c.app->add_option("dirs", o->dirs, "Run directories, or folders holding them (default runs/)");
+  c.app->add_flag("--json", o->json, "One JSON array instead of the table");
+  auto* d =
+      c.app->add_subcommand("diff", "What differs between two runs: config, data, initial weights, layout, gtrain");
+  d->add_option("runs", *diff, "Two run directories")->required()->expected(2);
+  c.run = [o, diff, d] { return d->parsed() ? run_runs_diff_command(diff->at(0), diff->at(1)) : run_runs_command(*o); };
   return c;
 }
 

@@ -21,6 +21,7 @@
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/run_dir/run_files.h"
 #include "runtime/core/schedule.h"
 
 namespace fs = std::filesystem;
@@ -93,7 +94,7 @@ ResourceRequest resource_request(const RunHistory& h, const std::string& config_
   o.runnable = true;
   int64_t most = 1;
   for (const auto& s : h.stages) most = std::max<int64_t>(most, s.units);
-  const std::string profile = h.plan.is_object() ? h.plan.value("profile", std::string()) : std::string();
+  const std::string profile = h.plan ? h.plan->profile : std::string();
   if (h.gpus) {
     std::set<int64_t> counts;
     for (int64_t n = 1; n <= std::max<int64_t>(8, 4 * most); n *= 2) counts.insert(n);
@@ -167,7 +168,7 @@ int run_report_command(const ReportOptions& o, const std::map<std::string, std::
     const SchedulerBackend* b = find_scheduler_backend(s.scheduler);
     return b ? b->job_submit_time(s.job, run) : std::nullopt;
   });
-  const std::string config_path = (fs::path(o.run_dir) / "config.toml").string();
+  const std::string config_path = RunDir(o.run_dir).config();
   JobConfig cfg;
   bool have_config = false;
   if (fs::exists(config_path)) {

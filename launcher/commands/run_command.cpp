@@ -30,6 +30,10 @@
 #include "runtime/core/format.h"
 #include "runtime/core/heartbeat.h"
 #include "runtime/core/rank_output.h"
+#include "runtime/core/run_dir/plan_record.h"
+#include "runtime/core/run_dir/run_files.h"
+#include "runtime/core/run_dir/run_identity.h"
+#include "runtime/core/run_dir/run_records.h"
 #include "runtime/core/schedule.h"
 #include "runtime/core/startup.h"
 #include "runtime/core/stop_policy.h"
@@ -88,34 +92,14 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
 namespace {
 
 void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Plan& plan, int64_t requested_batch) {
+  const RunDir dir(run_dir);
   {
-    std::ofstream f(fs::path(run_dir) / "config.toml");
+    std::ofstream f(dir.config());
     f << to_toml(cfg);
     if (!f)
-      throw Error(run_dir + "/config.toml: cannot write",
-                  "check that the disk is not full and the run directory is writable");
+      throw Error(dir.config() + ": cannot write", "check that the disk is not full and the run directory is writable");
   }
-  nlohmann::json pj = {{"world", plan.world},
-                       {"dp", plan.dp},
-                       {"tp", plan.tp},
-                       {"pp", plan.pp},
-                       {"zero", plan.zero},
-                       {"offload", plan.offload ? "optimizer" : "none"},
-                       {"micro_batch", plan.micro_batch},
-                       {"grad_accum", plan.grad_accum},
-                       {"recompute", plan.recompute},
-                       {"precision", plan.precision},
-                       {"est_memory_bytes", plan.est_memory_bytes},
-                       {"est_tensor_bytes", plan.est_tensor_bytes},
-                       {"est_step_seconds", plan.est_step_seconds},
-                       {"flops_per_step", plan.flops_per_step},
-                       {"peak_flops", plan.peak_flops},
-                       {"global_batch", plan.global_batch()},
-                       {"requested_global_batch", requested_batch},
-                       {"profile", plan.profile},
-                       {"reason", plan.reason}};
-  std::ofstream f(fs::path(run_dir) / "plan.json");
-  f << pj.dump(2) << "\n";
+  write_plan_record(run_dir, PlanRecord::from_plan(plan, requested_batch));
 }
 
 std::string env_or(const std::map<std::string, std::string>& env, const char* key) {
@@ -169,18 +153,14 @@ std::string saved_history(const std::string& run_dir, const std::string& checkpo
   }
   int64_t saves = 0, last_save = -1;
   bool finished = false;
-  std::ifstream in(fs::path(run_dir) / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object()) continue;
-    const std::string kind = j.value("kind", "");
+  for (const auto& r : read_run_records(RunDir(run_dir).metrics())) {
     // A stage's "final" and "stage_end" records come after it waited for its saves to commit.
-    if ((kind == "final" || kind == "stage_end") && saves > 0) finished = true;
-    if (kind != "checkpoint") continue;
+    if ((r.is<FinalRecord>() || r.is<StageEndRecord>()) && saves > 0) finished = true;
+    if (!r.is<CheckpointRecord>()) continue;
+    const auto save = r.as<CheckpointRecord>();
     ++saves;
-    finished = finished || j.contains("previous_write_s") || !j.value("async", true);
-    if (j.contains("step") && j["step"].is_number_integer()) last_save = std::max(last_save, j["step"].get<int64_t>());
+    finished = finished || save.previous_write_s || !save.async;
+    if (record_step(r.json)) last_save = std::max(last_save, save.step);
   }
   if (finished)
     found.push_back("metrics.jsonl records " + std::to_string(saves) + " save(s), the last at step " +
@@ -330,7 +310,7 @@ ResumeChoice choose_resume(const RankJob& job, const TrainerPaths& paths) {
 }
 
 // Rank 0 reports what the resume search found and creates the run directory before any rank writes.
-void prepare_run_directory(const RankJob& job, const ResumeChoice& resume) {
+void prepare_run_directory(const RankJob& job, const ResumeChoice& resume, const Plan& plan) {
   if (job.main_rank) {
     for (const auto& w : resume.warnings) std::cerr << "gtrain: warning: " << w << std::endl;
     if (!job.batch_note.empty() && !job.o.quiet) std::cout << "gtrain: " << job.batch_note << std::endl;
@@ -340,6 +320,9 @@ void prepare_run_directory(const RankJob& job, const ResumeChoice& resume) {
       throw ConfigError(job.run_dir + ": cannot create run directory: " + ec.message(),
                         "check that its parent folder is writable, or choose another --run-dir");
     }
+    // Ranks srun started (no launching gtrain recorded it): the identity, when the run has none.
+    if (job.handoff.locked_run_dir.empty() && !read_run_identity(job.run_dir))
+      write_run_identity(job.run_dir, run_identity(job.cfg, identity_layout(plan)));
   }
   if (job.comm->size() > 1) job.comm->barrier();
 }
@@ -348,7 +331,7 @@ void prepare_run_directory(const RankJob& job, const ResumeChoice& resume) {
 // srun-started ranks, found by rank 0), and the token every rank's saves carry.
 StageOptions stage_options(const RankJob& job) {
   StageOptions stage;
-  stage.ledger = (fs::path(job.run_dir) / "stages.jsonl").string();
+  stage.ledger = RunDir(job.run_dir).stages();
   const StageHandoff& handoff = job.handoff;
   if (handoff.has_deadline) {
     stage.deadline_unix = handoff.deadline_unix;
@@ -611,11 +594,11 @@ RunOutcome run_job(const RunOptions& o) {
   job.cfg.train.global_batch = parts.plan.global_batch();  // differs only within parallel.batch_tolerance
   // 5. Choose where to start.
   TrainerPaths paths;
-  paths.metrics = (fs::path(job.run_dir) / "metrics.jsonl").string();
+  paths.metrics = RunDir(job.run_dir).metrics();
   paths.checkpoints = checkpoint_directory(job.cfg.checkpoint, job.run_dir);
   const ResumeChoice resume = choose_resume(job, paths);
   paths.append_metrics = !resume.from.empty();
-  prepare_run_directory(job, resume);
+  prepare_run_directory(job, resume, parts.plan);
   // 6. The trainer, its stage, and its starting weights.
   const std::string engine_desc = parts.engine->describe();
   Trainer trainer(job.cfg, parts.plan, job.comm, parts.model, parts.data, std::move(parts.engine), paths, job.device);

@@ -13,13 +13,15 @@
 #include "launcher/base/run_lock.h"
 #include "launcher/base/text_util.h"
 #include "launcher/chain/chain.h"
-#include "launcher/chain/stage_ledger.h"
 #include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/checkpoint_manifest.h"
 #include "runtime/core/config/job_config.h"
-#include "runtime/core/config/model_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/run_dir/chain_file.h"
+#include "runtime/core/run_dir/run_files.h"
+#include "runtime/core/run_dir/run_records.h"
+#include "runtime/core/run_dir/stage_records.h"
 #include "runtime/core/schedule.h"
 
 namespace fs = std::filesystem;
@@ -27,82 +29,13 @@ namespace fs = std::filesystem;
 namespace gtrain {
 namespace {
 
-enum class Want { kInt, kNumber, kString, kObject };
-
-bool has_type(const nlohmann::json& v, Want w) {
-  switch (w) {
-    case Want::kInt:
-      return v.is_number_integer();
-    case Want::kNumber:
-      return v.is_number();
-    case Want::kString:
-      return v.is_string();
-    case Want::kObject:
-      return v.is_object();
-  }
-  return false;
-}
-
-const char* want_name(Want w) {
-  switch (w) {
-    case Want::kInt:
-      return "an integer";
-    case Want::kNumber:
-      return "a number";
-    case Want::kString:
-      return "a string";
-    case Want::kObject:
-      return "an object";
-  }
-  return "";
-}
-
-// The records of a JSON-lines file. A line that does not parse (the partial last line of a killed
-// run) is skipped silently; a line that parses but is not a record of the expected shape (an object
-// whose keys in `keys` have their types) is skipped with a warning naming the file, line and key.
-std::vector<nlohmann::json> read_jsonl(const fs::path& p, const std::vector<std::pair<std::string, Want>>& keys) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(p);
-  std::string line;
-  for (int n = 1; std::getline(f, line); ++n) {
-    if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) continue;
-    std::string bad;
-    if (!j.is_object()) {
-      bad = "expected a JSON object, got " + std::string(j.type_name());
-    } else {
-      for (const auto& [key, want] : keys) {
-        auto it = j.find(key);
-        if (it != j.end() && !has_type(*it, want)) {
-          bad = "key '" + key + "' must be " + want_name(want) + ", got " + std::string(it->type_name());
-          break;
-        }
-      }
-    }
-    if (!bad.empty()) {
-      std::cerr << "gtrain: warning: " << p.string() << ":" << n << ": " << bad << "; line skipped" << std::endl;
-      continue;
-    }
-    out.push_back(j);
-  }
-  return out;
-}
-
-const std::vector<std::pair<std::string, Want>> kStageKeys = {
-    {"total_steps", Want::kInt},     {"step_from", Want::kInt}, {"step_to", Want::kInt},      {"world", Want::kInt},
-    {"productive_s", Want::kNumber}, {"start", Want::kNumber},  {"end", Want::kNumber},       {"save_s", Want::kNumber},
-    {"load_s", Want::kNumber},       {"exit", Want::kString},   {"allocation", Want::kObject}};
-const std::vector<std::pair<std::string, Want>> kMetricKeys = {
-    {"kind", Want::kString}, {"step", Want::kInt}, {"loss", Want::kNumber}};
-
 // What `gtrain status` found in a run directory, rendered once as text or as JSON.
 struct RunStatus {
   std::string run_dir;
-  std::vector<nlohmann::json> stages;      // stages.jsonl
+  std::vector<StageRecord> stages;         // stages.jsonl
   std::vector<nlohmann::json> unrecorded;  // stages metrics.jsonl shows after the ledger's last record
   std::vector<MetricsStage> extra;         // the same, as read
-  nlohmann::json last_train;               // metrics.jsonl's last train record (null: none)
+  std::optional<TrainRecord> last_train;   // metrics.jsonl's last train record
   std::string latest;                      // the newest complete checkpoint ("" = none)
   int64_t total = 0, done = 0;
   bool complete = false;
@@ -114,12 +47,12 @@ struct RunStatus {
 
 // The run's total steps and checkpoint directory from the config.toml it wrote at start (0 and the
 // default directory when it has none, or it no longer loads).
-std::pair<int64_t, std::string> config_steps_and_checkpoints(const fs::path& dir) {
-  std::pair<int64_t, std::string> out{0, checkpoint_directory(CheckpointConfig{}, dir.string())};
-  if (!fs::exists(dir / "config.toml")) return out;
+std::pair<int64_t, std::string> config_steps_and_checkpoints(const RunDir& dir) {
+  std::pair<int64_t, std::string> out{0, checkpoint_directory(CheckpointConfig{}, dir.root())};
+  if (!dir.has(RunFile::config)) return out;
   try {
-    const JobConfig cfg = load_job_config((dir / "config.toml").string(), {}, {});
-    out = {cfg.train.steps, checkpoint_directory(cfg.checkpoint, dir.string())};
+    const JobConfig cfg = load_job_config(dir.config(), {}, {});
+    out = {cfg.train.steps, checkpoint_directory(cfg.checkpoint, dir.root())};
   } catch (const Error& e) {
     std::cerr << "gtrain: warning: " << e.what() << " (total steps unknown)" << std::endl;
   }
@@ -130,12 +63,12 @@ std::pair<int64_t, std::string> config_steps_and_checkpoints(const fs::path& dir
 void read_ledger_progress(RunStatus& st, int64_t config_steps) {
   double productive_rank_s = 0, wall_rank_s = 0;
   for (const auto& s : st.stages) {
-    st.total = s.value("total_steps", st.total);
+    if (s.total_steps > 0) st.total = s.total_steps;
     // The latest stage's: a start over (--no-resume) or from an older checkpoint goes back.
-    st.done = s.value("step_to", st.done);
-    const double world = s.value("world", 1);
-    productive_rank_s += s.value("productive_s", 0.0) * world;
-    wall_rank_s += (s.value("end", 0.0) - s.value("start", 0.0)) * world;
+    st.done = s.step_to;
+    const double world = s.world;
+    productive_rank_s += s.productive_s * world;
+    wall_rank_s += (s.end - s.start) * world;
   }
   // config.toml is the latest start's: its steps win over an earlier stage's total (a run restarted
   // with more steps, whose stage failed before it could write its own).
@@ -147,13 +80,13 @@ void read_ledger_progress(RunStatus& st, int64_t config_steps) {
     } catch (const std::exception&) {
     }
   }
-  if (!st.last_train.is_null()) st.done = std::max<int64_t>(st.done, st.last_train.value("step", 0));
+  if (st.last_train) st.done = std::max<int64_t>(st.done, st.last_train->step);
   // Complete: the latest stage completed the run's steps, and nothing trained after it.
-  st.complete = !st.stages.empty() && st.stages.back().value("exit", "") == "completed" &&
-                st.stages.back().value("step_to", int64_t{-1}) == st.done && (st.total == 0 || st.done >= st.total);
+  st.complete = !st.stages.empty() && st.stages.back().completed() && st.stages.back().step_to == st.done &&
+                (st.total == 0 || st.done >= st.total);
   for (auto s = st.stages.rbegin(); s != st.stages.rend() && st.eta < 0 && st.total > 0; ++s) {
-    const int64_t steps = s->value("step_to", 0) - s->value("step_from", 0);
-    const double productive = s->value("productive_s", 0.0);
+    const int64_t steps = s->step_to - s->step_from;
+    const double productive = s->productive_s;
     if (steps > 0 && productive > 0)
       st.eta = (productive / steps) * static_cast<double>(std::max<int64_t>(0, st.total - st.done));
   }
@@ -163,10 +96,10 @@ void read_ledger_progress(RunStatus& st, int64_t config_steps) {
 
 // Stages metrics.jsonl shows after the ledger's last record: the one running now (a gtrain run holds
 // the lock), and ones whose launcher was killed before anything recorded them (the next start adds them).
-void read_unrecorded_stages(RunStatus& st, const fs::path& dir) {
+void read_unrecorded_stages(RunStatus& st, const RunDir& dir) {
   st.running = RunLock::held(st.run_dir);
   st.running_pid = st.running ? RunLock::holder_pid(st.run_dir) : 0;
-  st.extra = metrics_stages((dir / "metrics.jsonl").string(), ledger_end(st.run_dir));
+  st.extra = metrics_stages(dir.metrics(), ledger_end(st.run_dir));
   for (size_t i = 0; i < st.extra.size(); ++i) {
     const MetricsStage& m = st.extra[i];
     const bool now = st.running && i + 1 == st.extra.size();
@@ -183,27 +116,31 @@ void read_unrecorded_stages(RunStatus& st, const fs::path& dir) {
   st.running_stage = st.running && !st.extra.empty();
 }
 
+nlohmann::json stage_list_json(const std::vector<StageRecord>& stages) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : stages) out.push_back(s.to_json());
+  return out;
+}
+
 RunStatus compute_status(const std::string& run_dir) {
   if (!fs::is_directory(run_dir)) {
     throw ConfigError(
         run_dir + ": no such run directory",
         "give the run directory gtrain run or gtrain submit used (its --run-dir, or <log.root>/<log.name>)");
   }
-  const fs::path dir(run_dir);
-  if (!fs::exists(dir / "config.toml") && !fs::exists(dir / "metrics.jsonl") && !fs::exists(dir / "stages.jsonl") &&
-      !fs::exists(dir / "checkpoints") && !fs::exists(dir / "chain.json")) {
+  const RunDir dir(run_dir);
+  if (!looks_like_run_dir(run_dir)) {
     throw ConfigError(
-        run_dir + ": not a gtrain run directory (no config.toml, metrics.jsonl or checkpoints)",
+        run_dir + ": not a gtrain run directory (no " + run_marker_names() + ")",
         "give the run directory gtrain run or gtrain submit used (its --run-dir, or <log.root>/<log.name>)");
   }
   if (chain_exists(run_dir)) read_chain(run_dir);  // a bad chain.json: one clear error before any report
   RunStatus st;
   st.run_dir = run_dir;
   const auto [config_steps, ckpt_dir] = config_steps_and_checkpoints(dir);
-  st.stages = read_jsonl(dir / "stages.jsonl", kStageKeys);
-  for (const auto& m : read_jsonl(dir / "metrics.jsonl", kMetricKeys)) {
-    if (m.value("kind", "") == "train") st.last_train = m;
-  }
+  st.stages = read_stage_records(run_dir, /*warn=*/true);
+  for (const auto& r : read_run_records(dir.metrics()))
+    if (r.is<TrainRecord>()) st.last_train = r.as<TrainRecord>();
   st.latest = find_latest_complete_checkpoint(ckpt_dir);
   read_ledger_progress(st, config_steps);
   read_unrecorded_stages(st, dir);
@@ -218,7 +155,7 @@ nlohmann::json status_json(const RunStatus& st) {
       {"complete", st.complete},
       {"goodput", st.stages.empty() ? nlohmann::json() : nlohmann::json(st.goodput)},
       {"eta_s", st.eta},
-      {"stages", st.stages},
+      {"stages", stage_list_json(st.stages)},
       {"unrecorded_stages", st.unrecorded},
       {"running", st.running ? nlohmann::json({{"pid", st.running_pid},
                                                {"stage", st.running_stage ? st.unrecorded.back() : nlohmann::json()}})
@@ -226,9 +163,7 @@ nlohmann::json status_json(const RunStatus& st) {
       {"latest_checkpoint", st.latest}};
   // A submitted chain (chain.json, as `gtrain submit` and the stages' scripts keep it; checked).
   if (chain_exists(st.run_dir)) {
-    read_chain(st.run_dir);
-    std::ifstream chain(chain_path(st.run_dir));
-    j["chain"] = nlohmann::json::parse(chain);
+    j["chain"] = chain_to_json(read_chain(st.run_dir));
   }
   return j;
 }
@@ -243,14 +178,11 @@ void print_stage_table(const RunStatus& st) {
               "save s", "load s", "sched", "exit");
   for (size_t i = 0; i < st.stages.size(); ++i) {
     const auto& s = st.stages[i];
-    const std::string steps = std::to_string(s.value("step_from", 0)) + "-" + std::to_string(s.value("step_to", 0));
-    const auto alloc = s.contains("allocation") ? s.at("allocation") : nlohmann::json::object();
-    const auto sched = alloc.find("scheduler");
-    const std::string scheduler = sched != alloc.end() && sched->is_string() ? sched->get<std::string>() : "-";
-    std::printf("  %-3zu %-19s %-19s %5d %-10s %8.1fs %8.2f %7.2f %7s  %s\n", i + 1,
-                clock_time(s.value("start", 0.0)).c_str(), clock_time(s.value("end", 0.0)).c_str(), s.value("world", 1),
-                steps.c_str(), s.value("productive_s", 0.0), s.value("save_s", 0.0), s.value("load_s", 0.0),
-                scheduler.c_str(), describe_stage_exit(s.value("exit", "")).c_str());
+    const std::string steps = std::to_string(s.step_from) + "-" + std::to_string(s.step_to);
+    const std::string scheduler = s.scheduler().empty() ? "-" : s.scheduler();
+    std::printf("  %-3zu %-19s %-19s %5d %-10s %8.1fs %8.2f %7.2f %7s  %s\n", i + 1, clock_time(s.start).c_str(),
+                clock_time(s.end).c_str(), s.world, steps.c_str(), s.productive_s, s.save_s, s.load_s,
+                scheduler.c_str(), describe_stage_exit(s.exit).c_str());
   }
   for (size_t i = 0; i < st.unrecorded.size(); ++i) {
     const auto& s = st.unrecorded[i];
@@ -271,7 +203,7 @@ void print_status_text(const RunStatus& st) {
   } else {
     std::printf("  progress   step %lld / unknown\n", (long long)st.done);
   }
-  if (!st.last_train.is_null()) std::printf("  last loss  %.4f\n", st.last_train.value("loss", 0.0));
+  if (st.last_train) std::printf("  last loss  %.4f\n", st.last_train->loss);
   // The newest committed checkpoint, as its directory says: status reads no tensor, so a damaged one
   // is found only by gtrain ckpt verify (or by the resume, which then takes an older one).
   if (st.latest.empty())

@@ -20,7 +20,6 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/base/run_lock.h"
-#include "launcher/chain/stage_ledger.h"
 #include "launcher/chain/window_calendar.h"
 #include "launcher/commands/plan_command.h"
 #include "launcher/launch/run_launch.h"
@@ -30,6 +29,8 @@
 #include "runtime/core/data_paths.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/run_dir/run_files.h"
+#include "runtime/core/run_dir/stage_records.h"
 
 namespace fs = std::filesystem;
 
@@ -59,15 +60,8 @@ void check_name(const std::string& value, const std::string& what) {
 
 // The measured save time: the largest save_s of any stage so far (5 s before the first stage).
 double measured_save_seconds(const std::string& run_dir) {
-  std::ifstream f(fs::path(run_dir) / "stages.jsonl");
   double best = 0;
-  std::string line;
-  while (std::getline(f, line)) {
-    try {
-      best = std::max(best, nlohmann::json::parse(line).value("save_s", 0.0));
-    } catch (const nlohmann::json::exception&) {
-    }
-  }
+  for (const auto& r : read_stage_records(run_dir)) best = std::max(best, r.save_s);
   return best > 0 ? best : 5.0;
 }
 
@@ -140,7 +134,7 @@ std::string dry_run_commands(const Chain& chain) {
     }
     const std::string var = "JOB" + std::to_string(i + 1);
     text += "  " + var + "=$(" + line + ")";
-    text += chain.backend().shell_job_id_fixup(var) + "\n";
+    text += chain_backend(chain).shell_job_id_fixup(var) + "\n";
   }
   return text;
 }
@@ -343,8 +337,8 @@ void check_no_chain_holds(const std::string& run_dir, const CommandRunner& runne
   const Chain old = read_chain(run_dir);
   const auto active = active_jobs(old, runner);
   for (const auto& s : old.stages) {
-    const bool holds =
-        active ? active->count(s.job) > 0 : s.state == StageState::queued && !old.backend().job_gone(s.job, runner);
+    const bool holds = active ? active->count(s.job) > 0
+                              : s.state == StageState::queued && !chain_backend(old).job_gone(s.job, runner);
     if (holds)
       throw ConfigError(run_dir + ": a chain still has stage " + std::to_string(s.index) + " (job " + s.job + ", " +
                             (active ? active->at(s.job).text : std::string("queued")) + ")",
@@ -397,12 +391,8 @@ void check_stages_runnable(const JobConfig& cfg, const std::string& run_dir, con
 // has had (stages.jsonl's records, and those metrics.jsonl shows after them), so chain stage K is row K
 // of gtrain status's stage table.
 int first_stage_index(const std::string& run_dir) {
-  int first_index = 1;
-  std::ifstream ledger(fs::path(run_dir) / "stages.jsonl");
-  for (std::string line; std::getline(ledger, line);) first_index += !line.empty();
-  first_index +=
-      static_cast<int>(metrics_stages((fs::path(run_dir) / "metrics.jsonl").string(), ledger_end(run_dir)).size());
-  return first_index;
+  return 1 + static_cast<int>(read_stage_records(run_dir).size()) +
+         static_cast<int>(metrics_stages(RunDir(run_dir).metrics(), ledger_end(run_dir)).size());
 }
 
 // What every stage's script shares.
@@ -416,7 +406,7 @@ struct ScriptCommon {
 // Writes each stage's batch script and records its submit command in the chain.
 void write_stage_scripts(const SubmitOptions& o, const std::vector<StagePlan>& plans, const ScriptCommon& w,
                          Chain& chain) {
-  const SchedulerBackend& backend = chain.backend();
+  const SchedulerBackend& backend = chain_backend(chain);
   const std::string work_dir = fs::current_path().string();
   const int first_index = first_stage_index(w.run_dir);
   for (size_t i = 0; i < plans.size(); ++i) {
@@ -469,7 +459,7 @@ void print_submit_plan(const SubmitOptions& o, const Chain& chain, const ScriptC
               ? " (" + format_duration(static_cast<int64_t>(w.limit_s)) + ")"
               : "")
       << " each, "
-      << (!chain.backend().signals_before_limit()
+      << (!chain_backend(chain).signals_before_limit()
               ? "gtrain run --time-limit " + std::to_string(w.run_time_limit) +
                     "s less the script's start-up (PBS sends no early signal; it saves ahead by its measured "
                     "save time)"
@@ -498,7 +488,7 @@ int calendar_gpus(const Chain& chain, int first_gpus, int nodes, int64_t cap,
   }
   if (!chain.sizing.active()) return first_gpus;
   int best = 0;
-  for (int g : chain.sizing.candidates_for(cap, nodes)) {
+  for (int g : sizing_candidates(chain.sizing, cap, nodes)) {
     if (g % nodes != 0 || (cap > 0 && g > cap) || step_at(g) <= 0) continue;
     if (best == 0 || step_at(g) < step_at(best)) best = g;
   }
@@ -572,7 +562,7 @@ void print_windows_plan(const SubmitOptions& o, const JobConfig& cfg, const Chai
 // Stages before `i` that were queued: cancelled again, as the chain could not be completed.
 void cancel_submitted(Chain& chain, size_t i, const CommandRunner& runner) {
   for (size_t j = 0; j < i; ++j) {
-    if (run_merged(runner, chain.backend().cancel_argv(chain.stages[j].job)).rc == 0)
+    if (run_merged(runner, chain_backend(chain).cancel_argv(chain.stages[j].job)).rc == 0)
       chain.stages[j].state = StageState::cancelled;
   }
 }
@@ -580,7 +570,7 @@ void cancel_submitted(Chain& chain, size_t i, const CommandRunner& runner) {
 // Stage `i` was refused: says why, and what the scheduler would accept instead.
 [[noreturn]] void refused(const SubmitOptions& o, const std::map<std::string, std::string>& env, Chain& chain, size_t i,
                           const CommandOutput& r, const std::string& run_dir, const CommandRunner& runner) {
-  const SchedulerBackend& backend = chain.backend();
+  const SchedulerBackend& backend = chain_backend(chain);
   std::ostringstream msg;
   msg << backend.submit_program() << " refused stage " << chain.stages[i].index << ": " << r.text;
   std::string hint;
@@ -637,13 +627,13 @@ void size_stages(const SubmitOptions& o, const JobConfig& cfg, const ScriptCommo
   ctx.lead_s = w.lead;
   ctx.cap = first.cap;
   ctx.begin = first.begin_unix;
-  ctx.backend = &chain.backend();
+  ctx.backend = &chain_backend(chain);
   ctx.submit_argv = chain.stages.front().submit_argv;
   ctx.runner = runner;
   ctx.now = now;
   const SizingDecision d = decide_stage_size(chain.sizing, ctx);
   std::vector<SizingDecision> later_decisions;  // stages after the first, in windows with another cap
-  const std::string program = chain.backend().submit_program();
+  const std::string program = chain_backend(chain).submit_program();
   if (!d.unreachable.empty())
     throw Error(str(program, " --test-only could not reach the scheduler to size stage ", chain.stages.front().index,
                     " (--gpus ", o.gpus, "); nothing was submitted. ", program, " said:\n", d.unreachable),
@@ -687,7 +677,7 @@ void submit_chain(const SubmitOptions& o, const std::map<std::string, std::strin
       // Not a verdict on the job: the command or the scheduler was not there. A runtime failure.
       chain.stages[i].state = StageState::failed;
       cancel_submitted(chain, i, runner);
-      const std::string program = chain.backend().submit_program();
+      const std::string program = chain_backend(chain).submit_program();
       chain.state = ChainState::failed;
       chain.reason = program + " could not submit stage " + std::to_string(chain.stages[i].index) +
                      " (scheduler unreachable, exit " + std::to_string(r.rc) + ")";

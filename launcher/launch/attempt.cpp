@@ -12,17 +12,12 @@
 #include "runtime/core/disk_space.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/run_dir/run_files.h"
 #include "runtime/core/schedule.h"
 
 namespace fs = std::filesystem;
 
 namespace gtrain {
-
-void write_record(const fs::path& file, const nlohmann::json& rec) {
-  if (!append_record_line(file.string(), rec.dump()))
-    std::cerr << "gtrain: warning: could not write " << file.string() << " (" << std::strerror(errno)
-              << "): this record is lost: " << rec.dump() << std::endl;
-}
 
 // The step of the newest committed checkpoint (-1 = none).
 int64_t newest_committed_step(const JobConfig& cfg, const std::string& run_dir) {
@@ -74,7 +69,10 @@ AttemptWatch::AttemptWatch(const fs::path& beats, const std::string& run_dir, in
   std::error_code ec;
   fs::remove_all(beats_, ec);  // an earlier attempt's heartbeats are not this one's
   attempt_unix_ = unix_now();
-  if (restarts > 0) recovery_ = {{"kind", "recovered"}, {"restart", restarts}};
+  if (restarts > 0) {
+    recovery_.emplace();
+    recovery_->restart = restarts;
+  }
 }
 
 void AttemptWatch::take(const std::vector<HeartbeatRecord>& seen) {
@@ -83,17 +81,17 @@ void AttemptWatch::take(const std::vector<HeartbeatRecord>& seen) {
   }
   // The first step after a restart (the earliest a rank of this attempt finished): how long the
   // recovery took, from the failure's detection; written once seen, or when the attempt ends.
-  if (recovery_.is_null()) return;
+  if (!recovery_) return;
   double first = 0;
   for (const auto& b : seen) {
     if (b.beat_unix >= attempt_unix_ && b.first_step_unix > 0 && (first == 0 || b.first_step_unix < first))
       first = b.first_step_unix;
   }
   if (first == 0) return;
-  recovery_["step"] = reached_;
-  recovery_["seconds"] = first - attempt_unix_;
-  write_record(fs::path(run_dir_) / "restarts.jsonl", recovery_);
-  recovery_ = nullptr;
+  recovery_->step = reached_;
+  recovery_->seconds = first - attempt_unix_;
+  append_json_line_or_warn(RunDir(run_dir_).restarts(), record_to_json(*recovery_));
+  recovery_.reset();
 }
 
 std::string AttemptWatch::poll() {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,12 +15,9 @@
 #include "launcher/scheduler/allocation.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/heartbeat.h"
+#include "runtime/core/run_dir/run_records.h"
 
 namespace gtrain {
-
-// Appends a record line; one that cannot be written (a full disk even after the reserve went) is
-// said, never lost silently.
-void write_record(const std::filesystem::path& file, const nlohmann::json& rec);
 
 // The step of the newest committed checkpoint (-1 = none).
 int64_t newest_committed_step(const JobConfig& cfg, const std::string& run_dir);
@@ -71,7 +69,7 @@ class AttemptWatch {
   HangRule rule_;
   double attempt_unix_ = 0;
   int64_t reached_ = -1;
-  nlohmann::json recovery_;  // the last restart, until its first step is seen
+  std::optional<RecoveredRecord> recovery_;  // the last restart, until its first step is seen
   double detected_unix_ = 0;
   int stuck_rank_ = -1;
 };

@@ -22,7 +22,6 @@
 
 #include "launcher/base/hardware_query.h"
 #include "launcher/base/program_runner.h"
-#include "launcher/chain/stage_ledger.h"
 #include "launcher/launch/attempt.h"
 #include "launcher/launch/device_choice.h"
 #include "launcher/launch/launch.h"
@@ -35,8 +34,12 @@
 #include "runtime/core/format.h"
 #include "runtime/core/heartbeat.h"
 #include "runtime/core/rank_output.h"
+#include "runtime/core/run_dir/chain_file.h"
+#include "runtime/core/run_dir/run_files.h"
+#include "runtime/core/run_dir/run_identity.h"
+#include "runtime/core/run_dir/run_records.h"
+#include "runtime/core/run_dir/stage_records.h"
 #include "runtime/core/schedule.h"
-#include "runtime/core/stage_ledger.h"
 #include "runtime/core/startup.h"
 #include "runtime/core/stop_policy.h"
 #include "strategies/planner/capabilities.h"
@@ -59,6 +62,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& run) {
                                      "Resume from this checkpoint directory (default: the newest valid one)");
   run_cmd->add_flag("--no-resume", run.no_resume, "Start from step 0 even when the run directory has checkpoints")
       ->excludes(resume);
+  run_cmd->add_flag("--force", run.force,
+                    "Train even when a finished run beside this one has the same identity (to measure noise)");
   run_cmd
       ->add_option("--time-limit", run.time_limit,
                    "Stage wall time (90s, 15m, 2h, HH:MM:SS, D-HH:MM): stop early enough to save, exit 3")
@@ -216,13 +221,13 @@ size_t count_lines(const fs::path& file) {
 // stages.jsonl has every stage and `gtrain status` does not take an earlier stage's end for the run's.
 void record_unreported_stage(const std::string& run_dir, double start_unix, int world, const nlohmann::json& allocation,
                              int64_t total_steps, const std::string& exit) {
-  const auto ran = metrics_stages((fs::path(run_dir) / "metrics.jsonl").string(), start_unix);
+  const auto ran = metrics_stages(RunDir(run_dir).metrics(), start_unix);
   if (ran.empty()) return;  // no step trained: a start refused or failed before training is no stage
   // The time it trained, from its train records (step_time_s): goodput counts it.
   const MetricsStage& s = ran.back();
-  const nlohmann::json rec = unreported_stage_record(start_unix, unix_now(), allocation, world, ran.front().step_from,
-                                                     s, total_steps, exit, "launcher");
-  write_record(fs::path(run_dir) / "stages.jsonl", rec);
+  StageLedger(RunDir(run_dir).stages())
+      .append(unreported_stage_record(start_unix, unix_now(), allocation, world, ran.front().step_from, s, total_steps,
+                                      exit, "launcher"));
 }
 
 }  // namespace
@@ -231,8 +236,8 @@ std::unique_ptr<RunLock> acquire_stage_lock(const std::string& run_dir, const Jo
   const int64_t previous_holder = RunLock::holder_pid(run_dir);  // the last run that held it
   auto lock = RunLock::acquire(run_dir, checkpoint_directory(cfg.checkpoint, run_dir));
   for (const auto& rec : record_lost_stages(run_dir, previous_holder, cfg.train.steps)) {
-    std::cerr << "gtrain: warning: " << run_dir << "/stages.jsonl had no record of the stage that trained steps "
-              << rec.at("step_from").get<int64_t>() << "-" << rec.at("step_to").get<int64_t>()
+    std::cerr << "gtrain: warning: " << RunDir(run_dir).stages() << " had no record of the stage that trained steps "
+              << rec.step_from << "-" << rec.step_to
               << " (its launcher was killed before it wrote one): added from metrics.jsonl" << std::endl;
   }
   return lock;
@@ -241,14 +246,16 @@ std::unique_ptr<RunLock> acquire_stage_lock(const std::string& run_dir, const Jo
 std::string cancelled_chain_stage(const std::map<std::string, std::string>& env, const std::string& run_dir) {
   const auto stage = env.find("GTRAIN_SUBMIT_STAGE");
   if (stage == env.end() || stage->second.empty()) return "";
-  // chain.json as chain.h writes it, read here without the chain's machinery (gtrain links none of it);
-  // a damaged one is the stage's chain-step's to name.
-  const fs::path path = fs::path(run_dir) / "chain.json";
-  std::ifstream in(path);
-  if (!in) return "";
-  const auto c = nlohmann::json::parse(in, nullptr, false);
-  if (!c.is_object() || !c.contains("state") || c["state"] != "cancelled") return "";
-  return "stage " + stage->second + " of a chain gtrain cancel cancelled (" + path.string() + ")";
+  // A damaged chain.json is the stage's chain-step's to name.
+  if (!chain_exists(run_dir)) return "";
+  Chain c;
+  try {
+    c = read_chain_file(run_dir);
+  } catch (const Error&) {
+    return "";
+  }
+  if (c.state != ChainState::cancelled) return "";
+  return "stage " + stage->second + " of a chain gtrain cancel cancelled (" + chain_path(run_dir) + ")";
 }
 
 // The earliest of the scheduler's end time, --time-limit / schedule.time_limit_s and the end of the
@@ -279,9 +286,7 @@ Deadline stage_deadline(const JobConfig& cfg, const RunOptions& o, const Allocat
 // The longest save an earlier stage of this run measured (stages.jsonl's save_s), 0 when none did.
 double longest_recorded_save(const std::string& run_dir) {
   double longest = 0;
-  for (const auto& rec : StageLedger((fs::path(run_dir) / "stages.jsonl").string()).records())
-    if (rec.is_object() && rec.contains("save_s") && rec["save_s"].is_number())
-      longest = std::max(longest, rec["save_s"].get<double>());
+  for (const auto& rec : read_stage_records(run_dir)) longest = std::max(longest, rec.save_s);
   return longest;
 }
 
@@ -365,7 +370,7 @@ LaunchSpec mpirun_spec(const RunOptions& o, const JobConfig& cfg, const std::map
   spec.quiet = o.quiet;
   spec.stop_file = (fs::path(run_dir) / ".stop-request").string();
   // Rank 0 writes "resumable" here when the stage ends early, and the ranks exit 0 (cli/).
-  spec.outcome_file = (fs::path(run_dir) / ".stage-outcome").string();
+  spec.outcome_file = RunDir(run_dir).path(RunFile::stage_outcome);
   return spec;
 }
 
@@ -392,7 +397,7 @@ struct StageRanks {
 // Leaves `host` out of the stage: re-plans onto the remaining hosts' GPUs with the same global batch
 // and points the next attempt, the hand-off and the allocation record there, noting it in the restart
 // `record`. Returns the end of the restart line saying where the ranks go instead, or why the host stays.
-std::string leave_out(StageRanks& s, const std::string& host, nlohmann::json& record) {
+std::string leave_out(StageRanks& s, const std::string& host, RestartRecord& record) {
   Allocation rest = s.alloc;
   rest.nodes.erase(
       std::remove_if(rest.nodes.begin(), rest.nodes.end(), [&](const NodeAllocation& n) { return n.host == host; }),
@@ -422,9 +427,9 @@ std::string leave_out(StageRanks& s, const std::string& host, nlohmann::json& re
     LaunchSpec next_spec = mpirun_spec(s.o, s.cfg, s.env, s.worker, s.alloc, s.run_dir, s.ranks, /*pin_hosts=*/true);
     next_spec.args = s.spec.args;
     s.spec = std::move(next_spec);
-    record["left_out"] = host;
-    record["ranks"] = s.ranks;
-    record["plan"] = plan.summary();
+    record.left_out = host;
+    record.ranks = s.ranks;
+    record.plan = plan.summary();
     return moved;
   } catch (const std::exception& e) {
     return "; " + host + " stays: the other hosts cannot take the job (" + e.what() + ")";
@@ -439,21 +444,21 @@ void restart_ranks(StageRanks& s, const AttemptEnd& end, const AttemptWatch& wat
   const int64_t reached = watch.reached();
   const int64_t from = newest_committed_step(s.cfg, s.run_dir);
   const int64_t lost = std::max<int64_t>(0, reached - std::max<int64_t>(0, from));
-  nlohmann::json record = {{"kind", "restart"},
-                           {"restart", restarts + 1},
-                           {"unix", unix_now()},
-                           {"detected_unix", end.hung ? watch.detected_unix() : unix_now()},
-                           {"cause", end.cause},
-                           {"step_reached", reached},
-                           {"resume_step", std::max<int64_t>(0, from)},
-                           {"steps_lost", lost},
-                           {"step_gained", gained},
-                           {"allocation", s.allocation}};
+  RestartRecord record;
+  record.restart = restarts + 1;
+  record.unix = unix_now();
+  record.detected_unix = end.hung ? watch.detected_unix() : unix_now();
+  record.cause = end.cause;
+  record.step_reached = reached;
+  record.resume_step = std::max<int64_t>(0, from);
+  record.steps_lost = lost;
+  record.step_gained = gained;
+  record.allocation = s.allocation;
   const std::string host = host_of_rank(s.alloc, end.failed_rank);
-  if (!host.empty()) record["host"] = host;
+  record.host = host;
   std::string moved;  // the line saying where the ranks go instead
   if (leave_out_host(s.health, s.alloc, host, end.failed_phase)) moved = leave_out(s, host, record);
-  write_record(fs::path(s.run_dir) / "restarts.jsonl", record);
+  append_json_line_or_warn(RunDir(s.run_dir).restarts(), record_to_json(record));
   std::cerr << "gtrain: restarting the ranks (restart " << restarts + 1 << " of " << s.cfg.schedule.max_restarts
             << ", schedule.max_restarts) from "
             << (from >= 0 ? "the checkpoint at step " + std::to_string(from) : std::string("the start")) << ": "
@@ -516,7 +521,7 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
   fs::remove(s.spec.outcome_file, ec);
   handoff.stop_file = s.spec.stop_file;
   handoff.outcome_file = s.spec.outcome_file;
-  const fs::path beats = fs::path(run_dir) / ".heartbeat";
+  const fs::path beats = RunDir(run_dir).path(RunFile::heartbeats);
   handoff.heartbeat_dir = beats.string();
   export_env(handoff);
   // From here the signals wait, blocked, for run_mpirun, which acts on each (launch.h).
@@ -527,7 +532,7 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
               << "command to continue)" << std::endl;
     return kExitResumable;
   }
-  s.ledger = fs::path(run_dir) / "stages.jsonl";
+  s.ledger = RunDir(run_dir).stages();
   s.ledger_lines = count_lines(s.ledger);
   make_disk_reserve(run_dir);  // room for this stage's records should the disk fill
   s.start_unix = unix_now();
@@ -557,6 +562,26 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
 }
 
 }  // namespace
+
+bool repeats_finished_run(const RunOptions& o, const JobConfig& cfg, const std::string& run_dir, const Plan& plan) {
+  const bool fresh = o.no_resume || (o.resume.empty() &&
+                                     committed_checkpoint_dirs(checkpoint_directory(cfg.checkpoint, run_dir)).empty());
+  const auto kept = read_run_identity(run_dir);
+  if (!fresh && kept) return false;  // a resume keeps the identity its run started with
+  const RunIdentity id = run_identity(cfg, identity_layout(plan));
+  // A profiling run is for its measurements, which the finished run does not have.
+  if (fresh && !o.force && cfg.log.profile_start == 0) {
+    if (const auto other = finished_run_like(run_dir, id)) {
+      std::cerr << "gtrain: " << *other << " finished this run already (identity " << id.id()
+                << ": the same config, data, initial weights, layout and gtrain " << id.version
+                << "); nothing trained. Its results are there; `gtrain runs diff " << *other << " " << run_dir
+                << "` compares two runs, and --force trains it again (to measure noise)" << std::endl;
+      return true;
+    }
+  }
+  write_run_identity(run_dir, id);
+  return false;
+}
 
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
                          const std::string& worker, const std::function<Plan(const Allocation&)>& plan_ranks) {
@@ -601,6 +626,10 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   const nlohmann::json allocation = allocation_record(alloc, out.ranks);
   handoff.allocation_json = allocation.dump();
   export_env(handoff);
+  if (repeats_finished_run(o, cfg, run_dir, plan)) {
+    out.exit_code = kExitOk;
+    return out;
+  }
   if (out.ranks < alloc.world_size()) {
     std::cout << "gtrain: starting " << out.ranks << " of the " << alloc.world_size() << " granted ranks ("
               << join(idle_slots(alloc, out.ranks)) << " idle): " << plan.summary() << "; " << plan.reason << std::endl;

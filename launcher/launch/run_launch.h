@@ -35,6 +35,7 @@ struct RunOptions {
   std::string resume;             // --resume PATH: this checkpoint (default: the newest valid one)
   bool no_resume = false;         // --no-resume: start from step 0 even if checkpoints exist
   std::string time_limit;         // --time-limit: stage wall time (90s, 15m, HH:MM:SS)
+  bool force = false;             // --force: train even when a finished run beside this one has its identity
 };
 
 // Declares the `run` subcommand and its flags on `app` (once, for gtrain and gtrain-worker).
@@ -86,6 +87,12 @@ struct StageLaunch {
 };
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
                          const std::string& worker, const std::function<Plan(const Allocation&)>& plan_ranks);
+
+// A fresh start (no committed checkpoint, or --no-resume) whose identity (run_identity.h; the layout
+// from `plan`) equals a finished run's beside it: says so, naming it, and returns true (nothing to
+// train) unless --force or log.profile_start (a run for its profile). Otherwise records the identity in identity.json
+// (a resume keeps its own).
+bool repeats_finished_run(const RunOptions& o, const JobConfig& cfg, const std::string& run_dir, const Plan& plan);
 
 // Locks the run (and checkpoint) directory for a stage (RunLock::acquire), then adds to stages.jsonl
 // each stage metrics.jsonl shows after its last record (a launcher killed with kill -9 wrote none),

@@ -11,6 +11,9 @@
 #include "launcher/base/run_lock.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/run_dir/chain_file.h"
+#include "runtime/core/run_dir/run_files.h"
+#include "runtime/core/run_dir/stage_records.h"
 
 namespace fs = std::filesystem;
 
@@ -33,93 +36,67 @@ namespace {
 
 const std::string kHint = "give the run directory gtrain run or gtrain submit used (its --run-dir)";
 
-std::vector<nlohmann::json> read_lines(const fs::path& p) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(p);
-  for (std::string line; std::getline(f, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, false);  // a killed run's partial last line: skipped
-    if (j.is_object()) out.push_back(std::move(j));
-  }
-  return out;
-}
-
-double num(const nlohmann::json& j, const char* key, double fallback);
-
 // metrics.jsonl and the records a resume moved out of it (metrics.superseded.jsonl: steps trained
 // again), merged in time order. A record without a time (a resume record; an older gtrain's eval)
 // takes the next record's: it opens what follows it.
-std::vector<nlohmann::json> run_records(const fs::path& dir) {
-  std::vector<std::pair<double, nlohmann::json>> all;
-  for (const char* name : {"metrics.jsonl", "metrics.superseded.jsonl"}) {
-    auto lines = read_lines(dir / name);
+std::vector<RunRecord> run_records(const RunDir& dir) {
+  std::vector<std::pair<double, RunRecord>> all;
+  for (const RunFile file : {RunFile::metrics, RunFile::superseded_metrics}) {
+    auto lines = read_run_records(dir.path(file));
     std::vector<double> t(lines.size());
     double next = 1e300;
     for (size_t i = lines.size(); i-- > 0;) {
-      if (lines[i].contains("time") && lines[i]["time"].is_number()) next = lines[i]["time"].get<double>();
+      if (lines[i].json.contains("time") && record_time(lines[i].json) > 0) next = record_time(lines[i].json);
       t[i] = next;
     }
     for (size_t i = 0; i < lines.size(); ++i) all.emplace_back(t[i], std::move(lines[i]));
   }
   std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<nlohmann::json> out;
-  for (auto& [t, j] : all) out.push_back(std::move(j));
+  std::vector<RunRecord> out;
+  for (auto& [t, r] : all) out.push_back(std::move(r));
   return out;
 }
 
-double num(const nlohmann::json& j, const char* key, double fallback) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
-}
-
-int64_t integer(const nlohmann::json& j, const char* key, int64_t fallback) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
-}
-
-std::string text(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-TrainPoint train_point(const nlohmann::json& j) {
+TrainPoint train_point(const TrainRecord& r) {
   TrainPoint p;
-  p.step = integer(j, "step", 0);
-  p.time = num(j, "time", 0);
-  p.loss = num(j, "loss", 0);
-  p.lr = num(j, "lr", 0);
-  p.step_time_s = num(j, "step_time_s", 0);
-  p.data_wait_s = num(j, "data_wait_s", 0);
-  p.samples_per_s = num(j, "samples_per_s", 0);
-  p.tokens_per_s = num(j, "tokens_per_s", -1);
-  p.mfu = num(j, "mfu", -1);
-  p.est_step_s = num(j, "est_step_s", -1);
-  p.cpu_util = num(j, "cpu_util", -1);
-  p.gpu_util = num(j, "gpu_util", -1);
-  p.gpu_mem_used_mb = num(j, "gpu_mem_used_mb", -1);
-  p.peak_mem_mb = num(j, "peak_mem_mb", -1);
+  p.step = r.step;
+  p.time = r.time;
+  p.loss = r.loss;
+  p.lr = r.lr;
+  p.step_time_s = r.step_time_s;
+  p.data_wait_s = r.data_wait_s;
+  p.samples_per_s = r.samples_per_s;
+  p.tokens_per_s = r.tokens_per_s.value_or(-1);
+  p.mfu = r.mfu.value_or(-1);
+  p.est_step_s = r.est_step_s.value_or(-1);
+  p.cpu_util = r.cpu_util.value_or(-1);
+  p.gpu_util = r.gpu_util.value_or(-1);
+  p.gpu_mem_used_mb = r.gpu_mem_used_mb.value_or(-1);
+  p.peak_mem_mb = r.peak_mem_mb.value_or(-1);
   return p;
 }
 
 // Splits the train records into attempts (a new one where elapsed_s goes back, or after a "resume"
 // record) and finds the lost work: an attempt's steps past the step a later attempt started from.
-void read_attempts(RunHistory& h, const std::vector<nlohmann::json>& metrics) {
+void read_attempts(RunHistory& h, const std::vector<RunRecord>& metrics) {
   std::vector<TrainPoint> all;
   int64_t resume = -1;
   double last_elapsed = -1;
-  for (const auto& j : metrics) {
-    const std::string kind = text(j, "kind");
-    if (kind == "resume" && j.contains("step")) {
-      resume = integer(j, "step", 0);
+  for (const auto& r : metrics) {
+    if (!record_step(r.json)) continue;
+    if (r.is<ResumeRecord>()) {
+      resume = r.as<ResumeRecord>().step;
       last_elapsed = -1;
-    } else if (kind == "train" && j.contains("step")) {
-      if (!j.contains("time")) {
-        throw ConfigError(h.run_dir +
-                              "/metrics.jsonl: its train records have no \"time\" (a run directory of an "
+    } else if (r.is<TrainRecord>()) {
+      if (!r.json.contains("time")) {
+        throw ConfigError(RunDir(h.run_dir).metrics() +
+                              ": its train records have no \"time\" (a run directory of an "
                               "older gtrain); the report needs the time of every step",
                           "run the stage again with this gtrain, or read metrics.jsonl directly");
       }
-      TrainPoint p = train_point(j);
-      const double elapsed = num(j, "elapsed_s", 0);
+      const TrainRecord t = r.as<TrainRecord>();
+      TrainPoint p = train_point(t);
+      const double elapsed = t.elapsed_s;
       if (h.attempts.empty() || last_elapsed < 0 || elapsed < last_elapsed) {
         Attempt a;
         a.start = p.time - elapsed;
@@ -136,11 +113,12 @@ void read_attempts(RunHistory& h, const std::vector<nlohmann::json>& metrics) {
       a.end = p.time;
       last_elapsed = elapsed;
       all.push_back(p);
-    } else if (kind == "eval" && j.contains("step")) {
-      h.eval.push_back(
-          {integer(j, "step", 0), num(j, "time", 0), num(j, "loss", 0), num(j, "accuracy", 0), num(j, "eval_s", 0)});
-    } else if (kind == "checkpoint" && j.contains("step")) {
-      h.saves.push_back({integer(j, "step", 0), num(j, "time", 0), num(j, "stall_s", 0)});
+    } else if (r.is<EvalRecord>()) {
+      const auto e = r.as<EvalRecord>();
+      h.eval.push_back({e.step, e.time, e.loss, e.accuracy, e.eval_s});
+    } else if (r.is<CheckpointRecord>()) {
+      const auto c = r.as<CheckpointRecord>();
+      h.saves.push_back({c.step, c.time, c.stall_s});
     }
   }
   // The earliest step any later attempt started from: steps past it were trained again.
@@ -163,25 +141,23 @@ void read_attempts(RunHistory& h, const std::vector<nlohmann::json>& metrics) {
   for (const auto& [step, p] : kept) h.train.push_back(p);
 }
 
-StageReport stage_from_ledger(const nlohmann::json& j, int index) {
+StageReport stage_from_ledger(const StageRecord& r, int index) {
   StageReport s;
   s.index = index;
-  s.start = num(j, "start", 0);
-  s.end = num(j, "end", s.start);
-  s.world = static_cast<int>(integer(j, "world", 1));
-  s.plan = text(j, "plan");
-  s.exit = text(j, "exit");
-  s.step_from = integer(j, "step_from", 0);
-  s.step_to = integer(j, "step_to", 0);
-  s.restarts = static_cast<int>(integer(j, "restarts", 0));
-  const auto alloc =
-      j.contains("allocation") && j["allocation"].is_object() ? j["allocation"] : nlohmann::json::object();
-  const int gpus = static_cast<int>(integer(alloc, "gpus", 0));
+  s.start = r.start;
+  s.end = r.end > 0 ? r.end : r.start;
+  s.world = r.world;
+  s.plan = r.plan;
+  s.exit = r.exit;
+  s.step_from = r.step_from;
+  s.step_to = r.step_to;
+  s.restarts = r.restarts;
+  const int gpus = r.gpus();
   s.gpus = gpus > 0;
   s.units = s.gpus ? gpus : s.world;
-  s.scheduler = text(alloc, "scheduler");
-  s.job = text(alloc, "job_id");
-  s.recorded = text(j, "reported_by").empty();
+  s.scheduler = r.scheduler();
+  s.job = r.job_id();
+  s.recorded = r.reported_by.empty();
   return s;
 }
 
@@ -237,10 +213,10 @@ void attribute(StageReport& s, const RunHistory& h, double ledger_save_s, double
 }
 
 void read_config(RunHistory& h) {
-  const fs::path cfg = fs::path(h.run_dir) / "config.toml";
-  if (!fs::exists(cfg)) return;
+  const RunDir dir(h.run_dir);
+  if (!dir.has(RunFile::config)) return;
   try {
-    const JobConfig c = load_job_config(cfg.string(), {}, {});
+    const JobConfig c = load_job_config(dir.config(), {}, {});
     h.total_steps = c.train.steps;
     h.global_batch = c.train.global_batch;
     h.precision = c.precision.dtype;
@@ -252,32 +228,30 @@ void read_config(RunHistory& h) {
 
 // chain.json's stages: submission times for the stages that ran, and the ones still queued.
 void read_chain(RunHistory& h, double now) {
-  const fs::path p = fs::path(h.run_dir) / "chain.json";
-  if (!fs::exists(p)) return;
-  std::ifstream f(p);
-  const auto c = nlohmann::json::parse(f, nullptr, false);
-  if (!c.is_object()) return;
-  h.chain_state = text(c, "state");
-  const auto stages = c.contains("stages") && c["stages"].is_array() ? c["stages"] : nlohmann::json::array();
-  for (const auto& cs : stages) {
-    if (!cs.is_object()) continue;
-    const std::string job = text(cs, "job"), state = text(cs, "state");
-    const double submitted = num(cs, "submitted", 0);
+  if (!chain_exists(h.run_dir)) return;
+  Chain c;
+  try {
+    c = read_chain_file(h.run_dir);
+  } catch (const Error&) {
+    return;  // gtrain status names a damaged chain.json; the report goes on without it
+  }
+  h.chain_state = state_name(c.state);
+  for (const auto& cs : c.stages) {
     bool matched = false;
     for (auto& s : h.stages) {
-      if (!job.empty() && s.job == job) {
-        if (s.submitted == 0) s.submitted = submitted;
+      if (!cs.job.empty() && s.job == cs.job) {
+        if (s.submitted == 0) s.submitted = cs.submitted;
         matched = true;
       }
     }
-    if (matched || job.empty() || state != "queued") continue;
+    if (matched || cs.job.empty() || cs.state != StageState::queued) continue;
     StageReport q;  // waiting in the queue now
     q.index = static_cast<int>(h.stages.size()) + 1;
     q.queued = true;
-    q.submitted = submitted;
+    q.submitted = cs.submitted;
     q.start = q.end = now;
-    q.job = job;
-    q.units = static_cast<int>(integer(cs, "gpus", 1));
+    q.job = cs.job;
+    q.units = cs.gpus;
     q.gpus = true;
     q.exit = "queued";
     h.stages.push_back(q);
@@ -346,19 +320,14 @@ void total_up(RunHistory& h) {
 RunHistory read_run_history(const std::string& run_dir, double now) {
   RunHistory h;
   h.run_dir = run_dir;
-  const fs::path dir(run_dir);
-  if (!fs::is_directory(dir)) throw ConfigError(run_dir + ": no such run directory", kHint);
-  if (!fs::exists(dir / "config.toml") && !fs::exists(dir / "metrics.jsonl") && !fs::exists(dir / "stages.jsonl") &&
-      !fs::exists(dir / "chain.json")) {
-    throw ConfigError(run_dir +
-                          ": not a gtrain run directory (no config.toml, metrics.jsonl, stages.jsonl or "
-                          "chain.json)",
-                      kHint);
-  }
+  const RunDir dir(run_dir);
+  if (!fs::is_directory(run_dir)) throw ConfigError(run_dir + ": no such run directory", kHint);
+  if (!looks_like_run_dir(run_dir))
+    throw ConfigError(run_dir + ": not a gtrain run directory (no " + run_marker_names() + ")", kHint);
   read_config(h);
   read_attempts(h, run_records(dir));
   if (h.train.empty()) {
-    throw ConfigError(run_dir + "/metrics.jsonl: no train record yet" +
+    throw ConfigError(dir.metrics() + ": no train record yet" +
                           (RunLock::held(run_dir) ? std::string(" (the run is starting)") : std::string()) +
                           "; the report needs at least one step",
                       "gtrain status " + run_dir + " shows where the run is; report again after its first step");
@@ -367,25 +336,19 @@ RunHistory read_run_history(const std::string& run_dir, double now) {
   for (const auto& p : h.train)
     if (p.tokens_per_s > 0 && p.samples_per_s > 0)
       h.tokens_per_sample = static_cast<int64_t>(std::llround(p.tokens_per_s / p.samples_per_s));
-  {
-    std::ifstream f(dir / "plan.json");
-    h.plan = nlohmann::json::parse(f, nullptr, false);
-    if (!h.plan.is_object()) h.plan = nlohmann::json();
-  }
-  if (h.global_batch == 0 && h.plan.is_object()) h.global_batch = integer(h.plan, "global_batch", 0);
-  if (h.precision.empty() && h.plan.is_object()) h.precision = text(h.plan, "precision");
-  for (const auto& r : read_lines(dir / "restarts.jsonl"))
-    if (text(r, "kind") == "restart") h.restarts.push_back(r);
+  h.plan = read_plan_record(run_dir);
+  if (h.global_batch == 0 && h.plan) h.global_batch = h.plan->global_batch;
+  if (h.precision.empty() && h.plan) h.precision = h.plan->precision;
+  h.restarts = read_records_of<RestartRecord>(dir.restarts());
 
   // Stages: the ledger's, then attempts after its last record (a stage running now, or one killed
   // before anything recorded it).
-  const auto ledger = read_lines(dir / "stages.jsonl");
   std::vector<double> save_s, load_s;
-  for (const auto& j : ledger) {
-    h.stages.push_back(stage_from_ledger(j, static_cast<int>(h.stages.size()) + 1));
-    save_s.push_back(num(j, "save_s", 0));
-    load_s.push_back(num(j, "load_s", 0));
-    if (h.total_steps == 0) h.total_steps = integer(j, "total_steps", 0);
+  for (const auto& r : read_stage_records(run_dir)) {
+    h.stages.push_back(stage_from_ledger(r, static_cast<int>(h.stages.size()) + 1));
+    save_s.push_back(r.save_s);
+    load_s.push_back(r.load_s);
+    if (h.total_steps == 0) h.total_steps = r.total_steps;
   }
   for (auto& a : h.attempts) {
     // The first stage that ended after the attempt's last step (and started after the one before ended).
@@ -403,9 +366,9 @@ RunHistory read_run_history(const std::string& run_dir, double now) {
     s.step_from = a.step_from;
     s.step_to = a.step_to;
     s.recorded = false;
-    const int world = h.plan.is_object() ? static_cast<int>(integer(h.plan, "world", 1)) : 1;
+    const int world = h.plan ? static_cast<int>(h.plan->world) : 1;
     s.world = s.units = world;
-    s.gpus = h.plan.is_object() && text(h.plan, "profile") != "cpu" && !text(h.plan, "profile").empty();
+    s.gpus = h.plan && h.plan->on_gpus();
     s.exit = "unrecorded";
     a.stage = static_cast<int>(h.stages.size());
     h.stages.push_back(s);

@@ -12,6 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/run_dir/plan_record.h"
+#include "runtime/core/run_dir/run_records.h"
+
 namespace gtrain {
 
 // One train record of metrics.jsonl (-1: the record has no such figure).
@@ -97,8 +100,8 @@ struct RunHistory {
   std::vector<TrainPoint> retrained;  // records a later attempt trained again (the lost work)
   std::vector<EvalPoint> eval;
   std::vector<SavePoint> saves;
-  nlohmann::json restarts = nlohmann::json::array();  // restarts.jsonl's restart records
-  nlohmann::json plan;                                // plan.json (null: none)
+  std::vector<RestartRecord> restarts;  // restarts.jsonl's restart records
+  std::optional<PlanRecord> plan;       // plan.json
   int64_t total_steps = 0, done = 0, global_batch = 0, tokens_per_sample = 0;
   std::string precision, model;
   bool complete = false, running = false;

@@ -26,8 +26,8 @@
 
 #include "launcher/base/hardware_query.h"
 #include "launcher/base/program_runner.h"
-#include "launcher/scheduler/scheduler_kind.h"
 #include "launcher/scheduler/scheduler_limits.h"
+#include "runtime/core/scheduler_kind.h"
 
 namespace gtrain {
 

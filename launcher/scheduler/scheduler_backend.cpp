@@ -1,4 +1,4 @@
-// scheduler_backend.cpp: the scheduler name table, the registry over the detection list, and the
+// scheduler_backend.cpp: the registry over the detection list, and the
 // defaults for what a backend does not support.
 #include "launcher/scheduler/scheduler_backend.h"
 
@@ -19,34 +19,12 @@ GTRAIN_SCHEDULER_BACKENDS(GTRAIN_SCHEDULER_DECLARE)
 
 namespace {
 
-// The one name table, in SchedulerKind's order.
-constexpr const char* kNames[] = {
-#define GTRAIN_SCHEDULER_NAME(name) #name,
-    GTRAIN_SCHEDULER_BACKENDS(GTRAIN_SCHEDULER_NAME)
-#undef GTRAIN_SCHEDULER_NAME
-};
-
 std::vector<const SchedulerBackend*>& test_backends() {
   static std::vector<const SchedulerBackend*> v;
   return v;
 }
 
 }  // namespace
-
-const char* scheduler_name(SchedulerKind kind) {
-  return kNames[static_cast<size_t>(kind)];
-}
-
-std::optional<SchedulerKind> scheduler_from_name(const std::string& name) {
-  for (size_t i = 0; i < std::size(kNames); ++i) {
-    if (name == kNames[i]) return static_cast<SchedulerKind>(i);
-  }
-  return std::nullopt;
-}
-
-void to_json(nlohmann::json& j, SchedulerKind kind) {
-  j = scheduler_name(kind);
-}
 
 std::vector<const SchedulerBackend*> scheduler_backends() {
   std::vector<const SchedulerBackend*> list = test_backends();

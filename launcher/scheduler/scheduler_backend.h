@@ -16,8 +16,8 @@
 
 #include "launcher/base/program_runner.h"
 #include "launcher/scheduler/batch_script.h"
-#include "launcher/scheduler/scheduler_kind.h"
 #include "launcher/scheduler/scheduler_limits.h"
+#include "runtime/core/scheduler_kind.h"
 
 namespace gtrain {
 

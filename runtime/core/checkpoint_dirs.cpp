@@ -7,6 +7,7 @@
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/hf_config.h"
+#include "runtime/core/run_dir/run_files.h"
 #include "runtime/core/safetensors_header.h"
 
 namespace gtrain {
@@ -14,7 +15,7 @@ namespace gtrain {
 namespace fs = std::filesystem;
 
 std::string checkpoint_directory(const CheckpointConfig& c, const std::string& run_dir) {
-  return c.dir.empty() ? (fs::path(run_dir) / "checkpoints").string() : c.dir;
+  return c.dir.empty() ? RunDir(run_dir).path(RunFile::checkpoints) : c.dir;
 }
 
 bool is_step_dir_name(const std::string& name) {
@@ -42,15 +43,15 @@ std::string resolve_checkpoint_path(const std::string& path, const std::string& 
     auto all = committed_checkpoint_dirs(root.string());
     return all.empty() ? std::string() : all.back().second.string();
   };
-  for (const auto& root : {fs::path(path), fs::path(path) / "checkpoints"}) {
+  for (const auto& root : {fs::path(path), fs::path(RunDir(path).path(RunFile::checkpoints))}) {
     const std::string found = newest(root);
     if (!found.empty()) return found;
   }
   // A run directory whose checkpoint.dir is elsewhere: its config.toml says where (read only now).
-  if (fs::exists(fs::path(path) / "config.toml", ec)) {
+  if (RunDir(path).has(RunFile::config)) {
     try {
-      const std::string found = newest(
-          checkpoint_directory(load_job_config((fs::path(path) / "config.toml").string(), {}, {}).checkpoint, path));
+      const std::string found =
+          newest(checkpoint_directory(load_job_config(RunDir(path).config(), {}, {}).checkpoint, path));
       if (!found.empty()) return found;
     } catch (const Error&) {  // unreadable: the two places above were all there is
     }

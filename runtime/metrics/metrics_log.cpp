@@ -9,6 +9,8 @@
 
 #include "runtime/core/disk_space.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/run_dir/run_files.h"
+#include "runtime/core/run_dir/run_records.h"
 #include "runtime/metrics/tensorboard_writer.h"
 
 namespace gtrain {
@@ -25,7 +27,7 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!f_) {
     f_ = std::fopen(path_.c_str(), append_ ? "a" : "w");
-    if (!f_) throw_if_disk_full(path_, errno, "metrics.jsonl");
+    if (!f_) throw_if_disk_full(path_, errno, run_file_info(RunFile::metrics).name);
     if (!f_)
       throw Error(path_ + ": cannot open metrics file: " + std::strerror(errno),
                   "check that the disk is not full and the run directory is writable");
@@ -34,23 +36,24 @@ void MetricsLog::write(const nlohmann::json& record) {
   if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0) {
     const int err = errno;
     std::clearerr(f_);
-    throw_if_disk_full(path_, err, "metrics.jsonl");
+    throw_if_disk_full(path_, err, run_file_info(RunFile::metrics).name);
     throw Error(path_ + ": cannot write metrics file: " + std::strerror(err),
                 "check that the run directory is writable");
   }
   if (tb_dir_.empty()) return;
-  const std::string kind = record.value("kind", "");
-  if ((kind != "train" && kind != "eval") || !record.contains("step") || !record["step"].is_number_integer()) return;
+  const auto kind = record_kind(record);
+  const auto step = record_step(record);
+  if ((kind != RecordKind::train && kind != RecordKind::eval) || !step) return;
   if (!tb_) {
     tb_ = std::make_unique<TensorBoardWriter>(tb_dir_);
-    tb_->session_start(tb_resumed_at_ + 1, record.value("time", 0.0));
+    tb_->session_start(tb_resumed_at_ + 1, record_time(record));
   }
   std::vector<std::pair<std::string, double>> values;
   for (const auto& [key, v] : record.items()) {
-    if (key == "step" || key == "time" || !v.is_number()) continue;
-    values.emplace_back(kind + "/" + key, v.get<double>());
+    if (is_record_axis(key) || !v.is_number()) continue;
+    values.emplace_back(std::string(record_kind_name(*kind)) + "/" + key, v.get<double>());
   }
-  tb_->scalars(record["step"].get<int64_t>(), record.value("time", 0.0), values);
+  tb_->scalars(*step, record_time(record), values);
 }
 
 void MetricsLog::tensorboard(const std::string& dir, int64_t resumed_at) {
@@ -76,9 +79,9 @@ int64_t drop_records_after(const std::string& path, int64_t step, int64_t* last_
   int64_t dropped = 0;
   while (std::getline(in, line)) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
-    const bool later =
-        j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step;
-    if (later && last_step) *last_step = std::max(*last_step, j["step"].get<int64_t>());
+    const auto at = record_step(j);
+    const bool later = at && *at > step;
+    if (later && last_step) *last_step = std::max(*last_step, *at);
     // A torn last line (a kill mid-write) goes too; anything else without a later step stays.
     if (j.is_discarded() || later) {
       ++dropped;

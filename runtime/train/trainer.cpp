@@ -17,9 +17,10 @@
 #include "runtime/core/heartbeat.h"
 #include "runtime/core/lr_schedule.h"
 #include "runtime/core/machine_notes.h"
-#include "runtime/core/metrics_records.h"
+#include "runtime/core/run_dir/run_files.h"
+#include "runtime/core/run_dir/run_records.h"
+#include "runtime/core/run_dir/stage_records.h"
 #include "runtime/core/schedule.h"
-#include "runtime/core/stage_ledger.h"
 #include "runtime/core/startup.h"
 #include "runtime/core/stop_policy.h"
 #include "runtime/data/rng.h"
@@ -448,12 +449,10 @@ void Trainer::check_estimate(const StepResult& r) {
   const double measured = t[t.size() / 2], est = plan_.est_step_seconds;
   const double error = measured / est - 1.0;
   if (std::fabs(error) <= kTolerance) return;
-  metrics_->write({{"kind", "estimate"},
-                   {"step", r.step},
-                   {"est_step_s", est},
-                   {"measured_step_s", measured},
-                   {"error", error},
-                   {"profile", plan_.profile}});
+  EstimateRecord rec;
+  rec.step = r.step, rec.est_step_s = est, rec.measured_step_s = measured, rec.error = error;
+  rec.profile = plan_.profile;
+  metrics_->write(record_to_json(rec));
   if (comm_->rank() != 0) return;
   // Said once per machine (every run keeps the record above, and gtrain report lists it): a first
   // run on an uncalibrated machine hears it, later ones do not, until `gtrain plan --calibrate`.
@@ -478,34 +477,30 @@ void Trainer::log_step(const StepResult& r) {
   progress_->update(r.step - 1, r.loss, unit_rate, tokens ? "tokens" : "samples", r.lr);
   if (!metrics_->enabled()) return;
   if (!recorded_step(r.step)) return;
-  nlohmann::json rec = {{"kind", "train"},
-                        {"step", r.step},
-                        {"loss", r.loss},
-                        {"lr", r.lr},
-                        {"grad_norm", std::isfinite(r.grad_norm) ? nlohmann::json(r.grad_norm) : nlohmann::json()},
-                        {"samples_per_s", rate},
-                        {"step_time_s", r.seconds},
-                        {"data_wait_s", r.data_wait_s},
-                        {"consumed_samples", r.step * layout_.global_batch()},
-                        {"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()},
-                        {"time", unix_now()}};
-  if (tokens) rec["tokens_per_s"] = unit_rate;
-  if (r.skipped) rec["skipped"] = true;
-  if (plan_.est_step_seconds > 0) rec["est_step_s"] = plan_.est_step_seconds;
+  TrainRecord rec;
+  rec.step = r.step, rec.loss = r.loss, rec.lr = r.lr;
+  if (std::isfinite(r.grad_norm)) rec.grad_norm = r.grad_norm;
+  rec.samples_per_s = rate, rec.step_time_s = r.seconds, rec.data_wait_s = r.data_wait_s;
+  rec.consumed_samples = r.step * layout_.global_batch();
+  rec.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  rec.time = unix_now();
+  if (tokens) rec.tokens_per_s = unit_rate;
+  rec.skipped = r.skipped;
+  if (plan_.est_step_seconds > 0) rec.est_step_s = plan_.est_step_seconds;
   // Model FLOPs utilisation: the planner's FLOPs per step over this step's time at the devices' peak.
   if (plan_.flops_per_step > 0 && plan_.peak_flops > 0)
-    rec["mfu"] = plan_.flops_per_step / (std::max(r.seconds, 1e-9) * plan_.peak_flops);
+    rec.mfu = plan_.flops_per_step / (std::max(r.seconds, 1e-9) * plan_.peak_flops);
   // The training state rank 0 holds after the step, measured from the engine's tensors.
   const StateBytes state = engine_->state_bytes();
   constexpr double kMiB = 1024.0 * 1024.0;
-  rec["param_mb"] = state.params / kMiB;
-  rec["grad_mb"] = state.grads / kMiB;
-  rec["opt_state_mb"] = state.optimizer / kMiB;
-  if (state.host > 0) rec["host_state_mb"] = state.host / kMiB;
-  if (r.tensor_peak_bytes >= 0) rec["step_tensor_peak_mb"] = r.tensor_peak_bytes / kMiB;
-  device_metrics_.add_to(rec);
-  if (auto* s = precision_->scaler()) rec["loss_scale"] = s->scale();
-  metrics_->write(rec);
+  rec.param_mb = state.params / kMiB;
+  rec.grad_mb = state.grads / kMiB;
+  rec.opt_state_mb = state.optimizer / kMiB;
+  if (state.host > 0) rec.host_state_mb = state.host / kMiB;
+  if (r.tensor_peak_bytes >= 0) rec.step_tensor_peak_mb = r.tensor_peak_bytes / kMiB;
+  device_metrics_.add_to(rec.device);
+  if (auto* s = precision_->scaler()) rec.loss_scale = s->scale();
+  metrics_->write(record_to_json(rec));
 }
 
 TrainSummary Trainer::run() {
@@ -519,7 +514,8 @@ TrainSummary Trainer::run() {
     return done;
   }
   if (config_.log.tensorboard && !paths_.metrics.empty())
-    metrics_->tensorboard((std::filesystem::path(paths_.metrics).parent_path() / "tb").string(), step_);
+    metrics_->tensorboard(
+        RunDir(std::filesystem::path(paths_.metrics).parent_path().string()).path(RunFile::tensorboard), step_);
   if (!pending_resume_record_.is_null()) metrics_->write(pending_resume_record_);
   pending_resume_record_ = nullptr;
   try {
@@ -535,22 +531,30 @@ TrainSummary Trainer::run() {
   }
 }
 
+namespace {
+
+// The eval record of step `step`'s evaluation `e`, which took `eval_s` seconds.
+EvalRecord eval_record(int64_t step, const EvalResult& e, double eval_s) {
+  EvalRecord r;
+  r.step = step, r.loss = e.loss, r.accuracy = e.accuracy, r.samples = e.samples, r.eval_s = eval_s;
+  r.time = unix_now();
+  return r;
+}
+
+}  // namespace
+
 std::string Trainer::interval_evaluation(double last_step_s) {
   const auto e0 = std::chrono::steady_clock::now();
   auto e = evaluate(last_step_s);
   const double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
   if (!e.stopped.empty()) {
-    metrics_->write({{"kind", "eval_stopped"}, {"step", step_}, {"reason", e.stopped}});
+    EvalStoppedRecord stopped;
+    stopped.step = step_, stopped.reason = e.stopped;
+    metrics_->write(record_to_json(stopped));
     return e.stopped;
   }
   if (data_.eval) {
-    metrics_->write({{"kind", "eval"},
-                     {"step", step_},
-                     {"loss", e.loss},
-                     {"accuracy", e.accuracy},
-                     {"samples", e.samples},
-                     {"eval_s", eval_s},
-                     {"time", unix_now()}});
+    metrics_->write(record_to_json(eval_record(step_, e, eval_s)));
     char buf[160];
     std::snprintf(buf, sizeof(buf), "eval @ step %lld: loss %.4f  accuracy %.2f%%", (long long)step_, e.loss,
                   100.0 * e.accuracy);
@@ -562,15 +566,9 @@ std::string Trainer::interval_evaluation(double last_step_s) {
 void Trainer::final_evaluation(TrainSummary& s) {
   const auto e0 = std::chrono::steady_clock::now();
   s.eval = evaluate();
-  if (data_.eval) {
-    metrics_->write({{"kind", "eval"},
-                     {"step", step_},
-                     {"loss", s.eval.loss},
-                     {"accuracy", s.eval.accuracy},
-                     {"samples", s.eval.samples},
-                     {"eval_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count()},
-                     {"time", unix_now()}});
-  }
+  if (data_.eval)
+    metrics_->write(record_to_json(
+        eval_record(step_, s.eval, std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count())));
 }
 
 TrainSummary Trainer::run_stage() {
@@ -606,9 +604,9 @@ TrainSummary Trainer::run_stage() {
     s.stopped_early = true;
     s.stop_reason = stop;
     if (stop.rfind("deadline", 0) == 0) s.stop_detail = stop_detail_;
-    nlohmann::json end = {{"kind", "stage_end"}, {"step", step_}, {"reason", stop}};
-    if (!s.stop_detail.empty()) end["detail"] = s.stop_detail;
-    metrics_->write(end);
+    StageEndRecord end;
+    end.step = step_, end.reason = stop, end.detail = s.stop_detail;
+    metrics_->write(record_to_json(end));
     write_ledger(s, first, productive);
     return s;
   };
@@ -626,7 +624,9 @@ TrainSummary Trainer::run_stage() {
     log_step(last);
     if (tuning && thread_tuner_->after_step(last.seconds, *comm_)) {
       const int n = thread_tuner_->chosen();
-      metrics_->write({{"kind", "threads"}, {"step", step_}, {"threads", n}, {"measured", thread_tuner_->measured()}});
+      ThreadsRecord threads;
+      threads.step = step_, threads.threads = n, threads.measured = thread_tuner_->measured();
+      metrics_->write(record_to_json(threads));
       if (comm_->rank() == 0)
         progress_->message("threads/rank " + std::to_string(n) + ", the fastest of steps at " +
                            thread_tuner_->measured() + " (train.threads = 0; set it to choose)");
@@ -648,15 +648,12 @@ TrainSummary Trainer::run_stage() {
   if (step_ > first || first == 0) maybe_checkpoint(true);
   finish_saves();
   final_evaluation(s);
-  metrics_->write({{"kind", "final"},
-                   {"step", step_},
-                   {"train_loss", s.final_loss},
-                   {"eval_loss", data_.eval ? nlohmann::json(s.eval.loss) : nlohmann::json()},
-                   {"eval_accuracy", data_.eval ? nlohmann::json(s.eval.accuracy) : nlohmann::json()},
-                   {"seconds", s.seconds},
-                   {"samples_per_s", s.samples_per_s},
-                   {"data_wait_s", s.data_wait_s},
-                   {"save_stall_s", save_stall_total_}});
+  FinalRecord fin;
+  fin.step = step_, fin.train_loss = s.final_loss;
+  if (data_.eval) fin.eval_loss = s.eval.loss, fin.eval_accuracy = s.eval.accuracy;
+  fin.seconds = s.seconds, fin.samples_per_s = s.samples_per_s, fin.data_wait_s = s.data_wait_s;
+  fin.save_stall_s = save_stall_total_;
+  metrics_->write(record_to_json(fin));
   write_ledger(s, first, productive);
   return s;
 }

@@ -11,6 +11,7 @@
 #include "runtime/core/errors.h"
 #include "runtime/core/heartbeat.h"
 #include "runtime/core/resume_check.h"
+#include "runtime/core/run_dir/run_records.h"
 #include "runtime/core/schedule.h"
 
 namespace gtrain {
@@ -60,14 +61,11 @@ double Trainer::save_checkpoint_now(bool next_step_follows) {
   writer_->save(std::move(r));
   const double stall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   save_stall_total_ += stall;
-  nlohmann::json rec = {{"kind", "checkpoint"},
-                        {"step", step_},
-                        {"stall_s", stall},
-                        {"async", config_.checkpoint.async},
-                        {"time", unix_now()}};
+  CheckpointRecord rec;
+  rec.step = step_, rec.stall_s = stall, rec.async = config_.checkpoint.async, rec.time = unix_now();
   // The write save() waited for (async: the previous save's) or just made (synchronous).
-  if (writer_->last_write_seconds() > 0) rec["previous_write_s"] = writer_->last_write_seconds();
-  metrics_->write(rec);
+  if (writer_->last_write_seconds() > 0) rec.previous_write_s = writer_->last_write_seconds();
+  metrics_->write(record_to_json(rec));
   max_save_seconds_ = std::max(max_save_seconds_, stall + writer_->last_write_seconds());
   Heartbeat::get().measured(RankPhase::save, std::max(stall, writer_->last_write_seconds()));
   return stall;
@@ -123,8 +121,10 @@ void Trainer::resume(const std::string& path) {
   }
   config_changes_ = verdict.config_changes;
   // Written when the stage runs: until then a refused start leaves metrics.jsonl as it was.
-  pending_resume_record_ = {{"kind", "resume"},          {"step", step_},          {"path", path}, {"probe_loss", now},
-                            {"probe_loss_saved", saved}, {"plan", plan_.summary()}};
+  ResumeRecord resume;
+  resume.step = step_, resume.path = path, resume.probe_loss = now, resume.probe_loss_saved = saved;
+  resume.plan = plan_.summary();
+  pending_resume_record_ = record_to_json(resume);
 }
 
 void Trainer::prepare_saves() {
