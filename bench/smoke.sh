@@ -27,6 +27,8 @@ case $name in
                 want='round 1: dp=2 zero=2: step time off [0-9.]+ ms +bitwise [0-9.]+ ms +ratio bitwise/off [0-9.]+x' ;;
   estimates) cmd=(env STEPS=4 SIZE=tiny "$here/bench_estimates.sh" "$build"); want='within 10%: [0-9]+ of 9 layouts' ;;
   save_stall) cmd=(env SIZE=tiny "$here/bench_save_stall.sh" "$build"); want='async / sync: [0-9.]+x   \(target' ;;
+  cli_startup) cmd=(env SIZE=tiny "$here/bench_cli_startup.sh" "$build")
+               want='^gtrain --help +[0-9.]+ ms +[0-9.]+ ms +[0-9.]+x' want2='^gtrain plan 175B --gpus 4096 +[0-9.]+ ms +[0-9.]+ ms +[0-9.]+x' ;;
   restart) cmd=(env AT_STEP=50 STEPS=2000 "$here/bench_restart.sh" "$build")
            want='kill: detected [0-9.]+ s after the signal, first step [0-9.]+ s after the detection' ;;
   dp) cmd=("$venv" run env STEPS=8 "$here/bench_dp.sh" "$build"); want='round 2: samples/s gtrain [0-9.]+ +pytorch-ddp [0-9.]+ +ratio [0-9.]+x' ;;
@@ -34,7 +36,7 @@ case $name in
          want='round 1: step time gtrain [0-9.]+ ms +transformers eager [0-9.]+ ms +ratio transformers/gtrain [0-9.]+x' ;;
   gpu_gpt2) cmd=("$venv" run env BUILD="$build" OUT="$tmp/out" "$here/gpu_gpt2.sh" --smoke --no-record)
             want='gtrain / eager' want2='llama: gtrain / transformers eager = [0-9.]+x' ;;
-  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart dp llama gpu_gpt2)" >&2; exit 2 ;;
+  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart cli_startup dp llama gpu_gpt2)" >&2; exit 2 ;;
 esac
 rc=0
 "${cmd[@]}" >"$tmp/out.txt" 2>&1 || rc=$?

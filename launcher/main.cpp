@@ -1,10 +1,11 @@
-// main.cpp: the gtrain executable, torch-free so a launch does not pay for loading LibTorch: it
-// starts the ranks of `gtrain run` itself (mpirun over gtrain-worker) when it can plan the model
-// without LibTorch, and hands every other command to gtrain-worker. The only place its errors are caught.
-#include <CLI/CLI.hpp>
-
+// main.cpp: the gtrain executable, torch-free so a command answers without loading LibTorch: it
+// parses every command and runs those that need no LibTorch itself; `gtrain run` starts its ranks
+// (mpirun over gtrain-worker) when it can plan the model without LibTorch; whatever needs LibTorch
+// it hands to gtrain-worker, same arguments (libtorch_work.h). The only place its errors are caught.
 #include <cstring>
+#include <functional>
 
+#include "launcher/cli/cli.h"
 #include "launcher/launch/launch.h"
 #include "launcher/launch/run_launch.h"
 #include "runtime/core/errors.h"
@@ -18,15 +19,7 @@ namespace {
 // `gtrain run` when this process launches the ranks and the model's sizes are known from the
 // config: plan and lock here, then run mpirun (several ranks: returns its exit code) or return -1
 // for the worker to handle the command as it is (one rank, or a model LibTorch must size).
-int launch_run_fast(int argc, char** argv) {
-  CLI::App app{"gtrain", "gtrain"};
-  RunOptions run;
-  add_run_command(app, run);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Error&) {
-    return -1;  // help, version and usage errors: the worker prints them
-  }
+int launch_run_fast(const RunOptions& run) {
   // --quiet: only errors on the console, LibTorch's own warnings in the ranks included; set before
   // the worker starts, which reads them when LibTorch loads: glog's level (Debian's LibTorch 1.13),
   // c10's own logger (pip's 2.x, no glog) and Kineto's (its profiler; on a machine without a GPU
@@ -44,7 +37,6 @@ int launch_run_fast(int argc, char** argv) {
       !keep_checkpoint_batch(cfg, run, resolve_run_dir(cfg, run)).empty();  // the worker says so
   const auto stats = model_stats_from_config(cfg);
   if (!stats) return -1;  // the model must be built (LibTorch) to be planned
-  for (int i = 1; i < argc; ++i) run.argv.push_back(argv[i]);
   // Bad layouts fail here, once, before any rank starts; several ranks: mpirun replaces us.
   StageLaunch stage = launch_stage(run, cfg, env, worker_executable(), [&](const Allocation& alloc) {
     // A grant may be used in part; --ranks N asks for exactly N.
@@ -57,6 +49,30 @@ int launch_run_fast(int argc, char** argv) {
   return -1;
 }
 
+// Sets `entry` to replace this process with gtrain-worker, same arguments.
+template <class R, class... Args>
+void hand_off(std::function<R(Args...)>& entry, int argc, char** argv) {
+  entry = [argc, argv](Args...) -> R { exec_worker(argc, argv); };
+}
+
+// gtrain's LibTorch work: every entry hands the command to gtrain-worker; `run` first launches the
+// ranks itself when it can.
+LibTorchWork handed_off_work(int argc, char** argv) {
+  LibTorchWork w;
+  w.run = [argc, argv](const RunOptions& run) {
+    const int rc = launch_run_fast(run);
+    if (rc >= 0) return rc;
+    exec_worker(argc, argv);
+  };
+  hand_off(w.sample, argc, argv);
+  hand_off(w.ckpt_verify, argc, argv);
+  hand_off(w.ckpt_export, argc, argv);
+  hand_off(w.model_names, argc, argv);
+  hand_off(w.measure_machine, argc, argv);
+  hand_off(w.size_job, argc, argv);
+  return w;
+}
+
 }  // namespace
 }  // namespace gtrain
 
@@ -65,13 +81,10 @@ int main(int argc, char** argv) {
   gtrain::prefer_passive_openmp();
   gtrain::ignore_closed_console();
   try {
-    if (argc > 1 && std::strcmp(argv[1], "run") == 0) {
-      // From the first moment: a stop signal is a request to stop (schedule.h), never lost or fatal.
+    // From the first moment: a stop signal is a request to stop (schedule.h), never lost or fatal.
+    if (argc > 1 && std::strcmp(argv[1], "run") == 0)
       gtrain::install_stop_signals(gtrain::ScheduleConfig{}.stop_signals);
-      const int rc = gtrain::launch_run_fast(argc, argv);
-      if (rc >= 0) return rc;
-    }
-    gtrain::exec_worker(argc, argv);
+    return gtrain::cli_main(argc, argv, gtrain::handed_off_work(argc, argv));
   } catch (const gtrain::Error& e) {
     return gtrain::fail_process(gtrain::format_error(e), e.exit_code());
   } catch (const std::exception& e) {

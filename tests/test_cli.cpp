@@ -332,18 +332,19 @@ TEST(Cli, PluginModelTrainsFromConfig) {
 }  // namespace
 }  // namespace gtrain
 
-// `gtrain` itself does not load LibTorch (it starts in milliseconds and launches the ranks);
-// gtrain-worker next to it does the LibTorch work, and `gtrain` hands it every other command.
+// `gtrain` itself does not load LibTorch (it answers in milliseconds and launches the ranks);
+// gtrain-worker next to it does the LibTorch work, which `gtrain` hands it (test_torch_free_cli.cpp
+// has every command).
 TEST(Cli, LauncherIsTorchFreeAndHandsCommandsToTheWorker) {
   const auto ldd = gtrain::test::run_command(std::string("ldd ") + GTRAIN_BINARY);
   ASSERT_EQ(ldd.exit_code, 0) << ldd.output;
   EXPECT_EQ(ldd.output.find("libtorch"), std::string::npos) << ldd.output;
   EXPECT_NE(ldd.output.find("libgtrain_core"), std::string::npos) << ldd.output;
-  const auto models = gtrain::test::run_command(std::string(GTRAIN_BINARY) + " models");
+  const std::string no_worker = "GTRAIN_WORKER=/nonexistent/gtrain-worker " + std::string(GTRAIN_BINARY);
+  const auto models = gtrain::test::run_command(no_worker + " models");  // answered without the worker
   EXPECT_EQ(models.exit_code, 0) << models.output;
   EXPECT_NE(models.output.find("gpt"), std::string::npos) << models.output;
-  const auto missing =
-      gtrain::test::run_command("GTRAIN_WORKER=/nonexistent/gtrain-worker " + std::string(GTRAIN_BINARY) + " models");
+  const auto missing = gtrain::test::run_command(no_worker + " models --plugin " + GTRAIN_PLUGIN);
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.output.find("cannot start /nonexistent/gtrain-worker"), std::string::npos) << missing.output;
 }

@@ -50,6 +50,13 @@ TEST(Registry, HasBuiltinsAndRejectsUnknownWithSuggestion) {
   }
 }
 
+// gtrain lists the built-in models without LibTorch (builtin_model_names): the registry's own.
+TEST(Registry, BuiltinNamesAreTheTorchFreeList) {
+  ModelRegistry reg;
+  register_builtin_models(reg);
+  EXPECT_EQ(reg.names(), builtin_model_names());
+}
+
 TEST(Registry, UserFactoryCanBeAdded) {
   ModelRegistry reg;
   register_builtin_models(reg);

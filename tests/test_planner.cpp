@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <regex>
+#include <utility>
+#include <vector>
 
 #include "launcher/commands/plan_command.h"
 #include "runtime/core/errors.h"
@@ -369,6 +371,30 @@ TEST(PlannerPipeline, StagesThatDoNotDivideTheBlocks) {
   EXPECT_EQ(pp3.dp, 1);
   // The most loaded stage holds 2 of the 4 blocks: more than a quarter of the model's parameters.
   EXPECT_GT(params_per_device(in.model, 1, 3), 2.0 * static_cast<double>(in.model.params_per_block));
+}
+
+// Every pp's split at once (what the planner caches) is each pp's own split, ties broken alike:
+// uniform blocks (the planner's), uneven ones, with and without the extras.
+TEST(PlannerPipeline, EveryPpAtOnceEqualsEachPp) {
+  std::vector<std::vector<double>> costs = {{1.0}, std::vector<double>(12, 1.0), std::vector<double>(13, 2.5)};
+  uint32_t seed = 7;
+  for (int n : {5, 9, 17}) {
+    std::vector<double> c;
+    for (int i = 0; i < n; ++i) c.push_back(1.0 + (seed = seed * 1103515245u + 12345u) % 5);  // ties too
+    costs.push_back(c);
+  }
+  for (const auto& cost : costs) {
+    for (const auto& [first, last] : {std::pair<double, double>{0, 0}, {0, 3.5}, {2, 0}, {1, 40}}) {
+      const auto all = balance_stages_each_pp(cost, first, last);
+      ASSERT_EQ(all.size(), cost.size());
+      for (size_t pp = 1; pp <= cost.size(); ++pp)
+        EXPECT_EQ(all[pp - 1], balance_stages(cost, first, last, static_cast<int64_t>(pp)))
+            << cost.size() << " blocks, pp " << pp << ", extras " << first << " " << last;
+    }
+  }
+  const ModelStats gpt3 = gpt_stats(96, 96, 12288, 2048, 50257, true);
+  const auto each = pipeline_stage_bounds_each_pp(gpt3, 96);
+  for (int64_t pp : {2, 7, 16, 33, 95, 96}) EXPECT_EQ(each[pp - 1], pipeline_stage_bounds(gpt3, 96, pp)) << pp;
 }
 
 TEST(PlannerExplicit, EveryWrongFactorIsNamed) {

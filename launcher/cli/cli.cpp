@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launcher/cli/commands.h"
+#include "launcher/commands/plan_command.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
 
@@ -51,14 +52,24 @@ void check_command_words(const CLI::App& app, int argc, char** argv) {
 
 }  // namespace
 
-int cli_main(int argc, char** argv) {
+int cli_main(int argc, char** argv, const LibTorchWork& work) {
+  set_job_sizer(work.size_job);  // reached deep inside plan, submit and report
   CLI::App app{"gtrain: train on whatever GPUs the scheduler granted, resume on any other count.", "gtrain"};
   app.set_version_flag("--version", "gtrain 0.1.0");
   app.require_subcommand(1);
-  const std::vector<Command> commands = {
-      add_run(app, argc, argv), add_config(app),     add_probe(app),  add_plan(app), add_models(app),
-      add_sample(app),          add_status(app),     add_report(app), add_runs(app), add_submit(app),
-      add_cancel(app),          add_chain_step(app), add_ckpt(app)};
+  const std::vector<Command> commands = {add_run(app, argc, argv, work),
+                                         add_config(app),
+                                         add_probe(app),
+                                         add_plan(app, work),
+                                         add_models(app, work),
+                                         add_sample(app, work),
+                                         add_status(app),
+                                         add_report(app),
+                                         add_runs(app),
+                                         add_submit(app),
+                                         add_cancel(app),
+                                         add_chain_step(app),
+                                         add_ckpt(app, work)};
   // Each command's help ends with the docs page that explains it.
   static const std::map<std::string, std::string> kDocs = {{"run", "stages-and-checkpoints"},
                                                            {"config", "configuration"},

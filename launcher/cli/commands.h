@@ -1,9 +1,11 @@
 // commands.h: Command, one gtrain subcommand as the CLI declares it (its flags and help, on the
 // parser) and runs it, and the add_<command>() that declares each, in the order `gtrain --help`
-// lists them.
+// lists them. What a command does with LibTorch it asks of the LibTorchWork it is given.
 #pragma once
 
 #include <functional>
+
+#include "launcher/commands/libtorch_work.h"
 
 namespace CLI {
 class App;
@@ -17,12 +19,12 @@ struct Command {
 };
 
 // Training: train_commands.cpp.
-Command add_run(CLI::App& app, int argc, char** argv);
+Command add_run(CLI::App& app, int argc, char** argv, const LibTorchWork& work);
 Command add_config(CLI::App& app);
 Command add_probe(CLI::App& app);
-Command add_plan(CLI::App& app);
-Command add_models(CLI::App& app);
-Command add_sample(CLI::App& app);
+Command add_plan(CLI::App& app, const LibTorchWork& work);
+Command add_models(CLI::App& app, const LibTorchWork& work);
+Command add_sample(CLI::App& app, const LibTorchWork& work);
 // Jobs and checkpoints: job_commands.cpp.
 Command add_status(CLI::App& app);
 Command add_report(CLI::App& app);
@@ -30,6 +32,6 @@ Command add_runs(CLI::App& app);
 Command add_submit(CLI::App& app);
 Command add_cancel(CLI::App& app);
 Command add_chain_step(CLI::App& app);
-Command add_ckpt(CLI::App& app);
+Command add_ckpt(CLI::App& app, const LibTorchWork& work);
 
 }  // namespace gtrain

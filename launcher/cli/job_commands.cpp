@@ -9,6 +9,7 @@
 #include "launcher/base/program_runner.h"
 #include "launcher/chain/chain.h"
 #include "launcher/cli/commands.h"
+#include "launcher/commands/ckpt_commands.h"
 #include "launcher/commands/report_command.h"
 #include "launcher/commands/runs_command.h"
 #include "launcher/commands/stage_commands.h"
@@ -184,7 +185,7 @@ Command add_chain_step(CLI::App& app) {
   return c;
 }
 
-Command add_ckpt(CLI::App& app) {
+Command add_ckpt(CLI::App& app, const LibTorchWork& work) {
   struct State {
     std::string path;
     bool verify_all = false;
@@ -227,9 +228,9 @@ Command add_ckpt(CLI::App& app) {
       ->capture_default_str();
   exporter->add_flag("--optimizer", st->exporting.optimizer,
                      "Also the optimizer's state (exp_avg, exp_avg_sq, momentum_buffer, optimizer.step)");
-  c.run = [st, inspect, exporter] {
-    if (exporter->parsed()) return ckpt_export_command(st->exporting);
-    return inspect->parsed() ? ckpt_inspect_command(st->path) : ckpt_verify_command(st->path, st->verify_all);
+  c.run = [st, inspect, exporter, verify = work.ckpt_verify, export_to = work.ckpt_export] {
+    if (exporter->parsed()) return export_to(st->exporting);
+    return inspect->parsed() ? ckpt_inspect_command(st->path) : verify(st->path, st->verify_all);
   };
   return c;
 }

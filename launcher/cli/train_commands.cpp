@@ -2,7 +2,6 @@
 // sample.
 #include <CLI/CLI.hpp>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -10,44 +9,20 @@
 #include "launcher/cli/commands.h"
 #include "launcher/commands/plan_command.h"
 #include "launcher/commands/probe_command.h"
-#include "launcher/commands/run_command.h"
 #include "launcher/commands/sample_command.h"
-#include "launcher/launch/stage_handoff.h"
+#include "launcher/launch/run_launch.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
-#include "runtime/models/model_registry.h"
 
 namespace gtrain {
 
-namespace {
-
-// `gtrain run` in this process: train, then say how the stage ended. A rank under gtrain's own
-// mpirun says "resumable" through the outcome file and exits 0, so mpirun ends quietly (a non-zero
-// exit makes it print an abort notice); gtrain exits 3. Written before MPI is finalised: a
-// scheduler's TERM may have reached mpirun too, which then ends the ranks, and the stage's
-// checkpoint is committed already.
-int run_and_report(const RunOptions& run) {
-  const RunOutcome out = run_job(run);
-  if (out.launcher_exit >= 0) return out.launcher_exit;
-  const std::string outcome = StageHandoff::from_env(process_environment()).outcome_file;
-  const bool under_launcher = !outcome.empty();
-  if (out.summary.stopped_early && under_launcher && ProcessContext::get().rank == 0) {
-    std::ofstream(outcome) << "resumable\n";
-  }
-  finish_run_process();
-  if (!out.summary.stopped_early) return kExitOk;
-  return under_launcher ? kExitOk : kExitResumable;
-}
-
-}  // namespace
-
-Command add_run(CLI::App& app, int argc, char** argv) {
+Command add_run(CLI::App& app, int argc, char** argv, const LibTorchWork& work) {
   auto run = std::make_shared<RunOptions>();
   Command c;
   c.app = add_run_command(app, *run);
-  c.run = [run, argc, argv] {
+  c.run = [run, argc, argv, train = work.run] {
     for (int i = 1; i < argc; ++i) run->argv.push_back(argv[i]);
-    return run_and_report(*run);
+    return train(*run);
   };
   return c;
 }
@@ -87,7 +62,7 @@ Command add_probe(CLI::App& app) {
   return c;
 }
 
-Command add_plan(CLI::App& app) {
+Command add_plan(CLI::App& app, const LibTorchWork& work) {
   auto plan = std::make_shared<PlanOptions>();
   Command c;
   auto* cmd = c.app = app.add_subcommand("plan",
@@ -127,19 +102,19 @@ Command add_plan(CLI::App& app) {
   cmd->add_flag("--calibrate", plan->calibrate,
                 "Measure this machine (matmul rate, bandwidth) and save its "
                 "profile for later plans");
-  c.run = [plan] { return run_plan_command(*plan, process_environment(), std::cout); };
+  c.run = [plan, measure = work.measure_machine] {
+    return run_plan_command(*plan, process_environment(), std::cout, measure);
+  };
   return c;
 }
 
-Command add_models(CLI::App& app) {
+Command add_models(CLI::App& app, const LibTorchWork& work) {
   auto plugin = std::make_shared<std::string>();
   Command c;
   c.app = app.add_subcommand("models", "List registered models.");
   c.app->add_option("--plugin", *plugin, "Also load this model plugin library");
-  c.run = [plugin] {
-    auto& reg = ModelRegistry::global();
-    if (!plugin->empty()) reg.load_plugin(*plugin);
-    for (const auto& n : reg.names()) std::cout << n << "\n";
+  c.run = [plugin, model_names = work.model_names] {
+    for (const auto& n : plugin->empty() ? builtin_model_names() : model_names(*plugin)) std::cout << n << "\n";
     // Not a registered model: model.name = "hf" takes gpt's or llama's shape from the Hugging Face
     // directory in checkpoint.init_from.
     std::cout << "hf\n";
@@ -148,7 +123,7 @@ Command add_models(CLI::App& app) {
   return c;
 }
 
-Command add_sample(CLI::App& app) {
+Command add_sample(CLI::App& app, const LibTorchWork& work) {
   auto o = std::make_shared<SampleOptions>();
   Command c;
   c.app = app.add_subcommand("sample", "Generate tokens from a trained gpt or llama (one device, key/value cache).");
@@ -164,7 +139,7 @@ Command add_sample(CLI::App& app) {
   c.app->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
   c.app->add_option("--seed", o->seed, "Seed of the sampling")->capture_default_str();
   c.app->add_flag("--json", o->json, "One JSON object: source, prompt, tokens (and text)");
-  c.run = [o] { return sample_command(*o); };
+  c.run = [o, sample = work.sample] { return sample(*o); };
   return c;
 }
 

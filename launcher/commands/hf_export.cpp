@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <set>
 
-#include "launcher/commands/stage_commands.h"
+#include "launcher/commands/ckpt_commands.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/hf_checkpoint.h"
 #include "runtime/core/checkpoint_dirs.h"

@@ -7,19 +7,17 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "launcher/chain/window_calendar.h"
-#include "launcher/commands/calibrate.h"
 #include "launcher/launch/run_launch.h"
 #include "launcher/scheduler/allocation.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
 #include "runtime/core/schedule.h"
-#include "runtime/data/dataset.h"
-#include "runtime/models/model_registry.h"
-#include "runtime/train/trainer.h"
+#include "runtime/core/train_steps.h"
 #include "strategies/planner/planner.h"
 
 namespace gtrain {
@@ -347,33 +345,39 @@ std::vector<int64_t> parse_gpu_counts(const std::string& text, const std::string
   return out;
 }
 
-JobDescription describe_job(const JobConfig& cfg) {
+std::optional<JobDescription> describe_job_from_config(const JobConfig& cfg) {
+  const auto stats = model_stats_from_config(cfg);
+  if (!stats) return std::nullopt;  // the model must be built, or the data says its vocabulary
   JobDescription d;
-  std::shared_ptr<Dataset> train;
-  auto open = [&] {
-    if (!train) train = open_datasets(cfg.data, cfg.model, cfg.train.seed).train;
-    return train;
-  };
-  if (auto stats = model_stats_from_config(cfg)) {
-    d.stats = *stats;  // sized from the shape: a 13B model is never built here
-  } else if (decoder_stats(cfg.model, open()->spec().vocab, &d.stats)) {
-    // a decoder sized from its shape and the data's vocabulary
-  } else {
-    auto& reg = ModelRegistry::global();
-    if (!cfg.model.plugin.empty()) reg.load_plugin(cfg.model.plugin);
-    if (!reg.has(cfg.model.name)) reg.create(cfg.model, DataSpec{});  // names the unknown model
-    auto model = reg.create(cfg.model, open()->spec());
-    d.stats = model->stats(open()->spec());
-  }
+  d.stats = *stats;  // sized from the shape: a 13B model is never built here
   const auto& t = cfg.train;
   if (t.steps > 0) {
     d.total_steps = t.steps;
   } else if (t.tokens > 0 && d.stats.seq_len > 0) {
     d.total_steps = compute_total_steps(t, 0, d.stats.seq_len);
   } else if (t.epochs > 0) {
-    d.total_steps = compute_total_steps(t, open()->size(), open()->spec().tokens_per_sample());
+    return std::nullopt;  // the data's size decides
   }
   return d;
+}
+
+namespace {
+JobSizer& job_sizer() {
+  static JobSizer sizer;
+  return sizer;
+}
+}  // namespace
+
+void set_job_sizer(JobSizer sizer) {
+  job_sizer() = std::move(sizer);
+}
+
+JobDescription describe_job(const JobConfig& cfg) {
+  if (auto d = describe_job_from_config(cfg)) return *d;
+  if (!job_sizer())
+    throw std::logic_error("describe_job: model '" + cfg.model.name +
+                           "' must be built to be sized, and no JobSizer is set");
+  return job_sizer()(cfg);
 }
 
 namespace {
@@ -718,11 +722,12 @@ WindowsPlan windows_plan(const PlanOptions& o, const PlanReport& r) {
 
 }  // namespace
 
-int run_plan_command(const PlanOptions& o, const std::map<std::string, std::string>& env, std::ostream& out) {
+int run_plan_command(const PlanOptions& o, const std::map<std::string, std::string>& env, std::ostream& out,
+                     const MeasureMachine& measure) {
   const HardwareInfo hw = query_hardware();
   json doc;
   if (o.calibrate) {
-    const CalibrationReport cal = run_calibration(env, hw);
+    const CalibrationReport cal = run_calibration(env, hw, measure);
     if (o.json) {
       doc["calibration"] = calibration_json(cal);
     } else {

@@ -4,11 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "launcher/commands/calibration_report.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/model_stats.h"
 
@@ -34,11 +37,20 @@ struct JobDescription {
   ModelStats stats;
   int64_t total_steps = 0;
 };
+// The description from the config alone (gpt or llama with a known vocabulary, its length in steps
+// or tokens), without LibTorch; nullopt when the model must be built or the data opened.
+std::optional<JobDescription> describe_job_from_config(const JobConfig& cfg);
+// What describes the jobs describe_job_from_config cannot: gtrain-worker's describe_job_with_libtorch
+// (job_sizing.h), or in gtrain a hand-off of the whole command to gtrain-worker (main.cpp).
+using JobSizer = std::function<JobDescription(const JobConfig&)>;
+void set_job_sizer(JobSizer sizer);
+// describe_job_from_config, else the JobSizer set (std::logic_error when none is).
 JobDescription describe_job(const JobConfig& cfg);
 
 // Runs the command; returns the exit code, throws ConfigError for bad input or when no layout fits
-// (after printing what it could).
-int run_plan_command(const PlanOptions& options, const std::map<std::string, std::string>& env, std::ostream& out);
+// (after printing what it could). --calibrate measures this machine with `measure` (LibTorch).
+int run_plan_command(const PlanOptions& options, const std::map<std::string, std::string>& env, std::ostream& out,
+                     const MeasureMachine& measure = {});
 
 // "80GiB", "40GB", "81920MiB", "0.5TiB", "80" (GiB) -> bytes. ConfigError naming `what` otherwise.
 double parse_memory_size(const std::string& text, const std::string& what);

@@ -26,11 +26,11 @@
 #include "launcher/scheduler/scheduler_limits.h"
 #include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/config/job_config.h"
+#include "runtime/core/data_paths.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
 #include "runtime/core/run_dir/run_files.h"
 #include "runtime/core/run_dir/stage_records.h"
-#include "runtime/data/mapped_file.h"
 
 namespace fs = std::filesystem;
 

@@ -105,21 +105,6 @@ void write_file_atomic(const fs::path& path, const std::string& text) {
                           "check that checkpoint.dir is writable and on one file system");
 }
 
-nlohmann::json read_json(const fs::path& p) {
-  std::ifstream f(p);
-  if (!f)
-    throw CheckpointError(p.string() + ": missing",
-                          "the checkpoint is incomplete: resume from another (--resume PATH; gtrain ckpt inspect "
-                          "RUN_DIR lists them) or start over with --no-resume");
-  try {
-    return nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(p.string() + ": unreadable JSON (" + std::string(e.what()) + ")",
-                          "the checkpoint is damaged: resume from another (--resume PATH; gtrain ckpt inspect RUN_DIR "
-                          "lists them) or start over with --no-resume");
-  }
-}
-
 // Takes a checkpoint directory out of the committed set, then deletes it: renamed first (atomic) to a
 // *.tmp-* name, so a crash while deleting leaves a leftover that the next commit cleans up, never a
 // half-deleted step_* directory that looks committed.
@@ -150,7 +135,7 @@ CheckpointManifest assemble_manifest(const SaveRequest& r, const fs::path& tmp) 
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    for (const auto& p : read_json(part)) {
+    for (const auto& p : read_checkpoint_json(part)) {
       ShardPiece piece = ShardPiece::from_json(p);
       auto& t = manifest.tensors[piece.name];
       t.dtype = piece.dtype;
@@ -214,7 +199,7 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointInfo> out;
   for (const auto& [step, path] : committed_checkpoint_dirs(dir)) {
     try {
-      auto m = read_json(path / kManifestFile);
+      auto m = read_checkpoint_json(path / kManifestFile);
       out.push_back({path.string(), m.at(manifest_key::kStep).get<int64_t>(),
                      m.at(manifest_key::kConsumedSamples).get<int64_t>()});
     } catch (const std::exception&) {
@@ -418,8 +403,7 @@ CheckpointInfo write_checkpoint(SaveRequest request) {
 // ---- reading ----
 
 CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
-  const fs::path file = fs::path(path) / kManifestFile;
-  manifest_ = CheckpointManifest::from_json(read_json(file), file.string());
+  manifest_ = read_checkpoint_manifest(path);
 }
 
 std::vector<std::string> CheckpointReader::tensor_names() const {
@@ -519,7 +503,7 @@ std::vector<std::string> CheckpointReader::verify() const {
     const std::string f = e.path().filename().string();
     if (f.rfind("shard_", 0) != 0 || e.path().extension() != ".json") continue;
     try {
-      for (const auto& name : shard_piece_names(read_json(e.path()))) {
+      for (const auto& name : shard_piece_names(read_checkpoint_json(e.path()))) {
         if (!manifest_.tensors.count(name)) {
           problems.push_back(path_ + "/" + kManifestFile + ": has no tensor '" + name + "', which " + f + " lists");
         }
@@ -565,37 +549,7 @@ std::vector<std::string> CheckpointReader::verify() const {
 }
 
 std::vector<std::string> CheckpointReader::check_files() const {
-  std::map<std::string, int64_t> ends;
-  for (const auto& kv : manifest_.tensors) {
-    for (const auto& p : kv.second.pieces) {
-      auto& end = ends[p.file];
-      end = std::max(end, p.offset + p.nbytes);
-    }
-  }
-  std::vector<std::string> problems;
-  for (const auto& [file, end] : ends) {
-    const fs::path f = fs::path(path_) / file;
-    std::error_code ec;
-    const auto size = fs::file_size(f, ec);
-    if (ec) {
-      problems.push_back(f.string() + ": missing data file");
-    } else if (static_cast<int64_t>(size) != end) {
-      problems.push_back(f.string() + ": " + std::to_string(size) + " bytes, the manifest's pieces need " +
-                         std::to_string(end));
-    }
-  }
-  return problems;
-}
-
-std::string find_latest_complete_checkpoint(const std::string& dir) {
-  auto all = committed_checkpoint_dirs(dir);
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    try {
-      if (CheckpointReader(it->second.string()).check_files().empty()) return it->second.string();
-    } catch (const Error&) {
-    }
-  }
-  return "";
+  return checkpoint_file_problems(manifest_, path_);
 }
 
 SupersededCheckpoints supersede_checkpoints(const std::string& dir, int64_t resume_step, const std::string& keep_path) {

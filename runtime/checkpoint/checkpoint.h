@@ -33,6 +33,7 @@
 
 #include "runtime/checkpoint/staging_buffer.h"
 #include "runtime/checkpoint/tensor_shard.h"
+#include "runtime/core/checkpoint_dirs.h"  // find_latest_complete_checkpoint
 #include "runtime/core/checkpoint_manifest.h"
 
 namespace gtrain {
@@ -148,10 +149,6 @@ class CheckpointReader {
 // The newest checkpoint in `dir` that opens and verifies; a bad one is skipped with a warning
 // naming the file (written to `warnings`). Returns "" when there is none.
 std::string find_latest_valid_checkpoint(const std::string& dir, std::vector<std::string>* warnings);
-
-// The newest checkpoint in `dir` whose manifest is well formed and whose data files all exist with
-// the sizes the manifest gives (no checksums read: cheap enough for `gtrain status`). "" when none.
-std::string find_latest_complete_checkpoint(const std::string& dir);
 
 struct SupersededCheckpoints {
   std::vector<int64_t> steps;  // the steps moved aside, oldest first (empty: nothing moved)

@@ -86,4 +86,16 @@ void check_init_from(const std::string& path) {
   }
 }
 
+std::string find_latest_complete_checkpoint(const std::string& dir) {
+  auto all = committed_checkpoint_dirs(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      const std::string path = it->second.string();
+      if (checkpoint_file_problems(read_checkpoint_manifest(path), path).empty()) return path;
+    } catch (const Error&) {
+    }
+  }
+  return "";
+}
+
 }  // namespace gtrain

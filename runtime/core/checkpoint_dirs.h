@@ -21,6 +21,10 @@ bool is_step_dir_name(const std::string& name);
 // The committed checkpoints in `dir` (step directories holding a manifest.json), oldest first.
 std::vector<std::pair<int64_t, std::filesystem::path>> committed_checkpoint_dirs(const std::string& dir);
 
+// The newest checkpoint in `dir` whose manifest is well formed and whose data files all exist with
+// the sizes the manifest gives (no checksums read: cheap enough for `gtrain status`). "" when none.
+std::string find_latest_complete_checkpoint(const std::string& dir);
+
 // The checkpoint `path` names: itself (it holds a manifest.json), or the newest committed one in
 // it, in its checkpoints/, or in the checkpoint.dir its config.toml names (a run directory), read or not, so a
 // malformed newest one is reported, not passed over. Throws ConfigError naming `what` ("" = the path alone) when there

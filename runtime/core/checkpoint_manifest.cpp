@@ -2,8 +2,12 @@
 #include "runtime/core/checkpoint_manifest.h"
 
 #include <algorithm>
+#include <fstream>
 
+#include "runtime/core/config/model_config.h"
 #include "runtime/core/errors.h"
+
+namespace fs = std::filesystem;
 
 namespace gtrain {
 namespace key = manifest_key;
@@ -392,6 +396,63 @@ CheckpointManifest CheckpointManifest::from_json(const json& m, const std::strin
 
 std::string missing_training_key(const std::string& where, const char* key) {
   return where + ": key '" + key + "' is missing (not written by a training run)";
+}
+
+nlohmann::json read_checkpoint_json(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  if (!f)
+    throw CheckpointError(p.string() + ": missing",
+                          "the checkpoint is incomplete: resume from another (--resume PATH; gtrain ckpt inspect "
+                          "RUN_DIR lists them) or start over with --no-resume");
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(p.string() + ": unreadable JSON (" + std::string(e.what()) + ")",
+                          "the checkpoint is damaged: resume from another (--resume PATH; gtrain ckpt inspect RUN_DIR "
+                          "lists them) or start over with --no-resume");
+  }
+}
+
+CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
+  const fs::path file = fs::path(dir) / kManifestFile;
+  return CheckpointManifest::from_json(read_checkpoint_json(file), file.string());
+}
+
+std::vector<std::string> checkpoint_file_problems(const CheckpointManifest& m, const std::string& dir) {
+  std::map<std::string, int64_t> ends;
+  for (const auto& kv : m.tensors) {
+    for (const auto& p : kv.second.pieces) {
+      auto& end = ends[p.file];
+      end = std::max(end, p.offset + p.nbytes);
+    }
+  }
+  std::vector<std::string> problems;
+  for (const auto& [file, end] : ends) {
+    const fs::path f = fs::path(dir) / file;
+    std::error_code ec;
+    const auto size = fs::file_size(f, ec);
+    if (ec) {
+      problems.push_back(f.string() + ": missing data file");
+    } else if (static_cast<int64_t>(size) != end) {
+      problems.push_back(f.string() + ": " + std::to_string(size) + " bytes, the manifest's pieces need " +
+                         std::to_string(end));
+    }
+  }
+  return problems;
+}
+
+nlohmann::json manifest_model_json(const std::map<std::string, std::string>& kept) {
+  const auto value_of = [](const std::string& text) {
+    const auto parsed = nlohmann::json::parse(text, nullptr, false);
+    return parsed.is_discarded() ? nlohmann::json(text) : parsed;
+  };
+  const auto name = kept.count("name") ? value_of(kept.at("name")) : nlohmann::json();
+  const std::string model = name.is_string() ? name.get<std::string>() : "";
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, text] : kept) {
+    if (model_key_applies(model, key)) out[key] = value_of(text);
+  }
+  return out;
 }
 
 }  // namespace gtrain

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -156,5 +157,17 @@ struct CheckpointManifest {
 
 // "<where>: key '<key>' is missing (not written by a training run)": a manifest a run cannot resume.
 std::string missing_training_key(const std::string& where, const char* key);
+
+// The JSON of checkpoint file `p` (a manifest, or a rank's part of one): CheckpointError naming it
+// when it is missing or unreadable, with what to do.
+nlohmann::json read_checkpoint_json(const std::filesystem::path& p);
+// The manifest of the checkpoint in directory `dir`, read and checked (from_json).
+CheckpointManifest read_checkpoint_manifest(const std::string& dir);
+// Checks that every piece's data file (in `dir`) exists and has the size the pieces add up to (no
+// checksums). Returns problems, one a line.
+std::vector<std::string> checkpoint_file_problems(const CheckpointManifest& m, const std::string& dir);
+// The manifest's [model] keys that apply to its model (model_key_applies), each as the JSON value
+// of the TOML text the manifest keeps ("\"gpt\"" -> "gpt", "[256]" -> [256], "2" -> 2).
+nlohmann::json manifest_model_json(const std::map<std::string, std::string>& kept);
 
 }  // namespace gtrain

@@ -11,6 +11,7 @@
 
 #include "runtime/core/config/data_config.h"
 #include "runtime/core/config/model_config.h"
+#include "runtime/core/data_paths.h"
 #include "runtime/models/model.h"
 
 namespace gtrain {
@@ -57,9 +58,6 @@ std::string text_file_note(const std::string& path, const std::string& key);
 
 // Readers, exposed for tests.
 std::shared_ptr<Dataset> open_idx(const std::string& images_path, const std::string& labels_path);
-// Throws DataError unless `path` is a regular file (or a link to one): a directory, FIFO or device
-// (/dev/zero would be read forever) is named as such, with `key`, the config key that gave it.
-void require_regular_file(const std::string& path, const std::string& key);
 // Token windows over `paths` taken end to end (one file, or the shards a glob named), the token range
 // [begin_fraction, end_fraction) of them. dtype: "uint16" | "uint32" (flat files or llm.c shards,
 // whose header is recognised and checked) | "bytes" (any file, vocabulary 256). vocab <= 0: the

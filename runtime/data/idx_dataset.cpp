@@ -100,18 +100,6 @@ class IdxDataset : public Dataset {
 
 }  // namespace
 
-void require_regular_file(const std::string& path, const std::string& key) {
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (ec || st.type() == std::filesystem::file_type::not_found) return;  // opening it says what is wrong
-  if (st.type() == std::filesystem::file_type::directory) {
-    throw DataError(path + ": is a directory", str("make ", key, " name a file"));
-  }
-  if (st.type() != std::filesystem::file_type::regular) {
-    throw DataError(path + ": not a regular file (a device, FIFO or socket)", str("make ", key, " name a file"));
-  }
-}
-
 std::shared_ptr<Dataset> open_idx(const std::string& images_path, const std::string& labels_path) {
   return std::make_shared<IdxDataset>(images_path, labels_path);
 }

@@ -1,8 +1,7 @@
-// mapped_file.cpp: read-only mmap of data files and glob expansion of data paths.
+// mapped_file.cpp: read-only mmap of data files.
 #include "runtime/data/mapped_file.h"
 
 #include <fcntl.h>
-#include <glob.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -116,28 +115,6 @@ MappedFile::~MappedFile() {
     unregister_map(data_);
     ::munmap(const_cast<uint8_t*>(data_), size_);
   }
-}
-
-std::vector<std::string> expand_data_path(const std::string& path, const std::string& key) {
-  if (path.empty()) throw DataError(key + ": empty; expected a file or a glob of files");
-  // A path that names a file is that file, glob characters and all ("data[1].bin").
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec)) return {path};
-  if (path.find_first_of("*?[") == std::string::npos)
-    throw DataError(str(key, ": file \"", path, "\" does not exist"), str("check the path in ", key));
-  glob_t g{};
-  const int rc = ::glob(path.c_str(), GLOB_ERR, nullptr, &g);
-  std::vector<std::string> out;
-  for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
-  ::globfree(&g);
-  if (rc == GLOB_NOMATCH || (rc == 0 && out.empty())) {
-    throw DataError(str(key, ": no file matches \"", path, "\""), str("check the pattern in ", key));
-  }
-  if (rc != 0) throw DataError(key + ": cannot expand \"" + path + "\" (a directory on the way unreadable?)");
-  std::sort(out.begin(), out.end());  // glob sorts by locale; the shard order must not
-  // A directory matched by a broad pattern is not a shard: name it rather than skip it silently.
-  for (const auto& f : out) require_regular_file(f, key);
-  return out;
 }
 
 }  // namespace gtrain

@@ -1,12 +1,14 @@
-// mapped_file.h: a read-only memory map of a regular data file, and the expansion of a data path
-// (one file or a glob of shards). Every rank on a host shares the mapped pages through the page
-// cache, so a 20 GB token file costs no private memory and no read at start.
+// mapped_file.h: a read-only memory map of a regular data file (a data path's files:
+// runtime/core/data_paths.h). Every rank on a host shares the mapped pages through the page cache,
+// so a 20 GB token file costs no private memory and no read at start.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "runtime/core/data_paths.h"  // expand_data_path
 
 namespace gtrain {
 
@@ -28,10 +30,5 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
-
-// The files a data path names: the path itself when it exists, or else, when it holds a glob
-// character (* ? [), every regular file matching it in sorted order. A pattern matching nothing, or a missing file, is
-// a DataError naming `key`.
-std::vector<std::string> expand_data_path(const std::string& path, const std::string& key);
 
 }  // namespace gtrain

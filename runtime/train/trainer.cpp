@@ -41,25 +41,6 @@ torch::Tensor ordered_sum(const torch::Tensor& values) {
 }
 }  // namespace
 
-int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t tokens_per_sample) {
-  if (t.steps > 0) return t.steps;
-  const bool by_epochs = t.epochs > 0;
-  const double steps = by_epochs
-                           ? std::ceil(t.epochs * static_cast<double>(train_size) / static_cast<double>(t.global_batch))
-                           : std::ceil(static_cast<double>(t.tokens) /
-                                       (static_cast<double>(t.global_batch) * static_cast<double>(tokens_per_sample)));
-  // 2^62 steps: far past any run, and within int64 with room for step x global_batch.
-  if (!(steps <= 4.6e18)) {
-    char what[160];
-    if (by_epochs)
-      std::snprintf(what, sizeof(what), "train.epochs = %g makes %g optimizer steps", t.epochs, steps);
-    else
-      std::snprintf(what, sizeof(what), "train.tokens = %lld makes %g optimizer steps", (long long)t.tokens, steps);
-    throw ConfigError(std::string(what) + " (more than 2^62)", "give a realistic length");
-  }
-  return std::max<int64_t>(1, static_cast<int64_t>(steps));
-}
-
 Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Communicator> comm,
                  std::shared_ptr<Model> model, DataSplits data, std::unique_ptr<ParallelEngine> engine,
                  TrainerPaths paths, torch::Device device)

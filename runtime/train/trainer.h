@@ -16,6 +16,7 @@
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/plan.h"
 #include "runtime/core/stop_policy.h"
+#include "runtime/core/train_steps.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/prefetcher.h"
 #include "runtime/data/sampler.h"
@@ -210,8 +211,5 @@ class Trainer {
 // = go on, else this rank's reason or the other ranks'. The trainer's check between steps and the
 // start-up checks share it.
 std::string agree_on_stop(const StopPolicy& policy, const StopPolicy::Decision& mine, Communicator& comm);
-
-// Optimizer steps a config asks for (train.steps, or epochs / tokens rounded up).
-int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t tokens_per_sample);
 
 }  // namespace gtrain

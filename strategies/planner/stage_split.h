@@ -17,9 +17,17 @@ namespace gtrain {
 std::vector<int64_t> balance_stages(const std::vector<double>& block_cost, double first_extra, double last_extra,
                                     int64_t pp);
 
+// balance_stages for every pp from 1 to the number of blocks at once: element pp - 1 equals
+// balance_stages(block_cost, first_extra, last_extra, pp), from one dynamic program (the stages
+// before the last are the same for every pp): O(blocks^3) for them all, not O(blocks^4).
+std::vector<std::vector<int64_t>> balance_stages_each_pp(const std::vector<double>& block_cost, double first_extra,
+                                                         double last_extra);
+
 // The stages of `m`'s `blocks` uniform blocks balanced by FLOPs: the output layer (2 x hidden x vocab
 // per token, x3 for backward) on the last stage. What the pipeline engine runs and the planner prices.
 std::vector<int64_t> pipeline_stage_bounds(const ModelStats& m, int64_t blocks, int64_t pp);
+// The same for every pp from 1 to `blocks` (element pp - 1), at once.
+std::vector<std::vector<int64_t>> pipeline_stage_bounds_each_pp(const ModelStats& m, int64_t blocks);
 
 // The most blocks any stage of `bounds` holds (what sets the slowest stage of uniform blocks).
 int64_t max_stage_blocks(const std::vector<int64_t>& bounds);

@@ -134,6 +134,13 @@ inline bool model_key_shapes_parameters(const std::string& name, const std::stri
   return true;
 }
 
+// The models gtrain-worker's registry holds before any plugin (runtime/models: register_builtin_models),
+// in its order; `gtrain models` lists them without loading LibTorch (a test checks the two agree).
+inline const std::vector<std::string>& builtin_model_names() {
+  static const std::vector<std::string> names = {"cnn", "gpt", "llama", "mlp"};
+  return names;
+}
+
 // Whether [model] key `key` applies to model `name` (the keys gtrain ckpt inspect and export list):
 // name and dropout always; mlp: hidden; cnn: channels; gpt: n_layer, n_head, n_embd, seq_len, vocab,
 // tied_embeddings, init_std; a plugin's model: every key but plugin (which ones it reads is its own).
