@@ -698,7 +698,7 @@ TEST(SlurmSubmit, BitwiseChainOverChangingGpuCountsEqualsTheUnstagedRun) {
   }
   EXPECT_EQ(differ, 0u);
   for (const auto& [from, to] :
-       {std::pair{dir.file("ref"), dir.file("ref.safetensors")}, {run, dir.file("run.safetensors")}}) {
+       {std::pair{dir.file("ref/ref"), dir.file("ref.safetensors")}, {run, dir.file("run.safetensors")}}) {
     const auto e = test::run_command(gtrain_cmd("ckpt export " + shell_quote(from) + " " + shell_quote(to)));
     ASSERT_EQ(e.exit_code, 0) << e.output;
   }
