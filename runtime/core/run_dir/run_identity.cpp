@@ -90,8 +90,9 @@ void add_files(nlohmann::json& out, const std::string& pattern, const std::strin
 }  // namespace
 
 std::string identity_layout(const Plan& plan) {
+  // The optimizer step offloaded runs on the host: another device's rounding.
   return "dp=" + std::to_string(plan.dp) + " tp=" + std::to_string(plan.tp) + " pp=" + std::to_string(plan.pp) +
-         " zero=" + std::to_string(plan.zero);
+         " zero=" + std::to_string(plan.zero) + (plan.offload ? " offload" : "");
 }
 
 const char* gtrain_version() {

@@ -28,7 +28,8 @@ struct RunIdentity {
   static RunIdentity from_json(const nlohmann::json& j);
 };
 
-// The layout part of an identity: "dp=2 tp=1 pp=1 zero=1" (micro-batches and recompute change no sum).
+// The layout part of an identity: "dp=2 tp=1 pp=1 zero=1", " offload" when the optimizer step runs on
+// the host (micro-batches and recompute change no sum).
 std::string identity_layout(const Plan& plan);
 
 // gtrain's version ("0.1.0").
