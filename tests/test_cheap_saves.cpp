@@ -51,7 +51,7 @@ TEST(CheapSaves, AsyncIntervalSavesHoldExactlyTheStateOfTheirStep) {
   test::write_file(dir.file("job.toml"), test::tiny_job("mlp"));
   const std::string base = GTRAIN_BINARY + " run " + dir.file("job.toml") +
                            " --set log.progress=none --set train.steps=6 --set checkpoint.interval=1"
-                           " --set checkpoint.keep=10 --run-dir ";
+                           " --set checkpoint.keep=10 --force --run-dir ";  // the same run twice: --force
   for (const char* mode : {"true", "false"}) {
     auto r = test::run_command(base + dir.file(std::string("run-") + mode) + " --set checkpoint.async=" + mode);
     ASSERT_EQ(r.exit_code, 0) << r.output;

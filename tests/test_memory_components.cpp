@@ -63,7 +63,9 @@ Figures measure(const test::TempDir& dir, const Layout& l) {
   for (const auto& s : l.sets) sets += " --set " + s;
   const std::string run_dir = dir.file(l.name);
   const std::string ranks = " --ranks " + std::to_string(l.ranks);
-  auto r = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run_dir + ranks + sets);
+  // --force: layouts that differ only in recompute or micro-batches train the same run (its identity).
+  auto r = test::run_command(GTRAIN_BINARY + " run " + dir.file("job.toml") + " --run-dir " + run_dir + ranks + sets +
+                             " --force");
   EXPECT_EQ(r.exit_code, 0) << l.name << ": " << r.output;
   nlohmann::json last;
   for (const auto& rec : test::read_jsonl(run_dir + "/metrics.jsonl")) {
