@@ -28,14 +28,8 @@ JobDescription describe_job_with_libtorch(const JobConfig& cfg) {
     auto model = reg.create(cfg.model, open()->spec());
     d.stats = model->stats(open()->spec());
   }
-  const auto& t = cfg.train;
-  if (t.steps > 0) {
-    d.total_steps = t.steps;
-  } else if (t.tokens > 0 && d.stats.seq_len > 0) {
-    d.total_steps = compute_total_steps(t, 0, d.stats.seq_len);
-  } else if (t.epochs > 0) {
-    d.total_steps = compute_total_steps(t, open()->size(), open()->spec().tokens_per_sample());
-  }
+  const auto steps = total_steps_without_data(cfg.train, d.stats.seq_len);
+  d.total_steps = steps ? *steps : compute_total_steps(cfg.train, open()->size(), open()->spec().tokens_per_sample());
   return d;
 }
 

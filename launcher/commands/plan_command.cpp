@@ -350,14 +350,9 @@ std::optional<JobDescription> describe_job_from_config(const JobConfig& cfg) {
   if (!stats) return std::nullopt;  // the model must be built, or the data says its vocabulary
   JobDescription d;
   d.stats = *stats;  // sized from the shape: a 13B model is never built here
-  const auto& t = cfg.train;
-  if (t.steps > 0) {
-    d.total_steps = t.steps;
-  } else if (t.tokens > 0 && d.stats.seq_len > 0) {
-    d.total_steps = compute_total_steps(t, 0, d.stats.seq_len);
-  } else if (t.epochs > 0) {
-    return std::nullopt;  // the data's size decides
-  }
+  const auto steps = total_steps_without_data(cfg.train, d.stats.seq_len);
+  if (!steps) return std::nullopt;  // the data's size decides
+  d.total_steps = *steps;
   return d;
 }
 

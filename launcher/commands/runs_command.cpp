@@ -48,7 +48,7 @@ RunRow summarize_run(const std::string& dir, bool running) {
     if (s.total_steps > 0) r.total_steps = s.total_steps;
   }
   // Stages only metrics.jsonl shows (running now, or killed before a record): at the plan's world.
-  const auto extra = metrics_stages(d.metrics(), ledger_end(dir));
+  const auto extra = metrics_stages(d.metrics(), ledger_end(stages));
   for (const auto& m : extra) {
     r.unit_hours += std::max(0.0, m.end - m.start) * (plan ? static_cast<double>(plan->world) : 1.0) / 3600.0;
     r.step = m.step_to;

@@ -99,7 +99,7 @@ void read_ledger_progress(RunStatus& st, int64_t config_steps) {
 void read_unrecorded_stages(RunStatus& st, const RunDir& dir) {
   st.running = RunLock::held(st.run_dir);
   st.running_pid = st.running ? RunLock::holder_pid(st.run_dir) : 0;
-  st.extra = metrics_stages(dir.metrics(), ledger_end(st.run_dir));
+  st.extra = metrics_stages(dir.metrics(), ledger_end(st.stages));
   for (size_t i = 0; i < st.extra.size(); ++i) {
     const MetricsStage& m = st.extra[i];
     const bool now = st.running && i + 1 == st.extra.size();

@@ -391,8 +391,9 @@ void check_stages_runnable(const JobConfig& cfg, const std::string& run_dir, con
 // has had (stages.jsonl's records, and those metrics.jsonl shows after them), so chain stage K is row K
 // of gtrain status's stage table.
 int first_stage_index(const std::string& run_dir) {
-  return 1 + static_cast<int>(read_stage_records(run_dir).size()) +
-         static_cast<int>(metrics_stages(RunDir(run_dir).metrics(), ledger_end(run_dir)).size());
+  const auto ledger = read_stage_records(run_dir);
+  return 1 + static_cast<int>(ledger.size()) +
+         static_cast<int>(metrics_stages(RunDir(run_dir).metrics(), ledger_end(ledger)).size());
 }
 
 // What every stage's script shares.

@@ -29,4 +29,11 @@ int64_t compute_total_steps(const TrainConfig& t, int64_t train_size, int64_t to
   return std::max<int64_t>(1, static_cast<int64_t>(steps));
 }
 
+std::optional<int64_t> total_steps_without_data(const TrainConfig& t, int64_t seq_len) {
+  if (t.steps > 0) return t.steps;
+  if (t.tokens > 0 && seq_len > 0) return compute_total_steps(t, 0, seq_len);
+  if (t.epochs > 0) return std::nullopt;  // the data's size decides
+  return 0;
+}
+
 }  // namespace gtrain

@@ -166,10 +166,14 @@ std::vector<StageRecord> read_stage_records(const std::string& run_dir, bool war
   return out;
 }
 
-double ledger_end(const std::string& run_dir) {
+double ledger_end(const std::vector<StageRecord>& records) {
   double end = 0;
-  for (const auto& r : read_stage_records(run_dir)) end = std::max(end, r.end);
+  for (const auto& r : records) end = std::max(end, r.end);
   return end;
+}
+
+double ledger_end(const std::string& run_dir) {
+  return ledger_end(read_stage_records(run_dir));
 }
 
 StageRecord unreported_stage_record(double start, double end, const nlohmann::json& allocation, int64_t world,

@@ -53,8 +53,9 @@ std::string stage_exit(const std::string& stop_reason, bool stopped_early);
 // stages.jsonl's records, in order. A line that is not a stage record is skipped, and with `warn`
 // said on stderr ("FILE:LINE: ...; line skipped"); a missing file has none.
 std::vector<StageRecord> read_stage_records(const std::string& run_dir, bool warn = false);
-// The end of the ledger's last record (0 without one).
+// The end of the ledger's last record (0 without one), of RUN_DIR/stages.jsonl or of records already read.
 double ledger_end(const std::string& run_dir);
+double ledger_end(const std::vector<StageRecord>& records);
 
 class StageLedger {
  public:
