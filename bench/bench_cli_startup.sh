@@ -51,7 +51,7 @@ interval = 2
 [log]
 progress = "none"
 TOML
-"$new" run "$work/tiny.toml" --ranks 1 --run-dir "$work/run" --no-resume --quiet >"$work/run.log" 2>&1 ||
+"$new" run "$work/tiny.toml" --force --ranks 1 --run-dir "$work/run" --no-resume --quiet >"$work/run.log" 2>&1 ||
   { echo "bench_cli_startup: the run for gtrain status failed:"; cat "$work/run.log"; exit 1; }
 
 # Median wall time in ms of RUNS runs of `$@` with gtrain and with gtrain-worker, alternating:

@@ -36,7 +36,7 @@ TOML
 now() { date +%s.%N; }
 for round in 1 2; do
   start=$(now)
-  "$BUILD/gtrain" run "$work/gpt.toml" --ranks 2 --run-dir "$work/run$round" --quiet
+  "$BUILD/gtrain" run "$work/gpt.toml" --force --ranks 2 --run-dir "$work/run$round" --quiet
   gtrain_json=$(python3 - "$work/run$round/metrics.jsonl" "$start" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]

@@ -49,7 +49,7 @@ run() {  # name model ranks sets...
   local name=$1 model=$2 ranks=$3; shift 3
   local args=()
   for s in "$@"; do args+=(--set "$s"); done
-  "$GTRAIN" run "$WORK/$model.toml" --run-dir "$WORK/$name" --ranks "$ranks" --quiet "${args[@]}" >/dev/null
+  "$GTRAIN" run "$WORK/$model.toml" --force --run-dir "$WORK/$name" --ranks "$ranks" --quiet "${args[@]}" >/dev/null
   /usr/bin/python3 - "$WORK/$name" <<'PY'
 import json, statistics, sys
 d = sys.argv[1]

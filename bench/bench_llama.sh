@@ -53,7 +53,7 @@ progress = "none"
 TOML
 
 gtrain_step() {
-  "$BUILD/gtrain" run "$work/llama.toml" --ranks 1 --run-dir "$1" --quiet
+  "$BUILD/gtrain" run "$work/llama.toml" --force --ranks 1 --run-dir "$1" --quiet
   /usr/bin/python3 - "$1" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]

@@ -33,7 +33,7 @@ run() {  # name ranks sets...
   local name=$1 ranks=$2; shift 2
   local args=()
   for s in "$@"; do args+=(--set "$s"); done
-  "$GTRAIN" run "$WORK/job.toml" --run-dir "$WORK/$name" --ranks "$ranks" --set parallel.mode=explicit "${args[@]}" >/dev/null
+  "$GTRAIN" run "$WORK/job.toml" --force --run-dir "$WORK/$name" --ranks "$ranks" --set parallel.mode=explicit "${args[@]}" >/dev/null
   python3 - "$WORK/$name" <<'PY'
 import json, sys, statistics
 d = sys.argv[1]

@@ -43,7 +43,7 @@ TOML
 # Median step time (s) after the first fifth of the steps, and the planner's estimate, of one run.
 measure() {
   local ranks=$1 zero=$2 mode=$3 dir=$4
-  "$BUILD/gtrain" run "$work/gpt.toml" --ranks "$ranks" --run-dir "$dir" --quiet \
+  "$BUILD/gtrain" run "$work/gpt.toml" --force --ranks "$ranks" --run-dir "$dir" --quiet \
     --set parallel.zero="$zero" --set train.reproducible="$mode"
   /usr/bin/python3 "$(dirname "$0")/run_stats.py" "$dir"
 }

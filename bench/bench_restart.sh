@@ -41,10 +41,11 @@ TOML
 disrupt() {
   local sig=$1 name=$2 dir=$work/$2
   shift 2
-  "$BUILD/gtrain" run "$work/gpt.toml" --ranks 2 --run-dir "$dir" --quiet "$@" >"$work/$name.log" 2>&1 &
+  "$BUILD/gtrain" run "$work/gpt.toml" --force --ranks 2 --run-dir "$dir" --quiet "$@" >"$work/$name.log" 2>&1 &
   local launcher=$! pid="" t_signal=""
   for _ in $(seq 1 6000); do
     sleep 0.05
+    kill -0 "$launcher" 2>/dev/null || break # gtrain ended before the step: say so below, do not wait
     read -r step pid < <(/usr/bin/python3 - "$dir/.heartbeat/rank-1.json" <<'PY' 2>/dev/null || echo "0 0"
 import json, sys
 j = json.load(open(sys.argv[1]))

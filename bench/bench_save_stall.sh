@@ -49,7 +49,7 @@ keep = 1
 [log]
 progress = "none"
 TOML
-  "$BUILD/gtrain" run "$work/job-$name.toml" --ranks 1 --run-dir "$work/run-$name" --no-resume --quiet \
+  "$BUILD/gtrain" run "$work/job-$name.toml" --force --ranks 1 --run-dir "$work/run-$name" --no-resume --quiet \
     >"$work/log-$name" 2>&1 ||
     { echo "bench_save_stall: gtrain exited $? (checkpoint.async = $1, train.threads = $2):"; cat "$work/log-$name"; exit 1; }
 }

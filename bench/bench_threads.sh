@@ -30,7 +30,7 @@ at_end = false
 progress = "none"
 TOML
 rate() {  # samples/s of a run with train.threads = $1
-  "$BUILD/gtrain" run "$work/gpt.toml" --run-dir "$work/run-$1" --no-resume --set train.threads="$1" |
+  "$BUILD/gtrain" run "$work/gpt.toml" --force --run-dir "$work/run-$1" --no-resume --set train.threads="$1" |
     sed -n 's/.*(\([0-9.]*\) samples\/s.*/\1/p'
 }
 one=$(rate 1)

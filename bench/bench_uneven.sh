@@ -38,7 +38,7 @@ TOML
 # Median step time (s) after the first fifth of the steps, and the planner's estimate, of one run.
 measure() {
   local ranks=$1 dir=$2
-  "$BUILD/gtrain" run "$work/gpt.toml" --ranks "$ranks" --run-dir "$dir" --quiet
+  "$BUILD/gtrain" run "$work/gpt.toml" --force --ranks "$ranks" --run-dir "$dir" --quiet
   /usr/bin/python3 "$(dirname "$0")/run_stats.py" "$dir"
 }
 

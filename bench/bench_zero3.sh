@@ -40,7 +40,7 @@ TOML
 # Median step time (s) after the first fifth of the steps, the planner's estimate, and param_mb.
 measure() {
   local zero=$1 dir=$2
-  "$BUILD/gtrain" run "$work/gpt.toml" --ranks 2 --run-dir "$dir" --quiet --set parallel.zero="$zero"
+  "$BUILD/gtrain" run "$work/gpt.toml" --force --ranks 2 --run-dir "$dir" --quiet --set parallel.zero="$zero"
   /usr/bin/python3 "$(dirname "$0")/run_stats.py" "$dir" --param-mb
 }
 

@@ -199,7 +199,7 @@ TOML
 if [[ "$BUILD_STATUS" == ok ]]; then
   t=$(allow 120 170 60)
   log "gtrain: $L layers, $C wide, seq $T, vocab $V, batch $B, bf16, $STEPS steps on $DEVICE (at most ${t}s)"
-  if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --run-dir "$RUN_DIR" --no-resume >"$OUTDIR/gtrain.log" 2>&1; then
+  if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --force --run-dir "$RUN_DIR" --no-resume >"$OUTDIR/gtrain.log" 2>&1; then
     GTRAIN_STATUS=ok
   else
     GTRAIN_STATUS="failed with exit $? (see gtrain.log)"
@@ -209,7 +209,7 @@ if [[ "$BUILD_STATUS" == ok ]]; then
     if ((BUDGET_S - SECONDS > 200)) && ! ((SMOKE)); then
       log "gtrain failed; once more with optimizer.fused = false"
       t=$(allow 90 170 45)
-      if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --run-dir "$RUN_DIR" --no-resume \
+      if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --force --run-dir "$RUN_DIR" --no-resume \
           --set optimizer.fused=false >"$OUTDIR/gtrain-unfused.log" 2>&1; then
         GTRAIN_STATUS="ok with optimizer.fused = false (the fused run failed: gtrain.log)"
       else
@@ -294,7 +294,7 @@ if [[ "$GTRAIN_STATUS" == ok ]]; then
     fi
     t=$(allow 60 15 30)
     log "variant $name (${env_set[*]:-${setting[*]}}, at most ${t}s)"
-    if env "${env_set[@]}" timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --run-dir "$dir" --no-resume \
+    if env "${env_set[@]}" timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --force --run-dir "$dir" --no-resume \
         "${setting[@]}" --set train.steps=$((WARM + 10)) --set log.profile_start=0 >"$dir.log" 2>&1; then
       st=ok
     else

@@ -91,7 +91,7 @@ RUN_DIR="$OUTDIR/llama-run"
 if [[ -x "$BUILD/gtrain" ]]; then
   t=$((BUDGET_S * 2 / 5))
   log "gtrain: llama $L layers, $C wide, $H/$KV heads, MLP $I, seq $T, vocab $V, batch $B, $DTYPE on $DEVICE (at most ${t}s)"
-  if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/llama.toml" --ranks 1 --run-dir "$RUN_DIR" --no-resume \
+  if timeout "$t" "$BUILD/gtrain" run "$OUTDIR/llama.toml" --force --ranks 1 --run-dir "$RUN_DIR" --no-resume \
       >"$OUTDIR/llama-gtrain.log" 2>&1; then
     GTRAIN_STATUS=ok
   else

@@ -453,6 +453,8 @@ TEST(Stages, SignalOutsideTheStopListEndsEveryRank) {
 // The same TERM again while the ranks are in a long step ends them at once, unsaved, with 128 + 15
 // (mpirun would only pass it on as one more stop request: they finished the step and saved, exit 3);
 // a rank killed by a signal gtrain did not get is a runtime failure (exit 1), not that abort's code.
+// Over 60 s (about 85 under CI's load): the steps must last about a second each so that the second
+// TERM and the kill land inside one, and three such runs start two ranks of a 4 x 256 model each.
 TEST(Stages, SecondTermAbortsAndAKilledRankIsAFailure) {
   // Steps of about a second on two ranks: the second TERM comes in the middle of one.
   const std::string slow =
