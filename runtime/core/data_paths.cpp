@@ -29,6 +29,8 @@ std::vector<std::string> expand_data_path(const std::string& path, const std::st
   // A path that names a file is that file, glob characters and all ("data[1].bin").
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) return {path};
+  // Megatron-LM's indexed dataset named by its prefix: prefix.bin, read with prefix.idx beside it.
+  if (std::filesystem::exists(path + ".bin", ec) && std::filesystem::exists(path + ".idx", ec)) return {path + ".bin"};
   if (path.find_first_of("*?[") == std::string::npos)
     throw DataError(str(key, ": file \"", path, "\" does not exist"), str("check the path in ", key));
   glob_t g{};

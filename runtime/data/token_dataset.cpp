@@ -1,7 +1,7 @@
 // token_dataset.cpp: language-modelling windows over token files: flat uint16/uint32 files, llm.c
-// shards (their 1 KiB header is read and checked), or the bytes of any file; one file or a glob of
-// shards, memory-mapped (mapped_file.h). Training draws random windows; eval walks non-overlapping
-// windows in order. A window never crosses from one file into the next.
+// shards (GPT-2's and Llama 3's 1 KiB headers are read and checked), Megatron-LM's .bin with its
+// .idx, or the bytes of any file; one file or a glob of shards, memory-mapped (mapped_file.h). Training draws random
+// windows; eval walks non-overlapping windows in order. A window never crosses from one file into the next.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -13,11 +13,13 @@
 #include "runtime/core/format.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/mapped_file.h"
+#include "runtime/data/megatron_index.h"
 
 namespace gtrain {
 namespace {
 
-constexpr int32_t kLlmcMagic = 20240520;                 // llm.c's dev/data token shards
+constexpr int32_t kLlmcMagic = 20240520;                 // llm.c's dev/data token shards (GPT-2)
+constexpr int32_t kLlmcLlama3Magic = 20240801;           // llm.c's Llama 3 shards: version 7, uint32 tokens
 constexpr size_t kLlmcHeaderBytes = 256 * 4;             // 256 int32: magic, version, token count, ...
 constexpr int64_t kEagerCheckTokens = int64_t{1} << 20;  // training ids checked at open, per file segment
 constexpr uint32_t kLargestDataVocab = 1u << 22;         // model.vocab = 0: the most ids the data may give
@@ -35,33 +37,51 @@ struct TokenFile {
   const uint8_t* at(int64_t i) const { return map->data() + offset + static_cast<size_t>(i) * width; }
 };
 
+// Checks the llm.c header of a shard of `size` bytes and returns its token width (2 or 4).
+int llmc_width(const std::string& path, const int32_t head[3], size_t size, int dtype_width) {
+  const int32_t magic = head[0];
+  if (size < kLlmcHeaderBytes) {
+    throw DataError(str(path, ": starts with llm.c's shard magic (", magic, ") but holds ", size,
+                        " bytes, less than the 1024-byte header (a truncated shard?)"));
+  }
+  int width = 0;
+  if (magic == kLlmcMagic) width = head[1] == 1 ? 2 : head[1] == 2 ? 4 : 0;
+  if (magic == kLlmcLlama3Magic) width = head[1] == 7 ? 4 : 0;
+  if (width == 0) {
+    throw DataError(str(path, ": llm.c token shard of unknown version ", head[1], " for magic ", magic,
+                        " (20240520: 1 = uint16 tokens, 2 = uint32; 20240801: 7 = uint32)"));
+  }
+  const char* named = width == 2 ? "uint16" : "uint32";
+  if (width != dtype_width) {
+    throw DataError(str(path, ": llm.c header says ", named, " tokens (version ", head[1], ")"),
+                    str("set data.token_dtype = \"", named, "\""));
+  }
+  const size_t held = (size - kLlmcHeaderBytes) / width;
+  if (head[2] < 0 || kLlmcHeaderBytes + static_cast<size_t>(head[2]) * width != size) {
+    throw DataError(path + ": llm.c header says " + std::to_string(head[2]) + " tokens, but the file holds " +
+                    std::to_string(held) + " after its header (a truncated or damaged shard?)");
+  }
+  return width;
+}
+
 TokenFile open_tokens(const std::string& path, const std::string& dtype, const std::string& key) {
   TokenFile f;
   f.map = std::make_shared<MappedFile>(path, key);
   f.width = width_of(dtype);
   const size_t size = f.map->size();
+  if (dtype != "bytes") {
+    // Megatron-LM's .bin: its .idx beside it says the element type and how many tokens it holds.
+    if (const std::string idx = megatron_index_of(path); !idx.empty()) {
+      const MegatronIndex ix = read_megatron_index(idx, size);
+      f.width = ix.width;
+      f.count = ix.tokens;
+      return f;
+    }
+  }
   int32_t head[3] = {0, 0, 0};
   if (dtype != "bytes" && size > 0) std::memcpy(head, f.map->data(), std::min(sizeof(head), size));
-  if (head[0] == kLlmcMagic && size < kLlmcHeaderBytes) {
-    throw DataError(path + ": starts with llm.c's shard magic (20240520) but holds " + std::to_string(size) +
-                    " bytes, less than the 1024-byte header (a truncated shard?)");
-  }
-  if (head[0] == kLlmcMagic) {  // an llm.c shard: version 1 holds uint16 tokens, version 2 uint32
-    const int width = head[1] == 1 ? 2 : head[1] == 2 ? 4 : 0;
-    if (width == 0) {
-      throw DataError(path + ": llm.c token shard of unknown version " + std::to_string(head[1]) +
-                      " (1 = uint16 tokens, 2 = uint32)");
-    }
-    const char* named = width == 2 ? "uint16" : "uint32";
-    if (width != f.width) {
-      throw DataError(str(path, ": llm.c header says ", named, " tokens (version ", head[1], ")"),
-                      str("set data.token_dtype = \"", named, "\""));
-    }
-    const size_t held = (size - kLlmcHeaderBytes) / width;
-    if (head[2] < 0 || kLlmcHeaderBytes + static_cast<size_t>(head[2]) * width != size) {
-      throw DataError(path + ": llm.c header says " + std::to_string(head[2]) + " tokens, but the file holds " +
-                      std::to_string(held) + " after its header (a truncated or damaged shard?)");
-    }
+  if (head[0] == kLlmcMagic || head[0] == kLlmcLlama3Magic) {
+    f.width = llmc_width(path, head, size, f.width);
     f.offset = kLlmcHeaderBytes;
     f.count = head[2];
     return f;
@@ -245,7 +265,7 @@ std::string text_file_note(const std::string& path, const std::string& key) {
   if (n < 64) return "";
   int32_t magic = 0;
   std::memcpy(&magic, head.data(), sizeof(magic));
-  if (magic == kLlmcMagic) return "";
+  if (magic == kLlmcMagic || magic == kLlmcLlama3Magic) return "";
   size_t texty = 0;
   for (size_t i = 0; i < n; ++i) {
     const unsigned char c = head[i];
