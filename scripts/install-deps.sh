@@ -22,7 +22,7 @@ PKGS=(
   build-essential cmake make ninja-build pkg-config ccache lld clang-format
   libtorch-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin
-  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
+  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev zlib1g-dev libzstd-dev
   dataset-fashion-mnist python3-venv
   slurmctld slurmd slurm-client munge
 )

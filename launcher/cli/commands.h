@@ -25,6 +25,7 @@ Command add_probe(CLI::App& app);
 Command add_plan(CLI::App& app, const LibTorchWork& work);
 Command add_models(CLI::App& app, const LibTorchWork& work);
 Command add_sample(CLI::App& app, const LibTorchWork& work);
+Command add_prepare(CLI::App& app);
 // Jobs and checkpoints: job_commands.cpp.
 Command add_status(CLI::App& app);
 Command add_report(CLI::App& app);

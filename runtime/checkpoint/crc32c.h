@@ -1,12 +1,5 @@
-// crc32c.h: CRC-32C (Castagnoli) of a buffer: SSE4.2 instructions when the CPU has them (about
-// 10x zlib's crc32, so checksums do not slow a save down), a table otherwise.
+// crc32c.h: CRC-32C, now in the torch-free core (runtime/core/crc32c.h) so gtrain prepare's shard
+// checksums need no LibTorch; this header keeps the runtime's includes as they were.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-
-namespace gtrain {
-
-uint32_t crc32c(const void* data, size_t n, uint32_t crc = 0);
-
-}  // namespace gtrain
+#include "runtime/core/crc32c.h"

@@ -1,5 +1,5 @@
 // crc32c.cpp: hardware (SSE4.2) and table CRC-32C.
-#include "runtime/checkpoint/crc32c.h"
+#include "runtime/core/crc32c.h"
 
 #include <cstring>
 

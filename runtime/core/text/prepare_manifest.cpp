@@ -1,0 +1,140 @@
+// prepare_manifest.cpp: the manifest to and from JSON, its key, and the shards checked against it.
+#include "runtime/core/text/prepare_manifest.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/core/errors.h"
+#include "runtime/core/format.h"
+#include "runtime/core/text/byte_stream.h"
+
+namespace gtrain::text {
+
+namespace {
+template <class T>
+T field(const nlohmann::json& j, const char* name, const std::string& where) {
+  const auto it = j.find(name);
+  if (it == j.end()) throw DataError(where + ": no \"" + name + "\"", "prepare the data again (gtrain prepare)");
+  try {
+    return it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw DataError(where + ": \"" + name + "\" has the wrong type", "prepare the data again (gtrain prepare)");
+  }
+}
+
+uint64_t fnv1a(uint64_t h, const std::string& s) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return (h ^ 0xff) * 1099511628211ull;  // a separator, so "ab","c" differs from "a","bc"
+}
+}  // namespace
+
+nlohmann::json PrepareRecipe::to_json() const {
+  return {{"format", format},           {"text_key", text_key},           {"split_lines", split_lines},
+          {"append_eos", append_eos}, {"eval_fraction", eval_fraction}, {"shard_tokens", shard_tokens}};
+}
+
+PrepareRecipe PrepareRecipe::from_json(const nlohmann::json& j) {
+  PrepareRecipe r;
+  const std::string w = "recipe";
+  r.format = field<std::string>(j, "format", w);
+  r.text_key = field<std::string>(j, "text_key", w);
+  r.split_lines = field<bool>(j, "split_lines", w);
+  r.append_eos = field<bool>(j, "append_eos", w);
+  r.eval_fraction = field<double>(j, "eval_fraction", w);
+  r.shard_tokens = field<int64_t>(j, "shard_tokens", w);
+  return r;
+}
+
+nlohmann::json PrepareManifest::to_json() const {
+  nlohmann::json in = nlohmann::json::array(), sh = nlohmann::json::array();
+  for (const auto& i : inputs) in.push_back({{"path", i.path}, {"format", i.format}, {"bytes", i.bytes}, {"crc32c", i.crc}});
+  for (const auto& s : shards)
+    sh.push_back({{"file", s.file}, {"split", s.split}, {"tokens", s.tokens}, {"crc32c", s.crc}});
+  return {{"version", version},
+          {"key", key},
+          {"tokenizer", {{"path", tokenizer}, {"hash", tokenizer_hash}, {"vocab_size", vocab_size}}},
+          {"dtype", dtype},
+          {"recipe", recipe.to_json()},
+          {"inputs", in},
+          {"documents", documents},
+          {"tokens", tokens},
+          {"eval_documents", eval_documents},
+          {"eval_tokens", eval_tokens},
+          {"shards", sh},
+          {"seconds", seconds}};
+}
+
+PrepareManifest PrepareManifest::from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw DataError(where + ": not a JSON object", "prepare the data again (gtrain prepare)");
+  PrepareManifest m;
+  m.version = field<int>(j, "version", where);
+  if (m.version != 1) throw DataError(str(where, ": version ", m.version, ", this gtrain reads version 1"));
+  m.key = field<std::string>(j, "key", where);
+  const auto tok = field<nlohmann::json>(j, "tokenizer", where);
+  m.tokenizer = field<std::string>(tok, "path", where);
+  m.tokenizer_hash = field<std::string>(tok, "hash", where);
+  m.vocab_size = field<int64_t>(tok, "vocab_size", where);
+  m.dtype = field<std::string>(j, "dtype", where);
+  m.recipe = PrepareRecipe::from_json(field<nlohmann::json>(j, "recipe", where));
+  for (const auto& i : field<nlohmann::json>(j, "inputs", where))
+    m.inputs.push_back({field<std::string>(i, "path", where), field<std::string>(i, "format", where),
+                        field<uint64_t>(i, "bytes", where), field<std::string>(i, "crc32c", where)});
+  m.documents = field<int64_t>(j, "documents", where);
+  m.tokens = field<int64_t>(j, "tokens", where);
+  m.eval_documents = field<int64_t>(j, "eval_documents", where);
+  m.eval_tokens = field<int64_t>(j, "eval_tokens", where);
+  for (const auto& s : field<nlohmann::json>(j, "shards", where))
+    m.shards.push_back({field<std::string>(s, "file", where), field<std::string>(s, "split", where),
+                        field<int64_t>(s, "tokens", where), field<std::string>(s, "crc32c", where)});
+  m.seconds = field<double>(j, "seconds", where);
+  return m;
+}
+
+std::vector<std::string> PrepareManifest::shard_files(const std::string& split) const {
+  std::vector<std::string> out;
+  for (const auto& s : shards)
+    if (s.split == split) out.push_back(s.file);
+  return out;
+}
+
+std::string prepare_key(const std::string& tokenizer_hash, const PrepareRecipe& recipe,
+                        const std::vector<PreparedInput>& inputs) {
+  uint64_t h = 1469598103934665603ull;
+  h = fnv1a(h, "gtrain-prepare-1");
+  h = fnv1a(h, tokenizer_hash);
+  h = fnv1a(h, recipe.to_json().dump());
+  for (const auto& i : inputs) h = fnv1a(h, str(i.format, " ", i.bytes, " ", i.crc));
+  return strf("%016llx", static_cast<unsigned long long>(h));
+}
+
+PrepareManifest read_prepare_manifest(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / kPrepareManifestFile).string();
+  std::ifstream f(path);
+  if (!f) throw DataError(path + ": missing (not a folder gtrain prepare finished)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(path + ": not JSON (" + e.what() + ")", "prepare the data again (gtrain prepare)");
+  }
+  return PrepareManifest::from_json(j, path);
+}
+
+void verify_shards(const std::string& dir, const PrepareManifest& m) {
+  const int width = m.dtype == "uint32" ? 4 : 2;
+  for (const auto& s : m.shards) {
+    const std::string path = (std::filesystem::path(dir) / s.file).string();
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    const uint64_t want = 1024 + static_cast<uint64_t>(s.tokens) * width;
+    const std::string hint = "prepare the data again: delete " + dir + " (a data cache is rebuilt on the next run)";
+    if (ec) throw DataError(path + ": missing; " + kPrepareManifestFile + " lists it", hint);
+    if (size != want) throw DataError(str(path, ": ", size, " bytes, ", kPrepareManifestFile, " says ", want), hint);
+    const std::string crc = file_crc32c(path);
+    if (crc != s.crc)
+      throw DataError(str(path, ": CRC-32C ", crc, ", ", kPrepareManifestFile, " says ", s.crc, " (a damaged shard)"),
+                      hint);
+  }
+}
+
+}  // namespace gtrain::text
