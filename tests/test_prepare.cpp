@@ -16,6 +16,7 @@
 #include "runtime/core/text/documents.h"
 #include "runtime/core/text/encoder.h"
 #include "runtime/core/text/prepare.h"
+#include "runtime/core/text/tokenizer.h"
 #include "tests/support/test_util.h"
 
 namespace gtrain::text {
@@ -108,7 +109,8 @@ TEST(Prepare, JsonlAndTextDocumentsBecomeShardIds) {
 TEST(Prepare, EvalShardsShardSizesAndThreadsGiveTheSameBytes) {
   test::TempDir dir;
   std::string jsonl;
-  for (int i = 0; i < 5000; ++i) jsonl += "{\"text\": \"document " + std::to_string(i) + " " + std::string(i % 97, 'x') + "\"}\n";
+  for (int i = 0; i < 5000; ++i)
+    jsonl += "{\"text\": \"document " + std::to_string(i) + " " + std::string(i % 97, 'x') + "\"}\n";
   test::write_file(dir.file("d.jsonl"), jsonl);
   auto tweak = [](PrepareOptions& o) {
     o.recipe.eval_fraction = 0.25;
@@ -187,13 +189,49 @@ TEST(Prepare, BadInputIsOneLineAndLeavesNothing) {
   EXPECT_EQ(bad("u.txt", "good line\nbad \xff byte\n"), dir.file("u.txt") + ":2: invalid UTF-8 at byte 14");
   EXPECT_EQ(bad("k.jsonl", "{\"text\": \"a\"}\n{\"body\": \"b\"}\n"),
             dir.file("k.jsonl") + ":2: no key \"text\" in this line's object");
-  EXPECT_EQ(bad("j.jsonl", "{\"text\": \"a\"}\n\n{\"text\": \"b\"\n").rfind(dir.file("j.jsonl") + ":3: not a JSON line (", 0),
-            0u);
+  EXPECT_EQ(
+      bad("j.jsonl", "{\"text\": \"a\"}\n\n{\"text\": \"b\"\n").rfind(dir.file("j.jsonl") + ":3: not a JSON line (", 0),
+      0u);
   EXPECT_EQ(bad("n.jsonl", "{\"text\": 5}\n"), dir.file("n.jsonl") + ":1: \"text\" is a number, expected a string");
   EXPECT_EQ(bad("v.jsonl", "{\"text\": \"caf\xc3\"}\n"), dir.file("v.jsonl") + ":1: invalid UTF-8 at byte 13");
-  EXPECT_EQ(error_of([&] { run({dir.file("ok.txt"), dir.file("missing.txt")}, out); }),
+  EXPECT_EQ(error_of([&] {
+              run({dir.file("ok.txt"), dir.file("missing.txt")}, out);
+            }),
             dir.file("missing.txt") + ": cannot read (No such file or directory)");
   EXPECT_FALSE(fs::exists(out));
+}
+
+// GPT-2's tokenizer.json (GTRAIN_TEST_TOKENIZERS/gpt2): "Hello world" is 15496 995 as in Hugging
+// Face, EOS <|endoftext|> 50256, uint16 shards; every document's ids are the tokenizer's, in order,
+// with 2 threads.
+TEST(Prepare, Gpt2TokenizerShards) {
+  const std::string gpt2 = test::test_path("GTRAIN_TEST_TOKENIZERS") + "/gpt2";
+  if (!fs::exists(gpt2 + "/tokenizer.json")) GTEST_SKIP() << "no GPT-2 tokenizer at " << gpt2;
+  test::TempDir dir;
+  std::vector<std::string> docs = {"Hello world", " caf\\u00e9 au lait, 12345 \\ud83d\\ude00", "line one\\nline two"};
+  std::string jsonl;
+  for (int i = 0; i < 300; ++i) jsonl += "{\"text\": \"" + docs[i % 3] + " " + std::to_string(i) + "\"}\n";
+  test::write_file(dir.file("d.jsonl"), "{\"text\": \"Hello world\"}\n" + jsonl);
+  PrepareOptions o;
+  o.inputs = {dir.file("d.jsonl")};
+  o.out = dir.file("out");
+  o.jobs = 2;
+  o.progress = false;
+  o.recipe.append_eos = true;
+  const PrepareResult r = prepare(o, load_encoder(gpt2));
+  EXPECT_EQ(r.manifest.dtype, "uint16");
+  EXPECT_EQ(r.manifest.vocab_size, 50257);
+  const auto ids = shard_ids(dir.file("out/train_000000.bin"));
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(std::vector<uint32_t>(ids.begin(), ids.begin() + 3), (std::vector<uint32_t>{15496, 995, 50256}));
+  const Tokenizer tok = Tokenizer::load(gpt2);
+  std::vector<uint32_t> want = {15496, 995, 50256};
+  for (const auto& line : test::lines(jsonl)) {
+    const auto one = tok.encode(nlohmann::json::parse(line).at("text").get<std::string>());
+    want.insert(want.end(), one.begin(), one.end());
+    want.push_back(50256);
+  }
+  EXPECT_EQ(ids, want);
 }
 
 }  // namespace

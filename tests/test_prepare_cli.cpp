@@ -28,7 +28,9 @@ void write_jsonl(const std::string& path, int mb) {
   test::write_file(path, out);
 }
 
-std::string prepare(const std::string& args) { return GTRAIN_BINARY + " prepare " + args; }
+std::string prepare(const std::string& args) {
+  return GTRAIN_BINARY + " prepare " + args;
+}
 
 // The peak memory line's value in MiB.
 double peak_mib(const std::string& output) {
@@ -61,6 +63,7 @@ TEST(PrepareCli, KilledAtAnyMomentLeavesNothingARunAccepts) {
   const std::string args = "prepare " + dir.file("d.jsonl") +
                            " --tokenizer bytes --jobs 1 --shard-tokens 1000000 --eval-fraction 0.1 --out " + out;
   int killed = 0;
+  std::vector<int64_t> complete;  // the token counts of folders left complete
   for (int ms : {1, 5, 15, 30, 60, 100, 150, 250}) {
     fs::remove_all(out);
     const pid_t pid = test::spawn_gtrain(args, dir.file("log"));
@@ -71,7 +74,7 @@ TEST(PrepareCli, KilledAtAnyMomentLeavesNothingARunAccepts) {
     if (!fs::exists(out)) continue;
     const text::PrepareManifest m = text::read_prepare_manifest(out);
     EXPECT_NO_THROW(text::verify_shards(out, m)) << "killed after " << ms << " ms";
-    EXPECT_GT(m.tokens, 12'000'000) << "killed after " << ms << " ms";
+    complete.push_back(m.tokens);
   }
   EXPECT_GE(killed, 3);  // most kills landed while it worked
   // What a killed one left beside the output (its staging folder) is cleared by the next.
@@ -80,6 +83,7 @@ TEST(PrepareCli, KilledAtAnyMomentLeavesNothingARunAccepts) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const auto& e : fs::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().filename().string().find(".out.tmp-"), std::string::npos) << e.path();
+  for (int64_t tokens : complete) EXPECT_EQ(tokens, text::read_prepare_manifest(out).tokens);
   const auto again = test::run_command(GTRAIN_BINARY + " " + args);
   EXPECT_NE(again.output.find("is up to date (same tokenizer, options and input bytes"), std::string::npos)
       << again.output;
@@ -89,10 +93,10 @@ TEST(PrepareCli, PeakMemoryDoesNotGrowWithTheInput) {
   test::TempDir dir;
   write_jsonl(dir.file("small.jsonl"), 8);
   write_jsonl(dir.file("large.jsonl"), 32);
-  const auto small = test::run_command(prepare(dir.file("small.jsonl") + " --tokenizer bytes --jobs 1 --out " +
-                                               dir.file("s")));
-  const auto large = test::run_command(prepare(dir.file("large.jsonl") + " --tokenizer bytes --jobs 1 --out " +
-                                               dir.file("l")));
+  const auto small =
+      test::run_command(prepare(dir.file("small.jsonl") + " --tokenizer bytes --jobs 1 --out " + dir.file("s")));
+  const auto large =
+      test::run_command(prepare(dir.file("large.jsonl") + " --tokenizer bytes --jobs 1 --out " + dir.file("l")));
   ASSERT_EQ(small.exit_code, 0) << small.output;
   ASSERT_EQ(large.exit_code, 0) << large.output;
   const double s = peak_mib(small.output), l = peak_mib(large.output);

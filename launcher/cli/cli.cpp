@@ -63,14 +63,15 @@ int cli_main(int argc, char** argv, const LibTorchWork& work) {
                                          add_plan(app, work),
                                          add_models(app, work),
                                          add_sample(app, work),
-                                         add_prepare(app),
                                          add_status(app),
                                          add_report(app),
                                          add_runs(app),
                                          add_submit(app),
                                          add_cancel(app),
                                          add_chain_step(app),
-                                         add_ckpt(app, work)};
+                                         add_ckpt(app, work),
+                                         add_tokenize(app),
+                                         add_prepare(app)};
   // Each command's help ends with the docs page that explains it.
   static const std::map<std::string, std::string> kDocs = {{"run", "stages-and-checkpoints"},
                                                            {"config", "configuration"},
@@ -78,14 +79,15 @@ int cli_main(int argc, char** argv, const LibTorchWork& work) {
                                                            {"plan", "planning"},
                                                            {"models", "models"},
                                                            {"sample", "models"},
-                                                           {"prepare", "data-preparation"},
                                                            {"status", "reports-and-monitoring"},
                                                            {"report", "reports-and-monitoring"},
                                                            {"runs", "runs-and-identity"},
                                                            {"submit", "clusters"},
                                                            {"cancel", "clusters"},
                                                            {"chain-step", "clusters"},
-                                                           {"ckpt", "stages-and-checkpoints"}};
+                                                           {"ckpt", "stages-and-checkpoints"},
+                                                           {"tokenize", "data-preparation"},
+                                                           {"prepare", "data-preparation"}};
   // A command's subcommands (config show, ckpt export, ...) end with their parent's page.
   std::function<void(CLI::App*, const std::string&)> set_footer = [&](CLI::App* a, const std::string& page) {
     a->footer("Docs: docs/" + page + ".md");

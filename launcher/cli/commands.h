@@ -25,7 +25,6 @@ Command add_probe(CLI::App& app);
 Command add_plan(CLI::App& app, const LibTorchWork& work);
 Command add_models(CLI::App& app, const LibTorchWork& work);
 Command add_sample(CLI::App& app, const LibTorchWork& work);
-Command add_prepare(CLI::App& app);
 // Jobs and checkpoints: job_commands.cpp.
 Command add_status(CLI::App& app);
 Command add_report(CLI::App& app);
@@ -34,5 +33,8 @@ Command add_submit(CLI::App& app);
 Command add_cancel(CLI::App& app);
 Command add_chain_step(CLI::App& app);
 Command add_ckpt(CLI::App& app, const LibTorchWork& work);
+// Data: data_commands.cpp.
+Command add_tokenize(CLI::App& app);
+Command add_prepare(CLI::App& app);
 
 }  // namespace gtrain

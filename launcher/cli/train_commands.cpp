@@ -1,5 +1,5 @@
 // train_commands.cpp: the training subcommands' flags and runs: run, config, probe, plan, models,
-// sample, prepare.
+// sample.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -8,7 +8,6 @@
 #include "launcher/base/program_runner.h"
 #include "launcher/cli/commands.h"
 #include "launcher/commands/plan_command.h"
-#include "launcher/commands/prepare_command.h"
 #include "launcher/commands/probe_command.h"
 #include "launcher/commands/sample_command.h"
 #include "launcher/launch/run_launch.h"
@@ -141,38 +140,6 @@ Command add_sample(CLI::App& app, const LibTorchWork& work) {
   c.app->add_option("--seed", o->seed, "Seed of the sampling")->capture_default_str();
   c.app->add_flag("--json", o->json, "One JSON object: source, prompt, tokens (and text)");
   c.run = [o, sample = work.sample] { return sample(*o); };
-  return c;
-}
-
-}  // namespace gtrain
-
-namespace gtrain {
-
-Command add_prepare(CLI::App& app) {
-  auto o = std::make_shared<PrepareCommandOptions>();
-  Command c;
-  auto* cmd = c.app = app.add_subcommand(
-      "prepare",
-      "Tokenize text and JSONL files (plain, .gz, .zst) into llm.c token shards and a manifest, on every core.");
-  cmd->add_option("inputs", o->inputs, "Text or JSONL files (.jsonl/.ndjson/.json by name; .gz and .zst read too)")
-      ->required();
-  cmd->add_option("--tokenizer", o->tokenizer,
-                  "A Hugging Face tokenizer.json, the model folder holding it, or \"bytes\" (each byte an id)")
-      ->required();
-  cmd->add_option("--out", o->out, "Output folder (written beside it, then renamed into place)")->required();
-  cmd->add_option("--text-key", o->text_key, "JSONL: the key holding each line's text")->capture_default_str();
-  cmd->add_option("--eval-fraction", o->eval_fraction, "Documents held out into eval shards (every 1/F-th)")
-      ->check(CLI::Range(0.0, 0.5))
-      ->capture_default_str();
-  cmd->add_flag("--append-eos", o->append_eos, "The tokenizer's EOS id after each document");
-  cmd->add_flag("--split-lines", o->split_lines, "Text files: one document a line (default: one a file)");
-  cmd->add_option("--format", o->format, "Read every input as text or jsonl (default: by its name)")
-      ->check(CLI::IsMember({"text", "jsonl"}));
-  cmd->add_option("--jobs", o->jobs, "Tokenizing threads (default: every core)")->check(CLI::Range(1, 1024));
-  cmd->add_option("--shard-tokens", o->shard_tokens, "Ids per shard at most (default 100000000)")
-      ->check(CLI::Range(int64_t{1}, int64_t{2147483647}));
-  cmd->add_flag("--quiet", o->quiet, "No progress line");
-  c.run = [o] { return run_prepare_command(*o, std::cout); };
   return c;
 }
 

@@ -1,7 +1,10 @@
 // encoder.cpp: the byte encoder, and the one place gtrain prepare uses the Hugging Face tokenizer.
 #include "runtime/core/text/encoder.h"
 
+#include <memory>
+
 #include "runtime/core/errors.h"
+#include "runtime/core/text/tokenizer.h"
 
 namespace gtrain::text {
 
@@ -20,8 +23,16 @@ Encoder byte_encoder() {
 
 Encoder load_encoder(const std::string& path) {
   if (path == "bytes") return byte_encoder();
-  throw ConfigError("--tokenizer " + path + ": this gtrain reads no tokenizer.json yet",
-                    "use --tokenizer bytes (each byte an id)");
+  auto tok = std::make_shared<const Tokenizer>(Tokenizer::load(path));
+  Encoder e;
+  // The post-processor's BOS / EOS, as Hugging Face's encode(text) adds them to each document.
+  e.encode = [tok](std::string_view text, std::vector<uint32_t>& out) { tok->encode_into(text, true, out); };
+  e.vocab_size = tok->vocab_size();
+  e.eos = tok->eos_id();
+  e.hash = tok->hash();
+  e.path = tok->path();
+  e.describe = tok->describe();
+  return e;
 }
 
 }  // namespace gtrain::text
