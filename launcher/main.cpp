@@ -33,12 +33,15 @@ int launch_run_fast(const RunOptions& run) {
   if (detect_rank_environment(env).launched) return -1;  // one task of an srun / mpirun launch
   JobConfig cfg = load_job_config(run.config_path, run.sets, env);
   if (stage_prepared(env, resolve_run_dir(cfg, run))) return -1;
+  // Text data is tokenized (or found tokenized) once, here, before any rank starts; the worker
+  // this process may become, and the ranks, take the folder from the environment.
+  resolve_text_data(cfg, resolve_run_dir(cfg, run), env, /*launcher=*/true, run.quiet);
   const bool batch_from_checkpoint =
       !keep_checkpoint_batch(cfg, run, resolve_run_dir(cfg, run)).empty();  // the worker says so
   const auto stats = model_stats_from_config(cfg);
   if (!stats) return -1;  // the model must be built (LibTorch) to be planned
   // Bad layouts fail here, once, before any rank starts; several ranks: mpirun replaces us.
-  StageLaunch stage = launch_stage(run, cfg, env, worker_executable(), [&](const Allocation& alloc) {
+  StageLaunch stage = launch_stage(run, cfg, process_environment(), worker_executable(), [&](const Allocation& alloc) {
     // A grant may be used in part; --ranks N asks for exactly N.
     return plan_run(cfg, *stats, alloc.world_size(), alloc.world_size(), launch_nvml_index(cfg, alloc),
                     /*use_fewer_ranks=*/alloc.ranks_override == 0, batch_from_checkpoint);

@@ -177,7 +177,7 @@ TEST(Config, EnumFieldsReadAndWriteTheirNames) {
             "mean \"cosine\"?), got 'cosin' (string)");
   EXPECT_EQ(error_of("[train]\nsteps = 3\n[data]\nkind = 2\n"),
             "config.toml:4:8: data.kind: expected one of \"idx\", \"tokens\", \"text_bytes\", \"synthetic\", "
-            "got 2 (integer)");
+            "\"text\", \"jsonl\", got 2 (integer)");
   const JobConfig c = parse_job_config("[train]\nsteps = 3\nlr_schedule = \"linear\"\n", "config.toml",
                                        {"train.device=cpu", "train.fused_loss=off", "data.kind=text_bytes"}, kNoEnv);
   EXPECT_EQ(c.train.lr_schedule, LrSchedule::linear);

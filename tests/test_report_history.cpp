@@ -100,6 +100,34 @@ void write_three_stage_run(const Dir& d) {
                         R"({"index":2,"gpus":2,"nodes":1,"job":"13","state":"completed","submitted":1005}]})");
 }
 
+// A first stage on text data (data.kind = "jsonl") spent 3 s preparing it before its trainer was
+// built: the stage began at 997, and "data preparation" is its own bucket, listed first, in every
+// stage's row (0 for the others, which found the cache).
+TEST(ReportHistory, DataPreparationIsABucketBeforeStartUp) {
+  Dir d;
+  write_three_stage_run(d);
+  std::string stages;
+  {
+    std::ifstream in(d.path / "stages.jsonl");
+    stages.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  stages.replace(stages.find("\"save_s\":0.5,"), 13, "\"save_s\":0.5,\"prepare_s\":3,");
+  d.write("stages.jsonl", stages);
+  const RunHistory h = read_run_history(d.path.string(), 2000);
+  const TimeBuckets& a = h.stages[0].t;
+  EXPECT_NEAR(a.prepare, 3.0, 1e-9);
+  EXPECT_NEAR(a.startup, 2.0, 1e-9);  // first step at 1002: 5 s after 997, less the preparation
+  EXPECT_NEAR(a.queue, 7.0, 1e-9);    // submitted at 990, began at 997
+  EXPECT_NEAR(a.allocated(), 13.0, 1e-9);
+  EXPECT_NEAR(h.stages[0].start, 997.0, 1e-9);
+  const auto rows = report_text::buckets(h.total);
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows[0].first, "data preparation");
+  EXPECT_NEAR(rows[0].second, 3.0 * 2, 1e-9);  // 2 GPUs
+  EXPECT_EQ(report_text::buckets(h.stages[2].t, true).size(), rows.size());
+  EXPECT_EQ(report_text::buckets(h.stages[2].t).size(), rows.size() - 1);
+}
+
 TEST(ReportHistory, BucketsGoodputAndLostWorkMatchAHandComputation) {
   Dir d;
   write_three_stage_run(d);

@@ -164,10 +164,11 @@ TEST(StageRecords, RoundTripAndTheStatusReaderSkipsMistypedLinesWithTheirLine) {
   r.world = 2, r.plan = "dp=2", r.step_from = 3, r.step_to = 9, r.total_steps = 20, r.samples = 96;
   r.productive_s = 5, r.save_s = 0.5, r.load_s = 0.25, r.exit = "resumable: signal 10 (USR1)";
   r.stop_detail = "30 s left", r.threads = 2, r.threads_measured = "1: 1 s, 2: 0.6 s";
-  r.config_changes = {{"train.lr", {"1e-3", "2e-3"}}}, r.reported_by = "launcher", r.restarts = 1;
+  r.config_changes = {{"train.lr", {"1e-3", "2e-3"}}}, r.reported_by = "launcher", r.restarts = 1, r.prepare_s = 2.5;
   const auto [bad, back] = StageRecord::from_json(r.to_json());
   EXPECT_EQ(bad, "");
   EXPECT_EQ(back.to_json(), r.to_json());
+  EXPECT_DOUBLE_EQ(back.prepare_s, 2.5);
   EXPECT_EQ(back.scheduler(), "pbs");
   EXPECT_EQ(back.job_id(), "12.srv");
   EXPECT_EQ(back.gpus(), 2);

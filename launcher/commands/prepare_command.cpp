@@ -36,11 +36,10 @@ int run_prepare_command(const PrepareCommandOptions& o, std::ostream& out) {
   out << "gtrain prepare: " << plural(static_cast<int64_t>(m.inputs.size()), "input") << " ("
       << format_bytes(static_cast<double>(bytes)) << "), " << plural(m.documents, "document") << ", "
       << plural(m.tokens, "token")
-      << (m.eval_documents ? str(" (eval: ", plural(m.eval_documents, "document"), ", ",
-                                 plural(m.eval_tokens, "token"), ")")
-                           : std::string())
-      << " -> " << o.out << ": "
-      << plural(static_cast<int64_t>(m.shards.size() - eval_shards), "train shard") << ", "
+      << (m.eval_documents
+              ? str(" (eval: ", plural(m.eval_documents, "document"), ", ", plural(m.eval_tokens, "token"), ")")
+              : std::string())
+      << " -> " << o.out << ": " << plural(static_cast<int64_t>(m.shards.size() - eval_shards), "train shard") << ", "
       << plural(static_cast<int64_t>(eval_shards), "eval shard") << " of " << m.dtype << " ids; tokenizer "
       << enc.describe << std::endl;
   out << "gtrain prepare: " << strf("%.2f s, %.2f MB/s", r.seconds, bytes / 1e6 / std::max(r.seconds, 1e-9))

@@ -16,9 +16,9 @@ struct PrepareCommandOptions {
   double eval_fraction = 0;
   bool append_eos = false;
   bool split_lines = false;
-  int jobs = 0;                // 0 = every core
-  int64_t shard_tokens = 0;    // 0 = 100M ids a shard
-  std::string format;          // "" = by each input's name, "text" or "jsonl"
+  int jobs = 0;              // 0 = every core
+  int64_t shard_tokens = 0;  // 0 = 100M ids a shard
+  std::string format;        // "" = by each input's name, "text" or "jsonl"
   bool quiet = false;
 };
 

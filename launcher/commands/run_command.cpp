@@ -188,6 +188,7 @@ struct RankJob {
   int threads = 1;
   std::string threads_text;  // the start-up line's "threads/rank N (why)"
   int64_t requested_batch = 0;
+  double prepare_s = 0;  // data.kind = text / jsonl: finding or preparing its shards before the stage
 };
 
 // Where the run starts: a checkpoint to resume ("" = step 0) and what was found on the way.
@@ -339,6 +340,7 @@ StageOptions stage_options(const RankJob& job) {
   }
   stage.stop_file = handoff.stop_file;
   stage.restarts = handoff.restarts;
+  stage.prepare_seconds = job.prepare_s;
   const std::string& a = handoff.allocation_json;
   stage.allocation = a.empty() ? nlohmann::json::object() : nlohmann::json::parse(a, nullptr, false);
   if (job.rank_env.launcher == "srun" && job.main_rank && !handoff.has_deadline) {
@@ -564,11 +566,13 @@ RunOutcome run_job(const RunOptions& o) {
   require_mpi_wireup(job.rank_env);  // before MPI_Init, which would abort every rank
   job.run_dir = resolve_run_dir(job.cfg, o);
   job.batch_note = keep_checkpoint_batch(job.cfg, o, job.run_dir);
+  const bool launching = !job.rank_env.launched && !stage_prepared(env, job.run_dir);
+  job.prepare_s = resolve_text_data(job.cfg, job.run_dir, env, launching, o.quiet);  // text data: once, here
   RunOutcome out;
   out.run_dir = job.run_dir;
   // 2. Launch the ranks here unless a launcher did.
-  if (!job.rank_env.launched && !stage_prepared(env, job.run_dir)) {
-    out.launcher_exit = launch_here(job, env);
+  if (launching) {
+    out.launcher_exit = launch_here(job, process_environment());
     if (out.launcher_exit >= 0) return out;  // several ranks ran under mpirun
   }
   job.stage_env = process_environment();

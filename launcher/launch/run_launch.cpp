@@ -42,6 +42,8 @@
 #include "runtime/core/schedule.h"
 #include "runtime/core/startup.h"
 #include "runtime/core/stop_policy.h"
+#include "runtime/core/text/encoder.h"
+#include "runtime/core/text/text_data.h"
 #include "strategies/planner/capabilities.h"
 #include "strategies/planner/hardware_profile.h"
 #include "strategies/planner/planner.h"
@@ -141,11 +143,29 @@ std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std
          std::to_string(asked) + ", parallel.batch_tolerance applies to fresh starts only)";
 }
 
+double resolve_text_data(JobConfig& cfg, const std::string& run_dir, const std::map<std::string, std::string>& env,
+                         bool launcher, bool quiet) {
+  if (!is_text(cfg.data.kind)) return 0;
+  const text::TextData td = launcher && !env.count(text::kEnvTextData)
+                                ? text::ensure_text_data(cfg, run_dir, quiet ? nullptr : &std::cout)
+                                : text::text_data_for_rank(cfg, run_dir, env);
+  cfg.data.prepared_dir = td.dir;
+  if (launcher) {
+    setenv(text::kEnvTextData, td.dir.c_str(), 1);
+    setenv(text::kEnvPrepareSeconds, strf("%.3f", td.seconds).c_str(), 1);
+  }
+  return td.seconds;
+}
+
 std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
   if ((cfg.model.name != "gpt" && cfg.model.name != "llama") || !cfg.model.plugin.empty()) return std::nullopt;
   int64_t vocab = cfg.model.vocab;
   if (vocab <= 0) {
-    if (cfg.data.kind == DataKind::text_bytes)
+    if (is_text(cfg.data.kind))  // the tokenizer's
+      vocab = cfg.data.prepared_dir.empty()
+                  ? static_cast<int64_t>(text::load_encoder(text::text_tokenizer(cfg)).vocab_size)
+                  : text::read_prepare_manifest(cfg.data.prepared_dir).vocab_size;
+    else if (cfg.data.kind == DataKind::text_bytes)
       vocab = 256;
     else if (cfg.data.kind == DataKind::synthetic)
       vocab = 64;  // the synthetic token task's default

@@ -54,6 +54,13 @@ std::string resolve_run_dir(const JobConfig& c, const RunOptions& o);
 // batch was kept, or "" when it did not change (plan_run's batch_from_checkpoint: whether it is "").
 std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std::string& run_dir);
 
+// data.kind = "text" / "jsonl": points cfg.data.prepared_dir at the cache folder of its sources
+// (runtime/core/text/text_data.h). The launching process (`launcher`) finds it or prepares it,
+// checking the shards, says so unless `quiet`, and exports the folder and the seconds it took for
+// the ranks it starts; a rank takes the folder handed over. Returns those seconds (0 for other kinds).
+double resolve_text_data(JobConfig& cfg, const std::string& run_dir, const std::map<std::string, std::string>& env,
+                         bool launcher, bool quiet);
+
 // Model sizes known from the config alone (the built-in gpt with a known vocabulary), so the
 // launcher can plan without LibTorch or data; nullopt when the model must be built to know them.
 std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg);

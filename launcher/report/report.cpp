@@ -88,7 +88,14 @@ std::string escape_html(const std::string& s) {
   return o;
 }
 
-std::vector<std::pair<std::string, double>> buckets(const TimeBuckets& t) {
+std::vector<std::pair<std::string, double>> buckets(const TimeBuckets& t, bool with_prepare) {
+  if (with_prepare) {  // only runs on text data have the bucket
+    return {{"data preparation", t.prepare},  {"start-up", t.startup},
+            {"checkpoint load", t.load},      {"training", t.training},
+            {"data wait", t.data_wait},       {"save stall", t.save},
+            {"evaluation", t.eval},           {"lost work", t.lost},
+            {"failure recovery", t.recovery}, {"other", t.other}};
+  }
   return {{"start-up", t.startup},    {"checkpoint load", t.load},      {"training", t.training},
           {"data wait", t.data_wait}, {"save stall", t.save},           {"evaluation", t.eval},
           {"lost work", t.lost},      {"failure recovery", t.recovery}, {"other", t.other}};

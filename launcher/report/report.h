@@ -72,8 +72,12 @@ std::string percent(double fraction);
 std::string large_count(double v);  // "1.23 M", "45.6 k"
 std::string date_time(double unix_time);
 std::string escape_html(const std::string& s);
-// The buckets of `t` as (name, seconds) in display order (queue excluded).
-std::vector<std::pair<std::string, double>> buckets(const TimeBuckets& t);
+// The buckets of `t` as (name, seconds) in display order (queue excluded); "data preparation" first
+// when `with_prepare` (a run on text data: the run's total has it), so stages' rows line up with it.
+std::vector<std::pair<std::string, double>> buckets(const TimeBuckets& t, bool with_prepare);
+inline std::vector<std::pair<std::string, double>> buckets(const TimeBuckets& t) {
+  return buckets(t, t.prepare > 0);
+}
 }  // namespace report_text
 
 }  // namespace gtrain

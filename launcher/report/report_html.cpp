@@ -129,11 +129,11 @@ std::string line_chart(const std::string& id, const std::string& title, const st
 }
 
 const std::map<std::string, std::string>& bucket_colors() {
-  static const std::map<std::string, std::string> c = {{"start-up", "#f2c14e"},   {"checkpoint load", "#f78154"},
-                                                       {"training", "#4caf50"},   {"data wait", "#9c89b8"},
-                                                       {"save stall", "#2f80ed"}, {"evaluation", "#56ccf2"},
-                                                       {"lost work", "#d62828"},  {"failure recovery", "#8d0801"},
-                                                       {"other", "#bdbdbd"},      {"queued", "#e0e0e0"}};
+  static const std::map<std::string, std::string> c = {
+      {"start-up", "#f2c14e"},   {"checkpoint load", "#f78154"}, {"data preparation", "#c9a227"},
+      {"training", "#4caf50"},   {"data wait", "#9c89b8"},       {"save stall", "#2f80ed"},
+      {"evaluation", "#56ccf2"}, {"lost work", "#d62828"},       {"failure recovery", "#8d0801"},
+      {"other", "#bdbdbd"},      {"queued", "#e0e0e0"}};
   return c;
 }
 
@@ -313,7 +313,8 @@ void buckets_table(const Report& r, std::ostream& o) {
   const auto rows = buckets(h.total);
   for (size_t b = 0; b < rows.size(); ++b) {
     o << "<tr><td class=\"l\">" << rows[b].first << "</td>";
-    for (const auto& s : h.stages) o << "<td>" << hours(buckets(s.t.scaled(s.units))[b].second / 3600.0) << "</td>";
+    for (const auto& s : h.stages)
+      o << "<td>" << hours(buckets(s.t.scaled(s.units), h.total.prepare > 0)[b].second / 3600.0) << "</td>";
     o << "<td>" << hours(rows[b].second / 3600.0) << "</td><td>" << (alloc > 0 ? percent(rows[b].second / alloc) : "-")
       << "</td></tr>";
   }

@@ -81,7 +81,8 @@ void time_table(const Report& r, std::ostream& o) {
   const auto rows = buckets(h.total);
   for (size_t b = 0; b < rows.size(); ++b) {
     o << "| " << rows[b].first << " |";
-    for (const auto& s : h.stages) o << " " << hours(buckets(s.t.scaled(s.units))[b].second / 3600.0) << " |";
+    for (const auto& s : h.stages)
+      o << " " << hours(buckets(s.t.scaled(s.units), h.total.prepare > 0)[b].second / 3600.0) << " |";
     o << " " << hours(rows[b].second / 3600.0) << " | " << (alloc > 0 ? percent(rows[b].second / alloc) : "-")
       << " |\n";
   }

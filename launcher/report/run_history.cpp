@@ -20,14 +20,15 @@ namespace fs = std::filesystem;
 namespace gtrain {
 
 TimeBuckets& TimeBuckets::operator+=(const TimeBuckets& o) {
-  queue += o.queue, startup += o.startup, load += o.load, training += o.training, data_wait += o.data_wait;
+  queue += o.queue, prepare += o.prepare, startup += o.startup, load += o.load, training += o.training,
+      data_wait += o.data_wait;
   save += o.save, eval += o.eval, lost += o.lost, recovery += o.recovery, other += o.other;
   return *this;
 }
 
 TimeBuckets TimeBuckets::scaled(double u) const {
   TimeBuckets t = *this;
-  t.queue *= u, t.startup *= u, t.load *= u, t.training *= u, t.data_wait *= u;
+  t.queue *= u, t.prepare *= u, t.startup *= u, t.load *= u, t.training *= u, t.data_wait *= u;
   t.save *= u, t.eval *= u, t.lost *= u, t.recovery *= u, t.other *= u;
   return t;
 }
@@ -162,18 +163,22 @@ StageReport stage_from_ledger(const StageRecord& r, int index) {
 }
 
 // The stage's wall time by bucket, from its attempts and the eval and save records in its window.
-void attribute(StageReport& s, const RunHistory& h, double ledger_save_s, double ledger_load_s) {
+void attribute(StageReport& s, const RunHistory& h, double ledger_save_s, double ledger_load_s,
+               double ledger_prepare_s) {
   TimeBuckets& t = s.t;
   t.load = ledger_load_s;
+  // The data was prepared before the trainer was built, which the ledger's start is: the stage began then.
+  t.prepare = ledger_prepare_s;
+  s.start -= ledger_prepare_s;
   std::vector<const Attempt*> mine;
   for (const auto& a : h.attempts)
     if (a.stage == s.index - 1) mine.push_back(&a);
   const double wall = std::max(0.0, s.end - s.start);
   if (mine.empty()) {
-    t.startup = std::max(0.0, wall - t.load);  // it never reached a step
+    t.startup = std::max(0.0, wall - t.load - t.prepare);  // it never reached a step
     return;
   }
-  t.startup = std::max(0.0, mine.front()->first_step - s.start - t.load);
+  t.startup = std::max(0.0, mine.front()->first_step - s.start - t.load - t.prepare);
   double cpu = 0, gpu = 0, mem = 0;
   int ncpu = 0, ngpu = 0, nmem = 0;
   for (const auto& p : h.train) {
@@ -208,7 +213,8 @@ void attribute(StageReport& s, const RunHistory& h, double ledger_save_s, double
   t.save = std::max(stalls, ledger_save_s);
   for (const auto& e : h.eval)
     if (e.time > 0 && inside(e.time) && trained_here(e.step)) t.eval += e.eval_s;
-  const double known = t.startup + t.load + t.training + t.data_wait + t.save + t.eval + t.lost + t.recovery;
+  const double known =
+      t.prepare + t.startup + t.load + t.training + t.data_wait + t.save + t.eval + t.lost + t.recovery;
   t.other = std::max(0.0, wall - known);
 }
 
@@ -343,11 +349,12 @@ RunHistory read_run_history(const std::string& run_dir, double now) {
 
   // Stages: the ledger's, then attempts after its last record (a stage running now, or one killed
   // before anything recorded it).
-  std::vector<double> save_s, load_s;
+  std::vector<double> save_s, load_s, prepare_s;
   for (const auto& r : read_stage_records(run_dir)) {
     h.stages.push_back(stage_from_ledger(r, static_cast<int>(h.stages.size()) + 1));
     save_s.push_back(r.save_s);
     load_s.push_back(r.load_s);
+    prepare_s.push_back(r.prepare_s);
     if (h.total_steps == 0) h.total_steps = r.total_steps;
   }
   for (auto& a : h.attempts) {
@@ -374,6 +381,7 @@ RunHistory read_run_history(const std::string& run_dir, double now) {
     h.stages.push_back(s);
     save_s.push_back(0);
     load_s.push_back(0);
+    prepare_s.push_back(0);
   }
   if (!h.stages.empty() && !h.stages.back().recorded && RunLock::held(run_dir)) {
     h.stages.back().exit = "running";
@@ -382,7 +390,7 @@ RunHistory read_run_history(const std::string& run_dir, double now) {
   read_chain(h, now);
   for (size_t i = 0; i < h.stages.size(); ++i) {
     StageReport& s = h.stages[i];
-    if (!s.queued) attribute(s, h, save_s.at(i), load_s.at(i));
+    if (!s.queued) attribute(s, h, save_s.at(i), load_s.at(i), prepare_s.at(i));
   }
   total_up(h);
   read_state(h);

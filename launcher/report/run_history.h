@@ -58,7 +58,8 @@ struct Attempt {
 // time add up to the stage's wall time; `queue` is before the allocation.
 struct TimeBuckets {
   double queue = 0;      // idle in the queue (submitted, or the previous stage's end, to the start)
-  double startup = 0;    // from the start to the first step, less the checkpoint load
+  double prepare = 0;    // text data tokenized (or its cache checked) before the ranks started
+  double startup = 0;    // from the start to the first step, less the data preparation and checkpoint load
   double load = 0;       // loading the checkpoint
   double training = 0;   // training steps, less data wait and lost work
   double data_wait = 0;  // steps waiting for data
@@ -67,7 +68,9 @@ struct TimeBuckets {
   double lost = 0;       // steps trained again later (a failure or kill after the last save)
   double recovery = 0;   // in-job restarts: from the failed attempt's last step to the next one's first
   double other = 0;      // the rest: shutdown, logging, what no record accounts for
-  double allocated() const { return startup + load + training + data_wait + save + eval + lost + recovery + other; }
+  double allocated() const {
+    return prepare + startup + load + training + data_wait + save + eval + lost + recovery + other;
+  }
   TimeBuckets& operator+=(const TimeBuckets& o);
   TimeBuckets scaled(double units) const;  // x units: GPU-seconds
 };

@@ -103,7 +103,8 @@ void check_data(const CheckpointManifest& m, const JobConfig& config, const Resu
   const std::string files_changed =
       m.meta.train_data ? data_files_changed(*m.meta.train_data, facts.train_identity) : "";
   if (saved_samples == facts.train_samples && files_changed.empty()) return;
-  const bool tail_moved = facts.has_eval && config.data.eval_path.empty() && is_token_file(config.data.kind);
+  const bool tail_moved =
+      facts.has_eval && config.data.eval_path.empty() && is_token_file(config.data.kind) && !is_text(config.data.kind);
   add_drift(v.drift, str("the training data (", config.data.kind, " ") +
                          (saved_samples == facts.train_samples
                               ? std::to_string(saved_samples)

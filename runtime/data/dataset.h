@@ -72,6 +72,9 @@ std::shared_ptr<Dataset> open_token_file(const std::string& path, const std::str
                                          int64_t vocab_hint);
 std::shared_ptr<Dataset> open_text_bytes(const std::string& path, int64_t seq_len, double begin_fraction,
                                          double end_fraction, bool eval_split);
+// data.kind = "text" / "jsonl": the shards in data.prepared_dir (found or made at start), the training
+// split identified by the source files; a DataError when nothing was prepared.
+DataSplits open_prepared_text(const DataConfig& data, const ModelConfig& model);
 std::shared_ptr<Dataset> make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t seed,
                                         bool eval_split);
 

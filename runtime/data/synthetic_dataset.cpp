@@ -135,6 +135,8 @@ DataSplits open_datasets(const DataConfig& d, const ModelConfig& m, int64_t seed
     };
     s.train = open_split(d.train_prefix);
     if (!d.eval_prefix.empty()) s.eval = open_split(d.eval_prefix);
+  } else if (is_text(d.kind)) {
+    s = open_prepared_text(d, m);
   } else if (is_token_file(d.kind)) {
     const std::string dtype = d.kind == DataKind::tokens ? d.token_dtype : "bytes";
     const auto train_files = expand_data_path(d.path, "data.path");

@@ -80,6 +80,7 @@ struct StageOptions {
   nlohmann::json allocation;    // scheduler, job id, world size: recorded in the ledger
   std::string save_token;       // same on every rank: names temporary checkpoint directories
   double load_seconds = 0;      // time spent resuming, recorded in the ledger
+  double prepare_seconds = 0;   // text data found or prepared before the stage, recorded in the ledger
   std::string stop_file;        // the launcher writes it on a stop signal; rank 0 checks it each step
   int restarts = 0;             // times the launching gtrain restarted this stage's ranks so far
 };

@@ -12,21 +12,28 @@
 namespace gtrain {
 
 // data.kind: which dataset reader opens data.path.
-enum class DataKind { idx, tokens, text_bytes, synthetic };
-constexpr std::array<EnumName<DataKind>, 4> enum_names(DataKind) {
+enum class DataKind { idx, tokens, text_bytes, synthetic, text, jsonl };
+constexpr std::array<EnumName<DataKind>, 6> enum_names(DataKind) {
   return {{{DataKind::idx, "idx"},
            {DataKind::tokens, "tokens"},
            {DataKind::text_bytes, "text_bytes"},
-           {DataKind::synthetic, "synthetic"}}};
+           {DataKind::synthetic, "synthetic"},
+           {DataKind::text, "text"},
+           {DataKind::jsonl, "jsonl"}}};
 }
-// Whether the kind reads a token file (tokens, text_bytes): data a token count applies to.
+// Whether the kind is text the launcher tokenizes into cached token shards first (text, jsonl).
+constexpr bool is_text(DataKind kind) {
+  return kind == DataKind::text || kind == DataKind::jsonl;
+}
+// Whether the kind reads token windows from files (tokens, text_bytes, text, jsonl): data a token
+// count applies to.
 constexpr bool is_token_file(DataKind kind) {
-  return kind == DataKind::tokens || kind == DataKind::text_bytes;
+  return kind == DataKind::tokens || kind == DataKind::text_bytes || is_text(kind);
 }
 
 struct DataConfig {
-  DataKind kind = DataKind::idx;                           // idx | tokens | text_bytes | synthetic
-  std::string path = "/usr/share/datasets/fashion-mnist";  // idx: directory; tokens/text_bytes: file or glob
+  DataKind kind = DataKind::idx;                           // idx | tokens | text_bytes | synthetic | text | jsonl
+  std::string path = "/usr/share/datasets/fashion-mnist";  // idx: directory; else: file or glob
   std::string eval_path = "";                              // tokens/text_bytes: held-out file or glob ("" = tail)
   std::string train_prefix = "train";                      // idx: <prefix>-images-idx3-ubyte[.gz] for training
   std::string eval_prefix = "t10k";                        // idx: held-out split ("" = none)
@@ -37,27 +44,36 @@ struct DataConfig {
   int64_t synthetic_classes = 10;                          // synthetic: classes (classification task)
   int64_t prefetch = 4;                                    // micro-batches prepared ahead of the trainer
   int64_t workers = 1;                                     // background threads preparing batches
+  std::string tokenizer = "";     // text/jsonl: tokenizer.json or its folder ("" = init_from's)
+  std::string text_key = "text";  // jsonl: the key holding each line's text
+  std::string cache_dir = "";     // text/jsonl: prepared shards' root ("" = run dir)
+  // Not a key: the folder of prepared shards data.kind = text / jsonl reads, found or made at start.
+  std::string prepared_dir = "";
 
   template <class V>
   void visit(V& v) {
     v("kind", kind,
       "Dataset reader: \"idx\" (MNIST/Fashion-MNIST files), \"tokens\" (flat binary token file), "
-      "\"text_bytes\" (byte-level LM on any file), \"synthetic\" (deterministic, for tests and benchmarks).");
+      "\"text_bytes\" (byte-level LM on any file), \"synthetic\" (deterministic, for tests and benchmarks), "
+      "\"text\" / \"jsonl\" (text or JSONL files, plain, .gz or .zst, tokenized with data.tokenizer into cached "
+      "token shards before the ranks start: docs/data-preparation.md).");
     v("path", path,
       "idx: directory of the IDX files (gzipped or not); tokens/text_bytes: the file, or a glob of shards "
-      "(\"fineweb_train_*.bin\", taken in sorted order; a window never spans two files). Token files are "
-      "memory-mapped: the ranks on a host share one copy through the page cache.");
+      "(\"fineweb_train_*.bin\", taken in sorted order; a window never spans two files), or a Megatron-LM "
+      "prefix (PREFIX.bin with PREFIX.idx). Token files are memory-mapped: the ranks on a host share one copy "
+      "through the page cache. text/jsonl: the source file or glob.");
     v("eval_path", eval_path,
       "tokens/text_bytes: held-out file or glob (llm.c's \"fineweb_val_*.bin\"); \"\" = hold out "
       "data.eval_fraction at the end of data.path instead.");
     v("train_prefix", train_prefix, "idx: file prefix of the training split (<prefix>-images-idx3-ubyte[.gz]).");
     v("eval_prefix", eval_prefix, "idx: file prefix of the held-out split (\"\" = no eval).");
     v("token_dtype", token_dtype,
-      "tokens: element type of the token files. A file starting with llm.c's shard header (magic 20240520) "
-      "is read past its header, which must agree.",
+      "tokens: element type of the token files. A file starting with llm.c's shard header (magic 20240520, or "
+      "20240801 for Llama 3) is read past its header, which must agree; a Megatron .bin takes its .idx's.",
       cfg::one_of({"uint16", "uint32"}));
     v("eval_fraction", eval_fraction,
-      "tokens/text_bytes: fraction at the end of data.path's tokens held out for eval (ignored with data.eval_path).",
+      "tokens/text_bytes: fraction at the end of data.path's tokens held out for eval (ignored with data.eval_path); "
+      "text/jsonl: fraction of the documents (every 1/F-th) prepared into eval shards.",
       cfg::range(0.0, 0.5));
     v("synthetic_samples", synthetic_samples,
       "synthetic: number of training samples (at most 1e8); eval gets a quarter as many.", cfg::range(1, 1e8));
@@ -66,6 +82,13 @@ struct DataConfig {
     v("synthetic_classes", synthetic_classes, "synthetic: classes of the classification task.", cfg::at_least(2));
     v("prefetch", prefetch, "Micro-batches prepared ahead of the trainer by background threads.", cfg::at_least(1));
     v("workers", workers, "Background threads that prepare batches.", cfg::range(1, 64));
+    v("tokenizer", tokenizer,
+      "text/jsonl: a Hugging Face tokenizer.json, the model folder holding it, or \"bytes\" (each byte an id); "
+      "\"\" = checkpoint.init_from's folder when it holds a tokenizer.json.");
+    v("text_key", text_key, "jsonl: the key of each line's object that holds the document's text.");
+    v("cache_dir", cache_dir,
+      "text/jsonl: folder of prepared token shards, one subfolder per tokenizer and sources (by their hashes), "
+      "shared by the runs that name it; \"\" = data_cache/ in the run directory.");
   }
 };
 

@@ -599,6 +599,11 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
                  ": [data]: data.token_dtype = \"uint16\" " + "holds ids up to 65535, but model.vocab = " +
                  std::to_string(c.model.vocab) + "; write the tokens as uint32 and set data.token_dtype = \"uint32\"");
   }
+  if (is_text(c.data.kind) && !c.data.eval_path.empty()) {
+    problems.add(from({"data.eval_path", "data.kind"}) + ": [data]: data.eval_path is not read with data.kind = \"" +
+                 std::string(name_of(c.data.kind)) +
+                 "\"; data.eval_fraction holds documents out instead (or prepare held-out text with gtrain prepare)");
+  }
   if (c.model.name == "gpt" && c.model.n_embd % c.model.n_head != 0) {
     problems.add(from({"model.n_head", "model.n_embd", "model.name"}) + ": [model]: model.n_head = " +
                  std::to_string(c.model.n_head) + " must divide model.n_embd = " + std::to_string(c.model.n_embd));

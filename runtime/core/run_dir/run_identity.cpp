@@ -102,8 +102,8 @@ const char* gtrain_version() {
 bool defines_trajectory(const std::string& key) {
   for (const char* section : {"parallel.", "checkpoint.", "log.", "schedule."})
     if (key.rfind(section, 0) == 0) return false;
-  for (const char* k : {"train.threads", "train.reproducible_chunk", "data.path", "data.eval_path", "data.train_prefix",
-                        "data.eval_prefix", "data.prefetch", "data.workers"})
+  for (const char* k : {"train.threads", "train.reproducible_chunk", "data.path", "data.eval_path", "data.cache_dir",
+                        "data.train_prefix", "data.eval_prefix", "data.prefetch", "data.workers"})
     if (key == k) return false;
   return true;
 }

@@ -37,6 +37,7 @@ nlohmann::json StageRecord::to_json() const {
   // What this stage changed in the configuration since the checkpoint it resumed: [was, now].
   if (!config_changes.empty()) rec["config_changes"] = config_changes;
   if (restarts > 0) rec["restarts"] = restarts;
+  if (prepare_s > 0) rec["prepare_s"] = prepare_s;
   if (!reported_by.empty()) rec["reported_by"] = reported_by;
   return rec;
 }
@@ -104,7 +105,7 @@ std::pair<std::string, StageRecord> StageRecord::from_json(const nlohmann::json&
   get("exit", r.exit), get("stop_detail", r.stop_detail), get("threads_measured", r.threads_measured);
   if (j.contains("threads") && j["threads"].is_number_integer()) r.threads = j["threads"].get<int>();
   if (j.contains("config_changes") && j["config_changes"].is_object()) r.config_changes = j["config_changes"];
-  get("reported_by", r.reported_by), get("restarts", r.restarts);
+  get("reported_by", r.reported_by), get("restarts", r.restarts), get("prepare_s", r.prepare_s);
   if (!r.allocation.is_object()) r.allocation = nlohmann::json::object();
   return {"", r};
 }

@@ -27,6 +27,7 @@ struct StageRecord {
   double productive_s = 0;       // seconds spent in training steps
   double save_s = 0;             // seconds training stalled for saves
   double load_s = 0;             // seconds spent resuming
+  double prepare_s = 0;          // seconds finding or preparing text data's shards before the stage (text/jsonl)
   std::string exit;              // stage_exit()
   std::string stop_detail;       // a deadline's stop: the time left and the lead it keeps ("" = none)
   std::optional<int> threads;    // train.threads = 0: the measured choice

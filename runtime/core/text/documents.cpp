@@ -36,7 +36,9 @@ InputFormat format_of(const std::string& path) {
   return InputFormat::text;
 }
 
-const char* name_of(InputFormat f) { return f == InputFormat::jsonl ? "jsonl" : "text"; }
+const char* name_of(InputFormat f) {
+  return f == InputFormat::jsonl ? "jsonl" : "text";
+}
 
 DocumentReader::DocumentReader(const std::string& path, uint32_t input_index, InputFormat format, bool split_lines)
     : stream_(path), input_(input_index), whole_(format == InputFormat::text && !split_lines), buf_(1 << 20) {}

@@ -19,10 +19,10 @@ const char* name_of(InputFormat f);
 
 // A document as read, before its text is taken out of it (by a worker thread: text_of).
 struct RawDocument {
-  std::string bytes;         // the line (JSONL, split_lines, without its line end) or the whole file
-  int64_t line = 1;          // the line it starts on (1-based)
-  uint64_t offset = 0;       // its first byte's offset in the (decompressed) input
-  uint32_t input = 0;        // index of its input file
+  std::string bytes;    // the line (JSONL, split_lines, without its line end) or the whole file
+  int64_t line = 1;     // the line it starts on (1-based)
+  uint64_t offset = 0;  // its first byte's offset in the (decompressed) input
+  uint32_t input = 0;   // index of its input file
 };
 
 class DocumentReader {

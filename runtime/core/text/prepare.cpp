@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <limits>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -18,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,10 +41,10 @@ constexpr size_t kChunkDocs = 4096;
 struct Chunk {
   uint64_t seq = 0;
   std::vector<RawDocument> docs;
-  uint64_t raw_end = 0;            // input bytes read when the chunk was cut (progress)
-  std::exception_ptr error;        // set by the reader (its input failed) or a worker (a bad line)
-  std::vector<uint32_t> ids;       // the documents' ids, end to end
-  std::vector<uint32_t> counts;    // ids per document
+  uint64_t raw_end = 0;          // input bytes read when the chunk was cut (progress)
+  std::exception_ptr error;      // set by the reader (its input failed) or a worker (a bad line)
+  std::vector<uint32_t> ids;     // the documents' ids, end to end
+  std::vector<uint32_t> counts;  // ids per document
 };
 using ChunkPtr = std::shared_ptr<Chunk>;
 
@@ -129,7 +129,8 @@ class Progress {
 // The writer: chunks in reading order into the train and eval shards; stops at the first error.
 struct Writer {
   Writer(const std::string& dir, const PrepareOptions& o, const Encoder& enc)
-      : o_(o), train_(dir, "train", enc.vocab_size, o.recipe.shard_tokens),
+      : o_(o),
+        train_(dir, "train", enc.vocab_size, o.recipe.shard_tokens),
         eval_(dir, "eval", enc.vocab_size, o.recipe.shard_tokens) {}
 
   void run(Pipeline& p, Progress& progress) {
@@ -244,6 +245,11 @@ class StagingDir {
   // Renames the staging folder to `out`, replacing a previous preparation there.
   void commit() {
     std::error_code ec;
+    fs::rename(dir_, out_, ec);  // atomic while nothing (or an empty folder) is there
+    if (!ec) {
+      committed_ = true;
+      return;
+    }
     fs::path old;
     if (fs::exists(out_)) {
       old = out_.parent_path() / ("." + out_.filename().string() + ".old-" + std::to_string(::getpid()));
@@ -272,10 +278,26 @@ void write_manifest(const fs::path& dir, const PrepareManifest& m) {
 void check_replaceable(const fs::path& out) {
   std::error_code ec;
   if (!fs::exists(out, ec)) return;
-  if (!fs::is_directory(out, ec)) throw ConfigError(out.string() + ": exists and is not a folder", "choose another --out");
+  if (!fs::is_directory(out, ec))
+    throw ConfigError(out.string() + ": exists and is not a folder", "choose another --out");
   if (fs::exists(out / kPrepareManifestFile, ec) || fs::is_empty(out, ec)) return;
   throw ConfigError(out.string() + ": a folder gtrain prepare did not write (no " + kPrepareManifestFile + ")",
                     "choose another --out, or empty it");
+}
+
+// Whether `out` holds a finished preparation of `key`: then `r` is it, up to date.
+bool prepared_as(const fs::path& out, std::string key, PrepareResult& r) {
+  std::error_code ec;
+  if (!fs::exists(out / kPrepareManifestFile, ec)) return false;
+  try {
+    PrepareManifest old = read_prepare_manifest(out.string());
+    if (old.key != key) return false;
+    r.manifest = old;
+    r.up_to_date = true;
+    return true;
+  } catch (const DataError&) {  // a damaged manifest: prepared again
+    return false;
+  }
 }
 
 }  // namespace
@@ -305,24 +327,13 @@ PrepareResult prepare(const PrepareOptions& o, const Encoder& enc) {
     throw ConfigError(enc.path + ": the tokenizer names no EOS token, which --append-eos needs");
   PrepareResult r;
   PrepareManifest& m = r.manifest;
-  m.inputs = hash_inputs(o.inputs, o.recipe.format);
+  m.inputs = o.hashed.empty() ? hash_inputs(o.inputs, o.recipe.format) : o.hashed;
   m.recipe = o.recipe;
   m.recipe.shard_tokens = std::clamp<int64_t>(o.recipe.shard_tokens > 0 ? o.recipe.shard_tokens : kDefaultShardTokens,
                                               1, std::numeric_limits<int32_t>::max());
   m.key = prepare_key(enc.hash, m.recipe, m.inputs);
   const fs::path out(o.out);
-  std::error_code ec;
-  if (fs::exists(out / kPrepareManifestFile, ec)) {
-    try {
-      PrepareManifest old = read_prepare_manifest(out.string());
-      if (old.key == m.key) {
-        r.manifest = old;
-        r.up_to_date = true;
-        return r;
-      }
-    } catch (const DataError&) {  // a damaged manifest: prepared again
-    }
-  }
+  if (prepared_as(out, m.key, r)) return r;
   check_replaceable(out);
   PrepareOptions opts = o;
   opts.recipe = m.recipe;
@@ -335,7 +346,8 @@ PrepareResult prepare(const PrepareOptions& o, const Encoder& enc) {
   Progress progress(o.progress, total, o.what);
   Writer w(staging.path().string(), opts, enc);
   std::vector<std::thread> threads;
-  for (int i = 0; i < jobs; ++i) threads.emplace_back(worker, std::ref(p), std::cref(opts), std::cref(m.inputs), std::cref(enc));
+  for (int i = 0; i < jobs; ++i)
+    threads.emplace_back(worker, std::ref(p), std::cref(opts), std::cref(m.inputs), std::cref(enc));
   std::thread writer([&] { w.run(p, progress); });
   read_all(p, opts, m.inputs);
   writer.join();
@@ -357,6 +369,9 @@ PrepareResult prepare(const PrepareOptions& o, const Encoder& enc) {
   m.dtype = w.train_.width() == 2 ? "uint16" : "uint32";
   m.seconds = now_s() - t0;
   write_manifest(staging.path(), m);  // last: a folder without it is not a preparation
+  // Another process (a rank started without a launching gtrain) may have finished the same
+  // preparation meanwhile: its folder stays, as readers may have it open, and this one goes.
+  if (prepared_as(out, m.key, r)) return r;
   staging.commit();
   r.seconds = m.seconds;
   r.peak_rss = peak_resident_bytes();

@@ -18,9 +18,10 @@ struct PrepareOptions {
   std::vector<std::string> inputs;  // files, in order
   std::string out;                  // the folder the shards and manifest end up in
   PrepareRecipe recipe;
-  int jobs = 0;           // tokenizing threads (0 = every core)
-  bool progress = true;   // the progress line on stderr
+  int jobs = 0;                         // tokenizing threads (0 = every core)
+  bool progress = true;                 // the progress line on stderr
   std::string what = "gtrain prepare";  // names the work in the console lines
+  std::vector<PreparedInput> hashed;    // the inputs' hashes when the caller has them (else computed)
 };
 
 struct PrepareResult {

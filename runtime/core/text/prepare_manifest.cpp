@@ -29,7 +29,7 @@ uint64_t fnv1a(uint64_t h, const std::string& s) {
 }  // namespace
 
 nlohmann::json PrepareRecipe::to_json() const {
-  return {{"format", format},           {"text_key", text_key},           {"split_lines", split_lines},
+  return {{"format", format},         {"text_key", text_key},           {"split_lines", split_lines},
           {"append_eos", append_eos}, {"eval_fraction", eval_fraction}, {"shard_tokens", shard_tokens}};
 }
 
@@ -47,7 +47,8 @@ PrepareRecipe PrepareRecipe::from_json(const nlohmann::json& j) {
 
 nlohmann::json PrepareManifest::to_json() const {
   nlohmann::json in = nlohmann::json::array(), sh = nlohmann::json::array();
-  for (const auto& i : inputs) in.push_back({{"path", i.path}, {"format", i.format}, {"bytes", i.bytes}, {"crc32c", i.crc}});
+  for (const auto& i : inputs)
+    in.push_back({{"path", i.path}, {"format", i.format}, {"bytes", i.bytes}, {"crc32c", i.crc}});
   for (const auto& s : shards)
     sh.push_back({{"file", s.file}, {"split", s.split}, {"tokens", s.tokens}, {"crc32c", s.crc}});
   return {{"version", version},

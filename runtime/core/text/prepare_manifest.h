@@ -15,7 +15,7 @@ constexpr const char* kPrepareManifestFile = "prepare_manifest.json";
 
 // What decides the tokens besides the inputs' bytes and the tokenizer.
 struct PrepareRecipe {
-  std::string format = "";       // "" = each input by its name (.jsonl: JSONL), else "text" or "jsonl" for all
+  std::string format = "";        // "" = each input by its name (.jsonl: JSONL), else "text" or "jsonl" for all
   std::string text_key = "text";  // JSONL: the key holding a document's text
   bool split_lines = false;       // text: one document a line instead of a file
   bool append_eos = false;        // the tokenizer's EOS id after each document
@@ -41,11 +41,11 @@ struct PreparedShard {
 
 struct PrepareManifest {
   int version = 1;
-  std::string key;              // prepare_key(): tokenizer, recipe and inputs' hashes
-  std::string tokenizer;        // the tokenizer read (a path, or "bytes")
-  std::string tokenizer_hash;   // its hash
-  int64_t vocab_size = 0;       // its vocabulary
-  std::string dtype;            // "uint16" | "uint32": the shards' ids
+  std::string key;             // prepare_key(): tokenizer, recipe and inputs' hashes
+  std::string tokenizer;       // the tokenizer read (a path, or "bytes")
+  std::string tokenizer_hash;  // its hash
+  int64_t vocab_size = 0;      // its vocabulary
+  std::string dtype;           // "uint16" | "uint32": the shards' ids
   PrepareRecipe recipe;
   std::vector<PreparedInput> inputs;
   int64_t documents = 0, tokens = 0;            // all of them
