@@ -7,6 +7,7 @@
 
 #include "runtime/core/errors.h"
 #include "runtime/core/text/unicode.h"
+#include "runtime/core/text/unicode_tables.h"
 
 namespace gtrain::text {
 
@@ -17,6 +18,20 @@ struct Regex::Impl {
     if (code) pcre2_code_free(code);
   }
 };
+
+namespace {
+
+bool is_category(const std::string& name) {
+  static const char* kNames[] = {"L",  "Lu", "Ll", "Lt", "Lm", "Lo", "M",  "Mn", "Mc", "Me", "N",
+                                 "Nd", "Nl", "No", "P",  "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po",
+                                 "S",  "Sm", "Sc", "Sk", "So", "Z",  "Zs", "Zl", "Zp", "Cf"};
+  for (const char* n : kNames) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 std::string onig_to_pcre2(const std::string& p, const std::string& where) {
   // Oniguruma (Unicode) classes: \s White_Space, \d Nd, \w letters, marks, Nd and Pc, \h hex digit.
@@ -51,6 +66,22 @@ std::string onig_to_pcre2(const std::string& p, const std::string& where) {
         case 'w':
           out += in_class ? kWord : std::string("[") + kWord + "]";
           break;
+        case 'p': {
+          // A general category: PCRE2's (Unicode 14) and what Unicode 15 and 16 added to it.
+          const size_t close = p.find('}', i);
+          const std::string name = i + 1 < p.size() && p[i + 1] == '{' && close != std::string::npos
+                                       ? p.substr(i + 2, close - i - 2)
+                                       : std::string();
+          const std::string added = is_category(name) ? category_additions(name) : std::string();
+          if (added.empty()) {
+            out += "\\p";
+            break;
+          }
+          const std::string cls = "\\p{" + name + "}" + added;
+          out += in_class ? cls : "[" + cls + "]";
+          i = close;
+          break;
+        }
         case 'W':
           if (in_class) throw ConfigError(where + ": \\W inside a bracket is not supported");
           out += std::string("[^") + kWord + "]";
