@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -109,30 +110,44 @@ int decode(const text::Tokenizer& tok, const TokenizeOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// The printed line of one text's ids.
+void format_ids(const text::Tokenizer& tok, const std::vector<uint32_t>& ids, const TokenizeOptions& o,
+                std::string& out) {
+  if (o.json) out += '[';
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += o.json ? ',' : ' ';
+    out += std::to_string(ids[i]);
+    if (o.tokens && !o.json) out += "(" + nlohmann::json(tok.token(ids[i])).dump() + ")";
+  }
+  out += o.json ? "]\n" : "\n";
+}
+
+}  // namespace
+
 int run_tokenize_command(const TokenizeOptions& o) {
   const text::Tokenizer tok = text::Tokenizer::load(o.tokenizer);
   if (!o.decode.empty() || !o.decode_file.empty()) return decode(tok, o);
   const auto texts = texts_of(o);
-  std::string out;
-  std::vector<uint32_t> ids;
   for (const auto& [t, where] : texts) check_utf8(t, where);
-  for (const auto& [t, where] : texts) {
-    ids.clear();
-    tok.encode_into(t, !o.no_special, ids);
-    if (o.json) {
-      out += '[';
-      for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
-      out += "]\n";
-    } else {
-      for (size_t i = 0; i < ids.size(); ++i) {
-        out += (i ? " " : "") + std::to_string(ids[i]);
-        if (o.tokens) out += "(" + nlohmann::json(tok.token(ids[i])).dump() + ")";
-      }
-      out += '\n';
+  // Texts in contiguous blocks, one a thread; printed in order.
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t jobs = std::min(texts.size(), o.jobs > 0 ? static_cast<size_t>(o.jobs) : cores);
+  std::vector<std::string> outs(std::max<size_t>(jobs, 1));
+  auto work = [&](size_t j) {
+    std::vector<uint32_t> ids;
+    for (size_t i = texts.size() * j / jobs; i < texts.size() * (j + 1) / jobs; ++i) {
+      ids.clear();
+      tok.encode_into(texts[i].first, !o.no_special, ids);
+      format_ids(tok, ids, o, outs[j]);
     }
-    if (out.size() > (1u << 20)) std::fwrite(out.data(), 1, out.size(), stdout), out.clear();
-  }
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  };
+  std::vector<std::thread> threads;
+  for (size_t j = 1; j < jobs; ++j) threads.emplace_back(work, j);
+  if (jobs > 0) work(0);
+  for (auto& t : threads) t.join();
+  for (const auto& out : outs) std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
 

@@ -19,6 +19,7 @@ struct TokenizeOptions {
   std::string decode_file;    // --decode-file: a line of ids per text
   bool skip_special = false;  // --skip-special: decoding leaves special tokens out
   bool tokens = false;        // --tokens: print the token strings beside the ids
+  int jobs = 0;               // --jobs: threads encoding the texts (0 = every core)
 };
 
 // Runs it; ConfigError (exit 2) for an unreadable file, invalid UTF-8 (file:line: byte N), an
