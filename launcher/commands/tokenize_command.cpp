@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/text/chat_template.h"
 #include "runtime/core/text/tokenizer.h"
 
 namespace gtrain {
@@ -124,11 +125,42 @@ void format_ids(const text::Tokenizer& tok, const std::vector<uint32_t>& ids, co
   out += o.json ? "]\n" : "\n";
 }
 
+// --chat: one conversation a line, printed as {"ids": [...], "train": [0/1...]}.
+int encode_chats(const text::Tokenizer& tok, const TokenizeOptions& o) {
+  if (o.file.empty())
+    throw ConfigError("gtrain tokenize --chat: give the conversations with --file (a JSON object a line)");
+  const text::ChatTemplate tmpl = text::chat_template_for(tok, o.chat_template, "--chat-template");
+  std::istringstream in(read_all(o.file));
+  std::string line, out;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    const std::string where = o.file + ":" + std::to_string(n);
+    check_utf8(line, where);
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("messages") || !j.at("messages").is_array()) {
+      throw ConfigError(where + ": expected a JSON object with a \"messages\" array");
+    }
+    std::vector<text::ChatMessage> messages;
+    for (const auto& m : j.at("messages")) {
+      if (!m.is_object() || !m.contains("role") || !m.at("role").is_string() || !m.contains("content") ||
+          !m.at("content").is_string()) {
+        throw ConfigError(where + ": every message needs a string \"role\" and a string \"content\"");
+      }
+      messages.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>(),
+                          m.value("reasoning_content", std::string())});
+    }
+    const auto e = text::encode_chat(tok, tmpl, messages, text::TrainOn::assistant);
+    out += nlohmann::json{{"ids", e.ids}, {"train", e.train}}.dump() + "\n";
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 int run_tokenize_command(const TokenizeOptions& o) {
   const text::Tokenizer tok = text::Tokenizer::load(o.tokenizer);
   if (!o.decode.empty() || !o.decode_file.empty()) return decode(tok, o);
+  if (o.chat) return encode_chats(tok, o);
   const auto texts = texts_of(o);
   for (const auto& [t, where] : texts) check_utf8(t, where);
   // Texts in contiguous blocks, one a thread; printed in order.
