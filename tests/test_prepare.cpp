@@ -16,6 +16,7 @@
 #include "runtime/core/text/documents.h"
 #include "runtime/core/text/encoder.h"
 #include "runtime/core/text/prepare.h"
+#include "runtime/core/text/text_data.h"
 #include "runtime/core/text/tokenizer.h"
 #include "tests/support/test_util.h"
 
@@ -186,7 +187,7 @@ TEST(Prepare, BadInputIsOneLineAndLeavesNothing) {
     return e;
   };
   test::write_file(dir.file("ok.txt"), "fine\n");
-  EXPECT_EQ(bad("u.txt", "good line\nbad \xff byte\n"), dir.file("u.txt") + ":2: invalid UTF-8 at byte 14");
+  EXPECT_EQ(bad("u.txt", "good line\nbad \xff byte\n"), dir.file("u.txt") + ":2: invalid UTF-8 at byte 4");
   EXPECT_EQ(bad("k.jsonl", "{\"text\": \"a\"}\n{\"body\": \"b\"}\n"),
             dir.file("k.jsonl") + ":2: no key \"text\" in this line's object");
   EXPECT_EQ(
@@ -232,6 +233,34 @@ TEST(Prepare, Gpt2TokenizerShards) {
     want.push_back(50256);
   }
   EXPECT_EQ(ids, want);
+}
+
+// data.tokenizer, else checkpoint.init_from's folder (named, or holding the file named) when it has
+// a tokenizer.json; else one line saying what to set. The cache root: data.cache_dir or the run's.
+TEST(TextData, TokenizerDefaultsToInitFromsFolderAndTheCacheToTheRun) {
+  test::TempDir dir;
+  JobConfig c;
+  c.data.kind = DataKind::jsonl;
+  c.data.tokenizer = "bytes";
+  EXPECT_EQ(text_tokenizer(c), "bytes");
+  c.data.tokenizer = "";
+  test::write_file(dir.file("tokenizer.json"), "{}");
+  c.checkpoint.init_from = dir.path();
+  EXPECT_EQ(text_tokenizer(c), dir.path());
+  c.checkpoint.init_from = dir.file("model.safetensors");
+  EXPECT_EQ(text_tokenizer(c), dir.path());
+  c.checkpoint.init_from = "";
+  try {
+    text_tokenizer(c);
+    ADD_FAILURE() << "no tokenizer accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "data.tokenizer: not set, and checkpoint.init_from is not set either: data.kind = \"jsonl\" needs a "
+              "tokenizer");
+  }
+  EXPECT_EQ(text_cache_root(c, "runs/a"), "runs/a/data_cache");
+  c.data.cache_dir = "/shared/cache";
+  EXPECT_EQ(text_cache_root(c, "runs/a"), "/shared/cache");
 }
 
 }  // namespace

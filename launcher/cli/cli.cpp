@@ -86,7 +86,7 @@ int cli_main(int argc, char** argv, const LibTorchWork& work) {
                                                            {"cancel", "clusters"},
                                                            {"chain-step", "clusters"},
                                                            {"ckpt", "stages-and-checkpoints"},
-                                                           {"tokenize", "data-preparation"},
+                                                           {"tokenize", "tokenizers"},
                                                            {"prepare", "data-preparation"}};
   // A command's subcommands (config show, ckpt export, ...) end with their parent's page.
   std::function<void(CLI::App*, const std::string&)> set_footer = [&](CLI::App* a, const std::string& page) {

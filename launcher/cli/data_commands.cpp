@@ -24,6 +24,13 @@ Command add_tokenize(CLI::App& app) {
   c.app->add_flag("--json", o->json, "JSON arrays of ids, one a text (decode: JSON strings)");
   c.app->add_flag("--no-special", o->no_special, "No BOS / EOS from the post-processor (add_special_tokens=False)");
   c.app->add_flag("--tokens", o->tokens, "Print each id's token string beside it");
+  c.app->add_flag("--chat", o->chat,
+                  "With --file: every line is a conversation {\"messages\": [...]}, printed as "
+                  "{\"ids\": [...], \"train\": [...]} (1: an assistant token the loss counts)");
+  c.app->add_option("--chat-template", o->chat_template,
+                    "llama3 | chatml | qwen3 | plain (default: the one tokenizer_config.json carries)");
+  c.app->add_option("--jobs", o->jobs, "Threads encoding the texts (0 = every core); the output is in order")
+      ->check(CLI::Range(0, 1024));
   c.app->add_option("--decode", o->decode, "Decode these ids (\"1 2 3\", \"1,2,3\" or a JSON array)");
   c.app->add_option("--decode-file", o->decode_file, "Decode every line of ids in this file");
   c.app->add_flag("--skip-special", o->skip_special, "Decoding leaves special tokens out (skip_special_tokens=True)");

@@ -7,10 +7,12 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/text/chat_template.h"
 #include "runtime/core/text/tokenizer.h"
 
 namespace gtrain {
@@ -109,30 +111,75 @@ int decode(const text::Tokenizer& tok, const TokenizeOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// The printed line of one text's ids.
+void format_ids(const text::Tokenizer& tok, const std::vector<uint32_t>& ids, const TokenizeOptions& o,
+                std::string& out) {
+  if (o.json) out += '[';
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += o.json ? ',' : ' ';
+    out += std::to_string(ids[i]);
+    if (o.tokens && !o.json) out += "(" + nlohmann::json(tok.token(ids[i])).dump() + ")";
+  }
+  out += o.json ? "]\n" : "\n";
+}
+
+// --chat: one conversation a line, printed as {"ids": [...], "train": [0/1...]}.
+int encode_chats(const text::Tokenizer& tok, const TokenizeOptions& o) {
+  if (o.file.empty())
+    throw ConfigError("gtrain tokenize --chat: give the conversations with --file (a JSON object a line)");
+  const text::ChatTemplate tmpl = text::chat_template_for(tok, o.chat_template, "--chat-template");
+  std::istringstream in(read_all(o.file));
+  std::string line, out;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    const std::string where = o.file + ":" + std::to_string(n);
+    check_utf8(line, where);
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("messages") || !j.at("messages").is_array()) {
+      throw ConfigError(where + ": expected a JSON object with a \"messages\" array");
+    }
+    std::vector<text::ChatMessage> messages;
+    for (const auto& m : j.at("messages")) {
+      if (!m.is_object() || !m.contains("role") || !m.at("role").is_string() || !m.contains("content") ||
+          !m.at("content").is_string()) {
+        throw ConfigError(where + ": every message needs a string \"role\" and a string \"content\"");
+      }
+      messages.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>(),
+                          m.value("reasoning_content", std::string())});
+    }
+    const auto e = text::encode_chat(tok, tmpl, messages, text::TrainOn::assistant);
+    out += nlohmann::json{{"ids", e.ids}, {"train", e.train}}.dump() + "\n";
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace
+
 int run_tokenize_command(const TokenizeOptions& o) {
   const text::Tokenizer tok = text::Tokenizer::load(o.tokenizer);
   if (!o.decode.empty() || !o.decode_file.empty()) return decode(tok, o);
+  if (o.chat) return encode_chats(tok, o);
   const auto texts = texts_of(o);
-  std::string out;
-  std::vector<uint32_t> ids;
   for (const auto& [t, where] : texts) check_utf8(t, where);
-  for (const auto& [t, where] : texts) {
-    ids.clear();
-    tok.encode_into(t, !o.no_special, ids);
-    if (o.json) {
-      out += '[';
-      for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
-      out += "]\n";
-    } else {
-      for (size_t i = 0; i < ids.size(); ++i) {
-        out += (i ? " " : "") + std::to_string(ids[i]);
-        if (o.tokens) out += "(" + nlohmann::json(tok.token(ids[i])).dump() + ")";
-      }
-      out += '\n';
+  // Texts in contiguous blocks, one a thread; printed in order.
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t jobs = std::min(texts.size(), o.jobs > 0 ? static_cast<size_t>(o.jobs) : cores);
+  std::vector<std::string> outs(std::max<size_t>(jobs, 1));
+  auto work = [&](size_t j) {
+    std::vector<uint32_t> ids;
+    for (size_t i = texts.size() * j / jobs; i < texts.size() * (j + 1) / jobs; ++i) {
+      ids.clear();
+      tok.encode_into(texts[i].first, !o.no_special, ids);
+      format_ids(tok, ids, o, outs[j]);
     }
-    if (out.size() > (1u << 20)) std::fwrite(out.data(), 1, out.size(), stdout), out.clear();
-  }
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  };
+  std::vector<std::thread> threads;
+  for (size_t j = 1; j < jobs; ++j) threads.emplace_back(work, j);
+  if (jobs > 0) work(0);
+  for (auto& t : threads) t.join();
+  for (const auto& out : outs) std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
 

@@ -19,6 +19,9 @@ struct TokenizeOptions {
   std::string decode_file;    // --decode-file: a line of ids per text
   bool skip_special = false;  // --skip-special: decoding leaves special tokens out
   bool tokens = false;        // --tokens: print the token strings beside the ids
+  bool chat = false;          // --chat: every line of --file is a conversation {"messages": [...]}
+  std::string chat_template;  // --chat-template: llama3 | chatml | qwen3 | plain ("" = the tokenizer's)
+  int jobs = 0;               // --jobs: threads encoding the texts (0 = every core)
 };
 
 // Runs it; ConfigError (exit 2) for an unreadable file, invalid UTF-8 (file:line: byte N), an

@@ -17,12 +17,16 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// Invalid UTF-8 in `bytes` (which start at `offset` on line `line`): the error naming the line it is on.
-void check_utf8(const std::string& bytes, const std::string& path, int64_t line, uint64_t offset) {
+// Invalid UTF-8 in `bytes` (which start on line `line`): the error naming the line it is on and
+// its byte offset in that line, as gtrain tokenize names it.
+void check_utf8(const std::string& bytes, const std::string& path, int64_t line) {
   const auto bad = utf8_error(bytes);
   if (!bad) return;
-  const int64_t at_line = line + std::count(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(*bad), '\n');
-  throw DataError(str(path, ":", at_line, ": invalid UTF-8 at byte ", offset + *bad),
+  const auto at = static_cast<std::ptrdiff_t>(*bad);
+  const int64_t at_line = line + std::count(bytes.begin(), bytes.begin() + at, '\n');
+  const size_t line_start = *bad == 0 ? 0 : bytes.rfind('\n', *bad - 1);
+  const size_t in_line = line_start == std::string::npos || *bad == 0 ? *bad : *bad - line_start - 1;
+  throw DataError(str(path, ":", at_line, ": invalid UTF-8 at byte ", in_line),
                   "gtrain reads UTF-8 text only: convert the file (iconv -f LATIN1 -t UTF-8) or fix its bytes");
 }
 }  // namespace
@@ -97,7 +101,7 @@ bool DocumentReader::next(RawDocument& doc) {
 
 void text_of(const RawDocument& doc, const std::string& path, InputFormat format, const std::string& key,
              std::string& text) {
-  check_utf8(doc.bytes, path, doc.line, doc.offset);
+  check_utf8(doc.bytes, path, doc.line);
   if (format == InputFormat::text) {
     text = doc.bytes;
     return;

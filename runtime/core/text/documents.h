@@ -47,7 +47,7 @@ class DocumentReader {
 // The document's text: for JSONL, the string under `key` of the line's object; else the bytes
 // themselves. A DataError "FILE:LINE: ..." for a line that is not a JSON object, a missing key, a
 // value that is not a string, or invalid UTF-8 ("FILE:LINE: invalid UTF-8 at byte N", N the offset
-// in the decompressed input).
+// in that line, from 0).
 void text_of(const RawDocument& doc, const std::string& path, InputFormat format, const std::string& key,
              std::string& text);
 

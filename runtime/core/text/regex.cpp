@@ -7,6 +7,7 @@
 
 #include "runtime/core/errors.h"
 #include "runtime/core/text/unicode.h"
+#include "runtime/core/text/unicode_tables.h"
 
 namespace gtrain::text {
 
@@ -17,6 +18,20 @@ struct Regex::Impl {
     if (code) pcre2_code_free(code);
   }
 };
+
+namespace {
+
+bool is_category(const std::string& name) {
+  static const char* kNames[] = {"L",  "Lu", "Ll", "Lt", "Lm", "Lo", "M",  "Mn", "Mc", "Me", "N",
+                                 "Nd", "Nl", "No", "P",  "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po",
+                                 "S",  "Sm", "Sc", "Sk", "So", "Z",  "Zs", "Zl", "Zp", "Cf"};
+  for (const char* n : kNames) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 std::string onig_to_pcre2(const std::string& p, const std::string& where) {
   // Oniguruma (Unicode) classes: \s White_Space, \d Nd, \w letters, marks, Nd and Pc, \h hex digit.
@@ -51,6 +66,22 @@ std::string onig_to_pcre2(const std::string& p, const std::string& where) {
         case 'w':
           out += in_class ? kWord : std::string("[") + kWord + "]";
           break;
+        case 'p': {
+          // A general category: PCRE2's (Unicode 14) and what Unicode 15 and 16 added to it.
+          const size_t close = p.find('}', i);
+          const std::string name = i + 1 < p.size() && p[i + 1] == '{' && close != std::string::npos
+                                       ? p.substr(i + 2, close - i - 2)
+                                       : std::string();
+          const std::string added = is_category(name) ? category_additions(name) : std::string();
+          if (added.empty()) {
+            out += "\\p";
+            break;
+          }
+          const std::string cls = "\\p{" + name + "}" + added;
+          out += in_class ? cls : "[" + cls + "]";
+          i = close;
+          break;
+        }
         case 'W':
           if (in_class) throw ConfigError(where + ": \\W inside a bracket is not supported");
           out += std::string("[^") + kWord + "]";
@@ -118,9 +149,18 @@ Regex& Regex::operator=(Regex&&) noexcept = default;
 void Regex::find_all(std::string_view s, std::vector<std::pair<size_t, size_t>>& out) const {
   out.clear();
   if (s.empty()) return;
+  // Per thread: the match data, and a JIT stack that grows to 64 MiB (the default 32 KiB can run
+  // out on a long run of one character class); an engine error is an error, never a shorter split.
   struct MatchData {
     pcre2_match_data* md = pcre2_match_data_create(4, nullptr);
-    ~MatchData() { pcre2_match_data_free(md); }
+    pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, nullptr);
+    pcre2_match_context* context = pcre2_match_context_create(nullptr);
+    MatchData() { pcre2_jit_stack_assign(context, nullptr, stack); }
+    ~MatchData() {
+      pcre2_match_context_free(context);
+      pcre2_jit_stack_free(stack);
+      pcre2_match_data_free(md);
+    }
   };
   thread_local MatchData data;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
@@ -128,9 +168,16 @@ void Regex::find_all(std::string_view s, std::vector<std::pair<size_t, size_t>>&
   bool have_last = false;
   size_t last_end = 0;
   while (pos <= s.size()) {
-    const int rc = impl_->jit ? pcre2_jit_match(impl_->code, subject, s.size(), pos, 0, data.md, nullptr)
-                              : pcre2_match(impl_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, data.md, nullptr);
-    if (rc < 0) break;
+    const int rc = impl_->jit
+                       ? pcre2_jit_match(impl_->code, subject, s.size(), pos, 0, data.md, data.context)
+                       : pcre2_match(impl_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, data.md, data.context);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof(msg));
+      throw Error("tokenizer pattern failed on a text of " + std::to_string(s.size()) +
+                  " bytes: " + reinterpret_cast<const char*>(msg));
+    }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(data.md);
     const size_t b = ov[0], e = ov[1];
     if (b == e && have_last && last_end == e) {

@@ -128,6 +128,7 @@ struct TokenizerImpl {
   size_t id_bound = 0;
   std::optional<uint32_t> bos, eos;
   std::string normalizer_name, pre_name;
+  std::string chat_template;
 };
 
 namespace {
@@ -243,6 +244,15 @@ Tokenizer Tokenizer::load(const std::string& path) {
     if (t.special) impl->special.insert(t.content);
     impl->id_bound = std::max<size_t>(impl->id_bound, t.id + 1);
   }
+  if (cfg.is_object() && cfg.contains("chat_template")) {
+    const auto& ct = cfg.at("chat_template");
+    if (ct.is_string()) impl->chat_template = ct.get<std::string>();
+    if (ct.is_array()) {  // [{"name": "default", "template": ...}, ...]
+      for (const auto& named : ct) {
+        if (named.value("name", "") == "default") impl->chat_template = named.value("template", "");
+      }
+    }
+  }
   Tokenizer tok(std::move(impl));
   auto& im = *tok.impl_;
   if (auto b = config_token(cfg, "bos_token")) im.bos = tok.token_id(*b);
@@ -346,6 +356,9 @@ std::string Tokenizer::token(uint32_t id) const {
   return t ? *t : std::string();
 }
 
+const std::string& Tokenizer::chat_template() const {
+  return impl_->chat_template;
+}
 const std::string& Tokenizer::hash() const {
   return impl_->hash;
 }

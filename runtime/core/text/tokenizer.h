@@ -37,6 +37,8 @@ class Tokenizer {
   std::optional<uint32_t> eos_id() const;  // tokenizer_config.json's eos_token (else "<|endoftext|>", "</s>")
   std::optional<uint32_t> token_id(std::string_view token) const;  // a vocabulary or added token's id
   std::string token(uint32_t id) const;                            // the vocabulary string of an id ("" when none)
+  // tokenizer_config.json's chat_template ("" = none, or a list of named templates: its "default").
+  const std::string& chat_template() const;
   const std::string& hash() const;  // hex FNV-1a 64 of tokenizer.json's bytes (and the config's)
   const std::string& path() const;  // the tokenizer.json read
   std::string describe() const;     // "BPE byte-level, 50257 ids, NFC, Split(...) ..." for logs

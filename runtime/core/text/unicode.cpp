@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "runtime/core/text/tokenizer.h"
+#include "runtime/core/text/unicode_tables.h"
 
 namespace gtrain::text {
 
@@ -106,10 +107,9 @@ std::string utf8_lossy(std::string_view bytes) {
   return out;
 }
 
-std::string normalize(std::string_view s, NormalForm form) {
-  bool ascii = true;
-  for (char c : s) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
-  if (ascii) return std::string(s);
+namespace {
+
+std::string utf8proc_form(std::string_view s, NormalForm form) {
   int options = UTF8PROC_STABLE;
   switch (form) {
     case NormalForm::nfc:
@@ -134,6 +134,31 @@ std::string normalize(std::string_view s, NormalForm form) {
   return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
 }
 
+}  // namespace
+
+std::string normalize(std::string_view s, NormalForm form) {
+  bool ascii = true;
+  for (char c : s) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
+  if (ascii) return std::string(s);
+  // A character tokenizers' tables do not know is a starter that nothing composes with: the runs
+  // between such characters normalize on their own, and the character stays as it is.
+  std::string out;
+  size_t run = 0;
+  for (size_t i = 0; i < s.size();) {
+    size_t len = 1;
+    const char32_t c = static_cast<unsigned char>(s[i]) < 0x80 ? s[i] : decode_at(s, i, &len);
+    if (c >= 0x7FD && normalization_inert(c)) {
+      out += utf8proc_form(s.substr(run, i - run), form);
+      out.append(s.substr(i, len));
+      run = i + len;
+    }
+    i += len;
+  }
+  if (run == 0) return utf8proc_form(s, form);
+  out += utf8proc_form(s.substr(run), form);
+  return out;
+}
+
 std::string lowercase(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -152,7 +177,8 @@ std::string lowercase(std::string_view s) {
       out += "i\xCC\x87";
       continue;
     }
-    append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
+    const char32_t added = lower_added(c);
+    append_utf8(out, added ? added : static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
   }
   return out;
 }
@@ -182,7 +208,7 @@ bool is_white_space(char32_t c) {
 bool is_numeric(char32_t c) {
   if (c < 0x80) return c >= '0' && c <= '9';
   const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-  return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
+  return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO || numeric_added(c);
 }
 
 bool is_word_char(char32_t c) {

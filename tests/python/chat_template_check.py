@@ -1,0 +1,128 @@
+"""chat_template_check.py: gtrain's native chat templates against transformers' apply_chat_template.
+
+For the Llama 3.2, Qwen2.5 (ChatML) and Qwen3 tokenizers in SHARED (genuine files), 200 generated
+conversations each (system prompts or none, 1-6 turns, empty and long turns, whitespace at the
+ends, Unicode, Qwen3 reasoning in <think> blocks) must give the same token ids through
+`gtrain tokenize TOK --chat` as through apply_chat_template(tokenize=True) with the tokenizer's own
+template (Llama 3's date fixed at the template's "26 Jul 2024"), and the same assistant mask as
+tokenizing the text up to the start and the end of each assistant turn (content and its end-of-turn
+token), the way TRL masks a conversation.
+
+Usage: chat_template_check.py GTRAIN SHARED_TOKENIZERS   (exit 77 when SHARED is absent)
+"""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import transformers
+
+GTRAIN, SHARED = sys.argv[1], sys.argv[2]
+if not os.path.isfile(os.path.join(SHARED, "qwen3", "tokenizer.json")):
+    print(f"chat_template_check: {SHARED} has no tokenizers; skipped")
+    sys.exit(77)
+
+WORDS = ["hello", "world", "GPU", "quota", "naïve", "Ünïcödé", "日本語", "中文", "العربية", "עברית", "😀",
+         "👨‍👩‍👧", "x²", "42", "3.14", "don't", "I'LL", "\t", "  ", "\n", "\n\n", "<b>", "{json}", "e\u0301"]
+
+
+def text(rng, long=False):
+    n = rng.randint(200, 600) if long else rng.choice([0, 1, 2, 5, 12, 30])
+    s = " ".join(rng.choice(WORDS) for _ in range(n))
+    if rng.random() < 0.3:
+        s = rng.choice([" ", "\n", "  \n", "\t"]) + s + rng.choice([" ", "\n", "\n\n"])
+    return s
+
+
+def conversation(rng, family):
+    msgs = []
+    if rng.random() < 0.5:
+        msgs.append({"role": "system", "content": text(rng)})
+    for _ in range(rng.randint(1, 3)):
+        msgs.append({"role": "user", "content": text(rng, rng.random() < 0.1)})
+        answer = text(rng, rng.random() < 0.1)
+        if family == "qwen3" and rng.random() < 0.3:
+            answer = "<think>\n" + text(rng) + "\n</think>\n\n" + answer
+        msgs.append({"role": "assistant", "content": answer})
+    if rng.random() < 0.2:  # a conversation ending on the user's turn
+        msgs.append({"role": "user", "content": text(rng)})
+    return msgs
+
+
+def spans(rendered, family):
+    start = "<|start_header_id|>assistant<|end_header_id|>\n\n" if family == "llama3" else "<|im_start|>assistant\n"
+    end = "<|eot_id|>" if family == "llama3" else "<|im_end|>"
+    out, at = [], 0
+    while True:
+        b = rendered.find(start, at)
+        if b < 0:
+            return out
+        b += len(start)
+        e = rendered.index(end, b) + len(end)
+        out.append((b, e))
+        at = e
+
+
+def main():
+    work = tempfile.mkdtemp()
+    try:
+        dirs = {"llama3": os.path.join(SHARED, "llama3"), "qwen3": os.path.join(SHARED, "qwen3")}
+        chatml = os.path.join(work, "qwen2.5")
+        os.mkdir(chatml)
+        shutil.copy(os.path.join(SHARED, "qwen3", "tokenizer.json"), chatml)
+        shutil.copy(os.path.join(SHARED, "qwen3", "tokenizer_config.qwen2.5.json"),
+                    os.path.join(chatml, "tokenizer_config.json"))
+        dirs["chatml"] = chatml
+        failed = 0
+        for family, path in dirs.items():
+            rng = random.Random(family)
+            convs = [conversation(rng, family) for _ in range(200)]
+            tok = transformers.AutoTokenizer.from_pretrained(path)
+            kwargs = {"date_string": "26 Jul 2024"} if family == "llama3" else {}
+            conv_file = os.path.join(work, family + ".jsonl")
+            with open(conv_file, "w") as f:
+                for c in convs:
+                    f.write(json.dumps({"messages": c}) + "\n")
+            r = subprocess.run([GTRAIN, "tokenize", path, "--file", conv_file, "--chat"], capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"{family}: gtrain exited {r.returncode}: {r.stderr}")
+                failed += 1
+                continue
+            got = [json.loads(line) for line in r.stdout.split("\n")[:-1]]
+            bad_ids = bad_mask = 0
+            for i, c in enumerate(convs):
+                ids = tok.apply_chat_template(c, tokenize=True, **kwargs)
+                if isinstance(ids, dict) or hasattr(ids, "keys"):
+                    ids = ids["input_ids"]
+                rendered = tok.apply_chat_template(c, tokenize=False, **kwargs)
+                mask = [0] * len(ids)
+                for b, e in spans(rendered, family):
+                    lo = len(tok(rendered[:b], add_special_tokens=False)["input_ids"])
+                    hi = len(tok(rendered[:e], add_special_tokens=False)["input_ids"])
+                    for k in range(lo, min(hi, len(ids))):
+                        mask[k] = 1
+                if got[i]["ids"] != list(ids):
+                    bad_ids += 1
+                    if bad_ids <= 2:
+                        k = next(k for k in range(len(ids) + 1) if k >= len(ids) or k >= len(got[i]["ids"])
+                                 or got[i]["ids"][k] != ids[k])
+                        print(f"{family} conversation {i}: ids differ at {k}: transformers {list(ids)[k:k + 6]} "
+                              f"gtrain {got[i]['ids'][k:k + 6]}\n  {rendered[:300]!r}")
+                elif got[i]["train"] != mask:
+                    bad_mask += 1
+                    if bad_mask <= 2:
+                        print(f"{family} conversation {i}: masks differ\n  {rendered[:300]!r}")
+            tokens = sum(len(g["ids"]) for g in got)
+            trained = sum(sum(g["train"]) for g in got)
+            print(f"{family}: {len(convs)} conversations, {tokens} ids ({trained} trained on), "
+                  f"{bad_ids} mismatched ids, {bad_mask} mismatched masks")
+            failed += bad_ids + bad_mask
+        sys.exit(1 if failed else 0)
+    finally:
+        shutil.rmtree(work)
+
+
+main()
