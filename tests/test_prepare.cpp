@@ -263,5 +263,24 @@ TEST(TextData, TokenizerDefaultsToInitFromsFolderAndTheCacheToTheRun) {
   EXPECT_EQ(text_cache_root(c, "runs/a"), "/shared/cache");
 }
 
+// A rank takes the folder the launcher handed over; one its host does not see is prepared there.
+TEST(TextData, ARankPreparesWhatItsHostDoesNotSee) {
+  test::TempDir dir;
+  test::write_file(dir.file("a.jsonl"), "{\"text\": \"one\"}\n{\"text\": \"two\"}\n");
+  JobConfig c;
+  c.data.kind = DataKind::jsonl;
+  c.data.path = dir.file("a.jsonl");
+  c.data.tokenizer = "bytes";
+  c.data.cache_dir = dir.file("cache");
+  const TextData here = text_data_for_rank(c, dir.path(), {{kEnvTextData, dir.file("other-host/cache/0123")}});
+  EXPECT_TRUE(here.prepared);
+  EXPECT_EQ(fs::path(here.dir).parent_path().string(), dir.file("cache"));
+  EXPECT_EQ(here.manifest.documents, 2);
+  const TextData handed = text_data_for_rank(c, dir.path(), {{kEnvTextData, here.dir}});
+  EXPECT_FALSE(handed.prepared);
+  EXPECT_EQ(handed.dir, here.dir);
+  EXPECT_EQ(handed.manifest.key, here.manifest.key);
+}
+
 }  // namespace
 }  // namespace gtrain::text

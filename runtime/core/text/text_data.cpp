@@ -86,7 +86,11 @@ TextData ensure_text_data(const JobConfig& cfg, const std::string& run_dir, std:
 TextData text_data_for_rank(const JobConfig& cfg, const std::string& run_dir,
                             const std::map<std::string, std::string>& env) {
   const auto dir = env.find(kEnvTextData);
-  if (dir == env.end() || dir->second.empty()) return ensure_text_data(cfg, run_dir, nullptr);
+  std::error_code ec;
+  // Not handed over, or a folder this host does not see (data.cache_dir on a node's own disk): this
+  // host prepares its own copy (the ranks on it that race write the same bytes; one copy stays).
+  if (dir == env.end() || dir->second.empty() || !fs::exists(fs::path(dir->second) / kPrepareManifestFile, ec))
+    return ensure_text_data(cfg, run_dir, nullptr);
   TextData td;
   td.dir = dir->second;
   td.manifest = read_prepare_manifest(td.dir);

@@ -36,7 +36,8 @@ std::string text_cache_root(const JobConfig& cfg, const std::string& run_dir);
 // tokenizer with more ids than model.vocab is a ConfigError naming both. Lines to `log` (null: none).
 TextData ensure_text_data(const JobConfig& cfg, const std::string& run_dir, std::ostream* log);
 
-// A rank's side: the folder the launching gtrain handed over (kEnvTextData), else ensure_text_data.
+// A rank's side: the folder the launching gtrain handed over (kEnvTextData), else (none handed
+// over, or not on this host's disks) ensure_text_data.
 TextData text_data_for_rank(const JobConfig& cfg, const std::string& run_dir,
                             const std::map<std::string, std::string>& env);
 
