@@ -153,11 +153,6 @@ struct DecoderSequence : Decoder {
   }
 };
 
-std::string type_of(const nlohmann::json& j, const std::string& where, const char* what) {
-  if (!j.is_object() || !j.contains("type")) throw ConfigError(where + ": " + what + " without a \"type\"");
-  return j.at("type").get<std::string>();
-}
-
 void add_template(const nlohmann::json& j, const std::string& where, PostProcessor& pp) {
   const auto& special = j.at("special_tokens");
   bool seen_sequence = false;
@@ -178,7 +173,7 @@ void add_template(const nlohmann::json& j, const std::string& where, PostProcess
 
 std::unique_ptr<Decoder> make_decoder(const nlohmann::json& j, const std::string& where) {
   if (j.is_null()) return nullptr;
-  const std::string type = type_of(j, where, "decoder");
+  const std::string type = component_type(j, where, "decoder");
   const std::string at = where + ": decoder " + type;
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
   if (type == "Metaspace") {
@@ -217,7 +212,7 @@ std::unique_ptr<Decoder> make_decoder(const nlohmann::json& j, const std::string
 PostProcessor make_post_processor(const nlohmann::json& j, const std::string& where) {
   PostProcessor pp;
   if (j.is_null()) return pp;
-  const std::string type = type_of(j, where, "post_processor");
+  const std::string type = component_type(j, where, "post_processor");
   if (type == "ByteLevel") return pp;
   if (type == "TemplateProcessing") {
     add_template(j, where, pp);

@@ -18,12 +18,12 @@ constexpr const char* kPreTokenizers = "ByteLevel, Split, Metaspace, Digits, Seq
 // GPT-2's byte-level split, as tokenizers' ByteLevel pre-tokenizer writes it.
 constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-std::string type_of(const nlohmann::json& j, const std::string& where, const char* what) {
+}  // namespace
+
+std::string component_type(const nlohmann::json& j, const std::string& where, const char* what) {
   if (!j.is_object() || !j.contains("type")) throw ConfigError(where + ": " + what + " without a \"type\"");
   return j.at("type").get<std::string>();
 }
-
-}  // namespace
 
 Regex make_pattern(const nlohmann::json& p, const std::string& where) {
   if (p.contains("String")) {
@@ -315,7 +315,7 @@ int char_byte(char32_t c) {
 
 std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& j, const std::string& where) {
   if (j.is_null()) return nullptr;
-  const std::string type = type_of(j, where, "normalizer");
+  const std::string type = component_type(j, where, "normalizer");
   const std::string at = where + ": normalizer " + type;
   if (type == "NFC") return std::make_unique<UnicodeForm>(NormalForm::nfc);
   if (type == "NFD") return std::make_unique<UnicodeForm>(NormalForm::nfd);
@@ -347,7 +347,7 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& j, const std::
 
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j, const std::string& where) {
   if (j.is_null()) return nullptr;
-  const std::string type = type_of(j, where, "pre_tokenizer");
+  const std::string type = component_type(j, where, "pre_tokenizer");
   const std::string at = where + ": pre_tokenizer " + type;
   if (type == "ByteLevel") {
     auto p = std::make_unique<ByteLevel>();

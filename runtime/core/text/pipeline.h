@@ -38,6 +38,10 @@ class PreTokenizer {
 std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& j, const std::string& where);
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j, const std::string& where);
 
+// The "type" of a component object of tokenizer.json (`what`: "normalizer", ...); ConfigError naming
+// `where` when it has none.
+std::string component_type(const nlohmann::json& j, const std::string& where, const char* what);
+
 // A pattern object of tokenizer.json: {"String": s} (matched literally) or {"Regex": r}.
 Regex make_pattern(const nlohmann::json& p, const std::string& where);
 
