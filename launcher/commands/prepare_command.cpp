@@ -42,7 +42,10 @@ int run_prepare_command(const PrepareCommandOptions& o, std::ostream& out) {
       << " -> " << o.out << ": " << plural(static_cast<int64_t>(m.shards.size() - eval_shards), "train shard") << ", "
       << plural(static_cast<int64_t>(eval_shards), "eval shard") << " of " << m.dtype << " ids; tokenizer "
       << enc.describe << std::endl;
-  out << "gtrain prepare: " << strf("%.2f s, %.2f MB/s", r.seconds, bytes / 1e6 / std::max(r.seconds, 1e-9))
+  out << "gtrain prepare: "
+      << strf("%.2f s, %.2f MB/s of text (%.2f MB/s of input)", r.seconds,
+              static_cast<double>(r.text_bytes) / 1e6 / std::max(r.seconds, 1e-9),
+              static_cast<double>(bytes) / 1e6 / std::max(r.seconds, 1e-9))
       << ", peak memory " << format_bytes(r.peak_rss) << std::endl;
   return kExitOk;
 }

@@ -45,6 +45,7 @@ struct Chunk {
   std::exception_ptr error;      // set by the reader (its input failed) or a worker (a bad line)
   std::vector<uint32_t> ids;     // the documents' ids, end to end
   std::vector<uint32_t> counts;  // ids per document
+  uint64_t text_bytes = 0;       // the documents' text
 };
 using ChunkPtr = std::shared_ptr<Chunk>;
 
@@ -70,6 +71,7 @@ void encode_chunk(Chunk& c, const PrepareOptions& o, const std::vector<PreparedI
       const PreparedInput& in = inputs[d.input];
       text_of(d, in.path, in.format == "jsonl" ? InputFormat::jsonl : InputFormat::text, o.recipe.text_key, text);
       const size_t before = c.ids.size();
+      c.text_bytes += text.size();
       enc.encode(text, c.ids);
       if (o.recipe.append_eos) c.ids.push_back(*enc.eos);
       c.counts.push_back(static_cast<uint32_t>(c.ids.size() - before));
@@ -159,6 +161,7 @@ struct Writer {
   }
 
   void write(const Chunk& c) {
+    text_bytes += c.text_bytes;
     size_t at = 0;
     for (uint32_t n : c.counts) {
       const bool eval = eval_document(m.documents, o_.recipe.eval_fraction);
@@ -173,6 +176,7 @@ struct Writer {
   const PrepareOptions& o_;
   ShardWriter train_, eval_;
   PrepareManifest m;
+  uint64_t text_bytes = 0;
   std::exception_ptr error;
 };
 
@@ -374,6 +378,7 @@ PrepareResult prepare(const PrepareOptions& o, const Encoder& enc) {
   if (prepared_as(out, m.key, r)) return r;
   staging.commit();
   r.seconds = m.seconds;
+  r.text_bytes = w.text_bytes;
   r.peak_rss = peak_resident_bytes();
   return r;
 }

@@ -28,7 +28,8 @@ struct PrepareResult {
   PrepareManifest manifest;
   bool up_to_date = false;  // the output already held this preparation: nothing was done
   double seconds = 0;
-  double peak_rss = 0;  // bytes
+  double peak_rss = 0;      // bytes
+  uint64_t text_bytes = 0;  // the documents' text tokenized (decompressed, without JSON around it)
 };
 
 // Each input's format (recipe.format, else by its name), size and CRC-32C, in order.
