@@ -29,7 +29,7 @@ case $name in
   save_stall) cmd=(env SIZE=tiny "$here/bench_save_stall.sh" "$build"); want='async / sync: [0-9.]+x   \(target' ;;
   cli_startup) cmd=(env SIZE=tiny "$here/bench_cli_startup.sh" "$build")
                want='^gtrain --help +[0-9.]+ ms +[0-9.]+ ms +[0-9.]+x' want2='^gtrain plan 175B --gpus 4096 +[0-9.]+ ms +[0-9.]+ ms +[0-9.]+x' ;;
-  restart) cmd=(env AT_STEP=50 STEPS=600 "$here/bench_restart.sh" "$build")
+  restart) cmd=(env AT_STEP=50 STEPS=150 "$here/bench_restart.sh" "$build")
            want='kill: detected [0-9.]+ s after the signal, first step [0-9.]+ s after the detection' ;;
   dp) cmd=("$venv" run env STEPS=8 "$here/bench_dp.sh" "$build"); want='round 2: samples/s gtrain [0-9.]+ +pytorch-ddp [0-9.]+ +ratio [0-9.]+x' ;;
   llama) cmd=("$venv" run env SIZE=tiny STEPS=8 ROUNDS=1 THREADS=1 "$here/bench_llama.sh" "$build")

@@ -23,6 +23,7 @@ PKGS=(
   libtorch-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
+  libpcre2-dev libutf8proc-dev
   dataset-fashion-mnist python3-venv
   slurmctld slurmd slurm-client munge
 )

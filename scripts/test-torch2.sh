@@ -40,12 +40,13 @@ bind /dev; bind /dev/pts; bind /dev/shm
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
 chroot "$root" /bin/bash -c 'set -e; export DEBIAN_FRONTEND=noninteractive
-  if ! dpkg -s libtorch-dev >/dev/null 2>&1; then
+  if ! dpkg -s libtorch-dev libpcre2-dev libutf8proc-dev >/dev/null 2>&1; then
     # A mirror snapshot'"'"'s sid Release may be past its Valid-Until date; signatures are still checked.
     echo "Acquire::Check-Valid-Until \"false\";" > /etc/apt/apt.conf.d/99gtrain-snapshot
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends libtorch-dev libopenmpi-dev openmpi-bin libcli11-dev \
-      libtomlplusplus-dev libgtest-dev nlohmann-json3-dev libopenblas0-pthread cmake ninja-build g++ lld \
+      libtomlplusplus-dev libgtest-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libopenblas0-pthread \
+      pkg-config cmake ninja-build g++ lld \
       ccache make python3 procps >/dev/null
   fi
   echo "test-torch2: $(dpkg-query -W -f="LibTorch \${Version}" libtorch-dev), $(g++ --version | head -1)"'

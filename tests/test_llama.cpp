@@ -7,10 +7,12 @@
 #include <algorithm>
 
 #include <cmath>
+#include <filesystem>
 
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/config/model_presets.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/text/pipeline.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/llama.h"
 #include "tests/support/test_util.h"
@@ -216,6 +218,32 @@ progress = "none"
     EXPECT_NE(r.output.find(expect), std::string::npos) << flags << "\n" << r.output;
     EXPECT_EQ(test::lines(r.output).size(), 1u) << r.output;
   }
+  // Through a tokenizer.json: a byte-level BPE whose id of each byte is the byte gives the same ids
+  // and text as the bytes; one with more ids than the model has is refused by name.
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[gtrain::text::byte_char(static_cast<unsigned char>(b))] = b;
+  nlohmann::json tokenizer = {{"added_tokens", nlohmann::json::array()},
+                              {"normalizer", nullptr},
+                              {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+                              {"post_processor", nullptr},
+                              {"decoder", {{"type", "ByteLevel"}}},
+                              {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+  std::filesystem::create_directories(dir.file("tok"));
+  std::filesystem::create_directories(dir.file("big"));
+  test::write_file(dir.file("tok/tokenizer.json"), tokenizer.dump());
+  const auto through =
+      sample("--tokenizer " + dir.file("tok") + " --prompt-text 'The GNU ' --tokens 8 --temperature 0 --json");
+  ASSERT_EQ(through.exit_code, 0) << through.output;
+  const auto jt = nlohmann::json::parse(through.output);
+  EXPECT_EQ(jt.at("prompt"), j.at("prompt"));
+  EXPECT_EQ(jt.at("tokens"), j.at("tokens"));
+  EXPECT_EQ(jt.at("text"), j.at("text"));
+  vocab["<|big|>"] = 300;
+  tokenizer["model"]["vocab"] = vocab;
+  test::write_file(dir.file("big/tokenizer.json"), tokenizer.dump());
+  const auto big = sample("--tokenizer " + dir.file("big") + " --prompt-text x --tokens 2");
+  EXPECT_EQ(big.exit_code, 2) << big.output;
+  EXPECT_NE(big.output.find("has 301 ids, more than the model's vocabulary of 256"), std::string::npos) << big.output;
   // A missing path is named, not the literal "PATH" of the usage line.
   const auto missing = test::run_command(GTRAIN_BINARY + " sample " + dir.file("nope") + " --prompt-ids 1");
   EXPECT_EQ(missing.exit_code, 2) << missing.output;

@@ -35,6 +35,7 @@ const std::vector<Case>& cases() {
       {"plan --help", false, true},
       {"ckpt export --help", false, true},
       {"config show --help", false, true},
+      {"tokenize --help", false, true},
       {"", false, true},
       {"bogus", false, true},
       {"status", false, true},

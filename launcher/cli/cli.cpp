@@ -69,7 +69,8 @@ int cli_main(int argc, char** argv, const LibTorchWork& work) {
                                          add_submit(app),
                                          add_cancel(app),
                                          add_chain_step(app),
-                                         add_ckpt(app, work)};
+                                         add_ckpt(app, work),
+                                         add_tokenize(app)};
   // Each command's help ends with the docs page that explains it.
   static const std::map<std::string, std::string> kDocs = {{"run", "stages-and-checkpoints"},
                                                            {"config", "configuration"},
@@ -83,7 +84,8 @@ int cli_main(int argc, char** argv, const LibTorchWork& work) {
                                                            {"submit", "clusters"},
                                                            {"cancel", "clusters"},
                                                            {"chain-step", "clusters"},
-                                                           {"ckpt", "stages-and-checkpoints"}};
+                                                           {"ckpt", "stages-and-checkpoints"},
+                                                           {"tokenize", "tokenizers"}};
   // A command's subcommands (config show, ckpt export, ...) end with their parent's page.
   std::function<void(CLI::App*, const std::string&)> set_footer = [&](CLI::App* a, const std::string& page) {
     a->footer("Docs: docs/" + page + ".md");

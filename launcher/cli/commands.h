@@ -33,5 +33,7 @@ Command add_submit(CLI::App& app);
 Command add_cancel(CLI::App& app);
 Command add_chain_step(CLI::App& app);
 Command add_ckpt(CLI::App& app, const LibTorchWork& work);
+// Data: data_commands.cpp.
+Command add_tokenize(CLI::App& app);
 
 }  // namespace gtrain

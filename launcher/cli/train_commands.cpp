@@ -133,12 +133,17 @@ Command add_sample(CLI::App& app, const LibTorchWork& work) {
           "Run, checkpoints or checkpoint directory (the newest checkpoint), or a Hugging Face model directory")
       ->required();
   c.app->add_option("--prompt-ids", o->prompt_ids, "The prompt as token ids: 1,2,3");
-  c.app->add_option("--prompt-text", o->prompt_text, "The prompt as text (byte-level models, data.kind = text_bytes)");
+  c.app->add_option(
+      "--prompt-text", o->prompt_text,
+      "The prompt as text: through the run's tokenizer (data.tokenizer, or the Hugging Face directory's), "
+      "or bytes for data.kind = text_bytes");
+  c.app->add_option("--tokenizer", o->tokenizer,
+                    "A tokenizer.json or model directory (default: the run's or the model's)");
   c.app->add_option("--tokens", o->tokens, "Tokens to generate")->capture_default_str();
   c.app->add_option("--temperature", o->temperature, "Softmax temperature; 0 = greedy")->capture_default_str();
   c.app->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
   c.app->add_option("--seed", o->seed, "Seed of the sampling")->capture_default_str();
-  c.app->add_flag("--json", o->json, "One JSON object: source, prompt, tokens (and text)");
+  c.app->add_flag("--json", o->json, "One JSON object: source, prompt, tokens (and text, with a tokenizer)");
   c.run = [o, sample = work.sample] { return sample(*o); };
   return c;
 }

@@ -4,7 +4,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/text/tokenizer.h"
 #include "runtime/models/decoder_lm.h"
 #include "runtime/models/model_registry.h"
 
@@ -25,7 +28,19 @@ struct Loaded {
   std::shared_ptr<DecoderLm> model;
   bool bytes = false;  // byte-level (text_bytes): token i is byte i
   std::string source;
+  std::string tokenizer;  // where its tokenizer is ("" = none known)
 };
+
+// A string value of the run's resolved config (the manifest keeps each as TOML text), "" if absent.
+std::string config_string(const std::optional<nlohmann::json>& config, const std::string& key) {
+  if (!config || !config->contains(key) || !config->at(key).is_string()) return "";
+  const auto v = nlohmann::json::parse(config->at(key).get<std::string>(), nullptr, false);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
+bool has_tokenizer(const std::string& dir) {
+  return !dir.empty() && std::ifstream(dir + "/tokenizer.json").good();
+}
 
 // The model of a gtrain checkpoint: its [model] keys from the manifest, its vocabulary from the
 // embedding, its weights read whole (any layout wrote them).
@@ -62,6 +77,10 @@ Loaded load_checkpoint(const std::string& path) {
   if (meta.config && meta.config->contains("data.kind")) {
     out.bytes = meta.config->at("data.kind").get<std::string>() == "\"text_bytes\"";
   }
+  // The tokenizer it was trained with: data.tokenizer, else the Hugging Face directory it began from.
+  out.tokenizer = config_string(meta.config, "data.tokenizer");
+  const std::string init = config_string(meta.config, "checkpoint.init_from");
+  if (out.tokenizer.empty() && has_tokenizer(init)) out.tokenizer = init;
   return out;
 }
 
@@ -82,6 +101,7 @@ Loaded load_hf(const std::string& dir) {
   Loaded out;
   out.model = model;
   out.source = dir + " (" + hf_architecture(hf.shape().family) + ")";
+  if (has_tokenizer(dir)) out.tokenizer = dir;
   return out;
 }
 
@@ -128,14 +148,28 @@ int sample_command(const SampleOptions& o) {
   if (o.top_k < 0) throw ConfigError("--top-k: expected 0 (all tokens) or more");
   Loaded m = is_hf_model_dir(o.path) ? load_hf(o.path) : load_checkpoint(o.path);
   const ModelConfig& mc = m.model->config();
+  if (!o.tokenizer.empty()) m.tokenizer = o.tokenizer, m.bytes = false;  // the flag wins over bytes
+  std::optional<text::Tokenizer> tok;
+  if (!m.tokenizer.empty() && !m.bytes) tok = text::Tokenizer::load(m.tokenizer);
+  if (tok && static_cast<int64_t>(tok->vocab_size()) > m.model->vocab()) {
+    throw ConfigError("--tokenizer: " + tok->path() + " has " + std::to_string(tok->vocab_size()) +
+                      " ids, more than the model's vocabulary of " + std::to_string(m.model->vocab()));
+  }
   std::vector<int64_t> prompt;
   if (!o.prompt_text.empty()) {
-    if (!m.bytes) {
+    if (!m.bytes && !tok) {
       throw ConfigError("--prompt-text: " + m.source +
-                            " was not trained on bytes (data.kind = \"text_bytes\"), so text has no token ids here",
-                        "give the tokenizer's ids with --prompt-ids");
+                            " has no tokenizer gtrain knows of (no data.tokenizer, no tokenizer.json in its directory)",
+                        "name one with --tokenizer PATH, or give the ids with --prompt-ids");
     }
-    for (unsigned char ch : o.prompt_text) prompt.push_back(ch);
+    if (auto bad = text::utf8_error(o.prompt_text)) {
+      throw ConfigError("--prompt-text: invalid UTF-8 at byte " + std::to_string(*bad));
+    }
+    if (tok) {
+      for (uint32_t id : tok->encode(o.prompt_text)) prompt.push_back(id);
+    } else {
+      for (unsigned char ch : o.prompt_text) prompt.push_back(ch);
+    }
   } else {
     prompt = parse_prompt_ids(o.prompt_ids);
     for (int64_t id : prompt) {
@@ -169,20 +203,27 @@ int sample_command(const SampleOptions& o) {
     if (i + 1 < o.tokens) logits = m.model->decode(torch::tensor({next}, torch::kLong).unsqueeze(0), cache);
   }
   std::string text;
+  const bool has_text = m.bytes || tok.has_value();
   if (m.bytes) {
     for (size_t i = 0; i < out.size(); ++i)
       if (!(at_eos && i + 1 == out.size())) text += static_cast<char>(out[i]);
+  } else if (tok) {  // the generated ids as text, special tokens (the end of sequence) left out
+    text = tok->decode(std::vector<uint32_t>(out.begin(), out.end()), true);
   }
   if (o.json) {
     nlohmann::json j = {
         {"source", m.source}, {"prompt", prompt}, {"tokens", out}, {"stopped", at_eos ? "eos" : "length"}};
-    if (m.bytes) j["text"] = text;
+    if (has_text) j["text"] = text;
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else {
     std::string ids;
     for (size_t i = 0; i < out.size(); ++i) ids += (i ? "," : "") + std::to_string(out[i]);
     std::cout << ids << "\n";
-    if (m.bytes) std::cout << o.prompt_text << text << "\n";
+    if (has_text)
+      std::cout << (o.prompt_text.empty() && tok
+                        ? tok->decode(std::vector<uint32_t>(prompt.begin(), prompt.end()), true)
+                        : o.prompt_text)
+                << text << "\n";
   }
   return 0;
 }

@@ -32,14 +32,14 @@ class Tokenizer {
   // An id outside the vocabulary is a ConfigError naming it.
   std::string decode(const std::vector<uint32_t>& ids, bool skip_special = false) const;
 
-  size_t vocab_size() const;                   // the largest id + 1 (model vocabulary and added tokens)
-  std::optional<uint32_t> bos_id() const;      // tokenizer_config.json's bos_token, else the post-processor's
-  std::optional<uint32_t> eos_id() const;      // tokenizer_config.json's eos_token (else "<|endoftext|>", "</s>")
+  size_t vocab_size() const;               // the largest id + 1 (model vocabulary and added tokens)
+  std::optional<uint32_t> bos_id() const;  // tokenizer_config.json's bos_token, else the post-processor's
+  std::optional<uint32_t> eos_id() const;  // tokenizer_config.json's eos_token (else "<|endoftext|>", "</s>")
   std::optional<uint32_t> token_id(std::string_view token) const;  // a vocabulary or added token's id
-  std::string token(uint32_t id) const;        // the vocabulary string of an id ("" when none)
-  const std::string& hash() const;             // hex FNV-1a 64 of tokenizer.json's bytes (and the config's)
-  const std::string& path() const;             // the tokenizer.json read
-  std::string describe() const;                // "BPE byte-level, 50257 ids, NFC, Split(...) ..." for logs
+  std::string token(uint32_t id) const;                            // the vocabulary string of an id ("" when none)
+  const std::string& hash() const;  // hex FNV-1a 64 of tokenizer.json's bytes (and the config's)
+  const std::string& path() const;  // the tokenizer.json read
+  std::string describe() const;     // "BPE byte-level, 50257 ids, NFC, Split(...) ..." for logs
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
