@@ -304,9 +304,12 @@ GENERATORS = [block_samples, combining, emoji, cjk, rtl, digits, whitespace, con
               empty_lines, special_strings, prose]
 
 
-def unicode_documents(seed=49):
-    """Yields (source, text) for the generated corpus (same texts for the same seed)."""
+def unicode_documents(seed=49, kinds=None):
+    """Yields (source, text) for the generated corpus (same texts for the same seed); `kinds`: only
+    these generators (names without the module)."""
     for gen in GENERATORS:
+        if kinds is not None and gen.__name__ not in kinds:
+            continue
         rng = random.Random(f"{seed}:{gen.__name__}")
         for i, t in enumerate(gen(rng)):
             yield f"gen:{gen.__name__}:{i}", t

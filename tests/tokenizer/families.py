@@ -57,9 +57,11 @@ def check_genuine(family):
 
 
 def training_text():
-    """A fixed text to train the small BPEs on: the generated corpus (and the GPL, where present)."""
+    """A fixed text to train the small BPEs on: part of the generated corpus (another seed) and
+    three licenses, where present."""
     import corpus
-    texts = [t for _, t in corpus.unicode_documents(seed=7)]
+    kinds = ("prose", "cjk", "rtl", "digits", "emoji", "combining", "special_strings", "whitespace")
+    texts = [t for _, t in corpus.unicode_documents(seed=7, kinds=kinds)]
     for name in ("GPL-3", "Apache-2.0", "MPL-2.0"):
         p = os.path.join("/usr/share/common-licenses", name)
         if os.path.exists(p):
@@ -210,7 +212,7 @@ def build(family, outdir, texts=None):
     elif family == "smollm":
         pre = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
                                        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)])
-        vocab, merges = train(texts, pre, 3000, 0, bl_alphabet)
+        vocab, merges = train(texts, pre, 2000, 0, bl_alphabet)
         front = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<repo_name>", "<reponame>", "<file_sep>"]
         vocab = with_front(front, vocab)
         tok = Tokenizer(models.BPE(vocab, merges))
@@ -229,7 +231,7 @@ def build(family, outdir, texts=None):
             pre_tokenizers.Split("_", "contiguous"),
             pre_tokenizers.Split(Regex("[.,;:!?](?!\\p{P})"), "isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-        vocab, merges = train(texts, pre, 2500, 0, bl_alphabet, normalizer=norm)
+        vocab, merges = train(texts, pre, 2000, 0, bl_alphabet, normalizer=norm)
         vocab = with_front(["<s>", "</s>"], vocab)
         tok = Tokenizer(models.BPE(vocab, merges, ignore_merges=True))
         tok.normalizer = norm

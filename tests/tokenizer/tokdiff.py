@@ -222,15 +222,15 @@ def self_test():
     ok = True
     for inject in ("0", "1"):
         env = dict(os.environ, TOKDIFF_INJECT=inject)
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--gtrain", "hf", "--family", "gpt2",
-                            "--family", "mistral", "--sample-kb", "40"], env=env, capture_output=True, text=True)
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--gtrain", "hf", "--family", "mistral",
+                            "--sample-kb", "30"], env=env, capture_output=True, text=True)
         print(p.stdout, end="")
-        summary = [x for x in p.stdout.splitlines() if x.startswith(("gpt2: ", "mistral: "))]
+        summary = [x for x in p.stdout.splitlines() if x.startswith("mistral: ")]
         if inject == "0":
-            good = p.returncode == 0 and len(summary) == 2 and all("0 mismatched ids, 0 mismatched decodes" in x
+            good = p.returncode == 0 and len(summary) == 1 and all("0 mismatched ids, 0 mismatched decodes" in x
                                                                    for x in summary)
         else:
-            good = p.returncode == 1 and len(summary) == 2 and all(
+            good = p.returncode == 1 and len(summary) == 1 and all(
                 " 0 mismatched ids" not in x and " 0 mismatched decodes" not in x for x in summary) \
                 and "first differ at id" in p.stdout and "first differ at char" in p.stdout
         print(f"self-test {'exact' if inject == '0' else 'injected error'}: {'ok' if good else 'FAILED'} (exit {p.returncode})")
@@ -283,7 +283,7 @@ def main():
                 print("  " + e)
             for e in r.id_examples + r.decode_examples:
                 print("  " + e.replace("\n", "\n  "))
-    report(results, args, args.report)
+            report(results, args, args.report)  # after each tokenizer: a long run is read as it goes
     bad = sum(r.bad_ids + r.bad_decodes for r in results)
     total_texts = sum(r.texts for r in results)
     print(f"tokdiff: {len(results)} tokenizers, {total_texts} texts, "
