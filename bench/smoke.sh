@@ -36,7 +36,9 @@ case $name in
          want='round 1: step time gtrain [0-9.]+ ms +transformers eager [0-9.]+ ms +ratio transformers/gtrain [0-9.]+x' ;;
   gpu_gpt2) cmd=("$venv" run env BUILD="$build" OUT="$tmp/out" "$here/gpu_gpt2.sh" --smoke --no-record)
             want='gtrain / eager' want2='llama: gtrain / transformers eager = [0-9.]+x' ;;
-  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart cli_startup dp llama gpu_gpt2)" >&2; exit 2 ;;
+  tokenizer) cmd=(env SIZE=tiny "$here/bench_tokenizer.sh" "$build")
+             want='^gpt2: .*gtrain/tokenizers 1 thread: [0-9.]+x' want2='gtrain/tiktoken 1 thread: [0-9.]+x' ;;
+  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart cli_startup dp llama gpu_gpt2 tokenizer)" >&2; exit 2 ;;
 esac
 rc=0
 "${cmd[@]}" >"$tmp/out.txt" 2>&1 || rc=$?
