@@ -286,6 +286,7 @@ def special_strings(rng):
 
 def prose(rng):
     out = ["I'm, you're, he's, we've, they'll, I'd, don't, DON'T, I'M, We'LL, it’s, rock ’n’ roll",
+           "it'ſ, it'\u212a, I'\u0130, he'\u017fS, we'\ufb06, 'ǅ 'Ǆ 'ǆ, 'ΣΑΣ 'ς, 'ᲀ, x'LL x'Ll x'lL, 'VE 'Re 'rE 'D",
            "The quick brown fox jumps over the lazy dog.", "Ça va? Größe, naïve café, Øre, Æsir, ĳ, ŉ",
            "Привет, мир! Ёлка.", "Γειά σου Κόσμε! ΣΊΣΥΦΟΣ", "नमस्ते दुनिया", "สวัสดีชาวโลก", "ሰላም ልዑል", "გამარჯობა",
            "Xin chào thế giới", "Tiếng Việt có dấu: ắằẳẵặ", "mañana año pingüino", "Ḽơᶉëᶆ ȋṕšᶙṁ ḍỡḽǭᵳ",

@@ -22,6 +22,7 @@ Usage (in the project venv: scripts/venv.sh run python3 tests/tokenizer/tokdiff.
 Families: all of families.ALL by default. `--gtrain hf` runs hf_tokenize.py (HF) in gtrain's place.
 """
 import argparse
+import itertools
 import json
 import os
 import random
@@ -184,6 +185,21 @@ def shards(texts, shard_bytes):
         yield cur
 
 
+def added_token_texts(tok, seed):
+    """Texts made of this tokenizer's own added tokens: each alone, spaced, glued, cut, re-cased, and
+    random runs of them (longest match among tokens sharing a prefix, lstrip / rstrip / single_word)."""
+    added = [t.content for _, t in sorted(tok.get_added_tokens_decoder().items())]
+    out = []
+    for c in added[:400]:
+        out += [(f"added:{c}", x) for x in (c, " " + c + " ", "a" + c + "b", c + c, c[:-1], c[1:], c.upper(),
+                                             c.lower(), "x  " + c, c + "\n", "\t" + c, c + "s", "The" + c + " end")]
+    rng = random.Random(seed)
+    for i in range(300 if added else 0):
+        parts = [rng.choice(added) for _ in range(rng.randint(2, 5))]
+        out.append((f"added:run{i}", "".join(p + rng.choice(["", " ", "  ", "\n", "a", "é", " x "]) for p in parts)))
+    return out
+
+
 def run_family(family, gtrain, texts, work, show, shard_bytes):
     from tokenizers import Tokenizer
     res = Result(family)
@@ -195,7 +211,8 @@ def run_family(family, gtrain, texts, work, show, shard_bytes):
         res.errors.append(f"`tokenize {path} --text a --json` failed: {probe}")
         res.bad_ids = res.bad_decodes = 1
         return res
-    for shard in shards(texts() if callable(texts) else texts, shard_bytes):
+    own = added_token_texts(tok, len(family))
+    for shard in shards(itertools.chain(own, texts() if callable(texts) else texts), shard_bytes):
         compare_shard(res, tok, runner, shard, show)
     return res
 
