@@ -2,7 +2,8 @@
 """tokdiff.py: gtrain's tokenizer against Hugging Face `tokenizers`, id for id and text for text.
 
 For each tokenizer family (families.py), the corpus (corpus.py: a sample, or all of it) is encoded
-by HF (Tokenizer.from_file, encode_batch with add_special_tokens True and False) and by
+by HF (Tokenizer.from_file, encode_batch with add_special_tokens True and False; on the whole
+corpus HF encodes without and its post_process adds the specials, what encode(True) does) and by
 `gtrain tokenize TOK --file F --each-json-line --json [--no-special]` (one process per pass and
 shard); HF's ids are then decoded both ways (`gtrain tokenize TOK --decode-file F --json`, with and
 without --skip-special, against HF decode_batch with the same skip_special_tokens), and so are
@@ -112,13 +113,20 @@ def describe_ids(tok, ids, at, width=6):
     return f"[{'... ' if lo else ''}{', '.join(f'{i}:{t!r}' for i, t in zip(part, toks))}{' ...' if at + width < len(ids) else ''}]"
 
 
-def compare_shard(res, tok, runner, shard, show):
+def compare_shard(res, tok, runner, shard, show, derive_special):
     texts = [t for _, t in shard]
     jl = [json.dumps(t, ensure_ascii=False) for t in texts]
     hf = {}
+    if derive_special:  # the whole corpus: HF encodes once, its post-processor adds the specials
+        t0 = time.time()
+        encs = tok.encode_batch(texts, add_special_tokens=False)
+        hf[False] = [e.ids for e in encs]
+        hf[True] = [tok.post_process(e, None, True).ids for e in encs]
+        res.t_hf += time.time() - t0
     for special in (True, False):
         t0 = time.time()
-        hf[special] = [e.ids for e in tok.encode_batch(texts, add_special_tokens=special)]
+        if not derive_special:
+            hf[special] = [e.ids for e in tok.encode_batch(texts, add_special_tokens=special)]
         res.t_hf += time.time() - t0
         t0 = time.time()
         got = runner.each(["--file", "@", "--each-json-line", "--json"] + ([] if special else ["--no-special"]), jl)
@@ -200,7 +208,7 @@ def added_token_texts(tok, seed):
     return out
 
 
-def run_family(family, gtrain, texts, work, show, shard_bytes):
+def run_family(family, gtrain, texts, work, show, shard_bytes, derive_special=False):
     from tokenizers import Tokenizer
     res = Result(family)
     path = families.build(family, work)
@@ -213,7 +221,7 @@ def run_family(family, gtrain, texts, work, show, shard_bytes):
         return res
     own = added_token_texts(tok, len(family))
     for shard in shards(itertools.chain(own, texts() if callable(texts) else texts), shard_bytes):
-        compare_shard(res, tok, runner, shard, show)
+        compare_shard(res, tok, runner, shard, show, derive_special)
     return res
 
 
@@ -293,7 +301,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tokdiff-") as work:
         for f in fams:
             t0 = time.time()
-            r = run_family(f, args.gtrain, texts, work, args.show, int(args.shard_mb * 1e6))
+            r = run_family(f, args.gtrain, texts, work, args.show, int(args.shard_mb * 1e6), args.corpus == "full")
             results.append(r)
             print(r.line() + f"   ({time.time() - t0:.1f} s: HF {r.t_hf:.1f} s, gtrain {r.t_gtrain:.1f} s)", flush=True)
             for e in r.errors:
