@@ -222,6 +222,8 @@ def run_family(family, gtrain, texts, work, show, shard_bytes, derive_special=Fa
     own = added_token_texts(tok, len(family))
     for shard in shards(itertools.chain(own, texts() if callable(texts) else texts), shard_bytes):
         compare_shard(res, tok, runner, shard, show, derive_special)
+        if derive_special:  # the whole corpus: a progress line per shard
+            print(f"  ... {res.line()}", file=sys.stderr, flush=True)
     return res
 
 
