@@ -38,7 +38,9 @@ case $name in
             want='gtrain / eager' want2='llama: gtrain / transformers eager = [0-9.]+x' ;;
   data_kinds) cmd=(env MB=1 STEPS=6 ROUNDS=1 "$here/bench_data_kinds.sh" "$build")
               want='^prepare \(.*\): 1 thread [0-9.]+ MB/s .* MB/s per core' want2='^step time: tokens [0-9.]+ ms +jsonl \(cache warm\) [0-9.]+ ms +ratio jsonl/tokens [0-9.]+x' ;;
-  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart cli_startup dp llama gpu_gpt2 data_kinds)" >&2; exit 2 ;;
+  tokenizer) cmd=(env SIZE=tiny "$here/bench_tokenizer.sh" "$build")
+             want='^gpt2: .*gtrain/tokenizers 1 thread: [0-9.]+x' want2='gtrain/tiktoken 1 thread: [0-9.]+x' ;;
+  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart cli_startup dp llama gpu_gpt2 data_kinds tokenizer)" >&2; exit 2 ;;
 esac
 rc=0
 "${cmd[@]}" >"$tmp/out.txt" 2>&1 || rc=$?

@@ -6,7 +6,8 @@
 # BUILD-torch2-sanitize); docs (README's and docs/'s runnable blocks) with mpirun; browser always (headless chromium, which make test installs). Not compat (every LibTorch source compiled against Debian sid's 2.14
 # headers with C++20, 9 minutes on 2 cores): the torch2 label builds and tests against 2.x for
 # real, and make test must stay within CI's time; run it with LABELS=compat scripts/run-tests.sh
-# build when touching torch_compat.h.
+# build when touching torch_compat.h. Not corpus either (the tokenizer against Hugging Face on the
+# whole corpus, an hour and more: LABELS=corpus scripts/run-tests.sh build; CI runs a sample of it).
 # Environment: LABELS, a '|'-separated label list to run instead; CTEST_JOBS (default 2: tests that
 # start ranks or compile hold both slots, tests/CMakeLists.txt);
 # GTRAIN_TEST_START, the Unix time make test started (the table then shows the whole).

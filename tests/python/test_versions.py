@@ -14,7 +14,8 @@ for line in REQ.read_text().splitlines():
 
 failures = []
 for module, dist in [("torch", "torch"), ("transformers", "transformers"), ("safetensors", "safetensors"),
-                     ("tensorboard", "tensorboard"), ("numpy", "numpy")]:
+                     ("tensorboard", "tensorboard"), ("numpy", "numpy"), ("tokenizers", "tokenizers"),
+                     ("tiktoken", "tiktoken"), ("peft", "peft")]:
     try:
         m = importlib.import_module(module)
     except Exception as e:  # an import that fails is the finding
