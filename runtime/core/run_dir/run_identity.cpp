@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/core/fnv.h"
 #include "runtime/core/run_dir/run_files.h"
 #include "runtime/core/run_dir/stage_records.h"
 
@@ -19,19 +20,6 @@ namespace fs = std::filesystem;
 
 namespace gtrain {
 namespace {
-
-constexpr uint64_t kFnvOffset = 1469598103934665603ull, kFnvPrime = 1099511628211ull;
-
-uint64_t fnv1a(const char* data, size_t n, uint64_t h = kFnvOffset) {
-  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(data[i])) * kFnvPrime;
-  return h;
-}
-
-std::string hex(uint64_t h, int digits) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return std::string(buf + 16 - digits);
-}
 
 // A file's fingerprint: its size and a hash of its first and last 64 KiB (what the token datasets'
 // own identity reads: a changed file almost always changes there, and reading it all would cost a
@@ -48,13 +36,14 @@ nlohmann::json file_fingerprint(const fs::path& file, const std::string& split, 
   constexpr size_t kEdge = 64 << 10;
   std::string buf(std::min<size_t>(kEdge, bytes), '\0');
   in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-  uint64_t h = fnv1a(buf.data(), static_cast<size_t>(in.gcount()));
+  Fnv1a h;
+  h.add(std::string_view(buf.data(), static_cast<size_t>(in.gcount())));
   if (bytes > kEdge) {
     in.seekg(static_cast<std::streamoff>(bytes - std::min<size_t>(kEdge, bytes - kEdge)));
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    h = fnv1a(buf.data(), static_cast<size_t>(in.gcount()), h);
+    h.add(std::string_view(buf.data(), static_cast<size_t>(in.gcount())));
   }
-  out["hash"] = hex(h, 16);
+  out["hash"] = h.hex();
   return out;
 }
 
@@ -136,7 +125,7 @@ std::string RunIdentity::id() const {
   const nlohmann::json j = {
       {"config", config}, {"layout", layout}, {"data", data}, {"init", init}, {"version", version}};
   const std::string text = j.dump();
-  return hex(fnv1a(text.data(), text.size()), 12);
+  return Fnv1a().add(text).hex(12);
 }
 
 RunIdentity RunIdentity::from_json(const nlohmann::json& j) {

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/fnv.h"
 #include "runtime/core/format.h"
 #include "runtime/core/text/byte_stream.h"
 
@@ -22,10 +23,6 @@ T field(const nlohmann::json& j, const char* name, const std::string& where) {
   }
 }
 
-uint64_t fnv1a(uint64_t h, const std::string& s) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return (h ^ 0xff) * 1099511628211ull;  // a separator, so "ab","c" differs from "a","bc"
-}
 }  // namespace
 
 nlohmann::json PrepareRecipe::to_json() const {
@@ -100,12 +97,10 @@ std::vector<std::string> PrepareManifest::shard_files(const std::string& split) 
 
 std::string prepare_key(const std::string& tokenizer_hash, const PrepareRecipe& recipe,
                         const std::vector<PreparedInput>& inputs) {
-  uint64_t h = 1469598103934665603ull;
-  h = fnv1a(h, "gtrain-prepare-1");
-  h = fnv1a(h, tokenizer_hash);
-  h = fnv1a(h, recipe.to_json().dump());
-  for (const auto& i : inputs) h = fnv1a(h, str(i.format, " ", i.bytes, " ", i.crc));
-  return strf("%016llx", static_cast<unsigned long long>(h));
+  Fnv1a h;
+  h.field("gtrain-prepare-1").field(tokenizer_hash).field(recipe.to_json().dump());
+  for (const auto& i : inputs) h.field(str(i.format, " ", i.bytes, " ", i.crc));
+  return h.hex();
 }
 
 PrepareManifest read_prepare_manifest(const std::string& dir) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/fnv.h"
 #include "runtime/core/text/bpe.h"
 #include "runtime/core/text/decoders.h"
 #include "runtime/core/text/pipeline.h"
@@ -141,17 +142,6 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-std::string fnv_hex(const std::string& a, const std::string& b) {
-  uint64_t h = 1469598103934665603ull;
-  for (const std::string* s : {&a, &b}) {
-    for (unsigned char c : *s) h = (h ^ c) * 1099511628211ull;
-    h = (h ^ 0xFF) * 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
 // tokenizer_config.json's bos_token / eos_token: a string, or {"content": ...}.
 std::optional<std::string> config_token(const nlohmann::json& cfg, const char* key) {
   if (!cfg.is_object() || !cfg.contains(key)) return std::nullopt;
@@ -205,7 +195,7 @@ Tokenizer Tokenizer::load(const std::string& path) {
   }
   auto impl = std::make_unique<TokenizerImpl>();
   impl->path = file;
-  impl->hash = fnv_hex(text, config_text);
+  impl->hash = Fnv1a().field(text).field(config_text).hex();
   try {
     refuse_settings(j, file);
     impl->model = std::make_unique<Bpe>(j.at("model"), file);
