@@ -15,15 +15,6 @@
 namespace gtrain {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 template <class T>
 void put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof(T));
@@ -84,15 +75,16 @@ TEST(DataFormats, LlmcLlama3ShardsReadAsUint32) {
   EXPECT_EQ(b.input[0][0].item<int64_t>(), 128000);
   EXPECT_EQ(b.target[1][3].item<int64_t>(), 128001);
   // Its header says uint32: a config reading uint16 is told which to set.
-  EXPECT_EQ(error_of([&] { open_token_file(dir.file("llama3_000.bin"), "uint16", 4, 0, 1, false, 0); }),
-            dir.file("llama3_000.bin") + ": llm.c header says uint32 tokens (version 7)");
+  EXPECT_EQ(
+      test::error_of<DataError>([&] { open_token_file(dir.file("llama3_000.bin"), "uint16", 4, 0, 1, false, 0); }),
+      dir.file("llama3_000.bin") + ": llm.c header says uint32 tokens (version 7)");
   test::write_file(dir.file("v1.bin"), llama3_shard(iota(0, 8), 1));
-  EXPECT_EQ(error_of([&] { open_token_file(dir.file("v1.bin"), "uint32", 4, 0, 1, false, 0); }),
+  EXPECT_EQ(test::error_of<DataError>([&] { open_token_file(dir.file("v1.bin"), "uint32", 4, 0, 1, false, 0); }),
             dir.file("v1.bin") +
                 ": llm.c token shard of unknown version 1 for magic 20240801 (20240520: 1 = uint16 tokens, 2 = "
                 "uint32; 20240801: 7 = uint32)");
   test::write_file(dir.file("cut.bin"), llama3_shard(iota(0, 8)).substr(0, 100));
-  EXPECT_EQ(error_of([&] { open_token_file(dir.file("cut.bin"), "uint32", 4, 0, 1, false, 0); }),
+  EXPECT_EQ(test::error_of<DataError>([&] { open_token_file(dir.file("cut.bin"), "uint32", 4, 0, 1, false, 0); }),
             dir.file("cut.bin") +
                 ": starts with llm.c's shard magic (20240801) but holds 100 bytes, less than the 1024-byte header (a "
                 "truncated shard?)");
@@ -125,31 +117,36 @@ TEST(DataFormats, BadMegatronIndexIsNamed) {
   test::write_file(bin, megatron_bin<uint16_t>(iota(0, 12)));
   auto open = [&] { open_token_file(bin, "uint16", 4, 0, 1, false, 0); };
   test::write_file(idx, "MMIDIDX");
-  EXPECT_EQ(error_of(open),
+  EXPECT_EQ(test::error_of<DataError>(open),
             idx + ": not a Megatron-LM index (expected the magic \"MMIDIDX\\0\\0\" and a 34-byte header)");
   std::string v2 = megatron_idx(8, 2, {12}, {0, 1});
   v2[9] = 2;
   test::write_file(idx, v2);
-  EXPECT_EQ(error_of(open), idx + ": index version 2, expected 1");
+  EXPECT_EQ(test::error_of<DataError>(open), idx + ": index version 2, expected 1");
   test::write_file(idx, megatron_idx(6, 8, {12}, {0, 1}));
-  EXPECT_EQ(error_of(open), idx + ": dtype code 6 (float64): gtrain reads token ids of uint8, int16, uint16 or int32");
+  EXPECT_EQ(test::error_of<DataError>(open),
+            idx + ": dtype code 6 (float64): gtrain reads token ids of uint8, int16, uint16 or int32");
   test::write_file(idx, megatron_idx(8, 2, {12}, {0, 1}).substr(0, 50));
-  EXPECT_EQ(error_of(open), idx +
-                                ": holds 50 bytes, but its header says 1 sequences and 2 document indices (62 "
-                                "bytes): truncated or damaged");
+  EXPECT_EQ(test::error_of<DataError>(open),
+            idx +
+                ": holds 50 bytes, but its header says 1 sequences and 2 document indices (62 "
+                "bytes): truncated or damaged");
   test::write_file(idx, megatron_idx(8, 2, {5, 8}, {0, 2}));  // 13 tokens for a 12-token .bin
-  EXPECT_EQ(error_of(open), idx +
-                                ": describes 13 uint16 tokens (26 bytes), but its .bin holds 24 bytes (another "
-                                "dataset's .bin, or a truncated one?)");
+  EXPECT_EQ(test::error_of<DataError>(open),
+            idx +
+                ": describes 13 uint16 tokens (26 bytes), but its .bin holds 24 bytes (another "
+                "dataset's .bin, or a truncated one?)");
   std::string moved = megatron_idx(8, 2, {5, 7}, {0, 2});
   const int64_t wrong = 12;
   std::memcpy(&moved[34 + 8 + 8], &wrong, 8);  // the second sequence's pointer
   test::write_file(idx, moved);
-  EXPECT_EQ(error_of(open), idx +
-                                ": sequence 1 has length 7 at byte 12, expected byte 10 (the sequences follow each "
-                                "other in the .bin)");
+  EXPECT_EQ(test::error_of<DataError>(open),
+            idx +
+                ": sequence 1 has length 7 at byte 12, expected byte 10 (the sequences follow each "
+                "other in the .bin)");
   test::write_file(idx, megatron_idx(8, 2, {5, 7}, {0, 3}));
-  EXPECT_EQ(error_of(open), idx + ": document index 1 is 3 (expected 0 first, then non-decreasing up to 2)");
+  EXPECT_EQ(test::error_of<DataError>(open),
+            idx + ": document index 1 is 3 (expected 0 first, then non-decreasing up to 2)");
 }
 
 }  // namespace

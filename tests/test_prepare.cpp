@@ -61,15 +61,6 @@ PrepareResult run(const std::vector<std::string>& inputs, const std::string& out
   return prepare(o, byte_encoder());
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 // What `parent` holds, by name: a failed prepare leaves nothing there.
 std::vector<std::string> entries(const std::string& parent) {
   std::vector<std::string> out;
@@ -155,7 +146,9 @@ TEST(Prepare, GzipAndZstdInputsGiveThePlainShards) {
   z[z.size() / 2] ^= 0x55;
   z.resize(z.size() - 8);
   test::write_file(dir.file("bad.jsonl.zst"), z);
-  EXPECT_NE(error_of([&] { run({dir.file("bad.jsonl.zst")}, dir.file("bad")); }).find(dir.file("bad.jsonl.zst") + ": "),
+  EXPECT_NE(test::error_of<DataError>([&] {
+              run({dir.file("bad.jsonl.zst")}, dir.file("bad"));
+            }).find(dir.file("bad.jsonl.zst") + ": "),
             std::string::npos);
   EXPECT_FALSE(fs::exists(dir.file("bad")));
 }
@@ -182,7 +175,7 @@ TEST(Prepare, BadInputIsOneLineAndLeavesNothing) {
   const std::string out = dir.file("out");
   auto bad = [&](const std::string& name, const std::string& content) {
     test::write_file(dir.file(name), content);
-    const std::string e = error_of([&] { run({dir.file("ok.txt"), dir.file(name)}, out, 2); });
+    const std::string e = test::error_of<DataError>([&] { run({dir.file("ok.txt"), dir.file(name)}, out, 2); });
     for (const auto& name : entries(dir.path())) EXPECT_EQ(name.find("out"), std::string::npos) << name << ": " << e;
     return e;
   };
@@ -195,7 +188,7 @@ TEST(Prepare, BadInputIsOneLineAndLeavesNothing) {
       0u);
   EXPECT_EQ(bad("n.jsonl", "{\"text\": 5}\n"), dir.file("n.jsonl") + ":1: \"text\" is a number, expected a string");
   EXPECT_EQ(bad("v.jsonl", "{\"text\": \"caf\xc3\"}\n"), dir.file("v.jsonl") + ":1: invalid UTF-8 at byte 13");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(test::error_of<DataError>([&] {
               run({dir.file("ok.txt"), dir.file("missing.txt")}, out);
             }),
             dir.file("missing.txt") + ": cannot read (No such file or directory)");

@@ -11,6 +11,7 @@
 #include "launcher/base/program_runner.h"
 #include "launcher/scheduler/allocation.h"
 #include "runtime/core/errors.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain::alloc_test {
 
@@ -18,12 +19,7 @@ using Env = std::map<std::string, std::string>;
 using Strings = std::vector<std::string>;
 
 inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of<ConfigError>(f);
 }
 
 // A runner that replays recorded outputs by command line and records what was asked.

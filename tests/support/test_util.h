@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,6 +45,17 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The message of the E that `f` throws; "no error" when it throws none.
+template <class E>
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "no error";
+}
 
 inline void write_file(const std::string& path, const std::string& content) {
   std::ofstream f(path, std::ios::binary);
