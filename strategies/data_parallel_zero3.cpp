@@ -168,11 +168,11 @@ torch::Tensor DataParallelEngine::run_micro_batches(const MicroBatchWork& w) {
   // Bitwise mode: every rank runs every exchange round; one with fewer chunks repeats its last batch
   // as a filler whose gradients nobody adds (the gathers and exchanges are collectives).
   const int64_t rounds = bitwise() ? rounds_ : w.count;
-  std::pair<torch::Tensor, torch::Tensor> batch;
+  DeviceBatch batch;
   for (int64_t i = 0; i < rounds; ++i) {
     const bool filler = i >= w.count;
     if (!filler) batch = w.next();
-    GT_CHECK(batch.first.defined(), "ZeRO-3: a rank without a micro-batch");
+    GT_CHECK(batch.input.defined(), "ZeRO-3: a rank without a micro-batch");
     const bool last = i == rounds - 1;
     begin_micro_batch(last);
     torch::Tensor loss;
@@ -181,7 +181,8 @@ torch::Tensor DataParallelEngine::run_micro_batches(const MicroBatchWork& w) {
       Heartbeat::get().phase(RankPhase::forward);
       auto scope = w.precision->autocast();
       DropoutRowsScope rows(w.rows(i));
-      loss = forward_units(*w.model, batch.first, &batch.second) * (filler ? 0.0 : w.inv_batch);
+      TokenLayoutScope layout(batch.layout);
+      loss = forward_units(*w.model, batch.input, &batch.target) * (filler ? 0.0 : w.inv_batch);
     }
     {
       RECORD_USER_SCOPE("gtrain::backward");

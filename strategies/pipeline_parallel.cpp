@@ -93,12 +93,12 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
   const int64_t m = w.count, pp = groups_.layout.pp, s = groups_.pp_rank;
   auto& pcomm = *groups_.pp;
   const int prev = static_cast<int>(s - 1), next = static_cast<int>(s + 1);
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> batches;
+  std::vector<DeviceBatch> batches;
   // Each micro-batch's activation shape: with uneven replica shares they differ by one sample.
   std::vector<std::vector<int64_t>> shapes;
   for (int64_t i = 0; i < m; ++i) {
     batches.push_back(w.next());
-    shapes.push_back(model_->pipeline_activation_shape(batches.back().first));
+    shapes.push_back(model_->pipeline_activation_shape(batches.back().input));
   }
   dp_->prepare_step(w);
   bitwise_ = w.bitwise();
@@ -121,13 +121,14 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
     Heartbeat::get().phase(RankPhase::forward);
     DropoutRowsScope rows(w.rows(fwd));
     auto& b = batches[fwd++];
+    TokenLayoutScope layout(b.layout);
     if (received.defined()) received.requires_grad_(true);
     torch::Tensor out;
     {
       auto scope = w.precision->autocast();
-      out = stage_forward(b.first, received);
+      out = stage_forward(b.input, received);
       if (last_) {
-        auto loss = model_->pipeline_head_loss_sum(out, b.second) * w.inv_batch;
+        auto loss = model_->pipeline_head_loss_sum(out, b.target) * w.inv_batch;
         w.add_loss(loss_acc, fwd - 1, loss);
         out = w.loss_scale != 1.0 ? loss * w.loss_scale : loss;
       }

@@ -49,6 +49,24 @@ inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tenso
 #endif
 }
 
+// Attention of q [B, H, T, D] over k, v [B, H, T, D] where `mask` ([B, 1, T, T] bool, true = may
+// attend; every query attends at least itself) allows it: the document-causal attention of packed
+// rows. scaled_dot_product_attention with the mask where LibTorch has it and nothing transforms the
+// probabilities; else the explicit masked softmax, `on_probs` as in math_causal_attention.
+inline torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      const torch::Tensor& mask,
+                                      const std::function<torch::Tensor(const torch::Tensor&)>& on_probs = {}) {
+#if GTRAIN_TORCH_AT_LEAST(2, 0)
+  if (!on_probs) return at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, /*is_causal=*/false);
+#endif
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  auto bias = torch::zeros(mask.sizes(), q.options().requires_grad(false))
+                  .masked_fill_(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  auto att = torch::softmax(torch::matmul(q, k.transpose(-2, -1)).mul_(scale).add_(bias), -1);
+  if (on_probs) att = on_probs(att);
+  return torch::matmul(att, v);
+}
+
 // Causal grouped-query attention without dropout: q [B, H, T, D] over k, v [B, KV, T, D], KV
 // dividing H, query head h reading key/value head h / (H / KV). LibTorch >= 2.5: SDPA's enable_gqa
 // (the kernels index the shared heads; nothing repeated in memory, nothing scattered back in

@@ -16,10 +16,23 @@
 
 namespace gtrain {
 
+namespace text {
+class SftData;
+}
+
 struct Batch {
+  Batch() = default;
+  Batch(torch::Tensor input_, torch::Tensor target_, int64_t samples_)
+      : input(std::move(input_)), target(std::move(target_)), samples(samples_) {}
   torch::Tensor input;   // [m, ...] float features or int64 tokens
-  torch::Tensor target;  // [m] class ids or [m, T] next tokens
+  torch::Tensor target;  // [m] class ids or [m, T] next tokens (-100 where the loss does not count)
   int64_t samples = 0;
+  // Rows of several documents (packed conversations): [m, T] int64, each token's position in its
+  // document; undefined for plain rows (runtime/models/token_layout.h).
+  torch::Tensor positions;
+  // [k] int64 flat indices (row * T + t) of the targets that count; undefined: all of them.
+  torch::Tensor trained;
+  double weight = 0;  // the sum of the samples' weight() (targets that count, or samples)
 };
 
 class Dataset {
@@ -33,6 +46,13 @@ class Dataset {
   // true: training order draws indices at random (hashed, with replacement) instead of a
   // per-epoch permutation; used when size() is too large to permute.
   virtual bool random_windows() const { return false; }
+  // What sample `index` weighs in a step's loss: the targets it trains (token rows) or 1 (a
+  // classified sample). The step's loss is the sum of its samples' losses over their total weight.
+  // Default: model.seq_len tokens for token data, 1 otherwise.
+  virtual double weight(int64_t index) const;
+  // Whether weight() differs between samples (masked or padded rows); false: every sample weighs
+  // the default, and the trainer need not add them up.
+  virtual bool weighted() const { return false; }
   // Where the samples come from, for the start-up line ("" = nothing to add): token data names its
   // files and tokens, so a glob that found fewer shards than meant shows at once.
   virtual std::string source() const { return ""; }
@@ -75,6 +95,11 @@ std::shared_ptr<Dataset> open_text_bytes(const std::string& path, int64_t seq_le
 // data.kind = "text" / "jsonl": the shards in data.prepared_dir (found or made at start), the training
 // split identified by the source files; a DataError when nothing was prepared.
 DataSplits open_prepared_text(const DataConfig& data, const ModelConfig& model);
+// Rows of prepared conversations (data.format = "chat" / "prompt_completion"): ids, targets -100
+// where the mask does not train them, and with `packed` rows each token's position in its document;
+// weight() is a row's trained targets. `identity`: the sources', for a resume.
+std::shared_ptr<Dataset> open_sft_rows(std::shared_ptr<const text::SftData> rows, int64_t seq_len, int64_t vocab,
+                                       bool packed, nlohmann::json identity);
 std::shared_ptr<Dataset> make_synthetic(const DataConfig& data, const ModelConfig& model, int64_t seed,
                                         bool eval_split);
 

@@ -44,6 +44,8 @@ void Prefetcher::work() {
       if (pin_) {
         b.input = b.input.pin_memory();
         b.target = b.target.pin_memory();
+        if (b.positions.defined()) b.positions = b.positions.pin_memory();
+        if (b.trained.defined()) b.trained = b.trained.pin_memory();
       }
     } catch (...) {
       err = std::current_exception();

@@ -118,6 +118,11 @@ std::shared_ptr<Dataset> make_synthetic(const DataConfig& d, const ModelConfig& 
   return std::make_shared<SyntheticClasses>(n, d.synthetic_features, d.synthetic_classes, seed, eval);
 }
 
+double Dataset::weight(int64_t) const {
+  const DataSpec s = spec();
+  return s.tokens ? static_cast<double>(s.tokens_per_sample()) : 1.0;
+}
+
 DataSplits open_datasets(const DataConfig& d, const ModelConfig& m, int64_t seed) {
   DataSplits s;
   if (d.kind == DataKind::idx) {

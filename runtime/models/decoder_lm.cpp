@@ -6,6 +6,7 @@
 
 #include "runtime/core/errors.h"
 #include "runtime/models/fused_loss.h"
+#include "runtime/models/token_layout.h"
 
 namespace gtrain {
 
@@ -75,11 +76,15 @@ std::vector<int64_t> DecoderLm::pipeline_activation_shape(const torch::Tensor& i
 }
 
 torch::Tensor DecoderLm::loss_sum(const torch::Tensor& output, const torch::Tensor& target) {
-  if (tp_.size() == 1) return Model::loss_sum(output, target);
-  const int64_t T = output.size(1);
-  auto l = vocab_parallel_cross_entropy(output.reshape({-1, output.size(2)}), target.reshape({-1}),
-                                        embedding_->vocab_start(), tp_);
-  return l.sum() / static_cast<double>(T);
+  // The targets the layout trains (all of them for plain token windows); ignored ones left out
+  // before the vocabulary-parallel cross-entropy, which has no ignore index.
+  auto [logits, t] = trained_rows(output, target);
+  const double per_row = static_cast<double>(config_.seq_len);
+  if (tp_.size() == 1) {
+    namespace F = torch::nn::functional;
+    return F::cross_entropy(logits.to(torch::kFloat), t, F::CrossEntropyFuncOptions().reduction(torch::kSum)) / per_row;
+  }
+  return vocab_parallel_cross_entropy(logits, t, embedding_->vocab_start(), tp_).sum() / per_row;
 }
 
 torch::Tensor DecoderLm::train_loss_sum(const torch::Tensor& idx, const torch::Tensor& target) {
@@ -88,10 +93,9 @@ torch::Tensor DecoderLm::train_loss_sum(const torch::Tensor& idx, const torch::T
 
 torch::Tensor DecoderLm::pipeline_head_loss_sum(const torch::Tensor& x_in, const torch::Tensor& target) {
   if (!fused_loss_ || tp_.size() > 1 || !torch::GradMode::is_enabled()) return loss_sum(pipeline_head(x_in), target);
-  auto x = final_norm(x_in);
-  const int64_t T = x.size(1);
-  return linear_cross_entropy_sum(x.reshape({-1, x.size(2)}), output_weight(), target.reshape({-1})) /
-         static_cast<double>(T);
+  // Only the trained rows reach the output layer: a prompt's tokens cost no logits.
+  auto [x, t] = trained_rows(final_norm(x_in), target);
+  return linear_cross_entropy_sum(x, output_weight(), t) / static_cast<double>(config_.seq_len);
 }
 
 torch::Tensor DecoderLm::correct(const torch::Tensor& output, const torch::Tensor& target) {

@@ -29,6 +29,10 @@ class DecoderLm : public Model {
  public:
   torch::Tensor forward(const torch::Tensor& idx) override;  // [B, T] int64 -> [B, T, vocab]
   std::vector<std::shared_ptr<torch::nn::Module>> blocks() override;
+  // The summed loss of the targets the token layout trains (runtime/models/token_layout.h; all of
+  // them for plain windows) divided by model.seq_len: a full row of text weighs one sample, and the
+  // trainer's divisor (model.seq_len / the trained targets of the global batch) makes the step's
+  // loss the mean over the global batch's trained targets, however rows are padded or split.
   torch::Tensor loss_sum(const torch::Tensor& output, const torch::Tensor& target) override;
   torch::Tensor correct(const torch::Tensor& output, const torch::Tensor& target) override;
   // With fused loss on (and tp = 1): the output layer and cross-entropy in row blocks

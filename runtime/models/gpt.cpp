@@ -7,6 +7,7 @@
 #include "runtime/core/errors.h"
 #include "runtime/models/activations.h"
 #include "runtime/models/keyed_dropout.h"
+#include "runtime/models/token_layout.h"
 
 namespace gtrain {
 
@@ -22,13 +23,17 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
   auto parts = qkv->forward(x).split(C, -1);
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head, hd}).transpose(1, 2); };
   torch::Tensor y;
+  const TokenLayout& layout = current_token_layout();
+  auto drop = [&](const torch::Tensor& p) { return keyed_dropout(p, dropout, site, /*train=*/true, head_offset); };
+  const bool dropping = dropout > 0 && is_training();
   if (cache) {
     y = cached_attention(block, heads(parts[0]), heads(parts[1]), heads(parts[2]), *cache);
-  } else if (dropout > 0 && is_training()) {
+  } else if (layout.packed()) {  // rows of several documents: attention stays inside each
+    y = compat::masked_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), layout.mask(),
+                                 dropping ? drop : std::function<torch::Tensor(const torch::Tensor&)>());
+  } else if (dropping) {
     // The explicit softmax, so the probabilities get layout-independent masks (SDPA draws its own).
-    y = compat::math_causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), [&](const torch::Tensor& p) {
-      return keyed_dropout(p, dropout, site, /*train=*/true, head_offset);
-    });
+    y = compat::math_causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), drop);
   } else {
     y = compat::causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]));
   }
@@ -104,7 +109,11 @@ Gpt::Gpt(const ModelConfig& c, const DataSpec& spec) : DecoderLm(c, spec, "gpt")
 
 torch::Tensor Gpt::embed(const torch::Tensor& idx, int64_t offset) {
   const int64_t T = idx.size(1);
-  auto pos = torch::arange(offset, offset + T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  // Packed rows: each document's tokens at positions 0, 1, ... (token_layout.h).
+  const TokenLayout& layout = current_token_layout();
+  auto pos = layout.packed() && offset == 0
+                 ? layout.positions
+                 : torch::arange(offset, offset + T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
   auto x = wte->forward(idx) + wpe->forward(pos);
   return keyed_dropout(x, config_.dropout, /*site=*/0, is_training());
 }

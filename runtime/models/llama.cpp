@@ -6,6 +6,7 @@
 #include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
 #include "runtime/models/keyed_dropout.h"
+#include "runtime/models/token_layout.h"
 
 namespace gtrain {
 
@@ -87,17 +88,20 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const RotaryTa
     // otherwise (replicated key/value heads under tp, or dropout) each query head gets its copy.
     const bool grouped = kv_offset * group_size == head_offset && n_head == n_kv * group_size;
     const bool dropping = dropout > 0 && is_training();
-    if (!grouped || (dropping && group_size > 1)) {
+    const TokenLayout& layout = current_token_layout();
+    if (!grouped || ((dropping || layout.packed()) && group_size > 1)) {
       std::vector<int64_t> heads(static_cast<size_t>(n_head));
       for (int64_t h = 0; h < n_head; ++h) heads[static_cast<size_t>(h)] = (head_offset + h) / group_size - kv_offset;
       auto idx = torch::tensor(heads, torch::kLong).to(x.device());
       k = k.index_select(1, idx);
       v = v.index_select(1, idx);
     }
-    if (dropping) {
-      y = compat::math_causal_attention(q, k, v, [&](const torch::Tensor& p) {
-        return keyed_dropout(p, dropout, site, /*train=*/true, head_offset);
-      });
+    auto drop = [&](const torch::Tensor& p) { return keyed_dropout(p, dropout, site, /*train=*/true, head_offset); };
+    if (layout.packed()) {  // rows of several documents: attention stays inside each
+      y = compat::masked_attention(q, k, v, layout.mask(),
+                                   dropping ? drop : std::function<torch::Tensor(const torch::Tensor&)>());
+    } else if (dropping) {
+      y = compat::math_causal_attention(q, k, v, drop);
     } else {
       y = compat::causal_gqa_attention(q, k, v);
     }
@@ -183,6 +187,12 @@ const RotaryTables& Llama::rotary(int64_t tokens, int64_t offset, const torch::D
   return rope_;
 }
 
+RotaryTables Llama::rotary_at(const torch::Tensor& positions) const {
+  auto freqs = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq_.to(positions.device()).unsqueeze(0);
+  auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);  // [B, 1, T, head_dim]
+  return {emb.cos(), emb.sin()};
+}
+
 torch::Tensor Llama::embed(const torch::Tensor& idx, int64_t offset) {
   (void)offset;  // positions enter through the rotary tables
   return keyed_dropout(embed_tokens->forward(idx), config_.dropout, /*site=*/0, is_training());
@@ -190,6 +200,8 @@ torch::Tensor Llama::embed(const torch::Tensor& idx, int64_t offset) {
 
 torch::Tensor Llama::block_forward(int64_t i, const torch::Tensor& x, KvCache* cache) {
   const int64_t offset = cache ? cache->length : 0;
+  const TokenLayout& layout = current_token_layout();
+  if (layout.packed() && !cache) return layers[i]->as<LlamaBlock>()->forward(x, rotary_at(layout.positions), cache, i);
   return layers[i]->as<LlamaBlock>()->forward(x, rotary(x.size(1), offset, x.device()), cache, i);
 }
 

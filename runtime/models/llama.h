@@ -98,6 +98,8 @@ class Llama : public DecoderLm {
 
  private:
   const RotaryTables& rotary(int64_t tokens, int64_t offset, const torch::Device& device);
+  // The tables of packed rows: [B, 1, T, head_dim] for positions [B, T] (token_layout.h).
+  RotaryTables rotary_at(const torch::Tensor& positions) const;
 
   torch::Tensor inv_freq_;  // [head_dim / 2], fp32, CPU
   RotaryTables rope_;       // the last tables built, reused while tokens, offset and device agree

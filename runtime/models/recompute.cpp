@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "runtime/models/keyed_dropout.h"
+#include "runtime/models/token_layout.h"
 
 namespace gtrain {
 
@@ -21,6 +22,9 @@ struct RecomputeBlock : public torch::autograd::Function<RecomputeBlock> {
     ctx->saved_data["rows_active"] = rows.active;
     ctx->saved_data["rows_seed"] = static_cast<int64_t>(rows.seed);
     ctx->saved_data["rows_first"] = rows.first_sample;
+    const TokenLayout& layout = current_token_layout();  // packed rows: positions and trained targets
+    ctx->saved_data["positions"] = layout.positions;
+    ctx->saved_data["trained"] = layout.trained;
     ctx->save_for_backward({x});
     torch::NoGradGuard ng;
     return (*reinterpret_cast<const BlockFunction*>(block))(x);
@@ -32,10 +36,13 @@ struct RecomputeBlock : public torch::autograd::Function<RecomputeBlock> {
     gen.set_state(ctx->saved_data["rng"].toTensor());
     torch::Tensor in, out;
     {
-      // Backward may run on another thread (CUDA's autograd device thread): the rows travel here.
+      // Backward may run on another thread (CUDA's autograd device thread): the rows and the token
+      // layout travel here.
       DropoutRowsScope rows(DropoutRows{ctx->saved_data["rows_active"].toBool(),
                                         static_cast<uint64_t>(ctx->saved_data["rows_seed"].toInt()),
                                         ctx->saved_data["rows_first"].toInt()});
+      TokenLayoutScope layout(
+          TokenLayout{ctx->saved_data["positions"].toTensor(), ctx->saved_data["trained"].toTensor()});
       torch::AutoGradMode on(true);
       in = x.detach().requires_grad_(true);
       out = (*reinterpret_cast<const BlockFunction*>(ctx->saved_data["block"].toInt()))(in);

@@ -40,7 +40,8 @@ torch::Tensor ParallelEngine::run_micro_batches(const MicroBatchWork& w) {
       Heartbeat::get().phase(RankPhase::forward);
       auto scope = w.precision->autocast();
       DropoutRowsScope rows(w.rows(i));
-      loss = w.model->train_loss_sum(batch.first, batch.second) * w.inv_batch;
+      TokenLayoutScope layout(batch.layout);
+      loss = w.model->train_loss_sum(batch.input, batch.target) * w.inv_batch;
     }
     begin_micro_batch(i == w.count - 1);
     {

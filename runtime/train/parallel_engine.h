@@ -7,6 +7,7 @@
 
 #include "runtime/checkpoint/tensor_shard.h"
 #include "runtime/models/keyed_dropout.h"
+#include "runtime/models/token_layout.h"
 
 #include <functional>
 #include <map>
@@ -18,16 +19,23 @@ namespace gtrain {
 class Model;
 class Precision;
 
+// A micro-batch on the device: ids and targets, and where packed rows' documents start and which
+// targets count (undefined for plain rows); engines run its forward inside a TokenLayoutScope.
+struct DeviceBatch {
+  torch::Tensor input, target;
+  TokenLayout layout;
+};
+
 // One optimizer step's micro-batches, as the trainer hands them to the engine.
 struct MicroBatchWork {
   Model* model = nullptr;
   Precision* precision = nullptr;  // autocast scope for forward
   int64_t count = 1;               // micro-batches this step on this rank
-  double inv_batch = 1.0;          // each micro-batch's loss_sum is multiplied by this
+  double inv_batch = 1.0;          // each micro-batch's loss_sum is multiplied by this (Trainer::loss_divisor)
   double loss_scale = 1.0;         // fp16: backward runs on loss * loss_scale
-  // The next micro-batch (input, target) on the device. Every rank of a data-parallel replica (its
-  // tensor- and pipeline-parallel ranks) gets the same samples.
-  std::function<std::pair<torch::Tensor, torch::Tensor>()> next;
+  // The next micro-batch on the device. Every rank of a data-parallel replica (its tensor- and
+  // pipeline-parallel ranks) gets the same samples.
+  std::function<DeviceBatch()> next;
   // Dropout masks (runtime/models/keyed_dropout.h): micro-batch i holds global samples
   // first_samples[i], first_samples[i] + 1, ...; empty = the models' plain dropout.
   std::vector<int64_t> first_samples;

@@ -39,6 +39,12 @@ torch::Tensor ordered_sum(const torch::Tensor& values) {
   for (int64_t i = 0; i < host.numel(); ++i) s += v[i];
   return torch::full({1}, s, values.options().dtype(torch::kDouble));
 }
+
+// A collated batch on the device (non-blocking from pinned memory), with its token layout.
+DeviceBatch on_device(const Batch& b, const torch::Device& device) {
+  auto to = [&](const torch::Tensor& t) { return t.defined() ? t.to(device, /*non_blocking=*/true) : t; };
+  return {to(b.input), to(b.target), TokenLayout(to(b.positions), to(b.trained))};
+}
 }  // namespace
 
 Trainer::Trainer(const JobConfig& config, const Plan& plan, std::shared_ptr<Communicator> comm,
@@ -121,14 +127,15 @@ double Trainer::probe_loss(const std::vector<int64_t>& idx) {
   // the loss report it, and replicas agree.
   torch::NoGradGuard ng;
   const auto n = static_cast<int64_t>(idx.size());
-  Batch b = data_.train->collate(idx);
+  const DeviceBatch b = on_device(data_.train->collate(idx), device_);
   model_->eval();
   auto sums = torch::zeros({2}, torch::kDouble);
   {
     auto scope = precision_->autocast();
-    auto out = engine_->forward_only(*model_, b.input.to(device_));
+    TokenLayoutScope layout(b.layout);
+    auto out = engine_->forward_only(*model_, b.input);
     if (out.defined()) {
-      const double l = model_->loss_sum(out, b.target.to(device_)).item<double>();
+      const double l = model_->loss_sum(out, b.target).item<double>();
       if (engine_->reports_loss()) sums[0] = l, sums[1] = 1;
     }
   }
@@ -166,6 +173,16 @@ CheckpointMeta Trainer::checkpoint_meta() {
   return meta;
 }
 
+double Trainer::loss_multiplier(int64_t step) const {
+  const int64_t g = layout_.global_batch();
+  if (!data_.train->weighted()) return 1.0 / static_cast<double>(g);
+  double weight = 0;  // integers well below 2^53: the sum is exact in any order
+  for (int64_t i = 0; i < g; ++i) weight += data_.train->weight(order_->dataset_index(step * g + i));
+  GT_CHECK(weight > 0, "step " + std::to_string(step + 1) + ": no sample of the global batch trains a target");
+  const auto spec = data_.train->spec();
+  return (spec.tokens ? static_cast<double>(spec.tokens_per_sample()) : 1.0) / weight;
+}
+
 std::vector<int64_t> Trainer::step_batch_indices(int64_t step) const {
   std::vector<int64_t> idx;
   const int64_t g = layout_.global_batch();
@@ -188,18 +205,21 @@ double Trainer::next_step_probe_loss(const std::vector<int64_t>& idx, int64_t st
     const bool filler = start >= n;  // ZeRO-3's forward is a collective: every replica runs each round
     const int64_t from = filler ? 0 : start, to = filler ? 1 : std::min(n, start + chunk);
     const std::vector<int64_t> part(idx.begin() + from, idx.begin() + to);
-    Batch b = data_.train->collate(part);
+    const DeviceBatch b = on_device(data_.train->collate(part), device_);
     DropoutRowsScope rows(static_cast<uint64_t>(config_.train.seed), step * layout_.global_batch() + from);
+    TokenLayoutScope layout(b.layout);
     auto scope = precision_->autocast();
-    auto out = engine_->forward_only(*model_, b.input.to(device_));
+    auto out = engine_->forward_only(*model_, b.input);
     if (!out.defined() || filler) continue;  // a pipeline stage before the last, or the filler
     // The loss is a collective of the tensor-parallel group: all its ranks compute it, one counts it.
-    const double l = model_->loss_sum(out, b.target.to(device_)).item<double>();
+    const double l = model_->loss_sum(out, b.target).item<double>();
     if (!engine_->reports_loss()) continue;
     sums[0] += l;
     sums[1] += static_cast<double>(to - from);
   }
   if (comm_->size() > 1) comm_->allreduce(sums, ReduceOp::kSum);
+  // Weighted samples: the step's own divisor (train_step's), so the probe equals the step's loss.
+  if (data_.train->weighted()) return sums[0].item<double>() * loss_multiplier(step);
   return sums[0].item<double>() / std::max(1.0, sums[1].item<double>());
 }
 
@@ -289,7 +309,7 @@ StepResult Trainer::train_step() {
   work.precision = precision_.get();
   const int64_t dp_rank = engine_->dp_rank();
   work.count = layout_.micro_batches(dp_rank);
-  work.inv_batch = 1.0 / static_cast<double>(layout_.global_batch());
+  work.inv_batch = loss_multiplier(step_);
   work.loss_scale = scaler ? scaler->scale() : 1.0;
   work.dropout_seed = static_cast<uint64_t>(config_.train.seed);
   for (int64_t i = 0; i < work.count; ++i) {
@@ -298,10 +318,7 @@ StepResult Trainer::train_step() {
     if (layout_.chunk > 0) work.chunks.push_back(i * layout_.dp + dp_rank);
   }
   work.total_chunks = layout_.chunks();
-  work.next = [this]() {
-    Batch b = prefetch_->next();
-    return std::make_pair(b.input.to(device_, /*non_blocking=*/true), b.target.to(device_, /*non_blocking=*/true));
-  };
+  work.next = [this]() { return on_device(prefetch_->next(), device_); };
   // CPU ranks meter the tensors of the steps metrics.jsonl records (the hook costs a lookup per
   // allocation; every CPU step reads its values, so values_needed would meter them all).
   const bool metered = !device_.is_cuda() && metrics_->enabled() && recorded_step(step_ + 1) && tensor_meter_.start();
@@ -379,6 +396,7 @@ EvalResult Trainer::evaluate(double last_step_s) {
   const int64_t chunk = std::max<int64_t>(plan_.micro_batch, 64);
   const int64_t dp_rank = engine_->dp_rank();
   auto sums = torch::zeros({3}, torch::kDouble);  // loss sum, correct, count
+  const bool weighted = data_.eval->weighted();
   double loss_sum = 0, correct = 0, count = 0;
   // ZeRO-3's forward gathers parameters over the replicas: each runs every round, a replica past the
   // end on one uncounted sample.
@@ -401,22 +419,29 @@ EvalResult Trainer::evaluate(double last_step_s) {
     const bool filler = idx.empty();
     if (filler && !collective) continue;  // this replica is done; it only keeps the stop checks company
     if (filler) idx.push_back(0);
-    Batch b = data_.eval->collate(idx);
+    const Batch host = data_.eval->collate(idx);
+    const DeviceBatch b = on_device(host, device_);
     auto scope = precision_->autocast();
-    auto out = engine_->forward_only(*model_, b.input.to(device_));
+    TokenLayoutScope layout(b.layout);
+    auto out = engine_->forward_only(*model_, b.input);
     if (!out.defined() || filler) continue;  // a pipeline stage before the last, or the filler
-    auto target = b.target.to(device_);
-    const double l = model_->loss_sum(out, target).item<double>(), k = model_->correct(out, target).item<double>();
+    const double l = model_->loss_sum(out, b.target).item<double>(), k = model_->correct(out, b.target).item<double>();
     if (!engine_->reports_loss()) continue;  // another rank of the tensor-parallel group counts it
     loss_sum += l;
     correct += k;
-    count += static_cast<double>(target.numel());
+    // The targets that count: every one of plain rows, the trained ones of weighted data.
+    count += weighted ? host.weight : static_cast<double>(b.target.numel());
   }
   sums[0] = loss_sum, sums[1] = correct, sums[2] = count;
   if (comm_->size() > 1) comm_->allreduce(sums, ReduceOp::kSum);
   const int64_t samples = n;
   res.samples = samples;
-  res.loss = sums[0].item<double>() / static_cast<double>(std::max<int64_t>(1, samples));
+  // The mean over the targets that count, as the training loss (the models' loss_sum divides by
+  // the tokens of a row); for plain rows that is the mean over samples.
+  const auto spec = data_.eval->spec();
+  res.loss = weighted ? sums[0].item<double>() * (spec.tokens ? static_cast<double>(spec.tokens_per_sample()) : 1.0) /
+                            std::max(1.0, sums[2].item<double>())
+                      : sums[0].item<double>() / static_cast<double>(std::max<int64_t>(1, samples));
   res.accuracy = sums[1].item<double>() / std::max(1.0, sums[2].item<double>());
   model_->train();
   Heartbeat::get().measured(RankPhase::eval,

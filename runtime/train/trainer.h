@@ -126,6 +126,11 @@ class Trainer {
   std::vector<int64_t> probe_indices() const;
   // The dataset indices of the global batch of the step after `step` (0-based step `step`).
   std::vector<int64_t> step_batch_indices(int64_t step) const;
+  // What each micro-batch's loss_sum is multiplied by in step `step` (0-based): 1 / the global batch
+  // for data whose samples weigh alike; else the data's tokens per row (model.seq_len, by which the
+  // models divide) over the summed weight of the step's samples (its trained targets), so the step's
+  // loss is the mean over those targets on any layout. A pure function of (seed, step).
+  double loss_multiplier(int64_t step) const;
   // The training loss of the step after `step` on the samples `indices` (its global batch), by
   // forward passes alone in training mode with the step's dropout masks: what a next-step probe
   // (CheckpointMeta::probe_step) recorded, computed again after loading. A collective.
