@@ -75,5 +75,25 @@ TEST(ChatTemplate, RecognisedByContentOrNamedByTheKey) {
   EXPECT_THROW(render_chat(plain, {{"tool", "x", ""}}), ConfigError);  // a role no template writes
 }
 
+// gtrain sample --chat stops at the template's end-of-turn token and shows the reply without
+// Qwen3's empty think block (a think block with reasoning in it stays).
+TEST(ChatTemplate, EndOfTurnAndReplyText) {
+  ChatTemplate t;
+  t.eos = "<|end|>";
+  t.family = ChatFamily::llama3;
+  EXPECT_EQ(chat_end_of_turn(t), "<|eot_id|>");
+  t.family = ChatFamily::chatml;
+  EXPECT_EQ(chat_end_of_turn(t), "<|im_end|>");
+  t.family = ChatFamily::qwen3;
+  EXPECT_EQ(chat_end_of_turn(t), "<|im_end|>");
+  t.family = ChatFamily::plain;
+  EXPECT_EQ(chat_end_of_turn(t), "<|end|>");
+  EXPECT_EQ(strip_empty_think("<think>\n\n</think>\n\nParis."), "Paris.");
+  EXPECT_EQ(strip_empty_think("<think></think>Paris."), "Paris.");
+  EXPECT_EQ(strip_empty_think("<think>\nhm\n</think>\n\nParis."), "<think>\nhm\n</think>\n\nParis.");
+  EXPECT_EQ(strip_empty_think("Paris. <think>\n\n</think>"), "Paris. <think>\n\n</think>");
+  EXPECT_EQ(strip_empty_think(""), "");
+}
+
 }  // namespace
 }  // namespace gtrain::text

@@ -137,6 +137,13 @@ Command add_sample(CLI::App& app, const LibTorchWork& work) {
       "--prompt-text", o->prompt_text,
       "The prompt as text: through the run's tokenizer (data.tokenizer, or the Hugging Face directory's), "
       "or bytes for data.kind = text_bytes");
+  c.app->add_option("--chat", o->chat,
+                    "A question as a user turn in the chat template; prints the assistant's reply, "
+                    "stopping at the end-of-turn token");
+  c.app->add_option("--system", o->system, "With --chat: a system turn before the question");
+  c.app->add_option("--chat-template", o->chat_template,
+                    "With --chat: llama3, chatml, qwen3 or plain (default: the run's data.chat_template, "
+                    "else the tokenizer_config.json's)");
   c.app->add_option("--tokenizer", o->tokenizer,
                     "A tokenizer.json or model directory (default: the run's or the model's)");
   c.app->add_option("--tokens", o->tokens, "Tokens to generate")->capture_default_str();

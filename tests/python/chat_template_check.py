@@ -6,7 +6,9 @@ ends, Unicode, Qwen3 reasoning in <think> blocks) must give the same token ids t
 `gtrain tokenize TOK --chat` as through apply_chat_template(tokenize=True) with the tokenizer's own
 template (Llama 3's date fixed at the template's "26 Jul 2024"), and the same assistant mask as
 tokenizing the text up to the start and the end of each assistant turn (content and its end-of-turn
-token), the way TRL masks a conversation.
+token), the way TRL masks a conversation. And the prompt `gtrain sample MODEL --chat Q [--system S]`
+generates from (a tiny random Llama saved by transformers, the tokenizer given with --tokenizer) is
+apply_chat_template(add_generation_prompt=True, tokenize=True) of that one-turn conversation.
 
 Usage: chat_template_check.py GTRAIN SHARED_TOKENIZERS   (exit 77 when SHARED is absent)
 """
@@ -66,6 +68,36 @@ def spans(rendered, family):
         at = e
 
 
+def check_generation_prompts(dirs, work):
+    """gtrain sample --chat's prompt ids against apply_chat_template(add_generation_prompt=True)."""
+    import torch
+    torch.manual_seed(0)
+    model_dir = os.path.join(work, "tiny-llama")
+    config = transformers.LlamaConfig(vocab_size=151936, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+                                      tie_word_embeddings=False)
+    transformers.LlamaForCausalLM(config).save_pretrained(model_dir)
+    asks = [("What is the capital of France?", ""), ("  Ünïcödé 日本語 😀\n", "You are terse.\n")]
+    failed = 0
+    for family, path in dirs.items():
+        tok = transformers.AutoTokenizer.from_pretrained(path)
+        kwargs = {"date_string": "26 Jul 2024"} if family == "llama3" else {}
+        for question, system in asks:
+            msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}]
+            ids = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, **kwargs)
+            if isinstance(ids, dict) or hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            cmd = [GTRAIN, "sample", model_dir, "--tokenizer", path, "--chat", question, "--tokens", "2", "--json"]
+            r = subprocess.run(cmd + (["--system", system] if system else []), capture_output=True, text=True)
+            got = json.loads(r.stdout)["prompt"] if r.returncode == 0 else None
+            if got != list(ids):
+                failed += 1
+                print(f"{family} sample --chat {question!r}: exit {r.returncode} {r.stderr.strip()}\n"
+                      f"  transformers {list(ids)}\n  gtrain       {got}")
+        print(f"{family}: gtrain sample --chat prompts, {len(asks)} checked")
+    return failed
+
+
 def main():
     work = tempfile.mkdtemp()
     try:
@@ -120,6 +152,7 @@ def main():
             print(f"{family}: {len(convs)} conversations, {tokens} ids ({trained} trained on), "
                   f"{bad_ids} mismatched ids, {bad_mask} mismatched masks")
             failed += bad_ids + bad_mask
+        failed += check_generation_prompts(dirs, work)
         sys.exit(1 if failed else 0)
     finally:
         shutil.rmtree(work)

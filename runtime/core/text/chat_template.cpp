@@ -255,4 +255,29 @@ EncodedChat encode_chat(const Tokenizer& tok, const ChatTemplate& t, const std::
   return e;
 }
 
+std::string chat_end_of_turn(const ChatTemplate& t) {
+  switch (t.family) {
+    case ChatFamily::llama3:
+      return "<|eot_id|>";
+    case ChatFamily::chatml:
+    case ChatFamily::qwen3:
+      return "<|im_end|>";
+    case ChatFamily::plain:
+      return t.eos;
+  }
+  return t.eos;
+}
+
+std::string strip_empty_think(const std::string& reply) {
+  auto skip_space = [&](size_t at) {
+    while (at < reply.size() && (reply[at] == '\n' || reply[at] == ' ' || reply[at] == '\t' || reply[at] == '\r')) ++at;
+    return at;
+  };
+  size_t at = skip_space(0);
+  if (reply.compare(at, 7, "<think>") != 0) return reply;
+  at = skip_space(at + 7);
+  if (reply.compare(at, 8, "</think>") != 0) return reply;
+  return reply.substr(skip_space(at + 8));
+}
+
 }  // namespace gtrain::text

@@ -66,4 +66,12 @@ struct EncodedChat {
 EncodedChat encode_chat(const Tokenizer& tok, const ChatTemplate& t, const std::vector<ChatMessage>& messages,
                         TrainOn on);
 
+// The token text a template ends an assistant turn with: llama3 "<|eot_id|>", chatml and qwen3
+// "<|im_end|>", plain its EOS ("" when the tokenizer has none). Generation stops there.
+std::string chat_end_of_turn(const ChatTemplate& t);
+
+// A generated reply as a chat front end shows it: without the empty think block
+// ("<think>\n\n</think>\n\n") Qwen3 writes before a reply it did not reason about.
+std::string strip_empty_think(const std::string& reply);
+
 }  // namespace gtrain::text
