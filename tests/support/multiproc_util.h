@@ -125,6 +125,31 @@ inline void expect_same_run(const RunResult& ref, const RunResult& got, const st
   }
 }
 
+// FNV-1a over every parameter's bytes, in name order (train.reproducible = "bitwise" comparisons).
+inline uint64_t checksum(const std::map<std::string, torch::Tensor>& params) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& [name, t] : params) {
+    const auto c = t.contiguous();
+    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+    for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    for (char ch : name) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  }
+  return h;
+}
+
+inline void expect_bitwise(const RunResult& ref, const RunResult& got, const std::string& what) {
+  ASSERT_EQ(got.losses.size(), ref.losses.size()) << what << "\n" << got.output;
+  size_t differ = 0;
+  for (size_t i = 0; i < ref.losses.size(); ++i) {
+    if (got.losses[i] != ref.losses[i]) {
+      if (differ++ == 0)
+        ADD_FAILURE() << what << ": step " << i + 1 << " loss " << got.losses[i] << " vs " << ref.losses[i];
+    }
+  }
+  EXPECT_EQ(differ, 0u) << what << ": steps whose loss differs";
+  EXPECT_EQ(checksum(got.params), checksum(ref.params)) << what << ": final weights";
+}
+
 // A suite whose tests compare runs of Job::config() with its one-rank run, made once per suite.
 template <class Job>
 class MatchesOneRank : public ::testing::Test {
