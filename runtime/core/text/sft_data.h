@@ -18,8 +18,8 @@ constexpr int32_t kIgnoreTarget = -100;
 enum class Overlong { truncate, drop };
 
 struct SftOptions {
-  int64_t seq_len = 0;                   // slots a row holds (model.seq_len)
-  bool packing = true;                   // several documents a row (false: one a row, padded per micro-batch)
+  int64_t seq_len = 0;                     // slots a row holds (model.seq_len)
+  bool packing = true;                     // several documents a row (false: one a row, padded per micro-batch)
   Overlong overlong = Overlong::truncate;  // documents of more than seq_len + 1 ids
 };
 
