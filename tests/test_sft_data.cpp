@@ -11,11 +11,14 @@
 #include <map>
 #include <set>
 
+#include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/run_dir/stage_records.h"
 #include "runtime/core/text/encoder.h"
 #include "runtime/core/text/pipeline.h"
 #include "runtime/core/text/prepare.h"
 #include "runtime/core/text/sft_data.h"
+#include "runtime/core/text/text_data.h"
 #include "tests/support/test_util.h"
 
 namespace gtrain::text {
@@ -139,7 +142,8 @@ TEST(SftPrepare, ChatMasksForEachTrainOn) {
                                            {"last_assistant", chatml_two_turns(false, true)},
                                            {"all", chatml_two_turns(true, true, true)}};
   for (const auto& [on, doc] : want) {
-    const auto r = f.prepare_lines({kTwoTurns, kTwoTurns}, [&](PrepareRecipe& p) { p.train_on = on; }, "out-" + on);
+    const auto r = f.prepare_lines(
+        {kTwoTurns, kTwoTurns}, [&](PrepareRecipe& p) { p.train_on = on; }, "out-" + on);
     const auto docs = read_back(f.dir.file("out-" + on));
     ASSERT_EQ(docs.size(), 2u) << on;
     EXPECT_EQ(docs[1].ids, doc.ids) << on;
@@ -161,9 +165,13 @@ TEST(SftPrepare, PlainTemplateAndTheTokenizersOwn) {
   EXPECT_EQ(docs[0].ids, (std::vector<uint32_t>{'h', 'i', kEnd, 'y', 'o', kEnd}));
   EXPECT_EQ(docs[0].train, (std::vector<uint8_t>{0, 0, 0, 1, 1, 1}));
   // No template named and none in tokenizer_config.json: one line naming the key to set.
-  EXPECT_EQ(test::error_of<ConfigError>([&] { f.prepare_lines({line}, [](PrepareRecipe& p) { p.chat_template = ""; }, "o2"); }),
-            f.tok + "/tokenizer.json: its tokenizer_config.json has no chat_template; set --chat-template = \"llama3\", "
-                    "\"chatml\", \"qwen3\" or \"plain\"");
+  EXPECT_EQ(test::error_of<ConfigError>([&] {
+              f.prepare_lines(
+                  {line}, [](PrepareRecipe& p) { p.chat_template = ""; }, "o2");
+            }),
+            f.tok +
+                "/tokenizer.json: its tokenizer_config.json has no chat_template; set --chat-template = \"llama3\", "
+                "\"chatml\", \"qwen3\" or \"plain\"");
 }
 
 TEST(SftPrepare, PromptCompletionAsTrlWritesIt) {
@@ -197,9 +205,10 @@ TEST(SftPrepare, BadLinesNamedByFileAndLine) {
       f.prepare_lines({good, line}, [&](PrepareRecipe& p) { p.data_format = format; });
     });
   };
-  EXPECT_EQ(bad("{nope"), path + ":2: not a JSON line (parse error at line 1, column 3: syntax error while parsing "
-                                 "object key - invalid literal; last read: '{no'; expected string literal), expected a "
-                                 "JSON object");
+  EXPECT_EQ(bad("{nope"), path +
+                              ":2: not a JSON line (parse error at line 1, column 3: syntax error while parsing "
+                              "object key - invalid literal; last read: '{no'; expected string literal), expected a "
+                              "JSON object");
   EXPECT_EQ(bad("[1]"), path + ":2: an array, expected a JSON object");
   EXPECT_EQ(bad(R"({"text": "x"})"), path + ":2: no key \"messages\", expected a list of messages");
   EXPECT_EQ(bad(R"({"messages": "x"})"), path + ":2: \"messages\" is a string, expected a list of messages");
@@ -213,8 +222,9 @@ TEST(SftPrepare, BadLinesNamedByFileAndLine) {
             path + ":2: no assistant turn with text, expected an answer to train on");
   EXPECT_EQ(bad(R"({"prompt": "x"})", "prompt_completion"),
             path + ":2: no key \"completion\", expected a string or a list of messages");
-  EXPECT_EQ(bad(R"({"prompt": "x", "completion": [{"role": "assistant", "content": "y"}]})", "prompt_completion"),
-            path + ":2: \"prompt\" is a string and \"completion\" an array, expected two strings or two lists of messages");
+  EXPECT_EQ(
+      bad(R"({"prompt": "x", "completion": [{"role": "assistant", "content": "y"}]})", "prompt_completion"),
+      path + ":2: \"prompt\" is a string and \"completion\" an array, expected two strings or two lists of messages");
   EXPECT_FALSE(std::filesystem::exists(f.dir.file("out")));  // nothing left behind
 
   // Skipped and counted with on_bad_line = "skip"; "tools" ignored and counted.
@@ -352,6 +362,50 @@ TEST(SftData, OneDocumentARowTruncateDropAndUntrainable) {
   EXPECT_EQ(d->counts().untrainable, 0);
   EXPECT_EQ(test::error_of<DataError>([&] { open_sft_data(f.dir.file("missing"), "train", o); }),
             f.dir.file("missing") + "/prepare_manifest.json: missing (not a folder gtrain prepare finished)");
+}
+
+TEST(SftData, GtrainRunPreparesConversationsAndCountsThem) {
+  Fixture f;
+  test::write_file(f.dir.file("c.jsonl"), plain_line(3, 4) + "\n" + plain_line(5, 14) + "\n{bad\n" + plain_line(1, 1) +
+                                              "\n" + plain_line(18, 2) + "\n");
+  JobConfig cfg = parse_job_config(
+      "[train]\nsteps = 1\n[model]\nseq_len = 16\n[data]\nkind = \"jsonl\"\nformat = \"chat\"\nchat_template = "
+      "\"plain\"\n"
+      "on_bad_line = \"skip\"\neval_fraction = 0.0\n",
+      "test.toml", {}, {});
+  cfg.data.path = f.dir.file("c.jsonl");
+  cfg.data.tokenizer = f.tok;
+  std::ostringstream log;
+  const TextData td = ensure_text_data(cfg, f.dir.file("run"), &log);
+  EXPECT_EQ(td.counts["documents"], 4);
+  EXPECT_EQ(td.counts["kept"], 3);
+  EXPECT_EQ(td.counts["truncated"], 1);
+  EXPECT_EQ(td.counts["dropped_untrainable"], 1);
+  EXPECT_EQ(td.counts["bad_lines_skipped"], 1);
+  EXPECT_EQ(td.counts["rows"], 2);  // slots 16, 8 + 3
+  EXPECT_NE(log.str().find("gtrain: data: 4 conversations: 3 kept (1 truncated), 0 dropped as overlong, 1 dropped "
+                           "as untrainable, 1 bad line skipped, 0 with tools ignored; 2 rows, 18 trained tokens, "
+                           "15.6% padding"),
+            std::string::npos)
+      << log.str();
+  // The ledger record carries them.
+  StageRecord rec;
+  rec.allocation = nlohmann::json::object();
+  rec.data = td.counts;
+  const auto [why, back] = StageRecord::from_json(rec.to_json());
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(back.data, td.counts);
+  // Another train_on is another preparation; a text kind or the byte tokenizer is refused.
+  cfg.data.train_on = DataTrainOn::all;
+  EXPECT_NE(ensure_text_data(cfg, f.dir.file("run"), nullptr).dir, td.dir);
+  cfg.data.kind = DataKind::text;
+  EXPECT_EQ(test::error_of<ConfigError>([&] { ensure_text_data(cfg, f.dir.file("run"), nullptr); }),
+            "data.format = \"chat\" reads JSONL: data.kind is \"text\"");
+  cfg.data.kind = DataKind::jsonl;
+  cfg.data.tokenizer = "bytes";
+  EXPECT_EQ(test::error_of<ConfigError>([&] { ensure_text_data(cfg, f.dir.file("run"), nullptr); }),
+            "data.tokenizer = \"bytes\": data.format = \"chat\" needs a Hugging Face tokenizer (its chat template "
+            "and special tokens)");
 }
 
 }  // namespace

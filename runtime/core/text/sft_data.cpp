@@ -118,8 +118,9 @@ PreparedSft::PreparedSft(const std::string& dir, const std::string& split, const
   const std::string hint = hint_for(dir);
   const PrepareManifest m = read_prepare_manifest(dir);
   if (!m.recipe.conversations())
-    throw DataError(dir + ": prepared as text documents, not conversations (data.format = \"chat\" or "
-                          "\"prompt_completion\")",
+    throw DataError(dir +
+                        ": prepared as text documents, not conversations (data.format = \"chat\" or "
+                        "\"prompt_completion\")",
                     hint);
   width_ = m.dtype == "uint32" ? 4 : 2;
   vocab_ = m.vocab_size;
@@ -155,7 +156,8 @@ PreparedSft::PreparedSft(const std::string& dir, const std::string& split, const
 }
 
 void PreparedSft::read(uint64_t at, uint64_t n, uint32_t* ids, uint8_t* mask) const {
-  auto it = std::upper_bound(shards_.begin(), shards_.end(), at, [](uint64_t a, const Shard& s) { return a < s.start; });
+  auto it =
+      std::upper_bound(shards_.begin(), shards_.end(), at, [](uint64_t a, const Shard& s) { return a < s.start; });
   size_t k = static_cast<size_t>(it - shards_.begin()) - 1;
   while (n > 0) {
     const Shard& s = shards_[k];
@@ -263,7 +265,8 @@ void PreparedSft::pack(const std::vector<Kept>& kept) {
 
 void PreparedSft::fill(int64_t row, int64_t width, int32_t* ids, int32_t* targets, int32_t* positions) const {
   check_row(row);
-  if (width < length(row)) throw Error(str("SftData::fill: width ", width, " < row ", row, "'s ", length(row), " slots"));
+  if (width < length(row))
+    throw Error(str("SftData::fill: width ", width, " < row ", row, "'s ", length(row), " slots"));
   std::vector<uint32_t> doc_ids;
   std::vector<uint8_t> mask;
   int64_t p = 0;
@@ -275,8 +278,8 @@ void PreparedSft::fill(int64_t row, int64_t width, int32_t* ids, int32_t* target
          doc_ids.data(), mask.data());
     for (int64_t t = 0; t < slots; ++t, ++p) {
       ids[p] = static_cast<int32_t>(doc_ids[static_cast<size_t>(t)]);
-      targets[p] = mask[static_cast<size_t>(t) + 1] ? static_cast<int32_t>(doc_ids[static_cast<size_t>(t) + 1])
-                                                    : kIgnoreTarget;
+      targets[p] =
+          mask[static_cast<size_t>(t) + 1] ? static_cast<int32_t>(doc_ids[static_cast<size_t>(t) + 1]) : kIgnoreTarget;
       positions[p] = static_cast<int32_t>(t);
     }
   }

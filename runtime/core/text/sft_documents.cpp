@@ -20,8 +20,7 @@ bool blank(const std::string& s) {
 }
 
 // The messages of a JSON array; `name` names it in errors ("messages", "prompt").
-std::vector<ChatMessage> parse_messages(const nlohmann::json& list, const std::string& where,
-                                        const std::string& name) {
+std::vector<ChatMessage> parse_messages(const nlohmann::json& list, const std::string& where, const std::string& name) {
   if (!list.is_array())
     throw BadLineError(str(where, "\"", name, "\" is ", a_type(list), ", expected a list of messages"));
   std::vector<ChatMessage> out;
@@ -36,8 +35,7 @@ std::vector<ChatMessage> parse_messages(const nlohmann::json& list, const std::s
       throw BadLineError(str(at, " has role ", role->dump(), ", expected system, user or assistant"));
     const auto content = m.find("content");
     if (content == m.end()) throw BadLineError(at + " has no \"content\", expected a string");
-    if (!content->is_string())
-      throw BadLineError(str(at, "'s content is ", a_type(*content), ", expected a string"));
+    if (!content->is_string()) throw BadLineError(str(at, "'s content is ", a_type(*content), ", expected a string"));
     ChatMessage msg{role->get<std::string>(), content->get<std::string>(), ""};
     const auto reasoning = m.find("reasoning_content");
     if (reasoning != m.end() && reasoning->is_string()) msg.reasoning = reasoning->get<std::string>();
@@ -49,8 +47,7 @@ std::vector<ChatMessage> parse_messages(const nlohmann::json& list, const std::s
 // Whether some assistant turn from `from` on has text to train on.
 bool has_answer(const std::vector<ChatMessage>& messages, size_t from = 0) {
   for (size_t i = from; i < messages.size(); ++i)
-    if (messages[i].role == "assistant" && (!blank(messages[i].content) || !blank(messages[i].reasoning)))
-      return true;
+    if (messages[i].role == "assistant" && (!blank(messages[i].content) || !blank(messages[i].reasoning))) return true;
   return false;
 }
 
@@ -75,9 +72,9 @@ ConversationEncoder::ConversationEncoder(std::shared_ptr<const Tokenizer> tok, c
   template_.default_system = recipe.chat_system;
   template_.bos = tok_->bos_id() ? tok_->token(*tok_->bos_id()) : std::string();
   template_.eos = tok_->eos_id() ? tok_->token(*tok_->eos_id()) : std::string();
-  on_ = recipe.train_on == "all" ? TrainOn::all
+  on_ = recipe.train_on == "all"              ? TrainOn::all
         : recipe.train_on == "last_assistant" ? TrainOn::last_assistant
-                                               : TrainOn::assistant;
+                                              : TrainOn::assistant;
 }
 
 EncodedChat ConversationEncoder::encode(const RawDocument& doc, const std::string& path, bool* tools) const {
@@ -93,8 +90,8 @@ EncodedChat ConversationEncoder::encode(const RawDocument& doc, const std::strin
   if (!j.is_object()) throw BadLineError(where + a_type(j) + ", expected a JSON object");
   *tools = j.contains("tools");
   if (recipe_.data_format == "chat") {
-    const auto messages = parse_messages(key_of(j, recipe_.messages_key, where, "a list of messages"), where,
-                                         recipe_.messages_key);
+    const auto messages =
+        parse_messages(key_of(j, recipe_.messages_key, where, "a list of messages"), where, recipe_.messages_key);
     if (!has_answer(messages))
       throw BadLineError(where + "no assistant turn with text, expected an answer to train on");
     return encode_chat(*tok_, template_, messages, on_);
@@ -115,9 +112,8 @@ EncodedChat ConversationEncoder::encode(const RawDocument& doc, const std::strin
     return e;
   }
   if (prompt.is_string() || completion.is_string())
-    throw BadLineError(str(where, "\"", recipe_.prompt_key, "\" is ", a_type(prompt), " and \"",
-                           recipe_.completion_key, "\" ", a_type(completion),
-                           ", expected two strings or two lists of messages"));
+    throw BadLineError(str(where, "\"", recipe_.prompt_key, "\" is ", a_type(prompt), " and \"", recipe_.completion_key,
+                           "\" ", a_type(completion), ", expected two strings or two lists of messages"));
   std::vector<ChatMessage> messages = parse_messages(prompt, where, recipe_.prompt_key);
   const std::vector<ChatMessage> answer = parse_messages(completion, where, recipe_.completion_key);
   if (!has_answer(answer))
