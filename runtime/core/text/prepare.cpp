@@ -221,8 +221,7 @@ struct Writer {
                    "with tools are counted"
                 << std::endl;
     if (o_.warn && c.bad_lines > 0 && m.bad_lines == 0)
-      std::cerr << o_.what << ": warning: " << c.first_bad << "; line skipped (on_bad_line = \"skip\"), further "
-                << "ones counted" << std::endl;
+      std::cerr << o_.what << ": warning: " << c.first_bad << "; line skipped, further ones counted" << std::endl;
     m.tools_ignored += c.tools;
     m.bad_lines += c.bad_lines;
   }

@@ -60,10 +60,10 @@ nlohmann::json data_counts_json(const SftCounts& c, const PrepareManifest& m) {
 
 std::string data_counts_line(const nlohmann::json& c) {
   const auto n = [&](const char* k) { return c.value(k, int64_t{0}); };
-  return str("gtrain: data: ", plural(n("documents"), "conversation"), ": ", n("kept"), " kept (", n("truncated"),
-             " truncated), ", n("dropped_overlong"), " dropped as overlong, ", n("dropped_untrainable"),
-             " dropped as untrainable, ", plural(n("bad_lines_skipped"), "bad line"), " skipped, ", n("tools_ignored"),
-             " with tools ignored; ", plural(n("rows"), "row"), ", ", plural(n("trained_tokens"), "trained token"),
+  return str(plural(n("documents"), "conversation"), ": ", n("kept"), " kept (", n("truncated"), " truncated), ",
+             n("dropped_overlong"), " dropped as overlong, ", n("dropped_untrainable"), " dropped as untrainable, ",
+             plural(n("bad_lines_skipped"), "bad line"), " skipped, ", n("tools_ignored"), " with tools ignored; ",
+             plural(n("rows"), "row"), ", ", plural(n("trained_tokens"), "trained token"),
              strf(", %.1f%% padding", 100.0 * c.value("padding_fraction", 0.0)));
 }
 
@@ -134,7 +134,7 @@ TextData ensure_text_data(const JobConfig& cfg, const std::string& run_dir, std:
     so.packing = cfg.data.packing;
     so.overlong = cfg.data.overlong == DataOverlong::drop ? Overlong::drop : Overlong::truncate;
     td.counts = data_counts_json(open_sft_data(td.dir, "train", so)->counts(), td.manifest);
-    if (log) *log << data_counts_line(td.counts) << std::endl;
+    if (log) *log << "gtrain: data: " << data_counts_line(td.counts) << std::endl;
   }
   return td;
 }

@@ -34,7 +34,7 @@ struct TextData {
 // tools: {"documents", "kept", "truncated", "dropped_overlong", "dropped_untrainable",
 // "bad_lines_skipped", "tools_ignored", "rows", "trained_tokens", "padding_fraction"}.
 nlohmann::json data_counts_json(const SftCounts& c, const PrepareManifest& m);
-// Their start-up line: "gtrain: data: 5000 conversations: 4990 kept (12 truncated), ...".
+// Them in words: "5000 conversations: 4990 kept (12 truncated), ..." (the start-up line, gtrain status).
 std::string data_counts_line(const nlohmann::json& counts);
 
 // data.tokenizer, else checkpoint.init_from's folder (or the folder of the file it names) when it
