@@ -388,6 +388,11 @@ TEST(SftData, GtrainRunPreparesConversationsAndCountsThem) {
                            "15.6% padding"),
             std::string::npos)
       << log.str();
+  // Found prepared on the next start, with the same counts.
+  const TextData again = ensure_text_data(cfg, f.dir.file("run"), nullptr);
+  EXPECT_FALSE(again.prepared);
+  EXPECT_EQ(again.dir, td.dir);
+  EXPECT_EQ(again.counts, td.counts);
   // The ledger record carries them.
   StageRecord rec;
   rec.allocation = nlohmann::json::object();
@@ -401,6 +406,10 @@ TEST(SftData, GtrainRunPreparesConversationsAndCountsThem) {
   cfg.data.kind = DataKind::text;
   EXPECT_EQ(test::error_of<ConfigError>([&] { ensure_text_data(cfg, f.dir.file("run"), nullptr); }),
             "data.format = \"chat\" reads JSONL: data.kind is \"text\"");
+  EXPECT_NE(test::error_of<ConfigError>([&] { validate_job_config(cfg); })
+                .find("data.format = \"chat\" reads JSONL conversations, but data.kind = \"text\"; set data.kind = "
+                      "\"jsonl\""),
+            std::string::npos);
   cfg.data.kind = DataKind::jsonl;
   cfg.data.tokenizer = "bytes";
   EXPECT_EQ(test::error_of<ConfigError>([&] { ensure_text_data(cfg, f.dir.file("run"), nullptr); }),

@@ -128,7 +128,7 @@ TextData ensure_text_data(const JobConfig& cfg, const std::string& run_dir, std:
          << (td.prepared ? "prepared into " : "prepared before, shards checked, in ") << td.dir
          << strf(" (%.1f s)", td.seconds) << std::endl;
   }
-  if (td.manifest.recipe.conversations()) {
+  if (td.manifest.recipe.conversations() && cfg.model.seq_len > 0) {
     SftOptions so;
     so.seq_len = cfg.model.seq_len;
     so.packing = cfg.data.packing;
