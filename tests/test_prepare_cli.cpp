@@ -106,5 +106,42 @@ TEST(PrepareCli, PeakMemoryDoesNotGrowWithTheInput) {
   EXPECT_LT(l, s + 6) << small.output << large.output;
 }
 
+// --format chat: the conversations' line; a bad line is one line with its file:line and exit 2, or
+// with --on-bad-line skip a warning and a count; gtrain status shows a ledger's conversation counts.
+TEST(PrepareCli, ChatFormatAndItsCountsInStatus) {
+  test::TempDir dir;
+  const std::string tok = GTRAIN_SOURCE_DIR + "/examples/tokenizer-bpe512";
+  test::write_file(dir.file("c.jsonl"),
+                   "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+                   "\"content\": \"Yo\"}]}\n{\"messages\": [{\"role\": \"user\", \"content\": 3}]}\n");
+  const std::string args = dir.file("c.jsonl") + " --tokenizer " + tok + " --format chat --chat-template plain --quiet";
+  auto r = test::run_command(prepare(args + " --out " + dir.file("out")));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output, "gtrain: data error: " + dir.file("c.jsonl") +
+                          ":2: messages[0]'s content is a number, expected a string\n");
+  r = test::run_command(prepare(args + " --out " + dir.file("out") + " --on-bad-line skip --train-on all"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gtrain prepare: chat with the plain template, training on all: 6 trained tokens, 1 bad "
+                          "line skipped, 0 with tools ignored"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("c.jsonl:2: messages[0]'s content is a number, expected a string; line skipped"),
+            std::string::npos)
+      << r.output;
+  fs::create_directories(dir.file("run"));
+  test::write_file(dir.file("run/stages.jsonl"),
+                   R"({"start": 1.0, "end": 2.0, "allocation": {}, "world": 1, "step_from": 0, "step_to": 3, )"
+                   R"("total_steps": 3, "exit": "completed", "data": {"documents": 4, "kept": 3, "truncated": 1, )"
+                   R"("dropped_overlong": 0, "dropped_untrainable": 1, "bad_lines_skipped": 1, "tools_ignored": 2, )"
+                   R"("rows": 2, "trained_tokens": 18, "padding_fraction": 0.15625}})"
+                   "\n");
+  r = test::run_command(GTRAIN_BINARY + " status " + dir.file("run"));
+  EXPECT_NE(r.output.find("  data       4 conversations: 3 kept (1 truncated), 0 dropped as overlong, 1 dropped as "
+                          "untrainable, 1 bad line skipped, 2 with tools ignored; 2 rows, 18 trained tokens, 15.6% "
+                          "padding\n"),
+            std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace gtrain

@@ -128,6 +128,36 @@ TEST(ReportHistory, DataPreparationIsABucketBeforeStartUp) {
   EXPECT_EQ(report_text::buckets(h.stages[2].t).size(), rows.size() - 1);
 }
 
+// A stage on conversations (data.format = "chat") records what its rows kept and left out: the
+// report carries it per stage, in JSON and in words.
+TEST(ReportHistory, ConversationCountsOfAStage) {
+  Dir d;
+  write_three_stage_run(d);
+  std::string stages;
+  {
+    std::ifstream in(d.path / "stages.jsonl");
+    stages.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string counts =
+      R"({"documents":5,"kept":4,"truncated":1,"dropped_overlong":0,"dropped_untrainable":1,"bad_lines_skipped":0,)"
+      R"("tools_ignored":0,"rows":2,"trained_tokens":40,"padding_fraction":0.25})";
+  stages.replace(stages.find("\"save_s\":0.5,"), 13, "\"save_s\":0.5,\"data\":" + counts + ",");
+  d.write("stages.jsonl", stages);
+  Report r;
+  r.h = read_run_history(d.path.string(), 2000);
+  r.model = "gpt";
+  r.request.error = "not planned in this test";
+  EXPECT_EQ(r.h.stages[0].data, nlohmann::json::parse(counts));
+  EXPECT_TRUE(r.h.stages[1].data.is_null());
+  EXPECT_EQ(report_json(r).at("stages").at(0).at("data").at("kept"), 4);
+  const std::string md = render_markdown(r);
+  EXPECT_NE(
+      md.find("Stage 1 data: 5 conversations: 4 kept (1 truncated), 0 dropped as overlong, 1 dropped as "
+              "untrainable, 0 bad lines skipped, 0 with tools ignored; 2 rows, 40 trained tokens, 25.0% padding."),
+      std::string::npos)
+      << md;
+}
+
 TEST(ReportHistory, BucketsGoodputAndLostWorkMatchAHandComputation) {
   Dir d;
   write_three_stage_run(d);

@@ -56,8 +56,26 @@ Command add_prepare(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--append-eos", o->append_eos, "The tokenizer's EOS id after each document");
   cmd->add_flag("--split-lines", o->split_lines, "Text files: one document a line (default: one a file)");
-  cmd->add_option("--format", o->format, "Read every input as text or jsonl (default: by its name)")
-      ->check(CLI::IsMember({"text", "jsonl"}));
+  cmd->add_option("--format", o->format,
+                  "Read every input as text or jsonl (default: by its name); chat or prompt_completion: JSONL "
+                  "conversations written with the chat template, with the mask of the ids trained on")
+      ->check(CLI::IsMember({"text", "jsonl", "chat", "prompt_completion"}));
+  cmd->add_option("--messages-key", o->messages_key, "chat: the key holding each line's messages")
+      ->capture_default_str();
+  cmd->add_option("--prompt-key", o->prompt_key, "prompt_completion: the key holding the prompt")
+      ->capture_default_str();
+  cmd->add_option("--completion-key", o->completion_key, "prompt_completion: the key holding the completion")
+      ->capture_default_str();
+  cmd->add_option("--chat-template", o->chat_template,
+                  "llama3 | chatml | qwen3 | plain (default: the one tokenizer_config.json carries)")
+      ->check(CLI::IsMember({"llama3", "chatml", "qwen3", "plain"}));
+  cmd->add_option("--train-on", o->train_on, "chat, prompt_completion: the ids the loss counts")
+      ->check(CLI::IsMember({"assistant", "all", "last_assistant"}))
+      ->capture_default_str();
+  cmd->add_option("--on-bad-line", o->on_bad_line,
+                  "chat, prompt_completion: stop at a line that is not a conversation, or skip and count it")
+      ->check(CLI::IsMember({"error", "skip"}))
+      ->capture_default_str();
   cmd->add_option("--jobs", o->jobs, "Tokenizing threads (default: every core)")->check(CLI::Range(1, 1024));
   cmd->add_option("--shard-tokens", o->shard_tokens, "Ids per shard at most (default 100000000)")
       ->check(CLI::Range(int64_t{1}, int64_t{2147483647}));

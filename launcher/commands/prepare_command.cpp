@@ -15,7 +15,17 @@ int run_prepare_command(const PrepareCommandOptions& o, std::ostream& out) {
   text::PrepareOptions p;
   p.inputs = o.inputs;
   p.out = o.out;
-  p.recipe.format = o.format;
+  const bool conversations = o.format == "chat" || o.format == "prompt_completion";
+  p.recipe.format = conversations ? "jsonl" : o.format;
+  if (conversations) {
+    p.recipe.data_format = o.format;
+    p.recipe.messages_key = o.messages_key;
+    p.recipe.prompt_key = o.prompt_key;
+    p.recipe.completion_key = o.completion_key;
+    p.recipe.chat_template = o.chat_template;
+    p.recipe.train_on = o.train_on;
+    p.recipe.on_bad_line = o.on_bad_line;
+  }
   p.recipe.text_key = o.text_key;
   p.recipe.split_lines = o.split_lines;
   p.recipe.append_eos = o.append_eos;
@@ -42,6 +52,11 @@ int run_prepare_command(const PrepareCommandOptions& o, std::ostream& out) {
       << " -> " << o.out << ": " << plural(static_cast<int64_t>(m.shards.size() - eval_shards), "train shard") << ", "
       << plural(static_cast<int64_t>(eval_shards), "eval shard") << " of " << m.dtype << " ids; tokenizer "
       << enc.describe << std::endl;
+  if (m.recipe.conversations()) {
+    out << "gtrain prepare: " << m.recipe.data_format << " with the " << m.recipe.chat_template
+        << " template, training on " << m.recipe.train_on << ": " << plural(m.trained_tokens, "trained token") << ", "
+        << plural(m.bad_lines, "bad line") << " skipped, " << m.tools_ignored << " with tools ignored" << std::endl;
+  }
   out << "gtrain prepare: "
       << strf("%.2f s, %.2f MB/s of text (%.2f MB/s of input)", r.seconds,
               static_cast<double>(r.text_bytes) / 1e6 / std::max(r.seconds, 1e-9),

@@ -18,7 +18,13 @@ struct PrepareCommandOptions {
   bool split_lines = false;
   int jobs = 0;              // 0 = every core
   int64_t shard_tokens = 0;  // 0 = 100M ids a shard
-  std::string format;        // "" = by each input's name, "text" or "jsonl"
+  std::string format;  // "" = by each input's name, "text" or "jsonl"; "chat" / "prompt_completion": conversations
+  std::string messages_key = "messages";      // chat: the key of each line's messages
+  std::string prompt_key = "prompt";          // prompt_completion: the prompt's key
+  std::string completion_key = "completion";  // prompt_completion: the completion's key
+  std::string chat_template;                  // llama3 | chatml | qwen3 | plain ("" = the tokenizer's)
+  std::string train_on = "assistant";         // assistant | all | last_assistant
+  std::string on_bad_line = "error";          // error | skip
   bool quiet = false;
 };
 

@@ -23,6 +23,7 @@
 #include "runtime/core/run_dir/run_records.h"
 #include "runtime/core/run_dir/stage_records.h"
 #include "runtime/core/schedule.h"
+#include "runtime/core/text/text_data.h"
 
 namespace fs = std::filesystem;
 
@@ -224,6 +225,12 @@ void print_status_text(const RunStatus& st) {
   const size_t lost = st.unrecorded.size() - (st.running_stage ? 1 : 0);
   std::printf("  stages     %zu%s%s\n", st.stages.size() + st.unrecorded.size(), st.running_stage ? " (1 running)" : "",
               lost > 0 ? (" (" + std::to_string(lost) + " without a ledger record)").c_str() : "");
+  // Conversations: what the last stage's rows kept and left out.
+  for (auto it = st.stages.rbegin(); it != st.stages.rend(); ++it) {
+    if (!it->data.is_object()) continue;
+    std::printf("  data       %s\n", text::data_counts_line(it->data).c_str());
+    break;
+  }
   print_stage_table(st);
 }
 

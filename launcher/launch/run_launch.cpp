@@ -144,7 +144,7 @@ std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std
 }
 
 double resolve_text_data(JobConfig& cfg, const std::string& run_dir, const std::map<std::string, std::string>& env,
-                         bool launcher, bool quiet) {
+                         bool launcher, bool quiet, nlohmann::json* counts) {
   if (!is_text(cfg.data.kind)) return 0;
   const text::TextData td = launcher && !env.count(text::kEnvTextData)
                                 ? text::ensure_text_data(cfg, run_dir, quiet ? nullptr : &std::cout)
@@ -153,7 +153,9 @@ double resolve_text_data(JobConfig& cfg, const std::string& run_dir, const std::
   if (launcher) {
     setenv(text::kEnvTextData, td.dir.c_str(), 1);
     setenv(text::kEnvPrepareSeconds, strf("%.3f", td.seconds).c_str(), 1);
+    if (!td.counts.is_null()) setenv(text::kEnvDataCounts, td.counts.dump().c_str(), 1);
   }
+  if (counts) *counts = td.counts;
   return td.seconds;
 }
 

@@ -58,8 +58,10 @@ std::string keep_checkpoint_batch(JobConfig& cfg, const RunOptions& o, const std
 // (runtime/core/text/text_data.h). The launching process (`launcher`) finds it or prepares it,
 // checking the shards, says so unless `quiet`, and exports the folder and the seconds it took for
 // the ranks it starts; a rank takes the folder handed over. Returns those seconds (0 for other kinds).
+// data.format = "chat" / "prompt_completion": `counts` (when given) gets the data's counts
+// (text::data_counts_json; null otherwise), for the stage's ledger record (StageRecord::data).
 double resolve_text_data(JobConfig& cfg, const std::string& run_dir, const std::map<std::string, std::string>& env,
-                         bool launcher, bool quiet);
+                         bool launcher, bool quiet, nlohmann::json* counts = nullptr);
 
 // Model sizes known from the config alone (the built-in gpt with a known vocabulary), so the
 // launcher can plan without LibTorch or data; nullopt when the model must be built to know them.

@@ -253,6 +253,7 @@ nlohmann::json report_json(const Report& r) {
                       {"restarts", s.restarts},
                       {"unit_hours", s.unit_hours()},
                       {"seconds", bucket_json(s.t)}});
+    if (s.data.is_object()) stages.back()["data"] = s.data;
   }
   int64_t lost_steps = 0;
   for (const auto& a : h.attempts) lost_steps += a.lost_steps;

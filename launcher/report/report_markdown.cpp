@@ -5,6 +5,7 @@
 
 #include "launcher/report/report.h"
 #include "runtime/core/format.h"
+#include "runtime/core/text/text_data.h"
 
 namespace gtrain {
 
@@ -66,6 +67,9 @@ void stages(const Report& r, std::ostream& o) {
       << (alloc > 0 ? percent(s.t.training / alloc) : "-") << " | " << utilisation(s) << " |\n";
   }
   o << "\n";
+  // Conversations: what each stage's rows kept and left out.
+  for (const auto& s : r.h.stages)
+    if (s.data.is_object()) o << "Stage " << s.index << " data: " << text::data_counts_line(s.data) << ".\n\n";
 }
 
 void time_table(const Report& r, std::ostream& o) {

@@ -153,6 +153,7 @@ StageReport stage_from_ledger(const StageRecord& r, int index) {
   s.step_from = r.step_from;
   s.step_to = r.step_to;
   s.restarts = r.restarts;
+  s.data = r.data;
   const int gpus = r.gpus();
   s.gpus = gpus > 0;
   s.units = s.gpus ? gpus : s.world;

@@ -85,6 +85,7 @@ struct StageReport {
   std::string scheduler, job, plan, exit;
   int64_t step_from = 0, step_to = 0;
   int restarts = 0;
+  nlohmann::json data;   // chat / prompt_completion data: the ledger's counts (text::data_counts_json; null = none)
   bool recorded = true;  // stages.jsonl has its line (false: only metrics.jsonl shows it)
   bool queued = false;   // submitted, not started
   std::vector<double> save_times;

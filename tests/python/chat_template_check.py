@@ -9,9 +9,16 @@ tokenizing the text up to the start and the end of each assistant turn (content 
 token), the way TRL masks a conversation. And the prompt `gtrain sample MODEL --chat Q [--system S]`
 generates from (a tiny random Llama saved by transformers, the tokenizer given with --tokenizer) is
 apply_chat_template(add_generation_prompt=True, tokenize=True) of that one-turn conversation.
+GPT-2's tokenizer with the plain template (each turn, then EOS) is checked the same way, against
+transformers given that template's Jinja.
+
+The same conversations prepared by `gtrain prepare --format chat` (train_on assistant, then
+last_assistant) and read back from its shards, masks and document index must equal those ids and
+masks, less the conversations with no assistant text, which --on-bad-line skip counts.
 
 Usage: chat_template_check.py GTRAIN SHARED_TOKENIZERS   (exit 77 when SHARED is absent)
 """
+import array
 import json
 import os
 import random
@@ -98,6 +105,78 @@ def check_generation_prompts(dirs, work):
     return failed
 
 
+GPT2_EOS = "<|endoftext|>"
+PLAIN_JINJA = "{% for message in messages %}{{ message['content'] + eos_token }}{% endfor %}"
+
+
+def plain_spans(conv, eos):
+    out, at = [], 0
+    for m in conv:
+        n = len(m["content"] + eos)
+        if m["role"] == "assistant":
+            out.append((at, at + n))
+        at += n
+    return out
+
+
+def has_answer(conv):
+    return any(m["role"] == "assistant" and m["content"].strip(" \t\r\n") for m in conv)
+
+
+def read_prepared(out):
+    """Each document of OUT's train split: (ids, mask)."""
+    with open(os.path.join(out, "prepare_manifest.json")) as f:
+        m = json.load(f)
+    ids, mask = array.array("I" if m["dtype"] == "uint32" else "H"), bytearray()
+    for s in m["shards"]:
+        if s["split"] != "train":
+            continue
+        with open(os.path.join(out, s["file"]), "rb") as f:
+            f.seek(1024)
+            ids.frombytes(f.read())
+        with open(os.path.join(out, s["file"][:-4] + ".mask"), "rb") as f:
+            mask += f.read()
+    index = next(d for d in m["conversations"]["doc_indexes"] if d["split"] == "train")
+    off = array.array("Q")
+    with open(os.path.join(out, index["file"]), "rb") as f:
+        off.frombytes(f.read())
+    docs = [(list(ids[off[i]:off[i + 1]]), list(mask[off[i]:off[i + 1]])) for i in range(len(off) - 1)]
+    return docs, m["conversations"]["bad_lines"]
+
+
+def check_prepared(family, path, conv_file, work, convs, expected):
+    """gtrain prepare --format chat read back against transformers' ids and TRL's masks."""
+    failed = 0
+    for train_on in ("assistant", "last_assistant"):
+        out = os.path.join(work, f"{family}-{train_on}")
+        cmd = [GTRAIN, "prepare", conv_file, "--tokenizer", path, "--out", out, "--format", "chat", "--train-on",
+               train_on, "--on-bad-line", "skip", "--quiet", "--jobs", "2"]
+        if family == "plain":
+            cmd += ["--chat-template", "plain"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"{family} prepare: gtrain exited {r.returncode}: {r.stderr}")
+            failed += 1
+            continue
+        docs, bad_lines = read_prepared(out)
+        want = []
+        for c, (ids, mask, spans_ids) in zip(convs, expected):
+            if not has_answer(c):
+                continue
+            if train_on == "last_assistant":
+                mask = [0] * len(ids)
+                if spans_ids:
+                    lo, hi = spans_ids[-1]
+                    mask[lo:hi] = [1] * (hi - lo)
+            want.append((ids, mask))
+        skipped = len(convs) - len(want)
+        bad = sum(1 for g, w in zip(docs, want) if g != w) + abs(len(docs) - len(want)) + abs(bad_lines - skipped)
+        print(f"{family} prepared (train_on {train_on}): {len(docs)} documents, {bad_lines} skipped "
+              f"(no assistant text: {skipped}), {bad} mismatched")
+        failed += bad
+    return failed
+
+
 def main():
     work = tempfile.mkdtemp()
     try:
@@ -108,34 +187,44 @@ def main():
         shutil.copy(os.path.join(SHARED, "qwen3", "tokenizer_config.qwen2.5.json"),
                     os.path.join(chatml, "tokenizer_config.json"))
         dirs["chatml"] = chatml
+        dirs["plain"] = os.path.join(SHARED, "gpt2")
         failed = 0
         for family, path in dirs.items():
             rng = random.Random(family)
             convs = [conversation(rng, family) for _ in range(200)]
             tok = transformers.AutoTokenizer.from_pretrained(path)
             kwargs = {"date_string": "26 Jul 2024"} if family == "llama3" else {}
+            if family == "plain":
+                kwargs = {"chat_template": PLAIN_JINJA, "eos_token": GPT2_EOS}  # its config names none
             conv_file = os.path.join(work, family + ".jsonl")
             with open(conv_file, "w") as f:
                 for c in convs:
                     f.write(json.dumps({"messages": c}) + "\n")
-            r = subprocess.run([GTRAIN, "tokenize", path, "--file", conv_file, "--chat"], capture_output=True, text=True)
+            cmd = [GTRAIN, "tokenize", path, "--file", conv_file, "--chat"]
+            if family == "plain":
+                cmd += ["--chat-template", "plain"]
+            r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 print(f"{family}: gtrain exited {r.returncode}: {r.stderr}")
                 failed += 1
                 continue
             got = [json.loads(line) for line in r.stdout.split("\n")[:-1]]
             bad_ids = bad_mask = 0
+            expected = []
             for i, c in enumerate(convs):
                 ids = tok.apply_chat_template(c, tokenize=True, **kwargs)
                 if isinstance(ids, dict) or hasattr(ids, "keys"):
                     ids = ids["input_ids"]
                 rendered = tok.apply_chat_template(c, tokenize=False, **kwargs)
-                mask = [0] * len(ids)
-                for b, e in spans(rendered, family):
+                mask, spans_ids = [0] * len(ids), []
+                turns = plain_spans(c, GPT2_EOS) if family == "plain" else spans(rendered, family)
+                for b, e in turns:
                     lo = len(tok(rendered[:b], add_special_tokens=False)["input_ids"])
-                    hi = len(tok(rendered[:e], add_special_tokens=False)["input_ids"])
-                    for k in range(lo, min(hi, len(ids))):
+                    hi = min(len(tok(rendered[:e], add_special_tokens=False)["input_ids"]), len(ids))
+                    spans_ids.append((lo, hi))
+                    for k in range(lo, hi):
                         mask[k] = 1
+                expected.append((list(ids), mask, spans_ids))
                 if got[i]["ids"] != list(ids):
                     bad_ids += 1
                     if bad_ids <= 2:
@@ -152,6 +241,7 @@ def main():
             print(f"{family}: {len(convs)} conversations, {tokens} ids ({trained} trained on), "
                   f"{bad_ids} mismatched ids, {bad_mask} mismatched masks")
             failed += bad_ids + bad_mask
+            failed += check_prepared(family, path, conv_file, work, convs, expected)
         failed += check_generation_prompts(dirs, work)
         sys.exit(1 if failed else 0)
     finally:

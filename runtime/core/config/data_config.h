@@ -31,6 +31,30 @@ constexpr bool is_token_file(DataKind kind) {
   return kind == DataKind::tokens || kind == DataKind::text_bytes || is_text(kind);
 }
 
+// data.format: what each JSONL line of data.kind = "jsonl" holds.
+enum class DataFormat { text, chat, prompt_completion };
+constexpr std::array<EnumName<DataFormat>, 3> enum_names(DataFormat) {
+  return {
+      {{DataFormat::text, "text"}, {DataFormat::chat, "chat"}, {DataFormat::prompt_completion, "prompt_completion"}}};
+}
+// data.train_on: the tokens of a conversation the loss counts.
+enum class DataTrainOn { assistant, all, last_assistant };
+constexpr std::array<EnumName<DataTrainOn>, 3> enum_names(DataTrainOn) {
+  return {{{DataTrainOn::assistant, "assistant"},
+           {DataTrainOn::all, "all"},
+           {DataTrainOn::last_assistant, "last_assistant"}}};
+}
+// data.overlong: what a conversation longer than model.seq_len becomes.
+enum class DataOverlong { truncate, drop };
+constexpr std::array<EnumName<DataOverlong>, 2> enum_names(DataOverlong) {
+  return {{{DataOverlong::truncate, "truncate"}, {DataOverlong::drop, "drop"}}};
+}
+// data.on_bad_line: a conversation line that cannot be read.
+enum class DataBadLine { error, skip };
+constexpr std::array<EnumName<DataBadLine>, 2> enum_names(DataBadLine) {
+  return {{{DataBadLine::error, "error"}, {DataBadLine::skip, "skip"}}};
+}
+
 struct DataConfig {
   DataKind kind = DataKind::idx;                           // idx | tokens | text_bytes | synthetic | text | jsonl
   std::string path = "/usr/share/datasets/fashion-mnist";  // idx: directory; else: file or glob
@@ -44,9 +68,18 @@ struct DataConfig {
   int64_t synthetic_classes = 10;                          // synthetic: classes (classification task)
   int64_t prefetch = 4;                                    // micro-batches prepared ahead of the trainer
   int64_t workers = 1;                                     // background threads preparing batches
-  std::string tokenizer = "";     // text/jsonl: tokenizer.json or its folder ("" = init_from's)
-  std::string text_key = "text";  // jsonl: the key holding each line's text
-  std::string cache_dir = "";     // text/jsonl: prepared shards' root ("" = run dir)
+  std::string tokenizer = "";                      // text/jsonl: tokenizer.json or its folder ("" = init_from's)
+  std::string text_key = "text";                   // jsonl: the key holding each line's text
+  std::string cache_dir = "";                      // text/jsonl: prepared shards' root ("" = run dir)
+  DataFormat format = DataFormat::text;            // jsonl: text | chat | prompt_completion
+  std::string messages_key = "messages";           // chat: the key holding each line's messages
+  std::string prompt_key = "prompt";               // prompt_completion: the prompt's key
+  std::string completion_key = "completion";       // prompt_completion: the completion's key
+  std::string chat_template = "";                  // chat: llama3 | chatml | qwen3 | plain ("" = the tokenizer's)
+  DataTrainOn train_on = DataTrainOn::assistant;   // chat: the tokens the loss counts
+  DataOverlong overlong = DataOverlong::truncate;  // chat: a conversation longer than a row
+  bool packing = true;                             // chat: several conversations a row
+  DataBadLine on_bad_line = DataBadLine::error;    // chat: a line that cannot be read
   // Not a key: the folder of prepared shards data.kind = text / jsonl reads, found or made at start.
   std::string prepared_dir = "";
 
@@ -89,6 +122,31 @@ struct DataConfig {
     v("cache_dir", cache_dir,
       "text/jsonl: folder of prepared token shards, one subfolder per tokenizer and sources (by their hashes), "
       "shared by the runs that name it; \"\" = data_cache/ in the run directory.");
+    v("format", format,
+      "jsonl: what each line holds: \"text\" (a document under data.text_key), \"chat\" (a conversation under "
+      "data.messages_key) or \"prompt_completion\" (data.prompt_key and data.completion_key): fine-tuning with a "
+      "loss mask, docs/data-preparation.md#chat-and-promptcompletion-data.");
+    v("messages_key", messages_key,
+      "chat: the key of each line's object holding its list of {role, content} messages.");
+    v("prompt_key", prompt_key, "prompt_completion: the key holding the prompt (a string, or a list of messages).");
+    v("completion_key", completion_key,
+      "prompt_completion: the key holding the completion the loss trains on (a string, or a list of messages).");
+    v("chat_template", chat_template,
+      "chat / prompt_completion: \"llama3\", \"chatml\", \"qwen3\" or \"plain\" (each turn then the EOS); \"\" = "
+      "the template data.tokenizer's tokenizer_config.json carries, recognised by content.",
+      cfg::one_of({"", "llama3", "chatml", "qwen3", "plain"}));
+    v("train_on", train_on,
+      "chat / prompt_completion: the tokens the loss counts: \"assistant\" (each assistant turn and its "
+      "end-of-turn token; a prompt_completion's completion), \"all\" or \"last_assistant\" (the last turn only).");
+    v("overlong", overlong,
+      "chat / prompt_completion: a conversation of more than model.seq_len slots is cut to fit (\"truncate\") or "
+      "left out (\"drop\"); either is counted in the start-up line and the ledger.");
+    v("packing", packing,
+      "chat / prompt_completion: conversations packed into model.seq_len rows by best fit, attention and positions "
+      "restarting at each (false: one a row, padded to the micro-batch's longest).");
+    v("on_bad_line", on_bad_line,
+      "chat / prompt_completion: a line that is not a readable conversation stops the preparation naming its file "
+      "and line (\"error\"), or is left out and counted (\"skip\").");
   }
 };
 

@@ -604,6 +604,11 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
                  std::string(name_of(c.data.kind)) +
                  "\"; data.eval_fraction holds documents out instead (or prepare held-out text with gtrain prepare)");
   }
+  if (c.data.format != DataFormat::text && c.data.kind != DataKind::jsonl) {
+    problems.add(from({"data.format", "data.kind"}) + ": [data]: data.format = \"" +
+                 std::string(name_of(c.data.format)) + "\" reads JSONL conversations, but data.kind = \"" +
+                 std::string(name_of(c.data.kind)) + "\"; set data.kind = \"jsonl\"");
+  }
   if (c.model.name == "gpt" && c.model.n_embd % c.model.n_head != 0) {
     problems.add(from({"model.n_head", "model.n_embd", "model.name"}) + ": [model]: model.n_head = " +
                  std::to_string(c.model.n_head) + " must divide model.n_embd = " + std::to_string(c.model.n_embd));

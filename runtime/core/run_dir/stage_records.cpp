@@ -38,6 +38,7 @@ nlohmann::json StageRecord::to_json() const {
   if (!config_changes.empty()) rec["config_changes"] = config_changes;
   if (restarts > 0) rec["restarts"] = restarts;
   if (prepare_s > 0) rec["prepare_s"] = prepare_s;
+  if (data.is_object()) rec["data"] = data;
   if (!reported_by.empty()) rec["reported_by"] = reported_by;
   return rec;
 }
@@ -106,6 +107,7 @@ std::pair<std::string, StageRecord> StageRecord::from_json(const nlohmann::json&
   if (j.contains("threads") && j["threads"].is_number_integer()) r.threads = j["threads"].get<int>();
   if (j.contains("config_changes") && j["config_changes"].is_object()) r.config_changes = j["config_changes"];
   get("reported_by", r.reported_by), get("restarts", r.restarts), get("prepare_s", r.prepare_s);
+  if (j.contains("data") && j["data"].is_object()) r.data = j["data"];
   if (!r.allocation.is_object()) r.allocation = nlohmann::json::object();
   return {"", r};
 }

@@ -35,6 +35,7 @@ struct StageRecord {
   nlohmann::json config_changes = nlohmann::json::object();  // "section.key": [was, now] since the checkpoint
   std::string reported_by;  // "" = the stage's own trainer; else who recorded it from metrics.jsonl
   int restarts = 0;         // times the launching gtrain restarted the ranks in this stage (restarts.jsonl)
+  nlohmann::json data;      // chat / prompt_completion data: what its rows kept and left out (null = none)
   nlohmann::json to_json() const;
   // A record as read: "" and the record, or why the line is not one (a required key missing or of
   // the wrong type: start, end, world, step_from, step_to, total_steps, exit, allocation).

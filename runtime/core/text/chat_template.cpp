@@ -239,13 +239,14 @@ RenderedChat render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& 
 }
 
 EncodedChat encode_chat(const Tokenizer& tok, const ChatTemplate& t, const std::vector<ChatMessage>& messages,
-                        TrainOn on) {
+                        TrainOn on, size_t untrained_turns) {
   const RenderedChat r = render_chat(t, messages);
   EncodedChat e;
   e.ids = tok.encode(r.text, false);
   e.train.assign(e.ids.size(), on == TrainOn::all ? 1 : 0);
   if (on == TrainOn::all) return e;
-  const size_t first = on == TrainOn::last_assistant && !r.assistant_spans.empty() ? r.assistant_spans.size() - 1 : 0;
+  const size_t first =
+      on == TrainOn::last_assistant && !r.assistant_spans.empty() ? r.assistant_spans.size() - 1 : untrained_turns;
   for (size_t k = first; k < r.assistant_spans.size(); ++k) {
     const auto [b, end] = r.assistant_spans[k];
     const size_t from = tok.encode(std::string_view(r.text).substr(0, b), false).size();

@@ -62,9 +62,10 @@ struct EncodedChat {
 
 // The ids of the rendered text (apply_chat_template(tokenize=True): no post-processor tokens) and
 // which of them are trained on: for each assistant span, the ids between the tokenizations of the
-// text up to its start and up to its end (the way TRL masks a conversation).
+// text up to its start and up to its end (the way TRL masks a conversation). With TrainOn::assistant
+// the first `untrained_turns` assistant turns are not (a prompt's, before its completion's).
 EncodedChat encode_chat(const Tokenizer& tok, const ChatTemplate& t, const std::vector<ChatMessage>& messages,
-                        TrainOn on);
+                        TrainOn on, size_t untrained_turns = 0);
 
 // The token text a template ends an assistant turn with: llama3 "<|eot_id|>", chatml and qwen3
 // "<|im_end|>", plain its EOS ("" when the tokenizer has none). Generation stops there.

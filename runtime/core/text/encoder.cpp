@@ -32,6 +32,7 @@ Encoder load_encoder(const std::string& path) {
   e.hash = tok->hash();
   e.path = tok->path();
   e.describe = tok->describe();
+  e.tokenizer = tok;
   return e;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,14 +12,17 @@
 
 namespace gtrain::text {
 
+class Tokenizer;
+
 struct Encoder {
   // Appends the ids of a document's text to `out`; called from several threads at once.
   std::function<void(std::string_view text, std::vector<uint32_t>& out)> encode;
-  size_t vocab_size = 0;        // ids are below it
-  std::optional<uint32_t> eos;  // appended after each document with --append-eos
-  std::string hash;             // identifies the tokenizer (the cache key includes it)
-  std::string path;             // what was read ("bytes" for the byte encoder)
-  std::string describe;         // for the console
+  size_t vocab_size = 0;                       // ids are below it
+  std::optional<uint32_t> eos;                 // appended after each document with --append-eos
+  std::string hash;                            // identifies the tokenizer (the cache key includes it)
+  std::string path;                            // what was read ("bytes" for the byte encoder)
+  std::string describe;                        // for the console
+  std::shared_ptr<const Tokenizer> tokenizer;  // the Hugging Face tokenizer (null for bytes): chat templates
 };
 
 // Each byte its own id (0-255) and EOS 256: a vocabulary of 257.

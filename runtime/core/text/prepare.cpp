@@ -27,6 +27,7 @@
 #include "runtime/core/format.h"
 #include "runtime/core/startup.h"
 #include "runtime/core/text/documents.h"
+#include "runtime/core/text/sft_documents.h"
 #include "runtime/core/text/shard_writer.h"
 
 namespace fs = std::filesystem;
@@ -46,6 +47,10 @@ struct Chunk {
   std::vector<uint32_t> ids;     // the documents' ids, end to end
   std::vector<uint32_t> counts;  // ids per document
   uint64_t text_bytes = 0;       // the documents' text
+  // Conversations:
+  std::vector<uint8_t> train;          // the ids' mask, end to end
+  int64_t bad_lines = 0, tools = 0;    // lines skipped, lines with "tools"
+  std::string first_bad, first_tools;  // the first of each, for the warning
 };
 using ChunkPtr = std::shared_ptr<Chunk>;
 
@@ -64,10 +69,33 @@ struct Pipeline {
   uint64_t chunks = 0;  // made by the reader
 };
 
-void encode_chunk(Chunk& c, const PrepareOptions& o, const std::vector<PreparedInput>& inputs, const Encoder& enc) {
+// Conversations: each line's ids and mask; a bad line skipped and counted, or the chunk's error.
+void encode_conversations(Chunk& c, const PrepareOptions& o, const std::vector<PreparedInput>& inputs,
+                          const ConversationEncoder& conv) {
+  for (const auto& d : c.docs) {
+    const std::string& path = inputs[d.input].path;
+    try {
+      bool tools = false;
+      const EncodedChat e = conv.encode(d, path, &tools);
+      c.text_bytes += d.bytes.size();
+      c.ids.insert(c.ids.end(), e.ids.begin(), e.ids.end());
+      c.train.insert(c.train.end(), e.train.begin(), e.train.end());
+      c.counts.push_back(static_cast<uint32_t>(e.ids.size()));
+      if (tools && c.tools++ == 0) c.first_tools = str(path, ":", d.line);
+    } catch (const BadLineError& e) {
+      if (o.recipe.on_bad_line != "skip") throw;
+      if (c.bad_lines++ == 0) c.first_bad = e.what();
+    }
+  }
+}
+
+void encode_chunk(Chunk& c, const PrepareOptions& o, const std::vector<PreparedInput>& inputs, const Encoder& enc,
+                  const ConversationEncoder* conv) {
   std::string text;
   try {
-    for (const auto& d : c.docs) {
+    if (conv) encode_conversations(c, o, inputs, *conv);
+    for (size_t k = 0; k < (conv ? 0 : c.docs.size()); ++k) {
+      const RawDocument& d = c.docs[k];
       const PreparedInput& in = inputs[d.input];
       text_of(d, in.path, in.format == "jsonl" ? InputFormat::jsonl : InputFormat::text, o.recipe.text_key, text);
       const size_t before = c.ids.size();
@@ -83,7 +111,8 @@ void encode_chunk(Chunk& c, const PrepareOptions& o, const std::vector<PreparedI
   c.docs.shrink_to_fit();
 }
 
-void worker(Pipeline& p, const PrepareOptions& o, const std::vector<PreparedInput>& inputs, const Encoder& enc) {
+void worker(Pipeline& p, const PrepareOptions& o, const std::vector<PreparedInput>& inputs, const Encoder& enc,
+            const ConversationEncoder* conv) {
   while (true) {
     ChunkPtr c;
     {
@@ -93,7 +122,7 @@ void worker(Pipeline& p, const PrepareOptions& o, const std::vector<PreparedInpu
       c = p.todo.front();
       p.todo.pop_front();
     }
-    if (!c->error) encode_chunk(*c, o, inputs, enc);
+    if (!c->error) encode_chunk(*c, o, inputs, enc, conv);
     std::lock_guard<std::mutex> lock(p.m);
     p.encoded[c->seq] = c;
     p.cv.notify_all();
@@ -132,8 +161,14 @@ class Progress {
 struct Writer {
   Writer(const std::string& dir, const PrepareOptions& o, const Encoder& enc)
       : o_(o),
-        train_(dir, "train", enc.vocab_size, o.recipe.shard_tokens),
-        eval_(dir, "eval", enc.vocab_size, o.recipe.shard_tokens) {}
+        conversations_(o.recipe.conversations()),
+        train_(dir, "train", enc.vocab_size, o.recipe.shard_tokens, conversations_),
+        eval_(dir, "eval", enc.vocab_size, o.recipe.shard_tokens, conversations_) {
+    if (conversations_) {
+      train_docs_ = std::make_unique<DocIndexWriter>(dir, "train");
+      eval_docs_ = std::make_unique<DocIndexWriter>(dir, "eval");
+    }
+  }
 
   void run(Pipeline& p, Progress& progress) {
     for (uint64_t seq = 0;; ++seq) {
@@ -162,10 +197,15 @@ struct Writer {
 
   void write(const Chunk& c) {
     text_bytes += c.text_bytes;
+    warn(c);
     size_t at = 0;
     for (uint32_t n : c.counts) {
       const bool eval = eval_document(m.documents, o_.recipe.eval_fraction);
-      (eval ? eval_ : train_).append(c.ids.data() + at, n);
+      (eval ? eval_ : train_).append(c.ids.data() + at, n, conversations_ ? c.train.data() + at : nullptr);
+      if (conversations_) {
+        (eval ? eval_docs_ : train_docs_)->add(n);
+        for (size_t i = at; i < at + n; ++i) m.trained_tokens += c.train[i];
+      }
       at += n;
       ++m.documents;
       m.tokens += n;
@@ -173,8 +213,23 @@ struct Writer {
     }
   }
 
+  // The first line with "tools", and the first bad line skipped, said once a preparation.
+  void warn(const Chunk& c) {
+    if (o_.warn && c.tools > 0 && m.tools_ignored == 0)
+      std::cerr << o_.what << ": warning: " << c.first_tools
+                << ": \"tools\" ignored (gtrain's chat templates write no tool definitions); further lines "
+                   "with tools are counted"
+                << std::endl;
+    if (o_.warn && c.bad_lines > 0 && m.bad_lines == 0)
+      std::cerr << o_.what << ": warning: " << c.first_bad << "; line skipped, further ones counted" << std::endl;
+    m.tools_ignored += c.tools;
+    m.bad_lines += c.bad_lines;
+  }
+
   const PrepareOptions& o_;
+  bool conversations_;
   ShardWriter train_, eval_;
+  std::unique_ptr<DocIndexWriter> train_docs_, eval_docs_;
   PrepareManifest m;
   uint64_t text_bytes = 0;
   std::exception_ptr error;
@@ -304,6 +359,26 @@ bool prepared_as(const fs::path& out, std::string key, PrepareResult& r) {
   }
 }
 
+// A conversations' recipe: read as JSONL, with a Hugging Face tokenizer, the template writing the ends.
+void check_conversation_recipe(PrepareRecipe& r, const Encoder& enc) {
+  if (r.data_format != "chat" && r.data_format != "prompt_completion")
+    throw ConfigError("data format \"" + r.data_format + "\": expected \"text\", \"chat\" or \"prompt_completion\"");
+  if (!enc.tokenizer)
+    throw ConfigError(str(r.data_format,
+                          " data needs a Hugging Face tokenizer (its chat template and special tokens), "
+                          "not \"",
+                          enc.path, "\""),
+                      "name a tokenizer.json or the model folder holding it");
+  if (r.append_eos)
+    throw ConfigError(str("--append-eos does not apply to ", r.data_format, " data: the template ends each turn"));
+  if (r.on_bad_line != "error" && r.on_bad_line != "skip")
+    throw ConfigError("on_bad_line \"" + r.on_bad_line + "\": expected \"error\" or \"skip\"");
+  if (r.train_on != "assistant" && r.train_on != "all" && r.train_on != "last_assistant")
+    throw ConfigError("train_on \"" + r.train_on + "\": expected \"assistant\", \"all\" or \"last_assistant\"");
+  r.format = "jsonl";
+  r.split_lines = false;
+}
+
 }  // namespace
 
 bool eval_document(int64_t index, double fraction) {
@@ -331,8 +406,14 @@ PrepareResult prepare(const PrepareOptions& o, const Encoder& enc) {
     throw ConfigError(enc.path + ": the tokenizer names no EOS token, which --append-eos needs");
   PrepareResult r;
   PrepareManifest& m = r.manifest;
-  m.inputs = o.hashed.empty() ? hash_inputs(o.inputs, o.recipe.format) : o.hashed;
   m.recipe = o.recipe;
+  std::unique_ptr<ConversationEncoder> conv;
+  if (m.recipe.conversations()) {
+    check_conversation_recipe(m.recipe, enc);
+    resolve_chat_recipe(m.recipe, *enc.tokenizer, o.template_key);
+    conv = std::make_unique<ConversationEncoder>(enc.tokenizer, m.recipe);
+  }
+  m.inputs = o.hashed.empty() ? hash_inputs(o.inputs, m.recipe.format) : o.hashed;
   m.recipe.shard_tokens = std::clamp<int64_t>(o.recipe.shard_tokens > 0 ? o.recipe.shard_tokens : kDefaultShardTokens,
                                               1, std::numeric_limits<int32_t>::max());
   m.key = prepare_key(enc.hash, m.recipe, m.inputs);
@@ -351,7 +432,7 @@ PrepareResult prepare(const PrepareOptions& o, const Encoder& enc) {
   Writer w(staging.path().string(), opts, enc);
   std::vector<std::thread> threads;
   for (int i = 0; i < jobs; ++i)
-    threads.emplace_back(worker, std::ref(p), std::cref(opts), std::cref(m.inputs), std::cref(enc));
+    threads.emplace_back(worker, std::ref(p), std::cref(opts), std::cref(m.inputs), std::cref(enc), conv.get());
   std::thread writer([&] { w.run(p, progress); });
   read_all(p, opts, m.inputs);
   writer.join();
@@ -365,8 +446,20 @@ PrepareResult prepare(const PrepareOptions& o, const Encoder& enc) {
   progress.update(total, w.m.documents, w.m.tokens, true);
   m.documents = w.m.documents, m.tokens = w.m.tokens;
   m.eval_documents = w.m.eval_documents, m.eval_tokens = w.m.eval_tokens;
-  for (const auto& s : w.train_.finish()) m.shards.push_back({s.file, "train", s.tokens, s.crc});
-  for (const auto& s : w.eval_.finish()) m.shards.push_back({s.file, "eval", s.tokens, s.crc});
+  for (const auto& s : w.train_.finish()) m.shards.push_back({s.file, "train", s.tokens, s.crc, s.mask_crc});
+  for (const auto& s : w.eval_.finish()) m.shards.push_back({s.file, "eval", s.tokens, s.crc, s.mask_crc});
+  if (conv) {
+    for (auto* d : {w.train_docs_.get(), w.eval_docs_.get()}) {
+      PreparedDocIndex x;
+      x.split = d == w.train_docs_.get() ? "train" : "eval";
+      d->finish(&x.file, &x.documents, &x.crc);
+      m.doc_indexes.push_back(x);
+    }
+    m.eos_id = enc.eos ? static_cast<int64_t>(*enc.eos) : -1;
+    m.trained_tokens = w.m.trained_tokens;
+    m.bad_lines = w.m.bad_lines;
+    m.tools_ignored = w.m.tools_ignored;
+  }
   m.tokenizer = enc.path;
   m.tokenizer_hash = enc.hash;
   m.vocab_size = static_cast<int64_t>(enc.vocab_size);

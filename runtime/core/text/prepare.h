@@ -22,6 +22,8 @@ struct PrepareOptions {
   bool progress = true;                 // the progress line on stderr
   std::string what = "gtrain prepare";  // names the work in the console lines
   std::vector<PreparedInput> hashed;    // the inputs' hashes when the caller has them (else computed)
+  bool warn = true;                     // conversations: say on stderr, once each, that tools / bad lines were left out
+  std::string template_key = "--chat-template";  // what errors about the chat template name
 };
 
 struct PrepareResult {
@@ -37,7 +39,10 @@ std::vector<PreparedInput> hash_inputs(const std::vector<std::string>& paths, co
 
 // Prepares o.inputs into o.out with `enc`, or does nothing when o.out's manifest has the same key.
 // Bad input (an unreadable file, invalid UTF-8, a line that is not JSON or lacks the key) is a
-// DataError naming the file and line; nothing is left behind then.
+// DataError naming the file and line; nothing is left behind then. Conversations
+// (recipe.conversations(), a Hugging Face tokenizer): each line one document written with the chat
+// template (its family resolved into the recipe first), and beside each shard a mask and per split a
+// document index (prepare_manifest.h); a bad line is skipped and counted with on_bad_line = "skip".
 PrepareResult prepare(const PrepareOptions& o, const Encoder& enc);
 
 // Whether document `index` goes to the eval shards: every 1/fraction-th document, spread evenly.

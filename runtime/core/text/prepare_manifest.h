@@ -21,6 +21,18 @@ struct PrepareRecipe {
   bool append_eos = false;        // the tokenizer's EOS id after each document
   double eval_fraction = 0;       // documents held out into eval shards
   int64_t shard_tokens = 0;       // ids per shard at most
+  // Conversations (data.format): "text" = documents of text; "chat" / "prompt_completion" = one a
+  // JSONL line, written with a chat template, each id with a trained-on mask.
+  std::string data_format = "text";
+  std::string messages_key = "messages";      // chat: the key of the messages
+  std::string prompt_key = "prompt";          // prompt_completion: the prompt's key
+  std::string completion_key = "completion";  // prompt_completion: the completion's key
+  std::string chat_template = "";             // the family written (resolve_chat_recipe: never "" once resolved)
+  std::string chat_system = "";               // chatml: the system turn its template writes when there is none
+  std::string train_on = "assistant";         // assistant | all | last_assistant
+  std::string on_bad_line = "error";          // error | skip
+  bool conversations() const { return data_format != "text"; }
+  // The conversation fields appear only for data_format != "text" (text preparations keep their keys).
   nlohmann::json to_json() const;
   static PrepareRecipe from_json(const nlohmann::json& j);
 };
@@ -36,6 +48,19 @@ struct PreparedShard {
   std::string file;   // name in the folder
   std::string split;  // "train" | "eval"
   int64_t tokens = 0;
+  std::string crc;       // CRC-32C of the whole file
+  std::string mask_crc;  // conversations: CRC-32C of mask_file(file), a byte an id (1: trained on); else ""
+};
+
+// Conversations: the mask file beside a shard (train_000000.bin -> train_000000.mask).
+std::string mask_file(const std::string& shard_file);
+
+// Conversations: a split's document index, SPLIT_docs.bin: documents + 1 little-endian uint64, the
+// offsets of each document's first id in the split's ids (its shards end to end), then the total.
+struct PreparedDocIndex {
+  std::string file;   // "train_docs.bin" | "eval_docs.bin"
+  std::string split;  // "train" | "eval"
+  int64_t documents = 0;
   std::string crc;  // CRC-32C of the whole file
 };
 
@@ -52,6 +77,12 @@ struct PrepareManifest {
   int64_t eval_documents = 0, eval_tokens = 0;  // of which held out
   std::vector<PreparedShard> shards;
   double seconds = 0;  // how long preparing took
+  // Conversations only (recipe.conversations()):
+  std::vector<PreparedDocIndex> doc_indexes;  // train, eval
+  int64_t eos_id = -1;                        // the tokenizer's EOS (-1 = none): the padding id
+  int64_t trained_tokens = 0;                 // ids the masks train on, both splits
+  int64_t bad_lines = 0;                      // lines skipped as unreadable (on_bad_line = "skip")
+  int64_t tools_ignored = 0;                  // lines whose "tools" were ignored
 
   nlohmann::json to_json() const;
   // A DataError naming `where` for a missing or mistyped field.

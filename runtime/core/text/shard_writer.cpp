@@ -19,14 +19,16 @@ constexpr size_t kHeaderInts = 256;
 }
 }  // namespace
 
-ShardWriter::ShardWriter(std::string dir, std::string prefix, size_t vocab_size, int64_t shard_tokens)
+ShardWriter::ShardWriter(std::string dir, std::string prefix, size_t vocab_size, int64_t shard_tokens, bool masks)
     : dir_(std::move(dir)),
       prefix_(std::move(prefix)),
       width_(vocab_size <= 65536 ? 2 : 4),
-      shard_tokens_(std::max<int64_t>(1, shard_tokens)) {}
+      shard_tokens_(std::max<int64_t>(1, shard_tokens)),
+      masks_(masks) {}
 
 ShardWriter::~ShardWriter() {
   if (file_) std::fclose(file_);
+  if (mask_file_) std::fclose(mask_file_);
 }
 
 void ShardWriter::open_next() {
@@ -36,12 +38,23 @@ void ShardWriter::open_next() {
   const std::vector<int32_t> header(kHeaderInts, 0);  // the real one is written at close
   if (std::fwrite(header.data(), 4, kHeaderInts, file_) != kHeaderInts) write_failed(path_);
   in_shard_ = 0;
+  if (masks_) {
+    mask_path_ = (std::filesystem::path(dir_) / strf("%s_%06zu.mask", prefix_.c_str(), done_.size())).string();
+    mask_file_ = std::fopen(mask_path_.c_str(), "wb");
+    if (!mask_file_) write_failed(mask_path_);
+    mask_crc_ = 0;
+  }
 }
 
-void ShardWriter::append(const uint32_t* ids, size_t n) {
+void ShardWriter::append(const uint32_t* ids, size_t n, const uint8_t* mask) {
   while (n > 0) {
     if (!file_) open_next();
     const size_t k = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(n), shard_tokens_ - in_shard_));
+    if (masks_) {
+      if (std::fwrite(mask, 1, k, mask_file_) != k) write_failed(mask_path_);
+      mask_crc_ = crc32c(mask, k, mask_crc_);
+      mask += k;
+    }
     if (width_ == 4) {
       if (std::fwrite(ids, 4, k, file_) != k) write_failed(path_);
     } else {
@@ -83,12 +96,52 @@ void ShardWriter::close_current() {
     write_failed(path_);
   }
   file_ = nullptr;
-  done_.push_back({std::filesystem::path(path_).filename().string(), in_shard_, strf("%08x", crc)});
+  std::string mask_crc;
+  if (mask_file_) {
+    const bool ok = std::fclose(mask_file_) == 0;
+    mask_file_ = nullptr;
+    if (!ok) write_failed(mask_path_);
+    mask_crc = strf("%08x", mask_crc_);
+  }
+  done_.push_back({std::filesystem::path(path_).filename().string(), in_shard_, strf("%08x", crc), mask_crc});
 }
 
 std::vector<WrittenShard> ShardWriter::finish() {
   close_current();
   return done_;
+}
+
+DocIndexWriter::DocIndexWriter(const std::string& dir, const std::string& split)
+    : path_((std::filesystem::path(dir) / (split + "_docs.bin")).string()) {
+  file_ = std::fopen(path_.c_str(), "wb");
+  if (!file_) write_failed(path_);
+  put(0);
+}
+
+DocIndexWriter::~DocIndexWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void DocIndexWriter::put(uint64_t v) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
+  if (std::fwrite(b, 1, 8, file_) != 8) write_failed(path_);
+  crc_ = crc32c(b, 8, crc_);
+}
+
+void DocIndexWriter::add(uint64_t ids) {
+  at_ += ids;
+  put(at_);  // the next document's first id, or the total
+  ++documents_;
+}
+
+void DocIndexWriter::finish(std::string* file, int64_t* documents, std::string* crc) {
+  const bool ok = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (!ok) write_failed(path_);
+  *file = std::filesystem::path(path_).filename().string();
+  *documents = documents_;
+  *crc = strf("%08x", crc_);
 }
 
 }  // namespace gtrain::text

@@ -10,6 +10,7 @@
 #include "runtime/core/format.h"
 #include "runtime/core/text/encoder.h"
 #include "runtime/core/text/prepare.h"
+#include "runtime/core/text/sft_documents.h"
 
 namespace fs = std::filesystem;
 
@@ -19,7 +20,52 @@ namespace {
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+// data.format = "chat" / "prompt_completion": the conversation fields of the recipe, resolved.
+void conversation_recipe(const JobConfig& cfg, const Encoder& enc, PrepareOptions& o) {
+  const DataConfig& d = cfg.data;
+  if (d.kind != DataKind::jsonl)
+    throw ConfigError(str("data.format = \"", d.format, "\" reads JSONL: data.kind is \"", d.kind, "\""),
+                      "set data.kind = \"jsonl\"");
+  if (!enc.tokenizer)
+    throw ConfigError(str("data.tokenizer = \"", enc.path, "\": data.format = \"", d.format,
+                          "\" needs a Hugging Face tokenizer (its chat template and special tokens)"),
+                      "set data.tokenizer to a tokenizer.json or its model folder");
+  PrepareRecipe& r = o.recipe;
+  r.data_format = name_of(d.format);
+  r.append_eos = false;  // the template ends each turn
+  r.messages_key = d.messages_key;
+  r.prompt_key = d.prompt_key;
+  r.completion_key = d.completion_key;
+  r.chat_template = d.chat_template;
+  r.train_on = name_of(d.train_on);
+  r.on_bad_line = name_of(d.on_bad_line);
+  resolve_chat_recipe(r, *enc.tokenizer, "data.chat_template");
+  o.template_key = "data.chat_template";
+}
 }  // namespace
+
+nlohmann::json data_counts_json(const SftCounts& c, const PrepareManifest& m) {
+  return {{"documents", c.documents},
+          {"kept", c.kept},
+          {"truncated", c.truncated},
+          {"dropped_overlong", c.overlong},
+          {"dropped_untrainable", c.untrainable},
+          {"bad_lines_skipped", m.bad_lines},
+          {"tools_ignored", m.tools_ignored},
+          {"rows", c.rows},
+          {"trained_tokens", c.trained},
+          {"padding_fraction", c.slots > 0 ? static_cast<double>(c.padding) / static_cast<double>(c.slots) : 0.0}};
+}
+
+std::string data_counts_line(const nlohmann::json& c) {
+  const auto n = [&](const char* k) { return c.value(k, int64_t{0}); };
+  return str(plural(n("documents"), "conversation"), ": ", n("kept"), " kept (", n("truncated"), " truncated), ",
+             n("dropped_overlong"), " dropped as overlong, ", n("dropped_untrainable"), " dropped as untrainable, ",
+             plural(n("bad_lines_skipped"), "bad line"), " skipped, ", n("tools_ignored"), " with tools ignored; ",
+             plural(n("rows"), "row"), ", ", plural(n("trained_tokens"), "trained token"),
+             strf(", %.1f%% padding", 100.0 * c.value("padding_fraction", 0.0)));
+}
 
 std::string text_tokenizer(const JobConfig& cfg) {
   if (!cfg.data.tokenizer.empty()) return cfg.data.tokenizer;
@@ -55,12 +101,14 @@ TextData ensure_text_data(const JobConfig& cfg, const std::string& run_dir, std:
   o.recipe.append_eos = enc.eos.has_value();
   o.recipe.eval_fraction = cfg.data.eval_fraction;
   o.recipe.shard_tokens = kDefaultShardTokens;
+  if (cfg.data.format != DataFormat::text) conversation_recipe(cfg, enc, o);
   o.hashed = hash_inputs(o.inputs, o.recipe.format);
   const std::string key = prepare_key(enc.hash, o.recipe, o.hashed);
   TextData td;
   td.dir = (fs::path(text_cache_root(cfg, run_dir)) / key).string();
   o.out = td.dir;
   o.progress = log != nullptr;
+  o.warn = log != nullptr;
   o.what = "gtrain: data";
   std::error_code ec;
   if (fs::exists(fs::path(td.dir) / kPrepareManifestFile, ec)) {
@@ -80,6 +128,14 @@ TextData ensure_text_data(const JobConfig& cfg, const std::string& run_dir, std:
          << (td.prepared ? "prepared into " : "prepared before, shards checked, in ") << td.dir
          << strf(" (%.1f s)", td.seconds) << std::endl;
   }
+  if (td.manifest.recipe.conversations() && cfg.model.seq_len > 0) {
+    SftOptions so;
+    so.seq_len = cfg.model.seq_len;
+    so.packing = cfg.data.packing;
+    so.overlong = cfg.data.overlong == DataOverlong::drop ? Overlong::drop : Overlong::truncate;
+    td.counts = data_counts_json(open_sft_data(td.dir, "train", so)->counts(), td.manifest);
+    if (log) *log << "gtrain: data: " << data_counts_line(td.counts) << std::endl;
+  }
   return td;
 }
 
@@ -96,6 +152,9 @@ TextData text_data_for_rank(const JobConfig& cfg, const std::string& run_dir,
   td.manifest = read_prepare_manifest(td.dir);
   const auto s = env.find(kEnvPrepareSeconds);
   if (s != env.end()) td.seconds = std::atof(s->second.c_str());
+  const auto c = env.find(kEnvDataCounts);
+  if (c != env.end() && !c->second.empty()) td.counts = nlohmann::json::parse(c->second, nullptr, false);
+  if (td.counts.is_discarded()) td.counts = nullptr;
   return td;
 }
 
