@@ -36,6 +36,9 @@ case $name in
          want='round 1: step time gtrain [0-9.]+ ms +transformers eager [0-9.]+ ms +ratio transformers/gtrain [0-9.]+x' ;;
   gpu_gpt2) cmd=("$venv" run env BUILD="$build" OUT="$tmp/out" "$here/gpu_gpt2.sh" --smoke --no-record)
             want='gtrain / eager' want2='llama: gtrain / transformers eager = [0-9.]+x' ;;
+  sft) cmd=("$venv" run env SIZE=tiny STEPS=4 ROUNDS=1 THREADS=1 "$here/bench_sft.sh" "$build")
+       want='round 1: step time gtrain [0-9.]+ ms +transformers [0-9.]+ ms +ratio transformers/gtrain [0-9.]+x'
+       want2='round 1: trained tokens/s packed [0-9]+ +padded [0-9]+ +packing gain [0-9.]+x' ;;
   data_kinds) cmd=(env MB=1 STEPS=6 ROUNDS=1 "$here/bench_data_kinds.sh" "$build")
               want='^prepare \(.*\): 1 thread [0-9.]+ MB/s .* MB/s per core' want2='^step time: tokens [0-9.]+ ms +jsonl \(cache warm\) [0-9.]+ ms +ratio jsonl/tokens [0-9.]+x' ;;
   tokenizer) cmd=(env SIZE=tiny "$here/bench_tokenizer.sh" "$build")

@@ -221,8 +221,8 @@ class FakeRows : public text::SftData {
 };
 
 TEST(ConversationRows, PackedBatchesCarryPositionsTrainedTargetsAndWeights) {
-  auto data = open_sft_rows(std::make_shared<FakeRows>(std::vector<std::vector<int64_t>>{{4, 3}, {6}}, 8, true), 8,
-                            10, /*packed=*/true, nullptr);
+  auto data = open_sft_rows(std::make_shared<FakeRows>(std::vector<std::vector<int64_t>>{{4, 3}, {6}}, 8, true), 8, 10,
+                            /*packed=*/true, nullptr);
   EXPECT_TRUE(data->weighted());
   EXPECT_EQ(data->weight(0), 3);  // 2 + 1
   EXPECT_EQ(data->weight(1), 3);
@@ -240,7 +240,7 @@ TEST(ConversationRows, UnpackedBatchesArePaddedToTheirLongestRow) {
                             10, /*packed=*/false, nullptr);
   const Batch b = data->collate({0, 2});
   EXPECT_EQ(b.input.sizes(), (std::vector<int64_t>{2, 3}));
-  EXPECT_FALSE(b.positions.defined());  // one document a row: plain causal attention
+  EXPECT_FALSE(b.positions.defined());                             // one document a row: plain causal attention
   EXPECT_EQ(b.target[1][2].item<int64_t>(), text::kIgnoreTarget);  // padding
   EXPECT_EQ(b.weight, 2);
   EXPECT_EQ(data->collate({1}).input.size(1), 5);

@@ -188,7 +188,8 @@ struct RankJob {
   int threads = 1;
   std::string threads_text;  // the start-up line's "threads/rank N (why)"
   int64_t requested_batch = 0;
-  double prepare_s = 0;  // data.kind = text / jsonl: finding or preparing its shards before the stage
+  double prepare_s = 0;        // data.kind = text / jsonl: finding or preparing its shards before the stage
+  nlohmann::json data_counts;  // chat / prompt_completion data: what its rows kept (the ledger's "data")
 };
 
 // Where the run starts: a checkpoint to resume ("" = step 0) and what was found on the way.
@@ -341,6 +342,7 @@ StageOptions stage_options(const RankJob& job) {
   stage.stop_file = handoff.stop_file;
   stage.restarts = handoff.restarts;
   stage.prepare_seconds = job.prepare_s;
+  stage.data_counts = job.data_counts;
   const std::string& a = handoff.allocation_json;
   stage.allocation = a.empty() ? nlohmann::json::object() : nlohmann::json::parse(a, nullptr, false);
   if (job.rank_env.launcher == "srun" && job.main_rank && !handoff.has_deadline) {
@@ -567,7 +569,8 @@ RunOutcome run_job(const RunOptions& o) {
   job.run_dir = resolve_run_dir(job.cfg, o);
   job.batch_note = keep_checkpoint_batch(job.cfg, o, job.run_dir);
   const bool launching = !job.rank_env.launched && !stage_prepared(env, job.run_dir);
-  job.prepare_s = resolve_text_data(job.cfg, job.run_dir, env, launching, o.quiet);  // text data: once, here
+  // Text data: once, here (conversations: with what their rows kept and left out).
+  job.prepare_s = resolve_text_data(job.cfg, job.run_dir, env, launching, o.quiet, &job.data_counts);
   RunOutcome out;
   out.run_dir = job.run_dir;
   // 2. Launch the ranks here unless a launcher did.

@@ -62,7 +62,8 @@ class SftRows : public Dataset {
     }
     b.trained = torch::tensor(trained, torch::kLong);
     for (int64_t i : idx) b.weight += weight(i);
-    GT_CHECK(static_cast<double>(trained.size()) == b.weight, "conversation rows: trained targets disagree with the rows' counts");
+    GT_CHECK(static_cast<double>(trained.size()) == b.weight,
+             "conversation rows: trained targets disagree with the rows' counts");
     if (!ids.empty() && *std::max_element(ids.begin(), ids.end()) >= vocab_) {
       throw DataError(str("a conversation row holds an id at or above model.vocab = ", vocab_));
     }

@@ -6,6 +6,7 @@
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
 #include "runtime/core/text/prepare_manifest.h"
+#include "runtime/core/text/sft_data.h"
 #include "runtime/data/dataset.h"
 
 namespace gtrain {
@@ -52,6 +53,15 @@ DataSplits open_prepared_text(const DataConfig& d, const ModelConfig& m) {
     sources.push_back(
         {{"file", std::filesystem::path(in.path).filename().string()}, {"bytes", in.bytes}, {"crc", in.crc}});
   DataSplits s;
+  if (d.format != DataFormat::text) {  // conversations: rows of documents with their masks
+    const text::SftOptions o{m.seq_len, d.packing,
+                             d.overlong == DataOverlong::drop ? text::Overlong::drop : text::Overlong::truncate};
+    s.train = open_sft_rows(text::open_sft_data(d.prepared_dir, "train", o), m.seq_len, vocab, d.packing, sources);
+    if (pm.eval_documents > 0) {
+      s.eval = open_sft_rows(text::open_sft_data(d.prepared_dir, "eval", o), m.seq_len, vocab, d.packing, nullptr);
+    }
+    return s;
+  }
   const auto train = files("train");
   if (train.empty()) throw DataError(d.prepared_dir + ": no training shard (the sources hold no document?)");
   s.train = std::make_shared<SourceIdentified>(

@@ -26,8 +26,7 @@ torch::Tensor document_causal_mask(const torch::Tensor& positions) {
   const int64_t T = positions.size(1);
   const auto doc = positions.eq(0).cumsum(1);  // [B, T]: the document of each token
   const auto same = doc.unsqueeze(2).eq(doc.unsqueeze(1));
-  const auto causal =
-      torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(positions.device())).tril();
+  const auto causal = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(positions.device())).tril();
   return same.logical_and(causal).unsqueeze(1);
 }
 

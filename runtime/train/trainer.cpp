@@ -267,6 +267,7 @@ void Trainer::write_ledger(const TrainSummary& s, int64_t first_step, double pro
   rec.save_s = save_stall_total_;
   rec.load_s = stage_.load_seconds;
   rec.prepare_s = stage_.prepare_seconds;
+  rec.data = stage_.data_counts;
   rec.exit = stage_exit(s.stop_reason, s.stopped_early);
   rec.stop_detail = s.stop_detail;
   if (thread_tuner_ && !thread_tuner_->measured().empty()) {

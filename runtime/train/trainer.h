@@ -81,6 +81,7 @@ struct StageOptions {
   std::string save_token;       // same on every rank: names temporary checkpoint directories
   double load_seconds = 0;      // time spent resuming, recorded in the ledger
   double prepare_seconds = 0;   // text data found or prepared before the stage, recorded in the ledger
+  nlohmann::json data_counts;   // conversations: what the rows kept and left out, recorded in the ledger
   std::string stop_file;        // the launcher writes it on a stop signal; rank 0 checks it each step
   int restarts = 0;             // times the launching gtrain restarted this stage's ranks so far
 };
