@@ -27,26 +27,14 @@ import transformers
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_peer  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+from chat_masks import assistant_mask  # noqa: E402
+
 GTRAIN, SOURCE, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
 EXAMPLE = os.path.join(SOURCE, "examples", "chat_sft")
 N = 48  # conversations
 SEQ = 96  # slots a row holds: every example conversation (at most 70 ids) fits whole
 hf_peer.V = 512
-START, END = "<|im_start|>assistant\n", "<|im_end|>"
-
-
-def assistant_mask(tok, rendered, n):
-    """1 where the id belongs to an assistant turn (its content and end-of-turn), by prefix lengths."""
-    mask, at = [0] * n, 0
-    while (b := rendered.find(START, at)) >= 0:
-        b += len(START)
-        e = rendered.index(END, b) + len(END)
-        lo = len(tok(rendered[:b], add_special_tokens=False)["input_ids"])
-        hi = len(tok(rendered[:e], add_special_tokens=False)["input_ids"])
-        for k in range(lo, min(hi, n)):
-            mask[k] = 1
-        at = e
-    return mask
 
 
 def documents(tok, convs):

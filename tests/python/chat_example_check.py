@@ -15,22 +15,11 @@ import tempfile
 
 import transformers
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from chat_masks import assistant_mask  # noqa: E402
+
 GTRAIN, SOURCE = sys.argv[1], sys.argv[2]
 EXAMPLE = os.path.join(SOURCE, "examples", "chat_sft")
-START, END = "<|im_start|>assistant\n", "<|im_end|>"
-
-
-def assistant_mask(tok, rendered, n):
-    mask, at = [0] * n, 0
-    while (b := rendered.find(START, at)) >= 0:
-        b += len(START)
-        e = rendered.index(END, b) + len(END)
-        lo = len(tok(rendered[:b], add_special_tokens=False)["input_ids"])
-        hi = len(tok(rendered[:e], add_special_tokens=False)["input_ids"])
-        for k in range(lo, min(hi, n)):
-            mask[k] = 1
-        at = e
-    return mask
 
 
 def main():
