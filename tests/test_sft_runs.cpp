@@ -26,18 +26,22 @@ seq_len = 64
 [data]
 kind = "jsonl"
 format = "chat"
-path = ")" + ex + R"(/conversations.jsonl"
-tokenizer = ")" + ex + R"(/tokenizer"
+path = ")" +
+         ex + R"(/conversations.jsonl"
+tokenizer = ")" +
+         ex + R"(/tokenizer"
 eval_fraction = 0.05
 [train]
 global_batch = 10
-steps = )" + std::to_string(steps) +
+steps = )" +
+         std::to_string(steps) +
          R"(
 threads = 1
 warmup_steps = 0
 lr_schedule = "constant"
 eval_interval = 10
-reproducible = ")" + mode +
+reproducible = ")" +
+         mode +
          R"("
 reproducible_chunk = 2
 [optimizer]
