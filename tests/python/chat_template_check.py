@@ -87,6 +87,8 @@ def check_generation_prompts(dirs, work):
     asks = [("What is the capital of France?", ""), ("  Ünïcödé 日本語 😀\n", "You are terse.\n")]
     failed = 0
     for family, path in dirs.items():
+        if family == "plain":  # no generation prompt to write (the SampleChat tests cover its stop)
+            continue
         tok = transformers.AutoTokenizer.from_pretrained(path)
         kwargs = {"date_string": "26 Jul 2024"} if family == "llama3" else {}
         for question, system in asks:
