@@ -99,6 +99,12 @@ bool DocumentReader::next(RawDocument& doc) {
   }
 }
 
+std::string json_parse_reason(const std::exception& e) {
+  std::string why = e.what();
+  if (const auto p = why.find("parse error"); p != std::string::npos) why = why.substr(p);
+  return why;
+}
+
 void text_of(const RawDocument& doc, const std::string& path, InputFormat format, const std::string& key,
              std::string& text) {
   check_utf8(doc.bytes, path, doc.line);
@@ -111,9 +117,8 @@ void text_of(const RawDocument& doc, const std::string& path, InputFormat format
   try {
     j = nlohmann::json::parse(doc.bytes);
   } catch (const nlohmann::json::parse_error& e) {
-    std::string why = e.what();
-    if (const auto p = why.find("parse error"); p != std::string::npos) why = why.substr(p);
-    throw DataError(where + "not a JSON line (" + why + ")", "each line of a JSONL file is one JSON object");
+    throw DataError(where + "not a JSON line (" + json_parse_reason(e) + ")",
+                    "each line of a JSONL file is one JSON object");
   }
   if (!j.is_object()) throw DataError(where + "a JSON " + j.type_name() + ", expected an object");
   const auto it = j.find(key);

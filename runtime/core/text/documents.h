@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -50,5 +51,9 @@ class DocumentReader {
 // in that line, from 0).
 void text_of(const RawDocument& doc, const std::string& path, InputFormat format, const std::string& key,
              std::string& text);
+
+// Why a JSONL line did not parse, for its one-line error: nlohmann::json's message from "parse
+// error" on, without its "[json.exception.parse_error.N]" prefix.
+std::string json_parse_reason(const std::exception& e);
 
 }  // namespace gtrain::text

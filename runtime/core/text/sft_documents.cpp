@@ -83,9 +83,7 @@ EncodedChat ConversationEncoder::encode(const RawDocument& doc, const std::strin
   try {
     j = nlohmann::json::parse(doc.bytes);
   } catch (const nlohmann::json::parse_error& e) {
-    std::string why = e.what();
-    if (const auto p = why.find("parse error"); p != std::string::npos) why = why.substr(p);
-    throw BadLineError(where + "not a JSON line (" + why + "), expected a JSON object");
+    throw BadLineError(where + "not a JSON line (" + json_parse_reason(e) + "), expected a JSON object");
   }
   if (!j.is_object()) throw BadLineError(where + a_type(j) + ", expected a JSON object");
   *tools = j.contains("tools");
