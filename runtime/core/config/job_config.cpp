@@ -546,6 +546,34 @@ void validate_job_config(const JobConfig& c) {
 
 namespace {
 
+// [adapter]: the targets must name projections the model family has; rank must fit its width.
+void adapter_problems(const JobConfig& c, const std::string& where, Problems& problems) {
+  const AdapterConfig& a = c.adapter;
+  if (!a.lora()) return;
+  const std::string& m = c.model.name;
+  if (m != "gpt" && m != "llama" && m != "hf") {
+    problems.add(where + ": [adapter]: adapter.kind = \"lora\" needs a gpt or llama model, not model.name = \"" + m +
+                 "\"");
+    return;
+  }
+  if (a.targets.empty()) {
+    problems.add(where + ": [adapter]: adapter.targets is empty; name the projections to adapt (e.g. [\"q\", \"v\"])");
+  }
+  for (const auto& t : a.targets) {
+    if (t == "all" && a.targets.size() == 1) continue;
+    if (!lora_target_known(m, t)) {
+      problems.add(where + ": [adapter]: adapter.targets: '" + t + "' is not a projection of " +
+                   (m == "hf" ? std::string("this model") : "a " + m + " model") + "; expected " +
+                   lora_target_list(m) + (a.targets.size() > 1 ? "" : " or \"all\""));
+    }
+  }
+  if (m != "hf" && a.rank > c.model.n_embd) {
+    problems.add(where + ": [adapter]: adapter.rank = " + std::to_string(a.rank) +
+                 " is above the model width model.n_embd = " + std::to_string(c.model.n_embd) +
+                 "; a low-rank adapter needs rank <= the projection's smaller side");
+  }
+}
+
 void cross_field_problems(const JobConfig& c, Problems& problems) {
   // Where the keys a check is about came from: the --set or environment variable that set one of
   // them, else the file.
@@ -608,6 +636,12 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
     problems.add(from({"data.format", "data.kind"}) + ": [data]: data.format = \"" +
                  std::string(name_of(c.data.format)) + "\" reads JSONL conversations, but data.kind = \"" +
                  std::string(name_of(c.data.kind)) + "\"; set data.kind = \"jsonl\"");
+  }
+  adapter_problems(c, from({"adapter.kind", "adapter.targets", "adapter.rank"}), problems);
+  if (c.distill.enabled() && c.model.name != "gpt" && c.model.name != "llama" && c.model.name != "hf") {
+    problems.add(from({"distill.teacher", "distill.cache", "model.name"}) +
+                 ": [distill]: distillation needs a token model (model.name = \"gpt\", \"llama\" or \"hf\"), not \"" +
+                 c.model.name + "\"");
   }
   if (c.model.name == "gpt" && c.model.n_embd % c.model.n_head != 0) {
     problems.add(from({"model.n_head", "model.n_embd", "model.name"}) + ": [model]: model.n_head = " +

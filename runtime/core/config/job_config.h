@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/config/adapter_config.h"
 #include "runtime/core/config/checkpoint_config.h"
 #include "runtime/core/config/data_config.h"
+#include "runtime/core/config/distill_config.h"
 #include "runtime/core/config/log_config.h"
 #include "runtime/core/config/model_config.h"
 #include "runtime/core/config/optimizer_config.h"
@@ -23,6 +25,8 @@ namespace gtrain {
 
 struct JobConfig {
   ModelConfig model;
+  AdapterConfig adapter;
+  DistillConfig distill;
   DataConfig data;
   OptimizerConfig optimizer;
   TrainConfig train;
@@ -42,6 +46,8 @@ struct JobConfig {
   template <class V>
   void visit_sections(V& v) {
     v("model", model, "The network to train.");
+    v("adapter", adapter, "Parameter-efficient fine-tuning: low-rank adapters on a frozen base.");
+    v("distill", distill, "Knowledge distillation from a frozen teacher.");
     v("data", data, "Where samples come from; which samples form global batch k depends only on (seed, k).");
     v("optimizer", optimizer, "Optimizer and its hyper-parameters.");
     v("train", train, "Batch size, training length, seed, learning-rate schedule, clipping and evaluation.");
