@@ -171,6 +171,13 @@ double bytes_of(const torch::Tensor& t) {
 
 StateBytes DataParallelEngine::state_bytes() const {
   StateBytes s;
+  // A frozen base (LoRA): its ZeRO-3 shards and gathered units, else the parameters themselves.
+  for (const auto& f : frozen_) s.params += bytes_of(f.shard) + (f.gathered ? bytes_of(f.param) : 0.0);
+  if (frozen_.empty()) {
+    for (const auto& [name, p] : params_) {
+      if (!p.requires_grad()) s.params += bytes_of(p);
+    }
+  }
   for (const auto& b : buckets_) {
     s.params += bytes_of(b.param) + bytes_of(b.shard);
     s.grads += bytes_of(b.grad) + bytes_of(b.grad_shard) + bytes_of(b.accum);

@@ -90,6 +90,8 @@ class DataParallelEngine : public ParallelEngine {
   torch::Tensor clip_and_step(double lr, double clip) override;
   std::vector<TensorShard> state_shards() override;
   void load_state(const GlobalTensorReader& read) override;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> frozen_parameters() const override;
+  void load_frozen(const GlobalTensorReader& read) override;
   std::string describe() const override;
   int64_t dp_rank() const override { return comm_->rank(); }
   // ZeRO-3: the micro-batches and evaluation forwards run block by block, gathering parameters.
@@ -157,6 +159,18 @@ class DataParallelEngine : public ParallelEngine {
     std::vector<std::pair<int64_t, int64_t>> ranges[2];
   };
 
+  // ZeRO-3 with a frozen base (LoRA): a unit's frozen parameters of one dtype in a flat buffer,
+  // sharded and gathered with the unit's bucket, never reduced or stepped.
+  struct FrozenUnit {
+    int64_t unit = -1;  // the block, -1 the outer unit
+    std::vector<Segment> segments;
+    int64_t numel = 0, padded = 0, chunk = 0;
+    torch::Tensor param;  // [padded] the unit's values while gathered (each parameter a view)
+    torch::Tensor shard;  // [chunk] this rank's part
+    bool gathered = true;
+    std::shared_ptr<Work> gather_work;
+  };
+
   // After autograd accumulated parameter i's gradient (a post hook on its AccumulateGrad node).
   void on_gradient(int64_t param_index);
   void launch_ready_buckets();  // in bucket order
@@ -193,7 +207,11 @@ class DataParallelEngine : public ParallelEngine {
   // (stages 1, 2: all-gather; stage 3 gathers before the next use).
   void publish(Bucket& b);
   // ZeRO-3 (data_parallel_zero3.cpp).
-  void build_units();                  // buckets from opt_.units, and the unit map
+  void build_units();  // buckets from opt_.units, and the unit map
+  // The frozen units of a unit map (unit_of[i]: parameter i's unit), their values flattened and sharded.
+  void build_frozen_units(const std::vector<int64_t>& unit_of);
+  void frozen_gather(int64_t unit, bool wait);  // starts (and with `wait` finishes) unit's frozen gathers
+  void frozen_release(int64_t unit);
   void start_gather(int64_t bucket);   // allocates the unit's storage and starts its all-gather
   void wait_gathered(int64_t bucket);  // start_gather if needed, then waits
   void release(int64_t bucket);        // frees the unit's gathered storage
@@ -214,6 +232,7 @@ class DataParallelEngine : public ParallelEngine {
   std::vector<int64_t> bucket_of_;  // param index -> bucket
   std::vector<bool> got_grad_;
   std::vector<Bucket> buckets_;
+  std::vector<FrozenUnit> frozen_;  // ZeRO-3 with frozen parameters
   DataParallelOptions opt_;
   int64_t owners_ = 1, owner_rank_ = 0;  // ranks that share optimizer state, and ours
   int64_t step_count_ = 0;

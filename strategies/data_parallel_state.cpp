@@ -1,5 +1,6 @@
 // data_parallel_state.cpp: the data-parallel engine's checkpoint pieces (parameters and optimizer
 // state by parameter name, each rank its own part) and the resharding load into any ZeRO stage.
+#include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
 #include "strategies/data_parallel.h"
 
@@ -49,6 +50,38 @@ torch::Tensor DataParallelEngine::local_part(int64_t i, const torch::Tensor& glo
     parts.push_back(t.reshape({-1}));
   }
   return torch::cat(parts).view(p.sizes());
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> DataParallelEngine::frozen_parameters() const {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const auto& [name, p] : params_) {
+    if (p.requires_grad() || p.numel() == 0) continue;
+    auto pl = opt_.placements.find(name);
+    out.emplace_back(name, pl != opt_.placements.end() ? pl->second.global_shape : p.sizes().vec());
+  }
+  return out;
+}
+
+void DataParallelEngine::load_frozen(const GlobalTensorReader& read) {
+  torch::NoGradGuard ng;
+  if (!frozen_.empty()) {  // ZeRO-3: each frozen unit's values, then this rank's shard of them
+    for (auto& f : frozen_) {
+      const bool was = f.gathered;
+      compat::restore_storage(f.param, static_cast<size_t>(f.padded) * f.param.element_size());
+      for (const auto& s : f.segments) {
+        auto& p = params_[static_cast<size_t>(s.param)].second;
+        p.copy_(local_part(s.param, read(params_[static_cast<size_t>(s.param)].first)));
+      }
+      f.shard.copy_(f.param.narrow(0, comm_->rank() * f.chunk, f.chunk));
+      if (!was) compat::release_storage(f.param);
+    }
+    return;
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i].second;
+    if (p.requires_grad() || p.numel() == 0) continue;
+    p.copy_(local_part(static_cast<int64_t>(i), read(params_[i].first)));
+  }
 }
 
 std::vector<TensorShard> DataParallelEngine::state_shards() {

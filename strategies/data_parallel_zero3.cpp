@@ -2,6 +2,7 @@
 // gathered before each use and freed after it, the forward driven block by block (data_parallel.h).
 #include <ATen/record_function.h>
 
+#include <map>
 #include <unordered_map>
 
 #include "runtime/common/torch_compat.h"
@@ -46,10 +47,70 @@ void DataParallelEngine::build_units() {
     // A block without trained parameters is an empty unit: gathered and reduced at no cost.
     buckets_.push_back(std::move(b));
   }
+  build_frozen_units(unit_of);
+}
+
+void DataParallelEngine::build_frozen_units(const std::vector<int64_t>& unit_of) {
+  torch::NoGradGuard ng;
+  const int64_t dp = comm_->size();
+  for (int64_t u = -1; u < static_cast<int64_t>(opt_.units.size()); ++u) {
+    std::map<c10::ScalarType, FrozenUnit> by_type;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const auto& p = params_[i].second;
+      if (p.requires_grad() || p.numel() == 0 || unit_of[i] != u) continue;
+      auto& f = by_type[p.scalar_type()];
+      f.unit = u;
+      f.segments.push_back({static_cast<int64_t>(i), f.numel, p.numel()});
+      f.numel += p.numel();
+    }
+    for (auto& [type, f] : by_type) {
+      f.padded = (f.numel + dp - 1) / dp * dp;
+      f.chunk = f.padded / dp;
+      f.param = torch::zeros({f.padded}, torch::TensorOptions().dtype(type).device(fopts_.device()));
+      for (const auto& s : f.segments) {
+        auto& p = params_[static_cast<size_t>(s.param)].second;
+        auto view = f.param.narrow(0, s.offset, s.numel);
+        view.copy_(p.detach().reshape({-1}));
+        p.set_data(view.view(p.sizes()));
+      }
+      f.shard = f.param.narrow(0, comm_->rank() * f.chunk, f.chunk).clone();
+      compat::release_storage(f.param);
+      f.gathered = false;
+      frozen_.push_back(std::move(f));
+    }
+  }
+}
+
+void DataParallelEngine::frozen_gather(int64_t unit, bool wait) {
+  for (auto& f : frozen_) {
+    if (f.unit != unit) continue;
+    if (!f.gathered) {
+      compat::restore_storage(f.param, static_cast<size_t>(f.padded) * f.param.element_size());
+      f.gathered = true;
+      f.gather_work = comm_->allgather_async(f.shard, f.param);
+    }
+    if (wait && f.gather_work) {
+      f.gather_work->wait();
+      f.gather_work.reset();
+    }
+  }
+}
+
+void DataParallelEngine::frozen_release(int64_t unit) {
+  for (auto& f : frozen_) {
+    if (f.unit != unit || !f.gathered) continue;
+    if (f.gather_work) {
+      f.gather_work->wait();
+      f.gather_work.reset();
+    }
+    compat::release_storage(f.param);
+    f.gathered = false;
+  }
 }
 
 void DataParallelEngine::start_gather(int64_t k) {
   auto& b = buckets_[static_cast<size_t>(k)];
+  if (!frozen_.empty()) frozen_gather(b.unit, false);
   if (b.gathered) return;
   compat::restore_storage(b.param, static_cast<size_t>(b.padded) * sizeof(float));
   b.gathered = true;
@@ -64,10 +125,12 @@ void DataParallelEngine::wait_gathered(int64_t k) {
     b.gather_work->wait();
     b.gather_work.reset();
   }
+  if (!frozen_.empty()) frozen_gather(b.unit, true);
 }
 
 void DataParallelEngine::release(int64_t k) {
   auto& b = buckets_[static_cast<size_t>(k)];
+  if (!frozen_.empty()) frozen_release(b.unit);
   if (!b.gathered) return;
   if (b.gather_work) {  // a prefetch nobody used: it must land before its memory goes
     b.gather_work->wait();

@@ -55,6 +55,10 @@ class PipelineEngine : public ParallelEngine {
   void step(double lr, double grad_coef) override { dp_->step(lr, grad_coef); }
   std::vector<TensorShard> state_shards() override { return dp_->state_shards(); }
   void load_state(const GlobalTensorReader& read) override { dp_->load_state(read); }
+  std::vector<std::pair<std::string, std::vector<int64_t>>> frozen_parameters() const override {
+    return dp_->frozen_parameters();
+  }
+  void load_frozen(const GlobalTensorReader& read) override { dp_->load_frozen(read); }
   StateBytes state_bytes() const override { return dp_->state_bytes(); }
   std::string describe() const override;
 

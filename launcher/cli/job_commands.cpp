@@ -204,7 +204,8 @@ Command add_ckpt(CLI::App& app, const LibTorchWork& work) {
   auto* exporter = c.app->add_subcommand(
       "export",
       "Write the model's full weights (any layout's checkpoint) to one .safetensors file, or with --format hf "
-      "to a Hugging Face model directory.");
+      "to a Hugging Face model directory; a LoRA run's adapters with --format peft, or merged into its base with "
+      "--format hf --merge.");
   exporter->add_option("path", st->exporting.path, path_help)->required();
   exporter
       ->add_option("out", st->exporting.out,
@@ -212,10 +213,15 @@ Command add_ckpt(CLI::App& app, const LibTorchWork& work) {
                    "export there is replaced)")
       ->required();
   exporter
-      ->add_option("--format", st->exporting.format,
-                   "safetensors (one file, gtrain's tensor names) or hf (config.json and model*.safetensors that "
-                   "transformers' from_pretrained loads: GPT-2 for gpt; Llama, Qwen2 or Qwen3 for llama)")
+      ->add_option(
+          "--format", st->exporting.format,
+          "safetensors (one file, gtrain's tensor names), hf (config.json and model*.safetensors that "
+          "transformers' from_pretrained loads: GPT-2 for gpt; Llama, Qwen2 or Qwen3 for llama), or peft "
+          "(a LoRA run's adapter_config.json and adapter_model.safetensors for peft.PeftModel.from_pretrained)")
       ->capture_default_str();
+  exporter->add_flag("--merge", st->exporting.merge,
+                     "--format hf of a LoRA run: the base model (checkpoint.init_from, checked against the hash the "
+                     "checkpoint recorded) with each adapter folded in, W + alpha / rank x B A");
   exporter
       ->add_option("--max-shard-size", st->exporting.max_shard_size,
                    "--format hf: tensor bytes per file (5GB, 500MB, 2GiB, ...); more go in shards with "

@@ -90,8 +90,11 @@ fs::path safetensors_target(const std::string& out_arg) {
 }  // namespace
 
 int ckpt_export_command(const CkptExportOptions& o) {
+  if (o.format == "peft") return ckpt_export_peft_command(o);
+  if (o.format == "hf" && o.merge) return ckpt_export_merged_command(o);
+  if (o.merge) throw ConfigError("--merge: goes with --format hf (the merged model as a Hugging Face directory)");
   if (o.format == "hf") return ckpt_export_hf_command(o);
-  if (o.format != "safetensors") throw ConfigError("--format: '" + o.format + "' is not one of safetensors, hf");
+  if (o.format != "safetensors") throw ConfigError("--format: '" + o.format + "' is not one of safetensors, hf, peft");
   torch::ScalarType cast = torch::kFloat32;
   const bool stored = o.dtype == "stored";
   // precision.dtype's spellings too (fp32, bf16, fp16).

@@ -18,7 +18,6 @@
 namespace fs = std::filesystem;
 
 namespace gtrain {
-namespace {
 
 // "5GB", "500MB", "2GiB", "1000": bytes (decimal units as transformers' max_shard_size, binary with i).
 int64_t parse_shard_size(const std::string& text) {
@@ -54,8 +53,6 @@ ModelConfig manifest_model(const CheckpointReader& ck) {
   }
 }
 
-}  // namespace
-
 int ckpt_export_hf_command(const CkptExportOptions& o) {
   std::string dtype = o.dtype;
   if (dtype == "fp32" || dtype == "stored") dtype = "float32";
@@ -85,6 +82,9 @@ int ckpt_export_hf_command(const CkptExportOptions& o) {
     if ((fs::weakly_canonical(out, ec).string() + "/").rfind(inside, 0) == 0)
       throw ConfigError(str(o.out, ": is inside the checkpoint it exports (", ck.path(), ")"), "write it elsewhere");
   }
+  if (ck.manifest().meta.base_model)
+    throw ConfigError(str(ck.path(), ": holds a LoRA run's adapters, not a whole model"),
+                      "--format hf --merge writes the base with the adapters folded in; --format peft the adapters");
   ModelConfig m = manifest_model(ck);
   const HfFamily family = hf_family_of(m);
   // The vocabulary as trained (model.vocab = 0 takes it from the data): the embedding's rows.

@@ -72,6 +72,13 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
   parts.model = registry.create(cfg.model, parts.data.train->spec());
   parts.stats = parts.model->stats(parts.data.train->spec());
+  // LoRA: adapters on the whole model (the same draws on every rank), before any split.
+  // The frozen base in adapter.base_dtype from the start (checkpoint.init_from's values are cast as
+  // they load): the engine shards it in that type under ZeRO-3.
+  if (cfg.adapter.lora()) {
+    parts.lora = apply_lora(*parts.model, cfg.adapter);
+    hold_frozen_base(*parts.model, cfg.adapter.base_dtype);
+  }
 
   // A CUDA rank plans with its GPU's profile and memory (found by its NVML index).
   // Before the ranks start (no communicator yet) the plan may leave some granted ones idle;
@@ -401,6 +408,18 @@ InitialWeights load_start_weights(const RankJob& job, Trainer& trainer, const st
                                   StageOptions& stage) {
   InitialWeights initial;
   const auto t0 = std::chrono::steady_clock::now();
+  const JobConfig& cfg = job.cfg;
+  if (cfg.adapter.lora()) {
+    // The frozen base comes from checkpoint.init_from on every start (checkpoints hold the adapters),
+    // or from the model's own initialisation (train.seed); its identity goes into every checkpoint.
+    const std::string& base = cfg.checkpoint.init_from;
+    if (!base.empty()) initial = load_frozen_base(trainer.engine(), *job.comm, base);
+    const std::string hash = base.empty() ? "seed:" + std::to_string(cfg.train.seed) : base_model_hash(base);
+    trainer.set_base_model({{"path", base}, {"hash", hash}});
+    if (!resume_from.empty()) trainer.resume(resume_from);
+    stage.load_seconds = seconds_since(t0);
+    return initial;
+  }
   if (!resume_from.empty()) {
     trainer.resume(resume_from);
     stage.load_seconds = seconds_since(t0);
@@ -486,14 +505,24 @@ void print_start(const RankJob& job, const JobParts& parts, const Trainer& train
             << "gtrain: " << plan.estimate_summary() << "\n"
             << "gtrain: " << engine_desc << " over " << job.comm->backend() << "\n"
             << "gtrain: device " << job.dev.str() << " (" << job.dev.reason << ")\n";
+  if (parts.lora.adapters > 0) {
+    const double total = static_cast<double>(parts.lora.trainable + parts.lora.frozen);
+    std::cout << "gtrain: LoRA rank " << cfg.adapter.rank << " alpha " << cfg.adapter.alpha << " on "
+              << join(parts.lora.targets, ", ") << ": " << parts.lora.adapters << " adapters, " << parts.lora.trainable
+              << " trainable parameters (" << strf("%.3g", 100.0 * static_cast<double>(parts.lora.trainable) / total)
+              << "% of " << static_cast<int64_t>(total) << "); base frozen in " << cfg.adapter.base_dtype << ", from "
+              << (cfg.checkpoint.init_from.empty() ? std::string("its own initialisation (train.seed)")
+                                                   : cfg.checkpoint.init_from)
+              << "\n";
+  }
   if (!resume_from.empty()) {
     std::cout << "gtrain: resumed from " << resume_from << " at step " << trainer.steps_done()
               << " (probe loss checked, " << stage.load_seconds << " s)\n";
-    if (!cfg.checkpoint.init_from.empty())
+    if (!cfg.checkpoint.init_from.empty() && parts.lora.adapters == 0)
       std::cout << "gtrain: checkpoint.init_from (" << cfg.checkpoint.init_from
                 << ") is for fresh starts: the run's own checkpoint was loaded instead\n";
   }
-  if (!initial.source.empty()) {
+  if (!initial.source.empty() && parts.lora.adapters == 0) {
     std::cout << "gtrain: weights from " << initial.source << " (" << initial.tensors
               << " tensors, checkpoint.init_from; optimizer fresh at step 0, " << stage.load_seconds << " s)\n";
     if (initial.ignored > 0)

@@ -7,6 +7,7 @@
 #include "launcher/launch/run_launch.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/plan.h"
+#include "runtime/models/lora.h"
 #include "runtime/train/trainer.h"
 
 namespace gtrain {
@@ -25,6 +26,7 @@ struct JobParts {
   ModelStats stats;
   Plan plan;
   std::unique_ptr<ParallelEngine> engine;
+  LoraSummary lora;  // [adapter] kind = "lora": what apply_lora added (adapters = 0 otherwise)
 };
 // Without `comm` (the launcher, before the ranks start) and with `use_fewer_ranks` (a grant, not
 // --ranks), the plan may use fewer than `world_size` ranks (plan_run).

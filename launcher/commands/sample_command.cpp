@@ -1,5 +1,6 @@
 // sample_command.cpp: loading a trained decoder on the CPU (or the first GPU) and generating from it.
 #include "launcher/commands/sample_command.h"
+#include "launcher/commands/lora_merge.h"
 
 #include <torch/torch.h>
 
@@ -48,8 +49,12 @@ bool has_tokenizer(const std::string& dir) {
 // The model of a gtrain checkpoint: its [model] keys from the manifest, its vocabulary from the
 // embedding, its weights read whole (any layout wrote them).
 Loaded load_checkpoint(const std::string& path) {
-  CheckpointReader ck(resolve_checkpoint_path(path, ""));
+  const auto shared = std::make_shared<CheckpointReader>(resolve_checkpoint_path(path, ""));
+  CheckpointReader& ck = *shared;
   const auto& meta = ck.manifest().meta;
+  // A LoRA run's: its base with the adapters folded in (lora_merge.h).
+  std::optional<MergedLora> merged;
+  if (meta.base_model) merged = open_merged_lora(shared);
   std::string toml = "[model]\n";
   for (const auto& [key, text] : meta.model) toml += key + " = " + text + "\n";
   toml += "[train]\nsteps = 1\n";
@@ -57,11 +62,14 @@ Loaded load_checkpoint(const std::string& path) {
   ModelConfig mc = cfg.model;
   if (!mc.plugin.empty()) ModelRegistry::global().load_plugin(mc.plugin);
   const std::string embedding = mc.name == "gpt" ? "wte.weight" : "embed_tokens.weight";
-  if (!ck.has(embedding)) {
+  if (merged) {
+    mc.vocab = merged->reader->shape().model.vocab;
+  } else if (!ck.has(embedding)) {
     throw ConfigError(ck.path() + ": holds a '" + mc.name + "' model; gtrain sample generates with gpt and llama",
                       "train a decoder (model.name = \"gpt\" or \"llama\")");
+  } else {
+    mc.vocab = ck.shape(embedding).at(0);
   }
-  mc.vocab = ck.shape(embedding).at(0);
   mc.seq_len = std::max(mc.seq_len, mc.context_length());  // generation may use the whole context
   DataSpec spec;
   spec.tokens = true;
@@ -71,12 +79,17 @@ Loaded load_checkpoint(const std::string& path) {
   if (!model) throw ConfigError(ck.path() + ": model.name = '" + mc.name + "' is not a decoder gtrain sample can run");
   torch::NoGradGuard ng;
   for (auto& kv : model->named_parameters()) {
+    if (merged) {
+      kv.value().copy_(merged->read(kv.key()));
+      continue;
+    }
     if (!ck.has(kv.key())) throw CheckpointError(ck.path() + ": no tensor '" + kv.key() + "' for the model");
     kv.value().copy_(ck.read(kv.key()));
   }
   Loaded out;
   out.model = model;
-  out.source = ck.path() + " (step " + std::to_string(ck.step()) + ")";
+  out.source = ck.path() + " (step " + std::to_string(ck.step()) +
+               (merged ? ", LoRA adapters on " + merged->base : std::string()) + ")";
   if (meta.config && meta.config->contains("data.kind")) {
     out.bytes = meta.config->at("data.kind").get<std::string>() == "\"text_bytes\"";
   }

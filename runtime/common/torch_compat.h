@@ -82,6 +82,15 @@ inline torch::Tensor causal_gqa_attention(const torch::Tensor& q, const torch::T
 #endif
 }
 
+// Whether autocast is on for a device type.
+inline bool autocast_enabled(c10::DeviceType device) {
+#if GTRAIN_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(device);
+#else
+  return device == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+#endif
+}
+
 // Turns autocast on or off for a device type with a lower-precision dtype.
 inline void set_autocast(c10::DeviceType device, bool enabled, c10::ScalarType dtype) {
 #if GTRAIN_TORCH_AT_LEAST(2, 4)

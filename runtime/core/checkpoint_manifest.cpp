@@ -127,6 +127,13 @@ void check_job_facts(const json& m, const std::string& where) {
   optional_type(where, m, key::kProbeStep, is_count, "a non-negative integer");
   optional_type(where, m, key::kChunk, is_count, "a non-negative integer");
   optional_type(
+      where, m, key::kBaseModel,
+      [](const json& j) {
+        return j.is_object() && j.contains("path") && j["path"].is_string() && j.contains("hash") &&
+               j["hash"].is_string();
+      },
+      "an object with string keys path and hash");
+  optional_type(
       where, m, key::kStageLedger, [](const json& j) { return j.is_array(); }, "an array");
   optional_type(where, m, key::kTrainSamples, is_count, "a non-negative integer");
   optional_type(
@@ -276,6 +283,8 @@ CheckpointMeta read_meta(const json& m) {
       meta.probe_step = v.get<int64_t>();
     } else if (k == key::kChunk) {
       meta.chunk = v.get<int64_t>();
+    } else if (k == key::kBaseModel) {
+      meta.base_model = v;
     } else {
       meta.extra[k] = v;
     }
@@ -360,6 +369,7 @@ void CheckpointMeta::add_to(json& out) const {
   if (probe_indices) out[key::kProbeIndices] = *probe_indices;
   if (probe_step) out[key::kProbeStep] = *probe_step;
   if (chunk) out[key::kChunk] = *chunk;
+  if (base_model) out[key::kBaseModel] = *base_model;
   for (const auto& [k, v] : extra.items()) out[k] = v;
 }
 

@@ -52,6 +52,7 @@ constexpr const char* kProbeLoss = "probe_loss";
 constexpr const char* kProbeIndices = "probe_indices";
 constexpr const char* kProbeStep = "probe_step";
 constexpr const char* kChunk = "reproducible_chunk";
+constexpr const char* kBaseModel = "base_model";
 // A tensor's entry, and its pieces.
 constexpr const char* kName = "name";
 constexpr const char* kDtype = "dtype";
@@ -134,6 +135,10 @@ struct CheckpointMeta {
   // choice); a resume keeps it. 0: off mode. Unset: a checkpoint of an older gtrain (its config then
   // recorded the chunk in train.reproducible_chunk).
   std::optional<int64_t> chunk;
+  // [adapter] kind = "lora": the frozen base the adapters belong to, {"path": checkpoint.init_from
+  // ("" = the model's own initialisation from train.seed), "hash": initial_weights.h's base_model_hash}.
+  // The checkpoint holds the adapters only; a resume reloads the base and refuses another one.
+  std::optional<nlohmann::json> base_model;
   nlohmann::json extra = nlohmann::json::object();  // keys gtrain does not read, kept as they were
 
   // Adds the meta's keys to `out` (an object).

@@ -97,6 +97,34 @@ void check_batch_and_optimizer(const CheckpointManifest& m, const std::string& p
   }
 }
 
+// LoRA: the checkpoint holds adapters for one base model; full training holds the whole model.
+void check_base_model(const CheckpointManifest& m, const std::string& path, const ResumeFacts& facts,
+                      ResumeVerdict& v) {
+  const bool was_lora = m.meta.base_model.has_value(), is_lora = !facts.base_model.is_null();
+  if (was_lora != is_lora) {
+    v.refusals.push_back({true,
+                          path + (was_lora ? " holds LoRA adapters (adapter.kind = \"lora\"), this run trains every "
+                                             "parameter"
+                                           : " holds a full model's training state, this run trains LoRA adapters"),
+                          was_lora ? "resume with the run's [adapter] settings, or --no-resume to start over"
+                                   : "start the LoRA run from it with checkpoint.init_from (export the model with "
+                                     "gtrain ckpt export), or --no-resume"});
+    return;
+  }
+  if (!was_lora) return;
+  const auto& saved = *m.meta.base_model;
+  if (saved.value("hash", "") == facts.base_model.value("hash", "")) return;
+  const auto shown = [](const nlohmann::json& b) {
+    const std::string p = b.value("path", "");
+    return (p.empty() ? std::string("its own initialisation") : p) + " (" + b.value("hash", "") + ")";
+  };
+  v.refusals.push_back({true,
+                        path + ": its adapters were trained on base model " + shown(saved) + ", this run's base is " +
+                            shown(facts.base_model),
+                        "restore that base (checkpoint.init_from) or --no-resume to start over: adapters do not "
+                        "carry over to another base"});
+}
+
 // Other training data (shards added, a file replaced): the sample order from here differs.
 void check_data(const CheckpointManifest& m, const JobConfig& config, const ResumeFacts& facts, ResumeVerdict& v) {
   const int64_t saved_samples = m.meta.train_samples.value_or(facts.train_samples);
@@ -233,6 +261,7 @@ ResumeVerdict check_resume(const CheckpointManifest& m, const std::string& path,
   if (!m.meta.probe_loss) v.refusals.push_back({false, missing_training_key(where, key::kProbeLoss), ""});
   check_model(m, path, config, facts, v);
   check_batch_and_optimizer(m, path, config, facts, v);
+  check_base_model(m, path, facts, v);
   check_drift(m, config, facts, v);
   v.probe_indices = probe_indices(m, facts);
   // A complete run trains no further: its trajectory cannot differ, so nothing to warn of.

@@ -31,6 +31,7 @@ struct ResumeFacts {
   int64_t global_batch = 0;            // this run's global batch (its layout's)
   int64_t total_steps = 0;             // this run's resolved length
   std::vector<int64_t> probe_indices;  // this run's probe batch (when the saved windows no longer exist)
+  nlohmann::json base_model;           // [adapter] kind = "lora": CheckpointMeta::base_model of this run (else null)
 };
 
 struct ResumeRefusal {

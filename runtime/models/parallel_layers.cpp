@@ -1,7 +1,11 @@
 // parallel_layers.cpp: tensor-parallel layers and their autograd functions.
 #include "runtime/models/parallel_layers.h"
 
+#include <cmath>
+
+#include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
+#include "runtime/models/keyed_dropout.h"
 
 namespace gtrain {
 
@@ -117,6 +121,42 @@ TensorPlacement row_blocks(const torch::Tensor& local, std::vector<int64_t> glob
   return pl;
 }
 
+// A frozen base weight held in another dtype than its input (LoRA's bf16 base on fp32 activations):
+// the input's type, unless autocast casts both anyway.
+torch::Tensor as_input_type(const torch::Tensor& w, const torch::Tensor& x) {
+  if (!w.defined() || w.scalar_type() == x.scalar_type()) return w;
+  if (compat::autocast_enabled(x.device().type())) return w;
+  return w.to(x.scalar_type());
+}
+
+// A's and B's initial values (LoRA's convention, as PEFT's): A kaiming-uniform with a = sqrt(5)
+// (bound 1 / sqrt(in), torch.nn.Linear's default) or normal with std 1 / r; B zero, so the adapted
+// layer starts as the base.
+void init_lora(torch::nn::Module& m, torch::Tensor& a, torch::Tensor& b, int64_t in, int64_t out,
+               const LoraOptions& o) {
+  torch::NoGradGuard ng;
+  auto A = torch::empty({o.rank, in});
+  if (o.gaussian) {
+    A.normal_(0.0, 1.0 / static_cast<double>(o.rank));
+  } else {
+    torch::nn::init::kaiming_uniform_(A, std::sqrt(5.0));
+  }
+  a = m.register_parameter("lora_A", A);
+  b = m.register_parameter("lora_B", torch::zeros({out, o.rank}));
+}
+
+// The adapter's input: x with LoRA dropout (keyed, so every layout draws the same mask). `feature0`
+// >= 0: x holds input features [feature0, feature0 + x.size(-1)) of `in` (a row-parallel slice).
+torch::Tensor lora_input(const torch::Tensor& x, const LoraOptions& o, bool training, int64_t in, int64_t feature0) {
+  if (o.dropout <= 0 || !training) return x;
+  if (feature0 < 0 || !current_dropout_rows().active) return keyed_dropout(x, o.dropout, o.site, true);
+  auto shape = x.sizes().vec();
+  shape.back() = in;
+  auto keep = keyed_drop_mask(shape, o.dropout, o.site, x.device()).logical_not();
+  keep = keep.narrow(-1, feature0, x.size(-1));
+  return x * keep.to(x.scalar_type()) * (1.0 / (1.0 - o.dropout));
+}
+
 }  // namespace
 
 torch::Tensor copy_to_tp(const torch::Tensor& x, const TpGroup& g) {
@@ -180,8 +220,24 @@ torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& x) {
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward_copied(const torch::Tensor& x) {
-  if (!replicate || group.size() == 1) return torch::linear(x, weight, bias);
-  return torch::linear(x, copy_to_tp(weight, group), bias.defined() ? copy_to_tp(bias, group) : bias);
+  const auto w = as_input_type(weight, x), b = as_input_type(bias, x);
+  torch::Tensor y;
+  if (!replicate || group.size() == 1) {
+    y = torch::linear(x, w, b);
+  } else {
+    y = torch::linear(x, copy_to_tp(w, group), b.defined() ? copy_to_tp(b, group) : b);
+  }
+  if (!lora_A.defined()) return y;
+  // Each rank's output rows give part of A's gradient: copy_to_tp sums it (and B's, when replicated).
+  auto h = torch::linear(lora_input(x, lora, is_training(), in_features, -1), copy_to_tp(lora_A, group));
+  auto up = torch::linear(h, replicate ? copy_to_tp(lora_B, group) : lora_B);
+  return y + up * lora.scaling;
+}
+
+void ColumnParallelLinearImpl::add_lora(const LoraOptions& o) {
+  GT_CHECK(group.size() == 1, "add_lora after shard()");
+  lora = o;
+  init_lora(*this, lora_A, lora_B, in_features, out_features, o);
 }
 
 void ColumnParallelLinearImpl::shard(const TpGroup& g) {
@@ -194,6 +250,7 @@ void ColumnParallelLinearImpl::shard(const TpGroup& g) {
   group = g;
   set_slice(weight, take_slice(weight.detach(), 0, fused_parts, g));
   if (bias.defined()) set_slice(bias, take_slice(bias.detach(), 0, fused_parts, g));
+  if (lora_B.defined()) set_slice(lora_B, take_slice(lora_B.detach(), 0, fused_parts, g));
 }
 
 void ColumnParallelLinearImpl::add_placements(const std::string& prefix,
@@ -201,6 +258,7 @@ void ColumnParallelLinearImpl::add_placements(const std::string& prefix,
   if (group.size() == 1 || replicate) return;
   out[prefix + ".weight"] = row_blocks(weight, {out_features, in_features}, fused_parts, group);
   if (bias.defined()) out[prefix + ".bias"] = row_blocks(bias, {out_features}, fused_parts, group);
+  if (lora_B.defined()) out[prefix + ".lora_B"] = row_blocks(lora_B, {out_features, lora.rank}, fused_parts, group);
 }
 
 // ---- RowParallelLinear
@@ -213,11 +271,26 @@ RowParallelLinearImpl::RowParallelLinearImpl(int64_t in, int64_t out, bool with_
 }
 
 torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& x) {
-  if (group.size() == 1) return torch::linear(x, weight, bias);
-  auto y = reduce_from_tp(torch::linear(x, weight), group);
-  if (!bias.defined()) return y;
+  const auto w = as_input_type(weight, x), b = as_input_type(bias, x);
+  torch::Tensor partial = torch::linear(x, w, group.size() == 1 ? b : torch::Tensor());
+  if (lora_A.defined()) {
+    // This rank's input features give part of the rank-wide product; it joins the partial output
+    // before the all-reduce, so B (whole) sees part of its gradient on each rank: copy_to_tp sums it.
+    const int64_t feature0 = group.size() == 1 ? -1 : group.rank() * x.size(-1);
+    auto h = torch::linear(lora_input(x, lora, is_training(), in_features, feature0), lora_A);
+    partial = partial + torch::linear(h, copy_to_tp(lora_B, group)) * lora.scaling;
+  }
+  if (group.size() == 1) return partial;
+  auto y = reduce_from_tp(partial, group);
+  if (!b.defined()) return y;
   // In place when the types agree (fp32): no second [.., out] tensor; under autocast y + bias promotes.
-  return y.scalar_type() == bias.scalar_type() ? y.add_(bias) : y + bias;
+  return y.scalar_type() == b.scalar_type() ? y.add_(b) : y + b;
+}
+
+void RowParallelLinearImpl::add_lora(const LoraOptions& o) {
+  GT_CHECK(group.size() == 1, "add_lora after shard()");
+  lora = o;
+  init_lora(*this, lora_A, lora_B, in_features, out_features, o);
 }
 
 void RowParallelLinearImpl::shard(const TpGroup& g) {
@@ -225,6 +298,7 @@ void RowParallelLinearImpl::shard(const TpGroup& g) {
   check_divides(g, in_features, "the input features of a row-parallel layer");
   group = g;
   set_slice(weight, take_slice(weight.detach(), 1, 1, g));  // the bias stays whole (added after the reduce)
+  if (lora_A.defined()) set_slice(lora_A, take_slice(lora_A.detach(), 1, 1, g));
 }
 
 void RowParallelLinearImpl::add_placements(const std::string& prefix,
@@ -232,6 +306,7 @@ void RowParallelLinearImpl::add_placements(const std::string& prefix,
   if (group.size() == 1) return;
   const int64_t n = in_features / group.size();
   out[prefix + ".weight"] = {{out_features, in_features}, {{{0, group.rank() * n}, {out_features, n}}}};
+  if (lora_A.defined()) out[prefix + ".lora_A"] = {{lora.rank, in_features}, {{{0, group.rank() * n}, {lora.rank, n}}}};
 }
 
 // ---- VocabParallelEmbedding
@@ -242,17 +317,19 @@ VocabParallelEmbeddingImpl::VocabParallelEmbeddingImpl(int64_t vocab_, int64_t d
 }
 
 torch::Tensor VocabParallelEmbeddingImpl::forward(const torch::Tensor& ids) {
-  if (group.size() == 1) return torch::embedding(weight, ids);
+  // A frozen bf16 table (LoRA's base_dtype) gives fp32 rows, as the fp32 one does.
+  auto up = [&](const torch::Tensor& e) { return e.scalar_type() == torch::kBFloat16 ? e.to(torch::kFloat) : e; };
+  if (group.size() == 1) return up(torch::embedding(weight, ids));
   const int64_t start = vocab_start(), n = weight.size(0);
   auto local = ids - start;
   auto outside = (local < 0).logical_or(local >= n);
   auto emb = torch::embedding(weight, local.masked_fill(outside, 0));
-  emb = emb.masked_fill(outside.unsqueeze(-1), 0.0);
+  emb = up(emb.masked_fill(outside.unsqueeze(-1), 0.0));
   return reduce_from_tp(emb, group);
 }
 
 torch::Tensor VocabParallelEmbeddingImpl::logits(const torch::Tensor& x) {
-  return torch::matmul(copy_to_tp(x, group), weight.t());
+  return torch::matmul(copy_to_tp(x, group), as_input_type(weight, x).t());
 }
 
 void VocabParallelEmbeddingImpl::shard(const TpGroup& g) {

@@ -40,6 +40,20 @@ torch::Tensor gather_last_dim_tp(const torch::Tensor& x, const TpGroup& g);
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
                                            int64_t vocab_start, const TpGroup& g);
 
+// A low-rank adapter (LoRA, [adapter] kind = "lora") on a parallel linear layer: y = x W^T + b +
+// scaling * B A dropout(x), A [rank, in] and B [out, rank] trained in fp32, W and b frozen. It is split
+// with the layer it sits on: on a column-parallel layer B's rows go with W's (A whole, its gradient
+// summed over the group, since each rank's output rows give part of it); on a row-parallel layer A's
+// columns go with W's, and the rank-wide product joins the partial output before its all-reduce (B
+// whole, its gradient summed over the group). Parameters "<layer>.lora_A" and "<layer>.lora_B".
+struct LoraOptions {
+  int64_t rank = 8;       // r
+  double scaling = 2.0;   // alpha / r
+  double dropout = 0.0;   // on the adapter's input, training only (keyed: the same mask on any layout)
+  bool gaussian = false;  // A ~ N(0, 1 / r) instead of kaiming-uniform (bound 1 / sqrt(in)); B starts at 0
+  uint64_t site = 0;      // keyed dropout site
+};
+
 // A layer whose parameters tensor parallel splits.
 class TensorParallelLayer {
  public:
@@ -67,8 +81,12 @@ class ColumnParallelLinearImpl : public torch::nn::Module, public TensorParallel
   void shard(const TpGroup& g) override;
   void add_placements(const std::string& prefix, std::map<std::string, TensorPlacement>& out) const override;
   int64_t local_out() const { return weight.size(0); }
+  // Adds a LoRA adapter (before shard()); draws A from the global generator.
+  void add_lora(const LoraOptions& o);
 
   torch::Tensor weight, bias;
+  torch::Tensor lora_A, lora_B;  // undefined without an adapter
+  LoraOptions lora;
   int64_t in_features, out_features, fused_parts;
   // Set before shard(): every rank keeps the whole layer (grouped-query attention's key and value
   // heads when tp does not divide them), and its gradients, partial on each rank, are summed.
@@ -85,8 +103,12 @@ class RowParallelLinearImpl : public torch::nn::Module, public TensorParallelLay
   torch::Tensor forward(const torch::Tensor& x);
   void shard(const TpGroup& g) override;
   void add_placements(const std::string& prefix, std::map<std::string, TensorPlacement>& out) const override;
+  // Adds a LoRA adapter (before shard()); draws A from the global generator.
+  void add_lora(const LoraOptions& o);
 
   torch::Tensor weight, bias;
+  torch::Tensor lora_A, lora_B;  // undefined without an adapter
+  LoraOptions lora;
   int64_t in_features, out_features;
   TpGroup group;
 };

@@ -1,7 +1,10 @@
 // initial_weights.cpp: checkpoint.init_from, read through the engine's resharding load.
 #include "runtime/train/initial_weights.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -12,6 +15,7 @@
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/core/checkpoint_dirs.h"
+#include "runtime/core/crc32c.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/hf_config.h"
 #include "runtime/train/parallel_engine.h"
@@ -91,17 +95,12 @@ Source open_source(const std::string& path) {
   return s;
 }
 
-}  // namespace
-
-InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, const std::string& path) {
-  const Source src = open_source(path);
-  // The tensors this rank holds (any layout's part of them) and their global shapes.
-  std::map<std::string, std::vector<int64_t>> held;
-  std::vector<std::string> held_names;
-  for (const auto& s : engine.state_shards()) {
-    held[s.name] = s.global_shape;
-    held_names.push_back(s.name);
-  }
+// Checks that `src` holds every tensor of `held` (this rank's, with their global shapes; optimizer
+// state among held_names skipped) and nothing that no rank holds (`known`: every model tensor of this
+// rank). A collective: any rank's problem stops all, with ConfigError naming checkpoint.init_from.
+void check_source_fits(const Source& src, const std::map<std::string, std::vector<int64_t>>& held,
+                       const std::vector<std::string>& held_names, const std::set<std::string>& known,
+                       Communicator& comm) {
   std::vector<std::string> problems;
   for (const auto& [name, shape] : held) {
     if (is_optimizer_state(name, held_names)) continue;
@@ -119,7 +118,7 @@ InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, 
   std::vector<std::string> file_names;
   for (const auto& [name, shape] : src.shapes) file_names.push_back(name);
   auto mine = torch::zeros({static_cast<int64_t>(file_names.size()) + 1}, torch::kInt);
-  for (size_t i = 0; i < file_names.size(); ++i) mine[static_cast<int64_t>(i)] = held.count(file_names[i]) ? 1 : 0;
+  for (size_t i = 0; i < file_names.size(); ++i) mine[static_cast<int64_t>(i)] = known.count(file_names[i]) ? 1 : 0;
   mine[static_cast<int64_t>(file_names.size())] = problems.empty() ? 0 : 1;  // any rank's problem stops all
   if (comm.size() > 1) comm.allreduce(mine, ReduceOp::kMax);
   for (size_t i = 0; i < file_names.size(); ++i) {
@@ -132,6 +131,22 @@ InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, 
                       "export the weights of a run with the same [model] settings (gtrain ckpt export), or leave "
                       "checkpoint.init_from empty");
   }
+}
+
+}  // namespace
+
+InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, const std::string& path) {
+  const Source src = open_source(path);
+  // The tensors this rank holds (any layout's part of them) and their global shapes.
+  std::map<std::string, std::vector<int64_t>> held;
+  std::vector<std::string> held_names;
+  std::set<std::string> known;
+  for (const auto& s : engine.state_shards()) {
+    held[s.name] = s.global_shape;
+    held_names.push_back(s.name);
+    known.insert(s.name);
+  }
+  check_source_fits(src, held, held_names, known, comm);
   // Model tensors from the source; the optimizer as a fresh one: zero moments at step 0 (the engine
   // then starts them as it would have; SGD momentum is not read at step 0).
   engine.load_state([&](const std::string& name) -> torch::Tensor {
@@ -143,6 +158,59 @@ InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, 
     return src.read(name);
   });
   return {src.path, static_cast<int64_t>(src.shapes.size()), src.optimizer_tensors, src.ignored_tensors};
+}
+
+InitialWeights load_frozen_base(ParallelEngine& engine, Communicator& comm, const std::string& path) {
+  const Source src = open_source(path);
+  std::map<std::string, std::vector<int64_t>> held;
+  std::vector<std::string> held_names;
+  std::set<std::string> known;
+  for (const auto& [name, shape] : engine.frozen_parameters()) {
+    held[name] = shape;
+    held_names.push_back(name);
+    known.insert(name);
+  }
+  for (const auto& s : engine.state_shards()) known.insert(s.name);
+  check_source_fits(src, held, held_names, known, comm);
+  engine.load_frozen([&](const std::string& name) { return src.read(name); });
+  return {src.path, static_cast<int64_t>(src.shapes.size()), src.optimizer_tensors, src.ignored_tensors};
+}
+
+std::string base_model_hash(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  if (fs::is_directory(path, ec)) {
+    // A Hugging Face directory: its weights and configs; a checkpoint (or a run's newest): every file.
+    const bool hf = is_hf_model_dir(path);
+    const std::string dir = hf ? path : resolve_checkpoint_path(path, kKey);
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string ext = e.path().extension().string();
+      if (e.is_regular_file(ec) && (!hf || ext == ".safetensors" || ext == ".json" || ext == ".bin"))
+        files.push_back(e.path());
+    }
+  } else {
+    files.push_back(path);
+  }
+  std::sort(files.begin(), files.end());
+  uint32_t crc = 0;
+  uint64_t bytes = 0;
+  std::vector<char> buf(8 << 20);
+  for (const auto& f : files) {
+    const std::string name = f.filename().string();
+    crc = crc32c(name.data(), name.size(), crc);
+    std::ifstream in(f, std::ios::binary);
+    if (!in) throw ConfigError(std::string(kKey) + ": " + f.string() + ": cannot be read");
+    while (in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      const auto n = static_cast<size_t>(in.gcount());
+      crc = crc32c(buf.data(), n, crc);
+      bytes += n;
+    }
+  }
+  char hex[64];
+  std::snprintf(hex, sizeof(hex), "crc32c:%08x:%llu", crc, static_cast<unsigned long long>(bytes));
+  return hex;
 }
 
 }  // namespace gtrain

@@ -25,4 +25,14 @@ struct InitialWeights {
 // on every rank (one collective when there are several).
 InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, const std::string& path);
 
+// LoRA: the frozen base parameters (ParallelEngine::frozen_parameters) from `path`, as above; the
+// adapters keep their initial values. Called on a fresh start and on every resume (checkpoints hold
+// the adapters only).
+InitialWeights load_frozen_base(ParallelEngine& engine, Communicator& comm, const std::string& path);
+
+// The identity of the base model a LoRA run adapts: "crc32c:<hex>:<bytes>" over the file (or a
+// directory's .safetensors, .json and .bin files, by name). A checkpoint records it; a resume whose
+// base hashes otherwise is refused.
+std::string base_model_hash(const std::string& path);
+
 }  // namespace gtrain

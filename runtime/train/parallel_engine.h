@@ -31,7 +31,7 @@ struct MicroBatchWork {
   Model* model = nullptr;
   Precision* precision = nullptr;  // autocast scope for forward
   int64_t count = 1;               // micro-batches this step on this rank
-  double inv_batch = 1.0;          // each micro-batch's loss_sum is multiplied by this (Trainer::loss_divisor)
+  double inv_batch = 1.0;          // each micro-batch's loss_sum is multiplied by this (Trainer::loss_multiplier)
   double loss_scale = 1.0;         // fp16: backward runs on loss * loss_scale
   // The next micro-batch on the device. Every rank of a data-parallel replica (its tensor- and
   // pipeline-parallel ranks) gets the same samples.
@@ -116,6 +116,12 @@ class ParallelEngine {
   // Sets parameters and optimizer state from global tensors, each rank taking the part it holds
   // in the current layout (any dp / ZeRO stage / tp / pp the checkpoint was written with).
   virtual void load_state(const GlobalTensorReader& read) = 0;
+
+  // The frozen parameters this rank holds (LoRA's base: no gradient, no optimizer state, not in
+  // state_shards, so checkpoints hold what trains): names and global shapes. Default: none.
+  virtual std::vector<std::pair<std::string, std::vector<int64_t>>> frozen_parameters() const { return {}; }
+  // Sets them from global tensors (checkpoint.init_from), each rank taking its part. Default: nothing.
+  virtual void load_frozen(const GlobalTensorReader&) {}
 
   virtual std::string describe() const = 0;
   // What the engine holds now (metrics.jsonl's param_mb, grad_mb, opt_state_mb, host_state_mb).

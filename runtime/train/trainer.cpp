@@ -170,6 +170,7 @@ CheckpointMeta Trainer::checkpoint_meta() {
   meta.vocab_from_data = config_.model.vocab <= 0;
   meta.train_data = data_.train->identity();
   meta.stage_ledger = StageLedger(stage_.ledger).records();
+  if (!base_model_.is_null()) meta.base_model = base_model_;
   return meta;
 }
 

@@ -107,6 +107,9 @@ class Trainer {
   void set_stage(StageOptions stage) { stage_ = std::move(stage); }
   // Resident memory before the job was built; metrics then report the job's own peak on top of it.
   void set_memory_baseline(double bytes) { device_metrics_.set_memory_baseline(bytes); }
+  // [adapter] kind = "lora": the frozen base's identity (CheckpointMeta::base_model), recorded in every
+  // checkpoint and compared at resume.
+  void set_base_model(nlohmann::json base) { base_model_ = std::move(base); }
   // Loads parameters, optimizer state and the step from a checkpoint written by any layout, and
   // checks the probe loss. Throws CheckpointError (changed model, global batch, probe mismatch).
   void resume(const std::string& checkpoint_path);
@@ -174,6 +177,7 @@ class Trainer {
   // The keys whose values differ from the resumed checkpoint's ("section.key": [was, now]); the
   // trajectory's are named on the console, all go in the stage's ledger line.
   nlohmann::json config_changes_ = nlohmann::json::object();
+  nlohmann::json base_model_;  // null unless LoRA
   CheckpointMeta checkpoint_meta();
 
   JobConfig config_;

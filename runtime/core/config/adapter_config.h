@@ -10,13 +10,13 @@
 namespace gtrain {
 
 struct AdapterConfig {
-  std::string kind = "none";                   // "none" (train every parameter) or "lora"
-  int64_t rank = 8;                            // lora: rank r of each adapter
-  double alpha = 16.0;                         // lora: the update is scaled by alpha / rank
-  double dropout = 0.0;                        // lora: dropout on the adapter's input
+  std::string kind = "none";                      // "none" (train every parameter) or "lora"
+  int64_t rank = 8;                               // lora: rank r of each adapter
+  double alpha = 16.0;                            // lora: the update is scaled by alpha / rank
+  double dropout = 0.0;                           // lora: dropout on the adapter's input
   std::vector<std::string> targets = {"q", "v"};  // lora: projections that get an adapter
-  std::string init = "kaiming";                // lora: A's initialisation ("kaiming" or "gaussian"); B starts at zero
-  std::string base_dtype = "fp32";             // lora: dtype the frozen base is held in ("fp32" or "bf16")
+  std::string init = "kaiming";     // lora: A's initialisation ("kaiming" or "gaussian"); B starts at zero
+  std::string base_dtype = "fp32";  // lora: dtype the frozen base is held in ("fp32" or "bf16")
 
   bool lora() const { return kind == "lora"; }
   double scaling() const { return alpha / static_cast<double>(rank); }

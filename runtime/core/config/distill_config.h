@@ -9,12 +9,12 @@
 namespace gtrain {
 
 struct DistillConfig {
-  std::string teacher;               // Hugging Face directory, run or checkpoint of the teacher ("" = no distillation)
-  std::string cache;                 // directory of cached teacher outputs (gtrain distill cache) read instead
-  double kd_ratio = 0.5;             // weight of the distillation term: (1 - r) CE + r T^2 KL
-  double temperature = 1.0;          // softmax temperature T of teacher and student in the KD term
-  std::string loss = "forward_kl";   // forward_kl | reverse_kl | jsd
-  int64_t top_k = 64;                // cache: teacher logits kept per token (with the tail's mass)
+  std::string teacher;              // Hugging Face directory, run or checkpoint of the teacher ("" = no distillation)
+  std::string cache;                // directory of cached teacher outputs (gtrain distill cache) read instead
+  double kd_ratio = 0.5;            // weight of the distillation term: (1 - r) CE + r T^2 KL
+  double temperature = 1.0;         // softmax temperature T of teacher and student in the KD term
+  std::string loss = "forward_kl";  // forward_kl | reverse_kl | jsd
+  int64_t top_k = 64;               // cache: teacher logits kept per token (with the tail's mass)
 
   bool enabled() const { return !teacher.empty() || !cache.empty(); }
 

@@ -563,8 +563,8 @@ void adapter_problems(const JobConfig& c, const std::string& where, Problems& pr
     if (t == "all" && a.targets.size() == 1) continue;
     if (!lora_target_known(m, t)) {
       problems.add(where + ": [adapter]: adapter.targets: '" + t + "' is not a projection of " +
-                   (m == "hf" ? std::string("this model") : "a " + m + " model") + "; expected " +
-                   lora_target_list(m) + (a.targets.size() > 1 ? "" : " or \"all\""));
+                   (m == "hf" ? std::string("this model") : "a " + m + " model") + "; expected " + lora_target_list(m) +
+                   (a.targets.size() > 1 ? "" : " or \"all\""));
     }
   }
   if (m != "hf" && a.rank > c.model.n_embd) {
