@@ -127,8 +127,13 @@ void estimate_activations(const CostModelInput& in, const ParallelLayout& l, Mem
       const bool gpu = in.profile.kind == DeviceKind::gpu;
       const double rows = static_cast<double>(fused_loss_block_rows(m.seq_len * l.micro_batch, m.vocab, gpu));
       const double pb = half(in.precision) ? 2.0 : 4.0;  // the product dtype's bytes
-      const double blocks = gpu ? pb * V_ * rows + pb * V_ * C : 2.0 * 4.0 * V_ * rows;
-      e.activations += blocks + (4.0 + 2.0) * T * C * mb + 4.0 * V_ * C;
+      if (in.adapter.enabled()) {
+        // LoRA: the output layer is frozen, so no weight gradient (nor its product) is made.
+        e.activations += (gpu ? pb * V_ * rows : 2.0 * 4.0 * V_ * rows) + (4.0 + 2.0) * T * C * mb;
+      } else {
+        const double blocks = gpu ? pb * V_ * rows + pb * V_ * C : 2.0 * 4.0 * V_ * rows;
+        e.activations += blocks + (4.0 + 2.0) * T * C * mb + 4.0 * V_ * C;
+      }
     }
   } else {
     const double scale = half(in.precision) ? 0.6 : 1.0;

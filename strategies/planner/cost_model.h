@@ -38,7 +38,8 @@
 // and train as every parameter does above (params, grads, accumulators, optimizer, ZeRO sharding
 // and offload over the adapters only). Activations: as full training (each adapter's input x is
 // kept anyway for its A's gradient), plus per block and token the rank-wide products A x of each
-// target (rank x targets), and with adapter dropout the dropped inputs (the targets' input widths).
+// target (rank x targets), and with adapter dropout the dropped inputs (the targets' input widths);
+// the fused output layer makes no weight gradient for the frozen head.
 // Time: the forward of full training plus the adapters' (2 FLOPs a parameter a token); backward
 // without the frozen weights' weight-gradient matmuls, one third of the matmul FLOPs (2 of the
 // 6 x params a token; attention's score matmuls keep both of theirs), plus the adapters' 4; the
