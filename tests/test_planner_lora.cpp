@@ -104,6 +104,19 @@ TEST(PlannerLora, MemoryComponentsOfFrozenBaseAndAdapters) {
   CostModelInput full = llama_8b_cost(2048, 80);
   const double extra = estimate_memory(c, l).activation_per_sample - estimate_memory(full, l).activation_per_sample;
   EXPECT_NEAR(extra, 32.0 * 2048.0 * 16.0 * 7.0 * 2.4, 1.0);  // 2.4 B an element under bf16 autocast
+  // Adapter dropout keeps each target's dropped input: q, k, v, gate, up read C, o reads H D = C,
+  // down reads I.
+  AdapterConfig dropped = a;
+  dropped.dropout = 0.1;
+  c.adapter = adapter_cost_for(llama_8b(2048), dropped);
+  const double with_dropout =
+      estimate_memory(c, l).activation_per_sample - estimate_memory(full, l).activation_per_sample;
+  EXPECT_NEAR(with_dropout - extra, 32.0 * 2048.0 * (6.0 * 4096.0 + 14336.0) * 2.4, 1.0);
+  // tp = 2 halves B of q, k, v, gate, up and A of o, down; the other matrices stay whole.
+  c.adapter = adapter_cost_for(llama_8b(2048), a);
+  l.dp = 1, l.tp = 2;
+  const double whole = 16.0 * (5.0 * 4096.0 + 2.0 * 4096.0);  // A of 5 column-split, B of 2 row-split
+  EXPECT_DOUBLE_EQ(estimate_memory(c, l).params, 4.0 * 32.0 * ((A / 32.0 - whole) / 2.0 + whole));
 }
 
 // LoRA against full fine-tuning on the same layout: less memory, and a shorter step: recompute's

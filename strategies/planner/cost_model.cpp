@@ -212,10 +212,16 @@ void full_training_memory(const CostModelInput& in, const ParallelLayout& l, dou
   optimizer_memory(in, l, P, e);
 }
 
+// The adapters of one block on one tensor-parallel rank: the split part / tp, the whole part.
+double block_adapters(const CostModelInput& in, const ParallelLayout& l) {
+  const AdapterCost& a = in.adapter;
+  const double whole = a.tp_whole_per_block;
+  return (static_cast<double>(a.params_per_block) - whole) / static_cast<double>(std::max<int64_t>(1, l.tp)) + whole;
+}
+
 // The adapters of the stage's device (adapters sit in the blocks only).
 double stage_adapters(const CostModelInput& in, const ParallelLayout& l) {
-  const double blocks = static_cast<double>(stage_blocks(in, l.pp));
-  return blocks * static_cast<double>(in.adapter.params_per_block) / static_cast<double>(std::max<int64_t>(1, l.tp));
+  return static_cast<double>(stage_blocks(in, l.pp)) * block_adapters(in, l);
 }
 
 // LoRA: the stage's `P` base weights frozen (no gradients, accumulators or optimizer state), its
@@ -226,7 +232,7 @@ void lora_memory(const CostModelInput& in, const ParallelLayout& l, double P, Me
   const double dp = static_cast<double>(std::max<int64_t>(1, l.dp));
   const double t = static_cast<double>(std::max<int64_t>(1, l.tp));
   const double A = stage_adapters(in, l);
-  const double blockA = static_cast<double>(a.params_per_block) / t;
+  const double blockA = block_adapters(in, l);
   const double blockP = m.blocks > 0 && l.pp <= 1 ? static_cast<double>(m.params_per_block) / t : 0.0;
   const double outerP = blockP > 0 ? std::max(0.0, P - static_cast<double>(m.blocks) * blockP) : P;
   // An fp32 base under autocast: the 16-bit copies of its weights, kept for the input gradients.

@@ -36,7 +36,8 @@
 // fp32 base under bf16/fp16 autocast adds its 16-bit copies, 2 B/param, held for the input
 // gradients), with no gradients, gradient accumulators or optimizer state. The adapters are fp32
 // and train as every parameter does above (params, grads, accumulators, optimizer, ZeRO sharding
-// and offload over the adapters only). Activations: as full training (each adapter's input x is
+// and offload over the adapters only); tensor parallel splits B of a column-split projection and A
+// of a row-split one, the other matrix is whole on every rank. Activations: as full training (each adapter's input x is
 // kept anyway for its A's gradient), plus per block and token the rank-wide products A x of each
 // target (rank x targets), and with adapter dropout the dropped inputs (the targets' input widths);
 // the fused output layer makes no weight gradient for the frozen head.
@@ -78,6 +79,9 @@ struct AdapterCost {
   double base_bytes = 4.0;       // bytes of one frozen base weight: 4 (fp32) or 2 (bf16)
   double rank_elements = 0;      // per block and token: the products A x kept for backward (rank x targets)
   double dropout_elements = 0;   // per block and token: dropped adapter inputs kept (0 without adapter dropout)
+  // Of params_per_block, those every tensor-parallel rank holds whole: A of a column-split
+  // projection (its input is whole) and B of a row-split one (its output is); the rest splits by tp.
+  double tp_whole_per_block = 0;
   bool enabled() const { return params > 0; }
 };
 

@@ -763,7 +763,12 @@ AdapterCost adapter_cost_for(const ModelConfig& model, const AdapterConfig& adap
   a.params_per_block = lora_parameters_per_block(model, adapter);
   a.base_bytes = adapter.base_dtype == "bf16" ? 2.0 : 4.0;
   a.rank_elements = static_cast<double>(adapter.rank) * static_cast<double>(targets.size());
-  for (const auto& t : targets) a.dropout_elements += adapter.dropout > 0 ? static_cast<double>(t.in) : 0.0;
+  for (const auto& t : targets) {
+    a.dropout_elements += adapter.dropout > 0 ? static_cast<double>(t.in) : 0.0;
+    // Tensor parallel splits o and down by rows (their input), every other projection by columns.
+    const bool row_split = t.name == "o" || t.name == "down";
+    a.tp_whole_per_block += static_cast<double>(adapter.rank * (row_split ? t.out : t.in));
+  }
   return a;
 }
 
