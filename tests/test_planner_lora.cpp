@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/adapter_shapes.h"
+#include "runtime/core/checkpoint_manifest.h"
 #include "runtime/core/config/model_presets.h"
 #include "tests/support/planner_inputs.h"
 #include "tests/support/test_util.h"
@@ -262,6 +263,54 @@ TEST(PlannerLora, TeacherFromConfigJsonAddsMemoryAndTime) {
   const PlannerInput m = planner_input_for(missing, stats, 1);
   EXPECT_FALSE(m.teacher.enabled());
   EXPECT_NE(m.teacher_note.find("distill.teacher"), std::string::npos) << m.teacher_note;
+}
+
+// A teacher that is a gtrain run: its newest checkpoint's manifest gives the [model] keys and the
+// embedding's rows the vocabulary (no tensor data is read).
+TEST(PlannerLora, TeacherFromCheckpointManifest) {
+  test::TempDir dir;
+  const std::string step = dir.file("run/checkpoints/step_00000004");
+  std::filesystem::create_directories(step);
+  CheckpointManifest m;
+  m.step = 4;
+  m.meta.model = {{"name", "\"llama\""},
+                  {"n_layer", "3"},
+                  {"n_head", "4"},
+                  {"n_kv_head", "2"},
+                  {"n_embd", "64"},
+                  {"seq_len", "32"},
+                  {"vocab", "0"},
+                  {"intermediate_size", "192"},
+                  {"preset", "\"\""},
+                  {"plugin", "\"\""},
+                  {"tied_embeddings", "true"}};
+  ManifestTensor t;
+  t.dtype = "float32";
+  t.shape = {300, 64};
+  ManifestPiece p;
+  p.file = "shard_0.bin";
+  p.numel = 300 * 64;
+  p.nbytes = 4 * p.numel;
+  p.region_offsets = {0, 0};
+  p.region_shape = {300, 64};
+  t.pieces.push_back(p);
+  m.tensors["embed_tokens.weight"] = t;
+  test::write_file(step + "/manifest.json", m.to_json().dump());
+  const JobConfig kd = parse_job_config(
+      "[model]\npreset = \"llama-tiny\"\nvocab = 300\n[data]\nkind = \"synthetic\"\n"
+      "[train]\nglobal_batch = 8\nsteps = 10\n[precision]\ndtype = \"bf16\"\n"
+      "[distill]\nteacher = \"" +
+          dir.file("run") + "\"\n",
+      "s.toml", {}, {});
+  const PlannerInput in = planner_input_for(kd, llama_stats(kd.model, 300), 1);
+  ASSERT_TRUE(in.teacher.enabled()) << in.teacher_note;
+  ModelConfig teacher;
+  teacher.name = "llama";
+  teacher.n_layer = 3, teacher.n_head = 4, teacher.n_kv_head = 2, teacher.n_embd = 64, teacher.intermediate_size = 192;
+  teacher.seq_len = kd.model.seq_len;  // the student's samples
+  EXPECT_EQ(in.teacher.model.params, llama_stats(teacher, 300).params);
+  EXPECT_EQ(in.teacher.model.seq_len, 128);
+  EXPECT_EQ(in.teacher.bytes, 2.0);  // bf16 run: the teacher in bf16
 }
 
 }  // namespace
