@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/chain/window_calendar.h"
+#include "launcher/commands/plan_layouts.h"
+#include "launcher/commands/plan_lora.h"
 #include "launcher/launch/run_launch.h"
 #include "launcher/scheduler/allocation.h"
 #include "runtime/core/errors.h"
@@ -29,75 +31,6 @@ std::string pad(const std::string& s, size_t w) {
 }
 std::string rpad(const std::string& s, size_t w) {
   return s.size() >= w ? " " + s : std::string(w - s.size(), ' ') + s;
-}
-
-std::string short_layout(const Plan& p) {
-  if (p.micro_batch <= 0) {
-    return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp);
-  }
-  // Uneven replica shares: "mb6~" (the largest micro-batch; some hold one sample less); recompute
-  // "rc", optimizer offload "offload"; fewer ranks than granted: "(uses 6)".
-  return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " z" +
-         std::to_string(p.zero) + " mb" + std::to_string(p.micro_batch) + (p.even() ? "" : "~") + "x" +
-         std::to_string(p.grad_accum) + (p.recompute ? " rc" : "") + (p.offload ? " offload" : "") +
-         (p.idle_ranks() > 0 ? " (uses " + std::to_string(p.world) + ")" : "");
-}
-
-json memory_json(const MemoryEstimate& m) {
-  return {{"total", m.total()},
-          {"params", m.params},
-          {"grads", m.grads},
-          {"grad_accumulators", m.grad_accumulators},
-          {"gathered", m.gathered},
-          {"flat_accumulators", m.flat_accumulators},
-          {"live", m.live()},
-          {"build", m.build},
-          {"optimizer", m.optimizer},
-          {"activations", m.activations},
-          {"workspace", m.workspace},
-          {"host", m.host},
-          {"activation_per_sample", m.activation_per_sample},
-          {"activation_per_sample_no_recompute", m.activation_per_sample_no_recompute},
-          {"activation_per_sample_recompute", m.activation_per_sample_recompute},
-          {"in_flight_micro_batches", m.in_flight}};
-}
-
-json time_json(const TimeEstimate& t) {
-  return {{"total", t.total()},
-          {"compute", t.compute},
-          {"overhead", t.overhead},
-          {"tp_comm", t.tp_comm},
-          {"pp_comm", t.pp_comm},
-          {"bubble", t.bubble},
-          {"bubble_fraction", t.bubble_fraction},
-          {"dp_comm", t.dp_comm},
-          {"zero_comm", t.zero_comm},
-          {"optimizer", t.optimizer},
-          {"reproducible", t.reproducible},
-          {"off_total", t.off_total}};
-}
-
-json candidate_json(const RankedPlan& r) {
-  const Plan& p = r.plan;
-  json j = {{"rank", r.rank}, {"feasible", r.feasible},   {"dp", p.dp},  {"tp", p.tp}, {"pp", p.pp},
-            {"zero", p.zero}, {"recompute", p.recompute}, {"why", r.why}};
-  j["offload"] = name_of(p.offload ? Offload::optimizer : Offload::none);
-  j["tight"] = r.tight;
-  j["world"] = p.world;
-  j["idle_ranks"] = p.idle_ranks();
-  if (p.micro_batch > 0) {
-    j["micro_batch"] = p.micro_batch;
-    j["grad_accum"] = p.grad_accum;
-    j["global_batch"] = p.global_batch();
-    j["replica_shares"] = p.shares();
-    j["imbalance"] = r.time.imbalance;
-    j["memory_bytes"] = r.memory.total();
-    j["step_seconds"] = r.time.total();
-    j["memory"] = memory_json(r.memory);
-    j["time"] = time_json(r.time);
-  }
-  if (r.missing_bytes > 0) j["missing_bytes"] = r.missing_bytes;
-  return j;
 }
 
 // How the command plans: world, topology, profile, memory.
@@ -388,9 +321,18 @@ struct PlanReport {
   double usable = 0;  // usable memory per rank
   std::string unit;   // "GPU" or "rank"
   std::vector<WhatIfRow> rows;
-  std::string error;       // why nothing fits ("" when ok)
-  std::string error_hint;  // what to do about it ("" when none)
+  std::string error;                   // why nothing fits ("" when ok)
+  std::string error_hint;              // what to do about it ("" when none)
+  std::optional<LoraSuggestion> lora;  // no full fine-tune fits memory: the same job with LoRA
 };
+
+// Whether a layout would fit but for memory (not only shapes or the batch split ruling them out).
+bool memory_bound(const std::vector<RankedPlan>& all) {
+  for (const auto& r : all) {
+    if (!r.structural && (r.tight || r.missing_bytes > 0)) return true;
+  }
+  return false;
+}
 
 // The closest miss of a device count where nothing fits: the least memory short, else why dp
 // cannot split the batch.
@@ -450,6 +392,11 @@ PlanReport compute_plan_report(const PlanOptions& o, const std::map<std::string,
   r.unit = cpu_or_gpu(r.setup);
   r.usable = usable_memory_bytes(r.input);
   r.rows = what_if_rows(o, r.cfg, r.job, r.setup);
+  if (!r.ok && lora_suggestion_applies(r.cfg) && memory_bound(r.candidates)) {
+    r.lora = plan_lora_suggestion(r.cfg, suggested_lora(r.setup.gpu), [&](const JobConfig& c) {
+      return planner_input(c, r.job, r.setup, r.setup.world, o.runnable);
+    });
+  }
   if (!r.ok) {
     try {
       plan_job(r.input);
@@ -515,6 +462,7 @@ void fill_plan_json(const PlanOptions& o, const PlanReport& r, json& doc) {
   doc["what_if"] = wj;
   doc["notes"] = r.setup.notes;
   doc["error"] = r.error.empty() ? json(nullptr) : json(r.error);
+  doc["lora_suggestion"] = r.lora ? lora_suggestion_json(*r.lora) : json(nullptr);
 }
 
 void render_header(const PlanOptions& o, const PlanReport& r, std::ostream& out) {
@@ -549,6 +497,17 @@ void render_header(const PlanOptions& o, const PlanReport& r, std::ostream& out)
       << (caps_text(r.input.caps) == run_caps ? " (all executed by gtrain run)"
                                               : " (gtrain run executes " + run_caps + "; --runnable plans for that)")
       << "\n";
+  const AdapterCost& a = r.input.adapter_cost;
+  if (a.enabled()) {
+    out << "  adapter   LoRA rank " << cfg.adapter.rank << " on " << join(cfg.adapter.targets) << ": "
+        << strf("%.1f", static_cast<double>(a.params) / 1e6) << "M trained parameters, the base frozen in "
+        << cfg.adapter.base_dtype << "\n";
+  }
+  if (r.input.teacher.enabled()) {
+    out << "  teacher   " << cfg.distill.teacher << ": "
+        << strf("%.1f", static_cast<double>(r.input.teacher.model.params) / 1e6) << "M params, frozen, forward only\n";
+  }
+  if (!r.input.teacher_note.empty()) out << "  note      " << r.input.teacher_note << " (left out of the plan)\n";
   for (const auto& n : s.notes) out << "  note      " << n << "\n";
   out << "\n";
 }
@@ -578,13 +537,18 @@ void render_chosen(const PlanOptions& o, const PlanReport& r, std::ostream& out)
                                : " (" + strf("%.0f", 100.0 * me.total() / r.usable) + "%; " +
                                      format_bytes(me.total() * (1.0 + r.input.parallel.memory_margin)) + " with the " +
                                      strf("%.3g", 100.0 * r.input.parallel.memory_margin) + "% parallel.memory_margin)")
-      << ": params " << format_bytes(me.params)
+      << (me.frozen > 0 ? ": frozen base " + format_bytes(me.frozen) + ", adapters " : std::string(": params "))
+      << format_bytes(me.params)
       << (me.gathered > 0 ? " (+ " + format_bytes(me.gathered) + " gathered at once)" : std::string()) << ", grads "
       << format_bytes(me.grads) << " (+ " << format_bytes(me.grad_accumulators) << " accumulating), optimizer "
       << format_bytes(me.optimizer) << ", activations " << format_bytes(me.activations) << " (" << c.plan.micro_batch
       << " x " << format_bytes(me.activation_per_sample) << " x " << me.in_flight << " in flight), workspace "
       << format_bytes(me.workspace)
-      << (me.host > 0 ? ", + " + format_bytes(me.host) + " offloaded to host memory" : std::string()) << "\n";
+      << (me.host > 0 ? ", + " + format_bytes(me.host) + " offloaded to host memory" : std::string())
+      << (me.teacher > 0 ? ", teacher " + format_bytes(me.teacher) + " (+ " + format_bytes(me.teacher_activations) +
+                               " logits and forward)"
+                         : std::string())
+      << "\n";
   out << "  time per step   " << strf("%.4g", te.total()) << " s: compute " << strf("%.3g", te.compute) << ", overhead "
       << strf("%.3g", te.overhead) << ", tp comm " << strf("%.3g", te.tp_comm) << ", pp comm "
       << strf("%.3g", te.pp_comm) << ", bubble " << strf("%.3g", te.bubble) << " ("
@@ -751,6 +715,9 @@ int run_plan_command(const PlanOptions& o, const std::map<std::string, std::stri
     render_chosen(o, report, out);
     render_alternatives(o, report, out);
     render_what_if(report, out);
+    if (report.lora)
+      render_lora_suggestion(*report.lora, report.unit, report.setup.world,
+                             report.setup.gpu ? report.setup.profile.memory_bytes : 0.0, out);
     if (const WindowsPlan w = windows_plan(o, report); !w.calendar.empty())
       out << "\nquota windows ([[schedule.window]]: each stage on its window's max_gpus, stopped at its close):\n"
           << w.calendar << "request: " << w.request << "\n";

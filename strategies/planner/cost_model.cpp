@@ -76,6 +76,13 @@ double ring_allreduce_s(double bytes, int64_t n, double bw, double latency) {
   return 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * bytes / bw + latency;
 }
 
+// LoRA: the activation elements one sample's block keeps beyond full training's: the rank-wide
+// products A x of every target and, with adapter dropout, the dropped inputs (0 without LoRA).
+double adapter_block_elements(const CostModelInput& in) {
+  if (!in.adapter.enabled()) return 0.0;
+  return static_cast<double>(in.model.seq_len) * (in.adapter.rank_elements + in.adapter.dropout_elements);
+}
+
 // The activations a step keeps for backward on the most loaded stage's device, with backward's
 // working set (and the fused loss's blocks), into e.in_flight, e.activation_per_sample* and
 // e.activations.
@@ -86,7 +93,7 @@ void estimate_activations(const CostModelInput& in, const ParallelLayout& l, Mem
   if (m.is_transformer() && m.blocks > 0) {
     const double eb = activation_element_bytes(in.precision);
     const double layers = static_cast<double>(stage_blocks(in, l.pp));
-    const double block = transformer_block_activation_elements(m, l.tp);
+    const double block = transformer_block_activation_elements(m, l.tp) + adapter_block_elements(in);
     // Fused output layer + loss (tp = 1): the [T, V] logits and their gradient never exist whole;
     // what it holds instead is counted in `fused` below.
     const bool fused = in.fused_loss && l.tp == 1;
@@ -120,8 +127,13 @@ void estimate_activations(const CostModelInput& in, const ParallelLayout& l, Mem
       const bool gpu = in.profile.kind == DeviceKind::gpu;
       const double rows = static_cast<double>(fused_loss_block_rows(m.seq_len * l.micro_batch, m.vocab, gpu));
       const double pb = half(in.precision) ? 2.0 : 4.0;  // the product dtype's bytes
-      const double blocks = gpu ? pb * V_ * rows + pb * V_ * C : 2.0 * 4.0 * V_ * rows;
-      e.activations += blocks + (4.0 + 2.0) * T * C * mb + 4.0 * V_ * C;
+      if (in.adapter.enabled()) {
+        // LoRA: the output layer is frozen, so no weight gradient (nor its product) is made.
+        e.activations += (gpu ? pb * V_ * rows : 2.0 * 4.0 * V_ * rows) + (4.0 + 2.0) * T * C * mb;
+      } else {
+        const double blocks = gpu ? pb * V_ * rows + pb * V_ * C : 2.0 * 4.0 * V_ * rows;
+        e.activations += blocks + (4.0 + 2.0) * T * C * mb + 4.0 * V_ * C;
+      }
     }
   } else {
     const double scale = half(in.precision) ? 0.6 : 1.0;
@@ -133,27 +145,33 @@ void estimate_activations(const CostModelInput& in, const ParallelLayout& l, Mem
   }
 }
 
-}  // namespace
-
-double params_per_device(const ModelStats& m, int64_t tp, int64_t pp) {
-  return stage_params(m, tp, pp, stage_blocks(m, pp));
+// The bitwise mode's buffers and the optimizer state over the `trainable` parameters of the device
+// (all of them, or LoRA's adapters), into e.grad_accumulators, e.optimizer and (offload on a GPU) e.host.
+void optimizer_memory(const CostModelInput& in, const ParallelLayout& l, double trainable, MemoryEstimate& e) {
+  const double P = trainable;
+  const double dp = static_cast<double>(std::max<int64_t>(1, l.dp));
+  if (l.chunk > 0) {
+    // Bitwise mode: a chunk's whole gradients and its all-to-all output, and the tree's nodes (at
+    // most log2(N) + 1 slices of 1/dp each) over the step.
+    const double levels = std::floor(std::log2(static_cast<double>(std::max<int64_t>(1, l.chunks())))) + 1.0;
+    e.grad_accumulators += 4.0 * P * (1.0 + levels / dp);
+  }
+  e.optimizer = optimizer_state_bytes(in) * P / (l.zero >= 1 ? dp : 1.0);
+  if (l.offload) {
+    // The state, the fp32 master chunk and a gradient copy in host memory (ZeRO >= 1: the owned chunk).
+    const double offloaded = e.optimizer + 8.0 * P / (l.zero >= 1 ? dp : 1.0);
+    if (in.profile.kind == DeviceKind::gpu) {
+      e.host = offloaded;
+      e.optimizer = 0;
+    } else {
+      e.optimizer = offloaded;
+    }
+  }
 }
 
-void cache_stage_blocks(CostModelInput* in) {
-  in->stage_blocks.clear();
-  const ModelStats& m = in->model;
-  const int64_t top = std::max<int64_t>(m.blocks, 1);
-  // Every pp's split from one dynamic program: one at a time, a 96-block model's took most of a
-  // 4096-GPU plan's time (0.8 s of gtrain plan, what-if table included).
-  const auto each = m.blocks > 1 ? pipeline_stage_bounds_each_pp(m, m.blocks) : std::vector<std::vector<int64_t>>{};
-  for (int64_t pp = 0; pp <= top; ++pp)
-    in->stage_blocks.push_back(pp <= 1 ? std::max<int64_t>(m.blocks, 0) : max_stage_blocks(each[pp - 1]));
-}
-
-MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l) {
+// Every parameter trains: the weights, their gradients and the optimizer state of the stage's `P`.
+void full_training_memory(const CostModelInput& in, const ParallelLayout& l, double P, MemoryEstimate& e) {
   const ModelStats& m = in.model;
-  MemoryEstimate e;
-  const double P = stage_params(m, l.tp, l.pp, stage_blocks(in, l.pp));
   const double dp = static_cast<double>(std::max<int64_t>(1, l.dp));
   e.params = P * (4.0 + (half(in.precision) ? 2.0 : 0.0));
   e.grads = 4.0 * P / (l.zero >= 2 ? dp : 1.0);
@@ -191,31 +209,112 @@ MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l
     e.grad_accumulators = std::min(e.grad_accumulators, 4.0 * std::max(static_cast<double>(m.vocab) * C, I * C) / t);
     if (l.grad_accum > 1) e.grad_accumulators += 4.0 * P;
   }
-  if (l.chunk > 0) {
-    // Bitwise mode: a chunk's whole gradients and its all-to-all output, and the tree's nodes (at
-    // most log2(N) + 1 slices of 1/dp each) over the step.
-    const double levels = std::floor(std::log2(static_cast<double>(std::max<int64_t>(1, l.chunks())))) + 1.0;
-    e.grad_accumulators += 4.0 * P * (1.0 + levels / dp);
+  optimizer_memory(in, l, P, e);
+}
+
+// The adapters of one block on one tensor-parallel rank: the split part / tp, the whole part.
+double block_adapters(const CostModelInput& in, const ParallelLayout& l) {
+  const AdapterCost& a = in.adapter;
+  const double whole = a.tp_whole_per_block;
+  return (static_cast<double>(a.params_per_block) - whole) / static_cast<double>(std::max<int64_t>(1, l.tp)) + whole;
+}
+
+// The adapters of the stage's device (adapters sit in the blocks only).
+double stage_adapters(const CostModelInput& in, const ParallelLayout& l) {
+  return static_cast<double>(stage_blocks(in, l.pp)) * block_adapters(in, l);
+}
+
+// LoRA: the stage's `P` base weights frozen (no gradients, accumulators or optimizer state), its
+// adapters trained in fp32 as full training trains every parameter.
+void lora_memory(const CostModelInput& in, const ParallelLayout& l, double P, MemoryEstimate& e) {
+  const ModelStats& m = in.model;
+  const AdapterCost& a = in.adapter;
+  const double dp = static_cast<double>(std::max<int64_t>(1, l.dp));
+  const double t = static_cast<double>(std::max<int64_t>(1, l.tp));
+  const double A = stage_adapters(in, l);
+  const double blockA = block_adapters(in, l);
+  const double blockP = m.blocks > 0 && l.pp <= 1 ? static_cast<double>(m.params_per_block) / t : 0.0;
+  const double outerP = blockP > 0 ? std::max(0.0, P - static_cast<double>(m.blocks) * blockP) : P;
+  // An fp32 base under autocast: the 16-bit copies of its weights, kept for the input gradients.
+  const bool casts = half(in.precision) && a.base_bytes > 2.0;
+  e.frozen = a.base_bytes * P + (casts ? 2.0 * P : 0.0);
+  e.params = 4.0 * A;
+  e.grads = 4.0 * A / (l.zero >= 2 ? dp : 1.0);
+  if (l.zero >= 3) {
+    const double gatheredP = std::min(P, outerP + 2.0 * blockP);
+    e.frozen = a.base_bytes * P / dp + (casts ? 2.0 * (l.recompute ? gatheredP : P) : 0.0);
+    e.params = 4.0 * A / dp;
+    e.grads = 4.0 * A / dp;
+    e.gathered = a.base_bytes * std::min(P, outerP + blockP) + 4.0 * std::min(A, blockA);
+    if (l.recompute) e.gathered += 4.0 * std::min(A, blockA);  // the previous block's adapter gradients
   }
-  e.optimizer = optimizer_state_bytes(in) * P / (l.zero >= 1 ? dp : 1.0);
-  if (l.offload) {
-    // The state, the fp32 master chunk and a gradient copy in host memory (ZeRO >= 1: the owned chunk).
-    const double offloaded = e.optimizer + 8.0 * P / (l.zero >= 1 ? dp : 1.0);
-    if (in.profile.kind == DeviceKind::gpu) {
-      e.host = offloaded;
-      e.optimizer = 0;
-    } else {
-      e.optimizer = offloaded;
-    }
+  if (l.grad_accum > 1 && l.zero <= 2) e.flat_accumulators = 4.0 * A;
+  if (l.grad_accum > 1 && l.zero >= 2) e.grads += 4.0 * A / dp;
+  e.grad_accumulators = l.zero >= 3 ? 4.0 * std::min(A, blockA) : 4.0 * A;
+  if (l.zero < 3 && l.grad_accum > 1 && in.profile.kind == DeviceKind::gpu) e.grad_accumulators += 4.0 * A;
+  optimizer_memory(in, l, A, e);
+}
+
+// Distillation: the teacher's weights on the stage's device (e.teacher), its logits kept for the
+// loss and what its forward adds beyond the student's peak (e.teacher_activations).
+void teacher_memory(const CostModelInput& in, const ParallelLayout& l, MemoryEstimate& e) {
+  const ModelStats& t = in.teacher.model;
+  const double bytes = in.teacher.bytes;
+  const double dp = static_cast<double>(std::max<int64_t>(1, l.dp));
+  const double tp = static_cast<double>(std::max<int64_t>(1, l.tp));
+  const int64_t pp = std::max<int64_t>(1, l.pp);
+  const int64_t blocks = t.blocks > 0 ? (t.blocks + pp - 1) / pp : 0;  // the most loaded stage's
+  const double P = stage_params(t, l.tp, l.pp, blocks);
+  const double blockP = t.blocks > 0 ? static_cast<double>(t.params_per_block) / tp : 0.0;
+  const double outerP = blockP > 0 ? std::max(0.0, P - static_cast<double>(blocks) * blockP) : P;
+  e.teacher = bytes * (l.zero >= 3 ? P / dp : P);
+  // Its forward, one micro-batch and one block at a time: the residual stream, a block's working
+  // set, and under ZeRO-3 its gathered outer unit and block; freed before the student's forward.
+  const double mb = static_cast<double>(l.micro_batch);
+  const double T = static_cast<double>(t.seq_len), C = static_cast<double>(t.hidden);
+  double transient = 0;
+  if (t.is_transformer()) transient = mb * bytes * (T * C + transformer_block_activation_elements(t, l.tp));
+  if (l.zero >= 3) transient += bytes * std::min(P, outerP + blockP);
+  const double student_peak = e.activations + e.gathered;
+  const double logits = t.is_transformer() ? 4.0 * mb * T * static_cast<double>(t.vocab) / tp : 0.0;
+  e.teacher_activations = logits + std::max(0.0, transient - student_peak);
+}
+
+}  // namespace
+
+double params_per_device(const ModelStats& m, int64_t tp, int64_t pp) {
+  return stage_params(m, tp, pp, stage_blocks(m, pp));
+}
+
+void cache_stage_blocks(CostModelInput* in) {
+  in->stage_blocks.clear();
+  const ModelStats& m = in->model;
+  const int64_t top = std::max<int64_t>(m.blocks, 1);
+  // Every pp's split from one dynamic program: one at a time, a 96-block model's took most of a
+  // 4096-GPU plan's time (0.8 s of gtrain plan, what-if table included).
+  const auto each = m.blocks > 1 ? pipeline_stage_bounds_each_pp(m, m.blocks) : std::vector<std::vector<int64_t>>{};
+  for (int64_t pp = 0; pp <= top; ++pp)
+    in->stage_blocks.push_back(pp <= 1 ? std::max<int64_t>(m.blocks, 0) : max_stage_blocks(each[pp - 1]));
+}
+
+MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l) {
+  const ModelStats& m = in.model;
+  MemoryEstimate e;
+  const double P = stage_params(m, l.tp, l.pp, stage_blocks(in, l.pp));
+  if (in.adapter.enabled()) {
+    lora_memory(in, l, P, e);
+  } else {
+    full_training_memory(in, l, P, e);
   }
   estimate_activations(in, l, e);
+  if (in.teacher.enabled()) teacher_memory(in, l, e);
   // A 1F1B stage frees one micro-batch's activations while the next one's forward allocates, so
   // freed blocks are split and reused less: on CPU its heap outgrew the live tensors by ~1.5x what
   // a sequential or GPipe step's did (pp=2 and tp2 x pp2 read 1.16-1.17 at the base fraction, GPipe
   // 0.88-0.95; tests/test_multiproc.cpp MultiRankMemory, LibTorch 1.13 and 2.6).
   const double interleaved = l.pp > 1 && !l.gpipe ? 1.5 : 1.0;
-  e.workspace =
-      in.profile.workspace_bytes + interleaved * in.profile.fragmentation * (e.grad_accumulators + e.activations);
+  e.workspace = in.profile.workspace_bytes +
+                interleaved * in.profile.fragmentation * (e.grad_accumulators + e.activations + e.teacher_activations);
   // Every rank builds the whole model from the same seed and keeps its part. On a CPU that is the
   // memory the plan is for; a GPU would receive only the part (the build is in host memory).
   if ((l.tp > 1 || l.pp > 1) && in.profile.kind == DeviceKind::cpu) {
@@ -273,19 +372,27 @@ double cpu_compute_seconds(const CostModelInput& in, const ParallelLayout& l, do
   return blocks / precision_rate + head;
 }
 
-// The data-parallel traffic of a step over the stage's `P` parameters, less what backward's
-// compute of a micro-batch (`compute_mb`) hides: the gradients' allreduce (ZeRO-0), or their
-// reduce-scatter and the parameters' all-gather (ZeRO 1-3), into t.dp_comm and t.zero_comm.
-void estimate_dp_comm(const CostModelInput& in, const ParallelLayout& l, double P, double compute_mb, TimeEstimate& t) {
+// The bandwidth a data-parallel group's collectives get: within a node, or a node's share across.
+double dp_bandwidth(const CostModelInput& in, const ParallelLayout& l) {
+  const HardwareProfile& hw = in.profile;
+  const double gpn = static_cast<double>(std::max<int64_t>(1, in.topology.gpus_per_node));
+  const bool one_node = in.topology.nodes <= 1 || static_cast<double>(l.dp * l.tp * l.pp) <= gpn;
+  const double groups_per_node = std::min(static_cast<double>(l.tp * l.pp), gpn);
+  return one_node ? hw.intra_node_bw : std::min(hw.intra_node_bw, hw.inter_node_bw / groups_per_node);
+}
+
+// The data-parallel traffic of a step over the stage's `P` trained parameters, less what
+// backward's compute of a micro-batch (`compute_mb`) hides: the gradients' allreduce (ZeRO-0), or
+// their reduce-scatter and the parameters' all-gather (ZeRO 1-3), into t.dp_comm and t.zero_comm.
+// LoRA under ZeRO-3 also gathers the frozen base's `frozen_bytes`.
+void estimate_dp_comm(const CostModelInput& in, const ParallelLayout& l, double P, double compute_mb, TimeEstimate& t,
+                      double frozen_bytes = 0) {
   if (l.dp <= 1) return;
   const ModelStats& m = in.model;
   const HardwareProfile& hw = in.profile;
   const double accum = static_cast<double>(l.grad_accum);
-  const double gpn = static_cast<double>(std::max<int64_t>(1, in.topology.gpus_per_node));
   const double grad_bytes = 4.0 * P;
-  const bool one_node = in.topology.nodes <= 1 || static_cast<double>(l.dp * l.tp * l.pp) <= gpn;
-  const double groups_per_node = std::min(static_cast<double>(l.tp * l.pp), gpn);
-  const double bw = one_node ? hw.intra_node_bw : std::min(hw.intra_node_bw, hw.inter_node_bw / groups_per_node);
+  const double bw = dp_bandwidth(in, l);
   const double buckets = std::ceil(grad_bytes / (25.0 * 1024 * 1024));
   const double ring = ring_allreduce_s(grad_bytes, l.dp, bw, hw.latency_s * buckets);
   const double window = 0.8 * (2.0 / 3.0) * compute_mb;  // backward of one micro-batch hides comm
@@ -298,14 +405,19 @@ void estimate_dp_comm(const CostModelInput& in, const ParallelLayout& l, double 
     // moves a started gather only when the engine next calls into it, so there they are exposed,
     // and only the reduce-scatters overlap backward, as ZeRO-2's do.
     const double half_ring = ring / 2.0;
+    double gather = half_ring, copies = 12.0 * P;
+    if (frozen_bytes > 0) {  // LoRA: gathers of the frozen weights and the adapters, their copies
+      const double gathered = frozen_bytes + grad_bytes;
+      gather = ring_allreduce_s(gathered, l.dp, bw, hw.latency_s * std::ceil(gathered / (25.0 * 1024 * 1024))) / 2.0;
+      copies = 2.0 * gathered + grad_bytes;
+    }
     const double units = m.blocks > 0 ? static_cast<double>(m.blocks) + 1.0 : 1.0;
     const double lat = units * hw.latency_s;
     const bool gpu = hw.kind == DeviceKind::gpu;
     const double fwd_window = gpu ? 0.8 * (1.0 / 3.0) * compute_mb : 0.0;
-    const double gathers =
-        gpu ? std::max(0.0, half_ring - fwd_window) + std::max(0.0, half_ring - window) : 2.0 * half_ring;
-    t.zero_comm = accum * (gathers + 2.0 * lat + 12.0 * P / hw.memory_bw);
-    const double rs_window = gpu ? std::max(0.0, window - half_ring) : window;
+    const double gathers = gpu ? std::max(0.0, gather - fwd_window) + std::max(0.0, gather - window) : 2.0 * gather;
+    t.zero_comm = accum * (gathers + 2.0 * lat + copies / hw.memory_bw);
+    const double rs_window = gpu ? std::max(0.0, window - gather) : window;
     t.dp_comm = accum * (std::max(0.0, half_ring - rs_window) + lat);
   } else {
     // Reduce-scatter gradients (half a ring) behind backward: once per step for ZeRO-1, every
@@ -348,7 +460,45 @@ void estimate_reproducible(const CostModelInput& in, const ParallelLayout& l, do
   t.reproducible = exchange + accum * 20.0 * P / rate + 200.0 * owned / rate;
 }
 
+// Distillation under ZeRO-3: every micro-batch gathers the teacher's units for its forward, on a
+// GPU behind the teacher's own compute (its share of `flops`, the micro-batch's `compute_mb`).
+void teacher_zero3_comm(const CostModelInput& in, const ParallelLayout& l, double flops, double compute_mb,
+                        TimeEstimate& t) {
+  if (l.zero < 3 || l.dp <= 1) return;
+  const ModelStats& tm = in.teacher.model;
+  const HardwareProfile& hw = in.profile;
+  const double stage = stage_params(tm, l.tp, l.pp, tm.blocks > 0 ? (tm.blocks + l.pp - 1) / l.pp : 0);
+  const double bytes = in.teacher.bytes * stage;
+  const double units = tm.blocks > 0 ? static_cast<double>(tm.blocks) + 1.0 : 1.0;
+  const double gather = ring_allreduce_s(bytes, l.dp, dp_bandwidth(in, l), units * hw.latency_s) / 2.0;
+  const double world = static_cast<double>(l.dp * l.tp * l.pp);
+  const double share = static_cast<double>(l.max_replica_batch()) * static_cast<double>(l.dp);
+  const double teacher_mb = flops > 0 ? compute_mb * share * tm.flops_per_sample / 3.0 / world / flops : 0.0;
+  const double window = hw.kind == DeviceKind::gpu ? 0.8 * teacher_mb : 0.0;
+  t.zero_comm += static_cast<double>(l.grad_accum) * (std::max(0.0, gather - window) + 2.0 * bytes / hw.memory_bw);
+}
+
 }  // namespace
+
+double training_flops_per_sample(const CostModelInput& in, bool recompute) {
+  const ModelStats& m = in.model;
+  if (!in.adapter.enabled() && !in.teacher.enabled()) return m.flops_per_sample * (recompute ? 4.0 / 3.0 : 1.0);
+  double forward = m.flops_per_sample / 3.0, total = m.flops_per_sample;
+  if (in.adapter.enabled() && m.is_transformer()) {
+    // The forward's attention score matmuls (4 T^2 H D a sample and block) have no weights; the rest
+    // of the forward is matmuls with weights, whose weight-gradient matmuls (as many FLOPs again)
+    // a frozen base skips.
+    const double T = static_cast<double>(m.seq_len), H = static_cast<double>(m.heads);
+    const double HD = m.head_dim > 0 ? H * static_cast<double>(m.head_dim) : static_cast<double>(m.hidden);
+    const double attention = static_cast<double>(m.blocks) * 4.0 * T * T * HD;
+    const double adapters = 2.0 * T * static_cast<double>(in.adapter.params);  // their forward
+    total += -(forward - attention) + 3.0 * adapters;
+    forward += adapters;
+  }
+  if (recompute) total += forward;
+  if (in.teacher.enabled()) total += in.teacher.model.flops_per_sample / 3.0;
+  return total;
+}
 
 double cpu_block_seconds(const HardwareProfile& hw, const BlockShape& b, double samples, double threads,
                          bool with_remainder) {
@@ -386,9 +536,15 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
 
   // One micro-batch through one stage on one device.
   const double batch = share * static_cast<double>(l.dp);  // what dp replicas of that share would take
-  const double flops = batch * m.flops_per_sample * (l.recompute ? 4.0 / 3.0 : 1.0) / world;
-  const double compute_mb =
+  const bool lora_or_teacher = in.adapter.enabled() || in.teacher.enabled();
+  const double flops = lora_or_teacher ? batch * training_flops_per_sample(in, l.recompute) / world
+                                       : batch * m.flops_per_sample * (l.recompute ? 4.0 / 3.0 : 1.0) / world;
+  double compute_mb =
       hw.per_thread() ? cpu_compute_seconds(in, l, flops / accum) : flops / hw.achievable_flops(in.precision) / accum;
+  if (lora_or_teacher && hw.per_thread() && m.is_transformer() && m.blocks > 0) {
+    // The calibrated block timing is for full training: scaled by the FLOPs LoRA or the teacher change.
+    compute_mb *= training_flops_per_sample(in, l.recompute) / (m.flops_per_sample * (l.recompute ? 4.0 / 3.0 : 1.0));
+  }
   const double layers = m.blocks > 0 ? static_cast<double>(stage_blocks(in, l.pp)) : 1.0;
   // About 12 kernels per block forward, 3 passes (forward, two for backward), plus loss/embedding.
   const double overhead_mb = 3.0 * (12.0 * layers + 4.0) * hw.launch_overhead_s;
@@ -418,8 +574,10 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   t.bubble = static_cast<double>(l.pp - 1) * t_mb;
   t.bubble_fraction = static_cast<double>(l.pp - 1) / (accum + static_cast<double>(l.pp - 1));
 
-  const double P = stage_params(m, l.tp, l.pp, stage_blocks(in, l.pp));
-  estimate_dp_comm(in, l, P, compute_mb, t);
+  const double base = stage_params(m, l.tp, l.pp, stage_blocks(in, l.pp));
+  const double P = in.adapter.enabled() ? stage_adapters(in, l) : base;  // the trained parameters
+  estimate_dp_comm(in, l, P, compute_mb, t, in.adapter.enabled() ? in.adapter.base_bytes * base : 0.0);
+  if (in.teacher.enabled()) teacher_zero3_comm(in, l, flops, compute_mb, t);
   const double updated = P / (l.zero >= 1 ? static_cast<double>(std::max<int64_t>(1, l.dp)) : 1.0);
   t.optimizer = optimizer_step_bytes(in) * updated / hw.memory_bw;
   if (hw.per_thread()) {

@@ -30,6 +30,30 @@
 //   twice per micro-batch (forward, backward) and reduce-scatters its gradients once, prefetched
 //   behind the forward and backward compute; offload adds the gradient and parameter copies over
 //   the host link and steps at the host's memory rate.
+//
+// LoRA (CostModelInput::adapter): the base's weights are frozen (`frozen`: 4 or 2 B/param of the
+// stage / tp, / dp under ZeRO-3 with the gathered outer unit and block in that dtype as above; an
+// fp32 base under bf16/fp16 autocast adds its 16-bit copies, 2 B/param, held for the input
+// gradients), with no gradients, gradient accumulators or optimizer state. The adapters are fp32
+// and train as every parameter does above (params, grads, accumulators, optimizer, ZeRO sharding
+// and offload over the adapters only); tensor parallel splits B of a column-split projection and A
+// of a row-split one, the other matrix is whole on every rank. Activations: as full training (each adapter's input x is
+// kept anyway for its A's gradient), plus per block and token the rank-wide products A x of each
+// target (rank x targets), and with adapter dropout the dropped inputs (the targets' input widths);
+// the fused output layer makes no weight gradient for the frozen head.
+// Time: the forward of full training plus the adapters' (2 FLOPs a parameter a token); backward
+// without the frozen weights' weight-gradient matmuls, one third of the matmul FLOPs (2 of the
+// 6 x params a token; attention's score matmuls keep both of theirs), plus the adapters' 4; the
+// optimizer step and the gradient path over the adapters only; the dp gradient reduction over the
+// adapters' 4 B/param (ZeRO-3 still gathers the frozen base: base bytes + 4 B/param of adapters).
+// A per-thread calibrated CPU scales its block timing by the same ratio of FLOPs.
+// Teacher (CostModelInput::teacher, distillation): its frozen weights in its dtype on each stage
+// / tp (/ dp under ZeRO-3, plus a gathered block and its outer unit while it runs); one micro-batch
+// of its forward at a time (no backward): one block's working set and the residual stream in its
+// dtype and its gathered units, counted where they exceed what the student's step holds at its
+// peak (the teacher runs before the student's forward), plus its fp32 logits [T, V / tp] kept
+// for the loss; time: its forward FLOPs (a third of its training FLOPs: 2 x params a token plus
+// attention) and, under ZeRO-3, gathering its units each micro-batch.
 #pragma once
 
 #include <cstdint>
@@ -48,8 +72,30 @@ struct Topology {
   int64_t nodes = 1;
 };
 
+// LoRA: the base model frozen, low-rank adapters trained (adapter_shapes.h counts them).
+struct AdapterCost {
+  int64_t params = 0;            // adapter parameters of the model (0: no adapters, every parameter trains)
+  int64_t params_per_block = 0;  // of them in one block (adapters sit in the blocks only)
+  double base_bytes = 4.0;       // bytes of one frozen base weight: 4 (fp32) or 2 (bf16)
+  double rank_elements = 0;      // per block and token: the products A x kept for backward (rank x targets)
+  double dropout_elements = 0;   // per block and token: dropped adapter inputs kept (0 without adapter dropout)
+  // Of params_per_block, those every tensor-parallel rank holds whole: A of a column-split
+  // projection (its input is whole) and B of a row-split one (its output is); the rest splits by tp.
+  double tp_whole_per_block = 0;
+  bool enabled() const { return params > 0; }
+};
+
+// A frozen teacher model (distillation) running on the same ranks before the student.
+struct TeacherCost {
+  ModelStats model;    // its sizes at the student's sequence length (params = 0: no teacher)
+  double bytes = 4.0;  // bytes of one teacher weight and activation element (its dtype)
+  bool enabled() const { return model.params > 0; }
+};
+
 struct CostModelInput {
-  ModelStats model;
+  ModelStats model;  // the (base) model; its params all train unless `adapter` is set
+  AdapterCost adapter;
+  TeacherCost teacher;
   std::string optimizer = "adamw";  // adamw | sgd
   double momentum = 0.9;            // sgd: state only when > 0
   std::string precision = "fp32";   // fp32 | bf16 | fp16
@@ -69,6 +115,9 @@ void cache_stage_blocks(CostModelInput* in);
 
 struct MemoryEstimate {
   double params = 0, grads = 0, grad_accumulators = 0, optimizer = 0, activations = 0, workspace = 0;
+  double frozen = 0;               // LoRA: the frozen base's weights (params, grads, optimizer: the adapters')
+  double teacher = 0;              // distillation: the frozen teacher's weights held between steps
+  double teacher_activations = 0;  // its fp32 logits for the loss, and what its forward adds to the peak
   // ZeRO-3: whole blocks at the step's peak (gathered parameters; with recompute also the previous
   // block's gradients, still being reduce-scattered).
   double gathered = 0;
@@ -81,11 +130,17 @@ struct MemoryEstimate {
   int64_t in_flight = 1;                          // micro-batches a stage holds at once
   // What the framework's allocator holds at most (torch.cuda.max_memory_allocated on a GPU): the
   // training figure less the device reserve and fragmentation.
-  double tensors() const { return params + grads + gathered + grad_accumulators + optimizer + activations; }
+  double tensors() const {
+    return params + frozen + grads + gathered + grad_accumulators + optimizer + activations + teacher +
+           teacher_activations;
+  }
   // The tensors live at the step's peak (a CPU allocator hook counts these: metrics.jsonl's
   // param_mb + grad_mb + opt_state_mb + host_state_mb + step_tensor_peak_mb), without what a heap
   // or caching allocator keeps of freed blocks (grad_accumulators, workspace).
-  double live() const { return params + grads + gathered + flat_accumulators + optimizer + activations; }
+  double live() const {
+    return params + frozen + grads + gathered + flat_accumulators + optimizer + activations + teacher +
+           teacher_activations;
+  }
   double training() const { return tensors() + workspace; }
   double total() const { return training() > build ? training() : build; }
 };
@@ -131,6 +186,10 @@ struct BlockShape {
 // remainder per token and width (what `gtrain plan --calibrate` timed on a real block beyond these).
 double cpu_block_seconds(const HardwareProfile& hw, const BlockShape& b, double samples, double threads,
                          bool with_remainder = true);
+
+// Forward + backward FLOPs of one sample as the layout trains it: the model's flops_per_sample, or
+// with LoRA, recompute (`recompute`) or a teacher what the header says they change.
+double training_flops_per_sample(const CostModelInput& in, bool recompute);
 
 MemoryEstimate estimate_memory(const CostModelInput& in, const ParallelLayout& l);
 TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l);

@@ -7,8 +7,10 @@
 #include <limits>
 #include <optional>
 
+#include "runtime/core/adapter_shapes.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/teacher_stats.h"
 
 namespace gtrain {
 namespace {
@@ -147,7 +149,7 @@ RankedPlan make_candidate(const Context& c, const ParallelLayout& l, int64_t req
   // MFU's numerator and denominator (the trainer divides by the measured step time).
   const auto& hw = c.cost.profile;
   const double peak = p.precision == "bf16" ? hw.bf16_flops : p.precision == "fp16" ? hw.fp16_flops : hw.fp32_flops;
-  p.flops_per_step = c.cost.model.flops_per_sample * static_cast<double>(p.global_batch());
+  p.flops_per_step = training_flops_per_sample(c.cost, false) * static_cast<double>(p.global_batch());
   p.peak_flops = peak * static_cast<double>(hw.kind == DeviceKind::cpu ? p.nodes : p.world);
   return r;
 }
@@ -475,6 +477,9 @@ Context make_context(const PlannerInput& in) {
   c.cost.model = in.model;
   // What attention keeps of its [H, T, T] scores depends on the ranks' device and this LibTorch.
   c.cost.model.attention_score_tensors = attention_score_tensors(in.model.dropout);
+  c.cost.adapter = in.adapter_cost;
+  c.cost.teacher = in.teacher;
+  c.cost.teacher.model.attention_score_tensors = attention_score_tensors(in.teacher.model.dropout);
   c.cost.optimizer = in.optimizer.name;
   c.cost.momentum = in.optimizer.momentum;
   c.cost.precision = in.precision.dtype;
@@ -740,7 +745,31 @@ PlannerInput planner_input_for(const JobConfig& cfg, const ModelStats& stats, in
   in.parallel = cfg.parallel;
   in.precision = cfg.precision;
   in.world = world;
+  in.adapter = cfg.adapter;
+  in.adapter_cost = adapter_cost_for(cfg.model, cfg.adapter);
+  if (const auto teacher = teacher_stats(cfg, &in.teacher_note)) {
+    in.teacher.model = *teacher;
+    const bool half_precision = cfg.precision.dtype == "bf16" || cfg.precision.dtype == "fp16";
+    in.teacher.bytes = half_precision || (cfg.adapter.lora() && cfg.adapter.base_dtype == "bf16") ? 2.0 : 4.0;
+  }
   return in;
+}
+
+AdapterCost adapter_cost_for(const ModelConfig& model, const AdapterConfig& adapter) {
+  AdapterCost a;
+  const auto targets = lora_target_projections(model, adapter);
+  if (targets.empty()) return a;
+  a.params = lora_parameter_count(model, adapter);
+  a.params_per_block = lora_parameters_per_block(model, adapter);
+  a.base_bytes = adapter.base_dtype == "bf16" ? 2.0 : 4.0;
+  a.rank_elements = static_cast<double>(adapter.rank) * static_cast<double>(targets.size());
+  for (const auto& t : targets) {
+    a.dropout_elements += adapter.dropout > 0 ? static_cast<double>(t.in) : 0.0;
+    // Tensor parallel splits o and down by rows (their input), every other projection by columns.
+    const bool row_split = t.name == "o" || t.name == "down";
+    a.tp_whole_per_block += static_cast<double>(adapter.rank * (row_split ? t.out : t.in));
+  }
+  return a;
 }
 
 }  // namespace gtrain

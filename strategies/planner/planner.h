@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/config/adapter_config.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/config/optimizer_config.h"
 #include "runtime/core/config/parallel_config.h"
@@ -56,7 +57,15 @@ struct PlannerInput {
   bool use_fewer_ranks = true;         // also plan on fewer than `world` ranks, leaving the rest idle
                                        // (false: ranks already started, or --ranks N asked for exactly N)
   bool batch_from_checkpoint = false;  // train.global_batch is the checkpoint's a resume keeps (messages say so)
+  AdapterConfig adapter;               // [adapter]: "lora" trains adapters on a frozen base
+  AdapterCost adapter_cost;            // their sizes as the cost model prices them (adapter_cost_for)
+  TeacherCost teacher;                 // distillation's frozen teacher (params = 0: none runs)
+  std::string teacher_note;            // why a configured teacher is left out ("" = counted, or none)
 };
+
+// What the cost model needs of `adapter` on `model` (adapter_shapes.h): no adapters unless its kind
+// is "lora"; the base's bytes from adapter.base_dtype.
+AdapterCost adapter_cost_for(const ModelConfig& model, const AdapterConfig& adapter);
 
 // A layout that leaves granted ranks idle is chosen only when this much faster than the best one
 // on all of them: the estimates are not exact, and an idle GPU the job holds needs a clear gain.
@@ -97,8 +106,11 @@ std::vector<RankedPlan> plan_candidates(const PlannerInput& in);
 // (with the nearest valid global batches), or, in explicit mode, every factor that is wrong.
 Plan plan_job(const PlannerInput& in);
 
-// A job config as the planner sees it: model, train, optimizer, parallel and precision settings
-// for `world` ranks (profile, memory, node shape and capabilities are left to the caller).
+// A job config as the planner sees it: model, train, optimizer, parallel, precision and adapter
+// settings for `world` ranks, and the teacher's sizes when [distill] runs one (teacher_stats.h: read
+// from its config.json or manifest; held in bf16 when precision.dtype is bf16 or fp16 or
+// adapter.base_dtype is bf16, else fp32). Profile, memory, node shape and capabilities are left to
+// the caller.
 PlannerInput planner_input_for(const JobConfig& cfg, const ModelStats& stats, int64_t world);
 
 // Global batches near `global_batch` that `dp` ranks can split evenly (parallel.batch_tolerance).
