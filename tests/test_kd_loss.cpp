@@ -197,6 +197,23 @@ TEST(KdLoss, ZeroForTheTeacherItselfAndMaskedRowsIgnored) {
   }
 }
 
+// A teacher so sure that its top-1 holds all the mass (tail 0 even in fp64): reverse KL and JSD stay
+// finite and still pull the student's tail mass down.
+TEST(KdLoss, TeacherWithoutTailMassGivesFiniteLoss) {
+  auto teacher = torch::zeros({2, 6});
+  teacher.index_put_({torch::indexing::Slice(), 0}, 400.0);
+  const auto sparse = sparse_teacher_from_logits(teacher, 1, 1.0);
+  EXPECT_EQ(sparse.tail.sum().item<double>(), 0.0);
+  for (const auto kind : kKinds) {
+    auto student = torch::zeros({2, 6}).requires_grad_(true);
+    const auto loss = kd_loss_sum(student, sparse, {}, kind, 1.0);
+    loss.backward();
+    EXPECT_TRUE(std::isfinite(loss.item<double>())) << kind_name(kind);
+    EXPECT_TRUE(torch::isfinite(student.grad()).all().item<bool>()) << kind_name(kind);
+    EXPECT_GT(student.grad()[0][5].item<double>(), 0.0) << kind_name(kind);  // a tail logit is pushed down
+  }
+}
+
 TEST(KdLoss, UnknownDivergenceIsAConfigError) {
   EXPECT_EQ(parse_kd_divergence("jsd"), KdDivergence::jsd);
   EXPECT_EQ(test::error_of<ConfigError>([] { parse_kd_divergence("kl"); }),

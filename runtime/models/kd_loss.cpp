@@ -10,6 +10,8 @@ namespace gtrain {
 
 namespace {
 
+constexpr double kTailFloor = 1e-30;  // the least teacher tail mass (kd_loss.h)
+
 // The dtype the divergence is computed in: fp32, or fp64 for fp64 inputs (finite-difference checks).
 torch::ScalarType compute_dtype(const torch::Tensor& x) {
   return x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
@@ -53,8 +55,8 @@ torch::Tensor kept_rows(const torch::Tensor& x, const torch::Tensor& rows) {
 
 torch::Tensor mask_rows(const torch::Tensor& mask, int64_t n) {
   if (!mask.defined()) return {};
-  GT_CHECK(mask.dim() == 1 && mask.size(0) == n, "kd_loss_sum: the mask has shape " + std::to_string(mask.dim()) +
-                                                     "-d, expected [" + std::to_string(n) + "]");
+  GT_CHECK(mask.dim() == 1 && mask.size(0) == n, "kd_loss_sum: a mask of the logits' " + std::to_string(n) +
+                                                     " rows expected, got " + std::to_string(mask.numel()) + " values");
   return mask.to(torch::kBool).nonzero().squeeze(1).to(torch::kLong);
 }
 
@@ -138,7 +140,9 @@ torch::Tensor kd_loss_sum(const torch::Tensor& student_logits, const SparseTeach
     auto in_tail = torch::ones_like(log_s, torch::kBool).scatter(1, ids, false);
     const auto student_tail = log_s.masked_fill(in_tail.logical_not(), -std::numeric_limits<double>::infinity())
                                   .logsumexp(1, /*keepdim=*/true);
-    const auto teacher_tail = kept_rows(teacher.tail.detach(), rows).to(log_s.scalar_type()).log().unsqueeze(1);
+    // Floored: where the kept ids hold all the mass (to fp64's digits), reverse KL and JSD stay finite.
+    const auto teacher_tail =
+        kept_rows(teacher.tail.detach(), rows).to(log_s.scalar_type()).clamp_min(kTailFloor).log().unsqueeze(1);
     log_s_buckets = torch::cat({log_s_buckets, student_tail}, 1);
     log_t = torch::cat({log_t, teacher_tail}, 1);
   }

@@ -25,7 +25,9 @@
 // divergence when k = V (no tail bucket then), and is a lower bound of it otherwise (the data
 // processing inequality: merging outcomes never increases an f-divergence); only how the tail's mass
 // spreads over the tail's ids is lost. The same top-k gives bitwise the same value whether it comes
-// from dense teacher logits or from the cache's fp32 copy of them.
+// from dense teacher logits or from the cache's fp32 copy of them. The teacher's tail mass is
+// floored at 1e-30 (where the kept ids hold all of it to fp64's digits): reverse KL and JSD then
+// stay finite and push the student's tail towards 0; forward KL moves by under 1e-28.
 //
 // Gradients flow to the student's logits (the teacher's inputs may require grad too, for checks).
 // Vocabulary-parallel logits (tp > 1) are not supported: the rows must hold the whole vocabulary.
