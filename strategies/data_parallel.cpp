@@ -291,7 +291,7 @@ void DataParallelEngine::launch_ready_buckets() {
                               : std::make_shared<CompletedWork>();
       }
       // The block's backward is over: its gathered parameters go (the outer unit's stay for the step).
-      if (b.unit >= 0) release(next_launch_);
+      if (b.unit >= 0) release(next_launch_, /*frozen=*/false);
     } else if (opt_.zero_stage == 2) {
       b.grad_shard = torch::empty({b.chunk}, fopts_);
       b.work = comm_->reduce_scatter_async(b.grad, b.grad_shard, ReduceOp::kSum);

@@ -214,7 +214,9 @@ class DataParallelEngine : public ParallelEngine {
   void frozen_release(int64_t unit);
   void start_gather(int64_t bucket);   // allocates the unit's storage and starts its all-gather
   void wait_gathered(int64_t bucket);  // start_gather if needed, then waits
-  void release(int64_t bucket);        // frees the unit's gathered storage
+  // Frees the unit's gathered storage; with `frozen`, its frozen parameters' too (not when its
+  // gradients are in: backward may still read frozen weights for the input's gradient).
+  void release(int64_t bucket, bool frozen = true);
   void finish_reductions(bool all);    // folds completed reduce-scatters into grad_shard
   void finish_micro_batch(bool last);  // zero gradients for unused parameters, waits, releases
   // The model's loss_sum of (input, target) (target null: its output, evaluation), block by block.

@@ -93,6 +93,7 @@ std::vector<TensorShard> DataParallelEngine::state_shards() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& kv = params_[i];
     if (opt_.zero_stage == 3 && bucket_of_[i] >= 0) continue;
+    if (!kv.second.requires_grad()) continue;  // a frozen base (LoRA): not training state, see load_frozen
     add_shards(out, static_cast<int64_t>(i), kv.first, 0, kv.second.detach().reshape({-1}),
                replica_writer && !opt_.mirrored.count(kv.first));
   }
@@ -126,6 +127,7 @@ void DataParallelEngine::load_state(const GlobalTensorReader& read) {
   torch::NoGradGuard ng;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (opt_.zero_stage == 3 && bucket_of_[i] >= 0) continue;  // released: the chunks are set below
+    if (!params_[i].second.requires_grad()) continue;          // a frozen base: load_frozen
     params_[i].second.copy_(local_part(static_cast<int64_t>(i), read(params_[i].first)));
   }
   step_count_ = read("optimizer.step").reshape({-1})[0].item<int64_t>();

@@ -128,9 +128,9 @@ void DataParallelEngine::wait_gathered(int64_t k) {
   if (!frozen_.empty()) frozen_gather(b.unit, true);
 }
 
-void DataParallelEngine::release(int64_t k) {
+void DataParallelEngine::release(int64_t k, bool frozen) {
   auto& b = buckets_[static_cast<size_t>(k)];
-  if (!frozen_.empty()) frozen_release(b.unit);
+  if (frozen && !frozen_.empty()) frozen_release(b.unit);
   if (!b.gathered) return;
   if (b.gather_work) {  // a prefetch nobody used: it must land before its memory goes
     b.gather_work->wait();
@@ -209,7 +209,9 @@ torch::Tensor DataParallelEngine::forward_units(Model& model, const torch::Tenso
       // Backward reaches block i when this output's gradient is ready: gather it again (unless
       // prefetched) and start on block i - 1. The last block stays for its backward, next.
       if (i + 1 < n) release(k);
-      x.register_hook([this, i](const torch::Tensor&) {
+      x.register_hook([this, i, n](const torch::Tensor&) {
+        // Block i + 1's backward is done (this is its input's gradient): its frozen weights may go.
+        if (i + 1 < n && !frozen_.empty()) frozen_release(i + 1);
         wait_gathered(bucket_of_unit(i));
         if (i > 0) start_gather(bucket_of_unit(i - 1));
       });

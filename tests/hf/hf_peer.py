@@ -134,8 +134,8 @@ progress = "none"
 {extra}""")
 
 
-def run_gtrain(gtrain, job, run_dir, ranks=1, sets=()):
-    cmd = [gtrain, "run", job, "--run-dir", run_dir, "--ranks", str(ranks)]
+def run_gtrain(gtrain, job, run_dir, ranks=1, sets=(), extra=()):
+    cmd = [gtrain, "run", job, "--run-dir", run_dir, "--ranks", str(ranks), *extra]
     for s in sets:
         cmd += ["--set", s]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -574,6 +574,25 @@ void adapter_problems(const JobConfig& c, const std::string& where, Problems& pr
   }
 }
 
+// [distill]: a token model to distill into.
+void distill_problems(const JobConfig& c, const std::string& where, Problems& problems) {
+  if (c.distill.enabled() && c.model.name != "gpt" && c.model.name != "llama" && c.model.name != "hf") {
+    problems.add(where + ": [distill]: distillation needs a token model (model.name = \"gpt\", \"llama\" or " +
+                 "\"hf\"), not \"" + c.model.name + "\"");
+  }
+}
+
+// Exactly one of train.steps, train.epochs, train.tokens.
+void length_problems(const TrainConfig& t, const std::string& where, Problems& problems) {
+  if ((t.steps > 0) + (t.epochs > 0) + (t.tokens > 0) == 1) return;
+  std::string found;
+  if (t.steps > 0) found += " train.steps = " + std::to_string(t.steps);
+  if (t.epochs > 0) found += " train.epochs = " + fmt_num(t.epochs);
+  if (t.tokens > 0) found += " train.tokens = " + std::to_string(t.tokens);
+  problems.add(where + ": [train]: set exactly one of train.steps, train.epochs, train.tokens" +
+               (found.empty() ? std::string(" (none is set)") : " (found" + found + ")"));
+}
+
 void cross_field_problems(const JobConfig& c, Problems& problems) {
   // Where the keys a check is about came from: the --set or environment variable that set one of
   // them, else the file.
@@ -586,16 +605,7 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
     return file;
   };
   const auto& t = c.train;
-  int set_count = (t.steps > 0) + (t.epochs > 0) + (t.tokens > 0);
-  if (set_count != 1) {
-    std::string found;
-    if (t.steps > 0) found += " train.steps = " + std::to_string(t.steps);
-    if (t.epochs > 0) found += " train.epochs = " + fmt_num(t.epochs);
-    if (t.tokens > 0) found += " train.tokens = " + std::to_string(t.tokens);
-    problems.add(from({"train.steps", "train.epochs", "train.tokens"}) +
-                 ": [train]: set exactly one of train.steps, train.epochs, train.tokens" +
-                 (found.empty() ? std::string(" (none is set)") : " (found" + found + ")"));
-  }
+  length_problems(t, from({"train.steps", "train.epochs", "train.tokens"}), problems);
   if (!c.model.preset.empty() && c.model.name != "llama") {
     problems.add(from({"model.name", "model.preset"}) + ": [model]: model.preset = \"" + c.model.preset +
                  "\" is a llama-family shape, but model.name = \"" + c.model.name +
@@ -638,11 +648,7 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
                  std::string(name_of(c.data.kind)) + "\"; set data.kind = \"jsonl\"");
   }
   adapter_problems(c, from({"adapter.kind", "adapter.targets", "adapter.rank"}), problems);
-  if (c.distill.enabled() && c.model.name != "gpt" && c.model.name != "llama" && c.model.name != "hf") {
-    problems.add(from({"distill.teacher", "distill.cache", "model.name"}) +
-                 ": [distill]: distillation needs a token model (model.name = \"gpt\", \"llama\" or \"hf\"), not \"" +
-                 c.model.name + "\"");
-  }
+  distill_problems(c, from({"distill.teacher", "distill.cache", "model.name"}), problems);
   if (c.model.name == "gpt" && c.model.n_embd % c.model.n_head != 0) {
     problems.add(from({"model.n_head", "model.n_embd", "model.name"}) + ": [model]: model.n_head = " +
                  std::to_string(c.model.n_head) + " must divide model.n_embd = " + std::to_string(c.model.n_embd));
