@@ -57,6 +57,11 @@ struct RecomputeBlock : public torch::autograd::Function<RecomputeBlock> {
 }  // namespace
 
 torch::Tensor recompute_in_backward(const BlockFunction& block, const torch::Tensor& x) {
+  // An input without a gradient (a frozen embedding's output, LoRA) would leave the output without
+  // one, and the block's own parameters untrained: a leaf that asks for one keeps backward coming.
+  if (torch::GradMode::is_enabled() && !x.requires_grad()) {
+    return RecomputeBlock::apply(x.detach().requires_grad_(true), reinterpret_cast<int64_t>(&block));
+  }
   return RecomputeBlock::apply(x, reinterpret_cast<int64_t>(&block));
 }
 

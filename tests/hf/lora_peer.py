@@ -12,9 +12,10 @@ A random Llama (or GPT-2) made by transformers (tests/hf/hf_peer.py's) is the fr
     checkpoint's PEFT export loads in peft with no missing or unexpected key, its adapters equal the
     reference's and its logits the reference model's within 1e-4; the merged Hugging Face export
     (--format hf --merge) loads in transformers with logits equal to the PEFT model's within 1e-4.
-  llama_layouts: dp2 with ZeRO-3, tp2 and pp2 train the same 10 steps as 1 rank within 1e-5; in
-    bitwise mode 1 and 2 ranks are bitwise equal; a run staged over 2, then 3, then 1 ranks equals the
-    unstaged one; a resume onto another base is refused by name.
+  llama_layouts: dp2 with ZeRO-3, tp2, pp2 and dp2 ZeRO-2 with recompute train the same 10 steps as
+    1 rank within 1e-5, and so does dp2 ZeRO-3 with the base held in bf16; in bitwise mode 1 and 2 ranks are bitwise equal; a run staged over 2, then 3
+    (uneven shares), then 1 ranks equals the unstaged one; a resume onto another base is refused by
+    name.
 
 Usage: lora_peer.py GTRAIN CASE   (run in the project venv)
 """
@@ -174,13 +175,22 @@ def layouts_case():
         want = losses(one)
         explicit = ("parallel.mode=explicit",)
         for name, sets in (("dp2 zero3", ("parallel.dp=2", "parallel.zero=3")), ("tp2", ("parallel.tp=2",)),
-                           ("pp2", ("parallel.pp=2",))):
+                           ("pp2", ("parallel.pp=2",)),
+                           ("dp2 zero2 recompute", ("parallel.dp=2", "parallel.zero=2", "parallel.recompute=true"))):
             recs, _ = hf_peer.run_gtrain(GTRAIN, job, os.path.join(tmp, name.replace(" ", "-")), 2,
                                          COMMON + explicit + sets)
             got = losses(recs)
             ok &= len(got) == STEPS
             ok &= all(hf_peer.close(g, w, f"{name} step {i + 1}", (name, "1 rank")) for i, (g, w) in
                       enumerate(zip(got, want)))
+        # The base held in bf16: sharded by ZeRO-3 in bf16 and gathered per block, as 1 rank computes it.
+        bf16 = COMMON + ("adapter.base_dtype=bf16",)
+        h1, _ = hf_peer.run_gtrain(GTRAIN, job, os.path.join(tmp, "bf16-1"), 1, bf16)
+        h2, _ = hf_peer.run_gtrain(GTRAIN, job, os.path.join(tmp, "bf16-z3"), 2,
+                                   bf16 + explicit + ("parallel.dp=2", "parallel.zero=3"))
+        ok &= len(losses(h2)) == STEPS
+        ok &= all(hf_peer.close(g, w, f"bf16 base, dp2 zero3 step {i + 1}", ("dp2 zero3", "1 rank")) for i, (g, w) in
+                  enumerate(zip(losses(h2), losses(h1))))
         bitwise = COMMON + ("train.reproducible=bitwise",)
         b1, _ = hf_peer.run_gtrain(GTRAIN, job, os.path.join(tmp, "bit1"), 1, bitwise)
         # The same run's identity on any layout in bitwise mode: --force trains it again.
