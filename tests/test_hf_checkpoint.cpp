@@ -3,6 +3,7 @@
 // `gtrain ckpt export --format hf` end to end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -290,7 +291,7 @@ TEST(Cli, HfInitFromAndExport) {
   EXPECT_EQ(HfCheckpointReader(dir.file("out")).stored_dtype("wte.weight"), torch::kBFloat16);
 
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
-           {" --format onnx", "gtrain: config error: --format: 'onnx' is not one of safetensors, hf\n"},
+           {" --format onnx", "gtrain: config error: --format: 'onnx' is not one of safetensors, hf, peft\n"},
            {" --format hf --max-shard-size 5XB",
             "gtrain: config error: --max-shard-size: '5XB' is not a positive size such as 5GB, 500MB or 2GiB\n"},
            {" --format hf --dtype int8",
@@ -299,6 +300,16 @@ TEST(Cli, HfInitFromAndExport) {
     r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("run") + " " + dir.file("x") + args);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_EQ(r.output, message);
+  }
+  // The LoRA exports of a run that trained every weight, and --merge without --format hf: one line each.
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {" --format peft", "holds a whole model, not LoRA adapters (the run had no [adapter])"},
+           {" --format hf --merge", "holds a whole model, not LoRA adapters (the run had no [adapter])"},
+           {" --merge", "--merge: goes with --format hf"}}) {
+    r = run_command(GTRAIN_BINARY + " ckpt export " + dir.file("run") + " " + dir.file("x") + args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   }
   // A model with no Hugging Face form.
   test::write_file(dir.file("mlp.toml"), kTiny);
