@@ -183,7 +183,9 @@ TEST(MemoryComponents, TableOfLayoutsWithinTenPercent) {
 
 // LoRA: the frozen base (params + frozen: measured in param_mb), the adapters' gradients and
 // optimizer state, the activations LoRA keeps (the rank-wide products A x) and ZeRO-3's gathered
-// frozen blocks, each within 10% of a CPU run of the same layout.
+// frozen blocks, each within 10% of a CPU run of the same layout. Not here: recompute on one rank,
+// whose step tensors the plan puts 14% high (it adds the loss's logits to the recomputed block's
+// peak; a full llama's estimate misses about as much in its RMSNorm weights' saved inputs).
 TEST(MemoryComponents, LoraLayoutsWithinTenPercent) {
 #ifdef GTRAIN_SANITIZED
   GTEST_SKIP() << "tensor bytes do not change under the sanitizers; checked in the plain builds";
