@@ -39,11 +39,14 @@ case $name in
   sft) cmd=("$venv" run env SIZE=tiny STEPS=4 ROUNDS=1 THREADS=1 "$here/bench_sft.sh" "$build")
        want='round 1: step time gtrain [0-9.]+ ms +transformers [0-9.]+ ms +ratio transformers/gtrain [0-9.]+x'
        want2='round 1: trained tokens/s packed [0-9]+ +padded [0-9]+ +packing gain [0-9.]+x' ;;
+  lora) cmd=("$venv" run env SIZE=tiny STEPS=4 ROUNDS=1 THREADS=1 "$here/bench_lora.sh" "$build")
+        want='round 1: step time gtrain [0-9.]+ ms +transformers \+ peft [0-9.]+ ms +ratio peft/gtrain [0-9.]+x'
+        want2='memory: full fine-tune [0-9.]+ MiB \(planned [0-9.]+, .*\) +lora [0-9.]+ MiB \(planned [0-9.]+, .*\) +lora/full [0-9.]+x' ;;
   data_kinds) cmd=(env MB=1 STEPS=6 ROUNDS=1 "$here/bench_data_kinds.sh" "$build")
               want='^prepare \(.*\): 1 thread [0-9.]+ MB/s .* MB/s per core' want2='^step time: tokens [0-9.]+ ms +jsonl \(cache warm\) [0-9.]+ ms +ratio jsonl/tokens [0-9.]+x' ;;
   tokenizer) cmd=(env SIZE=tiny "$here/bench_tokenizer.sh" "$build")
              want='^gpt2: .*gtrain/tokenizers 1 thread: [0-9.]+x' want2='gtrain/tiktoken 1 thread: [0-9.]+x' ;;
-  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart cli_startup dp llama gpu_gpt2 data_kinds tokenizer)" >&2; exit 2 ;;
+  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart cli_startup dp llama gpu_gpt2 sft lora data_kinds tokenizer)" >&2; exit 2 ;;
 esac
 rc=0
 "${cmd[@]}" >"$tmp/out.txt" 2>&1 || rc=$?

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "runtime/core/config/job_config.h"
@@ -107,6 +108,35 @@ TEST(Lora, FreshAdaptersComputeTheBaseModelAndTrainOnlyThemselves) {
     }
   }
   EXPECT_EQ(with_grad, 2 * 7 * 2);  // A and B of 7 projections in 2 layers
+}
+
+// parallel.recompute: the frozen embedding's output needs no gradient, yet every block's adapters
+// get the gradients they get without recompute (the run failed at its first backward before).
+TEST(Lora, RecomputeGivesTheAdaptersTheirGradients) {
+  const ModelConfig c = tiny_llama();
+  auto ids = torch::randint(0, 40, {3, c.seq_len});
+  auto target = torch::randint(0, 40, {3, c.seq_len});
+  std::map<std::string, torch::Tensor> grads[2];
+  for (int recompute : {0, 1}) {
+    torch::manual_seed(9);
+    Llama m(c, token_spec(c.seq_len, 40));
+    apply_lora(m, lora({"all"}));
+    for (auto& kv : m.named_parameters()) {
+      torch::NoGradGuard ng;
+      if (kv.key().find("lora_B") != std::string::npos) kv.value().normal_(0.0, 0.1);  // A's gradient too
+    }
+    m.set_recompute(recompute == 1);
+    m.loss_sum(m.forward(ids), target).backward();
+    for (const auto& kv : m.named_parameters()) {
+      if (kv.value().grad().defined()) grads[recompute][kv.key()] = kv.value().grad();
+    }
+  }
+  ASSERT_EQ(grads[1].size(), 2u * 7u * 2u);  // A and B of 7 projections in 2 layers
+  for (const auto& [name, g] : grads[0]) {
+    ASSERT_TRUE(grads[1].count(name)) << name;
+    EXPECT_GT(g.abs().max().item<double>(), 0.0) << name;
+    EXPECT_TRUE(torch::allclose(grads[1][name], g, 1e-5, 1e-7)) << name;
+  }
 }
 
 TEST(Lora, Bf16BaseComputesWithFp32Activations) {

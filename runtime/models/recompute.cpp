@@ -14,7 +14,9 @@ using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
 struct RecomputeBlock : public torch::autograd::Function<RecomputeBlock> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t block) {
+  // `anchor`: an empty tensor that needs a gradient, so that the result does (below); never read.
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& anchor,
+                               int64_t block) {
     auto gen = at::detail::getDefaultCPUGenerator();
     ctx->saved_data["block"] = block;
     ctx->saved_data["rng"] = gen.get_state();
@@ -44,25 +46,25 @@ struct RecomputeBlock : public torch::autograd::Function<RecomputeBlock> {
       TokenLayoutScope layout(
           TokenLayout{ctx->saved_data["positions"].toTensor(), ctx->saved_data["trained"].toTensor()});
       torch::AutoGradMode on(true);
-      in = x.detach().requires_grad_(true);
+      in = x.detach().requires_grad_(ctx->needs_input_grad(0));
       out = (*reinterpret_cast<const BlockFunction*>(ctx->saved_data["block"].toInt()))(in);
     }
     gen.set_state(now);
     // Accumulates the block's parameter gradients (their hooks fire here) and the input's.
     torch::autograd::backward({out}, {grads[0]});
-    return {in.grad(), torch::Tensor()};
+    return {in.requires_grad() ? in.grad() : torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
 torch::Tensor recompute_in_backward(const BlockFunction& block, const torch::Tensor& x) {
-  // An input without a gradient (a frozen embedding's output, LoRA) would leave the output without
-  // one, and the block's own parameters untrained: a leaf that asks for one keeps backward coming.
-  if (torch::GradMode::is_enabled() && !x.requires_grad()) {
-    return RecomputeBlock::apply(x.detach().requires_grad_(true), reinterpret_cast<int64_t>(&block));
-  }
-  return RecomputeBlock::apply(x, reinterpret_cast<int64_t>(&block));
+  // A frozen embedding (LoRA) leaves the first block's input without a gradient; a function none of
+  // whose inputs needs one returns a result without a graph, and the block's trained adapters would
+  // get no gradient ("element 0 of tensors does not require grad"). The anchor makes the result
+  // need one without making backward compute the input's gradient nobody reads.
+  static const torch::Tensor anchor = torch::empty({0}).requires_grad_(true);
+  return RecomputeBlock::apply(x, anchor, reinterpret_cast<int64_t>(&block));
 }
 
 }  // namespace gtrain
