@@ -1,6 +1,7 @@
 // run_command.cpp: the body of `gtrain run` for one rank.
 #include "launcher/commands/run_command.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <unistd.h>
 #include <chrono>
 #include <cstdlib>
@@ -38,8 +39,10 @@
 #include "runtime/core/startup.h"
 #include "runtime/core/stop_policy.h"
 #include "runtime/metrics/metrics_log.h"
+#include "runtime/models/decoder_lm.h"
 #include "runtime/models/model_registry.h"
 #include "runtime/train/initial_weights.h"
+#include "runtime/train/teacher.h"
 #include "runtime/train/thread_choice.h"
 #include "strategies/engine_factory.h"
 #include "strategies/planner/capabilities.h"
@@ -53,6 +56,36 @@ namespace gtrain {
 // A whole-split evaluation longer than this many global batches is named at start: token data's
 // held-out split can hold millions of windows.
 constexpr int64_t kLongEvalBatches = 1000;
+
+namespace {
+
+// Distillation: the teacher checked against the student and the layout before any rank starts, and
+// on each rank built whole (its weights read) and attached to the student's loss. The teacher's
+// construction draws no random numbers the student's run would otherwise draw.
+void attach_teacher(const JobConfig& cfg, const Plan& plan, JobParts& parts, bool on_rank, torch::Device device) {
+  auto* student = dynamic_cast<DecoderLm*>(parts.model.get());
+  if (!student) {
+    throw ConfigError("distill.teacher: model.name = \"" + cfg.model.name + "\" cannot be distilled",
+                      "distil a gpt or llama model");
+  }
+  const char* layout = plan.tp > 1 ? "tp" : plan.pp > 1 ? "pp" : plan.zero >= 3 ? "zero" : nullptr;
+  if (layout) {
+    const int64_t value = plan.tp > 1 ? plan.tp : plan.pp > 1 ? plan.pp : plan.zero;
+    throw ConfigError(std::string("distill.teacher with ") + layout + " = " + std::to_string(value) +
+                          ": the teacher runs only with dp (ZeRO 0-2) for now",
+                      "set parallel.mode = \"explicit\" with parallel.tp = 1, parallel.pp = 1 and parallel.zero <= 2");
+  }
+  if (!on_rank) {
+    check_teacher(cfg, student->vocab());
+    return;
+  }
+  auto gen = at::detail::getDefaultCPUGenerator();
+  const auto rng = gen.get_state();
+  student->set_distillation(build_distillation(cfg, parts.data.train->spec(), student->vocab(), device));
+  gen.set_state(rng);
+}
+
+}  // namespace
 
 JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks,
                       torch::Device device, bool use_fewer_ranks, bool batch_from_checkpoint) {
@@ -88,6 +121,7 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
                         use_fewer_ranks && comm == nullptr, batch_from_checkpoint);
   const Plan& plan = parts.plan;
 
+  if (cfg.distill.enabled()) attach_teacher(cfg, plan, parts, comm != nullptr, device);
   if (comm) {
     parts.engine = build_engine(cfg, plan, parts.stats, parts.model, comm, device);
   } else {

@@ -29,12 +29,24 @@ ModelConfig checkpoint_model(const std::string& path) {
 
 }  // namespace
 
+ModelConfig teacher_model_config(const JobConfig& cfg) {
+  const std::string& path = cfg.distill.teacher;
+  ModelConfig m;
+  try {
+    m = is_hf_model_dir(path) ? read_hf_config(path).model : checkpoint_model(path);
+  } catch (const Error& e) {  // a manifest that cannot be read is this key's bad input (exit 2)
+    const std::string what = first_line(e.what());
+    throw ConfigError(what.rfind("distill.teacher", 0) == 0 ? what : "distill.teacher: " + what, e.hint());
+  }
+  m.seq_len = cfg.model.seq_len;
+  return m;
+}
+
 std::optional<ModelStats> teacher_stats(const JobConfig& cfg, std::string* note) {
   const DistillConfig& d = cfg.distill;
   if (d.teacher.empty() || !d.cache.empty()) return std::nullopt;
   try {
-    ModelConfig m = is_hf_model_dir(d.teacher) ? read_hf_config(d.teacher).model : checkpoint_model(d.teacher);
-    m.seq_len = cfg.model.seq_len;
+    const ModelConfig m = teacher_model_config(cfg);
     ModelStats s;
     if (m.vocab > 0 && decoder_stats(m, m.vocab, &s)) return s;
     if (note) *note = "distill.teacher " + d.teacher + ": not a gpt or llama model of known vocabulary";

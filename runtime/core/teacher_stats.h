@@ -17,4 +17,9 @@ namespace gtrain {
 // the teacher's shape cannot be read, with `note` saying why (the planner then leaves it out).
 std::optional<ModelStats> teacher_stats(const JobConfig& cfg, std::string* note);
 
+// The teacher's [model] settings from the same sources, its vocab the embedding's rows (a Hugging
+// Face vocab_size), at the student's model.seq_len. ConfigError naming distill.teacher when they
+// cannot be read.
+ModelConfig teacher_model_config(const JobConfig& cfg);
+
 }  // namespace gtrain

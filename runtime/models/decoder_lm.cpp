@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runtime/core/errors.h"
+#include "runtime/models/distillation.h"
 #include "runtime/models/fused_loss.h"
 #include "runtime/models/token_layout.h"
 
@@ -88,7 +89,16 @@ torch::Tensor DecoderLm::loss_sum(const torch::Tensor& output, const torch::Tens
 }
 
 torch::Tensor DecoderLm::train_loss_sum(const torch::Tensor& idx, const torch::Tensor& target) {
+  if (distill_) return train_loss_of(forward(idx), idx, target);
   return pipeline_head_loss_sum(trunk(idx), target);
+}
+
+torch::Tensor DecoderLm::train_loss_of(const torch::Tensor& output, const torch::Tensor& input,
+                                       const torch::Tensor& target) {
+  if (!distill_) return loss_sum(output, target);
+  GT_CHECK(tp_.size() == 1, "distillation runs with tp = 1");
+  auto [logits, t] = trained_rows(output, target);
+  return distill_->loss_sum(logits, t, input, target) / static_cast<double>(config_.seq_len);
 }
 
 torch::Tensor DecoderLm::pipeline_head_loss_sum(const torch::Tensor& x_in, const torch::Tensor& target) {

@@ -12,6 +12,8 @@
 
 namespace gtrain {
 
+class Distillation;
+
 // Keys and values a block's attention has seen, for generation one token at a time: [B, heads,
 // tokens so far, head width] each, grown by every call (undefined before the first).
 struct KvCache {
@@ -39,12 +41,18 @@ class DecoderLm : public Model {
   // (runtime/models/fused_loss.h), the same loss without whole logits.
   torch::Tensor train_loss_sum(const torch::Tensor& idx, const torch::Tensor& target) override;
   torch::Tensor pipeline_head_loss_sum(const torch::Tensor& x, const torch::Tensor& target) override;
+  // With distillation: the combined loss (runtime/models/distillation.h) of the whole logits.
+  torch::Tensor train_loss_of(const torch::Tensor& output, const torch::Tensor& input,
+                              const torch::Tensor& target) override;
   torch::Tensor pipeline_embed(const torch::Tensor& idx) override;
   torch::Tensor pipeline_block(int64_t i, const torch::Tensor& x) override;
   torch::Tensor pipeline_head(const torch::Tensor& x) override;  // logits: [B, T, vocab / tp]
   std::vector<int64_t> pipeline_activation_shape(const torch::Tensor& idx) override;
   void set_recompute(bool on) override { recompute_ = on; }
   void set_fused_loss(bool on) { fused_loss_ = on; }
+  // Distillation from a frozen teacher (tp = 1, no pipeline parallel): train_loss_sum then takes the
+  // whole logits (no fused loss) and adds the teacher's term; nullptr = cross-entropy alone.
+  void set_distillation(std::shared_ptr<Distillation> d) { distill_ = std::move(d); }
 
   // Logits [B, T, vocab] of `idx`, the T tokens that follow the cache's, attending to the cache,
   // which then holds them too (generation; one device, no tensor or pipeline parallel, no grad).
@@ -83,6 +91,7 @@ class DecoderLm : public Model {
   std::string kind_;
   bool recompute_ = false;
   bool fused_loss_ = false;
+  std::shared_ptr<Distillation> distill_;
   VocabParallelEmbedding embedding_{nullptr};
   ColumnParallelLinear head_{nullptr};
   std::vector<std::shared_ptr<torch::nn::Module>> blocks_;

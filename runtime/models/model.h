@@ -42,6 +42,15 @@ class Model : public torch::nn::Module {
     return loss_sum(forward(input), target);
   }
 
+  // The training loss of `output` = forward(input) as train_loss_sum computes it: loss_sum, plus the
+  // terms that need the input too (distillation's teacher runs on it). For probes of the training
+  // loss outside a step; evaluation uses loss_sum.
+  virtual torch::Tensor train_loss_of(const torch::Tensor& output, const torch::Tensor& input,
+                                      const torch::Tensor& target) {
+    (void)input;
+    return loss_sum(output, target);
+  }
+
   // Correct predictions in the batch (tokens for token models), for accuracy.
   virtual torch::Tensor correct(const torch::Tensor& output, const torch::Tensor& target);
 

@@ -18,6 +18,7 @@
 #include "runtime/core/crc32c.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/hf_config.h"
+#include "runtime/models/model.h"
 #include "runtime/train/parallel_engine.h"
 
 namespace gtrain {
@@ -49,7 +50,7 @@ struct Source {
   int64_t ignored_tensors = 0;    // a Hugging Face directory's buffers and tied head, not read
 };
 
-Source open_source(const std::string& path) {
+Source open_source(const std::string& path, const char* key = kKey) {
   namespace fs = std::filesystem;
   std::error_code ec;
   Source s;
@@ -63,7 +64,7 @@ Source open_source(const std::string& path) {
       try {
         hf = std::make_shared<HfCheckpointReader>(path);
       } catch (const ConfigError& e) {
-        throw ConfigError(std::string(kKey) + ": " + e.what(), e.hint());
+        throw ConfigError(std::string(key) + ": " + e.what(), e.hint());
       }
       s.path = path;
       for (const auto& t : hf->tensors()) all[t.gtrain] = t.shape, s.dtypes[t.gtrain] = torch::kFloat32;
@@ -72,7 +73,7 @@ Source open_source(const std::string& path) {
       s.shapes = std::move(all);
       return s;
     } else if (fs::is_directory(path, ec)) {
-      auto ck = std::make_shared<CheckpointReader>(resolve_checkpoint_path(path, kKey));
+      auto ck = std::make_shared<CheckpointReader>(resolve_checkpoint_path(path, key));
       s.path = ck->path();
       for (const auto& n : ck->tensor_names()) all[n] = ck->shape(n), s.dtypes[n] = ck->dtype(n), names.push_back(n);
       s.read = [ck](const std::string& n) { return ck->read(n); };
@@ -83,7 +84,7 @@ Source open_source(const std::string& path) {
       s.read = [st](const std::string& n) { return st->read(n); };
     }
   } catch (const CheckpointError& e) {
-    throw ConfigError(std::string(kKey) + ": " + e.what(), e.hint());
+    throw ConfigError(std::string(key) + ": " + e.what(), e.hint());
   }
   if (s.path.empty()) check_init_from(path);  // neither a directory nor a file: throws its one-line error
   for (const auto& [n, shape] : all) {
@@ -173,6 +174,31 @@ InitialWeights load_frozen_base(ParallelEngine& engine, Communicator& comm, cons
   for (const auto& s : engine.state_shards()) known.insert(s.name);
   check_source_fits(src, held, held_names, known, comm);
   engine.load_frozen([&](const std::string& name) { return src.read(name); });
+  return {src.path, static_cast<int64_t>(src.shapes.size()), src.optimizer_tensors, src.ignored_tensors};
+}
+
+InitialWeights load_model_weights(Model& model, const std::string& path, const char* key) {
+  const Source src = open_source(path, key);
+  std::vector<std::string> problems;
+  std::set<std::string> known;
+  const auto params = model.named_parameters();
+  for (const auto& kv : params) {
+    known.insert(kv.key());
+    const auto it = src.shapes.find(kv.key());
+    if (it == src.shapes.end())
+      problems.push_back("no tensor '" + kv.key() + "' " + shape_text(kv.value().sizes().vec()));
+    else if (it->second != kv.value().sizes().vec())
+      problems.push_back("'" + kv.key() + "' is " + shape_text(it->second) + ", the model's " +
+                         shape_text(kv.value().sizes().vec()));
+  }
+  for (const auto& [name, shape] : src.shapes)
+    if (!known.count(name)) problems.push_back("'" + name + "' is not a tensor of this model");
+  if (!problems.empty()) {
+    throw ConfigError(std::string(key) + ": " + src.path +
+                      " does not fit the model its manifest describes: " + first_few(problems));
+  }
+  torch::NoGradGuard ng;
+  for (auto& kv : params) kv.value().copy_(src.read(kv.key()));
   return {src.path, static_cast<int64_t>(src.shapes.size()), src.optimizer_tensors, src.ignored_tensors};
 }
 

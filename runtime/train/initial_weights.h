@@ -9,6 +9,7 @@
 namespace gtrain {
 
 class Communicator;
+class Model;
 class ParallelEngine;
 
 struct InitialWeights {
@@ -29,6 +30,11 @@ InitialWeights load_initial_weights(ParallelEngine& engine, Communicator& comm, 
 // adapters keep their initial values. Called on a fresh start and on every resume (checkpoints hold
 // the adapters only).
 InitialWeights load_frozen_base(ParallelEngine& engine, Communicator& comm, const std::string& path);
+
+// A whole model's parameters on this rank (distillation's teacher: no engine, no optimizer) from
+// `path` as above; ConfigError naming `key` when a tensor is missing, has another shape, or is not
+// the model's. Not a collective.
+InitialWeights load_model_weights(Model& model, const std::string& path, const char* key);
 
 // The identity of the base model a LoRA run adapts: "crc32c:<hex>:<bytes>" over the file (or a
 // directory's .safetensors, .json and .bin files, by name). A checkpoint records it; a resume whose

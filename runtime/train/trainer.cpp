@@ -135,7 +135,7 @@ double Trainer::probe_loss(const std::vector<int64_t>& idx) {
     TokenLayoutScope layout(b.layout);
     auto out = engine_->forward_only(*model_, b.input);
     if (out.defined()) {
-      const double l = model_->loss_sum(out, b.target).item<double>();
+      const double l = model_->train_loss_of(out, b.input, b.target).item<double>();
       if (engine_->reports_loss()) sums[0] = l, sums[1] = 1;
     }
   }
@@ -213,7 +213,7 @@ double Trainer::next_step_probe_loss(const std::vector<int64_t>& idx, int64_t st
     auto out = engine_->forward_only(*model_, b.input);
     if (!out.defined() || filler) continue;  // a pipeline stage before the last, or the filler
     // The loss is a collective of the tensor-parallel group: all its ranks compute it, one counts it.
-    const double l = model_->loss_sum(out, b.target).item<double>();
+    const double l = model_->train_loss_of(out, b.input, b.target).item<double>();
     if (!engine_->reports_loss()) continue;
     sums[0] += l;
     sums[1] += static_cast<double>(to - from);

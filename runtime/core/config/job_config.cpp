@@ -574,11 +574,24 @@ void adapter_problems(const JobConfig& c, const std::string& where, Problems& pr
   }
 }
 
-// [distill]: a token model to distill into.
-void distill_problems(const JobConfig& c, const std::string& where, Problems& problems) {
+// [distill]: a token model to distill into, and a layout the teacher runs in. `from(keys)`: where
+// the keys came from (cross_field_problems).
+template <class From>
+void distill_problems(const JobConfig& c, const From& from, Problems& problems) {
+  const std::string where = from({"distill.teacher", "distill.cache", "model.name"});
   if (c.distill.enabled() && c.model.name != "gpt" && c.model.name != "llama" && c.model.name != "hf") {
     problems.add(where + ": [distill]: distillation needs a token model (model.name = \"gpt\", \"llama\" or " +
                  "\"hf\"), not \"" + c.model.name + "\"");
+  }
+  const ParallelConfig& p = c.parallel;
+  if (!c.distill.teacher.empty() && p.mode == ParallelMode::given && (p.tp > 1 || p.pp > 1 || p.zero >= 3)) {
+    const std::string layout = p.tp > 1   ? "tp = " + std::to_string(p.tp)
+                               : p.pp > 1 ? "pp = " + std::to_string(p.pp)
+                                          : "zero = " + std::to_string(p.zero);
+    problems.add(from({"parallel.tp", "parallel.pp", "parallel.zero", "distill.teacher"}) +
+                 ": [distill]: distill.teacher with " + layout +
+                 ": the teacher runs only with dp (ZeRO 0-2) for now; set parallel.tp = 1, parallel.pp = 1 and "
+                 "parallel.zero <= 2");
   }
 }
 
@@ -648,7 +661,7 @@ void cross_field_problems(const JobConfig& c, Problems& problems) {
                  std::string(name_of(c.data.kind)) + "\"; set data.kind = \"jsonl\"");
   }
   adapter_problems(c, from({"adapter.kind", "adapter.targets", "adapter.rank"}), problems);
-  distill_problems(c, from({"distill.teacher", "distill.cache", "model.name"}), problems);
+  distill_problems(c, from, problems);
   if (c.model.name == "gpt" && c.model.n_embd % c.model.n_head != 0) {
     problems.add(from({"model.n_head", "model.n_embd", "model.name"}) + ": [model]: model.n_head = " +
                  std::to_string(c.model.n_head) + " must divide model.n_embd = " + std::to_string(c.model.n_embd));
