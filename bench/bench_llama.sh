@@ -11,46 +11,20 @@ STEPS=${STEPS:-20}
 ROUNDS=${ROUNDS:-5}
 THREADS=${THREADS:-$(nproc)}
 HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
 if [[ ${SIZE:-} == tiny ]]; then
   L=2 H=4 KV=2 C=64 I=160 T=32 V=256 B=4
 else
   L=4 H=8 KV=2 C=256 I=704 T=128 V=512 B=8
 fi
-PYTHON=${PYTHON:-python3}
-if ! "$PYTHON" -c 'import transformers' 2>/dev/null; then
-  echo "SKIPPED: $PYTHON has no transformers (run in the project venv: scripts/venv.sh run $0)"
-  exit 77
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cat > "$work/llama.toml" <<TOML
-[model]
-name = "llama"
-n_layer = $L
-n_head = $H
-n_kv_head = $KV
-n_embd = $C
-intermediate_size = $I
-seq_len = $T
-vocab = $V
-tied_embeddings = false
-rope_theta = 500000.0
-rope_scaling = "llama3"
-[data]
-kind = "synthetic"
-[optimizer]
-learning_rate = 1e-3
-beta2 = 0.95
-weight_decay = 0.1
-[train]
-global_batch = $B
-steps = $STEPS
-threads = $THREADS
-[checkpoint]
-at_end = false
-[log]
-progress = "none"
-TOML
+bench_need_python "transformers"
+bench_work
+{
+  bench_llama_model "$V" rope
+  printf '[data]\nkind = "synthetic"\n'
+  bench_train_tables
+} >"$work/llama.toml"
 
 gtrain_step() {
   "$BUILD/gtrain" run "$work/llama.toml" --force --ranks 1 --run-dir "$1" --quiet

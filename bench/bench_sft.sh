@@ -16,19 +16,16 @@ ROUNDS=${ROUNDS:-3}
 THREADS=${THREADS:-$(nproc)}
 CONVS=${CONVS:-400}
 HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
 TOK=$HERE/../examples/chat_sft/tokenizer
 if [[ ${SIZE:-} == tiny ]]; then
   L=2 H=4 KV=2 C=64 I=160 T=128 B=4 CONVS=60
 else
   L=4 H=8 KV=2 C=256 I=704 T=512 B=8
 fi
-PYTHON=${PYTHON:-python3}
-if ! "$PYTHON" -c 'import transformers' 2>/dev/null; then
-  echo "SKIPPED: $PYTHON has no transformers (run in the project venv: scripts/venv.sh run $0)"
-  exit 77
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+bench_need_python "transformers"
+bench_work
 # Conversations of words from a fixed list: 1-3 exchanges, log-normal turn lengths (median 12 words
 # a question, 40 an answer), a third with a system prompt; at most a row's worth of ids in all.
 /usr/bin/python3 - "$work/convs.jsonl" "$CONVS" "$T" <<'PY'
@@ -49,36 +46,18 @@ with open(path, "w") as f:
             msgs += [{"role": "user", "content": turn(12)}, {"role": "assistant", "content": turn(40)}]
         f.write(json.dumps({"messages": msgs}) + "\n")
 PY
-cat > "$work/sft.toml" <<TOML
-[model]
-name = "llama"
-n_layer = $L
-n_head = $H
-n_kv_head = $KV
-n_embd = $C
-intermediate_size = $I
-seq_len = $T
-vocab = 512
-tied_embeddings = false
+{
+  bench_llama_model 512
+  cat <<TOML
 [data]
 kind = "jsonl"
 format = "chat"
 path = "$work/convs.jsonl"
 tokenizer = "$TOK"
 eval_fraction = 0
-[optimizer]
-learning_rate = 1e-3
-beta2 = 0.95
-weight_decay = 0.1
-[train]
-global_batch = $B
-steps = $STEPS
-threads = $THREADS
-[checkpoint]
-at_end = false
-[log]
-progress = "none"
 TOML
+  bench_train_tables
+} >"$work/sft.toml"
 
 # gtrain_step RUN_DIR PACKING: the median step time (s) after the first fifth, and the trained
 # tokens of an average row (the ledger's data counts).

@@ -89,28 +89,28 @@ fs::path safetensors_target(const std::string& out_arg) {
 
 }  // namespace
 
+c10::ScalarType parse_export_dtype(const std::string& text) {
+  if (text == "stored" || text == "fp32" || text == "float32") return torch::kFloat32;
+  if (text == "bf16" || text == "bfloat16") return torch::kBFloat16;
+  if (text == "fp16" || text == "float16") return torch::kFloat16;
+  throw ConfigError("--dtype: '" + text +
+                    "' is not one of stored, float32, bfloat16, float16 (or fp32, bf16, fp16 as precision.dtype "
+                    "spells them)");
+}
+
+const char* export_dtype_name(c10::ScalarType dtype) {
+  return dtype == torch::kBFloat16 ? "bfloat16" : dtype == torch::kFloat16 ? "float16" : "float32";
+}
+
 int ckpt_export_command(const CkptExportOptions& o) {
   if (o.format == "peft") return ckpt_export_peft_command(o);
   if (o.format == "hf" && o.merge) return ckpt_export_merged_command(o);
   if (o.merge) throw ConfigError("--merge: goes with --format hf (the merged model as a Hugging Face directory)");
   if (o.format == "hf") return ckpt_export_hf_command(o);
   if (o.format != "safetensors") throw ConfigError("--format: '" + o.format + "' is not one of safetensors, hf, peft");
-  torch::ScalarType cast = torch::kFloat32;
   const bool stored = o.dtype == "stored";
-  // precision.dtype's spellings too (fp32, bf16, fp16).
-  std::string dtype = o.dtype;
-  if (dtype == "fp32") dtype = "float32";
-  if (dtype == "bf16") dtype = "bfloat16";
-  if (dtype == "fp16") dtype = "float16";
-  if (dtype == "bfloat16") {
-    cast = torch::kBFloat16;
-  } else if (dtype == "float16") {
-    cast = torch::kFloat16;
-  } else if (!stored && dtype != "float32") {
-    throw ConfigError("--dtype: '" + o.dtype +
-                      "' is not one of stored, float32, bfloat16, float16 (or fp32, bf16, fp16 as precision.dtype "
-                      "spells them)");
-  }
+  const torch::ScalarType cast = parse_export_dtype(o.dtype);
+  const std::string dtype = export_dtype_name(cast);
   const fs::path out = safetensors_target(o.out);
   std::error_code ec;
   CheckpointReader ck(resolve_checkpoint_path(o.path));

@@ -2,6 +2,8 @@
 // reader (gtrain-worker runs them; ckpt inspect: stage_commands.h).
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <cstdint>
 #include <string>
 
@@ -35,6 +37,11 @@ int ckpt_export_peft_command(const CkptExportOptions& o);
 // Shared by the Hugging Face exports (hf_export.cpp): --max-shard-size in bytes; a checkpoint's
 // [model] section as a ModelConfig.
 int64_t parse_shard_size(const std::string& text);
+// --dtype: stored (the checkpoint's fp32 master weights: float32), float32, bfloat16, float16, or
+// precision.dtype's fp32, bf16, fp16; a ConfigError naming the flag otherwise.
+c10::ScalarType parse_export_dtype(const std::string& text);
+// "float32", "bfloat16" or "float16": how export prints the dtype it wrote.
+const char* export_dtype_name(c10::ScalarType dtype);
 ModelConfig manifest_model(const CheckpointReader& ck);
 int ckpt_export_merged_command(const CkptExportOptions& o);
 

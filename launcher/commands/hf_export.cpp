@@ -54,20 +54,8 @@ ModelConfig manifest_model(const CheckpointReader& ck) {
 }
 
 int ckpt_export_hf_command(const CkptExportOptions& o) {
-  std::string dtype = o.dtype;
-  if (dtype == "fp32" || dtype == "stored") dtype = "float32";
-  if (dtype == "bf16") dtype = "bfloat16";
-  if (dtype == "fp16") dtype = "float16";
-  torch::ScalarType cast = torch::kFloat32;
-  if (dtype == "bfloat16") {
-    cast = torch::kBFloat16;
-  } else if (dtype == "float16") {
-    cast = torch::kFloat16;
-  } else if (dtype != "float32") {
-    throw ConfigError("--dtype: '" + o.dtype +
-                      "' is not one of stored, float32, bfloat16, float16 (or fp32, bf16, fp16 as precision.dtype "
-                      "spells them)");
-  }
+  const torch::ScalarType cast = parse_export_dtype(o.dtype);
+  const std::string dtype = export_dtype_name(cast);
   if (o.optimizer) throw ConfigError("--optimizer: a Hugging Face directory holds the model only; leave it out");
   const int64_t shard_bytes = parse_shard_size(o.max_shard_size);
   if (o.out.empty()) throw ConfigError("OUT: expected the Hugging Face directory to write, got ''");

@@ -27,10 +27,6 @@ namespace fs = std::filesystem;
 namespace gtrain {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // The LoRA checkpoint and what its run recorded.
 struct LoraCheckpoint {
   std::shared_ptr<CheckpointReader> ck;
@@ -48,9 +44,10 @@ struct LoraCheckpoint {
   }
 };
 
-LoraCheckpoint open_lora(const std::string& path) {
+// What a LoRA run's checkpoint records; ConfigError for a whole model's checkpoint.
+LoraCheckpoint read_lora(std::shared_ptr<CheckpointReader> ck) {
   LoraCheckpoint l;
-  l.ck = std::make_shared<CheckpointReader>(resolve_checkpoint_path(path));
+  l.ck = std::move(ck);
   const auto& meta = l.ck->manifest().meta;
   if (!meta.base_model)
     throw ConfigError(str(l.ck->path(), ": holds a whole model, not LoRA adapters (the run had no [adapter])"),
@@ -71,6 +68,10 @@ LoraCheckpoint open_lora(const std::string& path) {
   }
   if (l.adapters.empty()) throw CheckpointError(l.ck->path() + ": holds no adapter (no tensor named *.lora_A)");
   return l;
+}
+
+LoraCheckpoint open_lora(const std::string& path) {
+  return read_lora(std::make_shared<CheckpointReader>(resolve_checkpoint_path(path)));
 }
 
 // The model the adapters sit on, with the vocabulary its base has.
@@ -117,18 +118,11 @@ fs::path fresh_out_dir(const std::string& out_text, const std::string& ck_path) 
   return out;
 }
 
-torch::ScalarType export_dtype(const std::string& text) {
-  if (text == "stored" || text == "fp32" || text == "float32") return torch::kFloat32;
-  if (text == "bf16" || text == "bfloat16") return torch::kBFloat16;
-  if (text == "fp16" || text == "float16") return torch::kFloat16;
-  throw ConfigError("--dtype: '" + text + "' is not one of stored, float32, bfloat16, float16 (or fp32, bf16, fp16)");
-}
-
 }  // namespace
 
 int ckpt_export_peft_command(const CkptExportOptions& o) {
   if (o.optimizer) throw ConfigError("--optimizer: a PEFT adapter holds the weights only; leave it out");
-  const torch::ScalarType dtype = export_dtype(o.dtype);
+  const torch::ScalarType dtype = parse_export_dtype(o.dtype);
   const LoraCheckpoint l = open_lora(o.path);
   const ModelConfig m = adapted_model(l);
   const bool gpt2 = m.name == "gpt";
@@ -189,40 +183,33 @@ int ckpt_export_peft_command(const CkptExportOptions& o) {
   return 0;
 }
 
-MergedLora open_merged_lora(const std::shared_ptr<CheckpointReader>& ck) {
-  const auto& meta = ck->manifest().meta;
-  if (!meta.base_model)
-    throw ConfigError(str(ck->path(), ": holds a whole model, not LoRA adapters (the run had no [adapter])"));
-  const std::string base = meta.base_model->value("path", "");
+namespace {
+
+// The merged model of an opened LoRA checkpoint (open_merged_lora).
+MergedLora merged_lora(const LoraCheckpoint& l) {
+  const std::string base = l.base.value("path", "");
   if (base.empty())
-    throw ConfigError(str(ck->path(),
+    throw ConfigError(str(l.ck->path(),
                           ": its base is the model's own initialisation (no checkpoint.init_from), "
                           "which no file holds"),
                       "export the adapters with --format peft");
   if (!is_hf_model_dir(base))
-    throw ConfigError(str(ck->path(), ": its base ", base, " is not a Hugging Face directory"),
+    throw ConfigError(str(l.ck->path(), ": its base ", base, " is not a Hugging Face directory"),
                       "merging reads a Hugging Face base; export the adapters with --format peft");
-  const std::string recorded = meta.base_model->value("hash", "");
+  const std::string recorded = l.base.value("hash", "");
   const std::string hash = base_model_hash(base);
   if (hash != recorded)
     throw ConfigError(
         str(base, ": has changed since the run trained on it (", hash, ", the checkpoint recorded ", recorded, ")"),
         "restore the base the adapters were trained on");
-  std::map<std::string, std::string> config;
-  if (meta.config)
-    for (const auto& [k, v] : meta.config->items()) config[k] = v.get<std::string>();
-  if (!config.count("adapter.rank") || !config.count("adapter.alpha"))
-    throw CheckpointError(ck->path() + ": its manifest does not record adapter.rank and adapter.alpha");
-  const double scaling = std::stod(config["adapter.alpha"]) / std::stod(config["adapter.rank"]);
+  const double scaling = l.alpha / static_cast<double>(l.rank);
   MergedLora m;
   m.base = base;
   m.reader = std::make_shared<HfCheckpointReader>(base);
-  std::set<std::string> adapted;
-  for (const auto& n : ck->tensor_names())
-    if (ends_with(n, ".lora_A")) adapted.insert(n.substr(0, n.size() - 7));
+  const std::set<std::string> adapted(l.adapters.begin(), l.adapters.end());
   m.adapters = static_cast<int64_t>(adapted.size());
   auto reader = m.reader;
-  m.read = [ck, reader, adapted, scaling](const std::string& name) {
+  m.read = [ck = l.ck, reader, adapted, scaling](const std::string& name) {
     torch::Tensor w = reader->read(name);
     const std::string module = ends_with(name, ".weight") ? name.substr(0, name.size() - 7) : "";
     if (!adapted.count(module)) return w;
@@ -233,12 +220,18 @@ MergedLora open_merged_lora(const std::shared_ptr<CheckpointReader>& ck) {
   return m;
 }
 
+}  // namespace
+
+MergedLora open_merged_lora(const std::shared_ptr<CheckpointReader>& ck) {
+  return merged_lora(read_lora(ck));
+}
+
 int ckpt_export_merged_command(const CkptExportOptions& o) {
   if (o.optimizer) throw ConfigError("--optimizer: a Hugging Face directory holds the model only; leave it out");
-  const torch::ScalarType dtype = export_dtype(o.dtype);
+  const torch::ScalarType dtype = parse_export_dtype(o.dtype);
   const int64_t shard_bytes = parse_shard_size(o.max_shard_size);
   const LoraCheckpoint l = open_lora(o.path);
-  const MergedLora merged = open_merged_lora(l.ck);
+  const MergedLora merged = merged_lora(l);
   const ModelConfig m = adapted_model(l);
   const std::map<std::string, std::string> meta = {{"gtrain_checkpoint", l.ck->path()},
                                                    {"gtrain_step", std::to_string(l.ck->step())},

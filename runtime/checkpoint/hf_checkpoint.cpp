@@ -93,10 +93,6 @@ void add_llama(const ModelConfig& m, std::vector<HfTensorName>& out) {
   if (!m.tied_embeddings) out.push_back({"lm_head.weight", "lm_head.weight", {V, C}, false});
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // Writes `j` to `file`, indented, or throws CheckpointError.
 void write_json_file(const fs::path& file, const nlohmann::json& j) {
   std::ofstream f(file);

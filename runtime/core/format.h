@@ -34,6 +34,11 @@ std::string join(const Range& range, const std::string& sep = ", ") {
 // A count and its noun, singular for one: plural(1, "rank") = "1 rank", plural(3, "rank") = "3 ranks".
 std::string plural(int64_t n, const std::string& noun);
 
+// Whether `s` ends with `tail`.
+inline bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 // printf into a std::string (the formats gtrain prints numbers with).
 std::string strf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 

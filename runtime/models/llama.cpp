@@ -5,6 +5,7 @@
 
 #include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 #include "runtime/models/keyed_dropout.h"
 #include "runtime/models/token_layout.h"
 
@@ -44,10 +45,6 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryTables& rope) {
   auto rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   auto cos = rope.cos.to(x.scalar_type()), sin = rope.sin.to(x.scalar_type());
   return x * cos + rotated * sin;
-}
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 }  // namespace

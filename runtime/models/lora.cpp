@@ -5,16 +5,13 @@
 #include <map>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 #include "runtime/models/model.h"
 #include "runtime/models/parallel_layers.h"
 
 namespace gtrain {
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 // Dropout sites of the adapters: far above the models' own (1 + 3 x layer .. 3 + 3 x layer).
 constexpr uint64_t kLoraSiteBase = uint64_t{1} << 40;

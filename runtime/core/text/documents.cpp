@@ -13,10 +13,6 @@
 namespace gtrain::text {
 
 namespace {
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // Invalid UTF-8 in `bytes` (which start on line `line`): the error naming the line it is on and
 // its byte offset in that line, as gtrain tokenize names it.
 void check_utf8(const std::string& bytes, const std::string& path, int64_t line) {
