@@ -68,6 +68,7 @@ LibTorchWork handed_off_work(int argc, char** argv) {
     exec_worker(argc, argv);
   };
   hand_off(w.sample, argc, argv);
+  hand_off(w.distill_cache, argc, argv);
   hand_off(w.ckpt_verify, argc, argv);
   hand_off(w.ckpt_export, argc, argv);
   hand_off(w.model_names, argc, argv);

@@ -10,6 +10,7 @@
 #include "launcher/cli/cli.h"
 #include "launcher/commands/calibrate.h"
 #include "launcher/commands/ckpt_commands.h"
+#include "launcher/commands/distill_command.h"
 #include "launcher/commands/job_sizing.h"
 #include "launcher/commands/run_command.h"
 #include "launcher/commands/sample_command.h"
@@ -47,6 +48,7 @@ LibTorchWork libtorch_work() {
   LibTorchWork w;
   w.run = run_and_report;
   w.sample = sample_command;
+  w.distill_cache = distill_cache_command;
   w.ckpt_verify = ckpt_verify_command;
   w.ckpt_export = ckpt_export_command;
   w.model_names = [](const std::string& plugin) {

@@ -1,7 +1,7 @@
 // test_distill_cache.cpp: the teacher-output cache (runtime/core/distill_cache.h, torch-free): entries
-// read back as written across shard edges, a damaged or truncated shard and a missing manifest are
-// refused naming the file, and a cache made for other data, teacher, k or temperature is refused in
-// one line naming both identities.
+// read back as written across shard edges and gathered in any order, a damaged or truncated shard and a missing
+// manifest are refused naming the file, and a cache made for other data, teacher, k or temperature is refused in one
+// line naming both identities.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -73,6 +73,29 @@ TEST(DistillCache, RoundTripsAcrossShardEdges) {
   expect_equal(r.read(9, 11), entries(9, 11));
   expect_equal(r.read(5, 5), entries(5, 5));
   EXPECT_NE(test::error_of<DataError>([&] { r.read(8, 12); }).find("tokens [8, 12) asked for, the cache holds 11"),
+            std::string::npos);
+}
+
+// A student reads its tokens in the sampler's order: any order, repeats, across shards, each equal to
+// its entry written in order; a token past the end is refused naming the count.
+TEST(DistillCache, GathersTokensInAnyOrder) {
+  test::TempDir dir;
+  make_cache(dir.path(), 11);
+  DistillCacheReader r(dir.path());
+  const std::vector<int64_t> tokens = {10, 0, 5, 5, 3, 9, 4, 1};
+  const DistillEntries got = r.gather(tokens);
+  ASSERT_EQ(got.tokens(), static_cast<int64_t>(tokens.size()));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const DistillEntries want = entries(tokens[i], tokens[i] + 1);
+    const auto k = static_cast<size_t>(kK);
+    EXPECT_EQ(std::vector<int32_t>(got.ids.begin() + i * k, got.ids.begin() + (i + 1) * k), want.ids) << tokens[i];
+    EXPECT_EQ(std::vector<float>(got.logits.begin() + i * k, got.logits.begin() + (i + 1) * k), want.logits);
+    EXPECT_EQ(got.lse[i], want.lse[0]) << tokens[i];
+  }
+  EXPECT_EQ(r.gather({}).tokens(), 0);
+  EXPECT_NE(test::error_of<DataError>([&] {
+              r.gather({2, 11});
+            }).find("token 11 asked for, the cache holds 11"),
             std::string::npos);
 }
 

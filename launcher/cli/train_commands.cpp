@@ -1,5 +1,5 @@
 // train_commands.cpp: the training subcommands' flags and runs: run, config, probe, plan, models,
-// sample.
+// sample, distill.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -152,6 +152,33 @@ Command add_sample(CLI::App& app, const LibTorchWork& work) {
   c.app->add_option("--seed", o->seed, "Seed of the sampling")->capture_default_str();
   c.app->add_flag("--json", o->json, "One JSON object: source, prompt, tokens (and text, with a tokenizer)");
   c.run = [o, sample = work.sample] { return sample(*o); };
+  return c;
+}
+
+Command add_distill(CLI::App& app, int argc, char** argv, const LibTorchWork& work) {
+  auto o = std::make_shared<DistillCacheOptions>();
+  Command c;
+  c.app = app.add_subcommand("distill", "Knowledge distillation's tools: the teacher's outputs cached once.");
+  c.app->require_subcommand(1);
+  auto* cache = c.app->add_subcommand(
+      "cache",
+      "Run distill.teacher once over the training split and store its top-k logits per token "
+      "(distill.top_k, with the tail's mass) in distill.cache, for students to read instead of the teacher.");
+  cache->add_option("config", o->config_path, "The student's TOML config ([data], model.seq_len, [distill])")
+      ->required();
+  cache->add_option("--set", o->sets, "Override a key: section.key=value")->allow_extra_args(false);
+  cache->add_option("--out", o->out, "The cache folder (default: distill.cache)");
+  cache->add_option("--ranks", o->ranks, "Ranks to start on this machine; each writes every N-th shard")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  cache->add_option("--batch", o->batch, "Samples per teacher forward")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cache->add_flag("--quiet", o->quiet, "Errors only");
+  c.run = [o, argc, argv, make = work.distill_cache] {
+    for (int i = 1; i < argc; ++i) o->argv.push_back(argv[i]);
+    return make(*o);
+  };
   return c;
 }
 

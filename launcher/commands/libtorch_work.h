@@ -11,6 +11,7 @@
 
 #include "launcher/commands/calibration_report.h"
 #include "launcher/commands/ckpt_commands.h"
+#include "launcher/commands/distill_command.h"
 #include "launcher/commands/plan_command.h"
 #include "launcher/commands/sample_command.h"
 #include "launcher/launch/run_launch.h"
@@ -20,6 +21,7 @@ namespace gtrain {
 struct LibTorchWork {
   std::function<int(const RunOptions&)> run;        // gtrain run: train in this process (gtrain: launch, else hand off)
   std::function<int(const SampleOptions&)> sample;  // gtrain sample
+  std::function<int(const DistillCacheOptions&)> distill_cache;  // gtrain distill cache
   std::function<int(const std::string& path, bool all)> ckpt_verify;
   std::function<int(const CkptExportOptions&)> ckpt_export;
   // gtrain models --plugin: the registry's names once the plugin library is loaded.

@@ -59,29 +59,38 @@ constexpr int64_t kLongEvalBatches = 1000;
 
 namespace {
 
-// Distillation: the teacher checked against the student and the layout before any rank starts, and
-// on each rank built whole (its weights read) and attached to the student's loss. The teacher's
-// construction draws no random numbers the student's run would otherwise draw.
-void attach_teacher(const JobConfig& cfg, const Plan& plan, JobParts& parts, bool on_rank, torch::Device device) {
+// Distillation: the teacher (or its cache) checked against the student and the layout before any
+// rank starts, and on each rank built whole (its weights read) or opened, and attached to the
+// student's loss; its identity (path, hash: rank 0 reads the files) goes into the checkpoints. The
+// teacher's construction draws no random numbers the student's run would otherwise draw.
+void attach_teacher(const JobConfig& cfg, const Plan& plan, JobParts& parts, Communicator* comm, torch::Device device) {
+  const DistillConfig& d = cfg.distill;
+  const std::string key = d.cache.empty() ? "distill.teacher" : "distill.cache";
   auto* student = dynamic_cast<DecoderLm*>(parts.model.get());
   if (!student) {
-    throw ConfigError("distill.teacher: model.name = \"" + cfg.model.name + "\" cannot be distilled",
+    throw ConfigError(key + ": model.name = \"" + cfg.model.name + "\" cannot be distilled",
                       "distil a gpt or llama model");
   }
+  // The loss needs each row's whole logits on one rank (no tp) in the engine's own loss call (no pp;
+  // nor ZeRO-3's, whose gathered forward does not yet carry the distillation term).
   const char* layout = plan.tp > 1 ? "tp" : plan.pp > 1 ? "pp" : plan.zero >= 3 ? "zero" : nullptr;
   if (layout) {
     const int64_t value = plan.tp > 1 ? plan.tp : plan.pp > 1 ? plan.pp : plan.zero;
-    throw ConfigError(std::string("distill.teacher with ") + layout + " = " + std::to_string(value) +
-                          ": the teacher runs only with dp (ZeRO 0-2) for now",
-                      "set parallel.mode = \"explicit\" with parallel.tp = 1, parallel.pp = 1 and parallel.zero <= 2");
+    throw ConfigError(
+        key + " with " + layout + " = " + std::to_string(value) + ": the teacher runs only with dp (ZeRO 0-2) for now",
+        "set parallel.mode = \"explicit\" with parallel.tp = 1, parallel.pp = 1 and parallel.zero <= 2");
   }
-  if (!on_rank) {
-    check_teacher(cfg, student->vocab());
+  if (!comm) {
+    check_teacher(cfg, *parts.data.train, student->vocab());
     return;
   }
   auto gen = at::detail::getDefaultCPUGenerator();
   const auto rng = gen.get_state();
-  student->set_distillation(build_distillation(cfg, parts.data.train->spec(), student->vocab(), device));
+  const std::string hash = d.teacher.empty() ? "" : base_model_hash(*comm, d.teacher, "distill.teacher");
+  auto distill = build_distillation(cfg, *parts.data.train, student->vocab(), device, hash);
+  parts.teacher = {{"path", d.teacher.empty() ? d.cache : d.teacher},
+                   {"hash", distill->cached() ? distill->cache()->manifest().key.teacher_hash : hash}};
+  student->set_distillation(std::move(distill));
   gen.set_state(rng);
 }
 
@@ -121,7 +130,7 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
                         use_fewer_ranks && comm == nullptr, batch_from_checkpoint);
   const Plan& plan = parts.plan;
 
-  if (cfg.distill.enabled()) attach_teacher(cfg, plan, parts, comm != nullptr, device);
+  if (cfg.distill.enabled()) attach_teacher(cfg, plan, parts, comm.get(), device);
   if (comm) {
     parts.engine = build_engine(cfg, plan, parts.stats, parts.model, comm, device);
   } else {
@@ -130,26 +139,7 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
   return parts;
 }
 
-namespace {
-
-void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Plan& plan, int64_t requested_batch) {
-  const RunDir dir(run_dir);
-  {
-    std::ofstream f(dir.config());
-    f << to_toml(cfg);
-    if (!f)
-      throw Error(dir.config() + ": cannot write", "check that the disk is not full and the run directory is writable");
-  }
-  write_plan_record(run_dir, PlanRecord::from_plan(plan, requested_batch));
-}
-
-std::string env_or(const std::map<std::string, std::string>& env, const char* key) {
-  auto it = env.find(key);
-  return it == env.end() ? std::string() : it->second;
-}
-
-// This rank's device (launcher/launch/device_choice.h): train.device, the visible CUDA devices, and, when
-// CUDA_VISIBLE_DEVICES does not already narrow them, the GPUs the allocation granted this node.
+// This rank's device: the visible CUDA devices narrow it, else the allocation's grant for this node.
 DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re,
                          const std::map<std::string, std::string>& env) {
   DeviceChoiceInput in;
@@ -158,9 +148,9 @@ DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re,
   in.device_count = in.requested == DeviceRequest::cpu ? 0 : cuda::device_count();
   in.local_rank = re.local_rank;
   in.local_size = re.local_size;
-  const std::string vis = env_or(env, "CUDA_VISIBLE_DEVICES");
-  in.visible_set = env.count("CUDA_VISIBLE_DEVICES") > 0 &&
-                   parse_visible_devices(vis, "CUDA_VISIBLE_DEVICES").kind == VisibleDevices::kList;
+  const auto vis = env.find("CUDA_VISIBLE_DEVICES");
+  in.visible_set =
+      vis != env.end() && parse_visible_devices(vis->second, "CUDA_VISIBLE_DEVICES").kind == VisibleDevices::kList;
   if (in.cuda_build && in.device_count > 0 && !in.visible_set) {
     // The launching gtrain passes what it discovered; discover here only without it (srun ranks).
     if (auto g = StageHandoff::from_env(env).granted_for(ProcessContext::get().host)) {
@@ -175,6 +165,19 @@ DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re,
     }
   }
   return choose_device(in);
+}
+
+namespace {
+
+void write_run_files(const std::string& run_dir, const JobConfig& cfg, const Plan& plan, int64_t requested_batch) {
+  const RunDir dir(run_dir);
+  {
+    std::ofstream f(dir.config());
+    f << to_toml(cfg);
+    if (!f)
+      throw Error(dir.config() + ": cannot write", "check that the disk is not full and the run directory is writable");
+  }
+  write_plan_record(run_dir, PlanRecord::from_plan(plan, requested_batch));
 }
 
 // What in a run directory says the run has committed a checkpoint before: committed checkpoint
@@ -448,7 +451,7 @@ InitialWeights load_start_weights(const RankJob& job, Trainer& trainer, const st
     // or from the model's own initialisation (train.seed); its identity goes into every checkpoint.
     const std::string& base = cfg.checkpoint.init_from;
     if (!base.empty()) initial = load_frozen_base(trainer.engine(), *job.comm, base);
-    const std::string hash = base.empty() ? "seed:" + std::to_string(cfg.train.seed) : base_model_hash(base);
+    const std::string hash = base.empty() ? "seed:" + std::to_string(cfg.train.seed) : base_model_hash(*job.comm, base);
     trainer.set_base_model({{"path", base}, {"hash", hash}});
     if (!resume_from.empty()) trainer.resume(resume_from);
     stage.load_seconds = seconds_since(t0);
@@ -674,6 +677,7 @@ RunOutcome run_job(const RunOptions& o) {
   const std::string engine_desc = parts.engine->describe();
   Trainer trainer(job.cfg, parts.plan, job.comm, parts.model, parts.data, std::move(parts.engine), paths, job.device);
   trainer.set_memory_baseline(baseline_rss);
+  if (!parts.teacher.is_null()) trainer.set_teacher(parts.teacher);
   if (job.cfg.train.threads == 0 && job.device.is_cpu() && job.threads > 1 &&
       job.cfg.train.reproducible != Reproducible::bitwise) {
     // The cores' share is not always fastest (OpenMP's spinning pool against OpenBLAS's and the data

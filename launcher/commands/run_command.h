@@ -1,9 +1,14 @@
 // run_command.h: `gtrain run` in gtrain-worker: load the config, open data, build the model, plan, train.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "launcher/launch/device_choice.h"
+#include "launcher/launch/launch.h"
 #include "launcher/launch/run_launch.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/plan.h"
@@ -26,7 +31,8 @@ struct JobParts {
   ModelStats stats;
   Plan plan;
   std::unique_ptr<ParallelEngine> engine;
-  LoraSummary lora;  // [adapter] kind = "lora": what apply_lora added (adapters = 0 otherwise)
+  LoraSummary lora;        // [adapter] kind = "lora": what apply_lora added (adapters = 0 otherwise)
+  nlohmann::json teacher;  // [distill]: the teacher's identity {path, hash} (CheckpointMeta::teacher; null otherwise)
 };
 // Without `comm` (the launcher, before the ranks start) and with `use_fewer_ranks` (a grant, not
 // --ranks), the plan may use fewer than `world_size` ranks (plan_run).
@@ -41,6 +47,11 @@ inline constexpr double kUnsavedWorkNoteSeconds = 3600;
 inline constexpr double kSuggestedSaveSeconds = 1800;
 // The start-up line saying so ("" = nothing at risk worth a line: an interval is set, or the stage is short).
 std::string unsaved_work_note(const JobConfig& cfg, const Plan& plan, int64_t steps_to_go);
+
+// This rank's device (launcher/launch/device_choice.h): train.device, the visible CUDA devices, and, when
+// CUDA_VISIBLE_DEVICES does not already narrow them, the GPUs the allocation granted this node.
+DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re,
+                         const std::map<std::string, std::string>& env);
 
 // Runs one job in this process (one rank). Throws gtrain::Error on failure.
 RunOutcome run_job(const RunOptions& options);

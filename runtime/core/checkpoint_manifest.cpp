@@ -285,6 +285,8 @@ CheckpointMeta read_meta(const json& m) {
       meta.chunk = v.get<int64_t>();
     } else if (k == key::kBaseModel) {
       meta.base_model = v;
+    } else if (k == key::kTeacher) {
+      meta.teacher = v;
     } else {
       meta.extra[k] = v;
     }
@@ -370,6 +372,7 @@ void CheckpointMeta::add_to(json& out) const {
   if (probe_step) out[key::kProbeStep] = *probe_step;
   if (chunk) out[key::kChunk] = *chunk;
   if (base_model) out[key::kBaseModel] = *base_model;
+  if (teacher) out[key::kTeacher] = *teacher;
   for (const auto& [k, v] : extra.items()) out[k] = v;
 }
 

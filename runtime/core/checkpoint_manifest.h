@@ -53,6 +53,7 @@ constexpr const char* kProbeIndices = "probe_indices";
 constexpr const char* kProbeStep = "probe_step";
 constexpr const char* kChunk = "reproducible_chunk";
 constexpr const char* kBaseModel = "base_model";
+constexpr const char* kTeacher = "teacher";
 // A tensor's entry, and its pieces.
 constexpr const char* kName = "name";
 constexpr const char* kDtype = "dtype";
@@ -139,6 +140,9 @@ struct CheckpointMeta {
   // ("" = the model's own initialisation from train.seed), "hash": initial_weights.h's base_model_hash}.
   // The checkpoint holds the adapters only; a resume reloads the base and refuses another one.
   std::optional<nlohmann::json> base_model;
+  // [distill]: the teacher the student learns from, {"path": distill.teacher (or distill.cache),
+  // "hash": its files' base_model_hash (or the cache's teacher hash)}; a resume refuses another one.
+  std::optional<nlohmann::json> teacher;
   nlohmann::json extra = nlohmann::json::object();  // keys gtrain does not read, kept as they were
 
   // Adds the meta's keys to `out` (an object).

@@ -1,7 +1,11 @@
 // distill_cache.cpp: the teacher-output cache's manifest, shard files, writer and reader.
 #include "runtime/core/distill_cache.h"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +17,7 @@
 #include "runtime/core/fnv.h"
 #include "runtime/core/format.h"
 #include "runtime/core/run_dir/run_files.h"
+#include "runtime/core/unique_fd.h"
 
 namespace gtrain {
 
@@ -224,6 +229,7 @@ DistillCacheReader::DistillCacheReader(std::string dir) : dir_(std::move(dir)) {
     throw DataError(path + ": not JSON (" + e.what() + ")", kRemake);
   }
   m_ = DistillCacheManifest::from_json(j, path);
+  mapped_.resize(m_.shards.size());
 }
 
 void DistillCacheReader::check_key(const DistillCacheKey& want) const {
@@ -249,35 +255,55 @@ void DistillCacheReader::check_key(const DistillCacheKey& want) const {
                       hint);
 }
 
-const DistillEntries& DistillCacheReader::shard(int64_t index) {
-  if (loaded_ == index) return loaded_entries_;
+// A shard file mapped read-only for the reader's life.
+struct DistillCacheReader::Mapping {
+  void* data = MAP_FAILED;
+  size_t bytes = 0;
+  ~Mapping() {
+    if (data != MAP_FAILED) munmap(data, bytes);
+  }
+};
+
+DistillCacheReader::~DistillCacheReader() = default;
+
+const char* DistillCacheReader::shard(int64_t index) {
+  auto& slot = mapped_.at(static_cast<size_t>(index));
+  if (slot) return static_cast<const char*>(slot->data);
   const auto& s = m_.shards.at(static_cast<size_t>(index));
   const std::string path = path_in(dir_, s.file);
   const std::string hint = "the cache is damaged: " + std::string(kRemake);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw DataError(path + ": missing; " + kDistillCacheManifestFile + " lists it", hint);
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw DataError(path + ": missing; " + kDistillCacheManifestFile + " lists it", hint);
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) throw DataError(path + ": cannot be read: " + std::strerror(errno), hint);
   const uint64_t want = shard_bytes(s.tokens, m_.key.k);
-  if (bytes.size() != want)
-    throw DataError(str(path, ": ", bytes.size(), " bytes, ", kDistillCacheManifestFile, " says ", want, " (", s.tokens,
+  if (static_cast<uint64_t>(st.st_size) != want)
+    throw DataError(str(path, ": ", st.st_size, " bytes, ", kDistillCacheManifestFile, " says ", want, " (", s.tokens,
                         " tokens of k = ", m_.key.k, ")"),
                     hint);
-  const std::string crc = hex32(crc32c(bytes.data(), bytes.size()));
+  auto map = std::make_unique<Mapping>();
+  map->bytes = static_cast<size_t>(want);
+  map->data = mmap(nullptr, map->bytes, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  if (map->data == MAP_FAILED) throw DataError(path + ": cannot be mapped: " + std::strerror(errno), hint);
+  const std::string crc = hex32(crc32c(map->data, map->bytes));
   if (crc != s.crc)
     throw DataError(
         str(path, ": CRC-32C ", crc, ", ", kDistillCacheManifestFile, " says ", s.crc, " (a damaged shard)"), hint);
-  DistillEntries e;
-  e.k = m_.key.k;
-  const auto nk = static_cast<size_t>(s.tokens * m_.key.k);
-  e.ids.resize(nk);
-  e.logits.resize(nk);
-  e.lse.resize(static_cast<size_t>(s.tokens));
-  std::memcpy(e.ids.data(), bytes.data(), nk * 4);
-  std::memcpy(e.logits.data(), bytes.data() + nk * 4, nk * 4);
-  std::memcpy(e.lse.data(), bytes.data() + nk * 8, e.lse.size() * sizeof(double));
-  loaded_entries_ = std::move(e);
-  loaded_ = index;
-  return loaded_entries_;
+  slot = std::move(map);
+  return static_cast<const char*>(slot->data);
+}
+
+void DistillCacheReader::append_token(int64_t g, DistillEntries& out) {
+  const int64_t index = g / m_.shard_tokens, row = g - index * m_.shard_tokens;
+  const int64_t n = m_.shards[static_cast<size_t>(index)].tokens, k = m_.key.k;
+  const char* bytes = shard(index);
+  const auto* ids = reinterpret_cast<const int32_t*>(bytes) + row * k;
+  const auto* logits = reinterpret_cast<const float*>(bytes + n * k * 4) + row * k;
+  double lse;
+  std::memcpy(&lse, bytes + n * k * 8 + row * 8, sizeof lse);
+  out.ids.insert(out.ids.end(), ids, ids + k);
+  out.logits.insert(out.logits.end(), logits, logits + k);
+  out.lse.push_back(lse);
 }
 
 DistillEntries DistillCacheReader::read(int64_t begin, int64_t end) {
@@ -285,18 +311,23 @@ DistillEntries DistillCacheReader::read(int64_t begin, int64_t end) {
     throw DataError(str(path_in(dir_, kDistillCacheManifestFile), ": tokens [", begin, ", ", end, ") asked for, the ",
                         "cache holds ", m_.tokens),
                     "the cache was made for a shorter run of this data: " + std::string(kRemake));
+  std::vector<int64_t> tokens(static_cast<size_t>(end - begin));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = begin + static_cast<int64_t>(i);
+  return gather(tokens);
+}
+
+DistillEntries DistillCacheReader::gather(const std::vector<int64_t>& tokens) {
   DistillEntries out;
   out.k = m_.key.k;
-  const auto k = static_cast<size_t>(m_.key.k);
-  for (int64_t g = begin; g < end;) {
-    const int64_t index = g / m_.shard_tokens, first = index * m_.shard_tokens;
-    const auto& e = shard(index);
-    const int64_t n = std::min(end, first + e.tokens()) - g;
-    const auto a = static_cast<size_t>(g - first), b = a + static_cast<size_t>(n);
-    out.ids.insert(out.ids.end(), e.ids.begin() + a * k, e.ids.begin() + b * k);
-    out.logits.insert(out.logits.end(), e.logits.begin() + a * k, e.logits.begin() + b * k);
-    out.lse.insert(out.lse.end(), e.lse.begin() + a, e.lse.begin() + b);
-    g += n;
+  out.ids.reserve(tokens.size() * static_cast<size_t>(out.k));
+  out.logits.reserve(tokens.size() * static_cast<size_t>(out.k));
+  out.lse.reserve(tokens.size());
+  for (const int64_t g : tokens) {
+    if (g < 0 || g >= m_.tokens)
+      throw DataError(
+          str(path_in(dir_, kDistillCacheManifestFile), ": token ", g, " asked for, the cache holds ", m_.tokens),
+          "the cache was made for other data: " + std::string(kRemake));
+    append_token(g, out);
   }
   return out;
 }

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -115,24 +116,33 @@ class DistillCacheWriter {
 };
 
 // Reads a cache: the manifest at construction (missing, malformed or of another format: a
-// DataError naming the file), shards when their tokens are asked for, each checked (size, CRC-32C)
-// the first time it is read.
+// DataError naming the file); each shard is mapped into memory (not read whole: a cache is many
+// gigabytes for a real corpus, and a student reads its tokens in the sampler's order) the first
+// time one of its tokens is asked for, and checked then (size, CRC-32C). Not thread-safe.
 class DistillCacheReader {
  public:
   explicit DistillCacheReader(std::string dir);
+  ~DistillCacheReader();
+  DistillCacheReader(const DistillCacheReader&) = delete;
+  DistillCacheReader& operator=(const DistillCacheReader&) = delete;
   const DistillCacheManifest& manifest() const { return m_; }
+  const std::string& dir() const { return dir_; }
   // A ConfigError in one line naming the manifest, the field that differs, and both values (e.g.
   // "made for data 1a2b..., this run's data is 3c4d...") when the cache was made for another key.
   void check_key(const DistillCacheKey& expected) const;
   // The entries of tokens [begin, end) (0 <= begin <= end <= manifest().tokens).
   DistillEntries read(int64_t begin, int64_t end);
+  // The entries of these tokens, in this order (any order, repeats allowed; each in [0, tokens)).
+  DistillEntries gather(const std::vector<int64_t>& tokens);
 
  private:
-  const DistillEntries& shard(int64_t index);
+  struct Mapping;
+  // Shard `index`'s bytes, mapped and checked on first use: ids, then logits, then lse.
+  const char* shard(int64_t index);
+  void append_token(int64_t g, DistillEntries& out);
   std::string dir_;
   DistillCacheManifest m_;
-  int64_t loaded_ = -1;  // the shard held in loaded_entries_ (-1: none)
-  DistillEntries loaded_entries_;
+  std::vector<std::unique_ptr<Mapping>> mapped_;  // one a shard, null until first used
 };
 
 }  // namespace gtrain

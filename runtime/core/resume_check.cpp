@@ -125,6 +125,20 @@ void check_base_model(const CheckpointManifest& m, const std::string& path, cons
                         "carry over to another base"});
 }
 
+// Distillation: a student resumed with another teacher would follow another trajectory. Turning
+// distillation on or off is a choice the config shows, and not refused.
+void check_teacher_identity(const CheckpointManifest& m, const std::string& path, const ResumeFacts& facts,
+                            ResumeVerdict& v) {
+  if (!m.meta.teacher || facts.teacher.is_null()) return;
+  const auto& saved = *m.meta.teacher;
+  if (saved.value("hash", "") == facts.teacher.value("hash", "")) return;
+  const auto shown = [](const nlohmann::json& t) { return t.value("path", "") + " (" + t.value("hash", "") + ")"; };
+  v.refusals.push_back({true,
+                        path + ": its student was distilled from teacher " + shown(saved) + ", this run's teacher is " +
+                            shown(facts.teacher),
+                        "restore that teacher (distill.teacher or distill.cache) or --no-resume to start over"});
+}
+
 // Other training data (shards added, a file replaced): the sample order from here differs.
 void check_data(const CheckpointManifest& m, const JobConfig& config, const ResumeFacts& facts, ResumeVerdict& v) {
   const int64_t saved_samples = m.meta.train_samples.value_or(facts.train_samples);
@@ -262,6 +276,7 @@ ResumeVerdict check_resume(const CheckpointManifest& m, const std::string& path,
   check_model(m, path, config, facts, v);
   check_batch_and_optimizer(m, path, config, facts, v);
   check_base_model(m, path, facts, v);
+  check_teacher_identity(m, path, facts, v);
   check_drift(m, config, facts, v);
   v.probe_indices = probe_indices(m, facts);
   // A complete run trains no further: its trajectory cannot differ, so nothing to warn of.

@@ -32,6 +32,7 @@ struct ResumeFacts {
   int64_t total_steps = 0;             // this run's resolved length
   std::vector<int64_t> probe_indices;  // this run's probe batch (when the saved windows no longer exist)
   nlohmann::json base_model;           // [adapter] kind = "lora": CheckpointMeta::base_model of this run (else null)
+  nlohmann::json teacher;              // [distill]: CheckpointMeta::teacher of this run (else null)
 };
 
 struct ResumeRefusal {

@@ -33,6 +33,8 @@ struct Batch {
   // [k] int64 flat indices (row * T + t) of the targets that count; undefined: all of them.
   torch::Tensor trained;
   double weight = 0;  // the sum of the samples' weight() (targets that count, or samples)
+  // [m] int64: the dataset indices the rows came from (collate_samples; undefined from collate).
+  torch::Tensor sample_ids;
 };
 
 class Dataset {
@@ -60,6 +62,10 @@ class Dataset {
   // tokens, CRC-32C of the first and last 64 KiB); null for data drawn from the seed or fixed files.
   virtual nlohmann::json identity() const { return nullptr; }
 };
+
+// dataset.collate(indices) with the indices recorded in Batch::sample_ids (a distillation cache
+// reads the teacher's outputs by sample).
+Batch collate_samples(const Dataset& dataset, const std::vector<int64_t>& indices);
 
 struct DataSplits {
   std::shared_ptr<Dataset> train;

@@ -40,7 +40,7 @@ void Prefetcher::work() {
     Batch b;
     std::exception_ptr err;
     try {
-      b = dataset_->collate(indices_(seq));
+      b = collate_samples(*dataset_, indices_(seq));
       if (pin_) {
         b.input = b.input.pin_memory();
         b.target = b.target.pin_memory();

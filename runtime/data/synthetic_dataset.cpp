@@ -118,6 +118,12 @@ std::shared_ptr<Dataset> make_synthetic(const DataConfig& d, const ModelConfig& 
   return std::make_shared<SyntheticClasses>(n, d.synthetic_features, d.synthetic_classes, seed, eval);
 }
 
+Batch collate_samples(const Dataset& dataset, const std::vector<int64_t>& indices) {
+  Batch b = dataset.collate(indices);
+  b.sample_ids = torch::tensor(indices, torch::kLong);
+  return b;
+}
+
 double Dataset::weight(int64_t) const {
   const DataSpec s = spec();
   return s.tokens ? static_cast<double>(s.tokens_per_sample()) : 1.0;

@@ -1,10 +1,12 @@
 // distillation.h: Distillation, the knowledge-distillation term of a student's training loss: a
 // frozen teacher model run on the student's micro-batch (under the same token layout: packed rows,
-// trained targets) and kd_loss.h's divergence between the two over the trained rows.
+// trained targets), or its top-k outputs read from a cache (`gtrain distill cache`), and kd_loss.h's
+// divergence between the two over the trained rows.
 #pragma once
 
 #include <memory>
 
+#include "runtime/core/distill_cache.h"
 #include "runtime/models/kd_loss.h"
 #include "runtime/models/model.h"
 
@@ -21,18 +23,28 @@ class Distillation {
  public:
   // `teacher`: the whole teacher on this rank's device (parameters frozen, eval mode).
   Distillation(std::shared_ptr<Model> teacher, DistillSettings settings);
+  // The teacher's outputs from a cache (its key checked by the caller): token g of the training data
+  // is sample g / T's position g % T (T = the rows' length); the micro-batch's layout names the
+  // samples (TokenLayout::samples). settings.top_k is the cache's k.
+  Distillation(std::shared_ptr<DistillCacheReader> cache, DistillSettings settings);
 
   // ((1 - r) x cross-entropy sum + r x kd_loss_sum) over the trained rows of the student's logits
   // `rows` [N, V] (targets `targets` [N]); the teacher runs on `input` [B, T] under the layout in
-  // effect (its trained_rows pick the same N rows). Not yet divided by model.seq_len.
+  // effect (its trained_rows pick the same N rows), or the cache gives those rows. Not yet divided
+  // by model.seq_len.
   torch::Tensor loss_sum(const torch::Tensor& rows, const torch::Tensor& targets, const torch::Tensor& input,
                          const torch::Tensor& target);
 
   const DistillSettings& settings() const { return settings_; }
-  Model& teacher() { return *teacher_; }
+  bool cached() const { return cache_ != nullptr; }
+  const DistillCacheReader* cache() const { return cache_.get(); }  // null: the teacher runs online
 
  private:
+  // The teacher's top-k of the N trained rows of `input` [B, T], from the cache, on `device`.
+  SparseTeacher cached_rows(const torch::Tensor& input, int64_t n, const torch::Device& device);
+
   std::shared_ptr<Model> teacher_;
+  std::shared_ptr<DistillCacheReader> cache_;
   DistillSettings settings_;
 };
 

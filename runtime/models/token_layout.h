@@ -15,10 +15,11 @@ namespace gtrain {
 
 struct TokenLayout {
   TokenLayout() = default;
-  TokenLayout(torch::Tensor positions_, torch::Tensor trained_)
-      : positions(std::move(positions_)), trained(std::move(trained_)) {}
+  TokenLayout(torch::Tensor positions_, torch::Tensor trained_, torch::Tensor samples_ = {})
+      : positions(std::move(positions_)), trained(std::move(trained_)), samples(std::move(samples_)) {}
   torch::Tensor positions;  // [B, T] int64: each token's position in its document; undefined: 0 .. T-1
   torch::Tensor trained;    // [k] int64: flat indices (row * T + t) of the targets the loss counts; undefined: all
+  torch::Tensor samples;    // [B] int64 on the CPU: each row's sample index in the training data (distill.cache)
   bool packed() const { return positions.defined(); }
   // document_causal_mask(positions), made on first use and kept while the layout is in effect.
   const torch::Tensor& mask() const;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -202,14 +203,14 @@ InitialWeights load_model_weights(Model& model, const std::string& path, const c
   return {src.path, static_cast<int64_t>(src.shapes.size()), src.optimizer_tensors, src.ignored_tensors};
 }
 
-std::string base_model_hash(const std::string& path) {
+std::string base_model_hash(const std::string& path, const char* key) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::vector<fs::path> files;
   if (fs::is_directory(path, ec)) {
     // A Hugging Face directory: its weights and configs; a checkpoint (or a run's newest): every file.
     const bool hf = is_hf_model_dir(path);
-    const std::string dir = hf ? path : resolve_checkpoint_path(path, kKey);
+    const std::string dir = hf ? path : resolve_checkpoint_path(path, key);
     for (const auto& e : fs::directory_iterator(dir, ec)) {
       const std::string ext = e.path().extension().string();
       if (e.is_regular_file(ec) && (!hf || ext == ".safetensors" || ext == ".json" || ext == ".bin"))
@@ -226,7 +227,7 @@ std::string base_model_hash(const std::string& path) {
     const std::string name = f.filename().string();
     crc = crc32c(name.data(), name.size(), crc);
     std::ifstream in(f, std::ios::binary);
-    if (!in) throw ConfigError(std::string(kKey) + ": " + f.string() + ": cannot be read");
+    if (!in) throw ConfigError(std::string(key) + ": " + f.string() + ": cannot be read");
     while (in) {
       in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
       const auto n = static_cast<size_t>(in.gcount());
@@ -237,6 +238,18 @@ std::string base_model_hash(const std::string& path) {
   char hex[64];
   std::snprintf(hex, sizeof(hex), "crc32c:%08x:%llu", crc, static_cast<unsigned long long>(bytes));
   return hex;
+}
+
+std::string base_model_hash(Communicator& comm, const std::string& path, const char* key) {
+  constexpr int64_t kBytes = 128;  // "crc32c:" + 8 hex digits + ":" + a byte count, with room to spare
+  auto buf = torch::zeros({kBytes}, torch::kByte);
+  if (comm.rank() == 0) {
+    const std::string hash = base_model_hash(path, key);
+    GT_CHECK(static_cast<int64_t>(hash.size()) < kBytes, "base_model_hash: a hash longer than its buffer");
+    std::memcpy(buf.data_ptr<uint8_t>(), hash.data(), hash.size());
+  }
+  if (comm.size() > 1) comm.broadcast(buf, 0);
+  return std::string(reinterpret_cast<const char*>(buf.data_ptr<uint8_t>()));
 }
 
 }  // namespace gtrain

@@ -36,9 +36,12 @@ InitialWeights load_frozen_base(ParallelEngine& engine, Communicator& comm, cons
 // the model's. Not a collective.
 InitialWeights load_model_weights(Model& model, const std::string& path, const char* key);
 
-// The identity of the base model a LoRA run adapts: "crc32c:<hex>:<bytes>" over the file (or a
-// directory's .safetensors, .json and .bin files, by name). A checkpoint records it; a resume whose
-// base hashes otherwise is refused.
-std::string base_model_hash(const std::string& path);
+// The identity of the base model a LoRA run adapts (or of distillation's teacher):
+// "crc32c:<hex>:<bytes>" over the file (or a directory's .safetensors, .json and .bin files, by
+// name). A checkpoint records it; a resume whose base hashes otherwise is refused. `key` names the
+// config key in errors.
+std::string base_model_hash(const std::string& path, const char* key = "checkpoint.init_from");
+// The same, read by rank 0 only and broadcast (a collective: an 8B base is 16 GB a rank to read).
+std::string base_model_hash(Communicator& comm, const std::string& path, const char* key = "checkpoint.init_from");
 
 }  // namespace gtrain

@@ -43,7 +43,7 @@ torch::Tensor ordered_sum(const torch::Tensor& values) {
 // A collated batch on the device (non-blocking from pinned memory), with its token layout.
 DeviceBatch on_device(const Batch& b, const torch::Device& device) {
   auto to = [&](const torch::Tensor& t) { return t.defined() ? t.to(device, /*non_blocking=*/true) : t; };
-  return {to(b.input), to(b.target), TokenLayout(to(b.positions), to(b.trained))};
+  return {to(b.input), to(b.target), TokenLayout(to(b.positions), to(b.trained), b.sample_ids)};
 }
 }  // namespace
 
@@ -127,7 +127,7 @@ double Trainer::probe_loss(const std::vector<int64_t>& idx) {
   // the loss report it, and replicas agree.
   torch::NoGradGuard ng;
   const auto n = static_cast<int64_t>(idx.size());
-  const DeviceBatch b = on_device(data_.train->collate(idx), device_);
+  const DeviceBatch b = on_device(collate_samples(*data_.train, idx), device_);
   model_->eval();
   auto sums = torch::zeros({2}, torch::kDouble);
   {
@@ -171,6 +171,7 @@ CheckpointMeta Trainer::checkpoint_meta() {
   meta.train_data = data_.train->identity();
   meta.stage_ledger = StageLedger(stage_.ledger).records();
   if (!base_model_.is_null()) meta.base_model = base_model_;
+  if (!teacher_.is_null()) meta.teacher = teacher_;
   return meta;
 }
 
@@ -206,7 +207,7 @@ double Trainer::next_step_probe_loss(const std::vector<int64_t>& idx, int64_t st
     const bool filler = start >= n;  // ZeRO-3's forward is a collective: every replica runs each round
     const int64_t from = filler ? 0 : start, to = filler ? 1 : std::min(n, start + chunk);
     const std::vector<int64_t> part(idx.begin() + from, idx.begin() + to);
-    const DeviceBatch b = on_device(data_.train->collate(part), device_);
+    const DeviceBatch b = on_device(collate_samples(*data_.train, part), device_);
     DropoutRowsScope rows(static_cast<uint64_t>(config_.train.seed), step * layout_.global_batch() + from);
     TokenLayoutScope layout(b.layout);
     auto scope = precision_->autocast();

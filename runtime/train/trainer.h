@@ -110,6 +110,8 @@ class Trainer {
   // [adapter] kind = "lora": the frozen base's identity (CheckpointMeta::base_model), recorded in every
   // checkpoint and compared at resume.
   void set_base_model(nlohmann::json base) { base_model_ = std::move(base); }
+  // [distill]: the teacher's identity (CheckpointMeta::teacher), recorded and checked like the base's.
+  void set_teacher(nlohmann::json teacher) { teacher_ = std::move(teacher); }
   // Loads parameters, optimizer state and the step from a checkpoint written by any layout, and
   // checks the probe loss. Throws CheckpointError (changed model, global batch, probe mismatch).
   void resume(const std::string& checkpoint_path);
@@ -178,6 +180,7 @@ class Trainer {
   // trajectory's are named on the console, all go in the stage's ledger line.
   nlohmann::json config_changes_ = nlohmann::json::object();
   nlohmann::json base_model_;  // null unless LoRA
+  nlohmann::json teacher_;     // null unless [distill]
   CheckpointMeta checkpoint_meta();
 
   JobConfig config_;

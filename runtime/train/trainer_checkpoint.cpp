@@ -91,6 +91,7 @@ void Trainer::resume(const std::string& path) {
   facts.total_steps = total_steps_;
   facts.probe_indices = probe_indices();
   facts.base_model = base_model_;
+  facts.teacher = teacher_;
   // Refused before any tensor is read: another model, global batch or optimizer.
   const ResumeVerdict verdict = check_resume(ck.manifest(), path, config_, facts);
   if (verdict.refused()) verdict.refusals.front().raise();

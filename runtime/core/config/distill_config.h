@@ -15,6 +15,7 @@ struct DistillConfig {
   double temperature = 1.0;         // softmax temperature T of teacher and student in the KD term
   std::string loss = "forward_kl";  // forward_kl | reverse_kl | jsd
   int64_t top_k = 64;               // cache: teacher logits kept per token (with the tail's mass)
+  std::string online = "full";      // an online teacher's term: full distribution | top_k (as a cache at top_k)
 
   bool enabled() const { return !teacher.empty() || !cache.empty(); }
 
@@ -38,6 +39,10 @@ struct DistillConfig {
       cfg::one_of({"forward_kl", "reverse_kl", "jsd"}));
     v("top_k", top_k, "Teacher logits kept per token by `gtrain distill cache` (the rest as one tail mass).",
       cfg::at_least(1));
+    v("online", online,
+      "An online teacher's term: \"full\" (its whole distribution) or \"top_k\" (its top_k logits and "
+      "the tail's mass, as a cache at the same k gives them: the run a student on such a cache reproduces).",
+      cfg::one_of({"full", "top_k"}));
   }
 };
 
