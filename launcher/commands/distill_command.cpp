@@ -44,7 +44,7 @@ struct CacheJob {
   int64_t samples = 0;          // of the training split
   int64_t shard_samples = 0;    // samples a shard holds
   int64_t shards = 0;
-  bool main = true;             // rank 0 and not --quiet: prints progress
+  bool main = true;  // rank 0 and not --quiet: prints progress
 };
 
 std::shared_ptr<Communicator> open_world(const RankEnvironment& re) {
@@ -82,8 +82,9 @@ CacheJob prepare(const DistillCacheOptions& o, JobConfig cfg, const RankEnvironm
   job.data = open_datasets(c.data, c.model, c.train.seed);
   const Dataset& train = *job.data.train;
   const DataSpec spec = train.spec();
-  if (!spec.tokens) throw ConfigError(std::string("distill.teacher: data.kind = \"") + name_of(c.data.kind) + "\" holds no tokens",
-                                      "distil a gpt or llama model on token data");
+  if (!spec.tokens)
+    throw ConfigError(std::string("distill.teacher: data.kind = \"") + name_of(c.data.kind) + "\" holds no tokens",
+                      "distil a gpt or llama model on token data");
   const int64_t vocab = teacher_model_config(c).vocab;
   if (spec.vocab > vocab)
     throw ConfigError(str("distill.teacher: ", c.distill.teacher, " has a vocabulary of ", vocab,
@@ -179,7 +180,8 @@ DistillCacheManifest write_manifest(const CacheJob& job, const torch::Tensor& in
   DistillCacheManifest m = job.header;
   for (int64_t i = 0; i < job.shards; ++i) {
     const int64_t tokens = info[i][0].item<int64_t>();
-    m.shards.push_back({distill_shard_file(i), tokens, strf("%08llx", static_cast<unsigned long long>(info[i][1].item<int64_t>()))});
+    m.shards.push_back(
+        {distill_shard_file(i), tokens, strf("%08llx", static_cast<unsigned long long>(info[i][1].item<int64_t>()))});
     m.tokens += tokens;
   }
   write_distill_manifest(job.cfg.distill.cache, m);
@@ -201,18 +203,19 @@ int make_cache(const DistillCacheOptions& o, JobConfig cfg, const RankEnvironmen
   if (job.main)
     std::cout << "distill cache: teacher " << job.cfg.distill.teacher << " over " << job.samples
               << " samples of the training split (" << job.header.shard_tokens / job.shard_samples
-              << " tokens each), top " << key.k << " at temperature " << key.temperature << ", on "
-              << job.comm->size() << (job.comm->size() == 1 ? " rank" : " ranks") << " (" << job.device.str()
-              << ") -> " << job.cfg.distill.cache << " (" << format_bytes(bytes) << " in "
-              << plural(job.shards, "shard") << ")" << std::endl;
+              << " tokens each), top " << key.k << " at temperature " << key.temperature << ", on " << job.comm->size()
+              << (job.comm->size() == 1 ? " rank" : " ranks") << " (" << job.device.str() << ") -> "
+              << job.cfg.distill.cache << " (" << format_bytes(bytes) << " in " << plural(job.shards, "shard") << ")"
+              << std::endl;
   const torch::Tensor info = write_shards(job, std::max<int64_t>(1, o.batch));
   if (job.comm->rank() == 0) {
     const DistillCacheManifest m = write_manifest(job, info);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!o.quiet)
-      std::cout << "distill cache: wrote " << m.tokens << " tokens in " << plural(static_cast<int64_t>(m.shards.size()), "shard") << " to "
-                << job.cfg.distill.cache << " in " << strf("%.1f", s) << " s; train the student with distill.cache = \""
-                << job.cfg.distill.cache << "\"" << std::endl;
+      std::cout << "distill cache: wrote " << m.tokens << " tokens in "
+                << plural(static_cast<int64_t>(m.shards.size()), "shard") << " to " << job.cfg.distill.cache << " in "
+                << strf("%.1f", s) << " s; train the student with distill.cache = \"" << job.cfg.distill.cache << "\""
+                << std::endl;
   }
   job.comm->barrier();
   return kExitOk;

@@ -10,13 +10,13 @@
 namespace gtrain {
 
 struct DistillCacheOptions {
-  std::string config_path;         // the student's job config (its [data], [model] seq_len and [distill])
-  std::vector<std::string> sets;   // --set section.key=value
-  std::string out;                 // --out: the cache folder ("" = distill.cache)
-  int ranks = 1;                   // --ranks: ranks to start on this machine (each takes every ranks-th shard)
-  int64_t batch = 8;               // --batch: samples per teacher forward
-  bool quiet = false;              // --quiet: errors only
-  std::vector<std::string> argv;   // the command line after the program name, for mpirun
+  std::string config_path;        // the student's job config (its [data], [model] seq_len and [distill])
+  std::vector<std::string> sets;  // --set section.key=value
+  std::string out;                // --out: the cache folder ("" = distill.cache)
+  int ranks = 1;                  // --ranks: ranks to start on this machine (each takes every ranks-th shard)
+  int64_t batch = 8;              // --batch: samples per teacher forward
+  bool quiet = false;             // --quiet: errors only
+  std::vector<std::string> argv;  // the command line after the program name, for mpirun
 };
 
 // Runs the teacher over every sample of the training split (data.kind's samples: packed rows of

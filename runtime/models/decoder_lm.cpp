@@ -102,6 +102,10 @@ torch::Tensor DecoderLm::train_loss_of(const torch::Tensor& output, const torch:
 }
 
 torch::Tensor DecoderLm::pipeline_head_loss_sum(const torch::Tensor& x_in, const torch::Tensor& target) {
+  // A cached teacher needs only the rows' shape and the layout's samples, not the input ids: the
+  // engines that reach the loss from the last block's output (ZeRO-3, the pipeline's last stage)
+  // add its term here.
+  if (distill_ && distill_->cached()) return train_loss_of(pipeline_head(x_in), x_in, target);
   if (!fused_loss_ || tp_.size() > 1 || !torch::GradMode::is_enabled()) return loss_sum(pipeline_head(x_in), target);
   // Only the trained rows reach the output layer: a prompt's tokens cost no logits.
   auto [x, t] = trained_rows(final_norm(x_in), target);

@@ -30,8 +30,9 @@ class Distillation {
 
   // ((1 - r) x cross-entropy sum + r x kd_loss_sum) over the trained rows of the student's logits
   // `rows` [N, V] (targets `targets` [N]); the teacher runs on `input` [B, T] under the layout in
-  // effect (its trained_rows pick the same N rows), or the cache gives those rows. Not yet divided
-  // by model.seq_len.
+  // effect (its trained_rows pick the same N rows), or the cache gives those rows (then `input` may
+  // be any [B, T, ...] tensor of the batch: only its first two sizes are read). Not yet divided by
+  // model.seq_len.
   torch::Tensor loss_sum(const torch::Tensor& rows, const torch::Tensor& targets, const torch::Tensor& input,
                          const torch::Tensor& target);
 

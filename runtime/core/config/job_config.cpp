@@ -584,14 +584,20 @@ void distill_problems(const JobConfig& c, const From& from, Problems& problems) 
                  "\"hf\"), not \"" + c.model.name + "\"");
   }
   const ParallelConfig& p = c.parallel;
-  if (!c.distill.teacher.empty() && p.mode == ParallelMode::given && (p.tp > 1 || p.pp > 1 || p.zero >= 3)) {
+  if (p.mode != ParallelMode::given) return;
+  if (!c.distill.cache.empty() && p.tp > 1) {
+    // A cache is read with dp and pp (any ZeRO stage); the divergence needs each row's whole vocabulary.
+    problems.add(from({"parallel.tp", "distill.cache"}) +
+                 ": [distill]: distill.cache with tp = " + std::to_string(p.tp) +
+                 ": the cache is read only with dp and pp (ZeRO 0-3) for now; set parallel.tp = 1");
+  } else if (!c.distill.teacher.empty() && c.distill.cache.empty() && (p.tp > 1 || p.pp > 1 || p.zero >= 3)) {
     const std::string layout = p.tp > 1   ? "tp = " + std::to_string(p.tp)
                                : p.pp > 1 ? "pp = " + std::to_string(p.pp)
                                           : "zero = " + std::to_string(p.zero);
     problems.add(from({"parallel.tp", "parallel.pp", "parallel.zero", "distill.teacher"}) +
                  ": [distill]: distill.teacher with " + layout +
                  ": the teacher runs only with dp (ZeRO 0-2) for now; set parallel.tp = 1, parallel.pp = 1 and "
-                 "parallel.zero <= 2");
+                 "parallel.zero <= 2, or cache the teacher's outputs (gtrain distill cache)");
   }
 }
 
