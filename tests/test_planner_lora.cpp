@@ -265,6 +265,39 @@ TEST(PlannerLora, TeacherFromConfigJsonAddsMemoryAndTime) {
   EXPECT_NE(m.teacher_note.find("distill.teacher"), std::string::npos) << m.teacher_note;
 }
 
+// What a run executes with [distill], so an automatic plan never picks a layout the run refuses: an
+// online teacher with dp and ZeRO 0-2 only, a cache with dp, pp and ZeRO 0-3; no tp for either. An
+// automatic plan of 4 ranks with an online teacher then has tp = pp = 1 and ZeRO <= 2.
+TEST(PlannerLora, DistillationNarrowsWhatRunsPlan) {
+  const std::string student =
+      "[model]\npreset = \"llama-tiny\"\nvocab = 256\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 8\n"
+      "steps = 10\n";
+  const auto caps = [&](const std::string& distill) {
+    return run_capabilities(parse_job_config(student + distill, "s.toml", {}, {}));
+  };
+  const Capabilities none = caps(""), online = caps("[distill]\nteacher = \"t\"\n"),
+                     cached = caps("[distill]\ncache = \"c\"\n");
+  EXPECT_TRUE(none.tensor_parallel && none.pipeline_parallel);
+  EXPECT_EQ(none.max_zero, 3);
+  EXPECT_FALSE(online.tensor_parallel || online.pipeline_parallel);
+  EXPECT_EQ(online.max_zero, 2);
+  EXPECT_FALSE(cached.tensor_parallel);
+  EXPECT_TRUE(cached.pipeline_parallel);
+  EXPECT_EQ(cached.max_zero, 3);
+  const JobConfig kd = parse_job_config(student + "[distill]\nteacher = \"t\"\n", "s.toml", {}, {});
+  PlannerInput in = planner_input_for(kd, llama_stats(kd.model, 256), 4);
+  in.caps = online;
+  int64_t feasible = 0;
+  for (const auto& c : plan_candidates(in)) {
+    if (!c.feasible) continue;  // the others are listed with why they cannot run
+    ++feasible;
+    EXPECT_EQ(c.plan.tp, 1) << c.plan.summary();
+    EXPECT_EQ(c.plan.pp, 1) << c.plan.summary();
+    EXPECT_LE(c.plan.zero, 2) << c.plan.summary();
+  }
+  EXPECT_GT(feasible, 0);
+}
+
 // A teacher that is a gtrain run: its newest checkpoint's manifest gives the [model] keys and the
 // embedding's rows the vocabulary (no tensor data is read).
 TEST(PlannerLora, TeacherFromCheckpointManifest) {

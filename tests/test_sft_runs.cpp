@@ -93,8 +93,12 @@ TEST(Sft, LossDoesNotDependOnMicroBatchOrRanks) {
     const RunResult whole = run_gtrain(config, 1, {"parallel.mode=explicit", "parallel.micro_batch=10", pack});
     const RunResult ones = run_gtrain(config, 1, {"parallel.mode=explicit", "parallel.micro_batch=1", pack});
     const RunResult two = run_gtrain(config, 2, {"parallel.mode=explicit", "parallel.micro_batch=1", pack});
-    expect_same_run(whole, ones, std::string("packing ") + packing + ": micro-batch 1 x 10");
-    expect_same_run(whole, two, std::string("packing ") + packing + ": 2 ranks");
+    // The losses within 1e-5; the weights within 1e-4: AdamW moves each weight by lr x m / sqrt(v),
+    // a ratio of the element's own gradient moments, so a weight whose gradient is tiny (m = 3e-5)
+    // takes fp32's summation-order error of its gradient almost whole (on an AMD EPYC host: one
+    // element of 2048 off by 3.9e-5 after 5 steps, every other within 2.3e-6).
+    expect_same_run(whole, ones, std::string("packing ") + packing + ": micro-batch 1 x 10", 1e-4);
+    expect_same_run(whole, two, std::string("packing ") + packing + ": 2 ranks", 1e-4);
   }
 }
 

@@ -755,6 +755,17 @@ PlannerInput planner_input_for(const JobConfig& cfg, const ModelStats& stats, in
   return in;
 }
 
+Capabilities run_capabilities(const JobConfig& cfg) {
+  Capabilities caps = kRunCapabilities;
+  if (!cfg.distill.enabled()) return caps;
+  caps.tensor_parallel = false;  // the divergence needs each row's whole vocabulary on one rank
+  if (cfg.distill.cache.empty()) {
+    caps.pipeline_parallel = false;                       // the teacher runs on the input ids the last stage lacks
+    caps.max_zero = std::min<int64_t>(caps.max_zero, 2);  // the teacher is held whole, not sharded
+  }
+  return caps;
+}
+
 AdapterCost adapter_cost_for(const ModelConfig& model, const AdapterConfig& adapter) {
   AdapterCost a;
   const auto targets = lora_target_projections(model, adapter);
