@@ -117,14 +117,18 @@ TEST_F(Distill, StudentBeatsCrossEntropyAloneOnHeldOutLoss) {
   EXPECT_LT(eval[1], eval[0]);
 }
 
-// dp2 with ZeRO-1 equals 1 rank within 1e-5 with the teacher online (each replica runs it on its
-// own samples), and a run resumed at step 4 (its probe includes the teacher's term) equals it too.
+// dp2 with ZeRO-1 and with ZeRO-3 equal 1 rank within 1e-5 with the teacher online (each replica
+// runs it on its own samples), and a run resumed at step 4 (its probe includes the teacher's term)
+// equals it too.
 TEST_F(Distill, Dp2ZeroOneAndStagedRunEqualOneRank) {
   const std::string config = student(8, 0.5, 2.0);
   const RunResult one = run_gtrain(config, 1, {});
   ASSERT_EQ(one.losses.size(), 8u) << one.output;
   const RunResult two = run_gtrain(config, 2, {"parallel.mode=explicit", "parallel.zero=1"});
   expect_same_run(one, two, "dp2 ZeRO-1");
+  // ZeRO-3 gathers the student block by block and reaches the loss from the last block's output;
+  // the teacher, held whole, runs on the ids this rank embedded.
+  expect_same_run(one, run_gtrain(config, 2, {"parallel.mode=explicit", "parallel.zero=3"}), "dp2 ZeRO-3");
   // Stage 1 saves at step 4 while step 5 follows (its probe: step 5's training loss, teacher term
   // included) and ends at 6; stage 2 goes back to step 4 and checks that probe on resuming.
   test::TempDir d;
@@ -157,7 +161,7 @@ TEST_F(Distill, OtherVocabularyOrLayoutIsOneLineExitTwo) {
       << vocab.output;
   const auto tp = test::run_command(base + " --ranks 2 --set parallel.mode=explicit --set parallel.tp=2");
   EXPECT_EQ(tp.exit_code, 2) << tp.output;
-  EXPECT_NE(tp.output.find("distill.teacher with tp = 2: the teacher runs only with dp (ZeRO 0-2) for now"),
+  EXPECT_NE(tp.output.find("distill.teacher with tp = 2: the teacher runs only with dp (ZeRO 0-3) for now"),
             std::string::npos)
       << tp.output;
   for (const auto* r : {&vocab, &tp}) {

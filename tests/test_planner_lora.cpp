@@ -266,8 +266,8 @@ TEST(PlannerLora, TeacherFromConfigJsonAddsMemoryAndTime) {
 }
 
 // What a run executes with [distill], so an automatic plan never picks a layout the run refuses: an
-// online teacher with dp and ZeRO 0-2 only, a cache with dp, pp and ZeRO 0-3; no tp for either. An
-// automatic plan of 4 ranks with an online teacher then has tp = pp = 1 and ZeRO <= 2.
+// online teacher with dp and ZeRO 0-3, a cache with dp, pp and ZeRO 0-3; no tp for either. An
+// automatic plan of 4 ranks with an online teacher then has tp = pp = 1.
 TEST(PlannerLora, DistillationNarrowsWhatRunsPlan) {
   const std::string student =
       "[model]\npreset = \"llama-tiny\"\nvocab = 256\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 8\n"
@@ -280,7 +280,7 @@ TEST(PlannerLora, DistillationNarrowsWhatRunsPlan) {
   EXPECT_TRUE(none.tensor_parallel && none.pipeline_parallel);
   EXPECT_EQ(none.max_zero, 3);
   EXPECT_FALSE(online.tensor_parallel || online.pipeline_parallel);
-  EXPECT_EQ(online.max_zero, 2);
+  EXPECT_EQ(online.max_zero, 3);
   EXPECT_FALSE(cached.tensor_parallel);
   EXPECT_TRUE(cached.pipeline_parallel);
   EXPECT_EQ(cached.max_zero, 3);
@@ -293,7 +293,6 @@ TEST(PlannerLora, DistillationNarrowsWhatRunsPlan) {
     ++feasible;
     EXPECT_EQ(c.plan.tp, 1) << c.plan.summary();
     EXPECT_EQ(c.plan.pp, 1) << c.plan.summary();
-    EXPECT_LE(c.plan.zero, 2) << c.plan.summary();
   }
   EXPECT_GT(feasible, 0);
 }

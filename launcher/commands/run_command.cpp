@@ -71,22 +71,19 @@ void attach_teacher(const JobConfig& cfg, const Plan& plan, JobParts& parts, Com
     throw ConfigError(key + ": model.name = \"" + cfg.model.name + "\" cannot be distilled",
                       "distil a gpt or llama model");
   }
-  // The loss needs each row's whole logits on one rank (no tp). An online teacher is held whole on
-  // every rank and runs on the input ids, which ZeRO-3's and the pipeline's last-stage loss do not
-  // see (no pp, no ZeRO-3 yet); a cache needs neither.
+  // The loss needs each row's whole logits on one rank (no tp). An online teacher (held whole on
+  // every rank) runs on the input ids, which the pipeline's last stage does not see (no pp); a
+  // cache needs only the batch's samples.
   const bool cached = !d.cache.empty();
-  const char* layout = plan.tp > 1                 ? "tp"
-                       : plan.pp > 1 && !cached    ? "pp"
-                       : plan.zero >= 3 && !cached ? "zero"
-                                                   : nullptr;
+  const char* layout = plan.tp > 1 ? "tp" : plan.pp > 1 && !cached ? "pp" : nullptr;
   if (layout) {
-    const int64_t value = plan.tp > 1 ? plan.tp : plan.pp > 1 ? plan.pp : plan.zero;
+    const int64_t value = plan.tp > 1 ? plan.tp : plan.pp;
     throw ConfigError(key + " with " + layout + " = " + std::to_string(value) +
                           (cached ? ": the cache is read only with dp and pp (ZeRO 0-3) for now"
-                                  : ": the teacher runs only with dp (ZeRO 0-2) for now"),
+                                  : ": the teacher runs only with dp (ZeRO 0-3) for now"),
                       cached ? "set parallel.mode = \"explicit\" with parallel.tp = 1"
-                             : "set parallel.mode = \"explicit\" with parallel.tp = 1, parallel.pp = 1 and "
-                               "parallel.zero <= 2, or cache the teacher's outputs (gtrain distill cache)");
+                             : "set parallel.mode = \"explicit\" with parallel.tp = 1 and parallel.pp = 1, or "
+                               "cache the teacher's outputs (gtrain distill cache)");
   }
   if (!comm) {
     check_teacher(cfg, *parts.data.train, student->vocab());

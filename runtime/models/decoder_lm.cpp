@@ -52,6 +52,7 @@ torch::Tensor DecoderLm::trunk(const torch::Tensor& idx) {
 }
 
 torch::Tensor DecoderLm::pipeline_embed(const torch::Tensor& idx) {
+  if (distill_ && !distill_->cached()) distill_ids_ = idx;
   check_input_length(idx.size(1));
   return embed(idx, 0);
 }
@@ -102,10 +103,15 @@ torch::Tensor DecoderLm::train_loss_of(const torch::Tensor& output, const torch:
 }
 
 torch::Tensor DecoderLm::pipeline_head_loss_sum(const torch::Tensor& x_in, const torch::Tensor& target) {
-  // A cached teacher needs only the rows' shape and the layout's samples, not the input ids: the
-  // engines that reach the loss from the last block's output (ZeRO-3, the pipeline's last stage)
-  // add its term here.
+  // The engines that reach the loss from the last block's output (ZeRO-3, the pipeline's last
+  // stage) add the teacher's term here: a cached teacher needs only the rows' shape and the
+  // layout's samples, an online one the ids this rank embedded (ZeRO-3; pipelines are refused).
   if (distill_ && distill_->cached()) return train_loss_of(pipeline_head(x_in), x_in, target);
+  if (distill_) {
+    GT_CHECK(distill_ids_.defined() && distill_ids_.size(0) == x_in.size(0) && distill_ids_.size(1) == x_in.size(1),
+             "distillation: the teacher's input ids are not on this rank (an online teacher runs without pp)");
+    return train_loss_of(pipeline_head(x_in), distill_ids_, target);
+  }
   if (!fused_loss_ || tp_.size() > 1 || !torch::GradMode::is_enabled()) return loss_sum(pipeline_head(x_in), target);
   // Only the trained rows reach the output layer: a prompt's tokens cost no logits.
   auto [x, t] = trained_rows(final_norm(x_in), target);

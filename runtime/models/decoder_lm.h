@@ -50,8 +50,9 @@ class DecoderLm : public Model {
   std::vector<int64_t> pipeline_activation_shape(const torch::Tensor& idx) override;
   void set_recompute(bool on) override { recompute_ = on; }
   void set_fused_loss(bool on) { fused_loss_ = on; }
-  // Distillation from a frozen teacher (tp = 1, no pipeline parallel): train_loss_sum then takes the
-  // whole logits (no fused loss) and adds the teacher's term; nullptr = cross-entropy alone.
+  // Distillation from a frozen teacher or its cache (tp = 1; an online teacher without pipeline
+  // parallel): the training loss then takes the whole logits (no fused loss) and adds the teacher's
+  // term; nullptr = cross-entropy alone.
   void set_distillation(std::shared_ptr<Distillation> d) { distill_ = std::move(d); }
 
   // Logits [B, T, vocab] of `idx`, the T tokens that follow the cache's, attending to the cache,
@@ -92,6 +93,9 @@ class DecoderLm : public Model {
   bool recompute_ = false;
   bool fused_loss_ = false;
   std::shared_ptr<Distillation> distill_;
+  // The ids pipeline_embed last embedded: an online teacher's input where the loss sees only the
+  // last block's output (ZeRO-3's gathered forward).
+  torch::Tensor distill_ids_;
   VocabParallelEmbedding embedding_{nullptr};
   ColumnParallelLinear head_{nullptr};
   std::vector<std::shared_ptr<torch::nn::Module>> blocks_;

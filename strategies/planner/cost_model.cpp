@@ -267,14 +267,15 @@ void teacher_memory(const CostModelInput& in, const ParallelLayout& l, MemoryEst
   const double P = stage_params(t, l.tp, l.pp, blocks);
   const double blockP = t.blocks > 0 ? static_cast<double>(t.params_per_block) / tp : 0.0;
   const double outerP = blockP > 0 ? std::max(0.0, P - static_cast<double>(blocks) * blockP) : P;
-  e.teacher = bytes * (l.zero >= 3 ? P / dp : P);
+  const bool sharded = l.zero >= 3 && in.teacher.sharded;
+  e.teacher = bytes * (sharded ? P / dp : P);
   // Its forward, one micro-batch and one block at a time: the residual stream, a block's working
   // set, and under ZeRO-3 its gathered outer unit and block; freed before the student's forward.
   const double mb = static_cast<double>(l.micro_batch);
   const double T = static_cast<double>(t.seq_len), C = static_cast<double>(t.hidden);
   double transient = 0;
   if (t.is_transformer()) transient = mb * bytes * (T * C + transformer_block_activation_elements(t, l.tp));
-  if (l.zero >= 3) transient += bytes * std::min(P, outerP + blockP);
+  if (sharded) transient += bytes * std::min(P, outerP + blockP);
   const double student_peak = e.activations + e.gathered;
   const double logits = t.is_transformer() ? 4.0 * mb * T * static_cast<double>(t.vocab) / tp : 0.0;
   e.teacher_activations = logits + std::max(0.0, transient - student_peak);
@@ -464,7 +465,7 @@ void estimate_reproducible(const CostModelInput& in, const ParallelLayout& l, do
 // GPU behind the teacher's own compute (its share of `flops`, the micro-batch's `compute_mb`).
 void teacher_zero3_comm(const CostModelInput& in, const ParallelLayout& l, double flops, double compute_mb,
                         TimeEstimate& t) {
-  if (l.zero < 3 || l.dp <= 1) return;
+  if (l.zero < 3 || l.dp <= 1 || !in.teacher.sharded) return;
   const ModelStats& tm = in.teacher.model;
   const HardwareProfile& hw = in.profile;
   const double stage = stage_params(tm, l.tp, l.pp, tm.blocks > 0 ? (tm.blocks + l.pp - 1) / l.pp : 0);

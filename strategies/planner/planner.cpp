@@ -759,10 +759,8 @@ Capabilities run_capabilities(const JobConfig& cfg) {
   Capabilities caps = kRunCapabilities;
   if (!cfg.distill.enabled()) return caps;
   caps.tensor_parallel = false;  // the divergence needs each row's whole vocabulary on one rank
-  if (cfg.distill.cache.empty()) {
-    caps.pipeline_parallel = false;                       // the teacher runs on the input ids the last stage lacks
-    caps.max_zero = std::min<int64_t>(caps.max_zero, 2);  // the teacher is held whole, not sharded
-  }
+  // An online teacher runs on the input ids, which the pipeline's last stage does not see.
+  if (cfg.distill.cache.empty()) caps.pipeline_parallel = false;
   return caps;
 }
 

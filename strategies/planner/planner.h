@@ -114,8 +114,8 @@ Plan plan_job(const PlannerInput& in);
 PlannerInput planner_input_for(const JobConfig& cfg, const ModelStats& stats, int64_t world);
 
 // What `gtrain run` executes for this config (kRunCapabilities, narrowed by [distill]: an online
-// teacher runs with dp and ZeRO 0-2 only, a student on a teacher cache with dp, pp and ZeRO 0-3), so
-// an automatic plan never picks a layout the run would then refuse.
+// teacher runs with dp and ZeRO 0-3, a student on a teacher cache with dp, pp and ZeRO 0-3), so an
+// automatic plan never picks a layout the run would then refuse.
 Capabilities run_capabilities(const JobConfig& cfg);
 
 // Global batches near `global_batch` that `dp` ranks can split evenly (parallel.batch_tolerance).

@@ -590,14 +590,12 @@ void distill_problems(const JobConfig& c, const From& from, Problems& problems) 
     problems.add(from({"parallel.tp", "distill.cache"}) +
                  ": [distill]: distill.cache with tp = " + std::to_string(p.tp) +
                  ": the cache is read only with dp and pp (ZeRO 0-3) for now; set parallel.tp = 1");
-  } else if (!c.distill.teacher.empty() && c.distill.cache.empty() && (p.tp > 1 || p.pp > 1 || p.zero >= 3)) {
-    const std::string layout = p.tp > 1   ? "tp = " + std::to_string(p.tp)
-                               : p.pp > 1 ? "pp = " + std::to_string(p.pp)
-                                          : "zero = " + std::to_string(p.zero);
-    problems.add(from({"parallel.tp", "parallel.pp", "parallel.zero", "distill.teacher"}) +
-                 ": [distill]: distill.teacher with " + layout +
-                 ": the teacher runs only with dp (ZeRO 0-2) for now; set parallel.tp = 1, parallel.pp = 1 and "
-                 "parallel.zero <= 2, or cache the teacher's outputs (gtrain distill cache)");
+  } else if (!c.distill.teacher.empty() && c.distill.cache.empty() && (p.tp > 1 || p.pp > 1)) {
+    const std::string layout = p.tp > 1 ? "tp = " + std::to_string(p.tp) : "pp = " + std::to_string(p.pp);
+    problems.add(from({"parallel.tp", "parallel.pp", "distill.teacher"}) + ": [distill]: distill.teacher with " +
+                 layout +
+                 ": the teacher runs only with dp (ZeRO 0-3) for now; set parallel.tp = 1 and parallel.pp = 1, or "
+                 "cache the teacher's outputs (gtrain distill cache)");
   }
 }
 
