@@ -198,10 +198,10 @@ TEST_F(Distill, CheckpointNamesTheTeacherAndResumeRefusesAnother) {
 }
 
 // `gtrain distill cache` on 2 ranks at k = 256 (the whole vocabulary: no tail bucket, exact) and a
-// student reading it instead of the teacher: the same run as the online teacher's within 1e-5
-// (losses and weights after 8 steps). At k = 32 the cache equals the online teacher taking the same
-// top 32 (distill.online = "top_k") within 1e-5, and stays within 5% of the full online loss (a lower
-// bound of the KL; 3.6% here, printed); dp2 ZeRO-3 and pp2 on that cache equal 1 rank.
+// student reading it instead of the teacher: the same run as the online teacher's (losses within
+// 1e-5, weights within 1e-4 after 8 steps). At k = 32 the cache equals the online teacher taking the
+// same top 32 (distill.online = "top_k") as closely, and stays within 5% of the full online loss (a
+// lower bound of the KL; 3.6% here, printed); dp2 ZeRO-3 and pp2 on that cache equal 1 rank.
 TEST_F(Distill, StudentOnCacheEqualsOnlineTeacher) {
   test::TempDir d;
   const std::string online = piece_student(8, "teacher = \"" + teacher() + "\"\nkd_ratio = 0.5\ntemperature = 2.0");
@@ -225,20 +225,24 @@ TEST_F(Distill, StudentOnCacheEqualsOnlineTeacher) {
     return piece_student(
         8, "cache = \"" + d.file(dir) + "\"\nkd_ratio = 0.5\ntemperature = 2.0\ntop_k = " + std::to_string(k));
   };
-  expect_same_run(ref, run_gtrain(cached("c256", 256), 1, piece_sets()), "student on the k = 256 cache");
+  // Weights within 1e-4 (losses within 1e-5): the cache's teacher logits come from batches of 8, the
+  // online teacher's from the student's micro-batches, and AdamW takes a tiny gradient's rounding
+  // almost whole (test_sft_runs.cpp; 1.3e-5 seen on torch 2.11).
+  constexpr double kWeights = 1e-4;
+  expect_same_run(ref, run_gtrain(cached("c256", 256), 1, piece_sets()), "student on the k = 256 cache", kWeights);
   const RunResult k32 = run_gtrain(cached("c32", 32), 1, piece_sets());
   ASSERT_EQ(k32.losses.size(), ref.losses.size()) << k32.output;
   // The check: the online teacher with the same k (distill.online = "top_k") gives the cached
   // run's loss (the same top-k and tail, computed on the spot): within 1e-3, here 1e-5.
   auto online_k32 = piece_sets();
   online_k32.insert(online_k32.end(), {"distill.online=top_k", "distill.top_k=32"});
-  expect_same_run(run_gtrain(online, 1, online_k32), k32, "k = 32 cache vs online top 32");
+  expect_same_run(run_gtrain(online, 1, online_k32), k32, "k = 32 cache vs online top 32", kWeights);
   // Without a teacher to hold, the cache is read in layouts an online teacher does not run in yet:
   // dp2 ZeRO-3 and pp2 equal 1 rank.
   for (const std::string& layout : {std::string("parallel.zero=3"), std::string("parallel.pp=2")}) {
     auto sets = piece_sets();
     sets.insert(sets.end(), {"parallel.mode=explicit", layout});
-    expect_same_run(k32, run_gtrain(cached("c32", 32), 2, sets), layout + " on the k = 32 cache");
+    expect_same_run(k32, run_gtrain(cached("c32", 32), 2, sets), layout + " on the k = 32 cache", kWeights);
   }
   double worst = 0;
   for (size_t i = 0; i < ref.losses.size(); ++i)
