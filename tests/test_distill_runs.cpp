@@ -117,9 +117,10 @@ TEST_F(Distill, StudentBeatsCrossEntropyAloneOnHeldOutLoss) {
   EXPECT_LT(eval[1], eval[0]);
 }
 
-// dp2 with ZeRO-1 and with ZeRO-3 equal 1 rank within 1e-5 with the teacher online (each replica
-// runs it on its own samples), and a run resumed at step 4 (its probe includes the teacher's term)
-// equals it too.
+// dp2 with ZeRO-1 and with ZeRO-3 (and dp3 ZeRO-3 with the teacher sharded too) equal 1 rank within
+// 1e-5 with the teacher online (each replica runs it on its own samples), so does tp2 (weights within
+// 1e-4: the row-parallel sums round differently), and a run resumed at step 4 (its probe includes
+// the teacher's term) equals it too.
 TEST_F(Distill, Dp2ZeroOneAndStagedRunEqualOneRank) {
   const std::string config = student(8, 0.5, 2.0);
   const RunResult one = run_gtrain(config, 1, {});
@@ -129,6 +130,19 @@ TEST_F(Distill, Dp2ZeroOneAndStagedRunEqualOneRank) {
   // ZeRO-3 gathers the student block by block and reaches the loss from the last block's output;
   // the teacher, held whole, runs on the ids this rank embedded.
   expect_same_run(one, run_gtrain(config, 2, {"parallel.mode=explicit", "parallel.zero=3"}), "dp2 ZeRO-3");
+  // The teacher sharded over the ranks as well (distill.sharding = "zero3"; the planner's choice where
+  // it does not fit whole), gathered block by block for each micro-batch: 3 ranks, so the shares are
+  // uneven (6, 5, 5) and the teacher's flat units padded to a multiple of 3.
+  const RunResult sharded =
+      run_gtrain(config, 3, {"parallel.mode=explicit", "parallel.zero=3", "distill.sharding=zero3"});
+  EXPECT_NE(sharded.output.find("teacher=sharded"), std::string::npos) << sharded.output;
+  EXPECT_NE(sharded.output.find("teacher sharded over 3 ranks (ZeRO-3)"), std::string::npos) << sharded.output;
+  expect_same_run(one, sharded, "dp3 ZeRO-3, the teacher sharded");
+  // tp = 2: the teacher split over the group as the student is; both logits gathered whole for the
+  // loss, which each rank of the group computes alike (keeping its vocabulary slice's gradient).
+  const RunResult tp = run_gtrain(config, 2, {"parallel.mode=explicit", "parallel.tp=2"});
+  EXPECT_NE(tp.output.find("teacher split over tp = 2 as the student is"), std::string::npos) << tp.output;
+  expect_same_run(one, tp, "tp2", 1e-4);
   // Stage 1 saves at step 4 while step 5 follows (its probe: step 5's training loss, teacher term
   // included) and ends at 6; stage 2 goes back to step 4 and checks that probe on resuming.
   test::TempDir d;
@@ -147,7 +161,7 @@ TEST_F(Distill, Dp2ZeroOneAndStagedRunEqualOneRank) {
   expect_same_run(one, staged, "6 steps, then resumed at step 4");
 }
 
-// Bad input, one line each, exit 2: a teacher of another vocabulary; a teacher beside tp = 2.
+// Bad input, one line each, exit 2: a teacher of another vocabulary; an online teacher beside pp = 2.
 TEST_F(Distill, OtherVocabularyOrLayoutIsOneLineExitTwo) {
   test::TempDir d;
   test::write_file(d.file("job.toml"), student(2, 0.5, 1.0));
@@ -159,12 +173,13 @@ TEST_F(Distill, OtherVocabularyOrLayoutIsOneLineExitTwo) {
                               "model has 300"),
             std::string::npos)
       << vocab.output;
-  const auto tp = test::run_command(base + " --ranks 2 --set parallel.mode=explicit --set parallel.tp=2");
-  EXPECT_EQ(tp.exit_code, 2) << tp.output;
-  EXPECT_NE(tp.output.find("distill.teacher with tp = 2: the teacher runs only with dp (ZeRO 0-3) for now"),
+  const auto pp = test::run_command(base + " --ranks 2 --set parallel.mode=explicit --set parallel.pp=2");
+  EXPECT_EQ(pp.exit_code, 2) << pp.output;
+  EXPECT_NE(pp.output.find("distill.teacher with pp = 2: an online teacher runs with dp, tp and ZeRO 0-3, not with "
+                           "pipeline parallel"),
             std::string::npos)
-      << tp.output;
-  for (const auto* r : {&vocab, &tp}) {
+      << pp.output;
+  for (const auto* r : {&vocab, &pp}) {
     size_t errors = 0;
     for (const auto& l : test::lines(r->output)) errors += l.find("error") != std::string::npos;
     EXPECT_EQ(errors, 1u) << r->output;
@@ -201,7 +216,7 @@ TEST_F(Distill, CheckpointNamesTheTeacherAndResumeRefusesAnother) {
 // student reading it instead of the teacher: the same run as the online teacher's (losses within
 // 1e-5, weights within 1e-4 after 8 steps). At k = 32 the cache equals the online teacher taking the
 // same top 32 (distill.online = "top_k") as closely, and stays within 5% of the full online loss (a
-// lower bound of the KL; 3.6% here, printed); dp2 ZeRO-3 and pp2 on that cache equal 1 rank.
+// lower bound of the KL; 3.6% here, printed); dp2 ZeRO-3, pp2 and tp2 on that cache equal 1 rank.
 TEST_F(Distill, StudentOnCacheEqualsOnlineTeacher) {
   test::TempDir d;
   const std::string online = piece_student(8, "teacher = \"" + teacher() + "\"\nkd_ratio = 0.5\ntemperature = 2.0");
@@ -237,9 +252,10 @@ TEST_F(Distill, StudentOnCacheEqualsOnlineTeacher) {
   auto online_k32 = piece_sets();
   online_k32.insert(online_k32.end(), {"distill.online=top_k", "distill.top_k=32"});
   expect_same_run(run_gtrain(online, 1, online_k32), k32, "k = 32 cache vs online top 32", kWeights);
-  // Without a teacher to hold, the cache is read in layouts an online teacher does not run in yet:
-  // dp2 ZeRO-3 and pp2 equal 1 rank.
-  for (const std::string& layout : {std::string("parallel.zero=3"), std::string("parallel.pp=2")}) {
+  // dp2 ZeRO-3, pp2 (which an online teacher does not run in) and tp2 (the student's logits
+  // gathered for the loss) on the cache equal 1 rank.
+  for (const std::string& layout :
+       {std::string("parallel.zero=3"), std::string("parallel.pp=2"), std::string("parallel.tp=2")}) {
     auto sets = piece_sets();
     sets.insert(sets.end(), {"parallel.mode=explicit", layout});
     expect_same_run(k32, run_gtrain(cached("c32", 32), 2, sets), layout + " on the k = 32 cache", kWeights);
@@ -252,8 +268,8 @@ TEST_F(Distill, StudentOnCacheEqualsOnlineTeacher) {
 }
 
 // A cache is refused, one line naming what differs, exit 2: made for other data (another file), at
-// another temperature, or for another k; a cache folder without a manifest; tp; distill cache without
-// a teacher.
+// another temperature, or for another k; a cache folder without a manifest; distill cache without a
+// teacher.
 TEST_F(Distill, CacheForOtherDataOrSettingsIsOneLineExitTwo) {
   test::TempDir d;
   test::write_file(d.file("job.toml"), piece_student(2, "teacher = \"" + teacher() + "\"\ntop_k = 8"));
@@ -270,8 +286,6 @@ TEST_F(Distill, CacheForOtherDataOrSettingsIsOneLineExitTwo) {
       {" --set distill.temperature=2", manifest + ": made at temperature 1, this run's distill.temperature is 2"},
       {" --set distill.top_k=16", manifest + ": keeps k = 8 logits a token, this run's distill.top_k is 16"},
       {" --set distill.cache=" + d.file("nothing"), d.file("nothing/distill_cache.json") + ": missing"},
-      {" --ranks 2 --set parallel.mode=explicit --set parallel.tp=2",
-       "distill.cache with tp = 2: the cache is read only with dp and pp (ZeRO 0-3) for now"},
   };
   for (const auto& [set, want] : cases) {
     const auto r = test::run_command(run + set);

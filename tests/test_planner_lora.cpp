@@ -266,8 +266,8 @@ TEST(PlannerLora, TeacherFromConfigJsonAddsMemoryAndTime) {
 }
 
 // What a run executes with [distill], so an automatic plan never picks a layout the run refuses: an
-// online teacher with dp and ZeRO 0-3, a cache with dp, pp and ZeRO 0-3; no tp for either. An
-// automatic plan of 4 ranks with an online teacher then has tp = pp = 1.
+// online teacher with dp, tp and ZeRO 0-3, a cache with dp, tp, pp and ZeRO 0-3. An automatic plan
+// of 4 ranks with an online teacher then has pp = 1.
 TEST(PlannerLora, DistillationNarrowsWhatRunsPlan) {
   const std::string student =
       "[model]\npreset = \"llama-tiny\"\nvocab = 256\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 8\n"
@@ -279,9 +279,10 @@ TEST(PlannerLora, DistillationNarrowsWhatRunsPlan) {
                      cached = caps("[distill]\ncache = \"c\"\n");
   EXPECT_TRUE(none.tensor_parallel && none.pipeline_parallel);
   EXPECT_EQ(none.max_zero, 3);
-  EXPECT_FALSE(online.tensor_parallel || online.pipeline_parallel);
+  EXPECT_TRUE(online.tensor_parallel);
+  EXPECT_FALSE(online.pipeline_parallel);
   EXPECT_EQ(online.max_zero, 3);
-  EXPECT_FALSE(cached.tensor_parallel);
+  EXPECT_TRUE(cached.tensor_parallel);
   EXPECT_TRUE(cached.pipeline_parallel);
   EXPECT_EQ(cached.max_zero, 3);
   const JobConfig kd = parse_job_config(student + "[distill]\nteacher = \"t\"\n", "s.toml", {}, {});
@@ -291,10 +292,53 @@ TEST(PlannerLora, DistillationNarrowsWhatRunsPlan) {
   for (const auto& c : plan_candidates(in)) {
     if (!c.feasible) continue;  // the others are listed with why they cannot run
     ++feasible;
-    EXPECT_EQ(c.plan.tp, 1) << c.plan.summary();
     EXPECT_EQ(c.plan.pp, 1) << c.plan.summary();
   }
   EXPECT_GT(feasible, 0);
+}
+
+// A Llama-3.1-8B teacher (bf16, 15 GiB whole) beside a Llama-3.2-1B student on 2 GPUs: with room
+// for it whole on each (80 GB) the plan holds it whole (no gathers: faster); on 2 x 24 GB only
+// ZeRO-3 layouts that shard it over dp fit (distill.sharding = "auto"), and their memory counts its
+// half; "whole" finds no layout; "zero3" shards it even where it would fit whole.
+TEST(PlannerLora, TeacherShardedUnderZero3OnlyWhereWholeDoesNotFit) {
+  const auto input = [](const std::string& sharding, double gib) {
+    const JobConfig cfg = parse_job_config(
+        "[model]\npreset = \"llama-3.2-1b\"\nseq_len = 1024\n[data]\nkind = \"synthetic\"\n"
+        "[train]\nglobal_batch = 16\nsteps = 1000\n[precision]\ndtype = \"bf16\"\n",
+        "kd.toml", {}, {});
+    PlannerInput in = planner_input_for(cfg, llama_stats(cfg.model, 128256), 2);
+    in.gpus_per_node = 2;
+    in.profile = *find_gpu_profile("H100-80GB");
+    in.profile.memory_bytes = gib * kGiB;
+    in.teacher.model = llama_stats(llama_8b(1024), 128256);
+    in.teacher.bytes = 2.0;
+    in.teacher.sharding = sharding;
+    // An online teacher runs with dp, tp and ZeRO 0-3; dp alone here (tp would split the teacher too).
+    in.caps.pipeline_parallel = in.caps.tensor_parallel = false;
+    return in;
+  };
+  const double teacher_bytes = 2.0 * static_cast<double>(llama_stats(llama_8b(1024), 128256).params);
+  const Plan roomy = plan_job(input("auto", 80.0));
+  EXPECT_FALSE(roomy.shard_teacher) << roomy.summary();
+  const Plan tight = plan_job(input("auto", 24.0));
+  EXPECT_TRUE(tight.shard_teacher) << tight.summary();
+  EXPECT_EQ(tight.zero, 3);
+  EXPECT_EQ(tight.dp, 2);
+  EXPECT_NE(tight.summary().find("teacher=sharded"), std::string::npos) << tight.summary();
+  EXPECT_LT(tight.est_memory_bytes, 24.0 * kGiB);
+  EXPECT_GT(tight.est_memory_bytes, teacher_bytes / 2.0);
+  // Every layout that fits shards the teacher: nothing with it whole does.
+  int64_t feasible = 0;
+  for (const auto& c : plan_candidates(input("auto", 24.0))) {
+    if (!c.feasible) continue;
+    ++feasible;
+    EXPECT_TRUE(c.plan.shard_teacher) << c.plan.summary();
+  }
+  EXPECT_GT(feasible, 0);
+  EXPECT_NE(test::plan_error(input("whole", 24.0)).find("no layout fits"), std::string::npos);
+  const Plan forced = plan_job(input("zero3", 80.0));
+  EXPECT_EQ(forced.shard_teacher, forced.zero == 3 && forced.dp >= 2) << forced.summary();
 }
 
 // A teacher that is a gtrain run: its newest checkpoint's manifest gives the [model] keys and the

@@ -218,7 +218,8 @@ TEST(StageRecords, LostStagesAreRecordedFromTheTrainRecordsWithThePlansWorld) {
 
 TEST(PlanRecordFile, WrittenAndReadBackWithEveryField) {
   Plan plan;
-  plan.world = 4, plan.dp = 2, plan.tp = 2, plan.zero = 1, plan.offload = true, plan.micro_batch = 3;
+  plan.world = 4, plan.dp = 2, plan.tp = 2, plan.zero = 3, plan.offload = true, plan.micro_batch = 3;
+  plan.shard_teacher = true;
   plan.grad_accum = 2, plan.recompute = true, plan.precision = "bf16", plan.est_memory_bytes = 1e9;
   plan.est_tensor_bytes = 5e8, plan.est_step_seconds = 0.5, plan.flops_per_step = 1e12, plan.peak_flops = 4e14;
   plan.profile = "H100-80GB", plan.reason = "fastest that fits";
@@ -233,7 +234,9 @@ TEST(PlanRecordFile, WrittenAndReadBackWithEveryField) {
   const auto back = read_plan_record(dir.path());
   ASSERT_TRUE(back);
   EXPECT_EQ(back->to_json(), p.to_json());
-  EXPECT_EQ(p.to_json().size(), 21u);
+  EXPECT_TRUE(back->shard_teacher);
+  EXPECT_NE(p.summary.find(" teacher=sharded"), std::string::npos) << p.summary;
+  EXPECT_EQ(p.to_json().size(), 22u);
   test::write_file(RunDir(dir.path()).plan(), "[]");
   EXPECT_FALSE(read_plan_record(dir.path()));
 }

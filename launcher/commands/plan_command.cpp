@@ -545,8 +545,8 @@ void render_chosen(const PlanOptions& o, const PlanReport& r, std::ostream& out)
       << " x " << format_bytes(me.activation_per_sample) << " x " << me.in_flight << " in flight), workspace "
       << format_bytes(me.workspace)
       << (me.host > 0 ? ", + " + format_bytes(me.host) + " offloaded to host memory" : std::string())
-      << (me.teacher > 0 ? ", teacher " + format_bytes(me.teacher) + " (+ " + format_bytes(me.teacher_activations) +
-                               " logits and forward)"
+      << (me.teacher > 0 ? ", teacher " + format_bytes(me.teacher) + (c.plan.shard_teacher ? " sharded over dp" : "") +
+                               " (+ " + format_bytes(me.teacher_activations) + " logits and forward)"
                          : std::string())
       << "\n";
   out << "  time per step   " << strf("%.4g", te.total()) << " s: compute " << strf("%.3g", te.compute) << ", overhead "

@@ -12,11 +12,11 @@ std::string short_layout(const Plan& p) {
     return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp);
   }
   // Uneven replica shares: "mb6~" (the largest micro-batch; some hold one sample less); recompute
-  // "rc", optimizer offload "offload"; fewer ranks than granted: "(uses 6)".
+  // "rc", optimizer offload "offload", a teacher sharded over dp "ts"; fewer ranks than granted: "(uses 6)".
   return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " z" +
          std::to_string(p.zero) + " mb" + std::to_string(p.micro_batch) + (p.even() ? "" : "~") + "x" +
          std::to_string(p.grad_accum) + (p.recompute ? " rc" : "") + (p.offload ? " offload" : "") +
-         (p.idle_ranks() > 0 ? " (uses " + std::to_string(p.world) + ")" : "");
+         (p.shard_teacher ? " ts" : "") + (p.idle_ranks() > 0 ? " (uses " + std::to_string(p.world) + ")" : "");
 }
 
 json memory_json(const MemoryEstimate& m) {
@@ -62,6 +62,7 @@ json candidate_json(const RankedPlan& r) {
             {"zero", p.zero}, {"recompute", p.recompute}, {"why", r.why}};
   j["offload"] = name_of(p.offload ? Offload::optimizer : Offload::none);
   j["tight"] = r.tight;
+  j["shard_teacher"] = p.shard_teacher;
   j["world"] = p.world;
   j["idle_ranks"] = p.idle_ranks();
   if (p.micro_batch > 0) {

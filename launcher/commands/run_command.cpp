@@ -41,6 +41,7 @@
 #include "runtime/metrics/metrics_log.h"
 #include "runtime/models/decoder_lm.h"
 #include "runtime/models/model_registry.h"
+#include "runtime/models/parallel_layers.h"
 #include "runtime/train/initial_weights.h"
 #include "runtime/train/teacher.h"
 #include "runtime/train/thread_choice.h"
@@ -48,6 +49,7 @@
 #include "strategies/planner/capabilities.h"
 #include "strategies/planner/hardware_profile.h"
 #include "strategies/planner/planner.h"
+#include "strategies/sharded_frozen_model.h"
 
 namespace fs = std::filesystem;
 
@@ -60,10 +62,11 @@ constexpr int64_t kLongEvalBatches = 1000;
 namespace {
 
 // Distillation: the teacher (or its cache) checked against the student and the layout before any
-// rank starts, and on each rank built whole (its weights read) or opened, and attached to the
-// student's loss; its identity (path, hash: rank 0 reads the files) goes into the checkpoints. The
-// teacher's construction draws no random numbers the student's run would otherwise draw.
-void attach_teacher(const JobConfig& cfg, const Plan& plan, JobParts& parts, Communicator* comm, torch::Device device) {
+// rank starts, and on each rank built (its weights read) or opened, and attached to the student's
+// loss; its identity (path, hash: rank 0 reads the files) goes into the checkpoints. The teacher's
+// construction draws no random numbers the student's run would otherwise draw.
+void attach_teacher(const JobConfig& cfg, const Plan& plan, JobParts& parts, const std::shared_ptr<Communicator>& comm,
+                    torch::Device device) {
   const DistillConfig& d = cfg.distill;
   const std::string key = d.cache.empty() ? "distill.teacher" : "distill.cache";
   auto* student = dynamic_cast<DecoderLm*>(parts.model.get());
@@ -71,19 +74,14 @@ void attach_teacher(const JobConfig& cfg, const Plan& plan, JobParts& parts, Com
     throw ConfigError(key + ": model.name = \"" + cfg.model.name + "\" cannot be distilled",
                       "distil a gpt or llama model");
   }
-  // The loss needs each row's whole logits on one rank (no tp). An online teacher (held whole on
-  // every rank) runs on the input ids, which the pipeline's last stage does not see (no pp); a
-  // cache needs only the batch's samples.
+  // An online teacher runs on the input ids, which the pipeline's last stage does not see; a cache
+  // needs only the batch's samples.
   const bool cached = !d.cache.empty();
-  const char* layout = plan.tp > 1 ? "tp" : plan.pp > 1 && !cached ? "pp" : nullptr;
-  if (layout) {
-    const int64_t value = plan.tp > 1 ? plan.tp : plan.pp;
-    throw ConfigError(key + " with " + layout + " = " + std::to_string(value) +
-                          (cached ? ": the cache is read only with dp and pp (ZeRO 0-3) for now"
-                                  : ": the teacher runs only with dp (ZeRO 0-3) for now"),
-                      cached ? "set parallel.mode = \"explicit\" with parallel.tp = 1"
-                             : "set parallel.mode = \"explicit\" with parallel.tp = 1 and parallel.pp = 1, or "
-                               "cache the teacher's outputs (gtrain distill cache)");
+  if (plan.pp > 1 && !cached) {
+    throw ConfigError("distill.teacher with pp = " + std::to_string(plan.pp) +
+                          ": an online teacher runs with dp, tp and ZeRO 0-3, not with pipeline parallel",
+                      "set parallel.mode = \"explicit\" with parallel.pp = 1, or cache the teacher's outputs "
+                      "(gtrain distill cache) and read them with distill.cache");
   }
   if (!comm) {
     check_teacher(cfg, *parts.data.train, student->vocab());
@@ -92,7 +90,34 @@ void attach_teacher(const JobConfig& cfg, const Plan& plan, JobParts& parts, Com
   auto gen = at::detail::getDefaultCPUGenerator();
   const auto rng = gen.get_state();
   const std::string hash = d.teacher.empty() ? "" : base_model_hash(*comm, d.teacher, "distill.teacher");
-  auto distill = build_distillation(cfg, *parts.data.train, student->vocab(), device, hash);
+  TeacherSharder shard;
+  if (plan.shard_teacher && !cached) {
+    // ZeRO-3 with the teacher sharded too (the plan's choice; tp = pp = 1: every rank is a dp rank).
+    shard = [&](std::shared_ptr<Model> teacher) -> TeacherForward {
+      auto sharded = std::make_shared<ShardedFrozenModel>(comm, std::move(teacher), device);
+      parts.teacher_note = "teacher sharded over " + std::to_string(comm->size()) +
+                           " ranks (ZeRO-3): " + format_bytes(static_cast<double>(sharded->shard_bytes())) +
+                           " of its " + format_bytes(static_cast<double>(sharded->total_bytes())) +
+                           " weights on each, gathered one block at a time";
+      return [sharded](const torch::Tensor& ids) { return sharded->forward(ids); };
+    };
+  } else if (plan.tp > 1 && !cached) {
+    // Split over the student's tensor-parallel group as the student is; its vocabulary-parallel
+    // logits gathered whole for the loss (which every rank of the group computes alike).
+    const TpGroup tp = student->tp_group();
+    shard = [&, tp](std::shared_ptr<Model> teacher) -> TeacherForward {
+      try {
+        teacher->shard_tensor_parallel(tp.comm);
+      } catch (const ConfigError& e) {
+        throw ConfigError("distill.teacher: " + d.teacher + ": " + e.what(),
+                          "choose a parallel.tp that divides the teacher's heads, MLP width and vocabulary too");
+      }
+      teacher->to(device);
+      parts.teacher_note = "teacher split over tp = " + std::to_string(tp.size()) + " as the student is";
+      return [teacher, tp](const torch::Tensor& ids) { return gather_last_dim_tp(teacher->forward(ids), tp); };
+    };
+  }
+  auto distill = build_distillation(cfg, *parts.data.train, student->vocab(), device, hash, shard);
   parts.teacher = {{"path", d.teacher.empty() ? d.cache : d.teacher},
                    {"hash", distill->cached() ? distill->cache()->manifest().key.teacher_hash : hash}};
   student->set_distillation(std::move(distill));
@@ -135,12 +160,13 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
                         use_fewer_ranks && comm == nullptr, batch_from_checkpoint);
   const Plan& plan = parts.plan;
 
-  if (cfg.distill.enabled()) attach_teacher(cfg, plan, parts, comm.get(), device);
   if (comm) {
     parts.engine = build_engine(cfg, plan, parts.stats, parts.model, comm, device);
   } else {
     check_pipeline_split(*parts.model, plan);  // before the ranks start: the stages must exist
   }
+  // After the engine split the student (a tp teacher takes its group).
+  if (cfg.distill.enabled()) attach_teacher(cfg, plan, parts, comm, device);
   return parts;
 }
 
@@ -547,6 +573,7 @@ void print_start(const RankJob& job, const JobParts& parts, const Trainer& train
             << "gtrain: " << plan.estimate_summary() << "\n"
             << "gtrain: " << engine_desc << " over " << job.comm->backend() << "\n"
             << "gtrain: device " << job.dev.str() << " (" << job.dev.reason << ")\n";
+  if (!parts.teacher_note.empty()) std::cout << "gtrain: " << parts.teacher_note << "\n";
   if (parts.lora.adapters > 0) {
     const double total = static_cast<double>(parts.lora.trainable + parts.lora.frozen);
     std::cout << "gtrain: LoRA rank " << cfg.adapter.rank << " alpha " << cfg.adapter.alpha << " on "

@@ -31,8 +31,9 @@ struct JobParts {
   ModelStats stats;
   Plan plan;
   std::unique_ptr<ParallelEngine> engine;
-  LoraSummary lora;        // [adapter] kind = "lora": what apply_lora added (adapters = 0 otherwise)
-  nlohmann::json teacher;  // [distill]: the teacher's identity {path, hash} (CheckpointMeta::teacher; null otherwise)
+  LoraSummary lora;          // [adapter] kind = "lora": what apply_lora added (adapters = 0 otherwise)
+  nlohmann::json teacher;    // [distill]: the teacher's identity {path, hash} (CheckpointMeta::teacher; null otherwise)
+  std::string teacher_note;  // [distill]: how the teacher runs, a start-up line ("" = nothing to say)
 };
 // Without `comm` (the launcher, before the ranks start) and with `use_fewer_ranks` (a grant, not
 // --ranks), the plan may use fewer than `world_size` ranks (plan_run).

@@ -115,6 +115,9 @@ void ParallelLayout::validate(int64_t world, int64_t global_batch_expected) cons
   if (zero == 3 && pp > 1)
     throw ConfigError("invalid plan: zero = 3 with pp = " + std::to_string(pp) +
                       ": ZeRO-3 does not run with pipeline parallel (use zero <= 2 with pp, or pp = 1)");
+  if (shard_teacher && (zero != 3 || dp < 2))
+    throw ConfigError("invalid plan: a sharded teacher needs zero = 3 and dp >= 2 (got zero = " + std::to_string(zero) +
+                      ", dp = " + std::to_string(dp) + ")");
 }
 
 }  // namespace gtrain

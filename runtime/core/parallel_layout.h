@@ -23,17 +23,18 @@
 namespace gtrain {
 
 struct ParallelLayout {
-  int64_t dp = 1;           // data-parallel replicas
-  int64_t tp = 1;           // tensor-parallel ranks per replica
-  int64_t pp = 1;           // pipeline stages per replica
-  int64_t zero = 0;         // ZeRO stage on the dp dimension (0, 1, 2, 3)
-  bool offload = false;     // optimizer offload: master weights, optimizer state and step on the host
-  int64_t micro_batch = 1;  // samples per rank per forward/backward (uneven: the largest)
-  int64_t grad_accum = 1;   // micro-batches per optimizer step, the same on every rank
-  int64_t batch = 0;        // global batch (0 = dp * micro_batch * grad_accum, an even split)
-  bool recompute = false;   // activation recompute per block
-  bool gpipe = false;       // pipeline schedule: GPipe (every micro-batch in flight) instead of 1F1B
-  int64_t chunk = 0;        // bitwise mode: samples of every micro-batch, a fixed chunk of the batch (0 = off)
+  int64_t dp = 1;              // data-parallel replicas
+  int64_t tp = 1;              // tensor-parallel ranks per replica
+  int64_t pp = 1;              // pipeline stages per replica
+  int64_t zero = 0;            // ZeRO stage on the dp dimension (0, 1, 2, 3)
+  bool offload = false;        // optimizer offload: master weights, optimizer state and step on the host
+  int64_t micro_batch = 1;     // samples per rank per forward/backward (uneven: the largest)
+  int64_t grad_accum = 1;      // micro-batches per optimizer step, the same on every rank
+  int64_t batch = 0;           // global batch (0 = dp * micro_batch * grad_accum, an even split)
+  bool recompute = false;      // activation recompute per block
+  bool gpipe = false;          // pipeline schedule: GPipe (every micro-batch in flight) instead of 1F1B
+  int64_t chunk = 0;           // bitwise mode: samples of every micro-batch, a fixed chunk of the batch (0 = off)
+  bool shard_teacher = false;  // distillation under ZeRO-3: the teacher's weights sharded over dp too
 
   int64_t ranks() const { return dp * tp * pp; }
   int64_t global_batch() const { return batch > 0 ? batch : dp * micro_batch * grad_accum; }

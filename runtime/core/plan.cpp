@@ -15,6 +15,7 @@ std::string Plan::summary() const {
   std::string s = buf;
   if (offload) s += " offload=optimizer";
   if (chunk > 0) s += " bitwise chunk=" + std::to_string(chunk);
+  if (shard_teacher) s += " teacher=sharded";
   // Uneven shards: the samples each data-parallel replica takes ("shares 11,11,10").
   if (!even()) s += " shares " + shares();
   return s;

@@ -97,9 +97,8 @@ torch::Tensor DecoderLm::train_loss_sum(const torch::Tensor& idx, const torch::T
 torch::Tensor DecoderLm::train_loss_of(const torch::Tensor& output, const torch::Tensor& input,
                                        const torch::Tensor& target) {
   if (!distill_) return loss_sum(output, target);
-  GT_CHECK(tp_.size() == 1, "distillation runs with tp = 1");
   auto [logits, t] = trained_rows(output, target);
-  return distill_->loss_sum(logits, t, input, target) / static_cast<double>(config_.seq_len);
+  return distill_->loss_sum(gather_from_tp(logits, tp_), t, input, target) / static_cast<double>(config_.seq_len);
 }
 
 torch::Tensor DecoderLm::pipeline_head_loss_sum(const torch::Tensor& x_in, const torch::Tensor& target) {

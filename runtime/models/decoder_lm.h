@@ -50,10 +50,12 @@ class DecoderLm : public Model {
   std::vector<int64_t> pipeline_activation_shape(const torch::Tensor& idx) override;
   void set_recompute(bool on) override { recompute_ = on; }
   void set_fused_loss(bool on) { fused_loss_ = on; }
-  // Distillation from a frozen teacher or its cache (tp = 1; an online teacher without pipeline
-  // parallel): the training loss then takes the whole logits (no fused loss) and adds the teacher's
+  // Distillation from a frozen teacher or its cache (an online teacher without pipeline parallel):
+  // the training loss then takes the whole logits (no fused loss; under tp every rank of the group
+  // gathers them and computes the same loss, keeping its slice's gradient) and adds the teacher's
   // term; nullptr = cross-entropy alone.
   void set_distillation(std::shared_ptr<Distillation> d) { distill_ = std::move(d); }
+  const TpGroup& tp_group() const { return tp_; }  // the group shard_tensor_parallel split it over
 
   // Logits [B, T, vocab] of `idx`, the T tokens that follow the cache's, attending to the cache,
   // which then holds them too (generation; one device, no tensor or pipeline parallel, no grad).

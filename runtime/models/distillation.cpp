@@ -11,11 +11,10 @@
 
 namespace gtrain {
 
-Distillation::Distillation(std::shared_ptr<Model> teacher, DistillSettings settings)
+Distillation::Distillation(std::shared_ptr<Model> teacher, DistillSettings settings, TeacherForward forward)
     : teacher_(std::move(teacher)), settings_(settings) {
   GT_CHECK(teacher_ != nullptr, "distillation without a teacher");
-  for (auto& p : teacher_->parameters()) p.set_requires_grad(false);
-  teacher_->eval();
+  forward_ = forward ? std::move(forward) : [t = teacher_.get()](const torch::Tensor& ids) { return t->forward(ids); };
 }
 
 Distillation::Distillation(std::shared_ptr<DistillCacheReader> cache, DistillSettings settings)
@@ -51,9 +50,8 @@ SparseTeacher Distillation::cached_rows(const torch::Tensor& input, int64_t n, c
 torch::Tensor Distillation::loss_sum(const torch::Tensor& rows, const torch::Tensor& targets,
                                      const torch::Tensor& input, const torch::Tensor& target) {
   namespace F = torch::nn::functional;
-  const auto ce =
-      F::cross_entropy(rows.to(torch::kFloat), targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
   const auto student = rows.to(torch::kFloat);
+  const auto ce = F::cross_entropy(student, targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
   const torch::Tensor none;
   if (cache_) {
     const auto kd = kd_loss_sum(student, cached_rows(input, rows.size(0), rows.device()), none, settings_.kind,
@@ -64,7 +62,7 @@ torch::Tensor Distillation::loss_sum(const torch::Tensor& rows, const torch::Ten
   {
     torch::NoGradGuard ng;
     // The teacher's logits at the student's trained targets, in fp32 (the divergence's dtype).
-    teacher_rows = trained_rows(teacher_->forward(input), target).first.to(torch::kFloat);
+    teacher_rows = trained_rows(forward_(input), target).first.to(torch::kFloat);
   }
   GT_CHECK(teacher_rows.sizes() == rows.sizes(), "distillation: the teacher's logits do not match the student's");
   const auto kd = settings_.top_k > 0

@@ -4,6 +4,7 @@
 // divergence between the two over the trained rows.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "runtime/core/distill_cache.h"
@@ -19,10 +20,15 @@ struct DistillSettings {
   int64_t top_k = 0;                             // > 0: the teacher's top-k and tail (the cache's estimator)
 };
 
+// The teacher's logits [B, T, V] for ids [B, T] (no gradients): a whole teacher's forward, or one
+// sharded over the data-parallel ranks (strategies/sharded_frozen_model.h), which is collective.
+using TeacherForward = std::function<torch::Tensor(const torch::Tensor&)>;
+
 class Distillation {
  public:
-  // `teacher`: the whole teacher on this rank's device (parameters frozen, eval mode).
-  Distillation(std::shared_ptr<Model> teacher, DistillSettings settings);
+  // `teacher`: frozen, in eval mode, whole on this rank's device; or, with `forward`, whatever that
+  // runs (the teacher sharded: `teacher` is then only kept alive).
+  Distillation(std::shared_ptr<Model> teacher, DistillSettings settings, TeacherForward forward = nullptr);
   // The teacher's outputs from a cache (its key checked by the caller): token g of the training data
   // is sample g / T's position g % T (T = the rows' length); the micro-batch's layout names the
   // samples (TokenLayout::samples). settings.top_k is the cache's k.
@@ -45,6 +51,7 @@ class Distillation {
   SparseTeacher cached_rows(const torch::Tensor& input, int64_t n, const torch::Device& device);
 
   std::shared_ptr<Model> teacher_;
+  TeacherForward forward_;
   std::shared_ptr<DistillCacheReader> cache_;
   DistillSettings settings_;
 };

@@ -51,6 +51,25 @@ struct ReduceFromTp : public torch::autograd::Function<ReduceFromTp> {
   static tensor_list backward(AutogradContext*, tensor_list grads) { return {grads[0], torch::Tensor()}; }
 };
 
+// All-gathers the last dimension; backward returns this rank's slice of the gradient.
+struct GatherFromTp : public torch::autograd::Function<GatherFromTp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    auto& c = *reinterpret_cast<Communicator*>(comm);
+    ctx->saved_data["rank"] = static_cast<int64_t>(c.rank());
+    ctx->saved_data["part"] = x.size(-1);
+    auto moved = x.movedim(-1, 0).contiguous();
+    std::vector<int64_t> shape(moved.sizes().begin(), moved.sizes().end());
+    shape[0] *= c.size();
+    auto out = torch::empty(shape, moved.options());
+    c.allgather(moved, out);
+    return out.movedim(0, -1).contiguous();
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const int64_t part = ctx->saved_data["part"].toInt(), rank = ctx->saved_data["rank"].toInt();
+    return {grads[0].narrow(-1, rank * part, part).contiguous(), torch::Tensor()};
+  }
+};
+
 // Same arithmetic as log_softmax + nll_loss: loss = log(sum exp(x - max)) - (x_target - max),
 // with the max, the sum and the target's logit reduced over the vocabulary shards.
 struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
@@ -178,6 +197,11 @@ torch::Tensor gather_last_dim_tp(const torch::Tensor& x, const TpGroup& g) {
   auto out = torch::empty(shape, moved.options());
   g.comm->allgather(moved, out);
   return out.movedim(0, -1);
+}
+
+torch::Tensor gather_from_tp(const torch::Tensor& x, const TpGroup& g) {
+  if (g.size() == 1) return x;
+  return GatherFromTp::apply(x, comm_id(g));
 }
 
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,

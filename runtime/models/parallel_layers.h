@@ -35,6 +35,10 @@ torch::Tensor copy_to_tp(const torch::Tensor& x, const TpGroup& g);
 torch::Tensor reduce_from_tp(const torch::Tensor& x, const TpGroup& g);
 // Concatenates the ranks' last dimensions (no gradient; evaluation only).
 torch::Tensor gather_last_dim_tp(const torch::Tensor& x, const TpGroup& g);
+// The same with a gradient: backward keeps this rank's slice of the incoming gradient (every rank
+// then computes the same function of the whole tensor, e.g. distillation's loss over the whole
+// vocabulary from vocabulary-parallel logits).
+torch::Tensor gather_from_tp(const torch::Tensor& x, const TpGroup& g);
 // Per-row cross-entropy of logits split by vocabulary: `logits` [N, V/tp] holds columns
 // [vocab_start, vocab_start + V/tp); `target` [N] holds global ids. Returns [N], same on every rank.
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,

@@ -52,10 +52,16 @@ std::shared_ptr<Model> build_teacher(const JobConfig& cfg, const DataSpec& spec,
 }
 
 std::shared_ptr<Distillation> build_distillation(const JobConfig& cfg, const Dataset& train, int64_t student_vocab,
-                                                 torch::Device device, const std::string& teacher_hash) {
+                                                 torch::Device device, const std::string& teacher_hash,
+                                                 const TeacherSharder& shard) {
   if (!cfg.distill.cache.empty())
     return std::make_shared<Distillation>(check_distill_cache(cfg, train, student_vocab, teacher_hash),
                                           settings_of(cfg.distill));
+  if (shard) {
+    auto teacher = build_teacher(cfg, train.spec(), student_vocab, torch::kCPU);
+    TeacherForward forward = shard(teacher);
+    return std::make_shared<Distillation>(std::move(teacher), settings_of(cfg.distill), std::move(forward));
+  }
   return std::make_shared<Distillation>(build_teacher(cfg, train.spec(), student_vocab, device),
                                         settings_of(cfg.distill));
 }

@@ -28,8 +28,12 @@ std::shared_ptr<Model> build_teacher(const JobConfig& cfg, const DataSpec& spec,
 // The distillation term of the student's loss with [distill]'s ratio, temperature and divergence:
 // the teacher built on `device` (build_teacher), or, with distill.cache, the cache read instead
 // (checked first against `teacher_hash`, distill.teacher's; "" = the cache's teacher as given).
+// `shard` given: the teacher is built on the host and handed to it (ZeRO-3 shards it over the dp
+// ranks), and the loss runs the forward it returns.
+using TeacherSharder = std::function<TeacherForward(std::shared_ptr<Model> teacher_on_host)>;
 std::shared_ptr<Distillation> build_distillation(const JobConfig& cfg, const Dataset& train, int64_t student_vocab,
-                                                 torch::Device device, const std::string& teacher_hash);
+                                                 torch::Device device, const std::string& teacher_hash,
+                                                 const TeacherSharder& shard = nullptr);
 
 // What a cache for this run must have been made for: the teacher's hash (of distill.teacher's
 // files; `teacher_hash` when given, e.g. read once and shared), the training data and its

@@ -267,7 +267,7 @@ void teacher_memory(const CostModelInput& in, const ParallelLayout& l, MemoryEst
   const double P = stage_params(t, l.tp, l.pp, blocks);
   const double blockP = t.blocks > 0 ? static_cast<double>(t.params_per_block) / tp : 0.0;
   const double outerP = blockP > 0 ? std::max(0.0, P - static_cast<double>(blocks) * blockP) : P;
-  const bool sharded = l.zero >= 3 && in.teacher.sharded;
+  const bool sharded = l.zero >= 3 && l.shard_teacher;
   e.teacher = bytes * (sharded ? P / dp : P);
   // Its forward, one micro-batch and one block at a time: the residual stream, a block's working
   // set, and under ZeRO-3 its gathered outer unit and block; freed before the student's forward.
@@ -277,7 +277,9 @@ void teacher_memory(const CostModelInput& in, const ParallelLayout& l, MemoryEst
   if (t.is_transformer()) transient = mb * bytes * (T * C + transformer_block_activation_elements(t, l.tp));
   if (sharded) transient += bytes * std::min(P, outerP + blockP);
   const double student_peak = e.activations + e.gathered;
-  const double logits = t.is_transformer() ? 4.0 * mb * T * static_cast<double>(t.vocab) / tp : 0.0;
+  // Its fp32 logits for the loss: whole on every rank (under tp gathered over the group, and the
+  // student's gathered beside them).
+  const double logits = t.is_transformer() ? 4.0 * mb * T * static_cast<double>(t.vocab) * (tp > 1 ? 2.0 : 1.0) : 0.0;
   e.teacher_activations = logits + std::max(0.0, transient - student_peak);
 }
 
@@ -465,7 +467,7 @@ void estimate_reproducible(const CostModelInput& in, const ParallelLayout& l, do
 // GPU behind the teacher's own compute (its share of `flops`, the micro-batch's `compute_mb`).
 void teacher_zero3_comm(const CostModelInput& in, const ParallelLayout& l, double flops, double compute_mb,
                         TimeEstimate& t) {
-  if (l.zero < 3 || l.dp <= 1 || !in.teacher.sharded) return;
+  if (l.zero < 3 || l.dp <= 1 || !l.shard_teacher) return;
   const ModelStats& tm = in.teacher.model;
   const HardwareProfile& hw = in.profile;
   const double stage = stage_params(tm, l.tp, l.pp, tm.blocks > 0 ? (tm.blocks + l.pp - 1) / l.pp : 0);

@@ -48,13 +48,13 @@
 // adapters' 4 B/param (ZeRO-3 still gathers the frozen base: base bytes + 4 B/param of adapters).
 // A per-thread calibrated CPU scales its block timing by the same ratio of FLOPs.
 // Teacher (CostModelInput::teacher, distillation): its frozen weights in its dtype on each stage
-// / tp (/ dp under ZeRO-3 when TeacherCost::sharded, plus a gathered block and its outer unit while
+// / tp (/ dp under ZeRO-3 when ParallelLayout::shard_teacher, plus a gathered block and its outer unit while
 // it runs; whole otherwise); one micro-batch
 // of its forward at a time (no backward): one block's working set and the residual stream in its
 // dtype and its gathered units, counted where they exceed what the student's step holds at its
-// peak (the teacher runs before the student's forward), plus its fp32 logits [T, V / tp] kept
-// for the loss; time: its forward FLOPs (a third of its training FLOPs: 2 x params a token plus
-// attention) and, sharded under ZeRO-3, gathering its units each micro-batch.
+// peak (the teacher runs before the student's forward), plus its fp32 logits [T, V] kept for the
+// loss (under tp gathered whole, beside the student's gathered logits); time: its forward FLOPs (a third of its
+// training FLOPs: 2 x params a token plus attention) and, sharded under ZeRO-3, gathering its units each micro-batch.
 #pragma once
 
 #include <cstdint>
@@ -88,9 +88,11 @@ struct AdapterCost {
 
 // A frozen teacher model (distillation) running on the same ranks before the student.
 struct TeacherCost {
-  ModelStats model;      // its sizes at the student's sequence length (params = 0: no teacher)
-  double bytes = 4.0;    // bytes of one teacher weight and activation element (its dtype)
-  bool sharded = false;  // ZeRO-3 shards it and gathers its units (gtrain run holds it whole for now)
+  ModelStats model;    // its sizes at the student's sequence length (params = 0: no teacher)
+  double bytes = 4.0;  // bytes of one teacher weight and activation element (its dtype)
+  // Under ZeRO-3 (dp >= 2): "auto" = the planner holds it whole where that fits and shards it over
+  // dp where only that fits (ParallelLayout::shard_teacher), "zero3" = always sharded, "whole" = never.
+  std::string sharding = "auto";
   bool enabled() const { return model.params > 0; }
 };
 

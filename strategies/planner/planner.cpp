@@ -268,6 +268,17 @@ std::optional<RankedPlan> fitting_split(const Context& c, const std::vector<Para
 
 RankedPlan best_chunk(const Context& c, ParallelLayout l, int64_t batch, bool explicit_layout);
 
+// Whether an online teacher is held whole or sharded over dp in layout `l`, the ways worth trying
+// (distill.sharding): sharding only under ZeRO-3 with dp >= 2 and tp = 1 (with tp the teacher is
+// split as the student is); "auto" tries both (whole, faster,
+// wins where it fits). The last one is the leanest: reported when nothing fits.
+std::vector<bool> teacher_shardings(const Context& c, const ParallelLayout& l) {
+  const TeacherCost& t = c.cost.teacher;
+  if (!t.enabled() || l.zero < 3 || l.dp < 2 || l.tp > 1 || t.sharding == "whole") return {false};
+  if (t.sharding == "zero3") return {true};
+  return {false, true};
+}
+
 // For one (dp, tp, pp, zero, recompute): the fastest micro-batch that fits, or the smallest one
 // marked over memory. parallel.micro_batch bounds the micro-batch (shares it does not divide are
 // split into parts differing by one); parallel.pp_microbatches fixes grad_accum.
@@ -286,9 +297,12 @@ RankedPlan best_micro_batch(const Context& c, ParallelLayout l, int64_t batch, b
     accums = accum_candidates(batch, l.dp);
   }
   std::vector<ParallelLayout> splits;
-  for (int64_t a : accums) {
-    l.split_batch(batch, a);
-    splits.push_back(l);
+  for (bool shard : teacher_shardings(c, l)) {
+    l.shard_teacher = shard;
+    for (int64_t a : accums) {
+      l.split_batch(batch, a);
+      splits.push_back(l);
+    }
   }
   if (auto best = fitting_split(c, splits, explicit_layout)) return *best;
   // Nothing fits: report the smallest micro-batch's need (or, explicit, accept it with a warning).
@@ -308,9 +322,12 @@ RankedPlan best_chunk(const Context& c, ParallelLayout l, int64_t batch, bool ex
                                " has no chunk size leaving one chunk for each of " + num(l.dp) + " replicas");
   }
   std::vector<ParallelLayout> splits;
-  for (int64_t chunk : chunks) {
-    l.split_chunks(batch, chunk);
-    splits.push_back(l);
+  for (bool shard : teacher_shardings(c, l)) {
+    l.shard_teacher = shard;
+    for (int64_t chunk : chunks) {
+      l.split_chunks(batch, chunk);
+      splits.push_back(l);
+    }
   }
   if (auto best = fitting_split(c, splits, explicit_layout)) return *best;
   l.split_chunks(batch, chunks.front());
@@ -751,16 +768,15 @@ PlannerInput planner_input_for(const JobConfig& cfg, const ModelStats& stats, in
     in.teacher.model = *teacher;
     const bool half_precision = cfg.precision.dtype == "bf16" || cfg.precision.dtype == "fp16";
     in.teacher.bytes = half_precision || (cfg.adapter.lora() && cfg.adapter.base_dtype == "bf16") ? 2.0 : 4.0;
+    in.teacher.sharding = cfg.distill.sharding;
   }
   return in;
 }
 
 Capabilities run_capabilities(const JobConfig& cfg) {
   Capabilities caps = kRunCapabilities;
-  if (!cfg.distill.enabled()) return caps;
-  caps.tensor_parallel = false;  // the divergence needs each row's whole vocabulary on one rank
   // An online teacher runs on the input ids, which the pipeline's last stage does not see.
-  if (cfg.distill.cache.empty()) caps.pipeline_parallel = false;
+  if (cfg.distill.enabled() && cfg.distill.cache.empty()) caps.pipeline_parallel = false;
   return caps;
 }
 

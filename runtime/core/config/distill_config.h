@@ -16,6 +16,7 @@ struct DistillConfig {
   std::string loss = "forward_kl";  // forward_kl | reverse_kl | jsd
   int64_t top_k = 64;               // cache: teacher logits kept per token (with the tail's mass)
   std::string online = "full";      // an online teacher's term: full distribution | top_k (as a cache at top_k)
+  std::string sharding = "auto";    // under ZeRO-3: auto (sharded where whole does not fit) | zero3 | whole
 
   bool enabled() const { return !teacher.empty() || !cache.empty(); }
 
@@ -43,6 +44,12 @@ struct DistillConfig {
       "An online teacher's term: \"full\" (its whole distribution) or \"top_k\" (its top_k logits and "
       "the tail's mass, as a cache at the same k gives them: the run a student on such a cache reproduces).",
       cfg::one_of({"full", "top_k"}));
+    v("sharding", sharding,
+      "An online teacher beside a ZeRO-3 student (dp >= 2, tp = 1; with tp it is split as the student is): "
+      "\"auto\" holds it whole on every rank where "
+      "that fits and shards its weights over the dp ranks (gathered one block at a time) where only that "
+      "fits; \"zero3\" always shards it; \"whole\" never does.",
+      cfg::one_of({"auto", "zero3", "whole"}));
   }
 };
 

@@ -585,17 +585,13 @@ void distill_problems(const JobConfig& c, const From& from, Problems& problems) 
   }
   const ParallelConfig& p = c.parallel;
   if (p.mode != ParallelMode::given) return;
-  if (!c.distill.cache.empty() && p.tp > 1) {
-    // A cache is read with dp and pp (any ZeRO stage); the divergence needs each row's whole vocabulary.
-    problems.add(from({"parallel.tp", "distill.cache"}) +
-                 ": [distill]: distill.cache with tp = " + std::to_string(p.tp) +
-                 ": the cache is read only with dp and pp (ZeRO 0-3) for now; set parallel.tp = 1");
-  } else if (!c.distill.teacher.empty() && c.distill.cache.empty() && (p.tp > 1 || p.pp > 1)) {
-    const std::string layout = p.tp > 1 ? "tp = " + std::to_string(p.tp) : "pp = " + std::to_string(p.pp);
-    problems.add(from({"parallel.tp", "parallel.pp", "distill.teacher"}) + ": [distill]: distill.teacher with " +
-                 layout +
-                 ": the teacher runs only with dp (ZeRO 0-3) for now; set parallel.tp = 1 and parallel.pp = 1, or "
-                 "cache the teacher's outputs (gtrain distill cache)");
+  if (!c.distill.teacher.empty() && c.distill.cache.empty() && p.pp > 1) {
+    // An online teacher runs on the input ids, which the pipeline's last stage does not see.
+    problems.add(from({"parallel.pp", "distill.teacher"}) +
+                 ": [distill]: distill.teacher with pp = " + std::to_string(p.pp) +
+                 ": an online teacher runs with dp, tp and ZeRO 0-3, not with pipeline parallel; set "
+                 "parallel.pp = 1, or cache the teacher's outputs (gtrain distill cache) and read them with "
+                 "distill.cache");
   }
 }
 

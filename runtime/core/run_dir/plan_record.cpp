@@ -11,7 +11,7 @@ PlanRecord PlanRecord::from_plan(const Plan& plan, int64_t requested_global_batc
   p.world = plan.world, p.dp = plan.dp, p.tp = plan.tp, p.pp = plan.pp, p.zero = plan.zero;
   p.offload = name_of(plan.offload ? Offload::optimizer : Offload::none);
   p.micro_batch = plan.micro_batch, p.grad_accum = plan.grad_accum, p.recompute = plan.recompute;
-  p.chunk = plan.chunk;
+  p.chunk = plan.chunk, p.shard_teacher = plan.shard_teacher;
   p.precision = plan.precision;
   p.est_memory_bytes = plan.est_memory_bytes, p.est_tensor_bytes = plan.est_tensor_bytes;
   p.est_step_seconds = plan.est_step_seconds;
@@ -35,6 +35,7 @@ nlohmann::json PlanRecord::to_json() const {
           {"grad_accum", grad_accum},
           {"recompute", recompute},
           {"chunk", chunk},
+          {"shard_teacher", shard_teacher},
           {"precision", precision},
           {"est_memory_bytes", est_memory_bytes},
           {"est_tensor_bytes", est_tensor_bytes},
@@ -64,6 +65,7 @@ PlanRecord PlanRecord::from_json(const nlohmann::json& j) {
   integer("zero", p.zero), text("offload", p.offload), integer("micro_batch", p.micro_batch);
   integer("grad_accum", p.grad_accum), integer("chunk", p.chunk);
   if (j.contains("recompute") && j["recompute"].is_boolean()) p.recompute = j["recompute"].get<bool>();
+  if (j.contains("shard_teacher") && j["shard_teacher"].is_boolean()) p.shard_teacher = j["shard_teacher"].get<bool>();
   text("precision", p.precision);
   number("est_memory_bytes", p.est_memory_bytes), number("est_tensor_bytes", p.est_tensor_bytes);
   number("est_step_seconds", p.est_step_seconds), number("flops_per_step", p.flops_per_step);

@@ -16,7 +16,8 @@ struct PlanRecord {
   std::string offload = "none";  // "optimizer" | "none"
   int64_t micro_batch = 1, grad_accum = 1;
   bool recompute = false;
-  int64_t chunk = 0;  // bitwise mode: the samples of every micro-batch (0 = off)
+  bool shard_teacher = false;  // distillation: the teacher sharded over dp under ZeRO-3
+  int64_t chunk = 0;           // bitwise mode: the samples of every micro-batch (0 = off)
   std::string precision = "fp32";
   double est_memory_bytes = 0, est_tensor_bytes = 0, est_step_seconds = 0;
   double flops_per_step = 0, peak_flops = 0;
