@@ -126,6 +126,7 @@ torch::Tensor PipelineEngine::run_micro_batches(const MicroBatchWork& w) {
     torch::Tensor out;
     {
       auto scope = w.precision->autocast();
+      if (last_) model_->set_loss_input(b.input);
       out = stage_forward(b.input, received);
       if (last_) {
         auto loss = model_->pipeline_head_loss_sum(out, b.target) * w.inv_batch;

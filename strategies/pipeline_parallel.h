@@ -44,6 +44,7 @@ class PipelineEngine : public ParallelEngine {
   torch::Tensor run_micro_batches(const MicroBatchWork& work) override;
   torch::Tensor forward_only(Model& model, const torch::Tensor& input) override;
   bool reports_loss() const override { return last_ && groups_.tp_rank == 0; }
+  bool computes_loss() const override { return last_; }
   int64_t dp_rank() const override { return groups_.dp_rank; }
 
   bool supports_bitwise() const override { return dp_->supports_bitwise(); }

@@ -32,11 +32,11 @@ class ShardedFrozenModel {
 
  private:
   struct Flat {
-    int64_t unit = -1;          // block index, -1 = the parameters outside the blocks
-    int64_t numel = 0;          // the unit's elements of this dtype
-    int64_t padded = 0;         // numel rounded up to a multiple of dp
-    torch::Tensor param;        // [padded], the parameters are views of it; storage only while gathered
-    torch::Tensor shard;        // [padded / dp], this rank's chunk
+    int64_t unit = -1;           // block index, -1 = the parameters outside the blocks
+    int64_t numel = 0;           // the unit's elements of this dtype
+    int64_t padded = 0;          // numel rounded up to a multiple of dp
+    torch::Tensor param;         // [padded], the parameters are views of it; storage only while gathered
+    torch::Tensor shard;         // [padded / dp], this rank's chunk
     std::shared_ptr<Work> work;  // the gather in flight
     bool gathered = false;
   };

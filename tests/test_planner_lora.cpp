@@ -265,36 +265,45 @@ TEST(PlannerLora, TeacherFromConfigJsonAddsMemoryAndTime) {
   EXPECT_NE(m.teacher_note.find("distill.teacher"), std::string::npos) << m.teacher_note;
 }
 
-// What a run executes with [distill], so an automatic plan never picks a layout the run refuses: an
-// online teacher with dp, tp and ZeRO 0-3, a cache with dp, tp, pp and ZeRO 0-3. An automatic plan
-// of 4 ranks with an online teacher then has pp = 1.
-TEST(PlannerLora, DistillationNarrowsWhatRunsPlan) {
-  const std::string student =
-      "[model]\npreset = \"llama-tiny\"\nvocab = 256\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 8\n"
-      "steps = 10\n";
-  const auto caps = [&](const std::string& distill) {
-    return run_capabilities(parse_job_config(student + distill, "s.toml", {}, {}));
+// An online teacher follows the student's layout: split by tp, whole on the pipeline's last stage
+// (the only one computing the loss: its forward there sets the pace), sharded by ZeRO-3 when the
+// layout says so; its fp32 logits whole for the loss (under tp the student's gathered beside them).
+TEST(PlannerLora, TeacherMemoryAndTimeFollowTheLayout) {
+  CostModelInput plain;
+  plain.model = llama_stats(apply_model_preset(ModelConfig{}, "llama-3.2-1b"), 128256);
+  plain.precision = "bf16";
+  plain.profile = *find_gpu_profile("H100-80GB");
+  plain.topology = {4, 4, 1};
+  CostModelInput kd = plain;
+  kd.teacher.model = llama_stats(llama_8b(plain.model.seq_len), 128256);
+  kd.teacher.bytes = 2.0;
+  cache_stage_blocks(&plain);
+  cache_stage_blocks(&kd);
+  const double whole = 2.0 * static_cast<double>(kd.teacher.model.params);
+  const double logits = 4.0 * static_cast<double>(plain.model.seq_len) * 128256.0;
+  const auto layout = [](int64_t dp, int64_t tp, int64_t pp, int64_t zero, bool shard) {
+    ParallelLayout l;
+    l.dp = dp, l.tp = tp, l.pp = pp, l.zero = zero, l.shard_teacher = shard, l.micro_batch = 1, l.grad_accum = 4;
+    return l;
   };
-  const Capabilities none = caps(""), online = caps("[distill]\nteacher = \"t\"\n"),
-                     cached = caps("[distill]\ncache = \"c\"\n");
-  EXPECT_TRUE(none.tensor_parallel && none.pipeline_parallel);
-  EXPECT_EQ(none.max_zero, 3);
-  EXPECT_TRUE(online.tensor_parallel);
-  EXPECT_FALSE(online.pipeline_parallel);
-  EXPECT_EQ(online.max_zero, 3);
-  EXPECT_TRUE(cached.tensor_parallel);
-  EXPECT_TRUE(cached.pipeline_parallel);
-  EXPECT_EQ(cached.max_zero, 3);
-  const JobConfig kd = parse_job_config(student + "[distill]\nteacher = \"t\"\n", "s.toml", {}, {});
-  PlannerInput in = planner_input_for(kd, llama_stats(kd.model, 256), 4);
-  in.caps = online;
-  int64_t feasible = 0;
-  for (const auto& c : plan_candidates(in)) {
-    if (!c.feasible) continue;  // the others are listed with why they cannot run
-    ++feasible;
-    EXPECT_EQ(c.plan.pp, 1) << c.plan.summary();
-  }
-  EXPECT_GT(feasible, 0);
+  const MemoryEstimate one = estimate_memory(kd, layout(1, 1, 1, 0, false));
+  EXPECT_DOUBLE_EQ(one.teacher, whole);
+  EXPECT_GE(one.teacher_activations, logits);
+  const MemoryEstimate tp2 = estimate_memory(kd, layout(1, 2, 1, 0, false));
+  EXPECT_NEAR(tp2.teacher, whole / 2.0, 0.01 * whole);
+  EXPECT_GE(tp2.teacher_activations, 2.0 * logits);  // the teacher's and the student's, gathered
+  EXPECT_DOUBLE_EQ(estimate_memory(kd, layout(1, 1, 2, 0, false)).teacher, whole);  // all on the last stage
+  EXPECT_DOUBLE_EQ(estimate_memory(kd, layout(2, 1, 1, 3, true)).teacher, whole / 2.0);
+  EXPECT_DOUBLE_EQ(estimate_memory(kd, layout(2, 1, 1, 3, false)).teacher, whole);
+  // Time: the teacher's forward (a third of its 8B training FLOPs against the student's 1B step)
+  // adds to every layout; with pp = 2 the last stage runs all of it, more than the 1/2 share.
+  const auto compute = [](const CostModelInput& in, const ParallelLayout& l) { return estimate_time(in, l).compute; };
+  const double added1 = compute(kd, layout(1, 1, 1, 0, false)) / compute(plain, layout(1, 1, 1, 0, false));
+  const double added2 = compute(kd, layout(1, 1, 2, 0, false)) / compute(plain, layout(1, 1, 2, 0, false));
+  EXPECT_GT(added1, 1.5);
+  EXPECT_GT(added2, added1);
+  EXPECT_GT(estimate_time(kd, layout(2, 1, 1, 3, true)).zero_comm,
+            estimate_time(kd, layout(2, 1, 1, 3, false)).zero_comm);
 }
 
 // A Llama-3.1-8B teacher (bf16, 15 GiB whole) beside a Llama-3.2-1B student on 2 GPUs: with room
@@ -314,7 +323,7 @@ TEST(PlannerLora, TeacherShardedUnderZero3OnlyWhereWholeDoesNotFit) {
     in.teacher.model = llama_stats(llama_8b(1024), 128256);
     in.teacher.bytes = 2.0;
     in.teacher.sharding = sharding;
-    // An online teacher runs with dp, tp and ZeRO 0-3; dp alone here (tp would split the teacher too).
+    // dp alone here: tp would split the teacher too, pp would put it on the last stage.
     in.caps.pipeline_parallel = in.caps.tensor_parallel = false;
     return in;
   };

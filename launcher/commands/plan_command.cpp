@@ -178,7 +178,7 @@ PlannerInput planner_input(const JobConfig& cfg, const JobDescription& d, const 
     if (cfg.parallel.memory_gb <= 0) in.memory_bytes = 0.8 * s.host_memory / static_cast<double>(in.gpus_per_node);
   }
   in.profile = s.profile;
-  in.caps = runnable ? run_capabilities(cfg) : kAllCapabilities;
+  in.caps = runnable ? kRunCapabilities : kAllCapabilities;
   in.use_fewer_ranks = !s.exact_ranks;
   return in;
 }

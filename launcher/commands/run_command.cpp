@@ -61,6 +61,39 @@ constexpr int64_t kLongEvalBatches = 1000;
 
 namespace {
 
+// How this rank holds an online teacher in `plan`'s layout: sharded over dp beside a ZeRO-3
+// student (the plan's choice; tp = pp = 1, so every rank is a dp rank), split over the student's tp
+// group (its vocabulary-parallel logits gathered whole for the loss, which every rank of the group
+// computes alike), or whole (nullptr); `note` gets the start-up line saying so.
+TeacherSharder teacher_layout(const JobConfig& cfg, const Plan& plan, const DecoderLm& student,
+                              const std::shared_ptr<Communicator>& comm, torch::Device device, std::string* note) {
+  if (plan.shard_teacher) {
+    return [comm, device, note](std::shared_ptr<Model> teacher) -> TeacherForward {
+      auto sharded = std::make_shared<ShardedFrozenModel>(comm, std::move(teacher), device);
+      *note = "teacher sharded over " + std::to_string(comm->size()) +
+              " ranks (ZeRO-3): " + format_bytes(static_cast<double>(sharded->shard_bytes())) + " of its " +
+              format_bytes(static_cast<double>(sharded->total_bytes())) +
+              " weights on each, gathered one block at a time";
+      return [sharded](const torch::Tensor& ids) { return sharded->forward(ids); };
+    };
+  }
+  if (plan.tp == 1) return nullptr;
+  const TpGroup tp = student.tp_group();
+  const std::string path = cfg.distill.teacher;
+  const bool pipeline = plan.pp > 1;  // attach_teacher says so
+  return [tp, device, note, pipeline, path](std::shared_ptr<Model> teacher) -> TeacherForward {
+    try {
+      teacher->shard_tensor_parallel(tp.comm);
+    } catch (const ConfigError& e) {
+      throw ConfigError("distill.teacher: " + path + ": " + e.what(),
+                        "choose a parallel.tp that divides the teacher's heads, MLP width and vocabulary too");
+    }
+    teacher->to(device);
+    if (!pipeline) *note = "teacher split over tp = " + std::to_string(tp.size()) + " as the student is";
+    return [teacher, tp](const torch::Tensor& ids) { return gather_last_dim_tp(teacher->forward(ids), tp); };
+  };
+}
+
 // Distillation: the teacher (or its cache) checked against the student and the layout before any
 // rank starts, and on each rank built (its weights read) or opened, and attached to the student's
 // loss; its identity (path, hash: rank 0 reads the files) goes into the checkpoints. The teacher's
@@ -74,15 +107,7 @@ void attach_teacher(const JobConfig& cfg, const Plan& plan, JobParts& parts, con
     throw ConfigError(key + ": model.name = \"" + cfg.model.name + "\" cannot be distilled",
                       "distil a gpt or llama model");
   }
-  // An online teacher runs on the input ids, which the pipeline's last stage does not see; a cache
-  // needs only the batch's samples.
   const bool cached = !d.cache.empty();
-  if (plan.pp > 1 && !cached) {
-    throw ConfigError("distill.teacher with pp = " + std::to_string(plan.pp) +
-                          ": an online teacher runs with dp, tp and ZeRO 0-3, not with pipeline parallel",
-                      "set parallel.mode = \"explicit\" with parallel.pp = 1, or cache the teacher's outputs "
-                      "(gtrain distill cache) and read them with distill.cache");
-  }
   if (!comm) {
     check_teacher(cfg, *parts.data.train, student->vocab());
     return;
@@ -90,36 +115,22 @@ void attach_teacher(const JobConfig& cfg, const Plan& plan, JobParts& parts, con
   auto gen = at::detail::getDefaultCPUGenerator();
   const auto rng = gen.get_state();
   const std::string hash = d.teacher.empty() ? "" : base_model_hash(*comm, d.teacher, "distill.teacher");
-  TeacherSharder shard;
-  if (plan.shard_teacher && !cached) {
-    // ZeRO-3 with the teacher sharded too (the plan's choice; tp = pp = 1: every rank is a dp rank).
-    shard = [&](std::shared_ptr<Model> teacher) -> TeacherForward {
-      auto sharded = std::make_shared<ShardedFrozenModel>(comm, std::move(teacher), device);
-      parts.teacher_note = "teacher sharded over " + std::to_string(comm->size()) +
-                           " ranks (ZeRO-3): " + format_bytes(static_cast<double>(sharded->shard_bytes())) +
-                           " of its " + format_bytes(static_cast<double>(sharded->total_bytes())) +
-                           " weights on each, gathered one block at a time";
-      return [sharded](const torch::Tensor& ids) { return sharded->forward(ids); };
-    };
-  } else if (plan.tp > 1 && !cached) {
-    // Split over the student's tensor-parallel group as the student is; its vocabulary-parallel
-    // logits gathered whole for the loss (which every rank of the group computes alike).
-    const TpGroup tp = student->tp_group();
-    shard = [&, tp](std::shared_ptr<Model> teacher) -> TeacherForward {
-      try {
-        teacher->shard_tensor_parallel(tp.comm);
-      } catch (const ConfigError& e) {
-        throw ConfigError("distill.teacher: " + d.teacher + ": " + e.what(),
-                          "choose a parallel.tp that divides the teacher's heads, MLP width and vocabulary too");
-      }
-      teacher->to(device);
-      parts.teacher_note = "teacher split over tp = " + std::to_string(tp.size()) + " as the student is";
-      return [teacher, tp](const torch::Tensor& ids) { return gather_last_dim_tp(teacher->forward(ids), tp); };
-    };
+  parts.teacher = {{"path", d.teacher.empty() ? d.cache : d.teacher}, {"hash", hash}};
+  if (plan.pp > 1 && !cached) {
+    parts.teacher_note =
+        "teacher on the last pipeline stage only (it runs on the micro-batch's ids there), " +
+        (plan.tp > 1 ? "split over tp = " + std::to_string(plan.tp) + " as the student is" : std::string("whole"));
   }
+  // A pipeline's earlier stages compute no loss: the teacher (or cache) lives on the last one only.
+  if (!parts.engine->computes_loss()) {
+    if (cached) parts.teacher["hash"] = DistillCacheReader(d.cache).manifest().key.teacher_hash;
+    gen.set_state(rng);
+    return;
+  }
+  const TeacherSharder shard =
+      cached ? nullptr : teacher_layout(cfg, plan, *student, comm, device, &parts.teacher_note);
   auto distill = build_distillation(cfg, *parts.data.train, student->vocab(), device, hash, shard);
-  parts.teacher = {{"path", d.teacher.empty() ? d.cache : d.teacher},
-                   {"hash", distill->cached() ? distill->cache()->manifest().key.teacher_hash : hash}};
+  if (distill->cached()) parts.teacher["hash"] = distill->cache()->manifest().key.teacher_hash;
   student->set_distillation(std::move(distill));
   gen.set_state(rng);
 }
@@ -574,6 +585,10 @@ void print_start(const RankJob& job, const JobParts& parts, const Trainer& train
             << "gtrain: " << engine_desc << " over " << job.comm->backend() << "\n"
             << "gtrain: device " << job.dev.str() << " (" << job.dev.reason << ")\n";
   if (!parts.teacher_note.empty()) std::cout << "gtrain: " << parts.teacher_note << "\n";
+  if (!cfg.sweep_sections.empty()) {
+    std::cout << "gtrain: note: " << cfg.source_path << " has [" << join(cfg.sweep_sections, "] and [")
+              << "] (gtrain sweep reads them): this run trains the base job, without the search\n";
+  }
   if (parts.lora.adapters > 0) {
     const double total = static_cast<double>(parts.lora.trainable + parts.lora.frozen);
     std::cout << "gtrain: LoRA rank " << cfg.adapter.rank << " alpha " << cfg.adapter.alpha << " on "

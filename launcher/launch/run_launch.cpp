@@ -185,7 +185,7 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
   // (calibrated by `gtrain plan --calibrate`, else a conservative default).
   PlannerInput pin = planner_input_for(cfg, stats, world_size);
   pin.gpus_per_node = world_size;
-  pin.caps = run_capabilities(cfg);
+  pin.caps = kRunCapabilities;
   pin.use_fewer_ranks = use_fewer_ranks;
   pin.batch_from_checkpoint = batch_from_checkpoint;
   pin.profile = local_cpu_profile(process_environment(), ProcessContext::get().host,

@@ -57,6 +57,10 @@ torch::Tensor DecoderLm::pipeline_embed(const torch::Tensor& idx) {
   return embed(idx, 0);
 }
 
+void DecoderLm::set_loss_input(const torch::Tensor& input) {
+  if (distill_ && !distill_->cached()) distill_ids_ = input;
+}
+
 torch::Tensor DecoderLm::pipeline_block(int64_t i, const torch::Tensor& x) {
   if (recompute_ && is_training() && torch::GradMode::is_enabled()) {
     return recompute_in_backward(block_fns_[i], x);
@@ -104,11 +108,11 @@ torch::Tensor DecoderLm::train_loss_of(const torch::Tensor& output, const torch:
 torch::Tensor DecoderLm::pipeline_head_loss_sum(const torch::Tensor& x_in, const torch::Tensor& target) {
   // The engines that reach the loss from the last block's output (ZeRO-3, the pipeline's last
   // stage) add the teacher's term here: a cached teacher needs only the rows' shape and the
-  // layout's samples, an online one the ids this rank embedded (ZeRO-3; pipelines are refused).
+  // layout's samples, an online one the ids this rank embedded (ZeRO-3) or was given (the pipeline).
   if (distill_ && distill_->cached()) return train_loss_of(pipeline_head(x_in), x_in, target);
   if (distill_) {
     GT_CHECK(distill_ids_.defined() && distill_ids_.size(0) == x_in.size(0) && distill_ids_.size(1) == x_in.size(1),
-             "distillation: the teacher's input ids are not on this rank (an online teacher runs without pp)");
+             "distillation: the teacher's input ids are not on this rank");
     return train_loss_of(pipeline_head(x_in), distill_ids_, target);
   }
   if (!fused_loss_ || tp_.size() > 1 || !torch::GradMode::is_enabled()) return loss_sum(pipeline_head(x_in), target);

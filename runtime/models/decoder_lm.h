@@ -56,6 +56,8 @@ class DecoderLm : public Model {
   // term; nullptr = cross-entropy alone.
   void set_distillation(std::shared_ptr<Distillation> d) { distill_ = std::move(d); }
   const TpGroup& tp_group() const { return tp_; }  // the group shard_tensor_parallel split it over
+  // An online teacher's input on the pipeline's last stage (which never embeds the ids).
+  void set_loss_input(const torch::Tensor& input) override;
 
   // Logits [B, T, vocab] of `idx`, the T tokens that follow the cache's, attending to the cache,
   // which then holds them too (generation; one device, no tensor or pipeline parallel, no grad).
@@ -95,8 +97,8 @@ class DecoderLm : public Model {
   bool recompute_ = false;
   bool fused_loss_ = false;
   std::shared_ptr<Distillation> distill_;
-  // The ids pipeline_embed last embedded: an online teacher's input where the loss sees only the
-  // last block's output (ZeRO-3's gathered forward).
+  // The ids pipeline_embed last embedded, or set_loss_input gave: an online teacher's input where
+  // the loss sees only the last block's output (ZeRO-3's gathered forward, the pipeline's last stage).
   torch::Tensor distill_ids_;
   VocabParallelEmbedding embedding_{nullptr};
   ColumnParallelLinear head_{nullptr};

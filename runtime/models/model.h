@@ -78,6 +78,9 @@ class Model : public torch::nn::Module {
   virtual torch::Tensor pipeline_head_loss_sum(const torch::Tensor& x, const torch::Tensor& target) {
     return loss_sum(pipeline_head(x), target);
   }
+  // The micro-batch's input as the data gave it, handed to the pipeline's last stage before its
+  // loss, which may need it without having embedded it (distillation's online teacher). Default: unused.
+  virtual void set_loss_input(const torch::Tensor& input) { (void)input; }
   // Shape of what a block takes and returns for a batch of `input`.
   virtual std::vector<int64_t> pipeline_activation_shape(const torch::Tensor& input);
   // Names of the parameters outside the blocks used by pipeline_embed (head = false) or by

@@ -78,6 +78,8 @@ class ParallelEngine {
   // Whether this rank's output and loss count in sums over ranks (false on all but one rank of a
   // tensor-parallel group, and on pipeline stages before the last).
   virtual bool reports_loss() const { return true; }
+  // Whether this rank computes the training loss: every rank but a pipeline's earlier stages.
+  virtual bool computes_loss() const { return true; }
   // Whether forward_only is a collective over the data-parallel ranks (ZeRO-3 gathers parameters):
   // then every replica calls it equally often, with an empty share if need be.
   virtual bool collective_forward() const { return false; }

@@ -262,9 +262,9 @@ void teacher_memory(const CostModelInput& in, const ParallelLayout& l, MemoryEst
   const double bytes = in.teacher.bytes;
   const double dp = static_cast<double>(std::max<int64_t>(1, l.dp));
   const double tp = static_cast<double>(std::max<int64_t>(1, l.tp));
-  const int64_t pp = std::max<int64_t>(1, l.pp);
-  const int64_t blocks = t.blocks > 0 ? (t.blocks + pp - 1) / pp : 0;  // the most loaded stage's
-  const double P = stage_params(t, l.tp, l.pp, blocks);
+  // Whole on the pipeline's last stage (the only one computing the loss), split by tp.
+  const int64_t blocks = std::max<int64_t>(0, t.blocks);
+  const double P = stage_params(t, l.tp, 1, blocks);
   const double blockP = t.blocks > 0 ? static_cast<double>(t.params_per_block) / tp : 0.0;
   const double outerP = blockP > 0 ? std::max(0.0, P - static_cast<double>(blocks) * blockP) : P;
   const bool sharded = l.zero >= 3 && l.shard_teacher;
@@ -547,6 +547,12 @@ TimeEstimate estimate_time(const CostModelInput& in, const ParallelLayout& l) {
   if (lora_or_teacher && hw.per_thread() && m.is_transformer() && m.blocks > 0) {
     // The calibrated block timing is for full training: scaled by the FLOPs LoRA or the teacher change.
     compute_mb *= training_flops_per_sample(in, l.recompute) / (m.flops_per_sample * (l.recompute ? 4.0 / 3.0 : 1.0));
+  }
+  if (in.teacher.enabled() && l.pp > 1) {
+    // The teacher runs whole on the pipeline's last stage, which then sets the pace: its forward
+    // there, beyond the 1/pp share `flops` spread over every stage.
+    const double share = in.teacher.model.flops_per_sample / 3.0 / training_flops_per_sample(in, l.recompute);
+    compute_mb *= 1.0 + share * static_cast<double>(l.pp - 1);
   }
   const double layers = m.blocks > 0 ? static_cast<double>(stage_blocks(in, l.pp)) : 1.0;
   // About 12 kernels per block forward, 3 passes (forward, two for backward), plus loss/embedding.

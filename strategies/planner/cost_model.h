@@ -47,14 +47,16 @@
 // optimizer step and the gradient path over the adapters only; the dp gradient reduction over the
 // adapters' 4 B/param (ZeRO-3 still gathers the frozen base: base bytes + 4 B/param of adapters).
 // A per-thread calibrated CPU scales its block timing by the same ratio of FLOPs.
-// Teacher (CostModelInput::teacher, distillation): its frozen weights in its dtype on each stage
-// / tp (/ dp under ZeRO-3 when ParallelLayout::shard_teacher, plus a gathered block and its outer unit while
-// it runs; whole otherwise); one micro-batch
-// of its forward at a time (no backward): one block's working set and the residual stream in its
-// dtype and its gathered units, counted where they exceed what the student's step holds at its
-// peak (the teacher runs before the student's forward), plus its fp32 logits [T, V] kept for the
-// loss (under tp gathered whole, beside the student's gathered logits); time: its forward FLOPs (a third of its
-// training FLOPs: 2 x params a token plus attention) and, sharded under ZeRO-3, gathering its units each micro-batch.
+// Teacher (CostModelInput::teacher, distillation): its frozen weights in its dtype on the last
+// pipeline stage (the only one computing the loss) / tp (/ dp under ZeRO-3 when
+// ParallelLayout::shard_teacher, plus a gathered block and its outer unit while it runs); one
+// micro-batch of its forward at a time (no backward): one block's working set and the residual
+// stream in its dtype and its gathered units, counted where they exceed what the student's step
+// holds at its peak (the teacher runs before the student's forward), plus its fp32 logits [T, V]
+// kept for the loss (under tp gathered whole, beside the student's gathered logits); time: its
+// forward FLOPs (a third of its training FLOPs: 2 x params a token plus attention; with pp all of
+// them on the last stage, which then sets the pace) and, sharded under ZeRO-3, gathering its units
+// each micro-batch.
 #pragma once
 
 #include <cstdint>

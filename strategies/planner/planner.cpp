@@ -773,13 +773,6 @@ PlannerInput planner_input_for(const JobConfig& cfg, const ModelStats& stats, in
   return in;
 }
 
-Capabilities run_capabilities(const JobConfig& cfg) {
-  Capabilities caps = kRunCapabilities;
-  // An online teacher runs on the input ids, which the pipeline's last stage does not see.
-  if (cfg.distill.enabled() && cfg.distill.cache.empty()) caps.pipeline_parallel = false;
-  return caps;
-}
-
 AdapterCost adapter_cost_for(const ModelConfig& model, const AdapterConfig& adapter) {
   AdapterCost a;
   const auto targets = lora_target_projections(model, adapter);

@@ -113,11 +113,6 @@ Plan plan_job(const PlannerInput& in);
 // the caller.
 PlannerInput planner_input_for(const JobConfig& cfg, const ModelStats& stats, int64_t world);
 
-// What `gtrain run` executes for this config (kRunCapabilities, narrowed by [distill]: an online
-// teacher runs with dp and ZeRO 0-3, a student on a teacher cache with dp, pp and ZeRO 0-3), so an
-// automatic plan never picks a layout the run would then refuse.
-Capabilities run_capabilities(const JobConfig& cfg);
-
 // Global batches near `global_batch` that `dp` ranks can split evenly (parallel.batch_tolerance).
 std::vector<int64_t> nearest_valid_global_batches(int64_t global_batch, int64_t dp);
 

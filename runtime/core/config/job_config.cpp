@@ -470,8 +470,13 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
   apply_set_overrides(root, sections, sets, origins, problems);
 
   // Unknown sections / top-level values.
+  std::vector<std::string> sweep_sections;
   for (auto&& [k, v] : root) {
     std::string name(k.str());
+    if (std::find(kSweepSections.begin(), kSweepSections.end(), name) != kSweepSections.end() && v.is_table()) {
+      sweep_sections.push_back(name);
+      continue;
+    }
     if (std::find(sections.begin(), sections.end(), name) != sections.end()) {
       if (!v.is_table())
         problems.add(origins.of(name, k.source()) + ": '" + name + "' must be a [" + name + "] table, got " + render(v),
@@ -498,6 +503,7 @@ JobConfig parse_job_config(const std::string& toml_text, const std::string& orig
   JobConfig cfg;
   cfg.source_path = origin;
   cfg.overrides = origins.overridden;
+  cfg.sweep_sections = sweep_sections;
   auto read_section = [&](const char* name, auto& section, const char*) {
     if constexpr (std::is_same_v<std::decay_t<decltype(section)>, ModelConfig>) {
       // model.preset first, so that the keys the file (or --set) gives override it.
@@ -582,16 +588,6 @@ void distill_problems(const JobConfig& c, const From& from, Problems& problems) 
   if (c.distill.enabled() && c.model.name != "gpt" && c.model.name != "llama" && c.model.name != "hf") {
     problems.add(where + ": [distill]: distillation needs a token model (model.name = \"gpt\", \"llama\" or " +
                  "\"hf\"), not \"" + c.model.name + "\"");
-  }
-  const ParallelConfig& p = c.parallel;
-  if (p.mode != ParallelMode::given) return;
-  if (!c.distill.teacher.empty() && c.distill.cache.empty() && p.pp > 1) {
-    // An online teacher runs on the input ids, which the pipeline's last stage does not see.
-    problems.add(from({"parallel.pp", "distill.teacher"}) +
-                 ": [distill]: distill.teacher with pp = " + std::to_string(p.pp) +
-                 ": an online teacher runs with dp, tp and ZeRO 0-3, not with pipeline parallel; set "
-                 "parallel.pp = 1, or cache the teacher's outputs (gtrain distill cache) and read them with "
-                 "distill.cache");
   }
 }
 

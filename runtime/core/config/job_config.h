@@ -42,6 +42,9 @@ struct JobConfig {
   // The [model] keys the file, environment or --set gave; with a Hugging Face directory in
   // checkpoint.init_from the others come from its config.json (hf_config.h).
   std::set<std::string> model_keys_given;
+  // Tables `gtrain sweep` reads beside the job ([search], [sweep]; kSweepSections) that the file
+  // has: `gtrain run` trains the base job and says so.
+  std::vector<std::string> sweep_sections;
 
   template <class V>
   void visit_sections(V& v) {
@@ -58,6 +61,10 @@ struct JobConfig {
     v("schedule", schedule, "Stages: signals and deadlines that end one (save, exit 3, resume later), quota windows.");
   }
 };
+
+// The top-level tables a sweep file adds to a job config (`gtrain sweep`, launcher/sweep/): not
+// job sections, not unknown either.
+inline const std::vector<std::string> kSweepSections = {"search", "sweep"};
 
 // Section names in file order.
 std::vector<std::string> section_names();
