@@ -26,6 +26,7 @@ Command add_plan(CLI::App& app, const LibTorchWork& work);
 Command add_models(CLI::App& app, const LibTorchWork& work);
 Command add_sample(CLI::App& app, const LibTorchWork& work);
 Command add_distill(CLI::App& app, int argc, char** argv, const LibTorchWork& work);
+Command add_sweep(CLI::App& app);
 // Jobs and checkpoints: job_commands.cpp.
 Command add_status(CLI::App& app);
 Command add_report(CLI::App& app);

@@ -1,5 +1,5 @@
 // train_commands.cpp: the training subcommands' flags and runs: run, config, probe, plan, models,
-// sample, distill.
+// sample, distill, sweep.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -10,6 +10,7 @@
 #include "launcher/commands/plan_command.h"
 #include "launcher/commands/probe_command.h"
 #include "launcher/commands/sample_command.h"
+#include "launcher/commands/sweep_command.h"
 #include "launcher/launch/run_launch.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
@@ -179,6 +180,24 @@ Command add_distill(CLI::App& app, int argc, char** argv, const LibTorchWork& wo
     for (int i = 1; i < argc; ++i) o->argv.push_back(argv[i]);
     return make(*o);
   };
+  return c;
+}
+
+Command add_sweep(CLI::App& app) {
+  auto o = std::make_shared<SweepCommandOptions>();
+  Command c;
+  c.app = app.add_subcommand("sweep",
+                             "Search hyper-parameters: the trials of a sweep file's [search] (grid, random or ASHA) "
+                             "as paused and resumed runs on the granted ranks; the same command continues it.");
+  c.app->add_option("sweep", o->file, "The sweep file: a job config plus [search] (and [sweep])")->required();
+  c.app->add_option("--set", o->sets, "Override a key of every trial's job: section.key=value")
+      ->allow_extra_args(false);
+  c.app->add_option("--dir", o->dir, "The sweep directory (default <log.root>/<log.name or the file's stem>)");
+  c.app->add_option("--ranks", o->ranks, "Ranks (GPUs) for the trials (default: the granted GPUs, or 1 CPU rank)")
+      ->check(CLI::Range(1, 65536));
+  c.app->add_flag("--best", o->best, "Print the best trial's job as TOML (no training)");
+  c.app->add_flag("--quiet", o->quiet, "Only errors and the final line");
+  c.run = [o] { return sweep_command(*o); };
   return c;
 }
 

@@ -637,6 +637,17 @@ TrainSummary Trainer::run_stage() {
     write_ledger(s, first, productive);
     return s;
   };
+  // schedule.stop_at_step: the stage ends once that step is done, evaluated (a sweep's rung result)
+  // and saved; a stage that starts there (its evaluation lost to a kill) evaluates again.
+  const int64_t stop_at = config_.schedule.stop_at_step;
+  auto stop_at_reached = [&](bool evaluated) {
+    if (!evaluated) {
+      const std::string stopped = interval_evaluation(last.seconds);
+      if (!stopped.empty()) return end_stage(stopped);
+    }
+    return end_stage("stop_at_step " + std::to_string(stop_at));
+  };
+  if (stop_at > 0 && step_ >= stop_at && step_ < total_steps_) return stop_at_reached(false);
   // A deadline already past (a stage that started late) or a stop signal during start-up ends the
   // stage before its first step: nothing new to save.
   if (step_ < total_steps_) {
@@ -662,10 +673,12 @@ TrainSummary Trainer::run_stage() {
     if (!saves_prepared_ && !(thread_tuner_ && thread_tuner_->active())) prepare_saves();
     // The interval checkpoint comes before the interval evaluation: an error while evaluating loses no step.
     maybe_checkpoint(false);
-    if (config_.train.eval_interval > 0 && step_ % config_.train.eval_interval == 0) {
+    const bool interval_eval = config_.train.eval_interval > 0 && step_ % config_.train.eval_interval == 0;
+    if (interval_eval) {
       const std::string stopped = interval_evaluation(last.seconds);
       if (!stopped.empty()) return end_stage(stopped);
     }
+    if (stop_at > 0 && step_ >= stop_at) return stop_at_reached(interval_eval);
     const std::string stop = stop_check(last.seconds);
     if (!stop.empty()) return end_stage(stop);
   }

@@ -32,6 +32,7 @@ struct ScheduleConfig {
   std::vector<WindowConfig> window;  // quota windows ([[schedule.window]])
   int64_t max_restarts = 2;          // restarts of the ranks inside a stage after a failure or hang
   double startup_timeout_s = 600;    // a rank with no progress this long before its first step is stuck
+  int64_t stop_at_step = 0;          // end the stage once this step is done (0 = no): evaluate, save, exit 3
 
   template <class V>
   void visit(V& v) {
@@ -52,6 +53,11 @@ struct ScheduleConfig {
       "Quota windows: [[schedule.window]] tables with days, hours and max_gpus; a stage that "
       "runs inside one stops before it closes (back-to-back windows with the same max_gpus count as one), and "
       "gtrain submit starts stages at their openings.");
+    v("stop_at_step", stop_at_step,
+      "End the stage once this step is done (0 = never): evaluate, save and exit 3 (resumable) as at "
+      "a deadline; the learning-rate schedule still runs over the whole train length. `gtrain sweep` "
+      "pauses its trials at their rungs this way.",
+      cfg::at_least(0));
     v("max_restarts", max_restarts,
       "After a rank fails or hangs, gtrain run restarts the ranks from the last committed checkpoint "
       "in the same allocation, at most this many times per stage; each restart is recorded in "

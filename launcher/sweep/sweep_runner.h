@@ -1,0 +1,32 @@
+// sweep_runner.h: `gtrain sweep`'s loop: the trials of a sweep file as `gtrain run` stages on a pool
+// of ranks (or GPUs), each paused at its rungs (schedule.stop_at_step) and promoted, stopped or run on
+// by asha.h's decisions, the ledger (sweep_ledger.h) written after every change. A stop signal
+// (TERM, INT, USR1) asks the running trials to save and stop, records them paused and exits 3: the
+// same command continues, on any number of ranks.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gtrain {
+
+struct SweepRunOptions {
+  std::string sweep_file;         // the sweep file
+  std::string dir;                // the sweep directory ("" = <log.root>/<the file's stem>)
+  std::vector<std::string> sets;  // --set: for the job of every trial
+  int64_t ranks = 0;              // --ranks: the pool (0 = the granted GPUs, or 1 CPU rank)
+  bool quiet = false;             // --quiet: only errors and the final line
+  std::string executable;         // the gtrain that runs each trial ("" = this program)
+};
+
+// Runs (or continues) the sweep. Returns the exit code: 0 = finished, 3 = stopped by a signal with
+// its trials saved (run the same command to continue), 1 = max_failures reached. Throws ConfigError
+// for a bad sweep file, or a directory holding another sweep.
+int run_sweep(const SweepRunOptions& o, const std::map<std::string, std::string>& env);
+
+// The sweep directory `o` names (its --dir, else from the sweep file's job).
+std::string sweep_directory(const SweepRunOptions& o, const std::map<std::string, std::string>& env);
+
+}  // namespace gtrain
