@@ -46,7 +46,9 @@ case $name in
               want='^prepare \(.*\): 1 thread [0-9.]+ MB/s .* MB/s per core' want2='^step time: tokens [0-9.]+ ms +jsonl \(cache warm\) [0-9.]+ ms +ratio jsonl/tokens [0-9.]+x' ;;
   tokenizer) cmd=(env SIZE=tiny "$here/bench_tokenizer.sh" "$build")
              want='^gpt2: .*gtrain/tokenizers 1 thread: [0-9.]+x' want2='gtrain/tiktoken 1 thread: [0-9.]+x' ;;
-  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart cli_startup dp llama gpu_gpt2 sft lora data_kinds tokenizer)" >&2; exit 2 ;;
+  sweep) cmd=(env SIZE=tiny STEPS=27 "$here/bench_sweep.sh" "$build")
+         want='sweep / trials alone: [0-9.]+x +pause and resume share: -?[0-9.]+%' ;;
+  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart cli_startup dp llama gpu_gpt2 sft lora data_kinds tokenizer sweep)" >&2; exit 2 ;;
 esac
 rc=0
 "${cmd[@]}" >"$tmp/out.txt" 2>&1 || rc=$?

@@ -195,7 +195,8 @@ std::set<std::pair<int64_t, int64_t>> synchronous(const std::vector<Rung>& rungs
   for (int64_t i = 0; i < n; ++i) alive[static_cast<size_t>(i)] = i;
   for (size_t k = 0; k + 1 < rungs.size(); ++k) {
     std::sort(alive.begin(), alive.end(), [&](int64_t a, int64_t b) {
-      const double ma = std::fmod(a * 0.618033988749895, 1.0) + 0.01 * k, mb = std::fmod(b * 0.618033988749895, 1.0) + 0.01 * k;
+      const double ma = std::fmod(a * 0.618033988749895, 1.0) + 0.01 * k,
+                   mb = std::fmod(b * 0.618033988749895, 1.0) + 0.01 * k;
       return ma != mb ? ma < mb : a < b;
     });
     alive.resize(static_cast<size_t>(rungs[k + 1].size));

@@ -14,6 +14,7 @@
 #include "launcher/commands/runs_command.h"
 #include "launcher/commands/stage_commands.h"
 #include "launcher/commands/submit_command.h"
+#include "launcher/commands/sweep_command.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/schedule.h"
@@ -47,10 +48,15 @@ Command add_status(CLI::App& app) {
   };
   auto st = std::make_shared<State>();
   Command c;
-  c.app = app.add_subcommand("status", "Progress, stages, goodput and ETA of a run directory.");
-  c.app->add_option("run_dir", st->dir, "Run directory")->required();
+  c.app = app.add_subcommand("status",
+                             "Progress, stages, goodput and ETA of a run directory (a sweep directory: its trials).");
+  c.app->add_option("run_dir", st->dir, "Run directory, or sweep directory")->required();
   c.app->add_flag("--json", st->json, "Machine-readable output");
   c.run = [st] {
+    if (is_sweep_dir(st->dir)) {
+      print_sweep_status(st->dir, st->json, std::cout);
+      return 0;
+    }
     const int rc = status_command(st->dir, st->json);
     if (!st->json && chain_exists(st->dir)) print_chain_status(st->dir, system_command_runner(), std::cout);
     return rc;

@@ -195,7 +195,13 @@ Command add_sweep(CLI::App& app) {
   c.app->add_option("--dir", o->dir, "The sweep directory (default <log.root>/<log.name or the file's stem>)");
   c.app->add_option("--ranks", o->ranks, "Ranks (GPUs) for the trials (default: the granted GPUs, or 1 CPU rank)")
       ->check(CLI::Range(1, 65536));
+  c.app->add_option(
+      "--time-limit", o->time_limit,
+      "Wall time of this sweep stage (90s, 15m, 2h, HH:MM:SS): the trials save and pause by then, exit 3");
   c.app->add_flag("--best", o->best, "Print the best trial's job as TOML (no training)");
+  c.app->add_flag("--preview", o->preview,
+                  "Rungs, runs, trial-steps, rank-hours from the planner's step time, and with "
+                  "[[schedule.window]] when it finishes (no training)");
   c.app->add_flag("--quiet", o->quiet, "Only errors and the final line");
   c.run = [o] { return sweep_command(*o); };
   return c;

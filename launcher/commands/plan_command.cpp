@@ -380,6 +380,18 @@ std::vector<WhatIfRow> what_if_rows(const PlanOptions& o, const JobConfig& cfg, 
   return rows;
 }
 
+}  // namespace
+
+std::optional<Plan> plan_config(const PlanOptions& o, const std::map<std::string, std::string>& env) {
+  const JobConfig cfg = load_job_config(o.config_path, o.sets, env);
+  const Setup s = resolve_setup(o, env, query_hardware(), cfg);
+  const auto all = plan_candidates(planner_input(cfg, describe_job(cfg), s, s.world, o.runnable));
+  if (all.empty() || !all.front().feasible) return std::nullopt;
+  return all.front().plan;
+}
+
+namespace {
+
 PlanReport compute_plan_report(const PlanOptions& o, const std::map<std::string, std::string>& env,
                                const HardwareInfo& hw) {
   PlanReport r;

@@ -14,6 +14,7 @@
 #include "launcher/commands/calibration_report.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/model_stats.h"
+#include "runtime/core/plan.h"
 
 namespace gtrain {
 
@@ -51,6 +52,10 @@ JobDescription describe_job(const JobConfig& cfg);
 // (after printing what it could). --calibrate measures this machine with `measure` (LibTorch).
 int run_plan_command(const PlanOptions& options, const std::map<std::string, std::string>& env, std::ostream& out,
                      const MeasureMachine& measure = {});
+
+// The layout `gtrain plan` (with `o`'s flags) chooses, for commands that need its layout and step
+// time (gtrain sweep --preview); nullopt when none fits. Throws as the command does for bad input.
+std::optional<Plan> plan_config(const PlanOptions& o, const std::map<std::string, std::string>& env);
 
 // "80GiB", "40GB", "81920MiB", "0.5TiB", "80" (GiB) -> bytes. ConfigError naming `what` otherwise.
 double parse_memory_size(const std::string& text, const std::string& what);

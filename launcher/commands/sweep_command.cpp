@@ -1,14 +1,19 @@
 // sweep_command.cpp: `gtrain sweep`: the search run or continued, its outcome, the best trial.
 #include "launcher/commands/sweep_command.h"
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
+#include "launcher/chain/window_calendar.h"
+#include "launcher/commands/plan_command.h"
 #include "launcher/sweep/sweep_ledger.h"
 #include "launcher/sweep/sweep_runner.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/schedule.h"
 
 namespace fs = std::filesystem;
 
@@ -31,16 +36,140 @@ std::string best_trial_toml(const std::string& sweep_dir, const std::vector<std:
   const JobConfig job = load_job_config(l->sweep_file, with, process_environment());
   std::string out = "# gtrain sweep " + sweep_dir + ": best trial " + t.name() + " (" + values + "), " + l->metric +
                     " " + strf("%.6g", *t.results[static_cast<size_t>(rung)]) + " at step " +
-                    std::to_string(l->rungs[static_cast<size_t>(rung)].steps) + (l->finished ? "" : " (sweep not finished)") +
-                    "\n";
+                    std::to_string(l->rungs[static_cast<size_t>(rung)].steps) +
+                    (l->finished ? "" : " (sweep not finished)") + "\n";
   return out + to_toml(job);
+}
+
+void print_sweep_preview(const SweepCommandOptions& o, std::ostream& out) {
+  const auto env = process_environment();
+  const SweepFile f = load_sweep_file(o.file, o.sets, env);
+  const SweepLedger l = new_ledger(f);
+  const int64_t per_trial = std::max<int64_t>(1, f.sweep.gpus_per_trial);
+  const int64_t pool = std::max<int64_t>(o.ranks, per_trial);
+  const int64_t slots = std::max<int64_t>(1, pool / per_trial * f.sweep.trials_per_gpu);
+  out << "sweep preview: " << o.file << "  (" << l.method << ", " << l.trials.size() << " trials"
+      << (l.method == "asha" ? ", eta " + std::to_string(l.eta) : "") << ", " << l.metric << " " << l.mode << ")\n";
+  out << "  rung  steps  trials  steps each  trial-steps\n";
+  int64_t runs = 0, trial_steps = 0, before = 0;
+  for (size_t k = 0; k < l.rungs.size(); ++k) {
+    const Rung& r = l.rungs[k];
+    const int64_t each = r.steps - before;  // a promoted trial goes on from its last rung
+    out << strf("  %-5zu %-6lld %-7lld %-11lld %lld\n", k, static_cast<long long>(r.steps),
+                static_cast<long long>(r.size), static_cast<long long>(each), static_cast<long long>(each * r.size));
+    runs += r.size, trial_steps += each * r.size, before = r.steps;
+  }
+  out << "  " << runs << " runs (" << runs - static_cast<int64_t>(l.trials.size())
+      << " of them resume a paused trial), " << trial_steps << " trial-steps\n";
+  PlanOptions po;
+  po.config_path = o.file, po.sets = o.sets, po.ranks = static_cast<int>(per_trial), po.runnable = true;
+  const auto plan = plan_config(po, env);
+  if (!plan || plan->est_step_seconds <= 0) {
+    out << "  a trial: no layout of " << per_trial << " rank(s) fits (gtrain plan " << o.file << " --ranks "
+        << per_trial << " says why)\n";
+    return;
+  }
+  const double step_hours = plan->est_step_seconds * static_cast<double>(trial_steps) / 3600.0;
+  out << "  a trial: " << plan->summary() << ", " << plan->estimate_summary() << "\n";
+  out << "  steps: " << strf("%.3g", step_hours * static_cast<double>(per_trial))
+      << " rank-hours (GPU-hours with GPUs), plus a start-up and a save per run; " << slots << " trial(s) at once on "
+      << pool << ": about " << format_eta(step_hours * 3600.0 / static_cast<double>(slots)) << " of steps\n";
+  if (f.base.schedule.window.empty()) return;
+  CalendarInput in;
+  for (const auto& w : f.base.schedule.window) in.windows.push_back(parse_window(w, o.file));
+  in.now = static_cast<double>(std::time(nullptr));
+  in.steps = trial_steps;
+  in.size_for = [&](int64_t cap) {
+    const int64_t units = cap > 0 ? cap : pool;  // a window's GPUs, or the pool without a cap
+    const int64_t at_once = units / per_trial * f.sweep.trials_per_gpu;
+    if (at_once < 1) return CalendarSize{};
+    return CalendarSize{static_cast<int>(units), plan->est_step_seconds / static_cast<double>(at_once)};
+  };
+  const WindowCalendar c = plan_calendar(in);
+  out << render_calendar(c, f.base.schedule.window, in.now);
+}
+
+bool is_sweep_dir(const std::string& dir) {
+  std::error_code ec;
+  return fs::exists(sweep_ledger_path(dir), ec);
+}
+
+namespace {
+
+// The rung a trial has reached (-1 = none) and its result there.
+std::pair<int64_t, std::optional<double>> reached(const TrialRecord& t) {
+  std::pair<int64_t, std::optional<double>> r{-1, std::nullopt};
+  for (size_t k = 0; k < t.results.size(); ++k) {
+    if (t.results[k]) r = {static_cast<int64_t>(k), t.results[k]};
+  }
+  return r;
+}
+
+}  // namespace
+
+void print_sweep_status(const std::string& dir, bool json, std::ostream& out) {
+  const auto l = read_sweep_ledger(dir);
+  if (!l) throw ConfigError(dir + ": no sweep ledger (sweep.json)", "give gtrain status a sweep or run directory");
+  std::map<std::string, int64_t> counts;
+  double rank_s = 0, outside_s = 0;
+  for (const auto& t : l->trials) {
+    ++counts[name_of(t.state)];
+    rank_s += t.rank_seconds, outside_s += t.pause_rank_seconds;
+  }
+  if (json) {
+    nlohmann::json j = l->to_json();
+    j["counts"] = counts;
+    j["rank_hours"] = rank_s / 3600.0;
+    j["outside_steps_rank_hours"] = outside_s / 3600.0;
+    out << j.dump(2) << std::endl;
+    return;
+  }
+  std::string rungs, sizes;
+  for (const auto& r : l->rungs) {
+    rungs += (rungs.empty() ? "" : "/") + std::to_string(r.steps);
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(r.size);
+  }
+  out << "sweep   " << dir << "  (" << l->method << ", " << l->metric << " " << l->mode << ", " << l->trials.size()
+      << " trials; rungs " << rungs << " steps holding " << sizes << ")\n";
+  out << "state   "
+      << (l->finished               ? "finished"
+          : !l->stop_reason.empty() ? "stopped: " + l->stop_reason
+                                    : "not finished (run gtrain sweep again to continue)")
+      << "\ntrials  ";
+  for (const char* s : {"done", "stopped", "failed", "running", "paused", "pending"})
+    out << counts[s] << " " << s << (std::string(s) == "pending" ? "" : ", ");
+  out << "; " << l->promotions.size() << " promotions\n";
+  out << "cost    " << strf("%.4g", rank_s / 3600.0) << " rank-hours (GPU-hours with GPUs), "
+      << strf("%.0f%%", rank_s > 0 ? 100.0 * outside_s / rank_s : 0.0)
+      << " of it outside training steps (start-up, resume, rung evaluations and saves)\n";
+  if (l->best >= 0) {
+    const auto& b = l->trials[static_cast<size_t>(l->best)];
+    const auto [k, v] = reached(b);
+    out << "best    " << b.name() << ": " << l->metric << " " << strf("%.6g", *v) << " at step "
+        << l->rungs[static_cast<size_t>(k)].steps << " (gtrain sweep ... --best prints its config)\n";
+  }
+  out << "\ntrial  state    rung  steps  " << strf("%-11s", l->metric.c_str()) << " runs  rank-s  values\n";
+  for (const auto& t : l->trials) {
+    const auto [k, v] = reached(t);
+    std::string values;
+    for (const auto& [key, val] : t.params) values += (values.empty() ? "" : ", ") + key + "=" + val.dump();
+    out << strf("%-6s %-8s %-5s %-6lld %-11s %-5lld %-7.1f ", t.name().c_str(), name_of(t.state),
+                k < 0 ? "-" : std::to_string(k).c_str(), static_cast<long long>(t.steps),
+                v ? strf("%.6g", *v).c_str() : "-", static_cast<long long>(t.runs), t.rank_seconds)
+        << values << (t.failure.empty() ? "" : "  (" + t.failure + ")") << "\n";
+  }
 }
 
 int sweep_command(const SweepCommandOptions& o) {
   const auto env = process_environment();
   SweepRunOptions r;
   r.sweep_file = o.file, r.dir = o.dir, r.sets = o.sets, r.ranks = o.ranks, r.quiet = o.quiet;
+  if (!o.time_limit.empty()) r.time_limit_s = parse_duration(o.time_limit, "--time-limit");
   const std::string dir = sweep_directory(r, env);
+  if (o.preview) {
+    print_sweep_preview(o, std::cout);
+    return 0;
+  }
   if (o.best) {
     const std::string toml = best_trial_toml(dir, o.sets);
     if (toml.empty()) {
@@ -58,7 +187,8 @@ int sweep_command(const SweepCommandOptions& o) {
   }
   int64_t done = 0, stopped = 0, failed = 0;
   for (const auto& t : l->trials) {
-    done += t.state == TrialState::done, stopped += t.state == TrialState::stopped, failed += t.state == TrialState::failed;
+    done += t.state == TrialState::done, stopped += t.state == TrialState::stopped,
+        failed += t.state == TrialState::failed;
   }
   std::cout << "gtrain sweep: " << dir << ": " << l->trials.size() << " trials, " << done << " done, " << stopped
             << " stopped early, " << failed << " failed, " << l->promotions.size() << " promotions";

@@ -118,8 +118,8 @@ int64_t best_trial(const std::vector<TrialResults>& trials, const std::string& m
     const auto& t = trials[i];
     if (static_cast<int64_t>(t.result.size()) <= top || !t.result[static_cast<size_t>(top)]) continue;
     const double v = *t.result[static_cast<size_t>(top)];
-    if (best < 0 || ranks_before(v, static_cast<int64_t>(i), *trials[static_cast<size_t>(best)].result[static_cast<size_t>(top)],
-                                 best, min))
+    if (best < 0 || ranks_before(v, static_cast<int64_t>(i),
+                                 *trials[static_cast<size_t>(best)].result[static_cast<size_t>(top)], best, min))
       best = static_cast<int64_t>(i);
   }
   return best;

@@ -42,7 +42,8 @@ struct SearchDecisions {
 };
 
 // Which way is better: "min" or "max".
-SearchDecisions decide(const std::vector<Rung>& rungs, const std::vector<TrialResults>& trials, const std::string& mode);
+SearchDecisions decide(const std::vector<Rung>& rungs, const std::vector<TrialResults>& trials,
+                       const std::string& mode);
 
 // The best trial: the best result at the highest rung any trial reached (ties: the lower id); -1 = none.
 int64_t best_trial(const std::vector<TrialResults>& trials, const std::string& mode);

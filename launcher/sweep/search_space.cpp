@@ -81,7 +81,8 @@ void collect_space(const std::string& path, const std::string& prefix, const tom
   for (auto&& [k, v] : t) {
     const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     const toml::table* sub = v.as_table();
-    if (!sub) throw ConfigError(where(path, v) + ": search.space." + key + ": expected a table such as { choice = [...] }");
+    if (!sub)
+      throw ConfigError(where(path, v) + ": search.space." + key + ": expected a table such as { choice = [...] }");
     bool leaf = false;  // { choice = [...] } and the like; a nested table holds only tables
     for (auto&& [kk, vv] : *sub) leaf = leaf || kinds.count(std::string(kk.str())) || !vv.is_table();
     if (leaf) {
@@ -131,7 +132,8 @@ SearchConfig read_search(const std::string& path, const toml::table& t) {
   if (s.metric != "eval_loss" && s.metric != "eval_accuracy" && s.metric != "train_loss")
     bad("metric", "expected \"eval_loss\", \"eval_accuracy\" or \"train_loss\", got \"" + s.metric + "\"");
   if (s.mode != "min" && s.mode != "max") bad("mode", "expected \"min\" or \"max\", got \"" + s.mode + "\"");
-  if (s.method != "grid" && s.trials < 1) bad("trials", "expected a number of trials >= 1 for method \"" + s.method + "\"");
+  if (s.method != "grid" && s.trials < 1)
+    bad("trials", "expected a number of trials >= 1 for method \"" + s.method + "\"");
   if (s.eta < 2) bad("eta", "expected eta >= 2 (got " + std::to_string(s.eta) + ")");
   if (s.min_steps < 0) bad("min_steps", "expected >= 0");
   if (s.max_steps < 0) bad("max_steps", "expected >= 0");
@@ -140,7 +142,8 @@ SearchConfig read_search(const std::string& path, const toml::table& t) {
   collect_space(path, "", *space, s.space);
   std::sort(s.space.begin(), s.space.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
   for (const auto& d : s.space) {
-    if (s.method == "grid" && (d.kind == SearchDimension::Kind::uniform || d.kind == SearchDimension::Kind::log_uniform))
+    if (s.method == "grid" &&
+        (d.kind == SearchDimension::Kind::uniform || d.kind == SearchDimension::Kind::log_uniform))
       throw ConfigError(path + ": search.space." + d.key + ": a grid takes choice or int ranges, not a continuous one");
   }
   return s;
@@ -190,7 +193,9 @@ void check_space_against_job(const SweepFile& f, const std::vector<std::string>&
 
 // A double in [0, 1) from 53 bits of the generator (the same on every platform, unlike
 // std::uniform_real_distribution).
-double unit(std::mt19937_64& g) { return static_cast<double>(g() >> 11) * 0x1.0p-53; }
+double unit(std::mt19937_64& g) {
+  return static_cast<double>(g() >> 11) * 0x1.0p-53;
+}
 
 nlohmann::json draw(const SearchDimension& d, std::mt19937_64& g) {
   switch (d.kind) {
@@ -236,8 +241,8 @@ SweepFile load_sweep_file(const std::string& path, const std::vector<std::string
     throw ConfigError(path + ": search.max_steps: set it, or train.steps (a sweep's trials need a length in steps)");
   }
   if (f.search.min_steps > f.search.max_steps) {
-    throw ConfigError(path + ": search.min_steps = " + std::to_string(f.search.min_steps) + " exceeds search.max_steps = " +
-                      std::to_string(f.search.max_steps));
+    throw ConfigError(path + ": search.min_steps = " + std::to_string(f.search.min_steps) +
+                      " exceeds search.max_steps = " + std::to_string(f.search.max_steps));
   }
   check_space_against_job(f, sets, env);
   return f;

@@ -24,14 +24,14 @@ struct SearchDimension {
 };
 
 struct SearchConfig {
-  std::string method = "random";     // grid | random | asha
-  int64_t trials = 0;                // random / asha: trials drawn (grid: every combination)
-  std::string metric = "eval_loss";  // eval_loss | eval_accuracy | train_loss, at a rung's last step
-  std::string mode = "min";          // min | max: which way is better
-  uint64_t seed = 0;                 // the draws (random, asha)
-  int64_t eta = 3;                   // asha: 1 / eta of a rung's trials go on to the next
-  int64_t min_steps = 0;             // asha: the first rung's steps (0 = max_steps / eta^3, at least 1)
-  int64_t max_steps = 0;             // the last rung's (0 = train.steps)
+  std::string method = "random";       // grid | random | asha
+  int64_t trials = 0;                  // random / asha: trials drawn (grid: every combination)
+  std::string metric = "eval_loss";    // eval_loss | eval_accuracy | train_loss, at a rung's last step
+  std::string mode = "min";            // min | max: which way is better
+  uint64_t seed = 0;                   // the draws (random, asha)
+  int64_t eta = 3;                     // asha: 1 / eta of a rung's trials go on to the next
+  int64_t min_steps = 0;               // asha: the first rung's steps (0 = max_steps / eta^3, at least 1)
+  int64_t max_steps = 0;               // the last rung's (0 = train.steps)
   std::vector<SearchDimension> space;  // in key order
 };
 
@@ -42,8 +42,8 @@ struct SweepOptions {
 };
 
 struct SweepFile {
-  std::string path;   // the sweep file
-  JobConfig base;     // its job, as `gtrain run` reads it (with the command's --set)
+  std::string path;  // the sweep file
+  JobConfig base;    // its job, as `gtrain run` reads it (with the command's --set)
   SearchConfig search;
   SweepOptions sweep;
 };

@@ -19,7 +19,8 @@ TrialState state_named(const std::string& s, const std::string& path) {
   for (TrialState t : kStates) {
     if (s == name_of(t)) return t;
   }
-  throw ConfigError(path + ": unknown trial state \"" + s + "\"", "the ledger is damaged: start the sweep in a new directory");
+  throw ConfigError(path + ": unknown trial state \"" + s + "\"",
+                    "the ledger is damaged: start the sweep in a new directory");
 }
 
 nlohmann::json params_json(const std::vector<std::pair<std::string, nlohmann::json>>& params) {
@@ -32,12 +33,18 @@ nlohmann::json params_json(const std::vector<std::pair<std::string, nlohmann::js
 
 const char* name_of(TrialState s) {
   switch (s) {
-    case TrialState::pending: return "pending";
-    case TrialState::running: return "running";
-    case TrialState::paused: return "paused";
-    case TrialState::stopped: return "stopped";
-    case TrialState::done: return "done";
-    case TrialState::failed: return "failed";
+    case TrialState::pending:
+      return "pending";
+    case TrialState::running:
+      return "running";
+    case TrialState::paused:
+      return "paused";
+    case TrialState::stopped:
+      return "stopped";
+    case TrialState::done:
+      return "done";
+    case TrialState::failed:
+      return "failed";
   }
   return "?";
 }
@@ -69,9 +76,18 @@ nlohmann::json SweepLedger::to_json() const {
   }
   nlohmann::json pj = nlohmann::json::array();
   for (const auto& p : promotions) pj.push_back({{"trial", p.trial}, {"to_rung", p.to_rung}});
-  return {{"gtrain_sweep", version}, {"sweep_file", sweep_file}, {"method", method},   {"metric", metric},
-          {"mode", mode},            {"eta", eta},                {"rungs", rj},         {"trials", tj},
-          {"promotions", pj},        {"failures", failures},      {"best", best},        {"finished", finished},
+  return {{"gtrain_sweep", version},
+          {"sweep_file", sweep_file},
+          {"method", method},
+          {"metric", metric},
+          {"mode", mode},
+          {"eta", eta},
+          {"rungs", rj},
+          {"trials", tj},
+          {"promotions", pj},
+          {"failures", failures},
+          {"best", best},
+          {"finished", finished},
           {"stop_reason", stop_reason}};
 }
 
@@ -103,7 +119,8 @@ SweepLedger SweepLedger::from_json(const nlohmann::json& j, const std::string& p
       t.failure = tj.at("failure").get<std::string>();
       l.trials.push_back(std::move(t));
     }
-    for (const auto& p : j.at("promotions")) l.promotions.push_back({p.at("trial").get<int64_t>(), p.at("to_rung").get<int64_t>()});
+    for (const auto& p : j.at("promotions"))
+      l.promotions.push_back({p.at("trial").get<int64_t>(), p.at("to_rung").get<int64_t>()});
     l.failures = j.at("failures").get<int64_t>();
     l.best = j.at("best").get<int64_t>();
     l.finished = j.at("finished").get<bool>();
@@ -132,8 +149,8 @@ SweepLedger new_ledger(const SweepFile& f) {
   l.sweep_file = fs::absolute(f.path).string();
   l.method = f.search.method, l.metric = f.search.metric, l.mode = f.search.mode, l.eta = f.search.eta;
   const auto specs = make_trials(f.search);
-  l.rungs = make_rungs(f.search.method == "asha", static_cast<int64_t>(specs.size()), f.search.eta,
-                       f.search.min_steps, f.search.max_steps);
+  l.rungs = make_rungs(f.search.method == "asha", static_cast<int64_t>(specs.size()), f.search.eta, f.search.min_steps,
+                       f.search.max_steps);
   for (const auto& s : specs) {
     TrialRecord t;
     t.id = s.id;
@@ -144,7 +161,9 @@ SweepLedger new_ledger(const SweepFile& f) {
   return l;
 }
 
-std::string sweep_ledger_path(const std::string& sweep_dir) { return (fs::path(sweep_dir) / "sweep.json").string(); }
+std::string sweep_ledger_path(const std::string& sweep_dir) {
+  return (fs::path(sweep_dir) / "sweep.json").string();
+}
 
 std::string trial_run_dir(const std::string& sweep_dir, const TrialRecord& t) {
   return (fs::path(sweep_dir) / "trials" / t.name()).string();

@@ -60,8 +60,8 @@ struct SweepLedger {
   std::vector<TrialRecord> trials;
   std::vector<Promotion> promotions;  // in the order made
   int64_t failures = 0;
-  int64_t best = -1;      // the best trial so far (-1 = none)
-  bool finished = false;  // every trial stopped, done or failed (or max_failures reached)
+  int64_t best = -1;        // the best trial so far (-1 = none)
+  bool finished = false;    // every trial stopped, done or failed (or max_failures reached)
   std::string stop_reason;  // why the sweep ended early ("" = it did not)
 
   nlohmann::json to_json() const;

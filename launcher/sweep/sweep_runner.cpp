@@ -34,7 +34,9 @@ namespace gtrain {
 namespace {
 
 volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void note_stop_signal(int sig) { g_stop_signal = sig; }
+extern "C" void note_stop_signal(int sig) {
+  g_stop_signal = sig;
+}
 
 double unix_now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -62,8 +64,8 @@ Pool make_pool(const SweepRunOptions& o, const SweepFile& f, const std::map<std:
   const auto gpus = static_cast<int64_t>(p.devices.size());
   p.units = o.ranks > 0 ? o.ranks : std::max<int64_t>(1, gpus);
   if (!p.devices.empty() && p.units > static_cast<int64_t>(p.devices.size())) {
-    throw ConfigError("--ranks " + std::to_string(p.units) + ": this machine grants " + std::to_string(p.devices.size()) +
-                      " GPUs");
+    throw ConfigError("--ranks " + std::to_string(p.units) + ": this machine grants " +
+                      std::to_string(p.devices.size()) + " GPUs");
   }
   p.per_trial = std::max<int64_t>(1, f.sweep.gpus_per_trial);
   if (p.per_trial > p.units) {
@@ -87,7 +89,8 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log, const 
   std::error_code ec;
   fs::create_directories(fs::path(log).parent_path(), ec);
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(log + ": cannot write (" + std::strerror(errno) + ")", "check that the sweep directory is writable");
+  if (fd < 0)
+    throw Error(log + ": cannot write (" + std::strerror(errno) + ")", "check that the sweep directory is writable");
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -138,7 +141,8 @@ std::string failure_cause(const std::string& log, int code) {
   while (std::getline(f, line)) {
     if (line.find("error") != std::string::npos) last = line;
   }
-  const std::string exit = code >= 128 ? "killed by signal " + std::to_string(code - 128) : "exit code " + std::to_string(code);
+  const std::string exit =
+      code >= 128 ? "killed by signal " + std::to_string(code - 128) : "exit code " + std::to_string(code);
   return last.empty() ? exit : last + " (" + exit + ")";
 }
 
@@ -168,6 +172,16 @@ class SweepLoop {
   std::map<pid_t, Running> running_;
   std::map<size_t, double> retry_after_;  // trials whose run directory was busy: not before this time
   bool stopping_ = false;
+  double deadline_ = 0;  // unix time the sweep must end by (0 = none)
+
+ public:
+  void set_deadline(double unix_time) { deadline_ = unix_time; }
+
+ private:
+  // Seconds kept in hand at the deadline: no trial starts with less left (gtrain run needs a step
+  // and a save; it refuses a stage that cannot fit them).
+  static constexpr double kStartLead = 5.0;
+  bool past_start_lead() const { return deadline_ > 0 && unix_now_s() > deadline_ - kStartLead; }
 };
 
 std::string SweepLoop::slot_devices(int64_t slot) const {
@@ -181,8 +195,15 @@ std::string SweepLoop::slot_devices(int64_t slot) const {
 std::vector<std::string> SweepLoop::trial_argv(const TrialRecord& t) const {
   const int64_t rung_steps = l_.rungs[static_cast<size_t>(t.target_rung)].steps;
   const int64_t last_steps = l_.rungs.back().steps;
-  std::vector<std::string> a = {o_.executable, "run", l_.sweep_file, "--run-dir", trial_run_dir(dir_, t), "--quiet",
-                                "--force", "--ranks", std::to_string(pool_.per_trial)};
+  std::vector<std::string> a = {o_.executable,
+                                "run",
+                                l_.sweep_file,
+                                "--run-dir",
+                                trial_run_dir(dir_, t),
+                                "--quiet",
+                                "--force",
+                                "--ranks",
+                                std::to_string(pool_.per_trial)};
   auto set = [&](const std::string& kv) {
     a.push_back("--set");
     a.push_back(kv);
@@ -191,6 +212,10 @@ std::vector<std::string> SweepLoop::trial_argv(const TrialRecord& t) const {
   for (const auto& [k, v] : t.params) set(set_argument(k, v));
   set("train.steps=" + std::to_string(last_steps));
   set("schedule.stop_at_step=" + std::to_string(rung_steps < last_steps ? rung_steps : 0));
+  if (deadline_ > 0) {
+    a.push_back("--time-limit");
+    a.push_back(std::to_string(std::max<int64_t>(1, static_cast<int64_t>(deadline_ - unix_now_s()))) + "s");
+  }
   if (f_.base.train.threads == 0) {
     // Trials side by side share the cores: each rank a fixed share (no per-trial tuning).
     const int64_t cores = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
@@ -215,10 +240,15 @@ bool SweepLoop::decide() {
         }
         t.state = TrialState::paused;
         break;
-      case TrialFate::stop: t.state = TrialState::stopped; break;
-      case TrialFate::done: t.state = TrialState::done; break;
+      case TrialFate::stop:
+        t.state = TrialState::stopped;
+        break;
+      case TrialFate::done:
+        t.state = TrialState::done;
+        break;
       case TrialFate::run:
-      case TrialFate::wait: break;
+      case TrialFate::wait:
+        break;
     }
   }
   l_.best = best_trial(l_.results(), l_.mode);
@@ -286,12 +316,15 @@ void SweepLoop::reap(pid_t pid, int status) {
     }
     if (v) {
       t.failure = "diverged: " + l_.metric + " " + strf("%g", *v) + " at step " + std::to_string(steps);
-    } else if (stopping_ && code == 3) {
-      return;  // asked to stop before its rung: paused, runs again
+    } else if (code == 3) {
+      return;  // stopped before its rung (a stop request, its time limit): paused, runs again
     } else {
       t.failure = "the run ended (exit code " + std::to_string(code) + ") without " + l_.metric + " at step " +
                   std::to_string(steps);
     }
+  } else if (code == 2 && deadline_ > 0 &&
+             failure_cause(trial_log_path(dir_, t), code).find("deadline") != std::string::npos) {
+    return;  // too little time left for a step and a save: paused, runs in the next stage
   } else {
     t.failure = failure_cause(trial_log_path(dir_, t), code);
   }
@@ -318,13 +351,17 @@ int SweepLoop::run() {
     }
     const bool too_many = f_.sweep.max_failures > 0 && l_.failures >= f_.sweep.max_failures;
     if (too_many && l_.stop_reason.empty()) {
-      l_.stop_reason = std::to_string(l_.failures) + " trials failed (sweep.max_failures = " +
-                       std::to_string(f_.sweep.max_failures) + ")";
+      l_.stop_reason = std::to_string(l_.failures) +
+                       " trials failed (sweep.max_failures = " + std::to_string(f_.sweep.max_failures) + ")";
       say(l_.stop_reason + ": no new trial starts");
       write_sweep_ledger(dir_, l_);
     }
-    if (!stopping_ && !too_many && !l_.finished) start_free_slots();
-    if (running_.empty() && (l_.finished || stopping_ || too_many)) break;
+    const bool out_of_time = past_start_lead();
+    if (!stopping_ && !too_many && !l_.finished && !out_of_time) start_free_slots();
+    if (running_.empty() && (l_.finished || stopping_ || too_many || out_of_time)) {
+      if (out_of_time && !l_.finished) say("time limit: the sweep pauses here; run the same command to continue");
+      break;
+    }
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid > 0 && running_.count(pid)) {
@@ -337,7 +374,7 @@ int SweepLoop::run() {
   }
   write_sweep_ledger(dir_, l_);
   if (l_.finished) return 0;
-  return stopping_ ? kExitResumable : kExitFailure;
+  return stopping_ || past_start_lead() ? kExitResumable : kExitFailure;
 }
 
 // The ledger already in `dir` must be this sweep's: the same file and the same trials.
@@ -383,6 +420,7 @@ int run_sweep(const SweepRunOptions& o, const std::map<std::string, std::string>
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::sigaction(sig, &sa, nullptr);
   g_stop_signal = 0;
   SweepLoop loop(opts, std::move(f), dir, pool, have ? std::move(*have) : std::move(fresh));
+  if (o.time_limit_s > 0) loop.set_deadline(unix_now_s() + o.time_limit_s);
   return loop.run();
 }
 

@@ -18,11 +18,12 @@ struct SweepRunOptions {
   std::vector<std::string> sets;  // --set: for the job of every trial
   int64_t ranks = 0;              // --ranks: the pool (0 = the granted GPUs, or 1 CPU rank)
   bool quiet = false;             // --quiet: only errors and the final line
+  double time_limit_s = 0;        // --time-limit: the sweep ends by then, its trials saved (0 = none)
   std::string executable;         // the gtrain that runs each trial ("" = this program)
 };
 
-// Runs (or continues) the sweep. Returns the exit code: 0 = finished, 3 = stopped by a signal with
-// its trials saved (run the same command to continue), 1 = max_failures reached. Throws ConfigError
+// Runs (or continues) the sweep. Returns the exit code: 0 = finished, 3 = stopped by a signal or
+// its time limit with its trials saved (run the same command to continue), 1 = max_failures reached. Throws ConfigError
 // for a bad sweep file, or a directory holding another sweep.
 int run_sweep(const SweepRunOptions& o, const std::map<std::string, std::string>& env);
 
