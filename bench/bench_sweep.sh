@@ -4,7 +4,7 @@
 # every rung it reaches and resumed for the next; then each trial run alone, straight to the step it
 # reached, RANKS at a time. Prints the rank-seconds of both, the pauses' share of the sweep ((sweep -
 # alone) / sweep; target <= 3%), and the sweep's own count of its runs' time outside training steps.
-# Usage: bench/bench_sweep.sh [build-dir]   (STEPS default 243, SIZE small|tiny, RANKS default 2)
+# Usage: bench/bench_sweep.sh [build-dir]   (STEPS default 243, SIZE medium|small|tiny, RANKS default 2)
 set -euo pipefail
 BUILD=$(realpath "${1:-build}")
 STEPS=${STEPS:-243}
@@ -14,9 +14,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 case $SIZE in
+  medium) layers=6 width=256 seq=128 batch=16 ;;
   small) layers=4 width=128 seq=64 batch=16 ;;
   tiny) layers=1 width=16 seq=16 batch=8 ;;
-  *) echo "bench_sweep.sh: SIZE must be small or tiny" >&2; exit 2 ;;
+  *) echo "bench_sweep.sh: SIZE must be medium, small or tiny" >&2; exit 2 ;;
 esac
 cat > "$work/sweep.toml" <<TOML
 [model]

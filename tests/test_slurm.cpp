@@ -144,6 +144,31 @@ std::string slurm_out(const std::string& run_dir) {
 
 }  // namespace
 
+// Results a sweep's ledger holds (0 without one).
+int64_t sweep_results(const std::string& dir) {
+  const auto j = nlohmann::json::parse(test::read_file(dir + "/sweep.json"), nullptr, false);
+  int64_t n = 0;
+  if (!j.is_object()) return 0;
+  for (const auto& t : j["trials"])
+    for (const auto& r : t["results"]) n += !r.is_null();
+  return n;
+}
+
+// Sends USR1 to stage `stage`'s batch shell once it runs and its sweep's ledger holds `results`.
+bool signal_sweep_stage_at(const std::string& run_dir, int stage, int64_t results, int timeout_s) {
+  const auto t0 = Clock::now();
+  while (Clock::now() - t0 < std::chrono::seconds(timeout_s)) {
+    const auto c = chain(run_dir);
+    if (c.is_object() && c.contains("stages") && c["stages"].size() >= static_cast<size_t>(stage)) {
+      const std::string job = c["stages"][stage - 1].value("job", "");
+      if (!job.empty() && job_state(job) == "RUNNING" && sweep_results(run_dir) >= results)
+        return test::run_command("scancel --batch --signal=USR1 " + job).exit_code == 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 // Three stages on 3, 4 and 1 GPUs, each ended by USR1 to the batch shell (what the time-limit lead
 // sends), resume to the same final loss as one unstaged run. The first stage's 3 GPUs split the
 // batch of 16 as 6, 5, 5 (issue 25: every count the scheduler grants is usable).
@@ -714,4 +739,47 @@ TEST(SlurmSubmit, BitwiseChainOverChangingGpuCountsEqualsTheUnstagedRun) {
   const std::string a = tensor_bytes(dir.file("ref.safetensors")), b = tensor_bytes(dir.file("run.safetensors"));
   EXPECT_GT(a.size(), 100000u);
   EXPECT_TRUE(a == b) << "the final weights differ";
+}
+
+// A 27-trial ASHA chained over 3 stages on 2, 4 and 1 GPUs (issue 52): each stage runs as much of the
+// search as it is given, ended by USR1 to its batch shell (what the time limit's lead sends) once its
+// ledger holds more results; the chain completes with the same trials, promotions, best trial and
+// bitwise-equal metrics as the sweep run at once on 2 ranks.
+TEST(SlurmSubmit, SweepChainedOverTwoFourOneGpusEqualsTheUninterruptedSweep) {
+  test::TempDir dir;
+  test::write_file(dir.file("sweep.toml"),
+                   "[model]\nname = \"gpt\"\nn_layer = 1\nn_embd = 16\nn_head = 2\nseq_len = 16\n"
+                   "[data]\nkind = \"text_bytes\"\npath = \"/usr/share/common-licenses/GPL-3\"\neval_fraction = 0.1\n"
+                   "[train]\nglobal_batch = 8\nsteps = 27\neval_batches = 2\nthreads = 1\nreproducible = \"bitwise\"\n"
+                   "[log]\nprogress = \"none\"\n[checkpoint]\ninterval = 0\n"
+                   "[search]\nmethod = \"asha\"\ntrials = 27\neta = 3\nmin_steps = 1\nseed = 5\n[search.space]\n"
+                   "\"optimizer.learning_rate\" = { log_uniform = [1e-3, 3e-1] }\n");
+  const auto ref = test::run_command(
+      gtrain_cmd("sweep " + dir.file("sweep.toml") + " --dir " + dir.file("ref") + " --ranks 2 --quiet"));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const std::string run = dir.file("chained");
+  auto r = submit(dir.file("sweep.toml"), run, "--sweep --stages 3 --gpus 2,4,1 --time 00:03:00");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(test::read_file(run + "/stage-1.sbatch").find("\"$GTRAIN\" sweep \"$CONFIG\" --dir \"$RUN_DIR\""),
+            std::string::npos);
+  ASSERT_TRUE(signal_sweep_stage_at(run, 1, 8, 180)) << slurm_out(run);
+  ASSERT_TRUE(signal_sweep_stage_at(run, 2, 24, 180)) << slurm_out(run);
+  const auto c = wait_chain(run, 240);
+  ASSERT_EQ(c.value("state", ""), "completed") << c.dump(2) << slurm_out(run);
+  EXPECT_EQ(c["stages"][0].value("state", ""), "resumable");
+  EXPECT_EQ(c["stages"][1].value("state", ""), "resumable");
+  // Stage 2 ran its trials on its 4 GPUs (each trial sees one: CUDA_VISIBLE_DEVICES).
+  EXPECT_NE(slurm_out(run).find("on GPU 3"), std::string::npos) << slurm_out(run);
+  const auto la = nlohmann::json::parse(test::read_file(dir.file("ref/sweep.json")));
+  const auto lb = nlohmann::json::parse(test::read_file(run + "/sweep.json"));
+  ASSERT_EQ(lb["trials"].size(), 27u);
+  for (size_t i = 0; i < 27; ++i) {
+    EXPECT_EQ(la["trials"][i]["results"], lb["trials"][i]["results"]) << i;
+    EXPECT_EQ(la["trials"][i]["state"], lb["trials"][i]["state"]) << i;
+  }
+  EXPECT_EQ(la["best"], lb["best"]);
+  EXPECT_TRUE(lb["finished"].get<bool>());
+  const auto status = test::run_command(gtrain_cmd("status " + shell_quote(run)));
+  EXPECT_NE(status.output.find("chain      slurm, completed"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find("state   finished"), std::string::npos) << status.output;
 }

@@ -55,6 +55,7 @@ Command add_status(CLI::App& app) {
   c.run = [st] {
     if (is_sweep_dir(st->dir)) {
       print_sweep_status(st->dir, st->json, std::cout);
+      if (!st->json && chain_exists(st->dir)) print_chain_status(st->dir, system_command_runner(), std::cout);
       return 0;
     }
     const int rc = status_command(st->dir, st->json);
@@ -110,6 +111,9 @@ Command add_submit(CLI::App& app) {
   cmd->add_option("--run-dir", submit->run_dir, "Run directory (default <log.root>/<log.name>)");
   cmd->add_option("--scheduler", submit->scheduler, "slurm or pbs");
   cmd->add_flag("--dry-run", submit->dry_run, "Write the scripts and print the commands; submit nothing");
+  cmd->add_flag("--sweep", submit->sweep,
+                "The config is a sweep file: each stage runs as much of gtrain sweep as it is given, its "
+                "trials saved at the stop; the run directory is the sweep's");
   cmd->add_flag("--force", submit->force,
                 "Passed on to gtrain run: train even when a finished run beside this one has its identity");
   cmd->add_option("--stages", submit->stages, "auto (one more stage while resumable) or a fixed number");

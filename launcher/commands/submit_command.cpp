@@ -1,5 +1,6 @@
 // submit_command.cpp: `gtrain submit` and `gtrain cancel`.
 #include "launcher/commands/submit_command.h"
+#include "launcher/sweep/search_space.h"
 
 #include "launcher/base/text_util.h"
 
@@ -94,6 +95,7 @@ std::string resubmit_line(const SubmitOptions& o, int gpus, int nodes) {
   for (const auto& a : o.sbatch_args) line += " --sbatch-arg " + shell_quote(a);
   if (o.signal_lead_s > 0) line += " --signal-lead " + std::to_string(o.signal_lead_s);
   if (o.launcher != "mpirun") line += " --launcher " + o.launcher;
+  if (o.sweep) line += " --sweep";
   if (o.cpus_per_gpu > 0) line += " --cpus-per-gpu " + std::to_string(o.cpus_per_gpu);
   return line;
 }
@@ -185,6 +187,10 @@ int validate_submit_options(const SubmitOptions& o) {
   const SchedulerBackend& backend = submit_backend(o);
   if (o.launcher != "mpirun" && o.launcher != "srun")
     throw ConfigError("--launcher '" + o.launcher + "': expected mpirun or srun");
+  if (o.sweep && o.launcher == "srun") {
+    throw ConfigError("--sweep with --launcher srun: a sweep starts each trial's ranks itself",
+                      "leave --launcher at mpirun for a sweep");
+  }
   backend.check_qos(o.qos);
   if (o.cpus_per_gpu < 0 || o.cpus_per_gpu > 1024)
     throw ConfigError("--cpus-per-gpu " + std::to_string(o.cpus_per_gpu) + ": expected 0 (the site's default) to 1024");
@@ -417,7 +423,8 @@ void write_stage_scripts(const SubmitOptions& o, const std::vector<StagePlan>& p
     b.run_dir = w.run_dir;
     b.work_dir = work_dir;
     for (const auto& s : o.sets) b.run_args.insert(b.run_args.end(), {"--set", s});
-    if (o.force) b.run_args.push_back("--force");
+    if (o.force && !o.sweep) b.run_args.push_back("--force");
+    b.sweep = o.sweep;
     if (!backend.signals_before_limit()) b.run_time_limit_s = w.run_time_limit;
     b.index = first_index + static_cast<int>(i);
     b.gpus = plans[i].gpus;
@@ -702,6 +709,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   const int stages = validate_submit_options(o);
   const SchedulerBackend& backend = submit_backend(o);
   const JobConfig cfg = load_job_config(o.config_path, o.sets, env);
+  if (o.sweep) load_sweep_file(o.config_path, o.sets, env);  // its [search] read now, not in stage 1
   const std::vector<Window> windows = submit_windows(cfg);
   const std::string run_dir = fs::absolute(resolve_run_dir(cfg, o.config_path, o.run_dir)).lexically_normal().string();
   // chain.json changes under its lock from here (a stage of an earlier chain may report meanwhile).

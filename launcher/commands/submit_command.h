@@ -42,6 +42,7 @@ struct SubmitOptions {
   int cpus_per_gpu = 0;                  // CPU cores requested per GPU (0 = the site's default)
   std::string gtrain;                    // executable path ("" = this one)
   double now_unix = 0;                   // when the chain is planned from (0 = the clock; tests fix it)
+  bool sweep = false;                    // --sweep: the config is a sweep file; each stage runs gtrain sweep
 };
 
 // One planned stage, before scripts exist.

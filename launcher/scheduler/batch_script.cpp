@@ -79,6 +79,10 @@ std::string script_body(const BatchStage& s, const std::string& scheduler, const
     b << "srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=\"${SLURM_NTASKS:-" << s.gpus << "}\""
       << " \"$GTRAIN\" run \"$CONFIG\" --run-dir \"$RUN_DIR\" "
       << "${RUN_ARGS[@]+\"${RUN_ARGS[@]}\"} &\n";
+  } else if (s.sweep) {
+    // A sweep stage: as much of the search as the stage allows on the granted GPUs, its running
+    // trials saved and paused at the stop request; the next stage continues it.
+    b << "\"$GTRAIN\" sweep \"$CONFIG\" --dir \"$RUN_DIR\" ${RUN_ARGS[@]+\"${RUN_ARGS[@]}\"} &\n";
   } else {
     b << "\"$GTRAIN\" run \"$CONFIG\" --run-dir \"$RUN_DIR\" ${RUN_ARGS[@]+\"${RUN_ARGS[@]}\"} &\n";
   }

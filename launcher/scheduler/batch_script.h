@@ -27,6 +27,7 @@ struct BatchStage {
   std::vector<std::string> extra_directives;  // --sbatch-arg values, one directive each
   std::string launcher = "mpirun";            // mpirun (gtrain starts it) or srun
   int cpus_per_gpu = 0;                       // CPU cores per GPU (0 = not requested: the site's default)
+  bool sweep = false;                         // `gtrain sweep CONFIG --dir RUN_DIR` instead of `gtrain run`
 };
 
 // Quotes `s` for bash: the result expands to exactly `s` (spaces, quotes, $, backticks, newlines).

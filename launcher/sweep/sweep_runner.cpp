@@ -403,6 +403,11 @@ std::string sweep_directory(const SweepRunOptions& o, const std::map<std::string
 }
 
 int run_sweep(const SweepRunOptions& o, const std::map<std::string, std::string>& env) {
+  // Stop requests are kept from the first moment (a batch script's USR1 may come while the file is read).
+  g_stop_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = note_stop_signal;
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::sigaction(sig, &sa, nullptr);
   SweepFile f = load_sweep_file(o.sweep_file, o.sets, env);
   const std::string dir = sweep_directory(o, env);
   std::error_code ec;
@@ -415,10 +420,6 @@ int run_sweep(const SweepRunOptions& o, const std::map<std::string, std::string>
   Pool pool = make_pool(o, f, env);
   SweepRunOptions opts = o;
   if (opts.executable.empty()) opts.executable = fs::read_symlink("/proc/self/exe").string();
-  struct sigaction sa {};
-  sa.sa_handler = note_stop_signal;
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::sigaction(sig, &sa, nullptr);
-  g_stop_signal = 0;
   SweepLoop loop(opts, std::move(f), dir, pool, have ? std::move(*have) : std::move(fresh));
   if (o.time_limit_s > 0) loop.set_deadline(unix_now_s() + o.time_limit_s);
   return loop.run();
