@@ -73,7 +73,7 @@ run_alone() {
   "$BUILD/gtrain" run "$work/sweep.toml" --run-dir "$work/alone/$name" --quiet --force --ranks 1 $* \
     --set train.steps="$last" --set schedule.stop_at_step="$stop" > "$work/alone-$name.log" 2>&1 || [[ $? == 3 ]]
   b=$(date +%s.%N)
-  echo "$name $(echo "$b - $a" | bc)" >> "$work/alone-times.txt"
+  echo "$name $a $b" >> "$work/alone-times.txt"
 }
 while read -r name reached last sets; do
   while (($(jobs -rp | wc -l) >= RANKS)); do sleep 0.05; done
@@ -84,7 +84,7 @@ alone_end=$(date +%s.%N)
 /usr/bin/python3 - "$work/sweep/sweep.json" "$work/alone-times.txt" "$t0" "$t1" "$alone_start" "$alone_end" <<'PY'
 import json, sys
 l = json.load(open(sys.argv[1]))
-alone = sum(float(line.split()[1]) for line in open(sys.argv[2]))
+alone = sum(float(line.split()[2]) - float(line.split()[1]) for line in open(sys.argv[2]))
 sweep = sum(t["rank_seconds"] for t in l["trials"])
 outside = sum(t["pause_rank_seconds"] for t in l["trials"])
 runs = sum(t["runs"] for t in l["trials"])

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -117,21 +118,26 @@ std::vector<nlohmann::json> ledger(const std::string& run_dir) {
   return out;
 }
 
-// Sends USR1 to stage `stage`'s batch shell, as --signal=B:USR1 does, once it runs and training
-// has passed `at_step`.
-bool signal_stage_at(const std::string& run_dir, int stage, int at_step, int timeout_s) {
+// Sends USR1 to stage `stage`'s batch shell, as --signal=B:USR1 does, once it runs and `ready()`.
+bool signal_stage_when(const std::string& run_dir, int stage, const std::function<bool()>& ready, int timeout_s) {
   const auto t0 = Clock::now();
   while (Clock::now() - t0 < std::chrono::seconds(timeout_s)) {
     const auto c = chain(run_dir);
     if (c.is_object() && c.contains("stages") && c["stages"].size() >= static_cast<size_t>(stage)) {
       const std::string job = c["stages"][stage - 1].value("job", "");
-      if (!job.empty() && job_state(job) == "RUNNING" && test::last_train_step(run_dir + "/metrics.jsonl") >= at_step) {
+      if (!job.empty() && job_state(job) == "RUNNING" && ready()) {
         return test::run_command("scancel --batch --signal=USR1 " + job).exit_code == 0;
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
+}
+
+// Once training has passed `at_step`.
+bool signal_stage_at(const std::string& run_dir, int stage, int at_step, int timeout_s) {
+  return signal_stage_when(
+      run_dir, stage, [&] { return test::last_train_step(run_dir + "/metrics.jsonl") >= at_step; }, timeout_s);
 }
 
 std::string slurm_out(const std::string& run_dir) {
@@ -154,19 +160,10 @@ int64_t sweep_results(const std::string& dir) {
   return n;
 }
 
-// Sends USR1 to stage `stage`'s batch shell once it runs and its sweep's ledger holds `results`.
+// Once its sweep's ledger holds `results`.
 bool signal_sweep_stage_at(const std::string& run_dir, int stage, int64_t results, int timeout_s) {
-  const auto t0 = Clock::now();
-  while (Clock::now() - t0 < std::chrono::seconds(timeout_s)) {
-    const auto c = chain(run_dir);
-    if (c.is_object() && c.contains("stages") && c["stages"].size() >= static_cast<size_t>(stage)) {
-      const std::string job = c["stages"][stage - 1].value("job", "");
-      if (!job.empty() && job_state(job) == "RUNNING" && sweep_results(run_dir) >= results)
-        return test::run_command("scancel --batch --signal=USR1 " + job).exit_code == 0;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
+  return signal_stage_when(
+      run_dir, stage, [&] { return sweep_results(run_dir) >= results; }, timeout_s);
 }
 
 // Three stages on 3, 4 and 1 GPUs, each ended by USR1 to the batch shell (what the time-limit lead

@@ -13,6 +13,7 @@
 #include "launcher/sweep/asha.h"
 #include "launcher/sweep/search_space.h"
 #include "launcher/sweep/sweep_ledger.h"
+#include "launcher/sweep/sweep_runner.h"
 #include "runtime/core/errors.h"
 #include "tests/support/test_util.h"
 
@@ -229,6 +230,15 @@ TEST(SweepAsha, FailedTrialsRankLastAndTheSearchFinishes) {
     EXPECT_FALSE(got.count({promoted, 2}));
     EXPECT_NE(best, promoted);
   }
+}
+
+// sweep.gpus_per_trial = 0: the fewest of 1, 2, 4, ... ranks the planner fits, up to the pool.
+TEST(SweepPool, TrialsTakeTheFewestRanksThatFit) {
+  EXPECT_EQ(ranks_per_trial(0, 8, [](int64_t n) { return n >= 3; }), 4);
+  EXPECT_EQ(ranks_per_trial(0, 8, [](int64_t) { return true; }), 1);
+  EXPECT_EQ(ranks_per_trial(0, 2, [](int64_t n) { return n >= 3; }), 0);  // nothing in the pool fits
+  EXPECT_EQ(ranks_per_trial(2, 8, [](int64_t) { return false; }), 2);     // given: taken as it is
+  EXPECT_EQ(ranks_per_trial(0, 8, nullptr), 1);
 }
 
 TEST(SweepLedgerFile, RoundTripsAndRefusesAnotherFile) {

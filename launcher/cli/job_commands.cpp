@@ -71,7 +71,8 @@ Command add_report(CLI::App& app) {
   c.app = app.add_subcommand("report",
                              "What a run used and what it needs: curves, timeline, where the time went, GPU-hours "
                              "and cost, a resource request and advice (one self-contained HTML file, or Markdown).");
-  c.app->add_option("run_dir", o->run_dir, "Run directory")->required();
+  c.app->add_option("run_dir", o->run_dir, "Run directory, or sweep directory (its trials, curves and best job)")
+      ->required();
   c.app->add_option("-o,--output", o->output, "Output file (default <run dir>/report.html; - = stdout)");
   c.app->add_option("--format", o->format, "html, md or json (default: from the output's extension, else html)")
       ->check(CLI::IsMember({"html", "md", "markdown", "json"}));

@@ -2,6 +2,8 @@
 // for its what-if table over device counts, calibrates it with the step time the run measured,
 // and writes the report (report_html.cpp, report_markdown.cpp, report.cpp).
 #include "launcher/commands/report_command.h"
+#include "launcher/commands/sweep_command.h"
+#include "launcher/sweep/sweep_report.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -157,8 +159,43 @@ std::string format_of(const ReportOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// Writes `text` to `path` through a temporary file (a reader never sees half a report).
+void write_report_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) throw ConfigError(path + ": cannot write the report", "check that its directory exists and is writable");
+  }
+  fs::rename(tmp, path);
+}
+
+// A sweep directory's report (launcher/sweep/sweep_report.h): report.<format> beside sweep.json.
+int sweep_report(const ReportOptions& o, const std::string& format) {
+  const auto l = read_sweep_ledger(o.run_dir);
+  const std::string best = best_trial_toml(o.run_dir, {});
+  const std::string text = format == "html" ? render_sweep_html(*l, o.run_dir, best)
+                           : format == "md" ? render_sweep_markdown(*l, o.run_dir, best)
+                                            : l->to_json().dump(2) + "\n";
+  if (o.output == "-") {
+    std::cout << text;
+    return kExitOk;
+  }
+  const std::string path = o.output.empty() ? (fs::path(o.run_dir) / ("report." + format)).string() : o.output;
+  write_report_file(path, text);
+  std::printf("gtrain report: %s (sweep of %zu trials, %s)\n", path.c_str(), l->trials.size(),
+              l->finished ? "finished" : "not finished");
+  return kExitOk;
+}
+
+}  // namespace
+
 int run_report_command(const ReportOptions& o, const std::map<std::string, std::string>& env) {
   const std::string format = format_of(o);
+  if (is_sweep_dir(o.run_dir)) return sweep_report(o, format);
   Report r;
   r.made_at = unix_now();
   r.h = read_run_history(o.run_dir, r.made_at);
@@ -201,14 +238,7 @@ int run_report_command(const ReportOptions& o, const std::map<std::string, std::
   // The default: report.html beside the run's files (report.md, report.json for the other formats).
   const std::string page = RunDir(o.run_dir).path(RunFile::report);
   const std::string path = o.output.empty() ? fs::path(page).replace_extension("." + format).string() : o.output;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) throw ConfigError(path + ": cannot write the report", "check that its directory exists and is writable");
-  }
-  fs::rename(tmp, path);
+  write_report_file(path, text);
   std::printf("gtrain report: %s (%s, %zu stages, step %lld / %lld, goodput %s, %s %s-hours)\n", path.c_str(),
               r.h.state.c_str(), r.h.stages.size(), (long long)r.h.done, (long long)r.h.total_steps,
               report_text::percent(r.h.goodput).c_str(), report_text::hours(r.h.unit_hours).c_str(), r.unit().c_str());

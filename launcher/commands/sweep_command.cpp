@@ -41,11 +41,26 @@ std::string best_trial_toml(const std::string& sweep_dir, const std::vector<std:
   return out + to_toml(job);
 }
 
+namespace {
+
+// Whether the planner finds a layout for the sweep file's job on N ranks (GPUs) here.
+std::function<bool(int64_t)> plan_fits(const std::string& file, const std::vector<std::string>& sets,
+                                       const std::map<std::string, std::string>& env) {
+  return [file, sets, env](int64_t n) {
+    PlanOptions po;
+    po.config_path = file, po.sets = sets, po.ranks = static_cast<int>(n), po.runnable = true;
+    return plan_config(po, env).has_value();
+  };
+}
+
+}  // namespace
+
 void print_sweep_preview(const SweepCommandOptions& o, std::ostream& out) {
   const auto env = process_environment();
   const SweepFile f = load_sweep_file(o.file, o.sets, env);
   const SweepLedger l = new_ledger(f);
-  const int64_t per_trial = std::max<int64_t>(1, f.sweep.gpus_per_trial);
+  const int64_t per_trial = std::max<int64_t>(
+      1, ranks_per_trial(f.sweep.gpus_per_trial, std::max<int64_t>(1, o.ranks), plan_fits(o.file, o.sets, env)));
   const int64_t pool = std::max<int64_t>(o.ranks, per_trial);
   const int64_t slots = std::max<int64_t>(1, pool / per_trial * f.sweep.trials_per_gpu);
   out << "sweep preview: " << o.file << "  (" << l.method << ", " << l.trials.size() << " trials"
@@ -165,6 +180,7 @@ int sweep_command(const SweepCommandOptions& o) {
   SweepRunOptions r;
   r.sweep_file = o.file, r.dir = o.dir, r.sets = o.sets, r.ranks = o.ranks, r.quiet = o.quiet;
   if (!o.time_limit.empty()) r.time_limit_s = parse_duration(o.time_limit, "--time-limit");
+  r.fits = plan_fits(o.file, o.sets, env);
   const std::string dir = sweep_directory(r, env);
   if (o.preview) {
     print_sweep_preview(o, std::cout);

@@ -67,7 +67,12 @@ Pool make_pool(const SweepRunOptions& o, const SweepFile& f, const std::map<std:
     throw ConfigError("--ranks " + std::to_string(p.units) + ": this machine grants " +
                       std::to_string(p.devices.size()) + " GPUs");
   }
-  p.per_trial = std::max<int64_t>(1, f.sweep.gpus_per_trial);
+  p.per_trial = ranks_per_trial(f.sweep.gpus_per_trial, p.units, o.fits);
+  if (p.per_trial == 0) {
+    throw ConfigError(f.path + ": no layout of the job fits on up to the " + std::to_string(p.units) +
+                          " ranks (GPUs) of the pool, so no trial can run",
+                      "gtrain plan " + f.path + " says why; give the sweep more GPUs, or make the job smaller");
+  }
   if (p.per_trial > p.units) {
     throw ConfigError(f.path + ": sweep.gpus_per_trial = " + std::to_string(p.per_trial) + " exceeds the " +
                           std::to_string(p.units) + " ranks of the pool",
@@ -396,6 +401,15 @@ void check_same_sweep(const SweepLedger& have, const SweepLedger& fresh, const s
 }
 
 }  // namespace
+
+int64_t ranks_per_trial(int64_t gpus_per_trial, int64_t pool, const std::function<bool(int64_t)>& fits) {
+  if (gpus_per_trial > 0) return gpus_per_trial;
+  if (!fits) return 1;
+  for (int64_t n = 1; n <= std::max<int64_t>(1, pool); n *= 2) {
+    if (fits(n)) return n;
+  }
+  return 0;
+}
 
 std::string sweep_directory(const SweepRunOptions& o, const std::map<std::string, std::string>& env) {
   if (!o.dir.empty()) return o.dir;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,7 +21,14 @@ struct SweepRunOptions {
   bool quiet = false;             // --quiet: only errors and the final line
   double time_limit_s = 0;        // --time-limit: the sweep ends by then, its trials saved (0 = none)
   std::string executable;         // the gtrain that runs each trial ("" = this program)
+  // Whether the job's planner finds a layout on N ranks (GPUs): sweep.gpus_per_trial = 0 takes the
+  // fewest N, 1, 2, 4, ..., that fits (unset: 1).
+  std::function<bool(int64_t)> fits;
 };
+
+// The ranks (GPUs) each trial runs on: sweep.gpus_per_trial, else the fewest of 1, 2, 4, ... up to
+// `pool` that `fits` (nullopt-like 0: none fits).
+int64_t ranks_per_trial(int64_t gpus_per_trial, int64_t pool, const std::function<bool(int64_t)>& fits);
 
 // Runs (or continues) the sweep. Returns the exit code: 0 = finished, 3 = stopped by a signal or
 // its time limit with its trials saved (run the same command to continue), 1 = max_failures reached. Throws ConfigError
