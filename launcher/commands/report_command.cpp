@@ -2,8 +2,6 @@
 // for its what-if table over device counts, calibrates it with the step time the run measured,
 // and writes the report (report_html.cpp, report_markdown.cpp, report.cpp).
 #include "launcher/commands/report_command.h"
-#include "launcher/commands/sweep_command.h"
-#include "launcher/sweep/sweep_report.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -18,8 +16,10 @@
 
 #include "launcher/base/program_runner.h"
 #include "launcher/commands/plan_command.h"
+#include "launcher/commands/sweep_command.h"
 #include "launcher/report/report.h"
 #include "launcher/scheduler/scheduler_backend.h"
+#include "launcher/sweep/sweep_report.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
@@ -156,10 +156,6 @@ std::string format_of(const ReportOptions& o) {
     throw ConfigError("--format '" + o.format + "': expected html, md or json");
   return f;
 }
-
-}  // namespace
-
-namespace {
 
 // Writes `text` to `path` through a temporary file (a reader never sees half a report).
 void write_report_file(const std::string& path, const std::string& text) {

@@ -1,6 +1,5 @@
 // submit_command.cpp: `gtrain submit` and `gtrain cancel`.
 #include "launcher/commands/submit_command.h"
-#include "launcher/sweep/search_space.h"
 
 #include "launcher/base/text_util.h"
 
@@ -25,6 +24,7 @@
 #include "launcher/commands/plan_command.h"
 #include "launcher/launch/run_launch.h"
 #include "launcher/scheduler/scheduler_limits.h"
+#include "launcher/sweep/search_space.h"
 #include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/data_paths.h"

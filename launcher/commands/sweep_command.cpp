@@ -29,10 +29,7 @@ std::string best_trial_toml(const std::string& sweep_dir, const std::vector<std:
     with.push_back(set_argument(k, v));
     values += (values.empty() ? "" : ", ") + k + " = " + v.dump();
   }
-  int64_t rung = -1;
-  for (size_t k = 0; k < t.results.size(); ++k) {
-    if (t.results[k]) rung = static_cast<int64_t>(k);
-  }
+  const int64_t rung = t.reached_rung();
   const JobConfig job = load_job_config(l->sweep_file, with, process_environment());
   std::string out = "# gtrain sweep " + sweep_dir + ": best trial " + t.name() + " (" + values + "), " + l->metric +
                     " " + strf("%.6g", *t.results[static_cast<size_t>(rung)]) + " at step " +
@@ -109,68 +106,45 @@ bool is_sweep_dir(const std::string& dir) {
   return fs::exists(sweep_ledger_path(dir), ec);
 }
 
-namespace {
-
-// The rung a trial has reached (-1 = none) and its result there.
-std::pair<int64_t, std::optional<double>> reached(const TrialRecord& t) {
-  std::pair<int64_t, std::optional<double>> r{-1, std::nullopt};
-  for (size_t k = 0; k < t.results.size(); ++k) {
-    if (t.results[k]) r = {static_cast<int64_t>(k), t.results[k]};
-  }
-  return r;
-}
-
-}  // namespace
-
 void print_sweep_status(const std::string& dir, bool json, std::ostream& out) {
   const auto l = read_sweep_ledger(dir);
   if (!l) throw ConfigError(dir + ": no sweep ledger (sweep.json)", "give gtrain status a sweep or run directory");
-  std::map<std::string, int64_t> counts;
-  double rank_s = 0, outside_s = 0;
-  for (const auto& t : l->trials) {
-    ++counts[name_of(t.state)];
-    rank_s += t.rank_seconds, outside_s += t.pause_rank_seconds;
-  }
+  const SweepLedger::Totals tot = l->totals();
   if (json) {
     nlohmann::json j = l->to_json();
-    j["counts"] = counts;
-    j["rank_hours"] = rank_s / 3600.0;
-    j["outside_steps_rank_hours"] = outside_s / 3600.0;
+    j["counts"] = tot.counts;
+    j["rank_hours"] = tot.rank_s / 3600.0;
+    j["outside_steps_rank_hours"] = tot.outside_s / 3600.0;
     out << j.dump(2) << std::endl;
     return;
   }
-  std::string rungs, sizes;
-  for (const auto& r : l->rungs) {
-    rungs += (rungs.empty() ? "" : "/") + std::to_string(r.steps);
-    sizes += (sizes.empty() ? "" : ", ") + std::to_string(r.size);
-  }
   out << "sweep   " << dir << "  (" << l->method << ", " << l->metric << " " << l->mode << ", " << l->trials.size()
-      << " trials; rungs " << rungs << " steps holding " << sizes << ")\n";
+      << " trials; rungs " << l->rungs_text() << ")\n";
   out << "state   "
       << (l->finished               ? "finished"
           : !l->stop_reason.empty() ? "stopped: " + l->stop_reason
                                     : "not finished (run gtrain sweep again to continue)")
       << "\ntrials  ";
   for (const char* s : {"done", "stopped", "failed", "running", "paused", "pending"})
-    out << counts[s] << " " << s << (std::string(s) == "pending" ? "" : ", ");
+    out << tot.counts.at(s) << " " << s << (std::string(s) == "pending" ? "" : ", ");
   out << "; " << l->promotions.size() << " promotions\n";
-  out << "cost    " << strf("%.4g", rank_s / 3600.0) << " rank-hours (GPU-hours with GPUs), "
-      << strf("%.0f%%", rank_s > 0 ? 100.0 * outside_s / rank_s : 0.0)
+  out << "cost    " << strf("%.4g", tot.rank_s / 3600.0) << " rank-hours (GPU-hours with GPUs), "
+      << strf("%.0f%%", tot.rank_s > 0 ? 100.0 * tot.outside_s / tot.rank_s : 0.0)
       << " of it outside training steps (start-up, resume, rung evaluations and saves)\n";
   if (l->best >= 0) {
     const auto& b = l->trials[static_cast<size_t>(l->best)];
-    const auto [k, v] = reached(b);
-    out << "best    " << b.name() << ": " << l->metric << " " << strf("%.6g", *v) << " at step "
+    const int64_t k = b.reached_rung();
+    out << "best    " << b.name() << ": " << l->metric << " " << b.reached_result() << " at step "
         << l->rungs[static_cast<size_t>(k)].steps << " (gtrain sweep ... --best prints its config)\n";
   }
   out << "\ntrial  state    rung  steps  " << strf("%-11s", l->metric.c_str()) << " runs  rank-s  values\n";
   for (const auto& t : l->trials) {
-    const auto [k, v] = reached(t);
+    const int64_t k = t.reached_rung();
     std::string values;
     for (const auto& [key, val] : t.params) values += (values.empty() ? "" : ", ") + key + "=" + val.dump();
     out << strf("%-6s %-8s %-5s %-6lld %-11s %-5lld %-7.1f ", t.name().c_str(), name_of(t.state),
-                k < 0 ? "-" : std::to_string(k).c_str(), static_cast<long long>(t.steps),
-                v ? strf("%.6g", *v).c_str() : "-", static_cast<long long>(t.runs), t.rank_seconds)
+                k < 0 ? "-" : std::to_string(k).c_str(), static_cast<long long>(t.steps), t.reached_result().c_str(),
+                static_cast<long long>(t.runs), t.rank_seconds)
         << values << (t.failure.empty() ? "" : "  (" + t.failure + ")") << "\n";
   }
 }
@@ -201,13 +175,10 @@ int sweep_command(const SweepCommandOptions& o) {
   if (!best.empty()) {
     std::ofstream((fs::path(dir) / "best.toml").string()) << best;
   }
-  int64_t done = 0, stopped = 0, failed = 0;
-  for (const auto& t : l->trials) {
-    done += t.state == TrialState::done, stopped += t.state == TrialState::stopped,
-        failed += t.state == TrialState::failed;
-  }
-  std::cout << "gtrain sweep: " << dir << ": " << l->trials.size() << " trials, " << done << " done, " << stopped
-            << " stopped early, " << failed << " failed, " << l->promotions.size() << " promotions";
+  const auto counts = l->totals().counts;
+  std::cout << "gtrain sweep: " << dir << ": " << l->trials.size() << " trials, " << counts.at("done") << " done, "
+            << counts.at("stopped") << " stopped early, " << counts.at("failed") << " failed, " << l->promotions.size()
+            << " promotions";
   if (l->best >= 0) std::cout << "; best " << l->trials[static_cast<size_t>(l->best)].name() << " (best.toml)";
   std::cout << (code == kExitResumable ? "; paused: run the same command to continue" : "") << std::endl;
   return code;

@@ -12,14 +12,6 @@ bool ranks_before(double a, int64_t ia, double b, int64_t ib, bool min) {
   return ia < ib;
 }
 
-int64_t reached(const TrialResults& t) {
-  int64_t k = -1;
-  for (size_t i = 0; i < t.result.size(); ++i) {
-    if (t.result[i]) k = static_cast<int64_t>(i);
-  }
-  return k;
-}
-
 // Per rung: results reported there (successes and failures on the way to it), and successes.
 struct RungCounts {
   std::vector<int64_t> reported, succeeded;
@@ -57,6 +49,14 @@ std::vector<int64_t> expected(const std::vector<Rung>& rungs, const RungCounts& 
 
 }  // namespace
 
+int64_t highest_rung(const std::vector<std::optional<double>>& results) {
+  int64_t k = -1;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i]) k = static_cast<int64_t>(i);
+  }
+  return k;
+}
+
 std::vector<Rung> make_rungs(bool asha, int64_t trials, int64_t eta, int64_t min_steps, int64_t max_steps) {
   std::vector<Rung> out;
   if (!asha) return {{max_steps, trials}};
@@ -82,7 +82,7 @@ SearchDecisions decide(const std::vector<Rung>& rungs, const std::vector<TrialRe
   d.finished = true;
   for (size_t i = 0; i < trials.size(); ++i) {
     const TrialResults& t = trials[i];
-    const int64_t k = reached(t);
+    const int64_t k = highest_rung(t.result);
     d.rung[i] = k;
     TrialFate& f = d.fate[i];
     if (t.failed || k == last) {
@@ -111,7 +111,7 @@ SearchDecisions decide(const std::vector<Rung>& rungs, const std::vector<TrialRe
 int64_t best_trial(const std::vector<TrialResults>& trials, const std::string& mode) {
   const bool min = mode != "max";
   int64_t top = -1;
-  for (const auto& t : trials) top = std::max(top, reached(t));
+  for (const auto& t : trials) top = std::max(top, highest_rung(t.result));
   if (top < 0) return -1;
   int64_t best = -1;
   for (size_t i = 0; i < trials.size(); ++i) {

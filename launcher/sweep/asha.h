@@ -23,6 +23,9 @@ struct Rung {
 // min_steps 0 = max_steps / eta^3 (at least 1). One rung (max_steps, every trial) when `asha` is false.
 std::vector<Rung> make_rungs(bool asha, int64_t trials, int64_t eta, int64_t min_steps, int64_t max_steps);
 
+// The highest rung of `results` (a trial's metric by rung) that holds a result; -1 = none.
+int64_t highest_rung(const std::vector<std::optional<double>>& results);
+
 // A trial's results so far: its metric at each rung it finished (result[k]), or its failure.
 struct TrialResults {
   std::vector<std::optional<double>> result;  // by rung; nullopt = not there yet

@@ -41,13 +41,15 @@ std::pair<double, double> range(const std::string& path, const std::string& key,
   return {number(path, key, *a->get(0)), number(path, key, *a->get(1))};
 }
 
+// The ways a space key is drawn, as [search.space] names them.
+const std::set<std::string> kDimensionKinds = {"choice", "uniform", "log_uniform", "int"};
+
 SearchDimension dimension(const std::string& path, const std::string& key, const toml::table& spec) {
   SearchDimension d;
   d.key = key;
-  static const std::vector<std::string> kinds = {"choice", "uniform", "log_uniform", "int"};
   std::vector<std::string> given;
   for (auto&& [k, v] : spec) given.emplace_back(k.str());
-  if (given.size() != 1 || std::find(kinds.begin(), kinds.end(), given[0]) == kinds.end()) {
+  if (given.size() != 1 || !kDimensionKinds.count(given[0])) {
     throw ConfigError(where(path, spec) + ": search.space." + key +
                       ": expected exactly one of choice = [...], uniform = [a, b], log_uniform = [a, b], int = [a, b]");
   }
@@ -77,14 +79,13 @@ SearchDimension dimension(const std::string& path, const std::string& key, const
 // [search.space]: "a.b" = {...} or nested tables a.b = {...}, flattened to dotted keys.
 void collect_space(const std::string& path, const std::string& prefix, const toml::table& t,
                    std::vector<SearchDimension>& out) {
-  static const std::set<std::string> kinds = {"choice", "uniform", "log_uniform", "int"};
   for (auto&& [k, v] : t) {
     const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     const toml::table* sub = v.as_table();
     if (!sub)
       throw ConfigError(where(path, v) + ": search.space." + key + ": expected a table such as { choice = [...] }");
     bool leaf = false;  // { choice = [...] } and the like; a nested table holds only tables
-    for (auto&& [kk, vv] : *sub) leaf = leaf || kinds.count(std::string(kk.str())) || !vv.is_table();
+    for (auto&& [kk, vv] : *sub) leaf = leaf || kDimensionKinds.count(std::string(kk.str())) || !vv.is_table();
     if (leaf) {
       out.push_back(dimension(path, key, *sub));
     } else {

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "runtime/core/errors.h"
+#include "runtime/core/format.h"
 #include "runtime/core/run_dir/run_files.h"
 
 namespace fs = std::filesystem;
@@ -47,6 +48,11 @@ const char* name_of(TrialState s) {
       return "failed";
   }
   return "?";
+}
+
+std::string TrialRecord::reached_result() const {
+  const int64_t k = reached_rung();
+  return k < 0 ? "-" : strf("%.6g", *results[static_cast<size_t>(k)]);
 }
 
 std::string TrialRecord::name() const {
@@ -142,6 +148,25 @@ std::vector<TrialResults> SweepLedger::results() const {
     out.push_back(std::move(r));
   }
   return out;
+}
+
+SweepLedger::Totals SweepLedger::totals() const {
+  Totals t;
+  for (TrialState s : kStates) t.counts[name_of(s)] = 0;
+  for (const auto& x : trials) {
+    ++t.counts[name_of(x.state)];
+    t.rank_s += x.rank_seconds, t.outside_s += x.pause_rank_seconds;
+  }
+  return t;
+}
+
+std::string SweepLedger::rungs_text() const {
+  std::string steps, sizes;
+  for (const auto& r : rungs) {
+    steps += (steps.empty() ? "" : "/") + std::to_string(r.steps);
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(r.size);
+  }
+  return steps + " steps holding " + sizes;
 }
 
 SweepLedger new_ledger(const SweepFile& f) {

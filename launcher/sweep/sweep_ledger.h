@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,8 @@ struct TrialRecord {
   int64_t runs = 0;                            // `gtrain run` stages it took
   std::string failure;                         // why it failed ("" = it did not)
   std::string name() const;                    // "t007"
+  int64_t reached_rung() const { return highest_rung(results); }  // -1 = no result yet
+  std::string reached_result() const;  // its metric at that rung as tables show it ("%.6g"; "-" = none)
 };
 
 struct Promotion {
@@ -69,6 +72,16 @@ struct SweepLedger {
 
   // The trials' results as asha.h takes them.
   std::vector<TrialResults> results() const;
+
+  // What the sweep's status, report and last line say of it as a whole.
+  struct Totals {
+    std::map<std::string, int64_t> counts;  // trials by state name (every state present, 0 or more)
+    double rank_s = 0;                      // rank-seconds of every trial's runs
+    double outside_s = 0;                   // of them outside training steps (start-up, resume, saves)
+  };
+  Totals totals() const;
+  // "1/3/9/27 steps holding 27, 9, 3, 1": the rungs' lengths and sizes.
+  std::string rungs_text() const;
 };
 
 // A fresh ledger for `f`'s search: its trials (make_trials) all pending.

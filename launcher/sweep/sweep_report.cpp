@@ -15,42 +15,15 @@ namespace {
 
 using report_text::escape_html;
 
-// What the report says of the sweep as a whole.
-struct Summary {
-  std::map<std::string, int64_t> counts;  // trials by state
-  double rank_s = 0, pause_s = 0;         // rank-seconds of all runs, and of them outside training steps
-  std::string state;                      // finished / stopped: why / not finished
-  std::string rungs;                      // "1/3/9/27 steps holding 27, 9, 3, 1"
-};
-
-Summary summarise(const SweepLedger& l) {
-  Summary s;
-  for (const auto& t : l.trials) {
-    ++s.counts[name_of(t.state)];
-    s.rank_s += t.rank_seconds, s.pause_s += t.pause_rank_seconds;
-  }
-  s.state = l.finished ? "finished" : !l.stop_reason.empty() ? "stopped: " + l.stop_reason : "not finished";
-  std::string steps, sizes;
-  for (const auto& r : l.rungs) {
-    steps += (steps.empty() ? "" : "/") + std::to_string(r.steps);
-    sizes += (sizes.empty() ? "" : ", ") + std::to_string(r.size);
-  }
-  s.rungs = steps + " steps holding " + sizes + " trials";
-  return s;
-}
-
 std::string values_of(const TrialRecord& t) {
   std::string v;
   for (const auto& [k, x] : t.params) v += (v.empty() ? "" : ", ") + k + " = " + x.dump();
   return v;
 }
 
-// The metric at the highest rung a trial reached ("-" = none).
-std::string reached_metric(const TrialRecord& t) {
-  for (size_t k = t.results.size(); k-- > 0;) {
-    if (t.results[k]) return strf("%.6g", *t.results[k]);
-  }
-  return "-";
+// "finished", "stopped: why" or "not finished".
+std::string state_of(const SweepLedger& l) {
+  return l.finished ? "finished" : !l.stop_reason.empty() ? "stopped: " + l.stop_reason : "not finished";
 }
 
 // Trial i's colour: spread around the hue circle.
@@ -84,11 +57,10 @@ void trials_table_html(const SweepLedger& l, std::ostream& o) {
     << "<th class=\"l\">values</th></tr>";
   for (size_t i = 0; i < l.trials.size(); ++i) {
     const auto& t = l.trials[i];
-    int64_t rung = -1;
-    for (size_t k = 0; k < t.results.size(); ++k) rung = t.results[k] ? static_cast<int64_t>(k) : rung;
+    const int64_t rung = t.reached_rung();
     o << "<tr" << (static_cast<int64_t>(i) == l.best ? " style=\"font-weight:700\"" : "") << "><td class=\"l\">"
       << t.name() << "</td><td class=\"l\">" << name_of(t.state) << "</td><td>"
-      << (rung < 0 ? "-" : std::to_string(rung)) << "</td><td>" << t.steps << "</td><td>" << reached_metric(t)
+      << (rung < 0 ? "-" : std::to_string(rung)) << "</td><td>" << t.steps << "</td><td>" << t.reached_result()
       << "</td><td>" << t.runs << "</td><td>" << report_text::hours(t.rank_seconds / 3600.0) << "</td><td>"
       << (t.rank_seconds > 0 ? report_text::percent(t.pause_rank_seconds / t.rank_seconds) : "-")
       << "</td><td class=\"l\">" << escape_html(values_of(t))
@@ -100,7 +72,7 @@ void trials_table_html(const SweepLedger& l, std::ostream& o) {
 }  // namespace
 
 std::string render_sweep_html(const SweepLedger& l, const std::string& dir, const std::string& best_toml) {
-  const Summary s = summarise(l);
+  const SweepLedger::Totals s = l.totals();
   std::ostringstream o;
   o << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>gtrain sweep report: " << escape_html(dir)
     << "</title><style>" << html::report_style() << "</style></head><body>";
@@ -109,20 +81,19 @@ std::string render_sweep_html(const SweepLedger& l, const std::string& dir, cons
     o << "<tr><td>" << k << "</td><td>" << v << "</td></tr>";
   };
   kv("search", escape_html(l.method + ", " + l.metric + " " + l.mode + ", " + std::to_string(l.trials.size()) +
-                           " trials; rungs " + s.rungs));
-  kv("state", "<span class=\"state\">" + escape_html(s.state) + "</span>");
+                           " trials; rungs " + l.rungs_text() + " trials"));
+  kv("state", "<span class=\"state\">" + escape_html(state_of(l)) + "</span>");
   std::string counts;
   for (const char* st : {"done", "stopped", "failed", "running", "paused", "pending"}) {
-    const auto it = s.counts.find(st);
-    counts += (counts.empty() ? "" : ", ") + std::to_string(it == s.counts.end() ? 0 : it->second) + " " + st;
+    counts += (counts.empty() ? "" : ", ") + std::to_string(s.counts.at(st)) + " " + st;
   }
   kv("trials", counts + "; " + std::to_string(l.promotions.size()) + " promotions");
   kv("cost", report_text::hours(s.rank_s / 3600.0) + " rank-hours (GPU-hours with GPUs); " +
-                 report_text::percent(s.rank_s > 0 ? s.pause_s / s.rank_s : 0.0) +
+                 report_text::percent(s.rank_s > 0 ? s.outside_s / s.rank_s : 0.0) +
                  " of it outside training steps (start-up, resume, rung evaluations and saves)");
   if (l.best >= 0) {
     const auto& b = l.trials[static_cast<size_t>(l.best)];
-    kv("best", escape_html(b.name() + ": " + l.metric + " " + reached_metric(b) + " (" + values_of(b) + ")"));
+    kv("best", escape_html(b.name() + ": " + l.metric + " " + b.reached_result() + " (" + values_of(b) + ")"));
   }
   o << "</table>";
   auto [metric, loss] = curves(l, dir);
@@ -154,17 +125,17 @@ std::string render_sweep_html(const SweepLedger& l, const std::string& dir, cons
 }
 
 std::string render_sweep_markdown(const SweepLedger& l, const std::string& dir, const std::string& best_toml) {
-  const Summary s = summarise(l);
+  const SweepLedger::Totals s = l.totals();
   std::ostringstream o;
   o << "# gtrain sweep report: " << dir << "\n\n"
     << "- search: " << l.method << ", " << l.metric << " " << l.mode << ", " << l.trials.size() << " trials; rungs "
-    << s.rungs << "\n- state: " << s.state << "\n- promotions: " << l.promotions.size()
+    << l.rungs_text() << " trials\n- state: " << state_of(l) << "\n- promotions: " << l.promotions.size()
     << "\n- cost: " << report_text::hours(s.rank_s / 3600.0) << " rank-hours, "
-    << report_text::percent(s.rank_s > 0 ? s.pause_s / s.rank_s : 0.0) << " outside training steps\n";
+    << report_text::percent(s.rank_s > 0 ? s.outside_s / s.rank_s : 0.0) << " outside training steps\n";
   if (l.best >= 0) o << "- best: " << l.trials[static_cast<size_t>(l.best)].name() << "\n";
   o << "\n| trial | state | steps | " << l.metric << " | runs | rank-hours | values |\n|---|---|---|---|---|---|---|\n";
   for (const auto& t : l.trials) {
-    o << "| " << t.name() << " | " << name_of(t.state) << " | " << t.steps << " | " << reached_metric(t) << " | "
+    o << "| " << t.name() << " | " << name_of(t.state) << " | " << t.steps << " | " << t.reached_result() << " | "
       << t.runs << " | " << report_text::hours(t.rank_seconds / 3600.0) << " | " << values_of(t)
       << (t.failure.empty() ? "" : " (" + t.failure + ")") << " |\n";
   }

@@ -52,7 +52,7 @@ torch::Tensor DecoderLm::trunk(const torch::Tensor& idx) {
 }
 
 torch::Tensor DecoderLm::pipeline_embed(const torch::Tensor& idx) {
-  if (distill_ && !distill_->cached()) distill_ids_ = idx;
+  set_loss_input(idx);
   check_input_length(idx.size(1));
   return embed(idx, 0);
 }
