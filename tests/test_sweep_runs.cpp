@@ -200,7 +200,9 @@ max_gpus = 2
 hours = "20:00-08:00"
 max_gpus = 8
 )"));
-  const auto r = test::run_command(GTRAIN_BINARY + " sweep " + d.file("sweep.toml") + " --preview --ranks 2");
+  // --dir names where a sweep would write: the preview must leave it absent.
+  const auto r = test::run_command(GTRAIN_BINARY + " sweep " + d.file("sweep.toml") + " --preview --ranks 2 --dir " +
+                                   d.file("sweep"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // Rungs 1, 3, 9, 27 steps holding 27, 9, 3, 1 trials: 27 x 1 + 9 x 2 + 3 x 6 + 1 x 18 trial-steps.
   EXPECT_NE(r.output.find("  3     27     1       18          18\n"), std::string::npos) << r.output;
