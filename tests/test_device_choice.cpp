@@ -90,6 +90,25 @@ TEST(DeviceChoice, GrantedIndicesWhenNothingIsHidden) {
   EXPECT_NE(message_of(over).find("3 ranks on this node but 2 GPUs granted"), std::string::npos);
 }
 
+// gtrain run --include node2:2,3 with CUDA_VISIBLE_DEVICES listing node2's whole grant: the ranks
+// take the included GPUs' positions among the visible ones.
+TEST(DeviceChoice, IncludedGpusAreTakenByTheirPositionAmongTheVisible) {
+  auto r0 = gpus(4, 0, 2), r1 = gpus(4, 1, 2);
+  r0.visible_set = r1.visible_set = true;
+  r0.positions = r1.positions = {2, 3};
+  EXPECT_EQ(choose_device(r0).index, 2);
+  EXPECT_EQ(choose_device(r1).index, 3);
+  EXPECT_NE(choose_device(r1).reason.find("included GPU at position 3"), std::string::npos);
+  auto over = gpus(4, 2, 3);
+  over.visible_set = true;
+  over.positions = {2, 3};
+  EXPECT_NE(message_of(over).find("3 ranks on this node but 2 GPUs included"), std::string::npos);
+  auto hidden = gpus(2, 0, 1);
+  hidden.visible_set = true;
+  hidden.positions = {3};
+  EXPECT_NE(message_of(hidden).find("position 3 but CUDA_VISIBLE_DEVICES shows 2 GPUs"), std::string::npos);
+}
+
 TEST(DeviceChoice, NoAllocationFallsBackToTheLocalRank) {
   EXPECT_EQ(choose_device(gpus(8, 5, 8)).index, 5);
   EXPECT_EQ(choose_device(gpus(1, 0, 1)).index, 0);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -736,6 +737,49 @@ TEST(SlurmSubmit, BitwiseChainOverChangingGpuCountsEqualsTheUnstagedRun) {
   const std::string a = tensor_bytes(dir.file("ref.safetensors")), b = tensor_bytes(dir.file("run.safetensors"));
   EXPECT_GT(a.size(), 100000u);
   EXPECT_TRUE(a == b) << "the final weights differ";
+}
+
+// Trials on every node of a multi-node grant (issue 52): a grid of 4 trials of 2 GPUs each in one
+// stage over 2 nodes x 2 GPUs runs two at a time, one on each node (the trial's gtrain run --include
+// starts its ranks there through mpirun and srun), with the results of the same sweep on 2 local ranks.
+TEST(SlurmSubmit, SweepTrialsRunOnEveryNodeOfATwoNodeGrant) {
+  test::TempDir dir;
+  test::write_file(
+      dir.file("sweep.toml"),
+      "[model]\nname = \"gpt\"\nn_layer = 1\nn_embd = 16\nn_head = 2\nseq_len = 16\n"
+      "[data]\nkind = \"text_bytes\"\npath = \"/usr/share/common-licenses/GPL-3\"\neval_fraction = 0.1\n"
+      "[train]\nglobal_batch = 8\nsteps = 6\neval_batches = 2\nthreads = 1\nreproducible = \"bitwise\"\n"
+      "[log]\nprogress = \"none\"\n[checkpoint]\ninterval = 0\n"
+      "[search]\nmethod = \"grid\"\n[search.space]\n"
+      "\"optimizer.learning_rate\" = { choice = [1e-3, 3e-3, 1e-2, 3e-2] }\n[sweep]\ngpus_per_trial = 2\n");
+  const auto ref = test::run_command(
+      gtrain_cmd("sweep " + dir.file("sweep.toml") + " --dir " + dir.file("ref") + " --ranks 2 --quiet"));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const std::string run = dir.file("nodes");
+  auto r = submit(dir.file("sweep.toml"), run, "--sweep --stages 1 --gpus 4 --nodes 2 --time 00:05:00");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto c = wait_chain(run, 240);
+  ASSERT_EQ(c.value("state", ""), "completed") << c.dump(2) << slurm_out(run);
+  const std::string out = slurm_out(run);
+  EXPECT_NE(out.find("runs to step 6 on node1 GPU 0,1"), std::string::npos) << out;
+  EXPECT_NE(out.find("runs to step 6 on node2 GPU 0,1"), std::string::npos) << out;
+  // Each trial's ranks ran on its node alone (the hostfile its mpirun was given), both nodes used.
+  std::set<std::string> hostfiles;
+  for (int t = 0; t < 4; ++t) {
+    char name[16];
+    std::snprintf(name, sizeof name, "/trials/t%03d", t);
+    hostfiles.insert(test::read_file(run + name + "/hostfile"));
+  }
+  EXPECT_EQ(hostfiles, (std::set<std::string>{"node1 slots=2\n", "node2 slots=2\n"}));
+  const std::string job = c["stages"][0].value("job", "");
+  const std::string node2_log =
+      test::read_file(std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/var/log/slurmd-node2.log");
+  EXPECT_NE(node2_log.find("StepId=" + job + "."), std::string::npos) << node2_log;
+  const auto la = nlohmann::json::parse(test::read_file(dir.file("ref/sweep.json")));
+  const auto lb = nlohmann::json::parse(test::read_file(run + "/sweep.json"));
+  ASSERT_EQ(lb["trials"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(la["trials"][i]["results"], lb["trials"][i]["results"]) << i;
+  EXPECT_EQ(la["best"], lb["best"]);
 }
 
 // A 27-trial ASHA chained over 3 stages on 2, 4 and 1 GPUs (issue 52): each stage runs as much of the

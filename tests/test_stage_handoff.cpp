@@ -32,6 +32,7 @@ TEST(StageHandoff, EveryFieldRoundTripsThroughTheEnvironment) {
   h.allocation_json = R"({"scheduler":"slurm","ranks":2})";
   h.has_granted = true;
   h.granted = {{"n1.cluster", {0, 1}}, {"n2", {}}};
+  h.positions = {{"n2", {2, 3}}};
   h.stop_file = "/runs/a/.stop-request";
   h.outcome_file = "/runs/a/.stage-outcome";
   h.heartbeat_dir = "/runs/a/.heartbeat";
@@ -52,6 +53,9 @@ TEST(StageHandoff, EveryFieldRoundTripsThroughTheEnvironment) {
   EXPECT_TRUE(back.has_granted);
   EXPECT_EQ(back.granted, h.granted);
   EXPECT_EQ(back.granted_for("n1"), (std::vector<int>{0, 1}));
+  EXPECT_EQ(env.at("GTRAIN_INTERNAL_POSITIONS"), "n2=2,3");
+  EXPECT_EQ(back.positions_for("n2"), (std::vector<int>{2, 3}));
+  EXPECT_TRUE(back.positions_for("n1").empty());
   EXPECT_EQ(back.stop_file, h.stop_file);
   EXPECT_EQ(back.outcome_file, h.outcome_file);
   EXPECT_EQ(back.heartbeat_dir, h.heartbeat_dir);

@@ -193,6 +193,7 @@ DeviceChoice rank_device(const JobConfig& cfg, const RankEnvironment& re,
   const auto vis = env.find("CUDA_VISIBLE_DEVICES");
   in.visible_set =
       vis != env.end() && parse_visible_devices(vis->second, "CUDA_VISIBLE_DEVICES").kind == VisibleDevices::kList;
+  in.positions = StageHandoff::from_env(env).positions_for(ProcessContext::get().host);
   if (in.cuda_build && in.device_count > 0 && !in.visible_set) {
     // The launching gtrain passes what it discovered; discover here only without it (srun ranks).
     if (auto g = StageHandoff::from_env(env).granted_for(ProcessContext::get().host)) {

@@ -38,6 +38,18 @@ DeviceChoice choose_device(const DeviceChoiceInput& in) {
   }
   c.cuda = true;
   const int r = in.local_rank;
+  if (in.visible_set && !in.positions.empty()) {
+    const int n = static_cast<int>(in.positions.size());
+    if (r >= n) too_many_ranks(in, n, "included (gtrain run --include)");
+    c.index = in.positions[static_cast<size_t>(r)];
+    if (c.index >= in.device_count) {
+      throw ConfigError("--include picks this node's granted GPU at position " + std::to_string(c.index) +
+                            " but CUDA_VISIBLE_DEVICES shows " + n_of(in.device_count, "GPU"),
+                        "include GPUs the scheduler granted this node");
+    }
+    c.reason = "local rank " + std::to_string(r) + " -> included GPU at position " + std::to_string(c.index);
+    return c;
+  }
   if (in.visible_set) {
     if (in.device_count == 1) {
       c.index = 0;

@@ -6,7 +6,8 @@
 //   1. train.device = "cpu", or "auto" with no CUDA build or no visible device: CPU.
 //      "cuda" there is a ConfigError naming train.device.
 //   2. CUDA_VISIBLE_DEVICES set: the process sees the granted GPUs as ordinals 0..n-1 in the order
-//      listed, so local rank r takes ordinal r. With one visible device (the scheduler bound one GPU
+//      listed, so local rank r takes ordinal r, or positions[r] when `gtrain run --include` narrowed
+//      this node's GPUs (host_include.h). With one visible device (the scheduler bound one GPU
 //      to each task, or ranks share one GPU) every rank takes ordinal 0.
 //   3. Not set, with the allocation's granted indices for this node: local rank r takes granted[r]
 //      (physical index = ordinal when nothing is hidden); one granted GPU is shared.
@@ -28,7 +29,8 @@ struct DeviceChoiceInput {
   bool cuda_build = false;                             // GTRAIN_WITH_CUDA
   int device_count = 0;                                // CUDA devices this process sees
   bool visible_set = false;                            // CUDA_VISIBLE_DEVICES lists the devices (remapped to 0..n-1)
-  std::vector<int> granted;  // this node's granted GPU indices from the allocation ({} = unknown)
+  std::vector<int> granted;    // this node's granted GPU indices from the allocation ({} = unknown)
+  std::vector<int> positions;  // --include: the visible ordinals this node's ranks take ({} = 0..n-1)
   int local_rank = 0, local_size = 1;
 };
 

@@ -24,6 +24,7 @@
 #include "launcher/base/program_runner.h"
 #include "launcher/launch/attempt.h"
 #include "launcher/launch/device_choice.h"
+#include "launcher/launch/host_include.h"
 #include "launcher/launch/launch.h"
 #include "launcher/launch/stage_handoff.h"
 #include "launcher/scheduler/allocation.h"
@@ -80,6 +81,10 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& run) {
             }
           },
           "DURATION"));
+  run_cmd
+      ->add_option("--include", run.include,
+                   "Only these hosts of the allocation, and on each only these granted GPUs (node2:0,1@node3)")
+      ->type_name("HOSTS");
   run_cmd
       ->add_option("--ranks", run.ranks, "Ranks to start (default: one per granted GPU; CPU ranks stand in for GPUs)")
       ->check(CLI::Validator(
@@ -542,7 +547,7 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
   if (::access(worker.c_str(), X_OK) != 0) throw worker_start_error(worker, errno);
   StageRanks s{o,  cfg, env, worker, run_dir, plan_ranks, handoff, granted, ranks, std::move(allocation),
                {}, {},  {},  0,      0};
-  s.spec = mpirun_spec(o, cfg, env, worker, s.alloc, run_dir, ranks);
+  s.spec = mpirun_spec(o, cfg, env, worker, s.alloc, run_dir, ranks, /*pin_hosts=*/!o.include.empty());
   std::error_code ec;
   fs::remove(s.spec.stop_file, ec);  // a request left by an earlier stage is not this stage's
   fs::remove(s.spec.outcome_file, ec);
@@ -613,6 +618,7 @@ bool repeats_finished_run(const RunOptions& o, const JobConfig& cfg, const std::
 StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::map<std::string, std::string>& env,
                          const std::string& worker, const std::function<Plan(const Allocation&)>& plan_ranks) {
   if (!o.time_limit.empty()) parse_duration(o.time_limit, "--time-limit");  // reject bad input early
+  const auto include = o.include.empty() ? std::vector<HostInclude>{} : parse_include(o.include);
   const std::string run_dir = resolve_run_dir(cfg, o);
   // A fresh start's weights (a resume reads its own checkpoint instead): there before ranks start.
   if (!cfg.checkpoint.init_from.empty() &&
@@ -624,7 +630,12 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   dopt.ranks = o.ranks;
   dopt.read_limits = false;
   dopt.read_end_time = true;  // the stage's deadline: Slurm before 23.02 exports no end time
-  const Allocation alloc = discover_allocation(env, system_command_runner(), dopt);
+  Allocation alloc = discover_allocation(env, system_command_runner(), dopt);
+  IncludedAllocation narrowed;
+  if (!include.empty()) {
+    narrowed = include_only(alloc, include);
+    alloc = narrowed.alloc;
+  }
   StageLaunch out;
   out.lock = acquire_stage_lock(run_dir, cfg);
   // A stage of a chain gtrain cancel cancelled (its request may have come before this job's script or
@@ -643,6 +654,7 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   handoff.deadline_source = deadline.source;
   handoff.has_granted = true;
   for (const auto& n : alloc.nodes) handoff.granted.emplace_back(n.host, n.gpus);
+  handoff.positions = narrowed.positions;
   export_env(handoff);
   // The plan: bad input fails here, once, before any rank starts; it may leave granted ranks idle.
   Plan plan;
@@ -663,7 +675,8 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   }
   // Several ranks: mpirun. One: supervised too (restarts, the hang watch) unless
   // schedule.max_restarts = 0, where the worker replaces this process (main.cpp).
-  if (out.ranks > 1 || cfg.schedule.max_restarts > 0)
+  // (--include may name other hosts: mpirun starts even one rank there.)
+  if (out.ranks > 1 || cfg.schedule.max_restarts > 0 || !include.empty())
     out.exit_code = launch_ranks(o, cfg, env, worker, alloc, run_dir, out.ranks, handoff, allocation, plan_ranks);
   return out;
 }

@@ -36,6 +36,7 @@ struct RunOptions {
   bool no_resume = false;         // --no-resume: start from step 0 even if checkpoints exist
   std::string time_limit;         // --time-limit: stage wall time (90s, 15m, HH:MM:SS)
   bool force = false;             // --force: train even when a finished run beside this one has its identity
+  std::string include;            // --include HOST[:GPUS][@HOST...]: only these hosts and GPUs ("" = all)
 };
 
 // Declares the `run` subcommand and its flags on `app` (once, for gtrain and gtrain-worker).

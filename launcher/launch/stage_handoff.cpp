@@ -73,6 +73,7 @@ std::map<std::string, std::string> StageHandoff::to_env() const {
   if (has_deadline) env[kEnvStageDeadline] = std::to_string(deadline_unix) + "|" + deadline_source;
   if (!allocation_json.empty()) env[kEnvStageAllocation] = allocation_json;
   if (has_granted) env[kEnvStageGranted] = format_granted(granted);
+  if (!positions.empty()) env[kEnvStagePositions] = format_granted(positions);
   if (!stop_file.empty()) env[kEnvStageStopFile] = stop_file;
   if (!outcome_file.empty()) env[kEnvStageOutcomeFile] = outcome_file;
   if (!heartbeat_dir.empty()) env[kEnvStageHeartbeatDir] = heartbeat_dir;
@@ -97,6 +98,7 @@ StageHandoff StageHandoff::from_env(const std::map<std::string, std::string>& en
       h.granted = std::move(*g);
     }
   }
+  if (auto p = parse_granted(value_of(env, kEnvStagePositions))) h.positions = std::move(*p);
   h.stop_file = value_of(env, kEnvStageStopFile);
   h.outcome_file = value_of(env, kEnvStageOutcomeFile);
   h.heartbeat_dir = value_of(env, kEnvStageHeartbeatDir);
@@ -110,13 +112,17 @@ StageHandoff StageHandoff::from_env(const std::map<std::string, std::string>& en
 const std::vector<std::string>& StageHandoff::variables() {
   static const std::vector<std::string> names = {kEnvStageLocked,       kEnvStageDeadline, kEnvStageAllocation,
                                                  kEnvStageGranted,      kEnvStageStopFile, kEnvStageOutcomeFile,
-                                                 kEnvStageHeartbeatDir, kEnvStageRestarts};
+                                                 kEnvStageHeartbeatDir, kEnvStageRestarts, kEnvStagePositions};
   return names;
 }
 
 std::optional<std::vector<int>> StageHandoff::granted_for(const std::string& host) const {
   if (!has_granted) return std::nullopt;
   return find_host(granted, host);
+}
+
+std::vector<int> StageHandoff::positions_for(const std::string& host) const {
+  return find_host(positions, host).value_or(std::vector<int>{});
 }
 
 }  // namespace gtrain

@@ -29,6 +29,10 @@ constexpr const char* kEnvStageAllocation = "GTRAIN_INTERNAL_ALLOCATION";
 // "host=0,1;host2=2,3": the GPU indices the allocation granted each host, so that a rank picks its
 // device without discovering the allocation again.
 constexpr const char* kEnvStageGranted = "GTRAIN_INTERNAL_GRANTED";
+// "host=2,3;...": for hosts whose GPUs `gtrain run --include` narrowed, the positions of the included
+// GPUs among the host's granted ones (the CUDA ordinals its ranks take when CUDA_VISIBLE_DEVICES
+// lists the whole grant).
+constexpr const char* kEnvStagePositions = "GTRAIN_INTERNAL_POSITIONS";
 // A file whose appearance asks the ranks to stop at the next step and checkpoint (the launching
 // gtrain writes it when a stop signal reaches it).
 constexpr const char* kEnvStageStopFile = "GTRAIN_INTERNAL_STOP_FILE";
@@ -48,8 +52,9 @@ struct StageHandoff {
   std::string deadline_source;  // which limit set it
   std::string allocation_json;  // kEnvStageAllocation ("" = not handed over)
   bool has_granted = false;     // kEnvStageGranted was set and well formed
-  std::vector<std::pair<std::string, std::vector<int>>> granted;  // per host, in allocation order
-  std::string stop_file;                                          // kEnvStageStopFile ("" = none)
+  std::vector<std::pair<std::string, std::vector<int>>> granted;    // per host, in allocation order
+  std::vector<std::pair<std::string, std::vector<int>>> positions;  // kEnvStagePositions (--include)
+  std::string stop_file;                                            // kEnvStageStopFile ("" = none)
   std::string outcome_file;   // kEnvStageOutcomeFile ("" = not under a launching gtrain)
   std::string heartbeat_dir;  // kEnvStageHeartbeatDir ("" = no launching gtrain watches the ranks)
   int restarts = 0;           // kEnvStageRestarts
@@ -64,6 +69,8 @@ struct StageHandoff {
 
   // The GPUs granted to `host` (exact or short-name match); nullopt when it is not listed.
   std::optional<std::vector<int>> granted_for(const std::string& host) const;
+  // The device positions --include gave `host`; empty when its GPUs were not narrowed.
+  std::vector<int> positions_for(const std::string& host) const;
 };
 
 // The kEnvStageGranted encoding, exposed for tests.

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -19,6 +20,7 @@
 #include "launcher/base/program_runner.h"
 #include "launcher/base/run_lock.h"
 #include "launcher/base/text_util.h"
+#include "launcher/launch/host_include.h"
 #include "launcher/launch/run_launch.h"
 #include "launcher/scheduler/allocation.h"
 #include "launcher/scheduler/hostlist.h"
@@ -42,30 +44,127 @@ double unix_now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Where the trials run: `units` ranks (or GPUs, `devices` their ids), `per_trial` each, `slots` at once.
+// Where the trials run: `units` ranks (or GPUs), `per_trial` each, at `places`, each taking
+// `trials_per_unit` trials at once (slot s is places[s / trials_per_unit]).
 struct Pool {
   int64_t units = 1, per_trial = 1, slots = 1, trials_per_unit = 1;
-  std::vector<std::string> devices;  // CUDA device ids; empty = CPU ranks
+  int64_t busiest_node_ranks = 1;  // the most trial ranks one node runs at once (for train.threads)
+  std::vector<TrialPlace> places;
 };
+
+// A node's GPUs in the pool: labels for CUDA_VISIBLE_DEVICES (this node's may be UUIDs) and the
+// allocation's indices (for --include).
+struct PoolNode {
+  std::string host;
+  bool local = false;
+  std::vector<std::string> labels;
+  std::vector<int> indices;
+  size_t granted = 0;  // the node's granted GPUs (labels may keep fewer: --ranks)
+};
+
+std::string joined(const std::vector<std::string>& v, size_t from, size_t n, const char* sep = ",") {
+  std::string out;
+  for (size_t i = from; i < from + n; ++i) out += (i > from ? sep : "") + v[i];
+  return out;
+}
+
+// The grant's GPUs, node by node (this node first), up to `limit` (0 = all).
+std::vector<PoolNode> pool_nodes(const Allocation& a, const std::map<std::string, std::string>& env, int64_t limit) {
+  std::vector<PoolNode> nodes;
+  for (const auto& n : a.nodes) {
+    if (n.gpus.empty()) continue;
+    PoolNode p{n.host, same_host(n.host, a.this_host), {}, n.gpus, n.gpus.size()};
+    // This node's trials see their GPUs as entries of this process's CUDA_VISIBLE_DEVICES when it
+    // has one (they may be UUIDs), else the granted indices; other nodes' by index (--include).
+    const auto vis = env.find("CUDA_VISIBLE_DEVICES");
+    const auto listed = !p.local || vis == env.end() ? std::vector<std::string>{} : text::split(vis->second, ',');
+    for (size_t i = 0; i < n.gpus.size(); ++i)
+      p.labels.push_back(i < listed.size() ? text::trim(listed[i]) : std::to_string(n.gpus[i]));
+    nodes.insert(p.local ? nodes.begin() : nodes.end(), std::move(p));
+  }
+  int64_t left = limit > 0 ? limit : INT64_MAX;
+  for (auto& n : nodes) {
+    const auto keep = static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(n.labels.size())));
+    n.labels.resize(keep), n.indices.resize(keep);
+    left -= static_cast<int64_t>(keep);
+  }
+  nodes.erase(std::remove_if(nodes.begin(), nodes.end(), [](const PoolNode& n) { return n.labels.empty(); }),
+              nodes.end());
+  return nodes;
+}
+
+// The places of `per_trial` GPUs: within one node while a node has that many (several a node), else
+// whole nodes together; on a single-node grant without --include (the trial's CUDA_VISIBLE_DEVICES
+// says which GPUs), across nodes with it (the trial's gtrain run starts its ranks there).
+std::vector<TrialPlace> gpu_places(const std::vector<PoolNode>& nodes, int64_t per_trial, int64_t* busiest) {
+  std::vector<TrialPlace> out;
+  const bool single = nodes.size() == 1 && nodes[0].local;
+  size_t widest = 0;
+  for (const auto& n : nodes) widest = std::max(widest, n.labels.size());
+  const auto k = static_cast<size_t>(per_trial);
+  if (k <= widest) {
+    for (const auto& n : nodes) {
+      *busiest = std::max<int64_t>(*busiest, static_cast<int64_t>(n.labels.size() / k * k));
+      for (size_t first = 0; first + k <= n.labels.size(); first += k) {
+        TrialPlace p;
+        const std::string gpus = joined(n.labels, first, k);
+        if (single) {
+          p.devices = gpus, p.where = "GPU " + gpus;
+        } else {
+          const bool whole = k == n.granted;  // the node's whole grant: no GPU list
+          p.include =
+              format_include({n.host, whole ? std::vector<int>{}
+                                            : std::vector<int>(n.indices.begin() + static_cast<long>(first),
+                                                               n.indices.begin() + static_cast<long>(first + k))});
+          p.where = n.host + " GPU " + joined(n.labels, first, k);
+        }
+        out.push_back(std::move(p));
+      }
+    }
+    return out;
+  }
+  // A trial wider than any node: consecutive whole nodes until it has its GPUs.
+  *busiest = static_cast<int64_t>(widest);
+  for (size_t i = 0; i < nodes.size();) {
+    size_t have = 0, j = i;
+    std::vector<std::string> hosts;
+    for (; j < nodes.size() && have < k; ++j) have += nodes[j].labels.size(), hosts.push_back(nodes[j].host);
+    if (have < k) break;
+    TrialPlace p;
+    for (size_t h = i; h < j; ++h) {
+      const auto& n = nodes[h];
+      const bool whole = n.labels.size() == n.granted;
+      p.include += (h > i ? "@" : "") + format_include({n.host, whole ? std::vector<int>{} : n.indices});
+    }
+    p.where = joined(hosts, 0, hosts.size(), "@");
+    out.push_back(std::move(p));
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<TrialPlace> trial_places(const Allocation& a, const std::map<std::string, std::string>& env, int64_t limit,
+                                     int64_t per_trial, int64_t* busiest_node_ranks) {
+  int64_t busiest = 0;
+  auto places = gpu_places(pool_nodes(a, env, limit), per_trial, &busiest);
+  if (busiest_node_ranks) *busiest_node_ranks = busiest;
+  return places;
+}
+
+namespace {
 
 Pool make_pool(const SweepRunOptions& o, const SweepFile& f, const std::map<std::string, std::string>& env) {
   Pool p;
   const Allocation a = discover_allocation(env, no_command_runner());
-  std::vector<int> granted;
-  for (const auto& n : a.nodes) {
-    if (same_host(n.host, a.this_host)) granted = n.gpus;
-  }
-  // Each trial sees its own GPUs: entries of this process's CUDA_VISIBLE_DEVICES when it has one
-  // (they may be UUIDs), else the granted indices.
-  const auto vis = env.find("CUDA_VISIBLE_DEVICES");
-  const auto listed = vis == env.end() ? std::vector<std::string>{} : text::split(vis->second, ',');
-  for (size_t i = 0; i < granted.size(); ++i)
-    p.devices.push_back(i < listed.size() ? text::trim(listed[i]) : std::to_string(granted[i]));
-  const auto gpus = static_cast<int64_t>(p.devices.size());
+  const auto nodes = pool_nodes(a, env, o.ranks);
+  int64_t gpus = 0;
+  for (const auto& n : nodes) gpus += static_cast<int64_t>(n.labels.size());
+  const int64_t granted = a.total_gpus();
   p.units = o.ranks > 0 ? o.ranks : std::max<int64_t>(1, gpus);
-  if (!p.devices.empty() && p.units > static_cast<int64_t>(p.devices.size())) {
-    throw ConfigError("--ranks " + std::to_string(p.units) + ": this machine grants " +
-                      std::to_string(p.devices.size()) + " GPUs");
+  if (granted > 0 && p.units > granted) {
+    throw ConfigError("--ranks " + std::to_string(p.units) + ": this job grants " + std::to_string(granted) + " GPUs");
   }
   p.per_trial = ranks_per_trial(f.sweep.gpus_per_trial, p.units, o.fits);
   if (p.per_trial == 0) {
@@ -79,7 +178,22 @@ Pool make_pool(const SweepRunOptions& o, const SweepFile& f, const std::map<std:
                       "lower sweep.gpus_per_trial, or give the sweep more ranks (--ranks)");
   }
   p.trials_per_unit = f.sweep.trials_per_gpu;
-  p.slots = p.units / p.per_trial * p.trials_per_unit;
+  if (nodes.empty()) {
+    // CPU ranks on this machine.
+    p.places.clear();
+    for (int64_t i = 0; i + p.per_trial <= p.units; i += p.per_trial)
+      p.places.push_back({"", "", std::to_string(p.per_trial) + " rank(s)"});
+    p.busiest_node_ranks = p.units / p.per_trial * p.per_trial;
+  } else {
+    p.places = trial_places(a, env, o.ranks, p.per_trial, &p.busiest_node_ranks);
+    if (p.places.empty()) {
+      throw ConfigError(f.path + ": sweep.gpus_per_trial = " + std::to_string(p.per_trial) +
+                            " GPUs fit no node or run of whole nodes of the grant",
+                        "lower sweep.gpus_per_trial to a node's GPU count, or ask for whole nodes");
+    }
+  }
+  p.slots = static_cast<int64_t>(p.places.size()) * p.trials_per_unit;
+  p.busiest_node_ranks *= p.trials_per_unit;
   return p;
 }
 
@@ -162,9 +276,9 @@ class SweepLoop {
   bool decide();  // the decisions on the results so far, into the ledger; true when it changed
   void start_free_slots();
   void reap(pid_t pid, int status);
+  std::vector<std::string> trial_argv(const TrialRecord& t, int64_t slot) const;
   void ask_trials_to_stop();
-  std::vector<std::string> trial_argv(const TrialRecord& t) const;
-  std::string slot_devices(int64_t slot) const;
+  const TrialPlace& place(int64_t slot) const;
   void say(const std::string& line) const {
     if (!o_.quiet) std::cout << "gtrain sweep: " << line << std::endl;
   }
@@ -189,15 +303,11 @@ class SweepLoop {
   bool past_start_lead() const { return deadline_ > 0 && unix_now_s() > deadline_ - kStartLead; }
 };
 
-std::string SweepLoop::slot_devices(int64_t slot) const {
-  if (pool_.devices.empty()) return "";
-  const int64_t first = slot / pool_.trials_per_unit * pool_.per_trial;
-  std::string out;
-  for (int64_t i = 0; i < pool_.per_trial; ++i) out += (i ? "," : "") + pool_.devices[static_cast<size_t>(first + i)];
-  return out;
+const TrialPlace& SweepLoop::place(int64_t slot) const {
+  return pool_.places[static_cast<size_t>(slot / pool_.trials_per_unit)];
 }
 
-std::vector<std::string> SweepLoop::trial_argv(const TrialRecord& t) const {
+std::vector<std::string> SweepLoop::trial_argv(const TrialRecord& t, int64_t slot) const {
   const int64_t rung_steps = l_.rungs[static_cast<size_t>(t.target_rung)].steps;
   const int64_t last_steps = l_.rungs.back().steps;
   std::vector<std::string> a = {o_.executable,
@@ -209,6 +319,7 @@ std::vector<std::string> SweepLoop::trial_argv(const TrialRecord& t) const {
                                 "--force",
                                 "--ranks",
                                 std::to_string(pool_.per_trial)};
+  if (!place(slot).include.empty()) a.insert(a.end(), {"--include", place(slot).include});
   auto set = [&](const std::string& kv) {
     a.push_back("--set");
     a.push_back(kv);
@@ -224,7 +335,7 @@ std::vector<std::string> SweepLoop::trial_argv(const TrialRecord& t) const {
   if (f_.base.train.threads == 0) {
     // Trials side by side share the cores: each rank a fixed share (no per-trial tuning).
     const int64_t cores = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
-    set("train.threads=" + std::to_string(std::max<int64_t>(1, cores / (pool_.slots * pool_.per_trial))));
+    set("train.threads=" + std::to_string(std::max<int64_t>(1, cores / pool_.busiest_node_ranks)));
   }
   return a;
 }
@@ -279,13 +390,13 @@ void SweepLoop::start_free_slots() {
   for (int64_t s = 0; s < pool_.slots && next < order.size(); ++s) {
     if (busy[static_cast<size_t>(s)]) continue;
     TrialRecord& t = l_.trials[order[next]];
-    const pid_t pid = spawn(trial_argv(t), trial_log_path(dir_, t), slot_devices(s));
+    const pid_t pid = spawn(trial_argv(t, s), trial_log_path(dir_, t), place(s).devices);
     running_[pid] = {order[next++], s, unix_now_s()};
     retry_after_.erase(running_[pid].trial);
     t.state = TrialState::running;
     ++t.runs;
     say(t.name() + " runs to step " + std::to_string(l_.rungs[static_cast<size_t>(t.target_rung)].steps) + " on " +
-        (pool_.devices.empty() ? std::to_string(pool_.per_trial) + " rank(s)" : "GPU " + slot_devices(s)));
+        place(s).where);
   }
   if (next > 0) write_sweep_ledger(dir_, l_);
 }

@@ -13,6 +13,8 @@
 
 namespace gtrain {
 
+struct Allocation;
+
 struct SweepRunOptions {
   std::string sweep_file;         // the sweep file
   std::string dir;                // the sweep directory ("" = <log.root>/<the file's stem>)
@@ -29,6 +31,21 @@ struct SweepRunOptions {
 // The ranks (GPUs) each trial runs on: sweep.gpus_per_trial, else the fewest of 1, 2, 4, ... up to
 // `pool` that `fits` (nullopt-like 0: none fits).
 int64_t ranks_per_trial(int64_t gpus_per_trial, int64_t pool, const std::function<bool(int64_t)>& fits);
+
+// One place a trial runs: some of this machine's GPUs, or GPUs of other nodes of the grant.
+struct TrialPlace {
+  std::string devices;  // CUDA_VISIBLE_DEVICES for the trial ("" = leave it)
+  std::string include;  // the trial's `gtrain run --include` ("" = none: a single-node grant)
+  std::string where;    // for the console: "2 rank(s)", "GPU 0,1", "node2 GPU 0,1", "node1@node2"
+};
+
+// The places for trials of `per_trial` GPUs on the grant `a` (its first `limit` GPUs, this node's
+// first; 0 = all): several within a node while a node has that many, else runs of whole nodes. On a
+// single-node grant a place is a CUDA_VISIBLE_DEVICES (this process's entries, which may be UUIDs);
+// on several nodes a `--include` that has the trial's gtrain run start its ranks there.
+// `busiest_node_ranks` (when given) gets the most trial ranks one node runs at once.
+std::vector<TrialPlace> trial_places(const Allocation& a, const std::map<std::string, std::string>& env, int64_t limit,
+                                     int64_t per_trial, int64_t* busiest_node_ranks = nullptr);
 
 // Runs (or continues) the sweep. Returns the exit code: 0 = finished, 3 = stopped by a signal or
 // its time limit with its trials saved (run the same command to continue), 1 = max_failures reached. Throws ConfigError
