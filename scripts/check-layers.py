@@ -10,7 +10,7 @@ Layers, lowest first (a file may include its own layer and those below it):
   4 launcher    launcher/             the gtrain CLI and gtrain-worker
 
 Inside the launcher, its folders stack the same way, lowest first:
-  base < scheduler < launch < report < chain < sweep < commands < cli < launcher/*.cpp (the two mains)
+  base < scheduler < cluster < launch < report < chain < sweep < commands < cli < launcher/*.cpp (the two mains)
   base        text helpers, the program runner, the hardware query, the run lock
   scheduler   allocation discovery, one backend per scheduler, limits, batch scripts
   launch      ranks, mpirun and its output, devices, the stage hand-off
@@ -34,7 +34,7 @@ LAYERS = [  # (folder prefix, layer, name); the longest matching prefix wins
     ("strategies/", 3, "strategies"),
     ("launcher/", 4, "launcher"),
 ]
-LAUNCHER_FOLDERS = ["base", "scheduler", "launch", "report", "chain", "sweep", "commands", "cli"]
+LAUNCHER_FOLDERS = ["base", "scheduler", "cluster", "launch", "report", "chain", "sweep", "commands", "cli"]
 TORCH_FREE = {0, 1}
 TORCH_HEADER = re.compile(r"#\s*include\s*<(torch|ATen|c10)/")
 LOCAL_INCLUDE = re.compile(r'#\s*include\s*"([^"]+)"')

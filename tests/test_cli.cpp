@@ -220,7 +220,7 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
   std::vector<std::pair<std::string, std::string>> cases = {
       {"bogus",
        "gtrain: usage error: gtrain: unknown command 'bogus'; expected one of run, config, probe, plan, "
-       "models, sample, distill, sweep, status, report, runs, submit, cancel, ckpt, tokenize, prepare"},
+       "models, sample, distill, sweep, status, report, runs, submit, cancel, cluster, ckpt, tokenize, prepare"},
       {"ckpt bogus",
        "gtrain: usage error: gtrain ckpt: unknown command 'bogus'; expected one of inspect, verify, export"},
       {"run " + dir.file("ok.toml") + " --ranks 0",

@@ -42,7 +42,8 @@ TEST(HostInclude, ParsesDeepSpeedSyntaxAndRefusesWhatItCannotRead) {
   EXPECT_EQ(format_include(inc[1]), "node1");
   EXPECT_EQ(message_of([] { parse_include("node1@"); }),
             "--include: expected a host name before each ':' and between '@', got 'node1@'");
-  EXPECT_EQ(message_of([] { parse_include("node1:0,x"); }), "--include: node1: expected GPU indices like 0,1, got '0,x'");
+  EXPECT_EQ(message_of([] { parse_include("node1:0,x"); }),
+            "--include: node1: expected GPU indices like 0,1, got '0,x'");
   EXPECT_EQ(message_of([] { parse_include("node1:"); }), "--include: node1: expected GPU indices like 0,1, got ''");
   EXPECT_EQ(message_of([] { parse_include("node1:1,1"); }), "--include: node1 lists GPU 1 twice");
   EXPECT_EQ(message_of([] { parse_include("node1@node1:0"); }), "--include: host node1 is listed twice");

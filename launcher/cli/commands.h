@@ -32,6 +32,7 @@ Command add_status(CLI::App& app);
 Command add_report(CLI::App& app);
 Command add_runs(CLI::App& app);
 Command add_submit(CLI::App& app);
+Command add_cluster(CLI::App& app);
 Command add_cancel(CLI::App& app);
 Command add_chain_step(CLI::App& app);
 Command add_ckpt(CLI::App& app, const LibTorchWork& work);

@@ -10,6 +10,7 @@
 #include "launcher/chain/chain.h"
 #include "launcher/cli/commands.h"
 #include "launcher/commands/ckpt_commands.h"
+#include "launcher/commands/cluster_command.h"
 #include "launcher/commands/report_command.h"
 #include "launcher/commands/runs_command.h"
 #include "launcher/commands/stage_commands.h"
@@ -152,6 +153,30 @@ Command add_submit(CLI::App& app) {
                   "which on some sites is one core per task")
       ->check(CLI::Range(0, 1024));
   c.run = [submit] { return submit_command(*submit, process_environment(), system_command_runner(30.0), std::cout); };
+  return c;
+}
+
+Command add_cluster(CLI::App& app) {
+  auto o = std::make_shared<ClusterOptions>();
+  Command c;
+  auto* cmd = c.app = app.add_subcommand(
+      "cluster",
+      "What the cluster allows and when it is quiet: binding limits, free GPUs and queue waits by hour of "
+      "the week from the accounting's history, quotas and their burn-down, and a job's expected start");
+  cmd->add_option("--scheduler", o->scheduler, "slurm or pbs");
+  cmd->add_option("--partition", o->partition, "Only this partition (default: every one, the default first)");
+  cmd->add_option("--weeks", o->weeks, "Weeks of history to learn from (default 4)");
+  cmd->add_flag("--json", o->json, "Everything as one JSON object");
+  cmd->add_flag("--predict", o->predict, "The expected start of a job of --gpus N and --time T submitted now");
+  cmd->add_option("--gpus", o->gpus,
+                  "The job size quiet windows and predictions are for (default: 3/4 of a partition)");
+  cmd->add_option("--time", o->time,
+                  "The job's time limit for --predict (2h, 90m, HH:MM:SS; a plain number is minutes)");
+  cmd->add_option("--quota-hours", o->quota_hours,
+                  "A GPU-hour quota the site keeps outside the scheduler: its burn-down from your jobs");
+  cmd->add_option("--quota-since", o->quota_since, "When that quota's period began, YYYY-MM-DD (default: the 1st)");
+  cmd->add_option("--user", o->user, "Whose quotas (default: $USER)");
+  c.run = [o] { return cluster_command(*o, process_environment(), system_command_runner(30.0), std::cout); };
   return c;
 }
 

@@ -34,9 +34,9 @@ std::vector<HostInclude> parse_include(const std::string& text) {
       for (const std::string& item : text::split(entry.substr(colon + 1), ',')) {
         const std::string g = text::trim(item);
         if (g.empty() || g.size() > 6 || g.find_first_not_of("0123456789") != std::string::npos)
-          throw ConfigError("--include: " + h.host + ": expected GPU indices like 0,1, got '" +
-                                entry.substr(colon + 1) + "'",
-                            kIncludeHint);
+          throw ConfigError(
+              "--include: " + h.host + ": expected GPU indices like 0,1, got '" + entry.substr(colon + 1) + "'",
+              kIncludeHint);
         const int idx = std::stoi(g);
         if (std::find(h.gpus.begin(), h.gpus.end(), idx) != h.gpus.end())
           throw ConfigError("--include: " + h.host + " lists GPU " + g + " twice", kIncludeHint);
@@ -71,7 +71,8 @@ IncludedAllocation include_only(const Allocation& a, const std::vector<HostInclu
   }
   // The allocation's order (mpirun fills the hostfile in it), each host once.
   for (const auto& n : a.nodes) {
-    const auto h = std::find_if(inc.begin(), inc.end(), [&](const HostInclude& i) { return same_host(n.host, i.host); });
+    const auto h =
+        std::find_if(inc.begin(), inc.end(), [&](const HostInclude& i) { return same_host(n.host, i.host); });
     if (h == inc.end()) continue;
     NodeAllocation kept = n;
     if (!h->gpus.empty()) {
@@ -80,8 +81,8 @@ IncludedAllocation include_only(const Allocation& a, const std::vector<HostInclu
       for (int g : h->gpus) {
         const auto at = std::find(n.gpus.begin(), n.gpus.end(), g);
         if (at == n.gpus.end()) {
-          throw ConfigError("--include: " + n.host + " has no granted GPU " + std::to_string(g) + " (granted: " +
-                                (n.gpus.empty() ? std::string("none") : join_ints(n.gpus)) + ")",
+          throw ConfigError("--include: " + n.host + " has no granted GPU " + std::to_string(g) +
+                                " (granted: " + (n.gpus.empty() ? std::string("none") : join_ints(n.gpus)) + ")",
                             "list GPUs the scheduler granted this host");
         }
         kept.gpus.push_back(g);

@@ -160,6 +160,10 @@ std::optional<double> SchedulerBackend::job_submit_time(const std::string&, cons
 bool SchedulerBackend::job_gone(const std::string&, const CommandRunner&) const {
   unsupported("job states");
 }
+ClusterReading SchedulerBackend::read_cluster(const ClusterQuery&, const CommandRunner&) const {
+  unsupported("gtrain cluster (reading partitions, history and quotas)");
+}
+
 std::map<std::string, std::string> SchedulerBackend::status_details(const std::vector<std::string>&,
                                                                     const std::set<std::string>&,
                                                                     const CommandRunner&) const {

@@ -16,6 +16,7 @@
 
 #include "launcher/base/program_runner.h"
 #include "launcher/scheduler/batch_script.h"
+#include "launcher/scheduler/cluster_reading.h"
 #include "launcher/scheduler/scheduler_limits.h"
 #include "runtime/core/scheduler_kind.h"
 
@@ -129,6 +130,11 @@ class SchedulerBackend {
   virtual std::map<std::string, std::string> status_details(const std::vector<std::string>& jobs,
                                                             const std::set<std::string>& queued,
                                                             const CommandRunner& run) const;
+
+  // --- Cluster facts (gtrain cluster) ---
+  // Partitions, the queue, the accounting's job history and the user's quotas (cluster_reading.h);
+  // what cannot be read is a note in the answer.
+  virtual ClusterReading read_cluster(const ClusterQuery& q, const CommandRunner& run) const;
 
  protected:
   // ConfigError "scheduler NAME does not support WHAT".

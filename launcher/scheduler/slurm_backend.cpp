@@ -343,6 +343,10 @@ class SlurmBackend : public SchedulerBackend {
 
   // sacct (accounting, which remembers ended jobs) first, else the controller's record (which keeps
   // an ended job MinJobAge seconds): "2026-12-05T10:37:20", local time.
+  ClusterReading read_cluster(const ClusterQuery& q, const CommandRunner& run) const override {
+    return read_slurm_cluster(q, run);
+  }
+
   std::optional<double> job_submit_time(const std::string& job, const CommandRunner& run) const override {
     if (job.empty()) return std::nullopt;
     const CommandOutput a = run_merged(run, {"sacct", "-n", "-P", "-X", "-j", job, "-o", "Submit"});

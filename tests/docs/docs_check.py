@@ -2,7 +2,8 @@
 """docs_check.py: README.md and docs/*.md stay true (ctest Docs.*).
 
   static  (label cpu): every relative link resolves and every #anchor names a heading of its target
-          (GitHub's slugs); every ```sh block is marked `sh run` or `sh norun: REASON`;
+          (GitHub's slugs); every ```sh block is marked `sh run` or `sh norun: REASON`; no page
+          holds a merge conflict marker;
           docs/configuration.md's "## Every key" block is exactly `gtrain config reference` (a key
           in the structs but not in the docs, or the reverse, is named); every command's and
           subcommand's --help ends with a docs page that exists.
@@ -84,6 +85,10 @@ def check_markers(root):
             if info.split(" ")[0] == "sh" and not (info == "sh run" or re.match(r"^sh norun: \S", info)):
                 bad.append("%s:%d: a sh block must be `sh run` or `sh norun: REASON`, got `%s`"
                            % (os.path.relpath(page, root), line, info))
+        # A merge left unresolved: its markers would render as text.
+        for n, text in enumerate(open(page, encoding="utf-8").read().split("\n"), 1):
+            if re.match(r"^(<{7} |>{7} |={7}$)", text):
+                bad.append("%s:%d: a merge conflict marker" % (os.path.relpath(page, root), n))
     return bad
 
 

@@ -1,0 +1,34 @@
+// quota_burn.h: a GPU-minute quota's burn-down: what is used and left, the rate the user's (or the
+// account's) jobs burn it at, and the day it runs out at that rate.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "launcher/scheduler/cluster_reading.h"
+
+namespace gtrain {
+
+struct BurnDown {
+  std::string quota;              // "account proj", "QOS burst", "stated 500 GPU-hours"
+  int64_t limit_gpu_minutes = 0;  // the quota
+  int64_t used_gpu_minutes = 0;   // used against it
+  int64_t left_gpu_minutes = 0;
+  double burn_gpu_minutes_per_day = 0;  // over the last `days` days
+  int days = 0;                         // the days the rate was measured over
+  int64_t runs_out_unix = 0;            // when it is used up at that rate (0 = it is not burning)
+  std::string text() const;  // "account proj: 412 of 500 GPU-hours left; burning 21.3 a day: runs out Tue 12-22"
+};
+
+// The GPU-minutes `jobs` used in [from, to) (the part of each run inside it).
+double gpu_minutes_used(const std::vector<HistoryJob>& jobs, int64_t from, int64_t to);
+
+// Whether a job is charged to quota `q` (its account for an account or association, its QOS for a QOS).
+bool charges(const HistoryJob& j, const QuotaFacts& q);
+
+// The burn-down of `q` (which has a GPU-minute limit and a known use) at `now`, the rate from the
+// history's jobs charged to it over the last `days` days.
+BurnDown burn_down(const QuotaFacts& q, const std::vector<HistoryJob>& history, int64_t now, int days = 7);
+
+}  // namespace gtrain
