@@ -119,8 +119,8 @@ struct ReplayedSlurm {
       if (line.rfind("scontrol show assoc_mgr flags=assoc", 0) == 0) return ok(kAssocMgr);
       if (line.rfind("scontrol show assoc_mgr flags=qos", 0) == 0) return ok(kQosMgr);
       if (argv[0] == "sbatch")
-        return "sbatch: Job 77 to start at " + stamp(kNow + 1800) + " using 8 processors on nodes g1 in partition gpu\n" +
-               "gtrain-rc=0";
+        return "sbatch: Job 77 to start at " + stamp(kNow + 1800) +
+               " using 8 processors on nodes g1 in partition gpu\n" + "gtrain-rc=0";
       return std::string("gtrain-rc=127");
     };
   }
@@ -192,7 +192,8 @@ TEST_F(ClusterModel, FindsTheQuietWindowOfTheSyntheticWeeks) {
             std::string::npos)
       << map;
   // Submitted 07:20 for 08:00 by day (40 min), 19:50 for 20:00 at night (10 min).
-  EXPECT_NE(wait_heat_map(p, 1, 8).find("Mon  111111122222222222211111\n"), std::string::npos) << wait_heat_map(p, 1, 8);
+  EXPECT_NE(wait_heat_map(p, 1, 8).find("Mon  111111122222222222211111\n"), std::string::npos)
+      << wait_heat_map(p, 1, 8);
 }
 
 TEST_F(ClusterModel, PredictionsBeatTheOverallMedianOnHeldOutJobs) {
@@ -246,12 +247,14 @@ TEST_F(ClusterCommand, PrintsLimitsWindowsQuotasAndAPrediction) {
         "burn-down: account proj: 300.0 of 500.0 GPU-hours left", "runs out Sat 2026-12-19 12:00",
         "  QOS normal (default): MaxTRESPerJob gres/gpu 4; MaxWall 1-00:00:00",
         "  QOS burst: GrpTRESMins gres/gpu 6000 GPU-minutes, 5990 used; MaxTRESPerUser gres/gpu 16",
-        "prediction for 6 GPUs x 01:00:00 on gpu, submitted now:", "from history: starts in about 10 min (Mon 2026-12-07 00:10)",
+        "prediction for 6 GPUs x 01:00:00 on gpu, submitted now:",
+        "from history: starts in about 10 min (Mon 2026-12-07 00:10)",
         "slurm's own estimate (test submission): Mon 2026-12-07 00:30"}) {
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
   }
   bool asked_all_users = false;
-  for (const auto& c : slurm.calls) asked_all_users |= c.rfind("sacct --allusers --parsable2 -X --starttime 2026-11-02T00:00:00", 0) == 0;
+  for (const auto& c : slurm.calls)
+    asked_all_users |= c.rfind("sacct --allusers --parsable2 -X --starttime 2026-11-02T00:00:00", 0) == 0;
   EXPECT_TRUE(asked_all_users);
   // --json has the same facts.
   o.json = true;
@@ -272,7 +275,8 @@ TEST_F(ClusterCommand, WithoutAccountingItSaysWhatItCannotKnowAndGoesOn) {
   std::ostringstream out;
   ASSERT_EQ(cluster_command(o, {}, slurm.runner(), out), 0);
   const std::string s = out.str();
-  EXPECT_NE(s.find("sacct: sacct: error: Slurm accounting storage is disabled: no job history"), std::string::npos) << s;
+  EXPECT_NE(s.find("sacct: sacct: error: Slurm accounting storage is disabled: no job history"), std::string::npos)
+      << s;
   EXPECT_NE(s.find("partition gpu (default)"), std::string::npos) << s;
   EXPECT_NE(s.find("partition cpu"), std::string::npos) << s;
   EXPECT_EQ(s.find("quiet windows"), std::string::npos) << s;
@@ -306,6 +310,62 @@ TEST_F(ClusterCommand, BadInputIsOneLineNamingTheFlag) {
   o = {};
   o.scheduler = "lsf";
   EXPECT_EQ(message(o), "--scheduler lsf: expected slurm or pbs");
+}
+
+}  // namespace
+}  // namespace gtrain
+
+namespace gtrain {
+namespace {
+
+const char* kQstatQ =
+    "Queue: workq\n    queue_type = Execution\n    total_jobs = 5\n"
+    "    state_count = Transit:0 Queued:3 Held:0 Waiting:0 Running:2 Exiting:0 Begun:0\n"
+    "    resources_max.walltime = 24:00:00\n    enabled = True\n    started = True\n\n"
+    "Queue: route\n    queue_type = Route\n    enabled = True\n    started = True\n";
+const char* kPbsNodes =
+    "n1\n     Mom = n1\n     state = job-busy\n     resources_available.ngpus = 4\n"
+    "     resources_assigned.ngpus = 4\n\nn2\n     Mom = n2\n     state = free\n"
+    "     resources_available.ngpus = 4\n     resources_assigned.ngpus = 1\n\n"
+    "n3\n     state = down,offline\n     resources_available.ngpus = 4\n";
+const char* kQstatX =
+    "Job Id: 101.pbs\n    Job_Name = a\n    Job_Owner = carol@login1\n    job_state = F\n    queue = workq\n"
+    "    qtime = Mon Nov 30 10:00:00 2026\n    stime = Mon Nov 30 10:30:00 2026\n"
+    "    obittime = Mon Nov 30 12:30:00 2026\n    Resource_List.select = 2:ncpus=8:ngpus=2\n"
+    "    Resource_List.walltime = 02:00:00\n    Account_Name = proj\n\n"
+    "Job Id: 102.pbs\n    Job_Owner = dave@login1\n    euser = dave\n    job_state = Q\n    queue = workq\n"
+    "    qtime = Sun Dec  6 23:00:00 2026\n    Resource_List.ngpus = 4\n"
+    "    Resource_List.walltime = 04:00:00\n";
+
+TEST_F(ClusterParse, PbsQueuesNodesAndJobHistory) {
+  const auto jobs = parse_pbs_jobs(kQstatX);
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].user, "carol");
+  EXPECT_EQ(jobs[0].gpus, 4);  // 2 chunks of 2
+  EXPECT_EQ(jobs[0].start - jobs[0].submit, 1800);
+  EXPECT_EQ(jobs[0].end - jobs[0].start, 7200);
+  EXPECT_EQ(jobs[0].time_limit_s, 7200);
+  EXPECT_EQ(jobs[1].state, "PENDING");
+  EXPECT_EQ(jobs[1].gpus, 4);
+  CommandRunner run = [](const std::vector<std::string>& wrapped) -> std::optional<std::string> {
+    std::string line;
+    for (size_t i = 4; i < wrapped.size(); ++i) line += (line.empty() ? "" : " ") + wrapped[i];
+    if (line == "qstat -Q -f") return std::string(kQstatQ) + "gtrain-rc=0";
+    if (line == "pbsnodes -a") return std::string(kPbsNodes) + "gtrain-rc=0";
+    if (line == "qstat -x -f") return std::string(kQstatX) + "gtrain-rc=0";
+    return std::string("gtrain-rc=1");
+  };
+  ClusterOptions o;
+  o.scheduler = "pbs", o.user = "carol", o.now = kNow;
+  std::ostringstream out;
+  ASSERT_EQ(cluster_command(o, {}, run, out), 0);
+  const std::string s = out.str();
+  for (const char* want : {"gtrain cluster: pbs, user carol", "history: 2 jobs since",
+                           "partition workq, UP: 3 nodes, 12 GPUs (4 a node), 3 free now; 3 jobs pending, 2 running",
+                           "MaxTime 1-00:00:00", "PBS keeps no GPU-hour quota gtrain can read"}) {
+    EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
+  }
+  EXPECT_EQ(s.find("route"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -44,18 +44,20 @@ BurnDown burn_down(const QuotaFacts& q, const std::vector<HistoryJob>& history, 
   }
   b.burn_gpu_minutes_per_day = gpu_minutes_used(mine, now - int64_t{days} * 86400, now) / days;
   if (b.burn_gpu_minutes_per_day >= 0.5)  // under half a GPU-minute a day: not burning
-    b.runs_out_unix =
-        now + static_cast<int64_t>(std::llround(static_cast<double>(b.left_gpu_minutes) / b.burn_gpu_minutes_per_day * 86400));
+    b.runs_out_unix = now + static_cast<int64_t>(std::llround(static_cast<double>(b.left_gpu_minutes) /
+                                                              b.burn_gpu_minutes_per_day * 86400));
   return b;
 }
 
 std::string BurnDown::text() const {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s: %.1f of %.1f GPU-hours left (%.1f used); burning %.2f a day over the last %d days",
-                quota.c_str(), static_cast<double>(left_gpu_minutes) / 60, static_cast<double>(limit_gpu_minutes) / 60,
+  std::snprintf(buf, sizeof buf,
+                "%s: %.1f of %.1f GPU-hours left (%.1f used); burning %.2f a day over the last %d days", quota.c_str(),
+                static_cast<double>(left_gpu_minutes) / 60, static_cast<double>(limit_gpu_minutes) / 60,
                 static_cast<double>(used_gpu_minutes) / 60, burn_gpu_minutes_per_day / 60, days);
-  return std::string(buf) + (runs_out_unix > 0 ? ": runs out " + text::local_time(static_cast<double>(runs_out_unix), "%a %Y-%m-%d %H:%M")
-                                                : ": not burning");
+  return std::string(buf) +
+         (runs_out_unix > 0 ? ": runs out " + text::local_time(static_cast<double>(runs_out_unix), "%a %Y-%m-%d %H:%M")
+                            : ": not burning");
 }
 
 }  // namespace gtrain

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-
 namespace gtrain {
 namespace {
 
@@ -63,9 +62,9 @@ StartPrediction predict_from(const std::vector<HistoryJob>& history, const std::
     p.high_s = quantile(waits, 0.9);
     p.basis = std::to_string(p.samples) + " jobs of " + std::to_string(lo_g) + "-" + std::to_string(hi_g) + " GPUs" +
               (w.by_limit && time_s > 0 ? " with a similar time limit" : "") +
-              (w.hours < kHoursPerWeek ? " submitted " + hour_of_week_name(here - w.hours) + "-" +
-                                             hour_of_week_name(here + w.hours + 1)
-                                       : " submitted at any hour");
+              (w.hours < kHoursPerWeek
+                   ? " submitted " + hour_of_week_name(here - w.hours) + "-" + hour_of_week_name(here + w.hours + 1)
+                   : " submitted at any hour");
     break;
   }
   const int hour = hour_of_week(now);

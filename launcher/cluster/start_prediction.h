@@ -13,12 +13,12 @@
 namespace gtrain {
 
 struct StartPrediction {
-  bool known = false;          // enough similar jobs (or a free partition) to say
-  bool starts_now = false;     // the partition has the GPUs free now and nobody waits
-  double wait_s = 0;           // the expected wait (the similar jobs' median; 0 when it starts now)
+  bool known = false;            // enough similar jobs (or a free partition) to say
+  bool starts_now = false;       // the partition has the GPUs free now and nobody waits
+  double wait_s = 0;             // the expected wait (the similar jobs' median; 0 when it starts now)
   double low_s = 0, high_s = 0;  // the spread observed: 10th and 90th percentile of their waits
-  int samples = 0;             // the similar jobs
-  std::string basis;           // "31 jobs of 2-8 GPUs submitted Wed 03:00-07:00 in 4 weeks"
+  int samples = 0;               // the similar jobs
+  std::string basis;             // "31 jobs of 2-8 GPUs submitted Wed 03:00-07:00 in 4 weeks"
 };
 
 // Jobs like it: GPUs within half to twice `gpus`, a time limit within a quarter to four times
@@ -33,9 +33,9 @@ StartPrediction predict_start(const std::vector<HistoryJob>& history, int64_t gp
 // Predictions for the jobs submitted from `split` on, each from the history before it alone,
 // against a model that knows no rhythm (the median wait of all jobs before `split`).
 struct PredictionCheck {
-  int jobs = 0;                       // held-out jobs predicted
-  double model_error_s = 0;           // median absolute error of predict_start
-  double baseline_error_s = 0;        // median absolute error of the overall median wait
+  int jobs = 0;                 // held-out jobs predicted
+  double model_error_s = 0;     // median absolute error of predict_start
+  double baseline_error_s = 0;  // median absolute error of the overall median wait
 };
 PredictionCheck check_predictions(const std::vector<HistoryJob>& history, int64_t split);
 

@@ -123,13 +123,16 @@ std::string QuietWindow::text() const {
 std::vector<QuietWindow> quiet_windows(const WeekProfile& p, int64_t want_gpus, double share) {
   std::array<bool, kHoursPerWeek> good{};
   int count = 0;
-  for (int h = 0; h < kHoursPerWeek; ++h) count += (good[static_cast<size_t>(h)] = p.share_free(h, want_gpus) >= share - 1e-9);
+  for (int h = 0; h < kHoursPerWeek; ++h)
+    count += (good[static_cast<size_t>(h)] = p.share_free(h, want_gpus) >= share - 1e-9);
   std::vector<QuietWindow> out;
   auto finish = [&](QuietWindow w) {
     w.free_gpus = INT64_MAX;
-    for (int i = 0; i < w.hours; ++i) w.free_gpus = std::min(w.free_gpus, p.free_in_share((w.first_hour + i) % kHoursPerWeek, share));
+    for (int i = 0; i < w.hours; ++i)
+      w.free_gpus = std::min(w.free_gpus, p.free_in_share((w.first_hour + i) % kHoursPerWeek, share));
     w.share = 1;
-    for (int i = 0; i < w.hours; ++i) w.share = std::min(w.share, p.share_free((w.first_hour + i) % kHoursPerWeek, w.free_gpus));
+    for (int i = 0; i < w.hours; ++i)
+      w.share = std::min(w.share, p.share_free((w.first_hour + i) % kHoursPerWeek, w.free_gpus));
     w.total_gpus = p.total_gpus;
     out.push_back(w);
   };
@@ -143,7 +146,8 @@ std::vector<QuietWindow> quiet_windows(const WeekProfile& p, int64_t want_gpus, 
     while (good[static_cast<size_t>((h + n) % kHoursPerWeek)]) ++n;
     finish({h, n});
   }
-  std::stable_sort(out.begin(), out.end(), [](const QuietWindow& a, const QuietWindow& b) { return a.hours > b.hours; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const QuietWindow& a, const QuietWindow& b) { return a.hours > b.hours; });
   return out;
 }
 

@@ -41,10 +41,10 @@ struct WeekProfile {
 WeekProfile build_week_profile(const std::vector<HistoryJob>& jobs, int64_t total_gpus, int64_t from, int64_t to);
 
 struct QuietWindow {
-  int first_hour = 0;    // hour of the week it starts
-  int hours = 0;         // how long (may wrap past Sunday midnight)
-  int64_t free_gpus = 0; // GPUs free throughout it in at least `share` of weeks
-  double share = 0;      // the share of weeks in which that many were free, at its worst hour
+  int first_hour = 0;     // hour of the week it starts
+  int hours = 0;          // how long (may wrap past Sunday midnight)
+  int64_t free_gpus = 0;  // GPUs free throughout it in at least `share` of weeks
+  double share = 0;       // the share of weeks in which that many were free, at its worst hour
   int64_t total_gpus = 0;
   // "Wed 05:00-09:00: 6 of 8 GPUs free in 80% of weeks"
   std::string text() const;

@@ -25,9 +25,12 @@ namespace {
 std::string human_wait(double s) {
   char buf[64];
   if (s < 60) return "under a minute";
-  if (s < 5400) std::snprintf(buf, sizeof buf, "%.0f min", s / 60);
-  else if (s < 2 * 86400) std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
-  else std::snprintf(buf, sizeof buf, "%.1f days", s / 86400);
+  if (s < 5400)
+    std::snprintf(buf, sizeof buf, "%.0f min", s / 60);
+  else if (s < 2 * 86400)
+    std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f days", s / 86400);
   return buf;
 }
 
@@ -102,9 +105,9 @@ Prediction predict(const ClusterOptions& o, const SchedulerBackend& b, const Par
   p.history = predict_start(m.jobs, o.gpus, time_s, now, m.facts, m.profile.weeks > 0 ? &m.profile : nullptr);
   const int64_t gpn = std::max<int64_t>(1, m.facts->gpus_per_node);
   const int64_t nodes = (o.gpus + gpn - 1) / gpn, per_node = (o.gpus + nodes - 1) / nodes;
-  const auto argv = b.test_submit_argv({b.submit_program(), "--partition=" + m.facts->name,
-                                        "--time=" + b.time_limit_text(time_s), "--wrap=true"},
-                                       static_cast<int>(nodes), static_cast<int>(per_node));
+  const auto argv = b.test_submit_argv(
+      {b.submit_program(), "--partition=" + m.facts->name, "--time=" + b.time_limit_text(time_s), "--wrap=true"},
+      static_cast<int>(nodes), static_cast<int>(per_node));
   if (!argv) {
     p.slurm_note = b.name() + " has no test submission";
     return p;
@@ -116,10 +119,12 @@ Prediction predict(const ClusterOptions& o, const SchedulerBackend& b, const Par
 }
 
 void check_options(const ClusterOptions& o) {
-  if (o.weeks < 1 || o.weeks > 52) throw ConfigError("--weeks: expected 1 to 52 weeks of history, got " + std::to_string(o.weeks));
+  if (o.weeks < 1 || o.weeks > 52)
+    throw ConfigError("--weeks: expected 1 to 52 weeks of history, got " + std::to_string(o.weeks));
   if (o.gpus < 0) throw ConfigError("--gpus: expected a GPU count of 1 or more");
   if (o.predict && (o.gpus <= 0 || o.time.empty()))
-    throw ConfigError("--predict needs the job's shape: --gpus N and --time T", "e.g. gtrain cluster --predict --gpus 4 --time 2h");
+    throw ConfigError("--predict needs the job's shape: --gpus N and --time T",
+                      "e.g. gtrain cluster --predict --gpus 4 --time 2h");
   if (o.quota_hours < 0) throw ConfigError("--quota-hours: expected GPU-hours of 0 or more");
 }
 
@@ -191,8 +196,11 @@ void print_partition(const PartitionModel& m, const ClusterReading& r, std::ostr
       << " nodes, " << p.gpus << " GPUs (" << p.gpus_per_node << " a node)";
   if (p.free_gpus >= 0) out << ", " << p.free_gpus << " free now";
   if (p.pending_jobs >= 0)
-    out << "; " << p.pending_jobs << " jobs pending (" << p.pending_gpus << " GPUs), " << p.running_jobs << " running";
-  out << "\n  MaxTime " << p.max_time_s.str(true) << ", MaxNodes " << p.max_nodes.str() << "   (scontrol show partition -o)\n";
+    out << "; " << p.pending_jobs << " jobs pending"
+        << (p.pending_gpus >= 0 ? " (" + std::to_string(p.pending_gpus) + " GPUs)" : "") << ", " << p.running_jobs
+        << " running";
+  out << "\n  MaxTime " << p.max_time_s.str(true) << ", MaxNodes " << p.max_nodes.str() << "   ("
+      << (r.sources.empty() ? std::string("?") : r.sources.front()) << ")\n";
   if (!r.history_read) return;
   out << "  history: " << m.jobs.size() << " jobs over " << m.profile.weeks << " whole weeks\n";
   if (m.profile.weeks == 0) {
@@ -200,8 +208,9 @@ void print_partition(const PartitionModel& m, const ClusterReading& r, std::ostr
     return;
   }
   out << "  free GPUs by hour of the week (local time):\n" << free_heat_map(m.profile);
-  out << "  queue waits of jobs of " << (m.wait_hi == INT64_MAX ? std::string("any size")
-                                                                : std::to_string(m.wait_lo) + "-" + std::to_string(m.wait_hi) + " GPUs")
+  out << "  queue waits of jobs of "
+      << (m.wait_hi == INT64_MAX ? std::string("any size")
+                                 : std::to_string(m.wait_lo) + "-" + std::to_string(m.wait_hi) + " GPUs")
       << " by the hour they were submitted:\n"
       << wait_heat_map(m.profile, m.wait_lo, m.wait_hi);
   out << "  quiet windows (" << m.want << " of " << p.gpus << " GPUs free in 80% of weeks):\n";
@@ -235,10 +244,10 @@ int cluster_command(const ClusterOptions& o, const std::map<std::string, std::st
   const double time_limit = o.time.empty() ? 0 : parse_duration(o.time, "--time", 60);
   const SchedulerBackend* b = find_scheduler_backend(o.scheduler);
   if (!b || !b->can_submit()) throw ConfigError("--scheduler " + o.scheduler + ": expected slurm or pbs");
-  const int64_t now = o.now > 0 ? o.now
-                                : std::chrono::duration_cast<std::chrono::seconds>(
-                                      std::chrono::system_clock::now().time_since_epoch())
-                                      .count();
+  const int64_t now =
+      o.now > 0 ? o.now
+                : std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                      .count();
   ClusterQuery q;
   q.partition = o.partition;
   q.user = o.user;
@@ -256,27 +265,43 @@ int cluster_command(const ClusterOptions& o, const std::map<std::string, std::st
   if (const auto s = stated_quota(o, r, since, now)) r.quotas.push_back(*s);
   std::vector<std::optional<BurnDown>> burns;
   for (const auto& quota : r.quotas) {
-    burns.push_back(quota.left_gpu_minutes() >= 0 && r.history_read ? std::optional<BurnDown>(burn_down(quota, r.history, now))
-                                                                    : std::nullopt);
+    burns.push_back(quota.left_gpu_minutes() >= 0 && r.history_read
+                        ? std::optional<BurnDown>(burn_down(quota, r.history, now))
+                        : std::nullopt);
   }
   std::optional<Prediction> pred;
   if (o.predict && !models.empty()) pred = predict(o, *b, models.front(), static_cast<int64_t>(time_limit), now, run);
 
   if (o.json) {
-    nlohmann::json j = {{"scheduler", r.scheduler}, {"user", r.user}, {"now", now},
-                        {"history", {{"read", r.history_read}, {"all_users", r.history_all_users}, {"from", from},
-                                     {"to", now}, {"jobs", r.history.size()}}}};
+    nlohmann::json j = {{"scheduler", r.scheduler},
+                        {"user", r.user},
+                        {"now", now},
+                        {"history",
+                         {{"read", r.history_read},
+                          {"all_users", r.history_all_users},
+                          {"from", from},
+                          {"to", now},
+                          {"jobs", r.history.size()}}}};
     j["partitions"] = nlohmann::json::array();
     for (const auto& m : models) j["partitions"].push_back(partition_json(m));
     j["quotas"] = nlohmann::json::array();
     for (size_t i = 0; i < r.quotas.size(); ++i) j["quotas"].push_back(quota_json(r.quotas[i], burns[i]));
     if (pred) {
       const auto& h = pred->history;
-      j["prediction"] = {{"partition", models.front().facts->name}, {"gpus", o.gpus}, {"time_s", time_limit},
-                         {"known", h.known}, {"starts_now", h.starts_now}, {"wait_s", h.wait_s}, {"low_s", h.low_s},
-                         {"high_s", h.high_s}, {"samples", h.samples}, {"basis", h.basis},
-                         {"expected_start", h.known ? nlohmann::json(now + static_cast<int64_t>(h.wait_s)) : nlohmann::json(nullptr)},
-                         {"scheduler_estimate", pred->slurm_start ? nlohmann::json(static_cast<int64_t>(*pred->slurm_start)) : nlohmann::json(nullptr)}};
+      j["prediction"] = {
+          {"partition", models.front().facts->name},
+          {"gpus", o.gpus},
+          {"time_s", time_limit},
+          {"known", h.known},
+          {"starts_now", h.starts_now},
+          {"wait_s", h.wait_s},
+          {"low_s", h.low_s},
+          {"high_s", h.high_s},
+          {"samples", h.samples},
+          {"basis", h.basis},
+          {"expected_start", h.known ? nlohmann::json(now + static_cast<int64_t>(h.wait_s)) : nlohmann::json(nullptr)},
+          {"scheduler_estimate",
+           pred->slurm_start ? nlohmann::json(static_cast<int64_t>(*pred->slurm_start)) : nlohmann::json(nullptr)}};
     }
     j["sources"] = r.sources;
     j["notes"] = r.notes;
@@ -295,13 +320,19 @@ int cluster_command(const ClusterOptions& o, const std::map<std::string, std::st
     const auto& h = pred->history;
     out << "\nprediction for " << o.gpus << " GPUs x " << b->time_limit_text(static_cast<int64_t>(time_limit)) << " on "
         << models.front().facts->name << ", submitted now:\n";
-    if (h.starts_now) out << "  starts now: " << models.front().facts->free_gpus << " GPUs free and nobody waiting\n";
+    if (h.starts_now)
+      out << "  starts now: " << models.front().facts->free_gpus << " GPUs free and nobody waiting\n";
     else if (h.known)
-      out << "  from history: starts in about " << human_wait(h.wait_s) << " (" << when(now + static_cast<int64_t>(h.wait_s))
-          << "); observed " << human_wait(h.low_s) << " to " << human_wait(h.high_s) << " (" << h.basis << ")\n";
-    else out << "  from history: too few similar jobs to say\n";
-    if (pred->slurm_start) out << "  " << b->name() << "'s own estimate (test submission): " << when(static_cast<int64_t>(*pred->slurm_start)) << "\n";
-    else out << "  " << b->name() << "'s own estimate: none (" << pred->slurm_note << ")\n";
+      out << "  from history: starts in about " << human_wait(h.wait_s) << " ("
+          << when(now + static_cast<int64_t>(h.wait_s)) << "); observed " << human_wait(h.low_s) << " to "
+          << human_wait(h.high_s) << " (" << h.basis << ")\n";
+    else
+      out << "  from history: too few similar jobs to say\n";
+    if (pred->slurm_start)
+      out << "  " << b->name()
+          << "'s own estimate (test submission): " << when(static_cast<int64_t>(*pred->slurm_start)) << "\n";
+    else
+      out << "  " << b->name() << "'s own estimate: none (" << pred->slurm_note << ")\n";
   }
   if (!r.notes.empty()) {
     out << "\nwhat gtrain cannot know here:\n";

@@ -26,10 +26,10 @@ struct HistoryJob {
 struct PartitionFacts {
   std::string name;
   bool is_default = false;
-  std::string state;        // UP, DOWN, DRAIN, INACTIVE
-  int64_t nodes = 0;        // nodes in it
-  int64_t gpus = 0;         // GPUs in it (TRES gres/gpu)
-  int64_t free_gpus = -1;   // GPUs on usable nodes not allocated now (-1 = unknown)
+  std::string state;       // UP, DOWN, DRAIN, INACTIVE
+  int64_t nodes = 0;       // nodes in it
+  int64_t gpus = 0;        // GPUs in it (TRES gres/gpu)
+  int64_t free_gpus = -1;  // GPUs on usable nodes not allocated now (-1 = unknown)
   int64_t gpus_per_node = 0;
   LimitValue max_time_s, max_nodes;
   int64_t pending_jobs = -1, pending_gpus = -1, running_jobs = -1;  // the queue now (-1 = unknown)
@@ -37,29 +37,29 @@ struct PartitionFacts {
 
 // A quota the user may charge: an account's (or the user's association's) or a QOS's limits and use.
 struct QuotaFacts {
-  std::string kind;                 // "account", "association", "QOS"
-  std::string name;                 // "proj", "proj/alice", "burst"
-  bool is_default = false;          // the user's default account / QOS
-  int64_t limit_gpu_minutes = -1;   // GrpTRESMins gres/gpu (-1 = none set)
-  int64_t used_gpu_minutes = -1;    // what the scheduler counts as used against it (-1 = unknown)
-  int64_t grp_gpus = -1;            // GrpTRES gres/gpu: GPUs at once for everyone charging it (-1 = none)
-  int64_t grp_gpus_used = -1;       // of which in use now
-  int64_t max_gpus_per_job = -1;    // MaxTRESPerJob gres/gpu (-1 = none)
-  int64_t max_gpus_per_user = -1;   // MaxTRESPerUser gres/gpu (-1 = none)
-  LimitValue max_wall_s;            // MaxWall per job
-  std::string source;               // the command it came from
+  std::string kind;                // "account", "association", "QOS"
+  std::string name;                // "proj", "proj/alice", "burst"
+  bool is_default = false;         // the user's default account / QOS
+  int64_t limit_gpu_minutes = -1;  // GrpTRESMins gres/gpu (-1 = none set)
+  int64_t used_gpu_minutes = -1;   // what the scheduler counts as used against it (-1 = unknown)
+  int64_t grp_gpus = -1;           // GrpTRES gres/gpu: GPUs at once for everyone charging it (-1 = none)
+  int64_t grp_gpus_used = -1;      // of which in use now
+  int64_t max_gpus_per_job = -1;   // MaxTRESPerJob gres/gpu (-1 = none)
+  int64_t max_gpus_per_user = -1;  // MaxTRESPerUser gres/gpu (-1 = none)
+  LimitValue max_wall_s;           // MaxWall per job
+  std::string source;              // the command it came from
   // GPU-minutes left (-1 when no GPU-minute limit is set or its use is unknown).
   int64_t left_gpu_minutes() const {
     return limit_gpu_minutes >= 0 && used_gpu_minutes >= 0 ? std::max<int64_t>(0, limit_gpu_minutes - used_gpu_minutes)
-                                                          : -1;
+                                                           : -1;
   }
 };
 
 struct ClusterQuery {
-  std::string partition;    // "" = every partition (the default one first)
-  std::string user;         // whose quotas
-  int64_t since_unix = 0;   // history from
-  int64_t until_unix = 0;   // history to (now)
+  std::string partition;   // "" = every partition (the default one first)
+  std::string user;        // whose quotas
+  int64_t since_unix = 0;  // history from
+  int64_t until_unix = 0;  // history to (now)
   bool read_history = true;
 };
 
@@ -70,10 +70,10 @@ struct ClusterReading {
   bool history_read = false;               // the accounting answered
   bool history_all_users = false;          // it showed other users' jobs too
   int64_t history_from = 0, history_to = 0;
-  std::vector<HistoryJob> history;         // every job of the period (all partitions read)
-  std::vector<QuotaFacts> quotas;          // what the user may charge
-  std::vector<std::string> sources;        // the commands run, in order
-  std::vector<std::string> notes;          // what could not be read, and why
+  std::vector<HistoryJob> history;   // every job of the period (all partitions read)
+  std::vector<QuotaFacts> quotas;    // what the user may charge
+  std::vector<std::string> sources;  // the commands run, in order
+  std::vector<std::string> notes;    // what could not be read, and why
 };
 
 // What Slurm tells: partitions (scontrol show partition / node, squeue), the history (sacct
@@ -81,6 +81,16 @@ struct ClusterReading {
 // (scontrol show assoc_mgr). ConfigError for a --partition Slurm does not have; every other failure
 // is a note and the rest goes on.
 ClusterReading read_slurm_cluster(const ClusterQuery& q, const CommandRunner& run);
+
+// What PBS Pro tells: execution queues (qstat -Q -f), nodes' GPUs (pbsnodes -a), and the jobs
+// qstat -x -f keeps (finished ones only with job history enabled). No quotas: a note says so.
+ClusterReading read_pbs_cluster(const ClusterQuery& q, const CommandRunner& run);
+
+// PBS parsers, exposed for tests: blocks of "name" or "Job Id: X" / "Queue: X" headers followed by
+// indented "key = value" lines (as qstat -f, qstat -Q -f and pbsnodes -a print them); and the jobs
+// of `qstat -x -f` (qtime, stime, obittime, Resource_List.ngpus or select, walltime, queue, euser).
+std::vector<std::pair<std::string, std::map<std::string, std::string>>> parse_pbs_blocks(const std::string& text);
+std::vector<HistoryJob> parse_pbs_jobs(const std::string& text);
 
 // Slurm parsers, exposed for tests.
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "launcher/base/text_util.h"
+#include "launcher/scheduler/cluster_reading.h"
 #include "launcher/scheduler/discovery.h"
 #include "launcher/scheduler/hostlist.h"
 #include "launcher/scheduler/scheduler_backend.h"
@@ -288,6 +289,10 @@ class PbsBackend : public SchedulerBackend {
       if (state != "F" && state != "X") out[job] = {phase, state};  // finished, expired
     }
     return out;
+  }
+
+  ClusterReading read_cluster(const ClusterQuery& q, const CommandRunner& run) const override {
+    return read_pbs_cluster(q, run);
   }
 
   // qstat -x -f (finished jobs too): "qtime = Sat Dec  5 10:37:20 2026", local time.

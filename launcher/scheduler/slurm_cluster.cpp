@@ -49,8 +49,8 @@ std::vector<HistoryJob> parse_sacct_jobs(const std::string& text) {
     const auto it = std::find(header.begin(), header.end(), name);
     return it == header.end() ? -1 : static_cast<int>(it - header.begin());
   };
-  const int id = col("JobID"), user = col("User"), account = col("Account"), part = col("Partition"),
-            qos = col("QOS"), submit = col("Submit"), start = col("Start"), end = col("End"), alloc = col("AllocTRES"),
+  const int id = col("JobID"), user = col("User"), account = col("Account"), part = col("Partition"), qos = col("QOS"),
+            submit = col("Submit"), start = col("Start"), end = col("End"), alloc = col("AllocTRES"),
             req = col("ReqTRES"), limit = col("Timelimit"), state = col("State");
   if (id < 0 || submit < 0 || start < 0) return out;
   for (size_t i = 1; i < lines.size(); ++i) {
@@ -147,7 +147,7 @@ std::vector<PartitionFacts> parse_partitions(const std::string& text) {
     p.max_time_s = parse_slurm_duration(get("MaxTime"));
     p.max_nodes = parse_slurm_duration(get("MaxNodes")).kind == LimitValue::kUnlimited ? LimitValue::unlimited()
                   : to_int(get("MaxNodes")) >= 0 ? LimitValue::of(to_int(get("MaxNodes")))
-                                                  : LimitValue::unknown();
+                                                 : LimitValue::unknown();
     out.push_back(std::move(p));
   }
   std::stable_sort(out.begin(), out.end(),
@@ -186,7 +186,8 @@ std::map<std::string, std::vector<int64_t>> parse_queue(const std::string& text)
     const int64_t nodes = std::max<int64_t>(1, to_int(f[3], 1));
     // %b: "gres:gpu:4" or "gres:gpu:a100:4" (per node), "N/A" without GPUs.
     int64_t per_node = 0;
-    if (f[4].find("gpu") != std::string::npos) per_node = std::max<int64_t>(0, to_int(f[4].substr(f[4].rfind(':') + 1), 0));
+    if (f[4].find("gpu") != std::string::npos)
+      per_node = std::max<int64_t>(0, to_int(f[4].substr(f[4].rfind(':') + 1), 0));
     if (f[1] == "PENDING") {
       ++q[0];
       q[1] += per_node * nodes;
@@ -202,7 +203,8 @@ namespace {
 // One line for a command that failed: its first line of output, or that it could not be run.
 std::string failure(const std::string& what, const CommandOutput& r) {
   const auto l = lines_of(r.text);
-  return what + (r.rc < 0 ? " could not be run" : ": " + (l.empty() ? "exit " + std::to_string(r.rc) : text::trim(l[0])));
+  return what +
+         (r.rc < 0 ? " could not be run" : ": " + (l.empty() ? "exit " + std::to_string(r.rc) : text::trim(l[0])));
 }
 
 std::string joined(const std::vector<std::string>& v, const char* sep = ",") {
@@ -301,7 +303,8 @@ void read_quotas(ClusterReading& c, const ClusterQuery& q, const CommandRunner& 
   }
   c.sources.push_back("sacctmgr -nP show user " + q.user + " format=DefaultAccount");
   const CommandOutput user = run_merged(run, {"sacctmgr", "-nP", "show", "user", q.user, "format=DefaultAccount"});
-  const std::string default_account = user.rc == 0 && !lines_of(user.text).empty() ? text::trim(lines_of(user.text)[0]) : "";
+  const std::string default_account =
+      user.rc == 0 && !lines_of(user.text).empty() ? text::trim(lines_of(user.text)[0]) : "";
   const std::vector<std::pair<std::string, std::vector<std::string>>> asks = {
       {"flags=assoc", {"scontrol", "show", "assoc_mgr", "flags=assoc", "accounts=" + joined(accounts)}},
       {"flags=qos", {"scontrol", "show", "assoc_mgr", "flags=qos", "qos=" + joined(qos)}}};
