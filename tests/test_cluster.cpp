@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -14,7 +15,9 @@
 #include "launcher/cluster/start_prediction.h"
 #include "launcher/cluster/week_profile.h"
 #include "launcher/commands/cluster_command.h"
+#include "launcher/commands/submit_command.h"
 #include "runtime/core/errors.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {
@@ -53,7 +56,7 @@ std::string stamp(int64_t t) {
 }
 
 // Five weeks of a partition of 8 GPUs: every hour one job of other users holds 7 GPUs, except Wed
-// 05:00-09:00, when one of 1 GPU does (in 4 weeks of 5; the third week stays busy). A job starting
+// 05:00-09:00, when one of 1 GPU does (in 4 weeks of 5; the first week stays busy). A job starting
 // in the day (08:00-20:00) waited 40 minutes, at night 10, in the quiet window none. Alice's 1-GPU
 // job has run for 10 days on account proj (so the last week's window has 6 free).
 std::string synthetic_sacct() {
@@ -62,7 +65,7 @@ std::string synthetic_sacct() {
   int id = 1000;
   for (int64_t t = kNow - 5 * kWeek; t < kNow; t += 3600) {
     const int how = hour_of_week(t), week = static_cast<int>((t - (kNow - 5 * kWeek)) / kWeek);
-    const bool quiet = how >= 2 * 24 + 5 && how < 2 * 24 + 9 && week != 2;
+    const bool quiet = how >= 2 * 24 + 5 && how < 2 * 24 + 9 && week != 0;
     const int gpus = quiet ? 1 : 7;
     const int64_t wait = quiet ? 0 : how % 24 >= 8 && how % 24 < 20 ? 2400 : 600;
     o << id++ << "|bob|other|gpu|normal|" << stamp(t - wait) << "|" << stamp(t) << "|" << stamp(t + 3600)
@@ -101,6 +104,10 @@ const char* kQosMgr =
 // A replayed Slurm: each command's recorded answer; `sacct_fails` as when accounting is off.
 struct ReplayedSlurm {
   bool sacct_fails = false;
+  std::string assoc = "proj||normal,burst|normal\n";  // sacctmgr show assoc
+  std::string assoc_mgr = kAssocMgr;
+  // sbatch --test-only's start for an argv (0: refused); default: in 30 minutes.
+  std::function<double(const std::vector<std::string>&)> test_start;
   std::vector<std::string> calls;
   CommandRunner runner() {
     return [this](const std::vector<std::string>& wrapped) -> std::optional<std::string> {
@@ -114,13 +121,18 @@ struct ReplayedSlurm {
       if (argv[0] == "squeue") return ok("43|PENDING|gpu|1|gres:gpu:4\n40|RUNNING|gpu|1|gres:gpu:4\n");
       if (argv[0] == "sacct")
         return sacct_fails ? "sacct: error: Slurm accounting storage is disabled\ngtrain-rc=1" : ok(synthetic_sacct());
-      if (line.rfind("sacctmgr -nP show assoc", 0) == 0) return ok("proj||normal,burst|normal\n");
+      if (line.rfind("sacctmgr -nP show assoc", 0) == 0) return ok(assoc);
       if (line.rfind("sacctmgr -nP show user", 0) == 0) return ok("proj\n");
-      if (line.rfind("scontrol show assoc_mgr flags=assoc", 0) == 0) return ok(kAssocMgr);
+      if (line.rfind("scontrol show assoc_mgr flags=assoc", 0) == 0) return ok(assoc_mgr);
       if (line.rfind("scontrol show assoc_mgr flags=qos", 0) == 0) return ok(kQosMgr);
-      if (argv[0] == "sbatch")
-        return "sbatch: Job 77 to start at " + stamp(kNow + 1800) +
-               " using 8 processors on nodes g1 in partition gpu\n" + "gtrain-rc=0";
+      if (argv[0] == "sbatch") {
+        const double start = test_start ? test_start(argv) : double(kNow + 1800);
+        if (start <= 0)
+          return std::string(
+              "sbatch: error: QOSMaxGRESPerJob\nsbatch: error: Batch job submission failed\ngtrain-rc=1");
+        return "sbatch: Job 77 to start at " + stamp(static_cast<int64_t>(start)) +
+               " using 8 processors on nodes g1 in partition gpu\ngtrain-rc=0";
+      }
       return std::string("gtrain-rc=127");
     };
   }
@@ -167,7 +179,7 @@ TEST_F(ClusterModel, FindsTheQuietWindowOfTheSyntheticWeeks) {
   const int wed5 = 2 * 24 + 5;
   EXPECT_EQ(p.free_in_share(wed5, 0.8), 6);
   EXPECT_DOUBLE_EQ(p.share_free(wed5, 6), 0.8);
-  EXPECT_EQ(p.free_in_share(wed5, 1.0), 1);  // the busy third week
+  EXPECT_EQ(p.free_in_share(wed5, 1.0), 1);  // the busy first week
   EXPECT_EQ(p.free_in_share(wed5 + 4, 0.8), 1);
   const auto w = quiet_windows(p, 6);
   ASSERT_EQ(w.size(), 1u);
@@ -366,6 +378,181 @@ TEST_F(ClusterParse, PbsQueuesNodesAndJobHistory) {
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
   }
   EXPECT_EQ(s.find("route"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace gtrain
+
+namespace gtrain {
+namespace {
+
+// A small gpt whose chain is planned against the replayed cluster (dry runs: nothing is submitted).
+SubmitOptions shaped_submit(const test::TempDir& dir, const std::string& extra_toml = "") {
+  test::write_file(dir.file("job.toml"),
+                   "[model]\nname = \"gpt\"\nn_layer = 2\nn_embd = 64\nn_head = 4\nseq_len = 64\nvocab = 256\n"
+                   "[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 8\nsteps = 100\n" +
+                       extra_toml);
+  SubmitOptions o;
+  o.config_path = dir.file("job.toml");
+  o.run_dir = dir.file("run");
+  o.gtrain = "/bin/true";
+  o.dry_run = true;
+  o.now_unix = kNow;
+  o.partition = "gpu";
+  o.stages = "2";
+  o.gpus = "6";
+  o.time = "2h";
+  return o;
+}
+
+std::string submit_text(const SubmitOptions& o, ReplayedSlurm& slurm) {
+  std::ostringstream out;
+  EXPECT_EQ(submit_command(o, {{"USER", "alice"}}, slurm.runner(), out), 0) << out.str();
+  return out.str();
+}
+
+// --when quiet (issue 53): Monday 00:00, 6 of 8 GPUs were free in the last 4 weeks only Wed 05:00-09:00, so
+// the first 2-hour stage begins Wed 05:00 and the second, predicted to start Wed 07:00, needs no delay.
+TEST_F(ClusterCommand, SubmitWhenQuietBeginsStagesInTheQuietWindow) {
+  setenv("USER", "alice", 1);
+  test::TempDir dir;
+  ReplayedSlurm slurm;
+  SubmitOptions o = shaped_submit(dir);
+  o.when = "quiet";
+  const std::string s = submit_text(o, slurm);
+  EXPECT_NE(s.find("  stage 1: begin Wed 2026-12-09 05:00: 6 of 8 GPUs were free then in 100% of weeks, at Mon "
+                   "2026-12-07 00:00 in 0%"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(s.find("  stage 2: begin"), std::string::npos) << s;
+  EXPECT_NE(s.find("--begin=2026-12-09T05:00:00"), std::string::npos) << s;
+  // A deadline the delay would pass: no delay, and why.
+  o.deadline = "1d";
+  const std::string d = submit_text(o, slurm);
+  EXPECT_NE(d.find("stage 1: not delayed: waiting for Wed 2026-12-09 05:00 (6 GPUs free then in 80% of weeks) would "
+                   "end the chain after the deadline Tue 2026-12-08 00:00"),
+            std::string::npos)
+      << d;
+  EXPECT_EQ(d.find("--begin="), std::string::npos) << d;
+  // No accounting: it says so and starts as soon as it can.
+  slurm.sacct_fails = true;
+  o.deadline.clear();
+  const std::string n = submit_text(o, slurm);
+  EXPECT_NE(n.find("--when quiet: no quiet hours known (sacct: sacct: error: Slurm accounting storage is disabled"),
+            std::string::npos)
+      << n;
+  EXPECT_EQ(n.find("--begin="), std::string::npos) << n;
+}
+
+// --account auto: proj starts the stage in an hour, team at once but has 10 GPU-minutes left: proj pays.
+// With team's quota raised, team pays (it starts earlier); the script and chain say which.
+TEST_F(ClusterCommand, SubmitAccountAutoPicksTheEarliestStartWithinQuota) {
+  setenv("USER", "alice", 1);
+  test::TempDir dir;
+  ReplayedSlurm slurm;
+  slurm.assoc = "proj||normal|normal\nteam||normal|normal\n";
+  const std::string team =
+      "ClusterName=c Account=team UserName= Partition= Priority=0 ID=7\n"
+      "    GrpTRESMins=cpu=N(0),gres/gpu=600(590)\n";
+  slurm.assoc_mgr = std::string(kAssocMgr) + team;
+  slurm.test_start = [](const std::vector<std::string>& argv) {
+    for (const auto& a : argv)
+      if (a == "--account=team") return double(kNow);
+    return double(kNow + 3600);
+  };
+  SubmitOptions o = shaped_submit(dir);
+  o.account = "auto";
+  o.stages = "1";
+  o.gpus = "4";
+  o.time = "1h";
+  std::string s = submit_text(o, slurm);
+  EXPECT_NE(s.find("  stage 1: account proj, starts Mon 2026-12-07 01:00 (team: account team has 0.2 GPU-hours left)"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(test::read_file(o.run_dir + "/stage-1.sbatch").find("#SBATCH --account=proj\n"), std::string::npos);
+  slurm.assoc_mgr = std::string(kAssocMgr) +
+                    "ClusterName=c Account=team UserName= Partition= Priority=0 ID=7\n"
+                    "    GrpTRESMins=cpu=N(0),gres/gpu=6000(590)\n";
+  s = submit_text(o, slurm);
+  EXPECT_NE(s.find("  stage 1: account team, starts now"), std::string::npos) << s;
+  EXPECT_NE(test::read_file(o.run_dir + "/stage-1.sbatch").find("#SBATCH --account=team\n"), std::string::npos);
+  // Neither can pay: one line naming each.
+  slurm.assoc_mgr =
+      "ClusterName=c Account=proj UserName= Partition= Priority=0 ID=3\n"
+      "    GrpTRESMins=cpu=N(0),gres/gpu=30000(25000)\n" +
+      team;
+  o.time = "20h";
+  o.gpus = "8";
+  std::ostringstream out;
+  try {
+    submit_command(o, {}, slurm.runner(), out);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("no account and QOS you may charge can pay for stage 1 (160.0 GPU-hours); "
+                                         "team: account team has 0.2 GPU-hours left; proj: account proj has 83.3 "
+                                         "GPU-hours left"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// --time auto: 8 GPUs start now for up to 1 hour, 3-4 for up to 4, 2 for up to 12: the largest
+// rectangle that starts now is 2 GPUs x 12 h, found in at most 20 test submissions.
+TEST_F(ClusterCommand, SubmitTimeAutoTakesTheLargestShapeThatStartsNow) {
+  setenv("USER", "alice", 1);
+  test::TempDir dir;
+  ReplayedSlurm slurm;
+  int probes = 0;
+  slurm.test_start = [&](const std::vector<std::string>& argv) {
+    ++probes;
+    int per_node = 0, nodes = 1;
+    double t = 0;
+    for (const auto& a : argv) {
+      if (a.rfind("--gpus-per-node=", 0) == 0) per_node = std::stoi(a.substr(16));
+      if (a.rfind("--nodes=", 0) == 0) nodes = std::stoi(a.substr(8));
+      if (a.rfind("--time=", 0) == 0) t = static_cast<double>(parse_slurm_duration(a.substr(7)).value);
+    }
+    const int gpus = per_node * nodes;
+    const double most = gpus >= 8 ? 3600 : gpus >= 3 ? 4 * 3600 : 12 * 3600;
+    return double(t <= most ? kNow : kNow + 5 * 3600);
+  };
+  SubmitOptions o = shaped_submit(dir);
+  o.gpus = "2-8";
+  o.stages = "auto";
+  o.time = "auto";
+  const std::string s = submit_text(o, slurm);
+  EXPECT_LE(probes, 20);
+  EXPECT_NE(s.find("chosen: 2 GPU(s) x 12:00:00, the largest that starts now (24.0 GPU-hours)"), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("  8 GPU(s) x 01:00:00: starts now"), std::string::npos) << s;
+  EXPECT_NE(test::read_file(o.run_dir + "/stage-1.sbatch").find("#SBATCH --time=12:00:00\n"), std::string::npos);
+}
+
+// The quota warning: finishing the run needs more GPU-hours than account proj has left.
+TEST_F(ClusterCommand, SubmitWarnsWhenTheChainWouldUseUpTheQuota) {
+  setenv("USER", "alice", 1);
+  test::TempDir dir;
+  ReplayedSlurm slurm;
+  SubmitOptions o = shaped_submit(dir);
+  test::write_file(dir.file("job.toml"),
+                   "[model]\nname = \"gpt\"\nn_layer = 24\nn_embd = 1024\nn_head = 16\nseq_len = 1024\n"
+                   "vocab = 50304\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 256\nsteps = 100000\n");
+  const std::string s = submit_text(o, slurm);
+  const auto at =
+      s.find("gtrain submit: warning: account proj has 300.0 GPU-hours left; finishing the run needs about ");
+  ASSERT_NE(at, std::string::npos) << s;
+  EXPECT_NE(s.find("(100000 steps on 6 GPUs): the chain would stop near step ", at), std::string::npos) << s;
+  // A small job fits: no warning.
+  ReplayedSlurm quiet;
+  EXPECT_EQ(submit_text(shaped_submit(dir), quiet).find("warning"), std::string::npos);
+  // A quota stated in the config: alice's GPU time since Dec 1 (her 1-GPU job: 144 GPU-hours) of 150.
+  SubmitOptions big = shaped_submit(dir);
+  test::write_file(dir.file("job.toml"),
+                   "[model]\nname = \"gpt\"\nn_layer = 24\nn_embd = 1024\nn_head = 16\nseq_len = 1024\n"
+                   "vocab = 50304\n[data]\nkind = \"synthetic\"\n[train]\nglobal_batch = 256\nsteps = 100000\n"
+                   "[cluster]\ngpu_hours_quota = 150\n");
+  const std::string q = submit_text(big, quiet);
+  EXPECT_NE(q.find("gtrain submit: warning: stated quota of alice has 6.0 GPU-hours left"), std::string::npos) << q;
 }
 
 }  // namespace

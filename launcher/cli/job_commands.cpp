@@ -136,10 +136,20 @@ Command add_submit(CLI::App& app) {
   cmd->add_option("--nodes", submit->nodes, "Nodes per stage (default 1), or one count per stage")->type_name("N|LIST");
   cmd->add_option("--time", submit->time,
                   "Time limit of each stage (2h, 90m, 1h30m, HH:MM:SS, or Slurm's MM, MM:SS, D-HH, D-HH:MM, "
-                  "D-HH:MM:SS; a plain number is minutes, as for sbatch)");
+                  "D-HH:MM:SS; a plain number is minutes, as for sbatch); auto: the largest GPUs x time the "
+                  "scheduler would start now (backfill), from at most 20 test submissions");
   cmd->add_option("--partition", submit->partition, "Partition (PBS: queue)");
-  cmd->add_option("--account", submit->account, "Account to charge");
-  cmd->add_option("--qos", submit->qos, "Quality of service");
+  cmd->add_option("--account", submit->account,
+                  "Account to charge; auto: per stage, the one you may charge that starts it earliest within its "
+                  "quota (sbatch --test-only for each)");
+  cmd->add_option("--qos", submit->qos, "Quality of service; auto: as --account auto, over the QOS you may use");
+  cmd->add_option("--when", submit->when,
+                  "now (default), or quiet: a stage whose GPUs are seldom free at its predicted start begins at "
+                  "the partition's next quiet hour (from the accounting's history; gtrain cluster shows them)")
+      ->check(CLI::IsMember({"now", "quiet"}));
+  cmd->add_option("--deadline", submit->deadline,
+                  "--when quiet delays no stage so far that the chain would end after this (2026-12-10T08:00, "
+                  "or a duration from now: 3d)");
   cmd->add_option("--sbatch-arg", submit->sbatch_args, "Extra directive, e.g. --constraint=a100 (repeatable)")
       ->allow_extra_args(false);
   cmd->add_option("--signal-lead", submit->signal_lead_s,

@@ -236,6 +236,45 @@ void print_quota(const QuotaFacts& q, const std::optional<BurnDown>& b, std::ost
   if (b) out << "    burn-down: " << b->text() << "\n";
 }
 
+// --json: everything the text shows, as one object.
+void print_json(const ClusterOptions& o, const ClusterReading& r, const std::vector<PartitionModel>& models,
+                const std::vector<std::optional<BurnDown>>& burns, const std::optional<Prediction>& pred, int64_t from,
+                int64_t now, double time_limit, std::ostream& out) {
+  nlohmann::json j = {{"scheduler", r.scheduler},
+                      {"user", r.user},
+                      {"now", now},
+                      {"history",
+                       {{"read", r.history_read},
+                        {"all_users", r.history_all_users},
+                        {"from", from},
+                        {"to", now},
+                        {"jobs", r.history.size()}}}};
+  j["partitions"] = nlohmann::json::array();
+  for (const auto& m : models) j["partitions"].push_back(partition_json(m));
+  j["quotas"] = nlohmann::json::array();
+  for (size_t i = 0; i < r.quotas.size(); ++i) j["quotas"].push_back(quota_json(r.quotas[i], burns[i]));
+  if (pred) {
+    const auto& h = pred->history;
+    j["prediction"] = {
+        {"partition", models.front().facts->name},
+        {"gpus", o.gpus},
+        {"time_s", time_limit},
+        {"known", h.known},
+        {"starts_now", h.starts_now},
+        {"wait_s", h.wait_s},
+        {"low_s", h.low_s},
+        {"high_s", h.high_s},
+        {"samples", h.samples},
+        {"basis", h.basis},
+        {"expected_start", h.known ? nlohmann::json(now + static_cast<int64_t>(h.wait_s)) : nlohmann::json(nullptr)},
+        {"scheduler_estimate",
+         pred->slurm_start ? nlohmann::json(static_cast<int64_t>(*pred->slurm_start)) : nlohmann::json(nullptr)}};
+  }
+  j["sources"] = r.sources;
+  j["notes"] = r.notes;
+  out << j.dump(2) << "\n";
+}
+
 }  // namespace
 
 int cluster_command(const ClusterOptions& o, const std::map<std::string, std::string>& env, const CommandRunner& run,
@@ -273,39 +312,7 @@ int cluster_command(const ClusterOptions& o, const std::map<std::string, std::st
   if (o.predict && !models.empty()) pred = predict(o, *b, models.front(), static_cast<int64_t>(time_limit), now, run);
 
   if (o.json) {
-    nlohmann::json j = {{"scheduler", r.scheduler},
-                        {"user", r.user},
-                        {"now", now},
-                        {"history",
-                         {{"read", r.history_read},
-                          {"all_users", r.history_all_users},
-                          {"from", from},
-                          {"to", now},
-                          {"jobs", r.history.size()}}}};
-    j["partitions"] = nlohmann::json::array();
-    for (const auto& m : models) j["partitions"].push_back(partition_json(m));
-    j["quotas"] = nlohmann::json::array();
-    for (size_t i = 0; i < r.quotas.size(); ++i) j["quotas"].push_back(quota_json(r.quotas[i], burns[i]));
-    if (pred) {
-      const auto& h = pred->history;
-      j["prediction"] = {
-          {"partition", models.front().facts->name},
-          {"gpus", o.gpus},
-          {"time_s", time_limit},
-          {"known", h.known},
-          {"starts_now", h.starts_now},
-          {"wait_s", h.wait_s},
-          {"low_s", h.low_s},
-          {"high_s", h.high_s},
-          {"samples", h.samples},
-          {"basis", h.basis},
-          {"expected_start", h.known ? nlohmann::json(now + static_cast<int64_t>(h.wait_s)) : nlohmann::json(nullptr)},
-          {"scheduler_estimate",
-           pred->slurm_start ? nlohmann::json(static_cast<int64_t>(*pred->slurm_start)) : nlohmann::json(nullptr)}};
-    }
-    j["sources"] = r.sources;
-    j["notes"] = r.notes;
-    out << j.dump(2) << "\n";
+    print_json(o, r, models, burns, pred, from, now, time_limit, out);
     return 0;
   }
   out << "gtrain cluster: " << r.scheduler << ", user " << r.user << ", " << when(now) << "\n";

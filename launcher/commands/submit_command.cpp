@@ -22,6 +22,8 @@
 #include "launcher/base/run_lock.h"
 #include "launcher/chain/window_calendar.h"
 #include "launcher/commands/plan_command.h"
+#include "launcher/commands/submit_calendar.h"
+#include "launcher/commands/submit_shaping.h"
 #include "launcher/launch/run_launch.h"
 #include "launcher/scheduler/scheduler_limits.h"
 #include "launcher/sweep/search_space.h"
@@ -435,8 +437,8 @@ void write_stage_scripts(const SubmitOptions& o, const std::vector<StagePlan>& p
     b.time = backend.time_limit_text(static_cast<int64_t>(w.limit_s));
     b.signal_lead_s = w.lead;
     b.partition = o.partition;
-    b.account = o.account;
-    b.qos = o.qos;
+    b.account = plans[i].account.empty() ? o.account : plans[i].account;  // --account auto: the stage's pick
+    b.qos = plans[i].qos.empty() ? o.qos : plans[i].qos;
     b.extra_directives = o.sbatch_args;
     b.launcher = o.launcher;
     b.cpus_per_gpu = o.cpus_per_gpu;
@@ -445,6 +447,7 @@ void write_stage_scripts(const SubmitOptions& o, const std::vector<StagePlan>& p
     s.gpus = b.gpus;
     s.nodes = b.nodes;
     s.nodes_min = b.nodes_min;
+    s.account = b.account, s.qos = b.qos, s.shaped = plans[i].shaped;
     s.script = stage_script_name(b.index, backend.script_suffix());
     const std::string script_path = (fs::path(w.run_dir) / s.script).string();
     {
@@ -483,89 +486,9 @@ void print_submit_plan(const SubmitOptions& o, const Chain& chain, const ScriptC
                 ? " at most (Slurm starts it on " + std::to_string(s.nodes_min) + "-" + std::to_string(s.nodes) +
                       " nodes, " + std::to_string(s.gpus / s.nodes) + " GPU(s) each)"
                 : std::string())
-        << (s.begin.empty() ? "" : ", begin " + s.begin) << ", " << s.script << "\n";
+        << (s.begin.empty() ? "" : ", begin " + s.begin) << (s.account.empty() ? "" : ", account " + s.account)
+        << (s.qos.empty() ? "" : ", QOS " + s.qos) << ", " << s.script << "\n";
   }
-}
-
-// The GPUs a stage starting in a window with cap `cap` takes: the cap (no --gpus), the fastest open size
-// within it (--gpus auto, a range or a list with --stages auto), else the first stage's count.
-int calendar_gpus(const Chain& chain, int first_gpus, int nodes, int64_t cap,
-                  const std::function<double(int)>& step_at) {
-  if (chain.gpus_from_windows) {
-    const int g = cap > 0 ? static_cast<int>(cap) : 1;
-    return g % nodes == 0 ? g : std::max(nodes, g / nodes * nodes);
-  }
-  if (!chain.sizing.active()) return first_gpus;
-  int best = 0;
-  for (int g : sizing_candidates(chain.sizing, cap, nodes)) {
-    if (g % nodes != 0 || (cap > 0 && g > cap) || step_at(g) <= 0) continue;
-    if (best == 0 || step_at(g) < step_at(best)) best = g;
-  }
-  return best;
-}
-
-// With quota windows: what a --time longer than the windows costs, when the run is done with each
-// stage on the GPUs of the window it starts in (window_calendar.h), and the resource-request
-// paragraph gtrain report has: the admin's question, answered before anything is queued.
-void print_windows_plan(const SubmitOptions& o, const JobConfig& cfg, const Chain& chain,
-                        const std::vector<Window>& windows, const std::vector<StagePlan>& plans, const ScriptCommon& w,
-                        double now, std::ostream& out) {
-  if (windows.empty()) return;
-  if (const double longest = longest_window_stretch(windows, now); longest > 0 && w.limit_s > longest)
-    out << "  --time " << o.time << " is longer than the longest quota window stretch (" << format_eta(longest)
-        << "): each stage stops at its window's close anyway (as planned below); --time "
-        << format_duration(static_cast<int64_t>(longest)) << " asks for no time a stage cannot use, and fits "
-        << "backfill sooner\n";
-  const StageHistory hist = read_stage_history(w.run_dir, now);
-  const JobDescription job = describe_job(cfg);
-  const int64_t total = cfg.train.steps > 0 ? cfg.train.steps : job.total_steps;
-  const int nodes = plans.front().nodes;
-  JobConfig layout = cfg;
-  if (layout.parallel.memory_gb <= 0) layout.parallel.memory_gb = 1e9;  // the stage's own hardware judges memory
-  std::map<int, std::pair<double, std::string>> plans_at;               // GPUs -> step seconds (0: none), layout
-  const auto plan_at = [&](int g) -> const std::pair<double, std::string>& {
-    auto it = plans_at.find(g);
-    if (it != plans_at.end()) return it->second;
-    std::pair<double, std::string> p{0, ""};
-    try {
-      const Plan plan = plan_run(layout, job.stats, g, std::max(1, g / nodes));
-      p = {plan.est_step_seconds * hist.factor, plan.summary()};
-    } catch (const ConfigError&) {
-    }
-    return plans_at.emplace(g, p).first->second;
-  };
-  const auto step_at = [&](int g) { return plan_at(g).first; };
-  CalendarInput in;
-  in.windows = windows;
-  in.now = now;
-  in.steps = std::max<int64_t>(0, total - hist.done);
-  in.limit_s = w.limit_s - w.lead;
-  in.overhead_s = hist.overhead_s;
-  in.size_for = [&](int64_t cap) {
-    const int g = calendar_gpus(chain, plans.front().gpus, nodes, cap, step_at);
-    return CalendarSize{g, g > 0 ? step_at(g) : 0};
-  };
-  const WindowCalendar c = plan_calendar(in);
-  for (const auto& line : text::split(render_calendar(c, cfg.schedule.window, now), '\n'))
-    if (!line.empty()) out << "  " << line << "\n";
-  PlannedRun run;
-  run.model = cfg.model.name;
-  run.params = job.stats.params;
-  run.steps = in.steps;
-  run.global_batch = cfg.train.global_batch;
-  run.tokens_per_sample = job.stats.seq_len > 1 ? job.stats.seq_len : 0;
-  run.precision = cfg.precision.dtype;
-  std::set<int> counts = {1};
-  for (const auto& x : c.stages) counts.insert(x.gpus);
-  for (const auto& p : plans) counts.insert(p.gpus);
-  for (int g : counts) {
-    if (g % nodes != 0) continue;
-    RequestRow q;
-    q.units = g, q.nodes = nodes, q.step_s = step_at(g), q.layout = plan_at(g).second, q.feasible = q.step_s > 0;
-    if (!q.feasible) q.why = "no layout";
-    run.rows.push_back(q);
-  }
-  out << "  request: " << planned_request_paragraph(run) << "\n";
 }
 
 // Stages before `i` that were queued: cancelled again, as the chain could not be completed.
@@ -704,13 +627,17 @@ void submit_chain(const SubmitOptions& o, const std::map<std::string, std::strin
 
 }  // namespace
 
-int submit_command(const SubmitOptions& o, const std::map<std::string, std::string>& env, const CommandRunner& runner,
-                   std::ostream& out) {
+int submit_command(const SubmitOptions& given, const std::map<std::string, std::string>& env,
+                   const CommandRunner& runner, std::ostream& out) {
+  const SchedulerBackend& backend = submit_backend(given);
+  const double now = given.now_unix > 0 ? given.now_unix : static_cast<double>(std::time(nullptr));
+  check_shaping_options(given, backend, false);
+  const SubmitOptions o = resolve_time_auto(given, backend, runner, now, out);  // --time auto: its shape
   const int stages = validate_submit_options(o);
-  const SchedulerBackend& backend = submit_backend(o);
   const JobConfig cfg = load_job_config(o.config_path, o.sets, env);
   if (o.sweep) load_sweep_file(o.config_path, o.sets, env);  // its [search] read now, not in stage 1
   const std::vector<Window> windows = submit_windows(cfg);
+  check_shaping_options(o, backend, !windows.empty());
   const std::string run_dir = fs::absolute(resolve_run_dir(cfg, o.config_path, o.run_dir)).lexically_normal().string();
   // chain.json changes under its lock from here (a stage of an earlier chain may report meanwhile).
   const bool run_dir_exists = fs::is_directory(run_dir);
@@ -723,8 +650,8 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
     RunLock::acquire(run_dir, fs::is_directory(ckpt) ? ckpt : std::string());
   }
   backend.check_time_limit(o.partition, o.time, parse_slurm_time(o.time), runner);
-  const double now = o.now_unix > 0 ? o.now_unix : static_cast<double>(std::time(nullptr));
   auto plans = plan_stages(o, stages, windows, now);
+  shape_stages(o, cfg, backend, plans, parse_slurm_time(o.time), run_dir, runner, now, out);
   check_stages_runnable(cfg, run_dir, plans, windows, stages == 0 && o.gpus.empty());
   std::error_code ec;
   fs::create_directories(run_dir, ec);
@@ -762,7 +689,7 @@ int submit_command(const SubmitOptions& o, const std::map<std::string, std::stri
   write_stage_scripts(o, plans, w, chain);
   if (open_gpu_sizes(o, stages)) size_stages(o, cfg, w, plans, chain, runner, now, out);
   print_submit_plan(o, chain, w, out);
-  print_windows_plan(o, cfg, chain, windows, plans, w, now, out);
+  print_windows_plan(o, cfg, chain, windows, plans, w.run_dir, w.limit_s, w.lead, now, out);
   if (o.dry_run) {
     out << "dry run: scripts written, nothing submitted. The commands submit would run (bash; each stage reports "
            "to the chain.json that only submit writes, so run gtrain submit without --dry-run to queue them):\n"

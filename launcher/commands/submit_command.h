@@ -43,16 +43,20 @@ struct SubmitOptions {
   std::string gtrain;                    // executable path ("" = this one)
   double now_unix = 0;                   // when the chain is planned from (0 = the clock; tests fix it)
   bool sweep = false;                    // --sweep: the config is a sweep file; each stage runs gtrain sweep
+  std::string when = "now";              // --when now | quiet: quiet delays stages to the partition's quiet hours
+  std::string deadline;                  // --deadline: --when quiet delays no stage past it ("" = none)
 };
 
 // One planned stage, before scripts exist.
 struct StagePlan {
-  int gpus = 1, nodes = 1;  // with a node range: the GPUs and nodes at its most
-  int nodes_min = 0;        // > 0: Slurm starts the stage on nodes_min to nodes nodes, whatever is free
-  double begin_unix = 0;    // 0 = as soon as possible
-  double start_unix = 0;    // predicted start: the previous stage's predicted end, or its window's opening
-  double end_unix = 0;      // predicted end: start + --time, or the close of its window stretch if sooner
-  int64_t cap = 0;          // the max_gpus of the window it starts in (0 = none)
+  int gpus = 1, nodes = 1;   // with a node range: the GPUs and nodes at its most
+  int nodes_min = 0;         // > 0: Slurm starts the stage on nodes_min to nodes nodes, whatever is free
+  double begin_unix = 0;     // 0 = as soon as possible
+  double start_unix = 0;     // predicted start: the previous stage's predicted end, or its window's opening
+  double end_unix = 0;       // predicted end: start + --time, or the close of its window stretch if sooner
+  int64_t cap = 0;           // the max_gpus of the window it starts in (0 = none)
+  std::string account, qos;  // --account auto / --qos auto: who pays for it ("" = submit's own)
+  std::string shaped;        // why its begin, time or account was chosen from the cluster ("" = not)
 };
 
 // "HH:MM:SS", "MM:SS", "D-HH:MM:SS" -> seconds; ConfigError otherwise.

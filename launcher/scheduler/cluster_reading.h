@@ -61,6 +61,7 @@ struct ClusterQuery {
   int64_t since_unix = 0;  // history from
   int64_t until_unix = 0;  // history to (now)
   bool read_history = true;
+  bool read_partitions = true;  // partitions, nodes and the queue now (submit's quota warning needs only quotas)
 };
 
 struct ClusterReading {

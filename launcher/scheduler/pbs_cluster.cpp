@@ -142,12 +142,14 @@ ClusterReading read_pbs_cluster(const ClusterQuery& q, const CommandRunner& run)
       for (auto& j : parse_pbs_jobs(jobs.text)) {
         if (j.submit >= q.since_unix && j.submit < q.until_unix) c.history.push_back(std::move(j));
       }
-      const bool finished = std::any_of(c.history.begin(), c.history.end(), [](const HistoryJob& j) { return j.state == "F"; });
+      const bool finished =
+          std::any_of(c.history.begin(), c.history.end(), [](const HistoryJob& j) { return j.state == "F"; });
       c.history_read = finished;
       for (const auto& j : c.history) c.history_all_users |= !j.user.empty() && j.user != q.user;
       if (!finished)
-        c.notes.push_back("qstat -x shows no finished job: PBS keeps them only with job_history_enable, for "
-                          "job_history_duration (2 weeks by default): no hour-of-week profile or prediction from history");
+        c.notes.push_back(
+            "qstat -x shows no finished job: PBS keeps them only with job_history_enable, for "
+            "job_history_duration (2 weeks by default): no hour-of-week profile or prediction from history");
     } else {
       c.notes.push_back("qstat -x -f failed: no job history");
     }

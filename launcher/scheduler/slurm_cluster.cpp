@@ -331,7 +331,7 @@ ClusterReading read_slurm_cluster(const ClusterQuery& q, const CommandRunner& ru
   ClusterReading c;
   c.scheduler = "slurm";
   c.user = q.user;
-  read_partitions(c, q, run);
+  if (q.read_partitions) read_partitions(c, q, run);
   if (q.read_history) read_history(c, q, run);
   read_quotas(c, q, run);
   return c;

@@ -18,7 +18,7 @@ inline constexpr const char* kMlp =
     "[train]\nglobal_batch = 16\nepochs = 1.0\n[log]\nprogress = \"none\"\n";
 
 // A scheduler: sbatch answers job ids from 100, squeue answers `squeue` (id state lines), every call
-// is recorded; `on_call` runs first and may answer instead.
+// but scontrol / sacctmgr / sacct reads is recorded; `on_call` runs first and may answer instead.
 struct Fake {
   std::vector<std::vector<std::string>> calls;
   int next_job = 100;
@@ -28,7 +28,8 @@ struct Fake {
     return [this](const std::vector<std::string>& wrapped) -> std::optional<std::string> {
       std::vector<std::string> argv(wrapped.begin() + (wrapped.size() > 4 && wrapped[0] == "bash" ? 4 : 0),
                                     wrapped.end());
-      if (argv[0] == "scontrol") return std::nullopt;
+      // Reads of limits and quotas (gtrain submit's quota warning): no answer, not recorded.
+      if (argv[0] == "scontrol" || argv[0] == "sacctmgr" || argv[0] == "sacct") return std::nullopt;
       calls.push_back(argv);
       if (on_call) on_call(argv);
       if (argv[0] == "sbatch") return std::to_string(next_job++) + "\ngtrain-rc=0";

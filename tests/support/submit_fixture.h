@@ -49,8 +49,8 @@ struct FakeScheduler {
           return a;
         }
       }
-      // submit's read-only look at the partition's MaxTime: not a call the tests count.
-      if (argv[0] == "scontrol") return std::nullopt;
+      // submit's read-only looks (the partition's MaxTime, quotas for its warning): not calls the tests count.
+      if (argv[0] == "scontrol" || argv[0] == "sacctmgr" || argv[0] == "sacct") return std::nullopt;
       calls.push_back(argv);
       if (argv[0] == "sbatch" || argv[0] == "qsub") {
         if (refuse(argv))

@@ -11,6 +11,7 @@
 
 #include "runtime/core/config/adapter_config.h"
 #include "runtime/core/config/checkpoint_config.h"
+#include "runtime/core/config/cluster_config.h"
 #include "runtime/core/config/data_config.h"
 #include "runtime/core/config/distill_config.h"
 #include "runtime/core/config/log_config.h"
@@ -35,6 +36,7 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   LogConfig log;
   ScheduleConfig schedule;
+  ClusterConfig cluster;
 
   std::string source_path;  // the TOML file it was read from ("" for defaults)
   // "section.key" -> what set it instead of the file ("--set train.steps=9", "environment GTRAIN_...").
@@ -59,6 +61,7 @@ struct JobConfig {
     v("checkpoint", checkpoint, "Periodic checkpoints.");
     v("log", log, "Run directory, console output and metrics.");
     v("schedule", schedule, "Stages: signals and deadlines that end one (save, exit 3, resume later), quota windows.");
+    v("cluster", cluster, "What the scheduler does not know of your standing: a GPU-hour quota kept elsewhere.");
   }
 };
 

@@ -63,7 +63,10 @@ nlohmann::json chain_to_json(const Chain& c) {
                   {"submitted", s.submitted},
                   {"state", state_name(s.state)},
                   {"exit", s.exit},
-                  {"decision", s.decision}});
+                  {"decision", s.decision},
+                  {"account", s.account},
+                  {"qos", s.qos},
+                  {"shaped", s.shaped}});
   }
   nlohmann::json windows = nlohmann::json::array();
   for (const auto& w : c.windows) windows.push_back({{"days", w.days}, {"hours", w.hours}, {"max_gpus", w.max_gpus}});
@@ -218,6 +221,9 @@ Chain chain_from_json(const nlohmann::json& j, const std::string& where, const s
     x.state = named(s, "state", StageState::planned, where, at + ".");
     x.exit = field(s, "exit", -1, where, at + ".");
     if (s.contains("decision") && s["decision"].is_object()) x.decision = s["decision"];
+    x.account = field(s, "account", std::string(), where, at + ".");
+    x.qos = field(s, "qos", std::string(), where, at + ".");
+    x.shaped = field(s, "shaped", std::string(), where, at + ".");
     c.stages.push_back(x);
   }
   return c;

@@ -72,8 +72,10 @@ struct ChainStage {
   std::string job;                       // scheduler job id ("" = not submitted)
   double submitted = 0;                  // unix time it was submitted (0 = not, or by an older gtrain)
   StageState state = StageState::planned;
-  int exit = -1;            // gtrain run's exit code (-1 = not reported)
-  nlohmann::json decision;  // how its size was chosen (stage_sizing.h; null = the size was given)
+  int exit = -1;             // gtrain run's exit code (-1 = not reported)
+  nlohmann::json decision;   // how its size was chosen (stage_sizing.h; null = the size was given)
+  std::string account, qos;  // who pays for it ("" = the user's default)
+  std::string shaped;        // why its begin or payer was chosen from the cluster (submit --when quiet, --account auto)
 };
 
 struct Chain {

@@ -89,7 +89,7 @@ const char* gtrain_version() {
 }
 
 bool defines_trajectory(const std::string& key) {
-  for (const char* section : {"parallel.", "checkpoint.", "log.", "schedule."})
+  for (const char* section : {"parallel.", "checkpoint.", "log.", "schedule.", "cluster."})
     if (key.rfind(section, 0) == 0) return false;
   for (const char* k : {"train.threads", "train.reproducible_chunk", "data.path", "data.eval_path", "data.cache_dir",
                         "data.train_prefix", "data.eval_prefix", "data.prefetch", "data.workers"})
