@@ -5,7 +5,8 @@
 # a failure there is one reported line, not fatal: what needs the venv is skipped).
 #   scripts/install-deps.sh [--no-venv] [--test]
 #     --no-venv: the Debian packages only (make run, make build)
-#     --test:    also what only the tests need: chromium (the browser test of gtrain report); a
+#     --test:    also what only the tests need: chromium (the browser test of gtrain report),
+#                slurmdbd and mariadb-server (the Slurm suite with accounting); a
 #                failure there is one reported line, not fatal: that test then says SKIPPED and why
 set -euo pipefail
 
@@ -13,7 +14,7 @@ no_venv=0
 for arg in "$@"; do
   case $arg in
     --no-venv) no_venv=1 ;;
-    --test) TEST_PKGS=(chromium) ;;
+    --test) TEST_PKGS=(chromium slurmdbd mariadb-server) ;;
     *) echo "install-deps: unknown option $arg (expected --no-venv, --test)" >&2; exit 2 ;;
   esac
 done

@@ -77,8 +77,10 @@ double parse_deadline(const std::string& text, double now) {
   try {
     return now + parse_duration(text, "--deadline");
   } catch (const ConfigError&) {
-    throw ConfigError("--deadline: expected a local date-time (2026-12-10T08:00) or a duration from now (3d, 36h), "
-                      "got '" + text + "'");
+    throw ConfigError(
+        "--deadline: expected a local date-time (2026-12-10T08:00) or a duration from now (3d, 36h), "
+        "got '" +
+        text + "'");
   }
 }
 
@@ -127,17 +129,18 @@ void delay_to_quiet(std::vector<StagePlan>& plans, const SubmitCluster& c, doubl
   }
 }
 
-BackfillShape backfill_shape(const SubmitOptions& o, const SchedulerBackend& b,
-                                            const SubmitCluster& c, const std::vector<int>& gpu_counts, double now,
-                                            const CommandRunner& run, int max_probes) {
+BackfillShape backfill_shape(const SubmitOptions& o, const SchedulerBackend& b, const SubmitCluster& c,
+                             const std::vector<int>& gpu_counts, double now, const CommandRunner& run, int max_probes) {
   BackfillShape best;
   std::vector<double> times = {900, 1800, 3600, 7200, 14400, 28800, 43200, 86400, 172800};
   double most = 0;
   if (c.partition && c.partition->max_time_s.known()) most = static_cast<double>(c.partition->max_time_s.value);
   for (const auto& q : c.reading.quotas)
     if (q.max_wall_s.known() && (o.qos.empty() || o.qos == "auto" || q.kind != "QOS" || q.name == o.qos))
-      most = most > 0 ? std::min(most, static_cast<double>(q.max_wall_s.value)) : static_cast<double>(q.max_wall_s.value);
-  if (most > 0) times.erase(std::remove_if(times.begin(), times.end(), [&](double t) { return t > most; }), times.end());
+      most =
+          most > 0 ? std::min(most, static_cast<double>(q.max_wall_s.value)) : static_cast<double>(q.max_wall_s.value);
+  if (most > 0)
+    times.erase(std::remove_if(times.begin(), times.end(), [&](double t) { return t > most; }), times.end());
   std::vector<int> counts = gpu_counts;
   std::sort(counts.rbegin(), counts.rend());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
@@ -156,7 +159,7 @@ BackfillShape backfill_shape(const SubmitOptions& o, const SchedulerBackend& b,
     const CommandOutput r = run_merged(run, *test);
     const auto start = r.rc == 0 ? b.test_submit_start(r.text) : std::nullopt;
     best.table += "  " + std::to_string(g) + " GPU(s) x " + b.time_limit_text(static_cast<int64_t>(t)) + ": " +
-                  (!start ? "refused (" + text::trim(r.text.substr(0, r.text.find('\n'))) + ")"
+                  (!start               ? "refused (" + text::trim(r.text.substr(0, r.text.find('\n'))) + ")"
                    : *start <= now + 60 ? std::string("starts now")
                                         : "starts " + when(*start)) +
                   "\n";
@@ -177,8 +180,8 @@ BackfillShape backfill_shape(const SubmitOptions& o, const SchedulerBackend& b,
         hi = mid - 1;
       }
     }
-    if (found >= 0 && static_cast<double>(g) * times[static_cast<size_t>(found)] >
-                          static_cast<double>(best.gpus) * best.time_s) {
+    if (found >= 0 &&
+        static_cast<double>(g) * times[static_cast<size_t>(found)] > static_cast<double>(best.gpus) * best.time_s) {
       best.gpus = g, best.nodes = gpn > 0 ? (g + gpn - 1) / gpn : 1, best.time_s = times[static_cast<size_t>(found)];
       best.start = found_start;
     }
@@ -223,8 +226,8 @@ struct Payer {
   std::string account, qos;
   std::string name() const { return account + (qos.empty() ? "" : "/" + qos); }
   bool is_default = false;
-  double start = 0;       // the first stage's test-submission start (0: refused or not probed)
-  std::string refused;    // why the scheduler would not take it
+  double start = 0;     // the first stage's test-submission start (0: refused or not probed)
+  std::string refused;  // why the scheduler would not take it
 };
 
 }  // namespace
@@ -255,7 +258,8 @@ void choose_accounts(const SubmitOptions& o, const SchedulerBackend& b, const Su
     for (const auto& q : qoses) {
       Payer p{a, q, (a.empty() || a == default_account) && (q.empty() || q == default_qos), 0, ""};
       const StagePlan& s = plans.front();
-      std::vector<std::string> argv = {b.submit_program(), "--time=" + b.time_limit_text(static_cast<int64_t>(limit_s))};
+      std::vector<std::string> argv = {b.submit_program(),
+                                       "--time=" + b.time_limit_text(static_cast<int64_t>(limit_s))};
       if (!o.partition.empty()) argv.push_back("--partition=" + o.partition);
       if (!a.empty()) argv.push_back("--account=" + a);
       if (!q.empty()) argv.push_back("--qos=" + q);
@@ -293,6 +297,22 @@ void choose_accounts(const SubmitOptions& o, const SchedulerBackend& b, const Su
         break;
       }
     }
+    if (pick && i == 0) {
+      // Stage 1: why each other payer was not taken.
+      for (const auto& p : payers) {
+        if (&p == pick || why_not.find("; " + p.name() + ":") != std::string::npos ||
+            why_not.find("; " + p.name() + " refused") != std::string::npos)
+          continue;
+        std::string which;
+        const double left = minutes_left(c, p.account, p.qos, spent, &which);
+        if (!p.refused.empty())
+          why_not += "; " + p.name() + " refused (" + p.refused + ")";
+        else if (left >= 0 && left < need)
+          why_not += "; " + p.name() + ": " + which + " has " + hours_text(left) + " GPU-hours left";
+        else
+          why_not += "; " + p.name() + (p.start <= now + 60 ? ": starts now too" : ": starts " + when(p.start));
+      }
+    }
     if (!pick)
       throw ConfigError("--account/--qos auto: no account and QOS you may charge can pay for stage " +
                             std::to_string(i + 1) + " (" + hours_text(need) + " GPU-hours)" + why_not,
@@ -302,15 +322,15 @@ void choose_accounts(const SubmitOptions& o, const SchedulerBackend& b, const Su
     for (const QuotaFacts* q : charged(c, pick->account, pick->qos)) spent[q] += need;
     const std::string payer = "account " + pick->account + (pick->qos.empty() ? "" : ", QOS " + pick->qos);
     const std::string start = i > 0 ? "" : pick->start <= now + 60 ? "starts now" : "starts " + when(pick->start);
-    s.shaped += std::string(s.shaped.empty() ? "" : "; ") + "paid by " + payer + (start.empty() ? "" : " (" + start + ")");
+    s.shaped +=
+        std::string(s.shaped.empty() ? "" : "; ") + "paid by " + payer + (start.empty() ? "" : " (" + start + ")");
     out << "  stage " << i + 1 << ": " << payer << (start.empty() ? "" : ", " + start)
         << (why_not.empty() ? "" : " (" + why_not.substr(2) + ")") << "\n";
   }
 }
 
-std::vector<std::string> quota_warnings(const SubmitCluster& c, const std::vector<StagePlan>& plans,
-                                        int64_t steps_left, int64_t step_now,
-                                        const std::function<double(int)>& gpu_minutes_per_step,
+std::vector<std::string> quota_warnings(const SubmitCluster& c, const std::vector<StagePlan>& plans, int64_t steps_left,
+                                        int64_t step_now, const std::function<double(int)>& gpu_minutes_per_step,
                                         const std::optional<QuotaFacts>& stated) {
   std::vector<std::string> out;
   if (plans.empty() || steps_left <= 0) return out;
@@ -337,8 +357,7 @@ std::vector<std::string> quota_warnings(const SubmitCluster& c, const std::vecto
 }
 
 void check_shaping_options(const SubmitOptions& o, const SchedulerBackend& b, bool has_windows) {
-  if (o.when != "now" && o.when != "quiet")
-    throw ConfigError("--when: expected now or quiet, got '" + o.when + "'");
+  if (o.when != "now" && o.when != "quiet") throw ConfigError("--when: expected now or quiet, got '" + o.when + "'");
   if (!o.deadline.empty() && o.when != "quiet")
     throw ConfigError("--deadline bounds --when quiet's delays: give --when quiet too");
   if (o.when == "quiet" && has_windows)
@@ -356,8 +375,8 @@ void check_shaping_options(const SubmitOptions& o, const SchedulerBackend& b, bo
   }
 }
 
-SubmitOptions resolve_time_auto(const SubmitOptions& o, const SchedulerBackend& b, const CommandRunner& run,
-                                double now, std::ostream& out) {
+SubmitOptions resolve_time_auto(const SubmitOptions& o, const SchedulerBackend& b, const CommandRunner& run, double now,
+                                std::ostream& out) {
   if (o.time != "auto") return o;
   const SubmitCluster c = read_submit_cluster(o, b, run, now, false);
   const int most = c.partition && c.partition->gpus > 0 ? static_cast<int>(c.partition->gpus) : 8;
@@ -399,8 +418,8 @@ void shape_stages(const SubmitOptions& o, const JobConfig& cfg, const SchedulerB
     delay_to_quiet(plans, c, limit_s, o.deadline.empty() ? 0 : parse_deadline(o.deadline, now), out);
   }
   if (accounts) {
-    out << "gtrain submit: " << (o.account == "auto" ? "--account auto" : "") << (o.account == "auto" && o.qos == "auto" ? ", " : "")
-        << (o.qos == "auto" ? "--qos auto" : "") << ":\n";
+    out << "gtrain submit: " << (o.account == "auto" ? "--account auto" : "")
+        << (o.account == "auto" && o.qos == "auto" ? ", " : "") << (o.qos == "auto" ? "--qos auto" : "") << ":\n";
     choose_accounts(o, b, c, plans, limit_s, now, run, out);
   }
   std::optional<QuotaFacts> stated_quota;
@@ -424,10 +443,9 @@ void shape_stages(const SubmitOptions& o, const JobConfig& cfg, const SchedulerB
     std::vector<HistoryJob> mine;
     for (const auto& j : c.reading.history)
       if (j.user == c.reading.user) mine.push_back(j);
-    q.used_gpu_minutes = c.reading.history_read
-                             ? static_cast<int64_t>(std::llround(gpu_minutes_used(mine, static_cast<int64_t>(since),
-                                                                                  static_cast<int64_t>(now))))
-                             : 0;
+    q.used_gpu_minutes = c.reading.history_read ? static_cast<int64_t>(std::llround(gpu_minutes_used(
+                                                      mine, static_cast<int64_t>(since), static_cast<int64_t>(now))))
+                                                : 0;
     stated_quota = q;
   }
   const StageHistory hist = read_stage_history(run_dir, now);
@@ -437,12 +455,14 @@ void shape_stages(const SubmitOptions& o, const JobConfig& cfg, const SchedulerB
   if (layout.parallel.memory_gb <= 0) layout.parallel.memory_gb = 1e9;
   const auto per_step = [&](int g) {
     try {
-      return plan_run(layout, job.stats, g, std::max(1, g / plans.front().nodes)).est_step_seconds * hist.factor * g / 60;
+      return plan_run(layout, job.stats, g, std::max(1, g / plans.front().nodes)).est_step_seconds * hist.factor * g /
+             60;
     } catch (const ConfigError&) {
       return 0.0;
     }
   };
-  for (const auto& w : quota_warnings(c, plans, std::max<int64_t>(0, total - hist.done), hist.done, per_step, stated_quota))
+  for (const auto& w :
+       quota_warnings(c, plans, std::max<int64_t>(0, total - hist.done), hist.done, per_step, stated_quota))
     out << "gtrain submit: warning: " << w << "\n";
 }
 

@@ -49,9 +49,9 @@ struct BackfillShape {
   int probes = 0;     // test submissions made
   std::string table;  // every probe: GPUs, time, start
 };
-BackfillShape backfill_shape(const SubmitOptions& o, const SchedulerBackend& b,
-                                            const SubmitCluster& c, const std::vector<int>& gpu_counts, double now,
-                                            const CommandRunner& run, int max_probes = 20);
+BackfillShape backfill_shape(const SubmitOptions& o, const SchedulerBackend& b, const SubmitCluster& c,
+                             const std::vector<int>& gpu_counts, double now, const CommandRunner& run,
+                             int max_probes = 20);
 
 // --account auto / --qos auto: per stage, among the accounts (QOS) the user may charge, those whose
 // quota has the stage's GPU-minutes left (earlier stages' use counted), the one whose test submission
@@ -63,9 +63,8 @@ void choose_accounts(const SubmitOptions& o, const SchedulerBackend& b, const Su
 // The quota warning: for each GPU-minute quota the chain charges (the stages' accounts and QOS, or
 // the stated cluster.gpu_hours_quota), when finishing the run needs more than is left: the line
 // saying so and the step it would reach. `gpu_minutes_per_step(gpus)`: the planner's step time x GPUs.
-std::vector<std::string> quota_warnings(const SubmitCluster& c, const std::vector<StagePlan>& plans,
-                                        int64_t steps_left, int64_t step_now,
-                                        const std::function<double(int)>& gpu_minutes_per_step,
+std::vector<std::string> quota_warnings(const SubmitCluster& c, const std::vector<StagePlan>& plans, int64_t steps_left,
+                                        int64_t step_now, const std::function<double(int)>& gpu_minutes_per_step,
                                         const std::optional<QuotaFacts>& stated);
 
 // Checks --when, --deadline, --time auto, --account auto and --qos auto against the scheduler and
@@ -74,8 +73,8 @@ void check_shaping_options(const SubmitOptions& o, const SchedulerBackend& b, bo
 
 // --time auto, before anything else is checked: probes the backfill shape and returns the options
 // with --time (and an open --gpus) set to it; says what it probed. Unchanged without --time auto.
-SubmitOptions resolve_time_auto(const SubmitOptions& o, const SchedulerBackend& b, const CommandRunner& run,
-                                double now, std::ostream& out);
+SubmitOptions resolve_time_auto(const SubmitOptions& o, const SchedulerBackend& b, const CommandRunner& run, double now,
+                                std::ostream& out);
 
 // After the stages are planned: --when quiet, --account / --qos auto, and the quota warnings (the
 // config's cluster.gpu_hours_quota counted too). Reads the cluster once (the history only when
