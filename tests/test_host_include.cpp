@@ -5,17 +5,13 @@
 #include "launcher/launch/host_include.h"
 #include "launcher/sweep/sweep_runner.h"
 #include "runtime/core/errors.h"
+#include "tests/support/test_util.h"
 
 namespace gtrain {
 namespace {
 
 std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of<ConfigError>(f);
 }
 
 Allocation two_nodes(int gpus_each) {

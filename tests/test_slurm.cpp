@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/scheduler/batch_script.h"
+#include "tests/support/slurm_cleanup.h"
 #include "tests/support/test_util.h"
 
 namespace fs = std::filesystem;
@@ -33,21 +34,7 @@ const bool kEnvSet = [] {
   return true;
 }();
 
-// A test that fails with jobs still queued or running would leave them holding the cluster's GPUs
-// and fail the tests after it: each test ends by cancelling what is left and waiting until the
-// queue is empty.
-class CancelLeftoverJobs : public ::testing::EmptyTestEventListener {
-  void OnTestEnd(const ::testing::TestInfo&) override {
-    if (test::run_command("squeue -h -o %i").output.empty()) return;
-    test::run_command("scancel --user=$(id -un)");
-    for (int i = 0; i < 300 && !test::run_command("squeue -h -o %i").output.empty(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-};
-const bool kCleanupSet = [] {
-  ::testing::UnitTest::GetInstance()->listeners().Append(new CancelLeftoverJobs);
-  return true;
-}();
+const bool kCleanupSet = test::cancel_leftover_jobs_after_each_test();
 
 std::string job_toml(int steps) {
   return "[model]\nname = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 64\nseq_len = 32\nvocab = 32\n"

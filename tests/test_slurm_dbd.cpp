@@ -15,6 +15,7 @@
 #include "launcher/cluster/week_profile.h"
 #include "launcher/scheduler/scheduler_limits.h"
 #include "runtime/core/format.h"
+#include "tests/support/slurm_cleanup.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/test_util.h"
 
@@ -34,19 +35,7 @@ const bool kEnvSet = [] {
   return true;
 }();
 
-// Each test leaves the queue empty (a failed one would hold the GPUs for the next).
-class CancelLeftoverJobs : public ::testing::EmptyTestEventListener {
-  void OnTestEnd(const ::testing::TestInfo&) override {
-    if (test::run_command("squeue -h -o %i").output.empty()) return;
-    test::run_command("scancel --user=$(id -un)");
-    for (int i = 0; i < 300 && !test::run_command("squeue -h -o %i").output.empty(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-};
-const bool kCleanupSet = [] {
-  ::testing::UnitTest::GetInstance()->listeners().Append(new CancelLeftoverJobs);
-  return true;
-}();
+const bool kCleanupSet = test::cancel_leftover_jobs_after_each_test();
 
 std::string gtrain_cmd(const std::string& args) {
   return std::string(GTRAIN_BINARY) + " " + args;
@@ -78,7 +67,7 @@ const nlohmann::json& quota(const nlohmann::json& c, const std::string& kind, co
 }
 
 // The accounting harness is up (its start skips without slurmdbd and MariaDB).
-#define REQUIRE_ACCOUNTING()                                                                          \
+#define REQUIRE_ACCOUNTING()                                                                             \
   if (test::run_command("sacctmgr -n show cluster 2>&1").output.find("gtraintest") == std::string::npos) \
   GTEST_SKIP() << "no Slurm accounting harness (apt-get install slurmdbd mariadb-server)"
 
@@ -133,8 +122,8 @@ TEST(SlurmDbd, TimeAutoStageStartsWhereTheTestSubmissionSaidWithinAMinute) {
   for (int i = 0; i < 100 && trimmed(test::run_command("squeue -h -t R -o %i | wc -l").output) != "2"; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const std::string run = dir.file("run");
-  const auto r = test::run_command(gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + run +
-                                              " --gpus 2-8 --time auto --stages 1"));
+  const auto r = test::run_command(
+      gtrain_cmd("submit " + dir.file("job.toml") + " --run-dir " + run + " --gpus 2-8 --time auto --stages 1"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("chosen: 2 GPU(s) x 04:00:00, the largest that starts now"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  8 GPU(s) x "), std::string::npos) << r.output;
@@ -180,25 +169,27 @@ TEST(SlurmDbd, WhenQuietBeginsAtTheQuietWindowTheHistoryShows) {
   const std::string sql = "mariadb -S " + sock + " -N gtrain_acct_db -e ";
   // Wait until slurmdbd has the job's end.
   for (int i = 0; i < 100; ++i) {
-    if (trimmed(test::run_command(sql + "'select time_end from gtraintest_job_table where id_job=" + id + "'").output) !=
+    if (trimmed(
+            test::run_command(sql + "'select time_end from gtraintest_job_table where id_job=" + id + "'").output) !=
         "0")
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  const std::string cols =
-      trimmed(test::run_command(sql +
-                                "\"select group_concat(concat(char(96), column_name, char(96))) from information_schema.columns where "
-                                "table_schema='gtrain_acct_db' and table_name='gtraintest_job_table' and column_name "
-                                "not in ('job_db_inx','id_job','time_submit','time_eligible','time_start','time_end')\"")
-                  .output);
+  const std::string cols = trimmed(
+      test::run_command(
+          sql + "\"select group_concat(concat(char(96), column_name, char(96))) from information_schema.columns where "
+                "table_schema='gtrain_acct_db' and table_name='gtraintest_job_table' and column_name "
+                "not in ('job_db_inx','id_job','time_submit','time_eligible','time_start','time_end')\"")
+          .output);
   ASSERT_FALSE(cols.empty());
   const int64_t now = std::time(nullptr), t0 = now - now % 3600 - 672 * 3600;
   const std::string at = "(" + std::to_string(t0) + "+seq*3600)";
-  const auto ins = test::run_command(
-      sql + "'insert into gtraintest_job_table (" + cols + ",id_job,time_submit,time_eligible,time_start,time_end) " +
-      "select " + cols + ",200000+seq," + at + "-60," + at + "-60," + at + "," + at + "+3600 from gtraintest_job_table, " +
-      "seq_0_to_671 where id_job=" + id + " and not (dayofweek(from_unixtime(" + at + "))=4 and hour(from_unixtime(" +
-      at + ")) between 5 and 8)'");  // single quotes: the column names are in backquotes
+  const auto ins = test::run_command(sql + "'insert into gtraintest_job_table (" + cols +
+                                     ",id_job,time_submit,time_eligible,time_start,time_end) " + "select " + cols +
+                                     ",200000+seq," + at + "-60," + at + "-60," + at + "," + at +
+                                     "+3600 from gtraintest_job_table, " + "seq_0_to_671 where id_job=" + id +
+                                     " and not (dayofweek(from_unixtime(" + at + "))=4 and hour(from_unixtime(" + at +
+                                     ")) between 5 and 8)'");  // single quotes: the column names are in backquotes
   ASSERT_EQ(ins.exit_code, 0) << ins.output;
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kJob);
