@@ -753,7 +753,7 @@ TEST(SlurmSubmit, SweepTrialsRunOnEveryNodeOfATwoNodeGrant) {
   // Each trial's ranks ran on its node alone (the hostfile its mpirun was given), both nodes used.
   std::set<std::string> hostfiles;
   for (int t = 0; t < 4; ++t) {
-    char name[16];
+    char name[32];
     std::snprintf(name, sizeof name, "/trials/t%03d", t);
     hostfiles.insert(test::read_file(run + name + "/hostfile"));
   }
