@@ -57,12 +57,12 @@ SubmitCluster read_submit_cluster(const SubmitOptions& o, const SchedulerBackend
   q.read_history = history;
   q.read_partitions = partitions;
   c.reading = b.read_cluster(q, run);
-  if (!c.reading.partitions.empty()) c.partition = &c.reading.partitions.front();
-  if (c.partition && c.reading.history_read) {
+  if (!c.reading.partitions.empty()) c.partition_index = 0;
+  if (c.partition() && c.reading.history_read) {
     std::vector<HistoryJob> jobs;
     for (const auto& j : c.reading.history)
-      if (j.partition == c.partition->name) jobs.push_back(j);
-    c.profile = build_week_profile(jobs, c.partition->gpus, q.since_unix, q.until_unix);
+      if (j.partition == c.partition()->name) jobs.push_back(j);
+    c.profile = build_week_profile(jobs, c.partition()->gpus, q.since_unix, q.until_unix);
   }
   return c;
 }
@@ -86,7 +86,7 @@ double parse_deadline(const std::string& text, double now) {
 
 void delay_to_quiet(std::vector<StagePlan>& plans, const SubmitCluster& c, double limit_s, double deadline,
                     std::ostream& out) {
-  if (!c.partition || c.profile.weeks == 0) {
+  if (!c.partition() || c.profile.weeks == 0) {
     std::string why = c.reading.notes.empty() ? "less than a week of job history" : c.reading.notes.front();
     for (const auto& n : c.reading.notes)
       if (n.find("history") != std::string::npos) why = n;
@@ -134,7 +134,7 @@ BackfillShape backfill_shape(const SubmitOptions& o, const SchedulerBackend& b, 
   BackfillShape best;
   std::vector<double> times = {900, 1800, 3600, 7200, 14400, 28800, 43200, 86400, 172800};
   double most = 0;
-  if (c.partition && c.partition->max_time_s.known()) most = static_cast<double>(c.partition->max_time_s.value);
+  if (c.partition() && c.partition()->max_time_s.known()) most = static_cast<double>(c.partition()->max_time_s.value);
   for (const auto& q : c.reading.quotas)
     if (q.max_wall_s.known() && (o.qos.empty() || o.qos == "auto" || q.kind != "QOS" || q.name == o.qos))
       most =
@@ -144,7 +144,8 @@ BackfillShape backfill_shape(const SubmitOptions& o, const SchedulerBackend& b, 
   std::vector<int> counts = gpu_counts;
   std::sort(counts.rbegin(), counts.rend());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
-  const int gpn = c.partition && c.partition->gpus_per_node > 0 ? static_cast<int>(c.partition->gpus_per_node) : 0;
+  const int gpn =
+      c.partition() && c.partition()->gpus_per_node > 0 ? static_cast<int>(c.partition()->gpus_per_node) : 0;
   int probes = 0;
   auto probe = [&](int g, double t, int* nodes) -> std::optional<double> {
     *nodes = gpn > 0 ? (g + gpn - 1) / gpn : 1;
@@ -379,7 +380,7 @@ SubmitOptions resolve_time_auto(const SubmitOptions& o, const SchedulerBackend& 
                                 std::ostream& out) {
   if (o.time != "auto") return o;
   const SubmitCluster c = read_submit_cluster(o, b, run, now, false);
-  const int most = c.partition && c.partition->gpus > 0 ? static_cast<int>(c.partition->gpus) : 8;
+  const int most = c.partition() && c.partition()->gpus > 0 ? static_cast<int>(c.partition()->gpus) : 8;
   std::vector<int> counts;
   if (o.gpus.empty()) {
     counts = {1};
@@ -410,9 +411,15 @@ void shape_stages(const SubmitOptions& o, const JobConfig& cfg, const SchedulerB
   const bool accounts = o.account == "auto" || o.qos == "auto";
   if (plans.empty() || !b.can_submit()) return;
   if (b.kind() != SchedulerKind::slurm && !stated && o.when != "quiet") return;  // nothing to read there
-  // Partitions and the queue only for what uses them (quiet hours, test submissions).
-  const SubmitCluster c =
-      read_submit_cluster(o, b, run, now, o.when == "quiet" || stated, o.when == "quiet" || accounts);
+  // Partitions and the queue only for what uses them (quiet hours, test submissions). The quota
+  // warning alone is best effort: a scheduler that cannot be read that way just gives none.
+  SubmitCluster c;
+  try {
+    c = read_submit_cluster(o, b, run, now, o.when == "quiet" || stated, o.when == "quiet" || accounts);
+  } catch (const ConfigError&) {
+    if (o.when == "quiet" || accounts || stated) throw;
+    return;
+  }
   if (o.when == "quiet") {
     out << "gtrain submit: --when quiet" << (o.deadline.empty() ? "" : ", --deadline " + o.deadline) << ":\n";
     delay_to_quiet(plans, c, limit_s, o.deadline.empty() ? 0 : parse_deadline(o.deadline, now), out);

@@ -22,8 +22,11 @@ namespace gtrain {
 // quiet. Never fails: what cannot be read is a note.
 struct SubmitCluster {
   ClusterReading reading;
-  const PartitionFacts* partition = nullptr;  // submit's --partition, else the default one
-  WeekProfile profile;                        // of that partition (weeks 0 without history)
+  int partition_index = -1;  // in reading.partitions: submit's --partition, else the default one (-1 = none)
+  WeekProfile profile;       // of that partition (weeks 0 without history)
+  const PartitionFacts* partition() const {
+    return partition_index < 0 ? nullptr : &reading.partitions[static_cast<size_t>(partition_index)];
+  }
 };
 SubmitCluster read_submit_cluster(const SubmitOptions& o, const SchedulerBackend& b, const CommandRunner& run,
                                   double now, bool history, bool partitions = true);
