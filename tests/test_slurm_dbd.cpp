@@ -167,12 +167,15 @@ TEST(SlurmDbd, WhenQuietBeginsAtTheQuietWindowTheHistoryShows) {
   const std::string id = trimmed(seed.output);
   const std::string sock = dbd_dir() + "/db/mysqld.sock";
   const std::string sql = "mariadb -S " + sock + " -N gtrain_acct_db -e ";
-  // Wait until slurmdbd has the job's end.
-  for (int i = 0; i < 100; ++i) {
-    if (trimmed(
-            test::run_command(sql + "'select time_end from gtraintest_job_table where id_job=" + id + "'").output) !=
-        "0")
-      break;
+  // Wait until slurmdbd's row of the job is whole: its end and its partition (the row may not be
+  // there at all yet, and the partition comes with a later update).
+  for (int i = 0; i < 150; ++i) {
+    const std::string row = trimmed(test::run_command(sql +
+                                                      "'select concat(time_end, char(124), `partition`) from "
+                                                      "gtraintest_job_table where id_job=" +
+                                                      id + "'")
+                                        .output);
+    if (!row.empty() && row.rfind("0|", 0) != 0 && row.size() > 6 && row.substr(row.size() - 6) == "|debug") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   const std::string cols = trimmed(
@@ -191,6 +194,10 @@ TEST(SlurmDbd, WhenQuietBeginsAtTheQuietWindowTheHistoryShows) {
                                      " and not (dayofweek(from_unixtime(" + at + "))=4 and hour(from_unixtime(" + at +
                                      ")) between 5 and 8)'");  // single quotes: the column names are in backquotes
   ASSERT_EQ(ins.exit_code, 0) << ins.output;
+  // 672 hours less the 4 x 4 quiet ones.
+  EXPECT_EQ(
+      trimmed(test::run_command(sql + "'select count(*) from gtraintest_job_table where id_job >= 200000'").output),
+      "656");
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kJob);
   const std::string run = dir.file("run");
