@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 
 #include "launcher/base/text_util.h"
+#include "runtime/core/errors.h"
 
 namespace gtrain {
 
@@ -29,6 +31,35 @@ bool charges(const HistoryJob& j, const QuotaFacts& q) {
     return j.account == account && j.user == user;
   }
   return j.account == account;
+}
+
+int64_t quota_period_start(const std::string& since, const std::string& what, int64_t now) {
+  if (!since.empty()) {
+    const auto t = text::parse_local_time(since, "%Y-%m-%d");
+    if (!t) throw ConfigError(what + ": expected a date YYYY-MM-DD, got '" + since + "'");
+    return static_cast<int64_t>(*t);
+  }
+  const std::time_t t = static_cast<std::time_t>(now);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  tm.tm_mday = 1, tm.tm_hour = 0, tm.tm_min = 0, tm.tm_sec = 0, tm.tm_isdst = -1;
+  return static_cast<int64_t>(std::mktime(&tm));
+}
+
+QuotaFacts stated_quota(const std::string& kind, const std::string& user, double hours,
+                        const std::vector<HistoryJob>& history, bool history_read, int64_t since, int64_t now,
+                        int64_t unknown_used) {
+  QuotaFacts q;
+  q.kind = kind;
+  q.name = user;
+  q.limit_gpu_minutes = static_cast<int64_t>(std::llround(hours * 60));
+  std::vector<HistoryJob> mine;
+  for (const auto& j : history) {
+    if (j.user == user) mine.push_back(j);
+  }
+  q.used_gpu_minutes =
+      history_read ? static_cast<int64_t>(std::llround(gpu_minutes_used(mine, since, now))) : unknown_used;
+  return q;
 }
 
 BurnDown burn_down(const QuotaFacts& q, const std::vector<HistoryJob>& history, int64_t now, int days) {

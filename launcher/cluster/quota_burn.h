@@ -27,6 +27,16 @@ double gpu_minutes_used(const std::vector<HistoryJob>& jobs, int64_t from, int64
 // Whether a job is charged to quota `q` (its account for an account or association, its QOS for a QOS).
 bool charges(const HistoryJob& j, const QuotaFacts& q);
 
+// When a quota period began: `since` ("YYYY-MM-DD", local time), or "" for the first day of `now`'s
+// month. ConfigError naming `what` (the flag or key) when it is not a date.
+int64_t quota_period_start(const std::string& since, const std::string& what, int64_t now);
+
+// A quota the user states (kept outside the scheduler): `hours` GPU-hours, its use the `user`'s jobs'
+// GPU-minutes in `history` from `since` to `now` (`unknown_used` when the history was not read).
+QuotaFacts stated_quota(const std::string& kind, const std::string& user, double hours,
+                        const std::vector<HistoryJob>& history, bool history_read, int64_t since, int64_t now,
+                        int64_t unknown_used);
+
 // The burn-down of `q` (which has a GPU-minute limit and a known use) at `now`, the rate from the
 // history's jobs charged to it over the last `days` days.
 BurnDown burn_down(const QuotaFacts& q, const std::vector<HistoryJob>& history, int64_t now, int days = 7);

@@ -63,34 +63,18 @@ PartitionModel model_of(const PartitionFacts& p, const ClusterReading& r, const 
 }
 
 // The stated quota (--quota-hours): used = the user's GPU-minutes since --quota-since.
-std::optional<QuotaFacts> stated_quota(const ClusterOptions& o, const ClusterReading& r, int64_t since, int64_t now) {
+std::optional<QuotaFacts> stated(const ClusterOptions& o, const ClusterReading& r, int64_t since, int64_t now) {
   if (o.quota_hours <= 0) return std::nullopt;
-  QuotaFacts q;
-  q.kind = "stated";
-  q.name = r.user;
-  q.limit_gpu_minutes = static_cast<int64_t>(std::llround(o.quota_hours * 60));
-  std::vector<HistoryJob> mine;
-  for (const auto& j : r.history) {
-    if (j.user == r.user) mine.push_back(j);
-  }
-  q.used_gpu_minutes = r.history_read ? static_cast<int64_t>(std::llround(gpu_minutes_used(mine, since, now))) : -1;
+  QuotaFacts q = stated_quota("stated", r.user, o.quota_hours, r.history, r.history_read, since, now, -1);
   q.source = "--quota-hours " + text::trim(std::to_string(o.quota_hours)) + " since " +
              text::local_time(static_cast<double>(since), "%Y-%m-%d") + ", used from sacct";
   return q;
 }
 
 int64_t quota_since(const ClusterOptions& o, int64_t now) {
-  if (!o.quota_since.empty()) {
-    const auto t = text::parse_local_time(o.quota_since, "%Y-%m-%d");
-    if (!t) throw ConfigError("--quota-since: expected a date YYYY-MM-DD, got '" + o.quota_since + "'");
-    if (*t > static_cast<double>(now)) throw ConfigError("--quota-since " + o.quota_since + " is in the future");
-    return static_cast<int64_t>(*t);
-  }
-  const std::time_t t = static_cast<std::time_t>(now);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  tm.tm_mday = 1, tm.tm_hour = 0, tm.tm_min = 0, tm.tm_sec = 0, tm.tm_isdst = -1;
-  return static_cast<int64_t>(std::mktime(&tm));
+  const int64_t t = quota_period_start(o.quota_since, "--quota-since", now);
+  if (t > now) throw ConfigError("--quota-since " + o.quota_since + " is in the future");
+  return t;
 }
 
 struct Prediction {
@@ -301,7 +285,7 @@ int cluster_command(const ClusterOptions& o, const std::map<std::string, std::st
   ClusterReading r = b->read_cluster(q, run);
   std::vector<PartitionModel> models;
   for (const auto& p : r.partitions) models.push_back(model_of(p, r, o, from, now));
-  if (const auto s = stated_quota(o, r, since, now)) r.quotas.push_back(*s);
+  if (const auto s = stated(o, r, since, now)) r.quotas.push_back(*s);
   std::vector<std::optional<BurnDown>> burns;
   for (const auto& quota : r.quotas) {
     burns.push_back(quota.left_gpu_minutes() >= 0 && r.history_read

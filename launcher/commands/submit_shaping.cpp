@@ -429,31 +429,12 @@ void shape_stages(const SubmitOptions& o, const JobConfig& cfg, const SchedulerB
         << (o.account == "auto" && o.qos == "auto" ? ", " : "") << (o.qos == "auto" ? "--qos auto" : "") << ":\n";
     choose_accounts(o, b, c, plans, limit_s, now, run, out);
   }
-  std::optional<QuotaFacts> stated_quota;
+  std::optional<QuotaFacts> stated_quota_facts;
   if (stated) {
-    QuotaFacts q;
-    q.kind = "stated quota of";
-    q.name = c.reading.user;
-    q.limit_gpu_minutes = static_cast<int64_t>(std::llround(cfg.cluster.gpu_hours_quota * 60));
-    double since = 0;
-    if (cfg.cluster.quota_since.empty()) {
-      const std::time_t t = static_cast<std::time_t>(now);
-      std::tm tm{};
-      localtime_r(&t, &tm);
-      tm.tm_mday = 1, tm.tm_hour = tm.tm_min = tm.tm_sec = 0, tm.tm_isdst = -1;
-      since = static_cast<double>(std::mktime(&tm));
-    } else if (const auto s = text::parse_local_time(cfg.cluster.quota_since, "%Y-%m-%d")) {
-      since = *s;
-    } else {
-      throw ConfigError("cluster.quota_since: expected a date YYYY-MM-DD, got '" + cfg.cluster.quota_since + "'");
-    }
-    std::vector<HistoryJob> mine;
-    for (const auto& j : c.reading.history)
-      if (j.user == c.reading.user) mine.push_back(j);
-    q.used_gpu_minutes = c.reading.history_read ? static_cast<int64_t>(std::llround(gpu_minutes_used(
-                                                      mine, static_cast<int64_t>(since), static_cast<int64_t>(now))))
-                                                : 0;
-    stated_quota = q;
+    const int64_t t = static_cast<int64_t>(now);
+    stated_quota_facts = stated_quota("stated quota of", c.reading.user, cfg.cluster.gpu_hours_quota, c.reading.history,
+                                      c.reading.history_read,
+                                      quota_period_start(cfg.cluster.quota_since, "cluster.quota_since", t), t, 0);
   }
   const StageHistory hist = read_stage_history(run_dir, now);
   const JobDescription job = describe_job(cfg);
@@ -469,7 +450,7 @@ void shape_stages(const SubmitOptions& o, const JobConfig& cfg, const SchedulerB
     }
   };
   for (const auto& w :
-       quota_warnings(c, plans, std::max<int64_t>(0, total - hist.done), hist.done, per_step, stated_quota))
+       quota_warnings(c, plans, std::max<int64_t>(0, total - hist.done), hist.done, per_step, stated_quota_facts))
     out << "gtrain submit: warning: " << w << "\n";
 }
 
