@@ -117,7 +117,7 @@ struct ReplayedSlurm {
       calls.push_back(line);
       auto ok = [](const std::string& s) { return s + "gtrain-rc=0"; };
       if (line == "scontrol show partition -o") return ok(kPartitions);
-      if (line == "scontrol show node -o") return ok(kNodes);
+      if (line == "scontrol show node -d -o") return ok(kNodes);
       if (argv[0] == "squeue") return ok("43|PENDING|gpu|1|gres:gpu:4\n40|RUNNING|gpu|1|gres:gpu:4\n");
       if (argv[0] == "sacct")
         return sacct_fails ? "sacct: error: Slurm accounting storage is disabled\ngtrain-rc=1" : ok(synthetic_sacct());
@@ -168,6 +168,16 @@ TEST_F(ClusterParse, SacctAssocMgrPartitionsNodesAndQueue) {
   EXPECT_EQ(parts[1].gpus, 0);
   const auto free = parse_free_gpus(kNodes);
   EXPECT_EQ(free.at("gpu"), 2);  // g3 is down
+  // Without gres/gpu in the accounting's TRES, the nodes' GRES count (scontrol show node -d).
+  const auto gres = parse_node_gpus(
+      "NodeName=n1 Gres=gpu:a100:4(S:0-1),shard:8 GresUsed=gpu:a100:3(IDX:0,2-3),shard:0 State=MIXED "
+      "Partitions=debug,long CfgTRES=cpu=2,mem=1000M AllocTRES=cpu=1\n"
+      "NodeName=n2 Gres=gpu:4 GresUsed=gpu:0 State=IDLE+DRAIN Partitions=debug CfgTRES=cpu=2 AllocTRES=\n");
+  EXPECT_EQ(gres.at("debug").gpus, 8);
+  EXPECT_EQ(gres.at("debug").free, 1);  // n2 drains
+  EXPECT_EQ(gres.at("long").gpus, 4);
+  EXPECT_EQ(gres_gpu_count("gpu:2(IDX:0,2)"), 2);
+  EXPECT_EQ(gres_gpu_count("(null)"), 0);
   const auto queue = parse_queue("43|PENDING|gpu|2|gres:gpu:a100:4\n40|RUNNING|gpu|1|gres:gpu:4\n");
   EXPECT_EQ(queue.at("gpu"), (std::vector<int64_t>{1, 8, 1}));
 }

@@ -13,6 +13,7 @@
 #include "launcher/report/report.h"
 #include "launcher/report/run_history.h"
 #include "runtime/core/errors.h"
+#include "runtime/core/run_dir/cluster_facts.h"
 
 namespace fs = std::filesystem;
 using namespace gtrain;
@@ -274,6 +275,74 @@ TEST(ReportHistory, ReportsCarryCostAdviceAndEveryChart) {
   EXPECT_EQ(charts, 6u);  // loss, lr, throughput, MFU, timeline, buckets
   EXPECT_EQ(html.find("<script"), std::string::npos) << "self-contained and script-free";
   EXPECT_EQ(html.find("http"), std::string::npos) << "nothing fetched from the network";
+}
+
+// The resource request with the cluster's facts (cluster.json, read back): the quiet windows, the
+// quota left, and the sentence for the admin: the GPU-hours more it asks for, or that it fits.
+TEST(ReportHistory, ResourceRequestCarriesTheClusterFactsAndTheAdminSentence) {
+  Dir d;
+  setenv("TZ", "UTC", 1);
+  tzset();
+  ClusterFacts f;
+  f.read_at = 1796601600, f.read_by = "gtrain report", f.scheduler = "slurm", f.cluster = "c1";
+  f.partition = "gpu", f.gpus = 8, f.free_gpus = 2, f.max_time = "1-00:00:00";
+  f.quiet_for_gpus = 4, f.history_weeks = 4;
+  f.quiet_windows = {"Wed 05:00-09:00: 6 of 8 GPUs free in 80% of weeks"};
+  QuotaLeft proj;
+  proj.kind = "account", proj.name = "proj", proj.is_default = true, proj.limit_gpu_hours = 500;
+  proj.left_gpu_hours = 1.0, proj.burn_gpu_hours_per_day = 24, proj.runs_out = 1796601600 + 3600;
+  QuotaLeft burst = proj;
+  burst.kind = "QOS", burst.name = "burst", burst.is_default = false, burst.burn_gpu_hours_per_day = 0;
+  f.quotas = {burst, proj};
+  ASSERT_TRUE(write_cluster_facts(d.path.string(), f));
+  EXPECT_FALSE(read_cluster_facts((d.path / "nope").string()));
+  Report r;
+  r.cluster = read_cluster_facts(d.path.string());
+  ASSERT_TRUE(r.cluster);
+  EXPECT_EQ(r.cluster->to_json(), f.to_json());
+  ASSERT_EQ(r.cluster->charged()->name, "proj");  // the default account, though listed second
+  r.h.gpus = true, r.h.total_steps = 1000, r.h.done = 400, r.h.global_batch = 32;
+  r.request.steps = 600;
+  for (int g : {1, 2, 4}) {
+    RequestRow row;
+    row.units = g, row.nodes = 1, row.feasible = true, row.layout = "dp=" + std::to_string(g);
+    row.step_s = 10.0 / g;
+    r.request.rows.push_back(row);
+  }
+  finish_request_rows(r.request);
+  // 4 GPUs x 600 steps x 2.5 s = 1.67 GPU-hours; 1.0 left: 360 of the 600 steps.
+  const std::string short_of = request_summary(r);
+  EXPECT_NE(short_of.find(" It needs 1.7 GPU-hours; account proj has 1.0 left: we ask for 0.7 GPU-hours more on "
+                          "proj; without them the run stops near step 760 of 1000."),
+            std::string::npos)
+      << short_of;
+  EXPECT_NE(short_of.find(" It starts soonest in the cluster's quiet hours: Wed 05:00-09:00: 6 of 8 GPUs free in 80% "
+                          "of weeks."),
+            std::string::npos)
+      << short_of;
+  const std::string md = render_markdown(r);
+  EXPECT_NE(md.find("- Cluster facts (read by gtrain report, 2026-12-07 00:00:00): partition gpu, 8 GPUs (2 free "
+                    "then), MaxTime 1-00:00:00.\n- Quiet windows for 4 GPUs: Wed 05:00-09:00: 6 of 8 GPUs free in 80% "
+                    "of weeks (from 4 weeks).\n- Quota: QOS burst: 1.0 of 500.0 GPU-hours left.\n- Quota: account proj "
+                    "(default): 1.0 of 500.0 GPU-hours left; burning 24.00 a day: runs out 2026-12-07 01:00:00.\n"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(render_html(r).find("<ul class=\"cluster\"><li>Cluster facts (read by gtrain report"), std::string::npos);
+  EXPECT_EQ(report_json(r)["cluster"]["quotas"][1]["name"], "proj");
+  // Enough left: it says so, and when the quota runs out at its present rate.
+  r.cluster->quotas[1].left_gpu_hours = 5;
+  const std::string enough = request_summary(r);
+  EXPECT_NE(enough.find(" It needs 1.7 GPU-hours; account proj has 5.0 left, enough if it is not used up first (at "
+                        "its present rate it runs out 2026-12-07 01:00:00)."),
+            std::string::npos)
+      << enough;
+  // Windows learned for fewer GPUs than the request's are not offered; a partition too small is said.
+  r.cluster->quiet_for_gpus = 2, r.cluster->gpus = 2;
+  const std::string small = request_summary(r);
+  EXPECT_EQ(small.find("quiet hours"), std::string::npos) << small;
+  EXPECT_NE(small.find(" Partition gpu has 2 GPUs, fewer than that."), std::string::npos) << small;
+  unsetenv("TZ");
+  tzset();
 }
 
 TEST(ReportHistory, UnreadableDirectoriesAreOneLineErrors) {

@@ -31,6 +31,8 @@ const bool kEnvSet = [] {
   setenv("GTRAIN_SLURM_DIR", GTRAIN_SLURM_DIR.c_str(), 0);
   setenv("SLURM_CONF", (std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/etc/slurm.conf").c_str(), 0);
   setenv("OMP_NUM_THREADS", "1", 0);
+  // Stages sample their partition (cluster.sample_minutes) into the harness's folder, not ~/.cache.
+  setenv("GTRAIN_PROFILE_DIR", (std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/profile").c_str(), 0);
   return true;
 }();
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -32,6 +33,7 @@ std::string dbd_dir() {
 const bool kEnvSet = [] {
   setenv("SLURM_CONF", (dbd_dir() + "/etc/slurm.conf").c_str(), 1);
   setenv("OMP_NUM_THREADS", "1", 0);
+  setenv("GTRAIN_PROFILE_DIR", (dbd_dir() + "/profile").c_str(), 1);  // the stages' samples
   return true;
 }();
 
@@ -210,6 +212,17 @@ TEST(SlurmDbd, WhenQuietBeginsAtTheQuietWindowTheHistoryShows) {
     EXPECT_EQ(r.output.find("begin"), std::string::npos) << r.output;
     return;
   }
+  // What submit read is kept for gtrain report: the window for the stage's 6 GPUs and the quotas.
+  const auto facts = nlohmann::json::parse(test::read_file(run + "/cluster.json"));
+  EXPECT_EQ(facts["read_by"], "gtrain submit");
+  EXPECT_EQ(facts["partition"], "debug");
+  EXPECT_EQ(facts["quiet_for_gpus"], 6);
+  EXPECT_EQ(facts["quiet_windows"], nlohmann::json({"Wed 05:00-09:00: 8 of 8 GPUs free in 100% of weeks"}))
+      << facts.dump(2);
+  std::map<std::string, double> limits;
+  for (const auto& q : facts["quotas"]) limits[q.value("name", "")] = q.value("limit_gpu_hours", 0.0);
+  EXPECT_EQ(limits["gtrain"], 10.0) << facts.dump(2);  // GrpTRESMins gres/gpu=600
+  EXPECT_EQ(limits["team"], 1.0) << facts.dump(2);
   int64_t expect = now - now % 3600;
   while (hour_of_week(expect) != wed5) expect += 3600;
   const std::string begin = text_begin(expect);

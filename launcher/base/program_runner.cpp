@@ -27,6 +27,9 @@ std::optional<std::string> run_program(const std::vector<std::string>& argv, dou
     // Child: stdout to the pipe, stdin/stderr to /dev/null, own process group so a timeout
     // kills anything it started.
     setpgid(0, 0);
+    sigset_t none;  // a caller's blocked signals (the launcher's, a sampling thread's) are not the program's
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     const int devnull = open("/dev/null", O_RDWR);
     if (devnull >= 0) {
       dup2(devnull, 0);

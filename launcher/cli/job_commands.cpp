@@ -82,6 +82,9 @@ Command add_report(CLI::App& app) {
                    "Price of a GPU-hour (CPU runs: a rank-hour) for the cost "
                    "(default log.price_per_gpu_hour)")
       ->check(CLI::Range(0.0, 1e9));
+  c.app->add_flag("--no-cluster", o->no_cluster,
+                  "Do not ask a submitted run's scheduler for its cluster's facts (quiet windows, quotas left): "
+                  "use those cluster.json keeps");
   c.run = [o] { return run_report_command(*o, process_environment()); };
   return c;
 }

@@ -69,9 +69,26 @@ double WeekProfile::median_wait(int hour, int64_t min_gpus, int64_t max_gpus) co
   return n % 2 ? w[n / 2] : (w[n / 2 - 1] + w[n / 2]) / 2;
 }
 
-WeekProfile build_week_profile(const std::vector<HistoryJob>& jobs, int64_t total_gpus, int64_t from, int64_t to) {
+namespace {
+
+// Where the accounting's history begins: `from`, or when its first job is over a day later, the first
+// whole hour from that job on (a job purged with the hour before may have run in it).
+int64_t history_begins(const std::vector<HistoryJob>& jobs, int64_t from, int64_t to) {
+  int64_t first = to;
+  for (const auto& j : jobs) first = std::min(first, j.start > 0 ? std::min(j.start, j.submit) : j.submit);
+  if (first <= from + 86400) return from;
+  return hour_start(first) == first ? first : hour_start(first + 3600);
+}
+
+}  // namespace
+
+WeekProfile build_week_profile(const std::vector<HistoryJob>& jobs, int64_t total_gpus, int64_t from, int64_t to,
+                               const std::vector<FreeSample>& samples, bool history) {
   WeekProfile p;
   p.total_gpus = total_gpus;
+  p.covered_from = history ? history_begins(jobs, from, to) : to;
+  const int64_t known_from = from;  // samples fill [from, covered_from)
+  from = p.covered_from;
   // GPUs in use as events: +g at the start, -g at the end (a job still running holds them to `to`).
   std::vector<std::pair<int64_t, int64_t>> events;
   for (const auto& j : jobs) {
@@ -96,6 +113,16 @@ WeekProfile build_week_profile(const std::vector<HistoryJob>& jobs, int64_t tota
     if (start >= from && start + 3600 <= to && h.second == 3600 / kSample)
       p.free[static_cast<size_t>(hour_of_week(start))].push_back(h.first);
   }
+  // Hours the accounting no longer (or never) showed: the fewest free among gtrain's own samples.
+  std::map<int64_t, int64_t> sampled;  // hour start -> fewest free
+  for (const auto& s : samples) {
+    if (s.time < known_from || s.time >= p.covered_from || s.time >= to) continue;
+    auto it = sampled.try_emplace(hour_start(s.time), s.free_gpus).first;
+    it->second = std::min(it->second, s.free_gpus);
+  }
+  for (const auto& [start, f] : sampled)
+    p.free[static_cast<size_t>(hour_of_week(start))].push_back(std::clamp<int64_t>(f, 0, total_gpus));
+  p.sampled_hours = static_cast<int>(sampled.size());
   p.weeks = static_cast<int>(p.free[0].size());
   for (const auto& v : p.free) p.weeks = std::min(p.weeks, static_cast<int>(v.size()));
   for (const auto& j : jobs) {
@@ -105,6 +132,10 @@ WeekProfile build_week_profile(const std::vector<HistoryJob>& jobs, int64_t tota
     p.waits[static_cast<size_t>(hour_of_week(j.submit))].emplace_back(j.gpus, std::max(0.0, wait));
   }
   return p;
+}
+
+bool profile_known(const WeekProfile& p) {
+  return std::any_of(p.free.begin(), p.free.end(), [](const auto& v) { return !v.empty(); });
 }
 
 std::string QuietWindow::text() const {

@@ -19,9 +19,17 @@ int hour_of_week(int64_t unix_time);
 // "Wed 05:00" for an hour of the week; hour 168 (a run's end) is "Mon 00:00".
 std::string hour_of_week_name(int hour);
 
+// GPUs free at one moment, as a sample gtrain took during one of its own stages (cluster_samples.h).
+struct FreeSample {
+  int64_t time = 0;
+  int64_t free_gpus = 0;
+};
+
 struct WeekProfile {
-  int64_t total_gpus = 0;  // the partition's GPUs
-  int weeks = 0;           // whole weeks the history covers (the fewest instances of any hour)
+  int64_t total_gpus = 0;    // the partition's GPUs
+  int weeks = 0;             // whole weeks the history covers (the fewest instances of any hour)
+  int64_t covered_from = 0;  // where the accounting's history begins (after a purge: later than asked)
+  int sampled_hours = 0;     // hours known only from gtrain's own samples
   // Per hour of the week, one value per week of history: the fewest GPUs free during that hour
   // (sampled every 10 minutes).
   std::array<std::vector<int64_t>, kHoursPerWeek> free;
@@ -37,8 +45,15 @@ struct WeekProfile {
 };
 
 // The profile of `jobs` (one partition's) over [from, to): jobs running at a sample hold their GPUs;
-// a job still pending at `to` counts as waiting until then.
-WeekProfile build_week_profile(const std::vector<HistoryJob>& jobs, int64_t total_gpus, int64_t from, int64_t to);
+// a job still pending at `to` counts as waiting until then. The accounting's history is taken to
+// begin at its first job when that is more than a day after `from` (a site that purges old jobs: those
+// hours are unknown, not idle); hours it does not cover (or all, when `history` is false) take the
+// fewest GPUs free among `samples` in that hour.
+WeekProfile build_week_profile(const std::vector<HistoryJob>& jobs, int64_t total_gpus, int64_t from, int64_t to,
+                               const std::vector<FreeSample>& samples = {}, bool history = true);
+
+// True when some hour of the week has a value (from the history or from samples).
+bool profile_known(const WeekProfile& p);
 
 struct QuietWindow {
   int first_hour = 0;     // hour of the week it starts

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/base/text_util.h"
+#include "launcher/cluster/cluster_samples.h"
 #include "launcher/cluster/quota_burn.h"
 #include "launcher/cluster/start_prediction.h"
 #include "launcher/cluster/week_profile.h"
@@ -48,18 +49,32 @@ struct PartitionModel {
   std::vector<QuietWindow> windows;
 };
 
-PartitionModel model_of(const PartitionFacts& p, const ClusterReading& r, const ClusterOptions& o, int64_t from,
-                        int64_t now) {
+PartitionModel model_of(const PartitionFacts& p, const ClusterReading& r, const std::vector<ClusterSample>& samples,
+                        const ClusterOptions& o, int64_t from, int64_t now) {
   PartitionModel m;
   m.facts = &p;
   for (const auto& j : r.history) {
     if (j.partition == p.name) m.jobs.push_back(j);
   }
-  m.profile = build_week_profile(m.jobs, p.gpus, from, now);
+  m.profile = build_week_profile(m.jobs, p.gpus, from, now, free_samples(samples, p.name), r.history_read);
   m.want = o.gpus > 0 ? o.gpus : std::max<int64_t>(1, (p.gpus * 3 + 3) / 4);
   if (o.gpus > 0) m.wait_lo = std::max<int64_t>(1, (o.gpus + 1) / 2), m.wait_hi = o.gpus * 2;
-  if (r.history_read && m.profile.weeks > 0) m.windows = quiet_windows(m.profile, m.want);
+  if (profile_known(m.profile)) m.windows = quiet_windows(m.profile, m.want);
   return m;
+}
+
+// The samples gtrain's own stages kept of this cluster (cluster_samples.h).
+struct KeptSamples {
+  std::string path;
+  std::vector<ClusterSample> samples;
+  int skipped = 0;
+};
+
+KeptSamples kept_samples(const std::map<std::string, std::string>& env, const ClusterReading& r) {
+  KeptSamples k;
+  k.path = cluster_samples_path(env, r.scheduler, r.cluster);
+  if (!k.path.empty()) k.samples = read_cluster_samples(k.path, &k.skipped);
+  return k;
 }
 
 // The stated quota (--quota-hours): used = the user's GPU-minutes since --quota-since.
@@ -157,6 +172,8 @@ nlohmann::json partition_json(const PartitionModel& m) {
                        {"text", w.text()}});
   return {{"name", p.name},
           {"default", p.is_default},
+          {"history_covered_from", m.profile.covered_from},
+          {"sampled_hours", m.profile.sampled_hours},
           {"state", p.state},
           {"nodes", p.nodes},
           {"gpus", p.gpus},
@@ -185,10 +202,17 @@ void print_partition(const PartitionModel& m, const ClusterReading& r, std::ostr
         << " running";
   out << "\n  MaxTime " << p.max_time_s.str(true) << ", MaxNodes " << p.max_nodes.str() << "   ("
       << (r.sources.empty() ? std::string("?") : r.sources.front()) << ")\n";
-  if (!r.history_read) return;
-  out << "  history: " << m.jobs.size() << " jobs over " << m.profile.weeks << " whole weeks\n";
-  if (m.profile.weeks == 0) {
-    out << "  (less than a week of history: no hour-of-week profile yet)\n";
+  if (r.history_read) {
+    out << "  history: " << m.jobs.size() << " jobs over " << m.profile.weeks << " whole weeks";
+    if (m.profile.covered_from > r.history_from)
+      out << " (the accounting shows nothing before " << when(m.profile.covered_from) << ")";
+    out << "\n";
+  }
+  if (m.profile.sampled_hours > 0)
+    out << "  " << m.profile.sampled_hours << " hours known from gtrain's own stages' samples (the accounting "
+        << (r.history_read ? "no longer shows them" : "cannot be read") << ")\n";
+  if (!profile_known(m.profile)) {
+    if (r.history_read) out << "  (less than a week of history: no hour-of-week profile yet)\n";
     return;
   }
   out << "  free GPUs by hour of the week (local time):\n" << free_heat_map(m.profile);
@@ -221,9 +245,10 @@ void print_quota(const QuotaFacts& q, const std::optional<BurnDown>& b, std::ost
 }
 
 // --json: everything the text shows, as one object.
-void print_json(const ClusterOptions& o, const ClusterReading& r, const std::vector<PartitionModel>& models,
-                const std::vector<std::optional<BurnDown>>& burns, const std::optional<Prediction>& pred, int64_t from,
-                int64_t now, double time_limit, std::ostream& out) {
+void print_json(const ClusterOptions& o, const ClusterReading& r, const KeptSamples& kept,
+                const std::vector<PartitionModel>& models, const std::vector<std::optional<BurnDown>>& burns,
+                const std::optional<Prediction>& pred, int64_t from, int64_t now, double time_limit,
+                std::ostream& out) {
   nlohmann::json j = {{"scheduler", r.scheduler},
                       {"user", r.user},
                       {"now", now},
@@ -232,7 +257,9 @@ void print_json(const ClusterOptions& o, const ClusterReading& r, const std::vec
                         {"all_users", r.history_all_users},
                         {"from", from},
                         {"to", now},
-                        {"jobs", r.history.size()}}}};
+                        {"jobs", r.history.size()}}},
+                      {"cluster", r.cluster},
+                      {"samples", {{"path", kept.path}, {"count", kept.samples.size()}, {"skipped", kept.skipped}}}};
   j["partitions"] = nlohmann::json::array();
   for (const auto& m : models) j["partitions"].push_back(partition_json(m));
   j["quotas"] = nlohmann::json::array();
@@ -283,8 +310,9 @@ int cluster_command(const ClusterOptions& o, const std::map<std::string, std::st
   q.since_unix = o.quota_hours > 0 ? std::min(from, since) : from;
   q.until_unix = now;
   ClusterReading r = b->read_cluster(q, run);
+  const KeptSamples kept = kept_samples(env, r);
   std::vector<PartitionModel> models;
-  for (const auto& p : r.partitions) models.push_back(model_of(p, r, o, from, now));
+  for (const auto& p : r.partitions) models.push_back(model_of(p, r, kept.samples, o, from, now));
   if (const auto s = stated(o, r, since, now)) r.quotas.push_back(*s);
   std::vector<std::optional<BurnDown>> burns;
   for (const auto& quota : r.quotas) {
@@ -296,7 +324,7 @@ int cluster_command(const ClusterOptions& o, const std::map<std::string, std::st
   if (o.predict && !models.empty()) pred = predict(o, *b, models.front(), static_cast<int64_t>(time_limit), now, run);
 
   if (o.json) {
-    print_json(o, r, models, burns, pred, from, now, time_limit, out);
+    print_json(o, r, kept, models, burns, pred, from, now, time_limit, out);
     return 0;
   }
   out << "gtrain cluster: " << r.scheduler << ", user " << r.user << ", " << when(now) << "\n";
@@ -325,6 +353,9 @@ int cluster_command(const ClusterOptions& o, const std::map<std::string, std::st
     else
       out << "  " << b->name() << "'s own estimate: none (" << pred->slurm_note << ")\n";
   }
+  if (!kept.path.empty())
+    out << "\nsamples from gtrain's own stages: " << kept.samples.size() << " in " << kept.path
+        << (kept.skipped ? " (" + std::to_string(kept.skipped) + " unreadable lines skipped)" : "") << "\n";
   if (!r.notes.empty()) {
     out << "\nwhat gtrain cannot know here:\n";
     for (const auto& n : r.notes) out << "  " << n << "\n";

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/base/program_runner.h"
+#include "launcher/cluster/run_cluster_facts.h"
 #include "launcher/commands/plan_command.h"
 #include "launcher/commands/sweep_command.h"
 #include "launcher/report/report.h"
@@ -23,6 +24,8 @@
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/core/run_dir/chain_file.h"
+#include "runtime/core/run_dir/cluster_facts.h"
 #include "runtime/core/run_dir/run_files.h"
 #include "runtime/core/schedule.h"
 
@@ -187,6 +190,34 @@ int sweep_report(const ReportOptions& o, const std::string& format) {
   return kExitOk;
 }
 
+// The run's cluster facts: read afresh from the scheduler a submitted run (chain.json) names, unless
+// --no-cluster or it tells nothing, and then kept in cluster.json; else as cluster.json keeps them.
+std::optional<ClusterFacts> report_cluster_facts(const ReportOptions& o, const Report& r,
+                                                 const std::map<std::string, std::string>& env) {
+  auto kept = read_cluster_facts(o.run_dir);
+  if (o.no_cluster || !chain_exists(o.run_dir)) return kept;
+  const SchedulerBackend* b = nullptr;
+  try {
+    b = &scheduler_backend(read_chain_file(o.run_dir).scheduler);
+  } catch (const Error&) {
+    return kept;
+  }
+  if (!b->can_submit()) return kept;
+  const RequestRow* best = recommended_row(r.request);
+  const int64_t want = best && r.h.gpus ? best->units : kept ? kept->quiet_for_gpus : 0;
+  const auto user = env.find("USER");
+  try {
+    ClusterFacts now =
+        read_run_cluster_facts(*b, kept ? kept->partition : "", want, user == env.end() ? "" : user->second, env,
+                               system_command_runner(20.0), static_cast<int64_t>(r.made_at), "gtrain report");
+    if (now.partition.empty()) return kept;  // the scheduler did not answer here
+    write_cluster_facts(o.run_dir, now);
+    return now;
+  } catch (const Error&) {
+    return kept;
+  }
+}
+
 }  // namespace
 
 int run_report_command(const ReportOptions& o, const std::map<std::string, std::string>& env) {
@@ -222,6 +253,7 @@ int run_report_command(const ReportOptions& o, const std::map<std::string, std::
   } else {
     r.request.error = config_path + " is missing or no longer loads";
   }
+  r.cluster = report_cluster_facts(o, r, env);
   r.price = o.price >= 0 ? o.price : have_config ? cfg.log.price_per_gpu_hour : 0;
   r.advice = report_advice(r.h);
   const std::string text = format == "html" ? render_html(r)

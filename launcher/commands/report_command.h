@@ -9,9 +9,10 @@ namespace gtrain {
 
 struct ReportOptions {
   std::string run_dir;
-  std::string output;  // "" = <run dir>/report.<format>; "-" = stdout
-  std::string format;  // html | md | json ("" = from the output's extension, else html)
-  double price = -1;   // per GPU-hour (-1 = log.price_per_gpu_hour)
+  std::string output;       // "" = <run dir>/report.<format>; "-" = stdout
+  std::string format;       // html | md | json ("" = from the output's extension, else html)
+  double price = -1;        // per GPU-hour (-1 = log.price_per_gpu_hour)
+  bool no_cluster = false;  // --no-cluster: cluster.json as kept, no scheduler query
 };
 
 // Writes the report; returns the exit code. ConfigError (exit 2) for a directory that is not a run,

@@ -9,18 +9,24 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <set>
 
 #include "launcher/base/text_util.h"
 #include "launcher/chain/stage_sizing.h"
+#include "launcher/cluster/cluster_samples.h"
 #include "launcher/cluster/quota_burn.h"
+#include "launcher/cluster/run_cluster_facts.h"
 #include "launcher/commands/plan_command.h"
 #include "launcher/launch/run_launch.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/schedule.h"
 
 namespace gtrain {
+
+namespace fs = std::filesystem;
+
 namespace {
 
 std::string when(double t) {
@@ -58,11 +64,17 @@ SubmitCluster read_submit_cluster(const SubmitOptions& o, const SchedulerBackend
   q.read_partitions = partitions;
   c.reading = b.read_cluster(q, run);
   if (!c.reading.partitions.empty()) c.partition_index = 0;
-  if (c.partition() && c.reading.history_read) {
+  if (c.partition() && history) {
     std::vector<HistoryJob> jobs;
     for (const auto& j : c.reading.history)
       if (j.partition == c.partition()->name) jobs.push_back(j);
-    c.profile = build_week_profile(jobs, c.partition()->gpus, q.since_unix, q.until_unix);
+    // The hours the accounting no longer shows come from gtrain's own stages' samples.
+    std::map<std::string, std::string> env;
+    for (const char* k : {"GTRAIN_PROFILE_DIR", "HOME"})
+      if (const char* v = std::getenv(k)) env[k] = v;
+    const auto samples = read_cluster_samples(cluster_samples_path(env, c.reading.scheduler, c.reading.cluster));
+    c.profile = build_week_profile(jobs, c.partition()->gpus, q.since_unix, q.until_unix,
+                                   free_samples(samples, c.partition()->name), c.reading.history_read);
   }
   return c;
 }
@@ -415,7 +427,7 @@ void shape_stages(const SubmitOptions& o, const JobConfig& cfg, const SchedulerB
   // warning alone is best effort: a scheduler that cannot be read that way just gives none.
   SubmitCluster c;
   try {
-    c = read_submit_cluster(o, b, run, now, o.when == "quiet" || stated, o.when == "quiet" || accounts);
+    c = read_submit_cluster(o, b, run, now, o.when == "quiet" || stated, true);
   } catch (const ConfigError&) {
     if (o.when == "quiet" || accounts || stated) throw;
     return;
@@ -452,6 +464,13 @@ void shape_stages(const SubmitOptions& o, const JobConfig& cfg, const SchedulerB
   for (const auto& w :
        quota_warnings(c, plans, std::max<int64_t>(0, total - hist.done), hist.done, per_step, stated_quota_facts))
     out << "gtrain submit: warning: " << w << "\n";
+  // What was read goes in the run directory for gtrain report's resource request.
+  ClusterReading kept = c.reading;
+  if (stated_quota_facts) kept.quotas.push_back(*stated_quota_facts);
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  write_cluster_facts(run_dir, cluster_facts_of(kept, c.partition(), c.profile, plans.front().gpus,
+                                                static_cast<int64_t>(now), "gtrain submit"));
 }
 
 }  // namespace gtrain

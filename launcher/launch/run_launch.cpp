@@ -22,12 +22,14 @@
 
 #include "launcher/base/hardware_query.h"
 #include "launcher/base/program_runner.h"
+#include "launcher/cluster/cluster_samples.h"
 #include "launcher/launch/attempt.h"
 #include "launcher/launch/device_choice.h"
 #include "launcher/launch/host_include.h"
 #include "launcher/launch/launch.h"
 #include "launcher/launch/stage_handoff.h"
 #include "launcher/scheduler/allocation.h"
+#include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/checkpoint_dirs.h"
 #include "runtime/core/checkpoint_manifest.h"
 #include "runtime/core/disk_space.h"
@@ -564,6 +566,9 @@ int launch_ranks(const RunOptions& o, const JobConfig& cfg, const std::map<std::
               << "command to continue)" << std::endl;
     return kExitResumable;
   }
+  // Samples of the partition for gtrain cluster's profile, every cluster.sample_minutes while the
+  // ranks run (a thread of its own; signals stay with this one).
+  const auto sampler = start_cluster_sampler(scheduler_backend(granted.scheduler), env, cfg.cluster.sample_minutes);
   s.ledger = RunDir(run_dir).stages();
   s.ledger_lines = count_lines(s.ledger);
   make_disk_reserve(run_dir);  // room for this stage's records should the disk fill
@@ -676,8 +681,12 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
   // Several ranks: mpirun. One: supervised too (restarts, the hang watch) unless
   // schedule.max_restarts = 0, where the worker replaces this process (main.cpp).
   // (--include may name other hosts: mpirun starts even one rank there.)
-  if (out.ranks > 1 || cfg.schedule.max_restarts > 0 || !include.empty())
+  if (out.ranks > 1 || cfg.schedule.max_restarts > 0 || !include.empty()) {
     out.exit_code = launch_ranks(o, cfg, env, worker, alloc, run_dir, out.ranks, handoff, allocation, plan_ranks);
+  } else if (cfg.cluster.sample_minutes > 0 && scheduler_backend(alloc.scheduler).can_submit()) {
+    // The worker replaces this process: the stage's one sample of its partition, taken now.
+    record_cluster_samples(scheduler_backend(alloc.scheduler), env, static_cast<int64_t>(unix_now()), 2.0);
+  }
   return out;
 }
 

@@ -191,6 +191,47 @@ void finish_request_rows(ResourceRequest& r) {
   }
 }
 
+const RequestRow* recommended_row(const ResourceRequest& q) {
+  const RequestRow* best = nullptr;
+  for (const auto& row : q.rows)
+    if (row.feasible && row.efficiency >= 0.7) best = &row;  // the largest count that still scales well
+  return best;
+}
+
+namespace {
+
+// The request's sentences from the cluster's facts: the GPU-hours it needs against the quota it
+// charges, and the quiet window to run it in.
+std::string cluster_request(const Report& r, const RequestRow& best) {
+  const ClusterFacts& f = *r.cluster;
+  std::ostringstream o;
+  if (!f.partition.empty() && best.units > f.gpus && r.h.gpus)
+    o << " Partition " << f.partition << " has " << plural(f.gpus, "GPU") << ", fewer than that.";
+  if (const QuotaLeft* q = f.charged(); q && r.h.gpus) {
+    const double need = best.unit_hours;
+    o << " It needs " << strf("%.1f", need) << " GPU-hours; " << q->kind << " " << q->name << " has "
+      << strf("%.1f", q->left_gpu_hours) << " left";
+    if (need <= q->left_gpu_hours) {
+      o << ", enough";
+      if (q->runs_out > 0)
+        o << " if it is not used up first (at its present rate it runs out " << date_time(q->runs_out) << ")";
+      o << ".";
+    } else {
+      const double more = need - q->left_gpu_hours;
+      const int64_t reach =
+          (r.request.complete ? 0 : r.h.done) +
+          static_cast<int64_t>(static_cast<double>(r.request.steps) * std::max(0.0, q->left_gpu_hours) / need);
+      o << ": we ask for " << strf("%.1f", more) << " GPU-hours more on " << q->name
+        << "; without them the run stops near step " << reach << " of " << r.h.total_steps << ".";
+    }
+  }
+  if (!f.quiet_windows.empty() && best.units <= f.quiet_for_gpus)
+    o << " It starts soonest in the cluster's quiet hours: " << f.quiet_windows.front() << ".";
+  return o.str();
+}
+
+}  // namespace
+
 std::string request_summary(const Report& r) {
   const RunHistory& h = r.h;
   std::ostringstream o;
@@ -205,9 +246,7 @@ std::string request_summary(const Report& r) {
       << percent(h.total_steps > 0 ? static_cast<double>(h.done) / static_cast<double>(h.total_steps) : 0) << ") in "
       << plural(static_cast<int64_t>(h.stages.size()), "stage") << ", " << hours(h.unit_hours) << " " << r.unit()
       << "-hours at a goodput of " << percent(h.goodput) << ".";
-  const RequestRow* best = nullptr;
-  for (const auto& row : r.request.rows)
-    if (row.feasible && row.efficiency >= 0.7) best = &row;  // the largest count that still scales well
+  const RequestRow* best = recommended_row(r.request);
   if (best) {
     const RequestRow& base = r.request.rows.front();
     o << (r.request.complete ? " A rerun of all " : " Plan for the ") << r.request.steps
@@ -222,8 +261,42 @@ std::string request_summary(const Report& r) {
     if (!r.request.complete)
       o << " Time plan: gtrain stages the run to the granted time limit and resumes on any count, so the request "
            "can be met in windows; the resources are released when the steps are done.";
+    if (r.cluster) o << cluster_request(r, *best);
   }
   return o.str();
+}
+
+std::vector<std::string> cluster_lines(const Report& r) {
+  std::vector<std::string> out;
+  if (!r.cluster) return out;
+  const ClusterFacts& f = *r.cluster;
+  std::string head = "Cluster facts (read by " + f.read_by + ", " + date_time(f.read_at) + ")";
+  if (!f.partition.empty()) {
+    head += ": partition " + f.partition + ", " + plural(f.gpus, "GPU");
+    if (f.free_gpus >= 0) head += " (" + std::to_string(f.free_gpus) + " free then)";
+    if (!f.max_time.empty()) head += ", MaxTime " + f.max_time;
+  }
+  out.push_back(head + ".");
+  if (!f.partition.empty()) {
+    std::string w = "Quiet windows for " + plural(f.quiet_for_gpus, "GPU") + ": ";
+    if (f.history_weeks == 0)
+      w += "none known (less than a week of history).";
+    else if (f.quiet_windows.empty())
+      w += "none (no hour has them free in 80% of the " + std::to_string(f.history_weeks) + " weeks).";
+    else
+      w += join(f.quiet_windows, "; ") + " (from " + plural(f.history_weeks, "week") + ").";
+    out.push_back(w);
+  }
+  for (const auto& q : f.quotas) {
+    std::string l = "Quota: " + q.kind + " " + q.name + (q.is_default ? " (default)" : "") + ": " +
+                    strf("%.1f", q.left_gpu_hours) + " of " + strf("%.1f", q.limit_gpu_hours) + " GPU-hours left";
+    if (q.burn_gpu_hours_per_day > 0)
+      l += "; burning " + strf("%.2f", q.burn_gpu_hours_per_day) + " a day" +
+           (q.runs_out > 0 ? ": runs out " + date_time(q.runs_out) : "");
+    out.push_back(l + ".");
+  }
+  if (f.quotas.empty()) out.push_back("Quota: no GPU-hour quota read.");
+  return out;
 }
 
 nlohmann::json report_json(const Report& r) {
@@ -296,6 +369,7 @@ nlohmann::json report_json(const Report& r) {
                       {"summary", request_summary(r)},
                       {"advice", r.advice}};
   if (r.price > 0) j["cost"] = h.unit_hours * r.price;
+  if (r.cluster) j["cluster"] = r.cluster->to_json();
   return j;
 }
 

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "launcher/report/run_history.h"
+#include "runtime/core/run_dir/cluster_facts.h"
 
 namespace gtrain {
 
@@ -44,7 +46,8 @@ struct Report {
   double price = 0;  // per GPU-hour (0 = none)
   ResourceRequest request;
   std::vector<std::string> advice;
-  double made_at = 0;  // unix time
+  std::optional<ClusterFacts> cluster;  // what gtrain last read of the run's cluster (none: not submitted)
+  double made_at = 0;                   // unix time
   std::string unit() const { return h.gpus ? "GPU" : "rank"; }
 };
 
@@ -54,8 +57,15 @@ std::vector<std::string> report_advice(const RunHistory& h);
 // The rows' speed-up, efficiency, finish time and unit-hours from their step times.
 void finish_request_rows(ResourceRequest& r);
 
-// A plain-text paragraph for a resource request (goal, plan, time plan, release).
+// The row the request recommends: the largest count that still scales at 70% (nullptr = none fits).
+const RequestRow* recommended_row(const ResourceRequest& q);
+
+// A plain-text paragraph for a resource request (goal, plan, time plan, release; with the cluster's
+// facts: the quota it needs against what is left, and when to run it).
 std::string request_summary(const Report& r);
+
+// The cluster's facts as lines for the resource request section (none without them).
+std::vector<std::string> cluster_lines(const Report& r);
 
 nlohmann::json report_json(const Report& r);
 std::string render_markdown(const Report& r);

@@ -229,6 +229,12 @@ void request_section(const Report& r, std::ostream& o) {
   }
   o << "</table>";
   if (!q.windows.empty()) o << "<p>Quota windows in use: " << escape_html(q.windows) << "</p>";
+  const auto facts = cluster_lines(r);
+  if (!facts.empty()) {
+    o << "<ul class=\"cluster\">";
+    for (const auto& l : facts) o << "<li>" << escape_html(l) << "</li>";
+    o << "</ul>";
+  }
   o << "<blockquote>" << escape_html(request_summary(r)) << "</blockquote>";
 }
 

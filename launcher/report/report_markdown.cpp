@@ -137,6 +137,9 @@ void request(const Report& r, std::ostream& o) {
       << " | " << percent(row.efficiency) << " |\n";
   }
   if (!q.windows.empty()) o << "\nQuota windows in use: " << q.windows << "\n";
+  const auto facts = cluster_lines(r);
+  if (!facts.empty()) o << "\n";
+  for (const auto& l : facts) o << "- " << l << "\n";
   o << "\n> " << request_summary(r) << "\n\n";
 }
 

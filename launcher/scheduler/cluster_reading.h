@@ -62,10 +62,12 @@ struct ClusterQuery {
   int64_t until_unix = 0;  // history to (now)
   bool read_history = true;
   bool read_partitions = true;  // partitions, nodes and the queue now (submit's quota warning needs only quotas)
+  bool read_quotas = true;      // accounts, QOS and their use (a stage's samples need only partitions)
 };
 
 struct ClusterReading {
   std::string scheduler;  // "slurm"
+  std::string cluster;    // the scheduler's name for the cluster (Slurm's ClusterName; "" = unknown)
   std::string user;
   std::vector<PartitionFacts> partitions;  // the asked one, or all (default first)
   bool history_read = false;               // the accounting answered
@@ -110,9 +112,20 @@ std::pair<int64_t, int64_t> assoc_mgr_tres(const std::string& list, const std::s
 // `scontrol show partition -o` -> partitions (GPUs from TRES, limits).
 std::vector<PartitionFacts> parse_partitions(const std::string& text);
 
-// `scontrol show node -o` -> free GPUs per partition now (nodes DOWN, DRAIN, FAIL or NOT_RESPONDING
-// count as not free).
+// `scontrol show config` -> its ClusterName ("" when absent).
+std::string parse_cluster_name(const std::string& text);
+
+// `scontrol show node -d -o` -> per partition its nodes' GPUs and those free now (nodes DOWN, DRAIN,
+// FAIL or NOT_RESPONDING count as not free): from CfgTRES / AllocTRES where the accounting counts
+// gres/gpu, else from Gres / GresUsed.
+struct NodeGpus {
+  int64_t gpus = 0, free = 0;
+};
+std::map<std::string, NodeGpus> parse_node_gpus(const std::string& text);
+// Free GPUs alone, per partition.
 std::map<std::string, int64_t> parse_free_gpus(const std::string& text);
+// "gpu:a100:4(S:0-1),shard:8" -> 4; "gpu:2(IDX:0,2)" -> 2; "(null)" -> 0.
+int64_t gres_gpu_count(const std::string& gres);
 
 // `squeue -h -t PD,R -o %i|%T|%P|%D|%b` -> per partition {pending jobs, pending GPUs, running jobs}.
 std::map<std::string, std::vector<int64_t>> parse_queue(const std::string& text);

@@ -154,7 +154,7 @@ ClusterReading read_pbs_cluster(const ClusterQuery& q, const CommandRunner& run)
       c.notes.push_back("qstat -x -f failed: no job history");
     }
   }
-  c.notes.push_back("PBS keeps no GPU-hour quota gtrain can read: state yours with --quota-hours");
+  if (q.read_quotas) c.notes.push_back("PBS keeps no GPU-hour quota gtrain can read: state yours with --quota-hours");
   return c;
 }
 

@@ -155,8 +155,33 @@ std::vector<PartitionFacts> parse_partitions(const std::string& text) {
   return out;
 }
 
-std::map<std::string, int64_t> parse_free_gpus(const std::string& text) {
-  std::map<std::string, int64_t> out;
+std::string parse_cluster_name(const std::string& text) {
+  for (const auto& line : lines_of(text)) {
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos && text::trim(line.substr(0, eq)) == "ClusterName")
+      return text::trim(line.substr(eq + 1));
+  }
+  return "";
+}
+
+int64_t gres_gpu_count(const std::string& gres) {
+  std::string flat;  // without the "(S:0-1)" / "(IDX:0,2)" parts, whose commas are not the list's
+  int depth = 0;
+  for (char c : gres) {
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (depth == 0 && c != ')') flat += c;
+  }
+  int64_t n = 0;
+  for (const auto& item : text::split(flat, ',')) {
+    if (item.rfind("gpu", 0) != 0) continue;
+    const size_t colon = item.rfind(':');
+    n += colon == std::string::npos ? 1 : std::max<int64_t>(0, to_int(item.substr(colon + 1), 0));
+  }
+  return n;
+}
+
+std::map<std::string, NodeGpus> parse_node_gpus(const std::string& text) {
+  std::map<std::string, NodeGpus> out;
   for (const auto& line : lines_of(text)) {
     const auto rec = parse_scontrol_record(text::trim(line));
     auto get = [&](const char* k) {
@@ -167,12 +192,26 @@ std::map<std::string, int64_t> parse_free_gpus(const std::string& text) {
     const bool usable = state.find("DOWN") == std::string::npos && state.find("DRAIN") == std::string::npos &&
                         state.find("FAIL") == std::string::npos && state.find("NOT_RESPONDING") == std::string::npos &&
                         state.find('*') == std::string::npos;
-    const int64_t cfg = std::max<int64_t>(0, tres_gpu_count(get("CfgTRES")));
-    const int64_t used = std::max<int64_t>(0, tres_gpu_count(get("AllocTRES")));
+    // GPUs as TRES where the accounting counts them (AccountingStorageTRES=gres/gpu), else as GRES.
+    int64_t cfg = tres_gpu_count(get("CfgTRES")), used = 0;
+    if (cfg >= 0) {
+      used = std::max<int64_t>(0, tres_gpu_count(get("AllocTRES")));
+    } else {
+      cfg = gres_gpu_count(get("Gres"));
+      used = gres_gpu_count(get("GresUsed"));
+    }
     for (const auto& part : text::split(get("Partitions"), ',')) {
-      if (!part.empty()) out[part] += usable ? std::max<int64_t>(0, cfg - used) : 0;
+      if (part.empty()) continue;
+      out[part].gpus += cfg;
+      out[part].free += usable ? std::max<int64_t>(0, cfg - used) : 0;
     }
   }
+  return out;
+}
+
+std::map<std::string, int64_t> parse_free_gpus(const std::string& text) {
+  std::map<std::string, int64_t> out;
+  for (const auto& [part, g] : parse_node_gpus(text)) out[part] = g.free;
   return out;
 }
 
@@ -231,16 +270,27 @@ void read_partitions(ClusterReading& c, const ClusterQuery& q, const CommandRunn
                         "name one sinfo lists");
     c.partitions = {*it};
   }
-  c.sources.push_back("scontrol show node -o");
-  const CommandOutput nodes = run_merged(run, {"scontrol", "show", "node", "-o"});
-  const auto free = nodes.rc == 0 ? parse_free_gpus(nodes.text) : std::map<std::string, int64_t>{};
+  // The cluster's name keys the samples gtrain keeps of it (cluster_samples.h); unknown is no loss.
+  const CommandOutput config = run_merged(run, {"scontrol", "show", "config"});
+  if (config.rc == 0) c.cluster = parse_cluster_name(config.text);
+  c.sources.push_back("scontrol show node -d -o");
+  const CommandOutput nodes = run_merged(run, {"scontrol", "show", "node", "-d", "-o"});
+  const auto node_gpus = nodes.rc == 0 ? parse_node_gpus(nodes.text) : std::map<std::string, NodeGpus>{};
   if (nodes.rc != 0) c.notes.push_back(failure("scontrol show node", nodes) + ": free GPUs now unknown");
   c.sources.push_back("squeue -h -t PD,R -o %i|%T|%P|%D|%b");
   const CommandOutput queue = run_merged(run, {"squeue", "-h", "-t", "PD,R", "-o", "%i|%T|%P|%D|%b"});
   const auto queued = queue.rc == 0 ? parse_queue(queue.text) : std::map<std::string, std::vector<int64_t>>{};
   if (queue.rc != 0) c.notes.push_back(failure("squeue", queue) + ": the queue now is unknown");
   for (auto& p : c.partitions) {
-    if (nodes.rc == 0) p.free_gpus = free.count(p.name) ? free.at(p.name) : 0;
+    if (nodes.rc == 0) {
+      const auto it = node_gpus.find(p.name);
+      p.free_gpus = it == node_gpus.end() ? 0 : it->second.free;
+      // A partition's TRES lacks gres/gpu where the accounting does not count GPUs: its nodes' GRES.
+      if (p.gpus == 0 && it != node_gpus.end() && it->second.gpus > 0) {
+        p.gpus = it->second.gpus;
+        p.gpus_per_node = p.nodes > 0 ? p.gpus / p.nodes : 0;
+      }
+    }
     if (queue.rc == 0) {
       const auto it = queued.find(p.name);
       const std::vector<int64_t> z = {0, 0, 0};
@@ -333,7 +383,7 @@ ClusterReading read_slurm_cluster(const ClusterQuery& q, const CommandRunner& ru
   c.user = q.user;
   if (q.read_partitions) read_partitions(c, q, run);
   if (q.read_history) read_history(c, q, run);
-  read_quotas(c, q, run);
+  if (q.read_quotas) read_quotas(c, q, run);
   return c;
 }
 

@@ -61,7 +61,9 @@ struct JobConfig {
     v("checkpoint", checkpoint, "Periodic checkpoints.");
     v("log", log, "Run directory, console output and metrics.");
     v("schedule", schedule, "Stages: signals and deadlines that end one (save, exit 3, resume later), quota windows.");
-    v("cluster", cluster, "What the scheduler does not know of your standing: a GPU-hour quota kept elsewhere.");
+    v("cluster", cluster,
+      "What the scheduler does not know of your standing (a GPU-hour quota kept elsewhere), and how "
+      "often a stage samples its partition for gtrain cluster.");
   }
 };
 

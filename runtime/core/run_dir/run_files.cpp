@@ -29,6 +29,8 @@ const std::vector<RunFileInfo>& run_file_table() {
       {RunFile::identity, "identity.json", false, false, true, false,
        "what defines the run: the config less what cannot change its trajectory, the data's and initial weights' "
        "fingerprints, gtrain's version ([runs](runs-and-identity.md))"},
+      {RunFile::cluster_facts, "cluster.json", false, false, true, false,
+       "what gtrain last read of the run's cluster: quiet windows, quotas left ([cluster facts](cluster-facts.md))"},
       {RunFile::stage_scripts, "stage-K.sbatch", false, false, true, true,
        "`gtrain submit`'s batch script of stage K (`.pbs` on PBS)"},
       {RunFile::tensorboard, "tb", true, false, true, false, "TensorBoard event files, one per stage"},

@@ -20,6 +20,7 @@ enum class RunFile {
   restarts,            // restarts.jsonl
   chain,               // chain.json
   identity,            // identity.json
+  cluster_facts,       // cluster.json
   stage_scripts,       // stage-K.sbatch / stage-K.pbs (a name per stage: stage_script_name())
   tensorboard,         // tb/
   profile,             // profile/
