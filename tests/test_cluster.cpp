@@ -106,6 +106,7 @@ struct ReplayedSlurm {
   bool sacct_fails = false;
   std::string assoc = "proj||normal,burst|normal\n";  // sacctmgr show assoc
   std::string assoc_mgr = kAssocMgr;
+  std::string queue = "43|PENDING|gpu|1|gres:gpu:4\n40|RUNNING|gpu|1|gres:gpu:4\n";  // squeue
   // sbatch --test-only's start for an argv (0: refused); default: in 30 minutes.
   std::function<double(const std::vector<std::string>&)> test_start;
   std::vector<std::string> calls;
@@ -118,7 +119,7 @@ struct ReplayedSlurm {
       auto ok = [](const std::string& s) { return s + "gtrain-rc=0"; };
       if (line == "scontrol show partition -o") return ok(kPartitions);
       if (line == "scontrol show node -d -o") return ok(kNodes);
-      if (argv[0] == "squeue") return ok("43|PENDING|gpu|1|gres:gpu:4\n40|RUNNING|gpu|1|gres:gpu:4\n");
+      if (argv[0] == "squeue") return ok(queue);
       if (argv[0] == "sacct")
         return sacct_fails ? "sacct: error: Slurm accounting storage is disabled\ngtrain-rc=1" : ok(synthetic_sacct());
       if (line.rfind("sacctmgr -nP show assoc", 0) == 0) return ok(assoc);
@@ -179,7 +180,13 @@ TEST_F(ClusterParse, SacctAssocMgrPartitionsNodesAndQueue) {
   EXPECT_EQ(gres_gpu_count("gpu:2(IDX:0,2)"), 2);
   EXPECT_EQ(gres_gpu_count("(null)"), 0);
   const auto queue = parse_queue("43|PENDING|gpu|2|gres:gpu:a100:4\n40|RUNNING|gpu|1|gres:gpu:4\n");
-  EXPECT_EQ(queue.at("gpu"), (std::vector<int64_t>{1, 8, 1}));
+  EXPECT_EQ(queue.at("gpu"), (std::vector<int64_t>{1, 8, 1, 0}));
+  // %S: the earliest start backfill plans for a pending job ("N/A" before it has planned one).
+  const auto planned = parse_queue(
+      "50|PENDING|gpu|2|gres:gpu:4|2026-12-07T03:00:00\n51|PENDING|gpu|1|gres:gpu:1|N/A\n"
+      "52|PENDING|gpu|1|gres:gpu:1|2026-12-07T02:00:00\n"
+      "40|RUNNING|gpu|1|gres:gpu:4|2026-12-06T20:00:00\n");
+  EXPECT_EQ(planned.at("gpu"), (std::vector<int64_t>{3, 10, 1, kNow + 2 * 3600}));
 }
 
 TEST_F(ClusterModel, FindsTheQuietWindowOfTheSyntheticWeeks) {
@@ -508,6 +515,45 @@ TEST_F(ClusterCommand, SubmitAccountAutoPicksTheEarliestStartWithinQuota) {
 
 // --time auto: 8 GPUs start now for up to 1 hour, 3-4 for up to 4, 2 for up to 12: the largest
 // rectangle that starts now is 2 GPUs x 12 h, found in at most 20 test submissions.
+// --time auto with a job pending ahead: sbatch --test-only puts every probe behind it, but backfill
+// starts what ends before that job's planned start on the GPUs free now (2, on g2).
+TEST_F(ClusterCommand, SubmitTimeAutoFitsTheHoleBeforeAPendingJobsPlannedStart) {
+  setenv("USER", "alice", 1);
+  test::TempDir dir;
+  ReplayedSlurm slurm;
+  slurm.test_start = [](const std::vector<std::string>&) { return double(kNow + 3 * 3600 + 600); };
+  slurm.queue = "43|PENDING|gpu|2|gres:gpu:4|" + stamp(kNow + 3 * 3600) + "\n40|RUNNING|gpu|1|gres:gpu:4|" +
+                stamp(kNow - 600) + "\n";
+  SubmitOptions o = shaped_submit(dir);
+  o.gpus = "1-8";
+  o.stages = "1";
+  o.time = "auto";
+  const std::string s = submit_text(o, slurm);
+  EXPECT_NE(s.find("  the queue: 2 GPU(s) free on one node now, the next pending job planned to start Mon "
+                   "2026-12-07 03:00 (squeue --start): backfill fits 2 GPU(s) for the time before it\n"),
+            std::string::npos)
+      << s;
+  // 3 hours less 2 minutes of backfill's resolution.
+  EXPECT_NE(s.find("chosen: 2 GPU(s) x 02:58:00, the largest that backfill starts now before the pending jobs' "
+                   "planned starts (5.9 GPU-hours)"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(test::read_file(o.run_dir + "/stage-1.sbatch").find("#SBATCH --time=02:58:00\n"), std::string::npos);
+  // No planned start: the hole has no known end, and --time auto says so.
+  slurm.queue = "43|PENDING|gpu|2|gres:gpu:4|N/A\n";
+  std::ostringstream out;
+  o.run_dir = dir.file("run2");
+  try {
+    submit_command(o, {{"USER", "alice"}}, slurm.runner(), out);
+    ADD_FAILURE() << "expected a ConfigError\n" << out.str();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--time auto: no size of --gpus 1-8 starts now"), std::string::npos);
+    EXPECT_NE(out.str().find("  the queue: no start planned yet for the pending jobs: no hole to size\n"),
+              std::string::npos)
+        << out.str();
+  }
+}
+
 TEST_F(ClusterCommand, SubmitTimeAutoTakesTheLargestShapeThatStartsNow) {
   setenv("USER", "alice", 1);
   test::TempDir dir;

@@ -86,8 +86,8 @@ TEST_F(ClusterSamples, SamplesFillTheHoursTheAccountingPurged) {
   EXPECT_EQ(purged.weeks, 2);
   EXPECT_EQ(purged.sampled_hours, 0);
   // The samples of gtrain's stages over the purged weeks give back the full history's profile.
-  const WeekProfile filled = build_week_profile(kept, 8, kNow - 5 * kWeek, kNow,
-                                                sampled(all, kNow - 5 * kWeek, kNow - 2 * kWeek), true);
+  const WeekProfile filled =
+      build_week_profile(kept, 8, kNow - 5 * kWeek, kNow, sampled(all, kNow - 5 * kWeek, kNow - 2 * kWeek), true);
   EXPECT_EQ(filled.weeks, 5);
   EXPECT_EQ(filled.sampled_hours, 3 * 168);
   for (int h = 0; h < kHoursPerWeek; ++h) {
@@ -97,7 +97,8 @@ TEST_F(ClusterSamples, SamplesFillTheHoursTheAccountingPurged) {
   }
   EXPECT_EQ(quiet_windows(filled, 7)[0].text(), "Wed 05:00-09:00: 7 of 8 GPUs free in 80% of weeks");
   // Without accounting at all, the samples alone make the profile.
-  const WeekProfile only = build_week_profile({}, 8, kNow - 5 * kWeek, kNow, sampled(all, kNow - 5 * kWeek, kNow), false);
+  const WeekProfile only =
+      build_week_profile({}, 8, kNow - 5 * kWeek, kNow, sampled(all, kNow - 5 * kWeek, kNow), false);
   EXPECT_EQ(only.weeks, 5);
   EXPECT_EQ(only.free_in_share(2 * 24 + 5, 0.8), 7);
   // A sample in the hours the accounting covers does not override it.
@@ -117,8 +118,8 @@ TEST_F(ClusterSamples, FileAppendsReadsBackAndSkipsATornLine) {
   r.scheduler = "slurm", r.cluster = "big/cluster";
   PartitionFacts gpu, cpu, unknown;
   gpu.name = "gpu", gpu.gpus = 8, gpu.free_gpus = 3, gpu.pending_jobs = 2, gpu.pending_gpus = 12, gpu.running_jobs = 4;
-  cpu.name = "cpu", cpu.gpus = 0, cpu.free_gpus = 0;     // no GPUs: no sample
-  unknown.name = "x", unknown.gpus = 4;                  // free GPUs unknown: no sample
+  cpu.name = "cpu", cpu.gpus = 0, cpu.free_gpus = 0;  // no GPUs: no sample
+  unknown.name = "x", unknown.gpus = 4;               // free GPUs unknown: no sample
   r.partitions = {gpu, cpu, unknown};
   const auto s = samples_of(r, kNow, "77");
   ASSERT_EQ(s.size(), 1u);
@@ -206,8 +207,9 @@ TEST_F(ClusterSamples, ClusterCommandUsesTheKeptSamplesWithoutAccounting) {
     for (size_t i = 4; i < wrapped.size(); ++i) line += (line.empty() ? "" : " ") + wrapped[i];
     if (line == "scontrol show config") return std::string("Configuration data\nClusterName = c1\ngtrain-rc=0");
     if (line == "scontrol show partition -o")
-      return std::string("PartitionName=gpu Default=YES MaxTime=1-00:00:00 State=UP TotalNodes=2 "
-                         "TRES=cpu=64,node=2,gres/gpu=8\ngtrain-rc=0");
+      return std::string(
+          "PartitionName=gpu Default=YES MaxTime=1-00:00:00 State=UP TotalNodes=2 "
+          "TRES=cpu=64,node=2,gres/gpu=8\ngtrain-rc=0");
     if (line == "scontrol show node -d -o")
       return std::string("NodeName=g1 State=IDLE Partitions=gpu CfgTRES=gres/gpu=8 AllocTRES=\ngtrain-rc=0");
     if (line.rfind("squeue", 0) == 0) return std::string("gtrain-rc=0");

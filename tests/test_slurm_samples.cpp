@@ -47,9 +47,8 @@ TEST(SlurmSamples, StagesSampleTheirPartitionAndClusterLearnsFromThemWithoutAcco
   test::TempDir dir;
   test::write_file(dir.file("job.toml"), kSampledJob);
   const std::string run = dir.file("run");
-  const auto r = test::run_command(
-      gtrain_cmd("submit " + shell_quote(dir.file("job.toml")) + " --run-dir " + shell_quote(run) +
-                 " --gpus 2 --stages 1 --time 00:10:00"));
+  const auto r = test::run_command(gtrain_cmd("submit " + shell_quote(dir.file("job.toml")) + " --run-dir " +
+                                              shell_quote(run) + " --gpus 2 --stages 1 --time 00:10:00"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json chain;
   for (auto t0 = Clock::now(); Clock::now() - t0 < std::chrono::seconds(120);) {

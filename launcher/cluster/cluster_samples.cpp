@@ -206,9 +206,9 @@ std::unique_ptr<ClusterSampler> start_cluster_sampler(const SchedulerBackend& b,
   if (!b.is_batch_scheduler() || !b.can_submit() || every_minutes <= 0) return nullptr;
   return std::make_unique<ClusterSampler>(
       [&b, env](const std::function<bool()>& cancelled) {
-        const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+        const auto now =
+            std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
         record_cluster_samples(b, env, now, 5.0, cancelled);
       },
       every_minutes * 60);

@@ -201,7 +201,53 @@ BackfillShape backfill_shape(const SubmitOptions& o, const SchedulerBackend& b, 
     if (probes >= max_probes) break;
   }
   best.probes = probes;
+  if (best.gpus == 0 && c.partition()) {
+    BackfillShape hole = queue_hole(*c.partition(), counts, most, now);
+    if (hole.gpus > 0) {
+      hole.probes = best.probes;
+      hole.table = best.table + hole.table;
+      return hole;
+    }
+    best.table += hole.table;
+  }
   return best;
+}
+
+BackfillShape queue_hole(const PartitionFacts& p, const std::vector<int>& gpu_counts, double most_s, double now) {
+  BackfillShape hole;
+  hole.from_queue = true;
+  if (p.next_planned_start <= 0) {
+    hole.table = "  the queue: " +
+                 std::string(p.pending_jobs > 0 ? "no start planned yet for the pending jobs"
+                                                : "nothing pending, and no test submission starts now") +
+                 ": no hole to size\n";
+    return hole;
+  }
+  if (most_s <= 0) most_s = 172800;  // the probes' longest
+  double span = static_cast<double>(p.next_planned_start) - now - 120;
+  span = std::floor(span / 60) * 60;
+  if (most_s > 0) span = std::min(span, most_s);
+  const int64_t gpn = p.gpus_per_node > 0 ? p.gpus_per_node : 0;
+  const int64_t widest = p.node_free.empty() ? 0 : *std::max_element(p.node_free.begin(), p.node_free.end());
+  const int64_t whole = std::count_if(p.node_free.begin(), p.node_free.end(), [&](int64_t f) { return f == gpn; });
+  std::string line = "  the queue: " + std::to_string(widest) + " GPU(s) free on one node now, the next pending job " +
+                     "planned to start " + when(static_cast<double>(p.next_planned_start)) + " (squeue --start)";
+  if (span < 900) {
+    hole.table = line + ": under 15 minutes before it\n";
+    return hole;
+  }
+  std::vector<int> counts = gpu_counts;
+  std::sort(counts.rbegin(), counts.rend());
+  for (int g : counts) {
+    const bool fits = g <= widest || (gpn > 0 && g % gpn == 0 && g / gpn <= whole);
+    if (!fits) continue;
+    hole.gpus = g, hole.nodes = gpn > 0 && g > gpn ? static_cast<int>(g / gpn) : 1, hole.time_s = span;
+    hole.start = now;
+    hole.table = line + ": backfill fits " + std::to_string(g) + " GPU(s) for the time before it\n";
+    return hole;
+  }
+  hole.table = line + ": none of the sizes asked for is free\n";
+  return hole;
 }
 
 namespace {
@@ -411,7 +457,9 @@ SubmitOptions resolve_time_auto(const SubmitOptions& o, const SchedulerBackend& 
   r.time = b.time_limit_text(static_cast<int64_t>(shape.time_s));
   r.gpus = std::to_string(shape.gpus);
   if (shape.nodes > 1 && (o.nodes.empty() || o.nodes == "1")) r.nodes = std::to_string(shape.nodes);
-  out << "  chosen: " << shape.gpus << " GPU(s) x " << r.time << ", the largest that starts now ("
+  out << "  chosen: " << shape.gpus << " GPU(s) x " << r.time
+      << (shape.from_queue ? ", the largest that backfill starts now before the pending jobs' planned starts ("
+                           : ", the largest that starts now (")
       << hours_text(shape.gpus * shape.time_s / 60) << " GPU-hours); each stage gets that shape\n";
   return r;
 }

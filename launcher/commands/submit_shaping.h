@@ -48,10 +48,18 @@ void delay_to_quiet(std::vector<StagePlan>& plans, const SubmitCluster& c, doubl
 struct BackfillShape {
   int gpus = 0, nodes = 1;  // 0: nothing probed starts now
   double time_s = 0;
-  double start = 0;   // the test submission's start estimate
-  int probes = 0;     // test submissions made
-  std::string table;  // every probe: GPUs, time, start
+  double start = 0;         // the test submission's start estimate
+  int probes = 0;           // test submissions made
+  std::string table;        // every probe: GPUs, time, start
+  bool from_queue = false;  // no test submission started now: the hole read from the queue (queue_hole)
 };
+// When no test submission starts now (sbatch --test-only places a job behind every job pending
+// ahead of it, backfill or not), the hole backfill fills: the most GPUs of `gpu_counts` free now on
+// one node (whole free nodes past one), for the time until the earliest start the scheduler plans for
+// a pending job, less two minutes of backfill's resolution, at most `most_s` (0 = no cap). gpus 0 when
+// no planned start bounds the hole or it is shorter than 15 minutes.
+BackfillShape queue_hole(const PartitionFacts& p, const std::vector<int>& gpu_counts, double most_s, double now);
+
 BackfillShape backfill_shape(const SubmitOptions& o, const SchedulerBackend& b, const SubmitCluster& c,
                              const std::vector<int>& gpu_counts, double now, const CommandRunner& run,
                              int max_probes = 20);

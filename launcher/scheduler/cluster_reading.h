@@ -33,6 +33,8 @@ struct PartitionFacts {
   int64_t gpus_per_node = 0;
   LimitValue max_time_s, max_nodes;
   int64_t pending_jobs = -1, pending_gpus = -1, running_jobs = -1;  // the queue now (-1 = unknown)
+  std::vector<int64_t> node_free;  // GPUs free now on each usable node of it (scontrol show node -d)
+  int64_t next_planned_start = 0;  // the earliest start the scheduler plans for a job pending in it (0 = none)
 };
 
 // A quota the user may charge: an account's (or the user's association's) or a QOS's limits and use.
@@ -120,6 +122,7 @@ std::string parse_cluster_name(const std::string& text);
 // gres/gpu, else from Gres / GresUsed.
 struct NodeGpus {
   int64_t gpus = 0, free = 0;
+  std::vector<int64_t> node_free;  // per usable node with GPUs, in the order listed
 };
 std::map<std::string, NodeGpus> parse_node_gpus(const std::string& text);
 // Free GPUs alone, per partition.
@@ -127,7 +130,8 @@ std::map<std::string, int64_t> parse_free_gpus(const std::string& text);
 // "gpu:a100:4(S:0-1),shard:8" -> 4; "gpu:2(IDX:0,2)" -> 2; "(null)" -> 0.
 int64_t gres_gpu_count(const std::string& gres);
 
-// `squeue -h -t PD,R -o %i|%T|%P|%D|%b` -> per partition {pending jobs, pending GPUs, running jobs}.
+// `squeue -h -t PD,R -o %i|%T|%P|%D|%b|%S` -> per partition {pending jobs, pending GPUs, running jobs,
+// the earliest start the scheduler (backfill) plans for a pending job, 0 = none}.
 std::map<std::string, std::vector<int64_t>> parse_queue(const std::string& text);
 
 }  // namespace gtrain

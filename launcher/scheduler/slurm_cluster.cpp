@@ -204,6 +204,7 @@ std::map<std::string, NodeGpus> parse_node_gpus(const std::string& text) {
       if (part.empty()) continue;
       out[part].gpus += cfg;
       out[part].free += usable ? std::max<int64_t>(0, cfg - used) : 0;
+      if (usable && cfg > 0) out[part].node_free.push_back(std::max<int64_t>(0, cfg - used));
     }
   }
   return out;
@@ -221,7 +222,7 @@ std::map<std::string, std::vector<int64_t>> parse_queue(const std::string& text)
     const auto f = text::split(text::trim(line), '|');
     if (f.size() < 5) continue;
     auto& q = out[f[2]];
-    q.resize(3, 0);
+    q.resize(4, 0);
     const int64_t nodes = std::max<int64_t>(1, to_int(f[3], 1));
     // %b: "gres:gpu:4" or "gres:gpu:a100:4" (per node), "N/A" without GPUs.
     int64_t per_node = 0;
@@ -230,6 +231,9 @@ std::map<std::string, std::vector<int64_t>> parse_queue(const std::string& text)
     if (f[1] == "PENDING") {
       ++q[0];
       q[1] += per_node * nodes;
+      // %S of a pending job: the start backfill plans for it ("N/A" before it has planned one).
+      const int64_t planned = f.size() > 5 ? parse_slurm_datetime(f[5]) : 0;
+      if (planned > 0 && (q[3] == 0 || planned < q[3])) q[3] = planned;
     } else if (f[1] == "RUNNING") {
       ++q[2];
     }
@@ -277,14 +281,15 @@ void read_partitions(ClusterReading& c, const ClusterQuery& q, const CommandRunn
   const CommandOutput nodes = run_merged(run, {"scontrol", "show", "node", "-d", "-o"});
   const auto node_gpus = nodes.rc == 0 ? parse_node_gpus(nodes.text) : std::map<std::string, NodeGpus>{};
   if (nodes.rc != 0) c.notes.push_back(failure("scontrol show node", nodes) + ": free GPUs now unknown");
-  c.sources.push_back("squeue -h -t PD,R -o %i|%T|%P|%D|%b");
-  const CommandOutput queue = run_merged(run, {"squeue", "-h", "-t", "PD,R", "-o", "%i|%T|%P|%D|%b"});
+  c.sources.push_back("squeue -h -t PD,R -o %i|%T|%P|%D|%b|%S");
+  const CommandOutput queue = run_merged(run, {"squeue", "-h", "-t", "PD,R", "-o", "%i|%T|%P|%D|%b|%S"});
   const auto queued = queue.rc == 0 ? parse_queue(queue.text) : std::map<std::string, std::vector<int64_t>>{};
   if (queue.rc != 0) c.notes.push_back(failure("squeue", queue) + ": the queue now is unknown");
   for (auto& p : c.partitions) {
     if (nodes.rc == 0) {
       const auto it = node_gpus.find(p.name);
       p.free_gpus = it == node_gpus.end() ? 0 : it->second.free;
+      if (it != node_gpus.end()) p.node_free = it->second.node_free;
       // A partition's TRES lacks gres/gpu where the accounting does not count GPUs: its nodes' GRES.
       if (p.gpus == 0 && it != node_gpus.end() && it->second.gpus > 0) {
         p.gpus = it->second.gpus;
@@ -293,9 +298,9 @@ void read_partitions(ClusterReading& c, const ClusterQuery& q, const CommandRunn
     }
     if (queue.rc == 0) {
       const auto it = queued.find(p.name);
-      const std::vector<int64_t> z = {0, 0, 0};
+      const std::vector<int64_t> z = {0, 0, 0, 0};
       const auto& v = it == queued.end() ? z : it->second;
-      p.pending_jobs = v[0], p.pending_gpus = v[1], p.running_jobs = v[2];
+      p.pending_jobs = v[0], p.pending_gpus = v[1], p.running_jobs = v[2], p.next_planned_start = v[3];
     }
   }
 }
