@@ -89,12 +89,12 @@ submit_trace_job() {  # nodes gpus limit run name
     --wrap "sleep $run" >> "$work/trace-jobs"
 }
 
-# Every trace job submitted so far runs or is held by the scheduler for a reason (not "None": not
-# looked at yet).
+# Every trace job submitted so far runs, or is held by the scheduler for a reason (not "None": not
+# looked at yet) with a start backfill has planned (not "N/A").
 trace_settled() {
   local ids; ids=$(cut -d';' -f1 "$work/trace-jobs" | paste -sd,)
   [[ -z $ids ]] && return 0
-  ! squeue -h -j "$ids" -t PD -o '%r' | grep -qx None
+  ! squeue -h -j "$ids" -t PD -o '%r %S' | grep -Eq '^None |N/A$'
 }
 
 cancel_all() {

@@ -18,32 +18,13 @@
 #include "launcher/commands/submit_command.h"
 #include "runtime/core/errors.h"
 #include "tests/support/test_util.h"
+#include "tests/support/utc_test.h"
 
 namespace gtrain {
 namespace {
 
 // Every test here reads times in UTC (and gives the binary's other tests their zone back).
-class UtcTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const char* tz = std::getenv("TZ");
-    had_ = tz != nullptr;
-    if (tz) old_ = tz;
-    setenv("TZ", "UTC", 1);
-    tzset();
-  }
-  void TearDown() override {
-    if (had_)
-      setenv("TZ", old_.c_str(), 1);
-    else
-      unsetenv("TZ");
-    tzset();
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
-};
+using test::UtcTest;
 class ClusterParse : public UtcTest {};
 class ClusterModel : public UtcTest {};
 class ClusterCommand : public UtcTest {};
@@ -107,6 +88,12 @@ struct ReplayedSlurm {
   std::string assoc = "proj||normal,burst|normal\n";  // sacctmgr show assoc
   std::string assoc_mgr = kAssocMgr;
   std::string queue = "43|PENDING|gpu|1|gres:gpu:4\n40|RUNNING|gpu|1|gres:gpu:4\n";  // squeue
+  std::string reservations =                                                         // scontrol show reservation
+      "ReservationName=maint StartTime=2026-12-08T06:00:00 EndTime=2026-12-08T12:00:00 Duration=06:00:00 "
+      "Nodes=g[1-2] NodeCnt=2 CoreCnt=64 Features=(null) PartitionName=(null) Flags=MAINT,SPEC_NODES "
+      "TRES=cpu=64 Users=root Groups=(null) Accounts=(null) State=INACTIVE\n"
+      "ReservationName=course StartTime=2026-12-07T09:00:00 EndTime=2026-12-07T17:00:00 Nodes=g2 NodeCnt=1 "
+      "PartitionName=gpu Flags=DAILY Users=(null) Accounts=teaching State=INACTIVE\n";
   // sbatch --test-only's start for an argv (0: refused); default: in 30 minutes.
   std::function<double(const std::vector<std::string>&)> test_start;
   std::vector<std::string> calls;
@@ -119,6 +106,7 @@ struct ReplayedSlurm {
       auto ok = [](const std::string& s) { return s + "gtrain-rc=0"; };
       if (line == "scontrol show partition -o") return ok(kPartitions);
       if (line == "scontrol show node -d -o") return ok(kNodes);
+      if (line == "scontrol show reservation -o") return ok(reservations);
       if (argv[0] == "squeue") return ok(queue);
       if (argv[0] == "sacct")
         return sacct_fails ? "sacct: error: Slurm accounting storage is disabled\ngtrain-rc=1" : ok(synthetic_sacct());
@@ -278,7 +266,11 @@ TEST_F(ClusterCommand, PrintsLimitsWindowsQuotasAndAPrediction) {
         "  QOS burst: GrpTRESMins gres/gpu 6000 GPU-minutes, 5990 used; MaxTRESPerUser gres/gpu 16",
         "prediction for 6 GPUs x 01:00:00 on gpu, submitted now:",
         "from history: starts in about 10 min (Mon 2026-12-07 00:10)",
-        "slurm's own estimate (test submission): Mon 2026-12-07 00:30"}) {
+        "slurm's own estimate (test submission): Mon 2026-12-07 00:30",
+        // The time rules partitions do not show: a maintenance window and a daily course, sorted by start.
+        "reservations (scontrol show reservation -o):\n  course: Mon 2026-12-07 09:00 to Mon 2026-12-07 17:00 on g2 "
+        "(1 nodes), partition gpu, for accounts teaching\n  maint (maintenance: its nodes run no job): Tue 2026-12-08 "
+        "06:00 to Tue 2026-12-08 12:00 on g[1-2] (2 nodes)\n"}) {
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
   }
   bool asked_all_users = false;
@@ -294,6 +286,10 @@ TEST_F(ClusterCommand, PrintsLimitsWindowsQuotasAndAPrediction) {
   EXPECT_EQ(j["partitions"][0]["hours"].size(), 168u);
   EXPECT_EQ(j["quotas"][0]["runs_out"], kNow + 18000 * 60);
   EXPECT_EQ(j["prediction"]["scheduler_estimate"], kNow + 1800);
+  EXPECT_EQ(j["reservations"][1]["name"], "maint");
+  EXPECT_TRUE(j["reservations"][1]["maintenance"].get<bool>());
+  EXPECT_EQ(j["reservations"][1]["start"], kNow + 30 * 3600);
+  EXPECT_EQ(j["reservations"][0]["users"], "");
 }
 
 TEST_F(ClusterCommand, WithoutAccountingItSaysWhatItCannotKnowAndGoesOn) {

@@ -16,6 +16,7 @@
 #include "launcher/cluster/week_profile.h"
 #include "launcher/commands/cluster_command.h"
 #include "tests/support/test_util.h"
+#include "tests/support/utc_test.h"
 
 namespace gtrain {
 namespace {
@@ -23,27 +24,7 @@ namespace {
 constexpr int64_t kNow = 1796601600;  // Mon 2026-12-07 00:00 UTC
 constexpr int64_t kWeek = 7 * 86400;
 
-class ClusterSamples : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const char* tz = std::getenv("TZ");
-    had_ = tz != nullptr;
-    if (tz) old_ = tz;
-    setenv("TZ", "UTC", 1);
-    tzset();
-  }
-  void TearDown() override {
-    if (had_)
-      setenv("TZ", old_.c_str(), 1);
-    else
-      unsetenv("TZ");
-    tzset();
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
-};
+class ClusterSamples : public test::UtcTest {};
 
 // Five weeks of an 8-GPU partition: each hour a job holds 7 GPUs, but on Wednesdays 05:00-09:00 of
 // weeks 2-5 only 1 (7 free), and on Saturdays 2 (6 free) (a job of 2 GPUs, pending 5 minutes first).
@@ -213,6 +194,7 @@ TEST_F(ClusterSamples, ClusterCommandUsesTheKeptSamplesWithoutAccounting) {
     if (line == "scontrol show node -d -o")
       return std::string("NodeName=g1 State=IDLE Partitions=gpu CfgTRES=gres/gpu=8 AllocTRES=\ngtrain-rc=0");
     if (line.rfind("squeue", 0) == 0) return std::string("gtrain-rc=0");
+    if (line == "scontrol show reservation -o") return std::string("No reservations in the system\ngtrain-rc=0");
     if (line.rfind("sacct ", 0) == 0)
       return std::string("sacct: error: Slurm accounting storage is disabled\ngtrain-rc=1");
     return std::string("gtrain-rc=127");

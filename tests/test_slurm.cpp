@@ -27,14 +27,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // Every client command (and the jobs, which inherit the environment) needs the harness's config.
-const bool kEnvSet = [] {
-  setenv("GTRAIN_SLURM_DIR", GTRAIN_SLURM_DIR.c_str(), 0);
-  setenv("SLURM_CONF", (std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/etc/slurm.conf").c_str(), 0);
-  setenv("OMP_NUM_THREADS", "1", 0);
-  // Stages sample their partition (cluster.sample_minutes) into the harness's folder, not ~/.cache.
-  setenv("GTRAIN_PROFILE_DIR", (std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/profile").c_str(), 0);
-  return true;
-}();
+const bool kEnvSet = test::use_slurm_harness_env();
 
 const bool kCleanupSet = test::cancel_leftover_jobs_after_each_test();
 

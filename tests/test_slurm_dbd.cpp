@@ -110,6 +110,16 @@ TEST(SlurmDbd, ClusterReadsRealLimitsAndAQuotaUsedByRealJobs) {
   EXPECT_NE(text.output.find("  account gtrain (default): GrpTRESMins gres/gpu 600 GPU-minutes, "), std::string::npos)
       << text.output;
   EXPECT_NE(text.output.find("  QOS gpu2: MaxTRESPerJob gres/gpu 2"), std::string::npos) << text.output;
+  // A maintenance window tomorrow is a time rule the partition does not show: gtrain cluster lists it.
+  const auto made = test::run_command(
+      "scontrol create reservation reservationname=gtrain_maint starttime=now+1day duration=120 nodes=ALL "
+      "users=root flags=maint,ignore_jobs");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const auto listed = test::run_command(gtrain_cmd("cluster --weeks 1"));
+  test::run_command("scontrol delete reservationname=gtrain_maint");
+  EXPECT_NE(listed.output.find("  gtrain_maint (maintenance: its nodes run no job): "), std::string::npos)
+      << listed.output;
+  EXPECT_NE(listed.output.find(" on node[1-2] (2 nodes)\n"), std::string::npos) << listed.output;
 }
 
 // --time auto: 6 GPUs are held for 30 minutes, so only 2 (on node2) start now; QOS normal caps a job

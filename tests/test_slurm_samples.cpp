@@ -12,7 +12,7 @@
 
 #include "launcher/cluster/cluster_samples.h"
 #include "launcher/scheduler/batch_script.h"
-#include "tests/support/test_paths.h"
+#include "tests/support/slurm_cleanup.h"
 #include "tests/support/test_util.h"
 
 namespace fs = std::filesystem;
@@ -21,13 +21,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The harness's config and a profile folder of its own (test_slurm.cpp sets the same, first).
-const bool kEnvSet = [] {
-  setenv("GTRAIN_SLURM_DIR", GTRAIN_SLURM_DIR.c_str(), 0);
-  setenv("SLURM_CONF", (std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/etc/slurm.conf").c_str(), 0);
-  setenv("GTRAIN_PROFILE_DIR", (std::string(std::getenv("GTRAIN_SLURM_DIR")) + "/profile").c_str(), 0);
-  return true;
-}();
+const bool kEnvSet = test::use_slurm_harness_env();
 
 std::string gtrain_cmd(const std::string& args) {
   return std::string(GTRAIN_BINARY) + " " + args;

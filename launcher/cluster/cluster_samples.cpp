@@ -26,17 +26,6 @@ namespace {
 constexpr std::uintmax_t kPruneAbove = 2u << 20;  // bytes
 constexpr int64_t kKeep = 366 * 86400;            // seconds of samples a pruned file keeps
 
-bool write_all(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 // Rewrites `path` (held locked by the caller) without the samples older than a year.
 void prune(const std::string& path, int64_t now) {
   std::string kept;
@@ -152,7 +141,7 @@ std::vector<ClusterSample> record_cluster_samples(const SchedulerBackend& b,
                                                   const std::map<std::string, std::string>& env, int64_t now,
                                                   double timeout_s, const std::function<bool()>& cancelled) {
   ClusterQuery q;
-  q.read_history = false, q.read_quotas = false;
+  q.read_history = false, q.read_quotas = false, q.read_reservations = false;
   const CommandRunner system = system_command_runner(timeout_s);
   const CommandRunner run = [&](const std::vector<std::string>& argv) -> std::optional<std::string> {
     if (cancelled && cancelled()) return std::nullopt;

@@ -244,6 +244,37 @@ void print_quota(const QuotaFacts& q, const std::optional<BurnDown>& b, std::ost
   if (b) out << "    burn-down: " << b->text() << "\n";
 }
 
+// Reservations: maintenance windows and nodes kept for others, the time rules partitions do not show.
+void print_reservations(const ClusterReading& r, std::ostream& out) {
+  if (r.reservations.empty()) return;
+  out << "\nreservations (scontrol show reservation -o):\n";
+  for (const auto& x : r.reservations) {
+    out << "  " << x.name << (x.maintenance ? " (maintenance: its nodes run no job)" : "") << ": " << when(x.start)
+        << " to " << when(x.end) << " on " << (x.nodes.empty() ? std::string("?") : x.nodes) << " (" << x.node_count
+        << " nodes)";
+    if (!x.partition.empty()) out << ", partition " << x.partition;
+    if (!x.maintenance && !(x.users + x.accounts).empty())
+      out << ", for " << (x.users.empty() ? "accounts " + x.accounts : "users " + x.users);
+    out << "\n";
+  }
+}
+
+nlohmann::json reservations_json(const ClusterReading& r) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& x : r.reservations)
+    out.push_back({{"name", x.name},
+                   {"start", x.start},
+                   {"end", x.end},
+                   {"nodes", x.nodes},
+                   {"node_count", x.node_count},
+                   {"partition", x.partition},
+                   {"users", x.users},
+                   {"accounts", x.accounts},
+                   {"flags", x.flags},
+                   {"maintenance", x.maintenance}});
+  return out;
+}
+
 // --json: everything the text shows, as one object.
 void print_json(const ClusterOptions& o, const ClusterReading& r, const KeptSamples& kept,
                 const std::vector<PartitionModel>& models, const std::vector<std::optional<BurnDown>>& burns,
@@ -262,6 +293,7 @@ void print_json(const ClusterOptions& o, const ClusterReading& r, const KeptSamp
                       {"samples", {{"path", kept.path}, {"count", kept.samples.size()}, {"skipped", kept.skipped}}}};
   j["partitions"] = nlohmann::json::array();
   for (const auto& m : models) j["partitions"].push_back(partition_json(m));
+  j["reservations"] = reservations_json(r);
   j["quotas"] = nlohmann::json::array();
   for (size_t i = 0; i < r.quotas.size(); ++i) j["quotas"].push_back(quota_json(r.quotas[i], burns[i]));
   if (pred) {
@@ -332,6 +364,7 @@ int cluster_command(const ClusterOptions& o, const std::map<std::string, std::st
     out << "history: " << r.history.size() << " jobs since " << when(q.since_unix)
         << (r.history_all_users ? " (all users)" : " (yours only)") << "\n";
   for (const auto& m : models) print_partition(m, r, out);
+  print_reservations(r, out);
   out << "\nquotas and limits you may charge:\n";
   if (r.quotas.empty()) out << "  none read\n";
   for (size_t i = 0; i < r.quotas.size(); ++i) print_quota(r.quotas[i], burns[i], out);

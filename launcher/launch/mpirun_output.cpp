@@ -59,18 +59,6 @@ bool may_be_dropped(const std::string& start) {
   return start[0] == '[' && !starts_with(start, "[rank ");
 }
 
-// Writes everything; false when the other end is gone (EPIPE, or any other failure to write).
-bool write_all(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 // "0-3, 5, 7-8"
 std::string rank_ranges(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());

@@ -37,6 +37,19 @@ struct PartitionFacts {
   int64_t next_planned_start = 0;  // the earliest start the scheduler plans for a job pending in it (0 = none)
 };
 
+// A reservation (scontrol show reservation): times when some nodes are kept for others, or down for
+// maintenance; the time rules a partition's own record does not show.
+struct ReservationFacts {
+  std::string name;
+  int64_t start = 0, end = 0;  // unix seconds
+  std::string nodes;           // "node[1-2]", "ALL"
+  int64_t node_count = 0;
+  std::string partition;  // "" = any
+  std::string users, accounts;
+  std::string flags;         // "MAINT,IGNORE_JOBS,..."
+  bool maintenance = false;  // MAINT: the nodes are down for everyone
+};
+
 // A quota the user may charge: an account's (or the user's association's) or a QOS's limits and use.
 struct QuotaFacts {
   std::string kind;                // "account", "association", "QOS"
@@ -63,17 +76,19 @@ struct ClusterQuery {
   int64_t since_unix = 0;  // history from
   int64_t until_unix = 0;  // history to (now)
   bool read_history = true;
-  bool read_partitions = true;  // partitions, nodes and the queue now (submit's quota warning needs only quotas)
-  bool read_quotas = true;      // accounts, QOS and their use (a stage's samples need only partitions)
+  bool read_partitions = true;    // partitions, nodes and the queue now (submit's quota warning needs only quotas)
+  bool read_quotas = true;        // accounts, QOS and their use (a stage's samples need only partitions)
+  bool read_reservations = true;  // scontrol show reservation (with the partitions)
 };
 
 struct ClusterReading {
   std::string scheduler;  // "slurm"
   std::string cluster;    // the scheduler's name for the cluster (Slurm's ClusterName; "" = unknown)
   std::string user;
-  std::vector<PartitionFacts> partitions;  // the asked one, or all (default first)
-  bool history_read = false;               // the accounting answered
-  bool history_all_users = false;          // it showed other users' jobs too
+  std::vector<PartitionFacts> partitions;      // the asked one, or all (default first)
+  std::vector<ReservationFacts> reservations;  // now and ahead
+  bool history_read = false;                   // the accounting answered
+  bool history_all_users = false;              // it showed other users' jobs too
   int64_t history_from = 0, history_to = 0;
   std::vector<HistoryJob> history;   // every job of the period (all partitions read)
   std::vector<QuotaFacts> quotas;    // what the user may charge
@@ -113,6 +128,9 @@ std::pair<int64_t, int64_t> assoc_mgr_tres(const std::string& list, const std::s
 
 // `scontrol show partition -o` -> partitions (GPUs from TRES, limits).
 std::vector<PartitionFacts> parse_partitions(const std::string& text);
+
+// `scontrol show reservation -o` -> reservations ("No reservations in the system" -> none).
+std::vector<ReservationFacts> parse_reservations(const std::string& text);
 
 // `scontrol show config` -> its ClusterName ("" when absent).
 std::string parse_cluster_name(const std::string& text);

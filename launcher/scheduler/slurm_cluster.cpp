@@ -155,6 +155,31 @@ std::vector<PartitionFacts> parse_partitions(const std::string& text) {
   return out;
 }
 
+std::vector<ReservationFacts> parse_reservations(const std::string& text) {
+  std::vector<ReservationFacts> out;
+  for (const auto& line : lines_of(text)) {
+    const auto rec = parse_scontrol_record(text::trim(line));
+    auto get = [&](const char* k) {
+      const auto it = rec.find(k);
+      return it == rec.end() || it->second == "(null)" ? std::string() : it->second;
+    };
+    ReservationFacts r;
+    r.name = get("ReservationName");
+    if (r.name.empty()) continue;
+    r.start = parse_slurm_datetime(get("StartTime"));
+    r.end = parse_slurm_datetime(get("EndTime"));
+    r.nodes = get("Nodes");
+    r.node_count = std::max<int64_t>(0, to_int(get("NodeCnt"), 0));
+    r.partition = get("PartitionName");
+    r.users = get("Users"), r.accounts = get("Accounts"), r.flags = get("Flags");
+    r.maintenance = ("," + r.flags + ",").find(",MAINT,") != std::string::npos;
+    out.push_back(std::move(r));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ReservationFacts& a, const ReservationFacts& b) { return a.start < b.start; });
+  return out;
+}
+
 std::string parse_cluster_name(const std::string& text) {
   for (const auto& line : lines_of(text)) {
     const size_t eq = line.find('=');
@@ -277,6 +302,14 @@ void read_partitions(ClusterReading& c, const ClusterQuery& q, const CommandRunn
   // The cluster's name keys the samples gtrain keeps of it (cluster_samples.h); unknown is no loss.
   const CommandOutput config = run_merged(run, {"scontrol", "show", "config"});
   if (config.rc == 0) c.cluster = parse_cluster_name(config.text);
+  if (q.read_reservations) {
+    c.sources.push_back("scontrol show reservation -o");
+    const CommandOutput res = run_merged(run, {"scontrol", "show", "reservation", "-o"});
+    if (res.rc == 0)
+      c.reservations = parse_reservations(res.text);
+    else
+      c.notes.push_back(failure("scontrol show reservation", res) + ": reservations (maintenance windows) unknown");
+  }
   c.sources.push_back("scontrol show node -d -o");
   const CommandOutput nodes = run_merged(run, {"scontrol", "show", "node", "-d", "-o"});
   const auto node_gpus = nodes.rc == 0 ? parse_node_gpus(nodes.text) : std::map<std::string, NodeGpus>{};

@@ -1,10 +1,12 @@
-// unique_fd.h: UniqueFd, a file descriptor closed when its owner goes (RAII, move-only), and
-// make_pipe(), a pipe as two of them.
+// unique_fd.h: UniqueFd, a file descriptor closed when its owner goes (RAII, move-only),
+// make_pipe(), a pipe as two of them, and write_all(), a whole buffer to a descriptor.
 #pragma once
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <string>
 #include <utility>
 
 namespace gtrain {
@@ -46,6 +48,19 @@ inline Pipe make_pipe(int flags = O_CLOEXEC) {
   int fds[2] = {-1, -1};
   if (::pipe2(fds, flags) != 0) return {};
   return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+// Writes all of `s` to `fd` (retrying short writes and EINTR); false when the other end is gone
+// (EPIPE) or any other write fails.
+inline bool write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 }  // namespace gtrain
