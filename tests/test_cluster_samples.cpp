@@ -15,6 +15,7 @@
 #include "launcher/cluster/cluster_samples.h"
 #include "launcher/cluster/week_profile.h"
 #include "launcher/commands/cluster_command.h"
+#include "launcher/scheduler/scheduler_backend.h"
 #include "tests/support/test_util.h"
 #include "tests/support/utc_test.h"
 
@@ -82,6 +83,10 @@ TEST_F(ClusterSamples, SamplesFillTheHoursTheAccountingPurged) {
       build_week_profile({}, 8, kNow - 5 * kWeek, kNow, sampled(all, kNow - 5 * kWeek, kNow), false);
   EXPECT_EQ(only.weeks, 5);
   EXPECT_EQ(only.free_in_share(2 * 24 + 5, 0.8), 7);
+  // No job at all in the period: an idle partition (every hour all free), not a purged one.
+  const WeekProfile idle = build_week_profile({}, 8, kNow - 5 * kWeek, kNow);
+  EXPECT_EQ(idle.weeks, 5);
+  EXPECT_EQ(idle.free_in_share(0, 1.0), 8);
   // A sample in the hours the accounting covers does not override it.
   const WeekProfile covered = build_week_profile(all, 8, kNow - 5 * kWeek, kNow, {{kNow - 3600, 8}}, true);
   EXPECT_EQ(covered.sampled_hours, 0);
@@ -169,6 +174,43 @@ TEST_F(ClusterSamples, SamplerSamplesAtOnceThenEveryPeriodAndStopsPromptly) {
   }
   EXPECT_EQ(count.load(), 1);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 2.0);
+}
+
+// A scheduler whose reading is counted: one partition of 8 GPUs, 5 free.
+class CountingBackend : public SchedulerBackend {
+ public:
+  mutable int reads = 0;
+  SchedulerKind kind() const override { return SchedulerKind::slurm; }
+  bool detect(const std::map<std::string, std::string>&) const override { return false; }
+  void discover(DiscoveryContext&) const override {}
+  bool can_submit() const override { return true; }
+  std::string job_id_variable() const override { return "SLURM_JOB_ID"; }
+  ClusterReading read_cluster(const ClusterQuery& q, const CommandRunner&) const override {
+    ++reads;
+    EXPECT_FALSE(q.read_history || q.read_quotas || q.read_reservations);  // a sample reads the queue only
+    ClusterReading r;
+    r.scheduler = "slurm", r.cluster = "c1";
+    PartitionFacts p;
+    p.name = "gpu", p.gpus = 8, p.free_gpus = 5;
+    r.partitions = {p};
+    return r;
+  }
+};
+
+// Several stages (a sweep's trials) sampling at once read the cluster once per gap between them.
+TEST_F(ClusterSamples, StagesSamplingTogetherReadTheClusterOncePerGap) {
+  test::TempDir dir;
+  const std::map<std::string, std::string> env = {{"GTRAIN_PROFILE_DIR", dir.path()}, {"SLURM_JOB_ID", "91"}};
+  CountingBackend b;
+  ASSERT_EQ(record_cluster_samples(b, env, kNow, 1.0, 540).size(), 1u);
+  EXPECT_TRUE(record_cluster_samples(b, env, kNow + 1, 1.0, 540).empty());  // another stage, just after
+  EXPECT_EQ(b.reads, 1);
+  ASSERT_EQ(record_cluster_samples(b, env, kNow + 2, 1.0, 0).size(), 1u);  // no gap asked
+  EXPECT_EQ(b.reads, 2);
+  const auto back = read_cluster_samples(dir.path() + "/cluster/slurm-c1.jsonl");
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].job, "91");
+  EXPECT_EQ(back[1].free_gpus, 5);
 }
 
 // gtrain cluster without accounting: the samples a stage kept make its profile and quiet windows.

@@ -140,7 +140,8 @@ Command add_submit(CLI::App& app) {
   cmd->add_option("--time", submit->time,
                   "Time limit of each stage (2h, 90m, 1h30m, HH:MM:SS, or Slurm's MM, MM:SS, D-HH, D-HH:MM, "
                   "D-HH:MM:SS; a plain number is minutes, as for sbatch); auto: the largest GPUs x time the "
-                  "scheduler would start now (backfill), from at most 20 test submissions");
+                  "scheduler would start now (backfill), from at most 20 test submissions, or, when jobs "
+                  "pending ahead make none start now, from the GPUs free now and their planned starts");
   cmd->add_option("--partition", submit->partition, "Partition (PBS: queue)");
   cmd->add_option("--account", submit->account,
                   "Account to charge; auto: per stage, the one you may charge that starts it earliest within its "

@@ -42,6 +42,18 @@ void prune(const std::string& path, int64_t now) {
   fs::rename(tmp, path, ec);
 }
 
+// Whether any cluster's samples file in `dir` changed less than `gap_s` ago.
+bool recently_sampled(const std::string& dir, double gap_s) {
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".jsonl") continue;
+    const auto t = fs::last_write_time(e.path(), ec);
+    if (!ec && std::chrono::duration<double>(now - t).count() < gap_s) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void to_json(nlohmann::json& j, const ClusterSample& s) {
@@ -139,7 +151,9 @@ std::vector<FreeSample> free_samples(const std::vector<ClusterSample>& samples, 
 
 std::vector<ClusterSample> record_cluster_samples(const SchedulerBackend& b,
                                                   const std::map<std::string, std::string>& env, int64_t now,
-                                                  double timeout_s, const std::function<bool()>& cancelled) {
+                                                  double timeout_s, double min_gap_s,
+                                                  const std::function<bool()>& cancelled) {
+  if (min_gap_s > 0 && recently_sampled(profile_dir(env) + "/cluster", min_gap_s)) return {};
   ClusterQuery q;
   q.read_history = false, q.read_quotas = false, q.read_reservations = false;
   const CommandRunner system = system_command_runner(timeout_s);
@@ -194,11 +208,11 @@ std::unique_ptr<ClusterSampler> start_cluster_sampler(const SchedulerBackend& b,
                                                       double every_minutes) {
   if (!b.is_batch_scheduler() || !b.can_submit() || every_minutes <= 0) return nullptr;
   return std::make_unique<ClusterSampler>(
-      [&b, env](const std::function<bool()>& cancelled) {
+      [&b, env, every_minutes](const std::function<bool()>& cancelled) {
         const auto now =
             std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
-        record_cluster_samples(b, env, now, 5.0, cancelled);
+        record_cluster_samples(b, env, now, 5.0, every_minutes * 60 * 0.9, cancelled);
       },
       every_minutes * 60);
 }

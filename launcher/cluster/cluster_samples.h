@@ -59,10 +59,13 @@ std::vector<FreeSample> free_samples(const std::vector<ClusterSample>& samples, 
 
 // Reads the partitions and the queue now (no history, no quotas) and appends what it saw; the
 // reading's commands each get `timeout_s`, and `cancelled` (when set and true) skips those not yet
-// run. Returns the samples written (none where the scheduler told nothing or there is no file).
+// run. Nothing is read when the cluster's file changed less than `min_gap_s` ago (another stage of
+// yours, a sweep's trials, sampled it just now: the cluster is the same for all). Returns the samples
+// written (none where the scheduler told nothing, there is no file, or it was too soon).
 std::vector<ClusterSample> record_cluster_samples(const SchedulerBackend& b,
                                                   const std::map<std::string, std::string>& env, int64_t now,
-                                                  double timeout_s, const std::function<bool()>& cancelled = {});
+                                                  double timeout_s, double min_gap_s = 0,
+                                                  const std::function<bool()>& cancelled = {});
 
 // A thread that runs `sample` at once and then every `every_s` seconds until destroyed (the
 // destructor wakes it and waits for the sample under way). It blocks every signal, which the

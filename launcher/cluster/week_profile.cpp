@@ -74,6 +74,7 @@ namespace {
 // Where the accounting's history begins: `from`, or when its first job is over a day later, the first
 // whole hour from that job on (a job purged with the hour before may have run in it).
 int64_t history_begins(const std::vector<HistoryJob>& jobs, int64_t from, int64_t to) {
+  if (jobs.empty()) return from;  // no job at all in the period: an idle partition, not a purged one
   int64_t first = to;
   for (const auto& j : jobs) first = std::min(first, j.start > 0 ? std::min(j.start, j.submit) : j.submit);
   if (first <= from + 86400) return from;

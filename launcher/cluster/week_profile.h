@@ -47,8 +47,8 @@ struct WeekProfile {
 // The profile of `jobs` (one partition's) over [from, to): jobs running at a sample hold their GPUs;
 // a job still pending at `to` counts as waiting until then. The accounting's history is taken to
 // begin at its first job when that is more than a day after `from` (a site that purges old jobs: those
-// hours are unknown, not idle); hours it does not cover (or all, when `history` is false) take the
-// fewest GPUs free among `samples` in that hour.
+// hours are unknown, not idle; with no job at all the partition was idle); hours it does not cover (or
+// all, when `history` is false) take the fewest GPUs free among `samples` in that hour.
 WeekProfile build_week_profile(const std::vector<HistoryJob>& jobs, int64_t total_gpus, int64_t from, int64_t to,
                                const std::vector<FreeSample>& samples = {}, bool history = true);
 

@@ -685,7 +685,8 @@ StageLaunch launch_stage(const RunOptions& o, const JobConfig& cfg, const std::m
     out.exit_code = launch_ranks(o, cfg, env, worker, alloc, run_dir, out.ranks, handoff, allocation, plan_ranks);
   } else if (cfg.cluster.sample_minutes > 0 && scheduler_backend(alloc.scheduler).can_submit()) {
     // The worker replaces this process: the stage's one sample of its partition, taken now.
-    record_cluster_samples(scheduler_backend(alloc.scheduler), env, static_cast<int64_t>(unix_now()), 2.0);
+    record_cluster_samples(scheduler_backend(alloc.scheduler), env, static_cast<int64_t>(unix_now()), 2.0,
+                           cfg.cluster.sample_minutes * 60 * 0.9);
   }
   return out;
 }
