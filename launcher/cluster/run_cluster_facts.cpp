@@ -1,12 +1,21 @@
 // run_cluster_facts.cpp: what a run records of its cluster, from a scheduler's reading.
 #include "launcher/cluster/run_cluster_facts.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include "launcher/cluster/cluster_samples.h"
 #include "launcher/cluster/quota_burn.h"
 #include "launcher/scheduler/scheduler_backend.h"
 #include "runtime/core/errors.h"
 
 namespace gtrain {
+
+std::string cluster_user(const std::map<std::string, std::string>& env) {
+  if (const auto it = env.find("USER"); it != env.end() && !it->second.empty()) return it->second;
+  const passwd* pw = getpwuid(geteuid());
+  return pw ? pw->pw_name : std::to_string(geteuid());
+}
 
 ClusterFacts cluster_facts_of(const ClusterReading& r, const PartitionFacts* p, const WeekProfile& profile,
                               int64_t want_gpus, int64_t now, const std::string& read_by) {
@@ -45,7 +54,7 @@ ClusterFacts read_run_cluster_facts(const SchedulerBackend& b, const std::string
                                     const CommandRunner& run, int64_t now, const std::string& read_by) {
   ClusterQuery q;
   q.partition = partition;
-  q.user = user;
+  q.user = user.empty() ? cluster_user(env) : user;
   q.until_unix = now;
   q.since_unix = now - 4 * 7 * 86400;
   ClusterReading r;

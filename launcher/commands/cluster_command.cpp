@@ -2,9 +2,6 @@
 // windows, quotas and their burn-down, start predictions; as text with heat maps, or --json.
 #include "launcher/commands/cluster_command.h"
 
-#include <pwd.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +11,7 @@
 #include "launcher/base/text_util.h"
 #include "launcher/cluster/cluster_samples.h"
 #include "launcher/cluster/quota_burn.h"
+#include "launcher/cluster/run_cluster_facts.h"
 #include "launcher/cluster/start_prediction.h"
 #include "launcher/cluster/week_profile.h"
 #include "launcher/scheduler/scheduler_backend.h"
@@ -332,12 +330,7 @@ int cluster_command(const ClusterOptions& o, const std::map<std::string, std::st
                       .count();
   ClusterQuery q;
   q.partition = o.partition;
-  q.user = o.user;
-  if (q.user.empty()) q.user = env.count("USER") ? env.at("USER") : "";
-  if (q.user.empty()) {
-    const passwd* pw = getpwuid(geteuid());
-    q.user = pw ? pw->pw_name : std::to_string(geteuid());
-  }
+  q.user = o.user.empty() ? cluster_user(env) : o.user;
   const int64_t from = now - int64_t{o.weeks} * 7 * 86400, since = quota_since(o, now);
   q.since_unix = o.quota_hours > 0 ? std::min(from, since) : from;
   q.until_unix = now;

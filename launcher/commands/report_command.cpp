@@ -205,11 +205,10 @@ std::optional<ClusterFacts> report_cluster_facts(const ReportOptions& o, const R
   if (!b->can_submit()) return kept;
   const RequestRow* best = recommended_row(r.request);
   const int64_t want = best && r.h.gpus ? best->units : kept ? kept->quiet_for_gpus : 0;
-  const auto user = env.find("USER");
   try {
     ClusterFacts now =
-        read_run_cluster_facts(*b, kept ? kept->partition : "", want, user == env.end() ? "" : user->second, env,
-                               system_command_runner(20.0), static_cast<int64_t>(r.made_at), "gtrain report");
+        read_run_cluster_facts(*b, kept ? kept->partition : "", want, "", env, system_command_runner(20.0),
+                               static_cast<int64_t>(r.made_at), "gtrain report");
     if (now.partition.empty()) return kept;  // the scheduler did not answer here
     write_cluster_facts(o.run_dir, now);
     return now;

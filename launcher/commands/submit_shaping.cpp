@@ -1,9 +1,6 @@
 // submit_shaping.cpp: --when quiet, --time auto, --account/--qos auto and the quota warning.
 #include "launcher/commands/submit_shaping.h"
 
-#include <pwd.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -39,12 +36,6 @@ std::string hours_text(double gpu_minutes) {
   return buf;
 }
 
-std::string current_user() {
-  if (const char* u = std::getenv("USER"); u && *u) return u;
-  const passwd* pw = getpwuid(geteuid());
-  return pw ? pw->pw_name : std::to_string(geteuid());
-}
-
 // The share of weeks the profile had `gpus` free at the hour holding `t`, as a percentage.
 int percent_free(const WeekProfile& p, double t, int64_t gpus) {
   return static_cast<int>(std::floor(p.share_free(hour_of_week(static_cast<int64_t>(t)), gpus) * 100 + 1e-9));
@@ -57,7 +48,9 @@ SubmitCluster read_submit_cluster(const SubmitOptions& o, const SchedulerBackend
   SubmitCluster c;
   ClusterQuery q;
   q.partition = o.partition;
-  q.user = current_user();
+  std::map<std::string, std::string> env;
+  if (const char* u = std::getenv("USER")) env["USER"] = u;
+  q.user = cluster_user(env);
   q.until_unix = static_cast<int64_t>(now);
   q.since_unix = q.until_unix - 4 * 7 * 86400;
   q.read_history = history;
