@@ -155,15 +155,14 @@ TEST_F(ClusterParse, SacctAssocMgrPartitionsNodesAndQueue) {
   EXPECT_EQ(parts[0].gpus, 8);
   EXPECT_EQ(parts[0].gpus_per_node, 4);
   EXPECT_EQ(parts[1].gpus, 0);
-  const auto free = parse_free_gpus(kNodes);
-  EXPECT_EQ(free.at("gpu"), 2);  // g3 is down
+  EXPECT_EQ(parse_node_gpus(kNodes).at("gpu").free(), 2);  // g3 is down
   // Without gres/gpu in the accounting's TRES, the nodes' GRES count (scontrol show node -d).
   const auto gres = parse_node_gpus(
       "NodeName=n1 Gres=gpu:a100:4(S:0-1),shard:8 GresUsed=gpu:a100:3(IDX:0,2-3),shard:0 State=MIXED "
       "Partitions=debug,long CfgTRES=cpu=2,mem=1000M AllocTRES=cpu=1\n"
       "NodeName=n2 Gres=gpu:4 GresUsed=gpu:0 State=IDLE+DRAIN Partitions=debug CfgTRES=cpu=2 AllocTRES=\n");
   EXPECT_EQ(gres.at("debug").gpus, 8);
-  EXPECT_EQ(gres.at("debug").free, 1);  // n2 drains
+  EXPECT_EQ(gres.at("debug").free(), 1);  // n2 drains
   EXPECT_EQ(gres.at("long").gpus, 4);
   EXPECT_EQ(gres_gpu_count("gpu:2(IDX:0,2)"), 2);
   EXPECT_EQ(gres_gpu_count("(null)"), 0);

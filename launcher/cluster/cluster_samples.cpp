@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "launcher/scheduler/scheduler_backend.h"
+#include "runtime/core/schedule.h"
 #include "runtime/core/unique_fd.h"
 #include "strategies/planner/hardware_profile.h"
 
@@ -110,19 +111,15 @@ bool append_cluster_samples(const std::string& path, const std::vector<ClusterSa
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   if (ec) return false;
-  const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (!fd || ::flock(fd.get(), LOCK_EX) != 0) return false;
-  if (fs::file_size(path, ec) > kPruneAbove && !ec) {
-    prune(path, samples.front().time);
-    // The rename replaced the file this descriptor appends to: append to the new one.
-    const UniqueFd fresh(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-    std::string lines;
-    for (const auto& s : samples) lines += nlohmann::json(s).dump() + "\n";
-    return fresh && write_all(fresh.get(), lines);
-  }
   std::string lines;
   for (const auto& s : samples) lines += nlohmann::json(s).dump() + "\n";
-  return write_all(fd.get(), lines);
+  const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!fd || ::flock(fd.get(), LOCK_EX) != 0) return false;
+  if (fs::file_size(path, ec) <= kPruneAbove || ec) return write_all(fd.get(), lines);
+  prune(path, samples.front().time);
+  // The rename replaced the file this descriptor appends to (still locked): append to the new one.
+  const UniqueFd fresh(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  return fresh && write_all(fresh.get(), lines);
 }
 
 std::vector<ClusterSample> read_cluster_samples(const std::string& path, int* skipped) {
@@ -147,6 +144,23 @@ std::vector<FreeSample> free_samples(const std::vector<ClusterSample>& samples, 
     if (s.partition == partition && s.free_gpus >= 0) out.push_back({s.time, s.free_gpus});
   }
   return out;
+}
+
+std::vector<ClusterSample> kept_cluster_samples(const std::map<std::string, std::string>& env, const ClusterReading& r,
+                                                int* skipped) {
+  return read_cluster_samples(cluster_samples_path(env, r.scheduler, r.cluster), skipped);
+}
+
+std::vector<HistoryJob> partition_jobs(const ClusterReading& r, const std::string& partition) {
+  std::vector<HistoryJob> out;
+  for (const auto& j : r.history)
+    if (j.partition == partition) out.push_back(j);
+  return out;
+}
+
+WeekProfile partition_profile(const ClusterReading& r, const PartitionFacts& p, int64_t from, int64_t to,
+                              const std::vector<ClusterSample>& samples) {
+  return build_week_profile(partition_jobs(r, p.name), p.gpus, from, to, free_samples(samples, p.name), r.history_read);
 }
 
 std::vector<ClusterSample> record_cluster_samples(const SchedulerBackend& b,
@@ -209,10 +223,7 @@ std::unique_ptr<ClusterSampler> start_cluster_sampler(const SchedulerBackend& b,
   if (!b.is_batch_scheduler() || !b.can_submit() || every_minutes <= 0) return nullptr;
   return std::make_unique<ClusterSampler>(
       [&b, env, every_minutes](const std::function<bool()>& cancelled) {
-        const auto now =
-            std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-                .count();
-        record_cluster_samples(b, env, now, 5.0, every_minutes * 60 * 0.9, cancelled);
+        record_cluster_samples(b, env, static_cast<int64_t>(unix_now()), 5.0, every_minutes * 60 * 0.9, cancelled);
       },
       every_minutes * 60);
 }

@@ -57,6 +57,18 @@ std::vector<ClusterSample> read_cluster_samples(const std::string& path, int* sk
 // `partition`'s free GPUs over time, for build_week_profile.
 std::vector<FreeSample> free_samples(const std::vector<ClusterSample>& samples, const std::string& partition);
 
+// The samples kept of the cluster `r` was read from (cluster_samples_path of its scheduler and name).
+std::vector<ClusterSample> kept_cluster_samples(const std::map<std::string, std::string>& env, const ClusterReading& r,
+                                                int* skipped = nullptr);
+
+// `r`'s history jobs in `partition`.
+std::vector<HistoryJob> partition_jobs(const ClusterReading& r, const std::string& partition);
+
+// The hour-of-week profile of `p` over [from, to): its jobs in `r`'s history where the accounting
+// answered, and `samples` for the hours it does not show (build_week_profile).
+WeekProfile partition_profile(const ClusterReading& r, const PartitionFacts& p, int64_t from, int64_t to,
+                              const std::vector<ClusterSample>& samples);
+
 // Reads the partitions and the queue now (no history, no quotas) and appends what it saw; the
 // reading's commands each get `timeout_s`, and `cancelled` (when set and true) skips those not yet
 // run. Nothing is read when the cluster's file changed less than `min_gap_s` ago (another stage of

@@ -70,14 +70,8 @@ ClusterFacts read_run_cluster_facts(const SchedulerBackend& b, const std::string
   for (const auto& x : r.partitions)
     if (!p && (x.name == partition || (partition.empty() && x.is_default))) p = &x;
   if (!p && !r.partitions.empty()) p = &r.partitions.front();
-  WeekProfile profile;
-  if (p) {
-    std::vector<HistoryJob> jobs;
-    for (const auto& j : r.history)
-      if (j.partition == p->name) jobs.push_back(j);
-    const auto samples = read_cluster_samples(cluster_samples_path(env, r.scheduler, r.cluster));
-    profile = build_week_profile(jobs, p->gpus, q.since_unix, now, free_samples(samples, p->name), r.history_read);
-  }
+  const WeekProfile profile =
+      p ? partition_profile(r, *p, q.since_unix, now, kept_cluster_samples(env, r)) : WeekProfile{};
   return cluster_facts_of(r, p, profile, want_gpus > 0 ? want_gpus : (p ? std::max<int64_t>(1, p->gpus * 3 / 4) : 1),
                           now, read_by);
 }

@@ -51,10 +51,8 @@ PartitionModel model_of(const PartitionFacts& p, const ClusterReading& r, const 
                         const ClusterOptions& o, int64_t from, int64_t now) {
   PartitionModel m;
   m.facts = &p;
-  for (const auto& j : r.history) {
-    if (j.partition == p.name) m.jobs.push_back(j);
-  }
-  m.profile = build_week_profile(m.jobs, p.gpus, from, now, free_samples(samples, p.name), r.history_read);
+  m.jobs = partition_jobs(r, p.name);
+  m.profile = partition_profile(r, p, from, now, samples);
   m.want = o.gpus > 0 ? o.gpus : std::max<int64_t>(1, (p.gpus * 3 + 3) / 4);
   if (o.gpus > 0) m.wait_lo = std::max<int64_t>(1, (o.gpus + 1) / 2), m.wait_hi = o.gpus * 2;
   if (profile_known(m.profile)) m.windows = quiet_windows(m.profile, m.want);
@@ -71,7 +69,7 @@ struct KeptSamples {
 KeptSamples kept_samples(const std::map<std::string, std::string>& env, const ClusterReading& r) {
   KeptSamples k;
   k.path = cluster_samples_path(env, r.scheduler, r.cluster);
-  if (!k.path.empty()) k.samples = read_cluster_samples(k.path, &k.skipped);
+  k.samples = kept_cluster_samples(env, r, &k.skipped);
   return k;
 }
 

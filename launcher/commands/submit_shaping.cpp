@@ -48,8 +48,7 @@ SubmitCluster read_submit_cluster(const SubmitOptions& o, const SchedulerBackend
   SubmitCluster c;
   ClusterQuery q;
   q.partition = o.partition;
-  std::map<std::string, std::string> env;
-  if (const char* u = std::getenv("USER")) env["USER"] = u;
+  const auto env = process_environment();
   q.user = cluster_user(env);
   q.until_unix = static_cast<int64_t>(now);
   q.since_unix = q.until_unix - 4 * 7 * 86400;
@@ -57,18 +56,10 @@ SubmitCluster read_submit_cluster(const SubmitOptions& o, const SchedulerBackend
   q.read_partitions = partitions;
   c.reading = b.read_cluster(q, run);
   if (!c.reading.partitions.empty()) c.partition_index = 0;
-  if (c.partition() && history) {
-    std::vector<HistoryJob> jobs;
-    for (const auto& j : c.reading.history)
-      if (j.partition == c.partition()->name) jobs.push_back(j);
-    // The hours the accounting no longer shows come from gtrain's own stages' samples.
-    std::map<std::string, std::string> env;
-    for (const char* k : {"GTRAIN_PROFILE_DIR", "HOME"})
-      if (const char* v = std::getenv(k)) env[k] = v;
-    const auto samples = read_cluster_samples(cluster_samples_path(env, c.reading.scheduler, c.reading.cluster));
-    c.profile = build_week_profile(jobs, c.partition()->gpus, q.since_unix, q.until_unix,
-                                   free_samples(samples, c.partition()->name), c.reading.history_read);
-  }
+  // The hours the accounting no longer shows come from gtrain's own stages' samples.
+  if (c.partition() && history)
+    c.profile =
+        partition_profile(c.reading, *c.partition(), q.since_unix, q.until_unix, kept_cluster_samples(env, c.reading));
   return c;
 }
 
@@ -219,7 +210,7 @@ BackfillShape queue_hole(const PartitionFacts& p, const std::vector<int>& gpu_co
   if (most_s <= 0) most_s = 172800;  // the probes' longest
   double span = static_cast<double>(p.next_planned_start) - now - 120;
   span = std::floor(span / 60) * 60;
-  if (most_s > 0) span = std::min(span, most_s);
+  span = std::min(span, most_s);
   const int64_t gpn = p.gpus_per_node > 0 ? p.gpus_per_node : 0;
   const int64_t widest = p.node_free.empty() ? 0 : *std::max_element(p.node_free.begin(), p.node_free.end());
   const int64_t whole = std::count_if(p.node_free.begin(), p.node_free.end(), [&](int64_t f) { return f == gpn; });

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -139,12 +140,11 @@ std::string parse_cluster_name(const std::string& text);
 // FAIL or NOT_RESPONDING count as not free): from CfgTRES / AllocTRES where the accounting counts
 // gres/gpu, else from Gres / GresUsed.
 struct NodeGpus {
-  int64_t gpus = 0, free = 0;
+  int64_t gpus = 0;                // on all its nodes
   std::vector<int64_t> node_free;  // per usable node with GPUs, in the order listed
+  int64_t free() const { return std::accumulate(node_free.begin(), node_free.end(), int64_t{0}); }
 };
 std::map<std::string, NodeGpus> parse_node_gpus(const std::string& text);
-// Free GPUs alone, per partition.
-std::map<std::string, int64_t> parse_free_gpus(const std::string& text);
 // "gpu:a100:4(S:0-1),shard:8" -> 4; "gpu:2(IDX:0,2)" -> 2; "(null)" -> 0.
 int64_t gres_gpu_count(const std::string& gres);
 

@@ -228,16 +228,9 @@ std::map<std::string, NodeGpus> parse_node_gpus(const std::string& text) {
     for (const auto& part : text::split(get("Partitions"), ',')) {
       if (part.empty()) continue;
       out[part].gpus += cfg;
-      out[part].free += usable ? std::max<int64_t>(0, cfg - used) : 0;
       if (usable && cfg > 0) out[part].node_free.push_back(std::max<int64_t>(0, cfg - used));
     }
   }
-  return out;
-}
-
-std::map<std::string, int64_t> parse_free_gpus(const std::string& text) {
-  std::map<std::string, int64_t> out;
-  for (const auto& [part, g] : parse_node_gpus(text)) out[part] = g.free;
   return out;
 }
 
@@ -321,7 +314,7 @@ void read_partitions(ClusterReading& c, const ClusterQuery& q, const CommandRunn
   for (auto& p : c.partitions) {
     if (nodes.rc == 0) {
       const auto it = node_gpus.find(p.name);
-      p.free_gpus = it == node_gpus.end() ? 0 : it->second.free;
+      p.free_gpus = it == node_gpus.end() ? 0 : it->second.free();
       if (it != node_gpus.end()) p.node_free = it->second.node_free;
       // A partition's TRES lacks gres/gpu where the accounting does not count GPUs: its nodes' GRES.
       if (p.gpus == 0 && it != node_gpus.end() && it->second.gpus > 0) {
