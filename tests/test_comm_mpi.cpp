@@ -1,10 +1,14 @@
 // test_comm_mpi.cpp: MpiCommunicator collectives against reference results, several sizes and
 // dtypes, and the data-parallel engine's sharded step over them. Run under mpirun (ctest does, with
-// 2 and 3 ranks); every rank checks its own results.
+// 2 and 3 ranks); every rank checks its own results. With --staged every test runs again through a
+// StagedCommunicator that copies each tensor through a host buffer of its own (GTRAIN_STAGED_COMM=all,
+// the path of ranks that share a GPU).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "runtime/comm/device_sharing.h"
 #include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/staged_communicator.h"
 #include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
 #include "strategies/data_parallel.h"
@@ -13,7 +17,7 @@
 namespace gtrain {
 namespace {
 
-std::shared_ptr<MpiCommunicator> g_world;
+std::shared_ptr<Communicator> g_world;
 
 const std::vector<int64_t> kSizes = {1, 7, 1000, 1 << 18};
 const std::vector<c10::ScalarType> kTypes = {torch::kFloat, torch::kDouble, torch::kLong, torch::kInt};
@@ -61,6 +65,17 @@ TEST(MpiComm, BroadcastStringFromRoot) {
     const std::string mine = g_world->rank() == 0 ? text : "stale value " + std::to_string(g_world->rank());
     EXPECT_EQ(broadcast_string(*g_world, mine, 0), text);
   }
+}
+
+// Each rank's device name, of any length, reaches every rank in rank order (device_sharing.h).
+TEST(MpiComm, AllgatherStrings) {
+  const int R = g_world->size(), r = g_world->rank();
+  const auto all = allgather_strings(*g_world, r == 1 ? "" : "node" + std::string(r * 7, 'x') + "/0000:65:00.0");
+  ASSERT_EQ(all.size(), static_cast<size_t>(R));
+  for (int k = 0; k < R; ++k) EXPECT_EQ(all[k], k == 1 ? "" : "node" + std::string(k * 7, 'x') + "/0000:65:00.0");
+  const auto same = find_shared_devices(allgather_strings(*g_world, "h/0"));
+  ASSERT_EQ(same.groups.size(), 1u);
+  EXPECT_EQ(same.groups[0].size(), static_cast<size_t>(R));
 }
 
 TEST(MpiComm, AllgatherAndReduceScatter) {
@@ -221,7 +236,9 @@ TEST(MpiDataParallel, DeviceStepShardsMatchOneProcess) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  gtrain::g_world = gtrain::MpiCommunicator::world({});
+  std::shared_ptr<gtrain::Communicator> mpi = gtrain::MpiCommunicator::world({});
+  const bool staged = argc > 1 && std::string(argv[1]) == "--staged";
+  gtrain::g_world = staged ? std::make_shared<gtrain::StagedCommunicator>(mpi, /*stage_cpu=*/true) : mpi;
   int rc = RUN_ALL_TESTS();
   // Every rank must pass: the job fails if any rank failed.
   auto flag = torch::tensor({rc}, torch::kInt);

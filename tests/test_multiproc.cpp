@@ -122,6 +122,20 @@ TEST_F(ModelParallel, InitFromLoadsIntoEveryLayout) {
                   "init_from dp=2 zero=2");
 }
 
+// GTRAIN_STAGED_COMM=all sends every tensor through a host buffer of its own, the path CUDA ranks
+// that share one GPU take (device_sharing.h): tp, pp and ZeRO-2's asynchronous reduce-scatters and
+// all-gathers keep the one-rank trajectory through it.
+TEST_F(ModelParallel, StagedCommunicationKeepsTheTrajectory) {
+  struct Env {
+    Env() { setenv("GTRAIN_STAGED_COMM", "all", 1); }
+    ~Env() { unsetenv("GTRAIN_STAGED_COMM"); }
+  } env;
+  const std::string note = "gtrain: GTRAIN_STAGED_COMM=all: every tensor, CPU ones too, goes through a host buffer";
+  check(2, {"parallel.tp=2"}, note, "tp=2 staged");
+  check(2, {"parallel.pp=2"}, "over mpi (GPU tensors through host memory)", "pp=2 staged");
+  check(2, {"parallel.zero=2", "parallel.bucket_mb=0.001"}, note, "dp=2 zero=2 staged");
+}
+
 TEST_F(ModelParallel, PipelineParallel2) {
   check(2, {"parallel.pp=2"}, "pipeline pp=2 stage 0 blocks [0, 2) schedule 1f1b", "pp=2");
 }

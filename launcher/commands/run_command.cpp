@@ -22,8 +22,8 @@
 #include "launcher/scheduler/allocation.h"
 #include "launcher/scheduler/hostlist.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/comm/device_sharing.h"
 #include "runtime/comm/mpi_communicator.h"
-#include "runtime/comm/routed_communicator.h"
 #include "runtime/common/cuda_device.h"
 #include "runtime/common/torch_threads.h"
 #include "runtime/core/checkpoint_dirs.h"
@@ -306,7 +306,8 @@ int launch_here(RankJob& job, const std::map<std::string, std::string>& env) {
 }
 
 // The world communicator (MPI when launched as one of several ranks) and this rank's device; CUDA
-// ranks reduce CUDA tensors over NCCL (MPI keeps CPU tensors and the bootstrap).
+// ranks reduce CUDA tensors over NCCL (MPI keeps CPU tensors and the bootstrap), or over MPI through
+// host memory where ranks share a GPU (device_sharing.h).
 void open_communicator(RankJob& job) {
 #ifdef GTRAIN_WITH_MPI
   if (job.rank_env.launched) {
@@ -327,17 +328,14 @@ void open_communicator(RankJob& job) {
   job.dev = rank_device(job.cfg, job.rank_env, job.stage_env);
   job.device = job.dev.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(job.dev.index))
                             : torch::Device(torch::kCPU);
-  if (!job.dev.cuda) return;
-  cuda::set_device(job.dev.index);
-#if defined(GTRAIN_WITH_NCCL) && defined(GTRAIN_WITH_MPI)
-  if (auto mpi = std::dynamic_pointer_cast<MpiCommunicator>(job.comm))
-    job.comm = RoutedCommunicator::create(mpi, job.dev.index);
-#else
-  if (job.comm->size() > 1) {
-    throw ConfigError("train.device: " + std::to_string(job.comm->size()) +
-                          " CUDA ranks need NCCL, and this gtrain was "
-                          "built without it",
-                      "install NCCL (nccl.h, libnccl) and rebuild, or set train.device = \"cpu\"");
+  if (job.dev.cuda) cuda::set_device(job.dev.index);
+#ifdef GTRAIN_WITH_MPI
+  // CUDA ranks: NCCL for CUDA tensors, or MPI through host memory where ranks share a GPU.
+  if (auto mpi = std::dynamic_pointer_cast<MpiCommunicator>(job.comm)) {
+    std::string note;
+    job.comm = device_world(mpi, job.dev.cuda ? job.dev.index : -1, ProcessContext::get().host,
+                            staging_mode(job.stage_env), &note);
+    if (!note.empty() && job.comm->rank() == 0 && !job.o.quiet) std::cout << "gtrain: " << note << "\n";
   }
 #endif
 }

@@ -14,6 +14,7 @@
 #ifdef GTRAIN_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
 #endif
 
 #include "runtime/core/errors.h"
@@ -42,6 +43,20 @@ void set_device(int index) {
 #else
   throw Error("CUDA device " + std::to_string(index) + " requested but this gtrain was built without CUDA",
               "build against a CUDA LibTorch (CMAKE_PREFIX_PATH), or set train.device = \"cpu\"");
+#endif
+}
+
+std::string device_bus_id(int index) {
+#ifdef GTRAIN_WITH_CUDA
+  char id[64] = {0};
+  if (cudaDeviceGetPCIBusId(id, static_cast<int>(sizeof id), index) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear it: the next CUDA call must not see it
+    return "";
+  }
+  return id;
+#else
+  (void)index;
+  return "";
 #endif
 }
 

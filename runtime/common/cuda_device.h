@@ -15,6 +15,9 @@ bool built_with_cuda();
 int device_count();
 // Makes `index` the current device of this thread. Throws Error without CUDA.
 void set_device(int index);
+// Device `index`'s PCI bus id ("0000:65:00.0"): the same for every process that sees that GPU,
+// whatever its CUDA ordinal there. "" without CUDA or when the runtime cannot say.
+std::string device_bus_id(int index);
 // Waits for every stream of device `index`.
 void synchronize(int index);
 
