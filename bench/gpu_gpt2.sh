@@ -45,14 +45,9 @@ allow() {
   echo $((cap < left ? cap : left))
 }
 
-# A python3 that has torch (pyenv shims may shadow the system one).
-PYTHON=${PYTHON:-}
-if [[ -z "$PYTHON" ]]; then
-  for p in python3 /usr/bin/python3; do
-    if "$p" -c 'import torch' 2>/dev/null; then PYTHON=$p; break; fi
-  done
-fi
-[[ -n "$PYTHON" ]] || { echo "gpu_gpt2.sh: no python3 with torch found (set PYTHON)" >&2; exit 2; }
+# shellcheck source=bench/gpu_lib.sh
+source "$HERE/gpu_lib.sh"
+gpu_find_python
 
 if ((SMOKE)); then
   BUILD=${BUILD:-build}
@@ -82,29 +77,8 @@ fi
   echo "nvcc: $(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || echo none)"
 } | tee "$OUTDIR/facts.txt"
 
-# A build packed elsewhere (bench/gpu_pack_build.sh, with --no-build): its own libraries in lib/,
-# torch's, NCCL's and the CUDA runtime's from this python's wheel; the torch must be the one it was
-# built against.
-if [[ -f "$BUILD/BUILD_INFO" ]]; then
-  sed 's/^/packed build /' "$BUILD/BUILD_INFO" | tee -a "$OUTDIR/facts.txt"
-  wheel_libs=$("$PYTHON" - <<'PY'
-import glob, os, torch
-site = os.path.dirname(os.path.dirname(torch.__file__))
-dirs = [os.path.join(os.path.dirname(torch.__file__), "lib")]
-dirs += sorted({os.path.dirname(p) for p in glob.glob(os.path.join(site, "nvidia", "*", "lib", "lib*.so*"))})
-print(torch.__version__, ":".join(dirs))
-PY
-  )
-  read -r here_torch wheel_dirs <<<"$wheel_libs"
-  packed_torch=$(sed -n 's/^torch: //p' "$BUILD/BUILD_INFO")
-  [[ "$packed_torch" == "$here_torch" ]] ||
-    log "warning: the packed build was made against torch $packed_torch, this python has $here_torch"
-  export LD_LIBRARY_PATH="$(cd "$BUILD/lib" && pwd):$wheel_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  if ! "$BUILD/gtrain-worker" --version >"$OUTDIR/ldd.txt" 2>&1; then
-    ldd "$BUILD/gtrain-worker" >>"$OUTDIR/ldd.txt" 2>&1 || true
-    log "the packed gtrain does not start here:"; grep -m 5 -E "not found|error" "$OUTDIR/ldd.txt" || tail -5 "$OUTDIR/ldd.txt"
-  fi
-fi
+# A build packed elsewhere (bench/gpu_pack_build.sh, with --no-build): its libraries and Open MPI.
+gpu_use_packed_build "$BUILD" "$OUTDIR/facts.txt"
 
 # ---- 1. build -------------------------------------------------------------------------------
 BUILD_STATUS=ok

@@ -4,10 +4,11 @@
 # (git-ignored), so a lent GPU machine spends its minutes measuring rather than compiling: carry
 # that folder along and run `BUILD=bench/.gpubuild bench/gpu_gpt2.sh --no-build`. The GPU machine's
 # python must hold the torch this build was made against (same version and CUDA), which the packed
-# BUILD_INFO records and gpu_gpt2.sh checks.
+# BUILD_INFO records and gpu_gpt2.sh checks. A build with MPI also gets this machine's Open MPI
+# (bench/gpu_pack_mpi.sh: that machine has none), so bench/gpu_layouts.sh can start several ranks.
 #
 # Usage: bench/gpu_pack_build.sh [BUILD_DIR]   (default build-cuda, made by
-#   BUILD_TYPE=Release scripts/build-torch2.sh --configure-only build-cuda -- -DGTRAIN_WITH_MPI=OFF
+#   BUILD_TYPE=Release scripts/build-torch2.sh --configure-only build-cuda
 #   then cmake --build build-cuda --target gtrain gtrain-worker gtrain_gpu_tests)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +35,9 @@ for bin in "$DEST/gtrain" "$DEST/gtrain-worker" "$DEST/tests/gtrain_gpu_tests"; 
     [[ -f $DEST/lib/$name ]] || cp -L "$path" "$DEST/lib/$name"
   done
 done
+if grep -q '^GTRAIN_HAVE_MPI:INTERNAL=ON' "$BUILD/CMakeCache.txt"; then
+  "$HERE/gpu_pack_mpi.sh" "$DEST"
+fi
 strip --strip-unneeded "$DEST/gtrain" "$DEST/gtrain-worker" "$DEST/tests/gtrain_gpu_tests" "$DEST"/lib/*.so*
 torch=$(sed -n 's/^torch \([^ ]*\) cuda \([^ ]*\) .*/\1/p' "$BUILD/.torch2-stamp" 2>/dev/null | head -1)
 {
@@ -42,6 +46,7 @@ torch=$(sed -n 's/^torch \([^ ]*\) cuda \([^ ]*\) .*/\1/p' "$BUILD/.torch2-stamp
   echo "torch: ${torch:-unknown}"
   echo "type: $(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt")"
   echo "libs: $(cd "$DEST/lib" && ls | tr '\n' ' ')"
+  [[ -d $DEST/mpi ]] && echo "mpi: Open MPI $(ompi_info --version 2>/dev/null | sed -n 's/^Open MPI v//p' | head -1) (source mpi/env.sh)"
 } >"$DEST/BUILD_INFO"
 cat "$DEST/BUILD_INFO"
 du -sh "$DEST"

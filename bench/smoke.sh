@@ -48,9 +48,11 @@ case $name in
              want='^gpt2: .*gtrain/tokenizers 1 thread: [0-9.]+x' want2='gtrain/tiktoken 1 thread: [0-9.]+x' ;;
   sweep) cmd=(env SIZE=tiny STEPS=27 "$here/bench_sweep.sh" "$build")
          want='sweep / trials alone: [0-9.]+x +pause and resume share: -?[0-9.]+%' ;;
+  gpu_layouts) cmd=(env BUILD="$build" OUT="$tmp/out" STEPS=6 "$here/gpu_layouts.sh" --smoke --no-record)
+               want='^layouts within tolerance: [0-9]+ of [0-9]+ ' want2='^restart_dp2: rank 1 killed at step [0-9]+, restarts recorded: [1-9]' ;;
   queue_shaping) cmd=(env SIZE=tiny ROUNDS=1 "$here/bench_queue_shaping.sh" "$build")
                  want='median queue wait: fixed-size [0-9.]+ s +backfill-shaped [0-9.]+ s +ratio fixed/shaped [0-9.]+x' ;;
-  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart cli_startup dp llama gpu_gpt2 sft lora data_kinds tokenizer sweep queue_shaping)" >&2; exit 2 ;;
+  *) echo "smoke.sh: unknown bench '$name' (planner checkpoint grad_path allreduce threads pipeline uneven zero3 reproducible estimates restart gpu_layouts cli_startup dp llama gpu_gpt2 sft lora data_kinds tokenizer sweep queue_shaping)" >&2; exit 2 ;;
 esac
 rc=0
 "${cmd[@]}" >"$tmp/out.txt" 2>&1 || rc=$?

@@ -23,9 +23,9 @@ std::string staging_error(const DeviceSharing& s, StagingMode mode, bool nccl, i
 TEST(DeviceSharing, RanksOnOneBusIdOfOneHostShare) {
   // Four ranks on one H100 of node1, two on node2's two GPUs; node3's rank reports the same bus id
   // as node1's GPU (another machine's card): not shared.
-  const auto s = find_shared_devices({"node1/0000:65:00.0", "node1/0000:65:00.0", "node2/0000:17:00.0",
-                                      "node1/0000:65:00.0", "node1/0000:65:00.0", "node2/0000:b3:00.0",
-                                      "node3/0000:65:00.0"});
+  const auto s =
+      find_shared_devices({"node1/0000:65:00.0", "node1/0000:65:00.0", "node2/0000:17:00.0", "node1/0000:65:00.0",
+                           "node1/0000:65:00.0", "node2/0000:b3:00.0", "node3/0000:65:00.0"});
   ASSERT_EQ(s.groups.size(), 1u);
   EXPECT_EQ(s.groups[0], (std::vector<int>{0, 1, 3, 4}));
   EXPECT_EQ(s.describe(), "ranks 0, 1, 3, 4 share GPU 0000:65:00.0 on node1");

@@ -83,8 +83,9 @@ StagingChoice choose_staging(const DeviceSharing& sharing, StagingMode mode, boo
   if (!cuda || world < 2) return c;
   if (sharing.any()) {
     if (mode == StagingMode::never) {
-      throw ConfigError(sharing.describe() + ", NCCL refuses two ranks on one device and GTRAIN_STAGED_COMM=0",
-                        "unset GTRAIN_STAGED_COMM (GPU tensors then go through host memory), or start one rank per GPU");
+      throw ConfigError(
+          sharing.describe() + ", NCCL refuses two ranks on one device and GTRAIN_STAGED_COMM=0",
+          "unset GTRAIN_STAGED_COMM (GPU tensors then go through host memory), or start one rank per GPU");
     }
     c.staged = true;
     c.note = sharing.describe() + ": NCCL refuses two ranks on one device, so " + kStagedWhy;
@@ -92,8 +93,9 @@ StagingChoice choose_staging(const DeviceSharing& sharing, StagingMode mode, boo
   }
   if (!have_nccl) {
     if (mode == StagingMode::never) {
-      throw ConfigError(std::to_string(world) + " CUDA ranks need NCCL, this gtrain was built without it and "
-                                                "GTRAIN_STAGED_COMM=0",
+      throw ConfigError(std::to_string(world) +
+                            " CUDA ranks need NCCL, this gtrain was built without it and "
+                            "GTRAIN_STAGED_COMM=0",
                         "install NCCL (nccl.h, libnccl) and rebuild, or unset GTRAIN_STAGED_COMM");
     }
     c.staged = true;

@@ -54,8 +54,7 @@ torch::Tensor StagedCommunicator::buffer_for(const torch::Tensor& t) const {
 }
 
 std::shared_ptr<Work> StagedCommunicator::then_copy(std::shared_ptr<Work> inner, const torch::Tensor& host,
-                                                    const torch::Tensor& dst, const torch::Tensor& keep,
-                                                    bool copied) {
+                                                    const torch::Tensor& dst, const torch::Tensor& keep, bool copied) {
   if (!copied) return inner;
   return std::make_shared<StagedWork>(std::move(inner), host, dst, keep);
 }
