@@ -67,10 +67,11 @@ TEST(DeviceChoice, LocalRankIndexesTheVisibleDevices) {
   auto bound = gpus(1, 3, 4);
   bound.visible_set = true;
   EXPECT_EQ(choose_device(bound).index, 0);
-  // More ranks than visible GPUs: an error naming both counts.
+  // More ranks than visible GPUs: they share them in turn, and the reason says so.
   auto over = gpus(2, 2, 3);
   over.visible_set = true;
-  EXPECT_NE(message_of(over).find("3 ranks on this node but 2 GPUs visible"), std::string::npos);
+  EXPECT_EQ(choose_device(over).index, 0);
+  EXPECT_EQ(choose_device(over).reason, "local rank 2 -> visible GPU 0, shared (3 ranks on 2 GPUs)");
 }
 
 TEST(DeviceChoice, GrantedIndicesWhenNothingIsHidden) {
@@ -84,10 +85,15 @@ TEST(DeviceChoice, GrantedIndicesWhenNothingIsHidden) {
   auto hidden = gpus(2, 0, 1);
   hidden.granted = {5};
   EXPECT_NE(message_of(hidden).find("grants GPU 5 but this process sees 2 CUDA devices"), std::string::npos);
-  // More ranks than granted GPUs.
-  auto over = gpus(8, 2, 3);
-  over.granted = {0, 1};
-  EXPECT_NE(message_of(over).find("3 ranks on this node but 2 GPUs granted"), std::string::npos);
+  // More ranks than granted GPUs: 4 ranks on GPUs 6 and 7 take 6, 7, 6, 7.
+  for (int r = 0; r < 4; ++r) {
+    auto over = gpus(8, r, 4);
+    over.granted = {6, 7};
+    EXPECT_EQ(choose_device(over).index, 6 + r % 2);
+  }
+  auto over = gpus(8, 3, 4);
+  over.granted = {6, 7};
+  EXPECT_EQ(choose_device(over).reason, "local rank 3 -> granted GPU 7, shared (4 ranks on 2 GPUs)");
 }
 
 // gtrain run --include node2:2,3 with CUDA_VISIBLE_DEVICES listing node2's whole grant: the ranks
@@ -113,7 +119,8 @@ TEST(DeviceChoice, NoAllocationFallsBackToTheLocalRank) {
   EXPECT_EQ(choose_device(gpus(8, 5, 8)).index, 5);
   EXPECT_EQ(choose_device(gpus(1, 0, 1)).index, 0);
   EXPECT_EQ(choose_device(gpus(1, 1, 2)).index, 0);  // one GPU shared by two ranks
-  EXPECT_NE(message_of(gpus(2, 3, 4)).find("4 ranks on this node but 2 GPUs visible"), std::string::npos);
+  EXPECT_EQ(choose_device(gpus(2, 3, 4)).index, 1);  // 4 ranks on 2 GPUs: 0, 1, 0, 1
+  EXPECT_EQ(choose_device(gpus(2, 2, 4)).index, 0);
 }
 
 TEST(CudaDevice, NvmlIndexFollowsCudaVisibleDevices) {

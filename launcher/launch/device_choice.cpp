@@ -12,6 +12,13 @@ std::string n_of(int n, const char* what) {
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
 
+// More local ranks than `devices`: rank r shares GPU r % devices with the others on it (their GPU
+// tensors then go through host memory: runtime/comm/device_sharing.h).
+std::string shared_reason(const DeviceChoiceInput& in, int devices, const std::string& where, int index) {
+  return "local rank " + std::to_string(in.local_rank) + " -> " + where + " GPU " + std::to_string(index) +
+         ", shared (" + n_of(in.local_size, "rank") + " on " + n_of(devices, "GPU") + ")";
+}
+
 [[noreturn]] void too_many_ranks(const DeviceChoiceInput& in, int devices, const std::string& where) {
   throw ConfigError(n_of(in.local_size, "rank") + " on this node but " + n_of(devices, "GPU") + " " + where +
                         " (local rank " + std::to_string(in.local_rank) + " has none)",
@@ -60,21 +67,22 @@ DeviceChoice choose_device(const DeviceChoiceInput& in) {
       c.reason = "local rank " + std::to_string(r) + " of " + std::to_string(in.local_size) + " -> visible GPU " +
                  std::to_string(r);
     } else {
-      too_many_ranks(in, in.device_count, "visible (CUDA_VISIBLE_DEVICES)");
+      c.index = r % in.device_count;
+      c.reason = shared_reason(in, in.device_count, "visible", c.index);
     }
     return c;
   }
   if (!in.granted.empty()) {
     const int n = static_cast<int>(in.granted.size());
-    const int pick = n == 1 ? 0 : r;
-    if (pick >= n) too_many_ranks(in, n, "granted");
+    const int pick = r % n;
     c.index = in.granted[static_cast<size_t>(pick)];
     if (c.index < 0 || c.index >= in.device_count) {
       throw ConfigError("the allocation grants GPU " + std::to_string(c.index) + " but this process sees " +
                             n_of(in.device_count, "CUDA device"),
                         "set CUDA_VISIBLE_DEVICES to the granted GPUs, or check the scheduler's GPU binding");
     }
-    c.reason = "local rank " + std::to_string(r) + " -> granted GPU " + std::to_string(c.index);
+    c.reason = in.local_size <= n ? "local rank " + std::to_string(r) + " -> granted GPU " + std::to_string(c.index)
+                                  : shared_reason(in, n, "granted", c.index);
     return c;
   }
   if (in.device_count == 1) {
@@ -84,7 +92,8 @@ DeviceChoice choose_device(const DeviceChoiceInput& in) {
     c.index = r;
     c.reason = "local rank " + std::to_string(r) + " -> GPU " + std::to_string(r);
   } else {
-    too_many_ranks(in, in.device_count, "visible");
+    c.index = r % in.device_count;
+    c.reason = shared_reason(in, in.device_count, "visible", c.index);
   }
   return c;
 }

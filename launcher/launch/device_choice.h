@@ -12,7 +12,9 @@
 //   3. Not set, with the allocation's granted indices for this node: local rank r takes granted[r]
 //      (physical index = ordinal when nothing is hidden); one granted GPU is shared.
 //   4. Neither: local rank r takes ordinal r.
-//   More local ranks than devices to spread them over is a ConfigError naming both counts.
+//   More local ranks than devices: rank r shares device r % n with the others on it (NCCL refuses
+//   that, so their GPU tensors go over MPI through host memory: runtime/comm/device_sharing.h).
+//   Only --include's explicit positions stay one rank each (more is a ConfigError naming both counts).
 #pragma once
 
 #include <optional>
