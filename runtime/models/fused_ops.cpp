@@ -11,6 +11,7 @@
 #include "runtime/core/errors.h"
 
 #ifdef GTRAIN_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "runtime/models/fused_kernels_cuda.h"
@@ -62,6 +63,7 @@ bool kernel_type(c10::ScalarType t) {
 void count(FusedOp op) {
   g_launches[static_cast<size_t>(op)].fetch_add(1, std::memory_order_relaxed);
 }
+
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -92,6 +94,7 @@ struct AddNormFunction : public torch::autograd::Function<AddNormFunction> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& h,
                                const torch::Tensor& weight, const torch::Tensor& bias, double eps, bool rms,
                                c10::ScalarType out_type) {
+    const c10::cuda::CUDAGuard guard(x.device());
     const bool add = h.defined();
     const auto xc = kernel_input(x), hc = add ? kernel_input(h) : h;
     const int64_t W = x.size(-1), rows = W == 0 ? 0 : x.numel() / W;
@@ -127,6 +130,7 @@ struct AddNormFunction : public torch::autograd::Function<AddNormFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &s = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
+    const c10::cuda::CUDAGuard guard(s.device());
     const bool add = ctx->saved_data["add"].toBool(), rms = ctx->saved_data["rms"].toBool();
     const bool has_bias = ctx->saved_data["bias"].toBool();
     auto type = [&](const char* k) { return static_cast<c10::ScalarType>(ctx->saved_data[k].toInt()); };
@@ -156,6 +160,7 @@ struct AddNormFunction : public torch::autograd::Function<AddNormFunction> {
 
 struct BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& bias) {
+    const c10::cuda::CUDAGuard guard(x.device());
     const auto xc = x.contiguous(), b = fp32(bias);
     const int64_t W = x.size(-1), rows = W == 0 ? 0 : x.numel() / W;
     auto y = torch::empty_like(xc);
@@ -170,6 +175,7 @@ struct BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &b = saved[1];
+    const c10::cuda::CUDAGuard guard(x.device());
     const auto dy = grads[0].to(x.scalar_type()).contiguous();
     const int64_t W = x.size(-1), rows = W == 0 ? 0 : x.numel() / W;
     auto dx = torch::empty_like(x);
@@ -187,6 +193,7 @@ struct BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
 
 struct SwigluFunction : public torch::autograd::Function<SwigluFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& gate, const torch::Tensor& up) {
+    const c10::cuda::CUDAGuard guard(gate.device());
     const auto g = gate.contiguous(), u = up.contiguous();
     auto y = torch::empty_like(g);
     check(cuda_kernels::swiglu_forward(g.data_ptr(), u.data_ptr(), y.data_ptr(), dtype_of(g), g.numel(), stream_of(g)),
@@ -198,6 +205,7 @@ struct SwigluFunction : public torch::autograd::Function<SwigluFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &g = saved[0], &u = saved[1];
+    const c10::cuda::CUDAGuard guard(g.device());
     const auto dy = grads[0].to(g.scalar_type()).contiguous();
     auto dg = torch::empty_like(g), du = torch::empty_like(u);
     check(cuda_kernels::swiglu_backward(g.data_ptr(), u.data_ptr(), dy.data_ptr(), dg.data_ptr(), du.data_ptr(),
@@ -210,6 +218,7 @@ struct SwigluFunction : public torch::autograd::Function<SwigluFunction> {
 // x [B, T, H, D] contiguous through the rope kernel (tables fp32 contiguous; per_batch: [B, T, D]).
 torch::Tensor rope_launch(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, bool per_batch,
                           bool backward) {
+  const c10::cuda::CUDAGuard guard(x.device());
   auto y = torch::empty_like(x);
   check(cuda_kernels::rope(x.data_ptr(), cos.data_ptr<float>(), sin.data_ptr<float>(), y.data_ptr(), dtype_of(x),
                            x.size(0), x.size(1), x.size(2), x.size(3), per_batch, backward, stream_of(x)),

@@ -11,6 +11,7 @@
 #include "runtime/core/errors.h"
 
 #ifdef GTRAIN_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "runtime/train/fused_adamw_cuda.h"
@@ -44,6 +45,7 @@ void fused_adamw_clip(const std::vector<torch::Tensor>& params, const std::vecto
            "fused_adamw_clip: one gradient and two moments per parameter, step >= 1");
   if (n == 0) return;
   const auto device = params[0].device();
+  const c10::cuda::CUDAGuard guard(device);
   GT_CHECK(!norm.defined() || (norm.numel() == 1 && norm.scalar_type() == torch::kDouble && norm.device() == device),
            "fused_adamw_clip: the norm is one double on the parameters' device");
   // The descriptors and the starts, in pinned memory, then one copy to the device that does not
