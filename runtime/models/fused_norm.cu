@@ -1,7 +1,7 @@
 // fused_norm.cu: LayerNorm and RMSNorm with the residual add in and out (fused_kernels_cuda.h).
 // One block a row: the sum (LayerNorm) and the second moment each a block reduction, the row read
-// again from L1/L2 for each pass. The backward sums weight and bias gradients per block into a
-// [blocks, width] buffer that the caller reduces.
+// again from L1/L2 for each pass. The backward sums weight and bias gradients per block (in
+// registers for rows up to 2048 wide) into a [blocks, width] buffer that the caller reduces.
 #include "runtime/models/fused_cuda_common.cuh"
 #include "runtime/models/fused_math.h"
 
@@ -57,13 +57,36 @@ __global__ void norm_forward_kernel(NormForwardArgs a) {
   }
 }
 
+// Element j of row `base`'s backward: dx stored; dy * xhat and dy returned for the weight's and
+// bias's gradients.
+__device__ __forceinline__ void backward_element(const NormBackwardArgs& a, int64_t base, int64_t j, float mean,
+                                                 float rstd, float mean_g, float mean_gx, float* gw, float* gb) {
+  const float dy = ld(a.dy, a.dy_type, base + j);
+  const float xhat = fm::norm_xhat(ld(a.s, a.s_type, base + j), mean, rstd);
+  float dx = fm::norm_dx(dy * a.weight[j], xhat, mean_g, mean_gx, rstd);
+  if (a.ds) dx += ld(a.ds, a.ds_type, base + j);
+  st(a.dx, a.dx_type, base + j, dx);
+  *gw = dy * xhat;
+  *gb = dy;
+}
+
+// Columns a thread keeps its weight and bias gradient sums for in registers (rows up to
+// kRegCols * blockDim.x wide: 2048 at 256 threads); wider rows sum in the partial buffers.
+constexpr int kRegCols = 8;
+
 __global__ void norm_backward_kernel(NormBackwardArgs a) {
   const int64_t W = a.width;
   float* dw = a.dw_partial + blockIdx.x * W;
   float* db = a.db_partial ? a.db_partial + blockIdx.x * W : nullptr;
-  for (int64_t j = threadIdx.x; j < W; j += blockDim.x) {
-    dw[j] = 0.0f;
-    if (db) db[j] = 0.0f;
+  const bool in_regs = W <= kRegCols * static_cast<int64_t>(blockDim.x);
+  float acc_w[kRegCols], acc_b[kRegCols];
+#pragma unroll
+  for (int k = 0; k < kRegCols; ++k) acc_w[k] = acc_b[k] = 0.0f;
+  if (!in_regs) {
+    for (int64_t j = threadIdx.x; j < W; j += blockDim.x) {
+      dw[j] = 0.0f;
+      if (db) db[j] = 0.0f;
+    }
   }
   for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
     const int64_t base = r * W;
@@ -76,14 +99,33 @@ __global__ void norm_backward_kernel(NormBackwardArgs a) {
     }
     const float mean_g = a.rms ? 0.0f : block_sum(sg) / static_cast<float>(W);
     const float mean_gx = block_sum(sgx) / static_cast<float>(W);
-    for (int64_t j = threadIdx.x; j < W; j += blockDim.x) {
-      const float dy = ld(a.dy, a.dy_type, base + j);
-      const float xhat = fm::norm_xhat(ld(a.s, a.s_type, base + j), mean, rstd);
-      float dx = fm::norm_dx(dy * a.weight[j], xhat, mean_g, mean_gx, rstd);
-      if (a.ds) dx += ld(a.ds, a.ds_type, base + j);
-      st(a.dx, a.dx_type, base + j, dx);
-      dw[j] += dy * xhat;
-      if (db) db[j] += dy;
+    float gw = 0.0f, gb = 0.0f;
+    if (in_regs) {
+#pragma unroll
+      for (int k = 0; k < kRegCols; ++k) {
+        const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+        if (j < W) {
+          backward_element(a, base, j, mean, rstd, mean_g, mean_gx, &gw, &gb);
+          acc_w[k] += gw;
+          acc_b[k] += gb;
+        }
+      }
+    } else {
+      for (int64_t j = threadIdx.x; j < W; j += blockDim.x) {
+        backward_element(a, base, j, mean, rstd, mean_g, mean_gx, &gw, &gb);
+        dw[j] += gw;
+        if (db) db[j] += gb;
+      }
+    }
+  }
+  if (in_regs) {
+#pragma unroll
+    for (int k = 0; k < kRegCols; ++k) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (j < W) {
+        dw[j] = acc_w[k];
+        if (db) db[j] = acc_b[k];
+      }
     }
   }
 }
