@@ -11,6 +11,7 @@
 
 #include "runtime/models/fused_math.h"
 #include "runtime/models/fused_ops.h"
+#include "runtime/models/parallel_layers.h"
 
 namespace gtrain {
 namespace {
@@ -198,6 +199,25 @@ TEST(FusedMath, AdamWStepWithClippingMatchesTorchOptim) {
   check_adamw(0.0, 3);  // no clipping
   EXPECT_FLOAT_EQ(fm::clip_divisor(2.0f, 1.0f), (2.0f + 1e-6f) / 1.0f);
   EXPECT_FLOAT_EQ(fm::clip_divisor(0.5f, 1.0f), 1.0f);
+}
+
+// The fused bias + GELU path's inputs: the layer less its bias, and the bias it adds, sum to the
+// layer's output (with and without a LoRA adapter, whose update the unbiased output keeps).
+TEST(FusedMath, ColumnLinearWithoutBiasPlusItsBiasIsTheLayer) {
+  torch::manual_seed(4);
+  for (bool lora : {false, true}) {
+    ColumnParallelLinear fc(37, 23, true);
+    if (lora) {
+      fc->add_lora(LoraOptions{});
+      torch::NoGradGuard ng;
+      fc->lora_B.normal_();  // B starts at 0: make the adapter's update count
+    }
+    const auto x = torch::randn({3, 5, 37});
+    const auto whole = fc->forward(x);
+    const auto parts = fc->forward_unbiased(x) + fc->bias_as_added(x);
+    EXPECT_LT((whole - parts).abs().max().item<double>(), 1e-5) << (lora ? "lora" : "plain");
+    EXPECT_GT((whole - fc->forward_unbiased(x)).abs().max().item<double>(), 1e-3);  // the bias is not in it
+  }
 }
 
 TEST(FusedMath, FusedOpsNeverApplyToCpuTensorsAndFollowTheirSwitches) {
