@@ -210,7 +210,7 @@ cat "$OUTDIR/reference.jsonl"
 # memory statistics, profiler, checkpoints, NCCL), built after the timed runs so that the build does
 # not share the machine with them. The smoke run stands in the CPU suite's fused-loss tests.
 if ((SMOKE)); then
-  TEST_BIN=$BUILD/tests/gtrain_cpu_tests TEST_ARGS=(--gtest_filter='FusedLoss.*') TEST_KIND="CPU stand-in (FusedLoss.*)"
+  TEST_BIN=$BUILD/tests/gtrain_cpu_tests TEST_ARGS=(--gtest_filter='FusedLoss.*:FusedMath.*') TEST_KIND="CPU stand-in (FusedLoss.*, FusedMath.*)"
 else
   TEST_BIN=$BUILD/tests/gtrain_gpu_tests TEST_ARGS=() TEST_KIND="gpu suite"
 fi
@@ -249,9 +249,12 @@ log "tests: $TESTS_STATUS"
 # With what the budget has left after the main figures: gtrain again without one of its GPU-specific
 # choices at a time, WARM + 10 steps (10 timed), no profiler: what each choice is worth on this GPU.
 # Each "name|KEY=VALUE": a --set override, or with env: an environment variable (the fused loss's
-# CUDA kernel against the ATen ops it replaces: runtime/models/fused_loss.h).
+# CUDA kernel against the ATen ops it replaces: runtime/models/fused_loss.h; the models' fused
+# kernels, runtime/models/fused_ops.h and runtime/train/fused_adamw.h).
 VARIANTS=("fused_loss off|train.fused_loss=off" "AdamW not fused|optimizer.fused=false"
-  "loss kernel off (ATen ops)|env:GTRAIN_FUSED_LOSS_KERNEL=0")
+  "loss kernel off (ATen ops)|env:GTRAIN_FUSED_LOSS_KERNEL=0" "norm kernels off (ATen ops)|env:GTRAIN_FUSED_NORM=0"
+  "bias+GELU kernel off (ATen ops)|env:GTRAIN_FUSED_GELU=0"
+  "AdamW-clip kernel off (at::_fused_adamw_)|env:GTRAIN_FUSED_ADAMW_CLIP=0")
 : >"$OUTDIR/variants.tsv"
 if [[ "$GTRAIN_STATUS" == ok ]]; then
   for v in "${VARIANTS[@]}"; do

@@ -6,6 +6,7 @@
 
 #include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
+#include "runtime/train/fused_adamw.h"
 
 namespace gtrain {
 
@@ -415,6 +416,10 @@ torch::Tensor DataParallelEngine::clip_and_step(double lr, double clip) {
   if (!fopts_.device().is_cuda() && !opt_.device_step) return ParallelEngine::clip_and_step(lr, clip);
   torch::NoGradGuard ng;
   auto norm = grad_norm_tensor();
+  if (fused_ && fopts_.device().is_cuda() && fused_adamw_clip_enabled()) {
+    step_on_device(lr, torch::Tensor(), norm, clip);  // the divisor computed inside the AdamW kernel
+    return norm;
+  }
   torch::Tensor divisor;  // gradients are divided by it: (norm + 1e-6) / clip when norm > clip, else 1
   if (clip > 0) {
     divisor = torch::where(norm > clip, (norm + 1e-6) / clip, torch::ones_like(norm)).to(torch::kFloat).reshape({});
@@ -423,7 +428,8 @@ torch::Tensor DataParallelEngine::clip_and_step(double lr, double clip) {
   return norm;
 }
 
-void DataParallelEngine::step_on_device(double lr, const torch::Tensor& divisor) {
+void DataParallelEngine::step_on_device(double lr, const torch::Tensor& divisor, const torch::Tensor& norm,
+                                        double clip) {
   torch::NoGradGuard ng;
   if (!fused_) {  // SGD, or a LibTorch without the fused kernel: the flat update on the device
     for (auto& b : buckets_) {
@@ -449,6 +455,11 @@ void DataParallelEngine::step_on_device(double lr, const torch::Tensor& divisor)
   fused_step_.fill_(static_cast<double>(step_count_));  // a device write: no wait
   for (int k = 0; k < 2; ++k) {
     if (p[k].empty()) continue;
+    if (norm.defined()) {  // gtrain's kernel, the clip folded in (fused_adamw.h)
+      fused_adamw_clip(p[k], g[k], m[k], v[k], step_count_, lr, o.beta1, o.beta2, k == 1 ? o.weight_decay : 0.0, o.eps,
+                       norm, clip);
+      continue;
+    }
     const std::vector<torch::Tensor> steps(p[k].size(), fused_step_);
     compat::fused_adamw(p[k], g[k], m[k], v[k], steps, lr, o.beta1, o.beta2, k == 1 ? o.weight_decay : 0.0, o.eps,
                         divisor);

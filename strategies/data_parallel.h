@@ -184,8 +184,9 @@ class DataParallelEngine : public ParallelEngine {
   void push_rows(Bucket& b);                        // this round's chunks of b.rows into b.tree
   void finish_bitwise();                            // the trees' sums become the step's gradients
   int64_t param_index(const std::string& name) const;
-  torch::Tensor grad_norm_tensor();                                   // [1] double on the device, summed over ranks
-  void step_on_device(double lr, const torch::Tensor& grad_divisor);  // CUDA: divisor undefined = 1
+  torch::Tensor grad_norm_tensor();  // [1] double on the device, summed over ranks
+  // CUDA: divisor undefined = 1; with `norm` defined, gtrain's AdamW kernel derives it from norm and clip.
+  void step_on_device(double lr, const torch::Tensor& grad_divisor, const torch::Tensor& norm = {}, double clip = 0);
   // Zeroes the accumulators and points every parameter's .grad at its slice of them.
   void attach_accumulators();
   // Parameter i's segment of its bucket's `grad` and `accum`.

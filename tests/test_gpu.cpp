@@ -15,6 +15,7 @@
 #include "runtime/common/torch_compat.h"
 #include "runtime/models/fused_loss.h"
 #include "runtime/models/keyed_dropout.h"
+#include "runtime/train/fused_adamw.h"
 #include "strategies/data_parallel.h"
 #include "tests/support/test_util.h"
 #ifdef GTRAIN_WITH_NCCL
@@ -62,6 +63,28 @@ class Gpu : public ::testing::Test {
     if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   }
 };
+
+// gtrain's AdamW kernel with the clip folded in (GTRAIN_FUSED_ADAMW_CLIP) steps the trainer where
+// LibTorch has at::_fused_adamw_, and with the switch at 0 the latter runs: the same losses.
+TEST_F(Gpu, FusedAdamWClipSwitchKeepsTheTrajectory) {
+  if (!compat::kHaveFusedAdamW) GTEST_SKIP() << "no at::_fused_adamw_ in this LibTorch";
+  std::vector<double> losses[2];
+  for (int k = 0; k < 2; ++k) {
+    if (k == 1) ::setenv("GTRAIN_FUSED_ADAMW_CLIP", "0", 1);
+    const int64_t before = fused_adamw_clip_launches();
+    JobConfig c = tiny_gpt("fp32", 6);
+    c.train.grad_clip = 0.05;  // clipping on most steps
+    auto t = make_trainer(c, kGpu);
+    for (int s = 0; s < 6; ++s) losses[k].push_back(t->train_step().loss);
+    if (k == 0) {
+      EXPECT_GT(fused_adamw_clip_launches(), before);
+    } else {
+      EXPECT_EQ(fused_adamw_clip_launches(), before);
+    }
+    ::unsetenv("GTRAIN_FUSED_ADAMW_CLIP");
+  }
+  for (size_t s = 0; s < losses[0].size(); ++s) EXPECT_NEAR(losses[0][s], losses[1][s], 1e-4) << "step " << s;
+}
 
 TEST_F(Gpu, Bf16GptLearnsAndLogsDeviceMemory) {
   test::TempDir dir;

@@ -6,6 +6,7 @@
 #include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
 #include "runtime/models/activations.h"
+#include "runtime/models/fused_ops.h"
 #include "runtime/models/keyed_dropout.h"
 #include "runtime/models/token_layout.h"
 
@@ -48,8 +49,23 @@ GptMlpImpl::GptMlpImpl(int64_t n_embd, double dropout_, uint64_t site_) : dropou
 }
 
 torch::Tensor GptMlpImpl::forward(const torch::Tensor& x) {
+  if (fused_op_applies(FusedOp::gelu, x)) {  // the bias added by the GELU kernel (fused_ops.h)
+    auto a = fused_bias_gelu(fc->forward_unbiased(x), fc->bias_as_added(x));
+    return keyed_dropout(proj->forward(a), dropout, site, is_training());
+  }
   return keyed_dropout(proj->forward(gelu_tanh(fc->forward(x))), dropout, site, is_training());
 }
+
+namespace {
+
+// ln(x) by the fused kernel (no residual add).
+torch::Tensor fused_layer_norm(const torch::nn::LayerNorm& ln, const torch::Tensor& x) {
+  return fused_add_norm(x, torch::Tensor(), ln->weight, ln->bias, ln->options.eps(), /*rms=*/false,
+                        fused_norm_out_type(x, ln->weight))
+      .out;
+}
+
+}  // namespace
 
 GptBlockImpl::GptBlockImpl(int64_t n_embd, int64_t n_head, double dropout, int64_t layer) {
   const uint64_t site = 1 + 3 * static_cast<uint64_t>(layer);
@@ -60,6 +76,13 @@ GptBlockImpl::GptBlockImpl(int64_t n_embd, int64_t n_head, double dropout, int64
 }
 
 torch::Tensor GptBlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t block) {
+  if (fused_op_applies(FusedOp::norm, x) && ln1->options.elementwise_affine()) {
+    // The second residual add inside ln2's kernel, which returns the sum and its norm.
+    auto a = attn->forward(fused_layer_norm(ln1, x), cache, block);
+    auto s = fused_add_norm(x, a, ln2->weight, ln2->bias, ln2->options.eps(), /*rms=*/false,
+                            fused_norm_out_type(x, ln2->weight));
+    return s.sum + mlp->forward(s.out);
+  }
   auto y = x + attn->forward(ln1->forward(x), cache, block);
   return y + mlp->forward(ln2->forward(y));
 }
@@ -116,6 +139,11 @@ torch::Tensor Gpt::embed(const torch::Tensor& idx, int64_t offset) {
                  : torch::arange(offset, offset + T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
   auto x = wte->forward(idx) + wpe->forward(pos);
   return keyed_dropout(x, config_.dropout, /*site=*/0, is_training());
+}
+
+torch::Tensor Gpt::final_norm(const torch::Tensor& x) {
+  if (fused_op_applies(FusedOp::norm, x)) return fused_layer_norm(ln_f, x);
+  return ln_f->forward(x);
 }
 
 torch::Tensor Gpt::block_forward(int64_t i, const torch::Tensor& x, KvCache* cache) {

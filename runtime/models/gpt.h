@@ -65,7 +65,7 @@ class Gpt : public DecoderLm {
 
  protected:
   torch::Tensor block_forward(int64_t i, const torch::Tensor& x, KvCache* cache) override;
-  torch::Tensor final_norm(const torch::Tensor& x) override { return ln_f->forward(x); }
+  torch::Tensor final_norm(const torch::Tensor& x) override;
   torch::Tensor embed(const torch::Tensor& idx, int64_t offset) override;
 };
 

@@ -6,6 +6,7 @@
 #include "runtime/common/torch_compat.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/format.h"
+#include "runtime/models/fused_ops.h"
 #include "runtime/models/keyed_dropout.h"
 #include "runtime/models/token_layout.h"
 
@@ -16,9 +17,15 @@ RmsNormImpl::RmsNormImpl(int64_t dim, double eps_) : eps(eps_) {
 }
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+  if (fused_op_applies(FusedOp::norm, x)) return forward_add(x, torch::Tensor()).out;
   auto h = x.to(torch::kFloat);
   h = h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return copy_to_tp(weight, group) * h.to(x.scalar_type());
+}
+
+AddNormResult RmsNormImpl::forward_add(const torch::Tensor& x, const torch::Tensor& h) {
+  const auto w = copy_to_tp(weight, group);
+  return fused_add_norm(x, h, w, torch::Tensor(), eps, /*rms=*/true, fused_norm_out_type(x, w));
 }
 
 torch::Tensor rotary_inverse_frequencies(const ModelConfig& c) {
@@ -74,8 +81,14 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const RotaryTa
   auto k = k_proj->forward_copied(in).view({B, T, n_kv, head_dim});
   auto v = v_proj->forward_copied(in).view({B, T, n_kv, head_dim}).transpose(1, 2);
   if (q_norm) q = q_norm->forward(q), k = k_norm->forward(k);
-  q = apply_rotary(q.transpose(1, 2), rope);
-  k = apply_rotary(k.transpose(1, 2), rope);
+  if (fused_op_applies(FusedOp::rope, q) && fused_rope_fits(q, rope.cos, rope.sin) &&
+      k.scalar_type() == q.scalar_type()) {
+    q = fused_rope(q, rope.cos, rope.sin).transpose(1, 2);  // [B, T, H, D] in, [B, H, T, D] out
+    k = fused_rope(k, rope.cos, rope.sin).transpose(1, 2);
+  } else {
+    q = apply_rotary(q.transpose(1, 2), rope);
+    k = apply_rotary(k.transpose(1, 2), rope);
+  }
   torch::Tensor y;
   if (cache) {
     y = cached_attention(block, q, k, v, *cache);
@@ -116,7 +129,15 @@ LlamaMlpImpl::LlamaMlpImpl(int64_t n_embd, int64_t intermediate, double dropout_
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
   auto in = copy_to_tp(x, gate_proj->group);
-  auto h = torch::silu(gate_proj->forward_copied(in)) * up_proj->forward_copied(in);
+  torch::Tensor h;
+  if (fused_op_applies(FusedOp::swiglu, x)) {
+    auto gate = gate_proj->forward_copied(in);
+    auto up = up_proj->forward_copied(in);
+    h = fused_op_applies(FusedOp::swiglu, gate) && up.scalar_type() == gate.scalar_type() ? fused_swiglu(gate, up)
+                                                                                          : torch::silu(gate) * up;
+  } else {
+    h = torch::silu(gate_proj->forward_copied(in)) * up_proj->forward_copied(in);
+  }
   return keyed_dropout(down_proj->forward(h), dropout, site, is_training());
 }
 
@@ -129,6 +150,12 @@ LlamaBlockImpl::LlamaBlockImpl(const ModelConfig& c, int64_t layer) {
 }
 
 torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x, const RotaryTables& rope, KvCache* cache, int64_t block) {
+  if (fused_op_applies(FusedOp::norm, x)) {
+    // The residual add inside the second norm's kernel, which returns the sum and its norm.
+    auto a = self_attn->forward(input_layernorm->forward(x), rope, cache, block);
+    auto s = post_attention_layernorm->forward_add(x, a);
+    return s.sum + mlp->forward(s.out);
+  }
   auto h = x + self_attn->forward(input_layernorm->forward(x), rope, cache, block);
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "runtime/models/decoder_lm.h"
+#include "runtime/models/fused_ops.h"
 
 namespace gtrain {
 
@@ -20,6 +21,9 @@ class RmsNormImpl : public torch::nn::Module {
  public:
   RmsNormImpl(int64_t dim, double eps);
   torch::Tensor forward(const torch::Tensor& x);
+  // {x + h, norm(x + h)} by the fused CUDA kernel (fused_ops.h; h may be undefined): only where
+  // fused_op_applies(FusedOp::norm, x).
+  AddNormResult forward_add(const torch::Tensor& x, const torch::Tensor& h);
   torch::Tensor weight;
   double eps;
   TpGroup group;

@@ -244,7 +244,20 @@ torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& x) {
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward_copied(const torch::Tensor& x) {
-  const auto w = as_input_type(weight, x), b = as_input_type(bias, x);
+  return forward_impl(x, true);
+}
+
+torch::Tensor ColumnParallelLinearImpl::forward_unbiased(const torch::Tensor& x) {
+  return forward_impl(copy_to_tp(x, group), false);
+}
+
+torch::Tensor ColumnParallelLinearImpl::bias_as_added(const torch::Tensor& x) {
+  const auto b = as_input_type(bias, x);
+  return b.defined() && replicate && group.size() != 1 ? copy_to_tp(b, group) : b;
+}
+
+torch::Tensor ColumnParallelLinearImpl::forward_impl(const torch::Tensor& x, bool with_bias) {
+  const auto w = as_input_type(weight, x), b = with_bias ? as_input_type(bias, x) : torch::Tensor();
   torch::Tensor y;
   if (!replicate || group.size() == 1) {
     y = torch::linear(x, w, b);

@@ -82,6 +82,10 @@ class ColumnParallelLinearImpl : public torch::nn::Module, public TensorParallel
   // The layer on an input that already went through copy_to_tp (layers reading one input share one
   // all-reduce of its gradient).
   torch::Tensor forward_copied(const torch::Tensor& x);
+  // forward() less the bias, and the bias as forward() adds it (undefined without one): for an
+  // activation that adds the bias itself (fused_bias_gelu).
+  torch::Tensor forward_unbiased(const torch::Tensor& x);
+  torch::Tensor bias_as_added(const torch::Tensor& x);
   void shard(const TpGroup& g) override;
   void add_placements(const std::string& prefix, std::map<std::string, TensorPlacement>& out) const override;
   int64_t local_out() const { return weight.size(0); }
@@ -96,6 +100,9 @@ class ColumnParallelLinearImpl : public torch::nn::Module, public TensorParallel
   // heads when tp does not divide them), and its gradients, partial on each rank, are summed.
   bool replicate = false;
   TpGroup group;
+
+ private:
+  torch::Tensor forward_impl(const torch::Tensor& x, bool with_bias);
 };
 TORCH_MODULE(ColumnParallelLinear);
 
