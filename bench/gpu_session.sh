@@ -19,6 +19,8 @@ smoke=()
 BUILD=${BUILD:-$([[ ${#smoke[@]} -gt 0 ]] && echo build || echo bench/.gpubuild)}
 OUT=${OUT:-$ROOT/bench/out/gpu_session-$(date -u +%Y%m%d-%H%M%S)}
 BUDGET_S=${BUDGET_S:-540}
+# The copy on a lent machine has no .git: the packed build names its commit.
+[[ -n "${COMMIT:-}" || ! -f "$BUILD/BUILD_INFO" ]] || export COMMIT=$(sed -n 's/^commit: //p' "$BUILD/BUILD_INFO")
 mkdir -p "$OUT"
 parts=$(mktemp -d)
 trap 'rm -rf "$parts"' EXIT
