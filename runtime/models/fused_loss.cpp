@@ -3,10 +3,8 @@
 
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
-#include <cstdlib>
-#include <cstring>
-
 #include "runtime/common/torch_compat.h"
+#include "runtime/core/env_switch.h"
 #include "runtime/core/errors.h"
 #include "runtime/core/model_stats.h"
 
@@ -114,10 +112,7 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
 
 bool fused_loss_cuda_kernel_enabled() {
 #ifdef GTRAIN_WITH_CUDA
-  static const bool on = [] {
-    const char* v = std::getenv("GTRAIN_FUSED_LOSS_KERNEL");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool on = env_switch_on("GTRAIN_FUSED_LOSS_KERNEL");
   return on;
 #else
   return false;

@@ -3,11 +3,10 @@
 
 #include <array>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "runtime/common/torch_compat.h"
+#include "runtime/core/env_switch.h"
 #include "runtime/core/errors.h"
 
 #ifdef GTRAIN_WITH_CUDA
@@ -39,8 +38,7 @@ const char* switch_name(FusedOp op) {
 }  // namespace
 
 bool fused_op_enabled(FusedOp op) {
-  const char* v = std::getenv(switch_name(op));
-  return !(v && std::strcmp(v, "0") == 0);
+  return env_switch_on(switch_name(op));
 }
 
 int64_t fused_op_launches(FusedOp op) {

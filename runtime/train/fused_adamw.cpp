@@ -3,11 +3,11 @@
 
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "runtime/core/env_switch.h"
 #include "runtime/core/errors.h"
 
 #ifdef GTRAIN_WITH_CUDA
@@ -28,8 +28,7 @@ int64_t fused_adamw_clip_launches() {
 
 bool fused_adamw_clip_enabled() {
 #ifdef GTRAIN_WITH_CUDA
-  const char* v = std::getenv("GTRAIN_FUSED_ADAMW_CLIP");
-  return !(v && std::strcmp(v, "0") == 0);
+  return env_switch_on("GTRAIN_FUSED_ADAMW_CLIP");
 #else
   return false;
 #endif
