@@ -8,6 +8,8 @@
 # Usage: bench/bench_restart.sh [build-dir]   (AT_STEP, default 200: rank 1 gets the signal once its
 # heartbeat, written every second, shows it past this step; STEPS, default 3000; checkpoints every 100)
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 AT_STEP=${AT_STEP:-200}
 STEPS=${STEPS:-3000}
@@ -46,12 +48,7 @@ disrupt() {
   for _ in $(seq 1 6000); do
     sleep 0.05
     kill -0 "$launcher" 2>/dev/null || break # gtrain ended before the step: say so below, do not wait
-    read -r step pid < <(/usr/bin/python3 - "$dir/.heartbeat/rank-1.json" <<'PY' 2>/dev/null || echo "0 0"
-import json, sys
-j = json.load(open(sys.argv[1]))
-print(j["step"], j["pid"])
-PY
-    )
+    read -r step pid < <(bench_heartbeat "$dir" 1)
     if ((step >= AT_STEP && pid > 0)); then
       t_signal=$(date +%s.%N)
       kill "-$sig" "$pid"

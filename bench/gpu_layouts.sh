@@ -48,6 +48,8 @@ fi
 [[ $BUILD == /* ]] || BUILD=$ROOT/$BUILD
 # shellcheck source=bench/gpu_lib.sh
 source "$HERE/gpu_lib.sh"
+# shellcheck source=bench/lib.sh
+source "$HERE/lib.sh"
 [[ -f $BUILD/BUILD_INFO ]] && gpu_find_python  # a packed build loads torch from python's wheel
 GTRAIN=$BUILD/gtrain
 COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
@@ -132,9 +134,7 @@ kill_rank_at() {
   local dir=$WORK/$1 at=$2 i step pid
   for ((i = 0; i < 6000; i++)); do
     sleep 0.05
-    [[ -f $dir/.heartbeat/rank-1.json ]] || continue
-    read -r step pid < <(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j.get("step",0), j.get("pid",0))' \
-      "$dir/.heartbeat/rank-1.json" 2>/dev/null || echo "0 0")
+    read -r step pid < <(bench_heartbeat "$dir" 1)
     if ((step >= at && pid > 0)); then kill -9 "$pid"; echo "$step" >"$WORK/$1.killed_at"; return; fi
   done
 }

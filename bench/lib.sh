@@ -1,6 +1,7 @@
-# bench/lib.sh: what the llama benches share (bench_llama.sh, bench_lora.sh, bench_sft.sh source it):
-# the check for their Python peer, a work folder removed on exit, and the job's [model], [optimizer],
-# [train], [checkpoint] and [log] tables for the llama they time (L H KV C I T B STEPS THREADS set).
+# bench/lib.sh: what the benches share (bench_llama.sh, bench_lora.sh, bench_sft.sh, bench_restart.sh
+# and gpu_layouts.sh source it): the check for their Python peer, a work folder removed on exit, a
+# rank's heartbeat, and the job's [model], [optimizer], [train], [checkpoint] and [log] tables for
+# the llama they time (L H KV C I T B STEPS THREADS set).
 
 # Exits 77 (ctest: skipped), saying why, unless $PYTHON imports these modules ("peft, transformers").
 bench_need_python() {
@@ -15,6 +16,15 @@ bench_need_python() {
 bench_work() {
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
+}
+
+# "STEP PID" from rank $2's heartbeat in run directory $1 ("0 0" before it writes one).
+bench_heartbeat() {
+  /usr/bin/python3 - "$1/.heartbeat/rank-$2.json" <<'PY' 2>/dev/null || echo "0 0"
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(j["step"], j["pid"])
+PY
 }
 
 # The [model] table of vocabulary $1; with $2 = rope, Llama 3's rotary settings (theta 500000, llama3 scaling).
