@@ -43,7 +43,7 @@ int launch_run_fast(const RunOptions& run) {
   // Bad layouts fail here, once, before any rank starts; several ranks: mpirun replaces us.
   StageLaunch stage = launch_stage(run, cfg, process_environment(), worker_executable(), [&](const Allocation& alloc) {
     // A grant may be used in part; --ranks N asks for exactly N.
-    return plan_run(cfg, *stats, alloc.world_size(), alloc.world_size(), launch_nvml_index(cfg, alloc),
+    return plan_run(cfg, *stats, alloc.world_size(), alloc.world_size(), launch_plan_device(cfg, alloc),
                     /*use_fewer_ranks=*/alloc.ranks_override == 0, batch_from_checkpoint);
   });
   if (stage.exit_code >= 0) return stage.exit_code;  // several ranks ran under mpirun

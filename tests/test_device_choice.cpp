@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "launcher/launch/device_choice.h"
+#include "launcher/launch/run_launch.h"
+#include "launcher/scheduler/allocation.h"
 #include "runtime/common/cuda_device.h"
+#include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
 
 namespace gtrain {
@@ -72,6 +75,10 @@ TEST(DeviceChoice, LocalRankIndexesTheVisibleDevices) {
   over.visible_set = true;
   EXPECT_EQ(choose_device(over).index, 0);
   EXPECT_EQ(choose_device(over).reason, "local rank 2 -> visible GPU 0, shared (3 ranks on 2 GPUs)");
+  over.local_rank = 0;  // its partner on GPU 0 shares it too
+  EXPECT_EQ(choose_device(over).reason, "local rank 0 -> visible GPU 0, shared (3 ranks on 2 GPUs)");
+  over.local_rank = 1;
+  EXPECT_EQ(choose_device(over).reason, "local rank 1 -> visible GPU 1, shared (3 ranks on 2 GPUs)");
 }
 
 TEST(DeviceChoice, GrantedIndicesWhenNothingIsHidden) {
@@ -121,6 +128,29 @@ TEST(DeviceChoice, NoAllocationFallsBackToTheLocalRank) {
   EXPECT_EQ(choose_device(gpus(1, 1, 2)).index, 0);  // one GPU shared by two ranks
   EXPECT_EQ(choose_device(gpus(2, 3, 4)).index, 1);  // 4 ranks on 2 GPUs: 0, 1, 0, 1
   EXPECT_EQ(choose_device(gpus(2, 2, 4)).index, 0);
+}
+
+// Before the ranks start, the launcher plans for the first granted GPU and, when --ranks asks for
+// more ranks than GPUs, for the most ranks that take one in turn.
+TEST(DeviceChoice, LauncherPlansForTheSharedGpu) {
+  Allocation alloc;
+  alloc.cuda_build = true;
+  alloc.nodes = {NodeAllocation{"n1", {3, 5}, 0, 0}};
+  JobConfig cfg;
+  PlanDevice d = launch_plan_device(cfg, alloc);
+  EXPECT_EQ(d.nvml_index, 3);
+  EXPECT_EQ(d.ranks_on_device, 1);
+  alloc.ranks_override = 5;  // 5 ranks on 2 GPUs: 3, 2
+  EXPECT_EQ(launch_plan_device(cfg, alloc).ranks_on_device, 3);
+  alloc.ranks_override = 1;
+  EXPECT_EQ(launch_plan_device(cfg, alloc).ranks_on_device, 1);
+  cfg.train.device = DeviceRequest::cpu;  // CPU ranks plan with the host's profile
+  d = launch_plan_device(cfg, alloc);
+  EXPECT_EQ(d.nvml_index, -1);
+  EXPECT_EQ(d.ranks_on_device, 1);
+  alloc.cuda_build = false;
+  cfg.train.device = DeviceRequest::automatic;
+  EXPECT_EQ(launch_plan_device(cfg, alloc).nvml_index, -1);
 }
 
 TEST(CudaDevice, NvmlIndexFollowsCudaVisibleDevices) {

@@ -33,9 +33,12 @@ TEST(DeviceSharing, RanksOnOneBusIdOfOneHostShare) {
   const auto two = find_shared_devices({"a/0", "a/0", "a/0", "b/1", "b/1", ""});
   ASSERT_TRUE(two.any());
   EXPECT_EQ(two.describe(), "ranks 0-2 share GPU 0 on a; ranks 3, 4 share GPU 1 on b");
+  EXPECT_EQ(two.most_on_one(), 3);  // the planner splits a GPU among the most ranks any carries
+  EXPECT_EQ(s.most_on_one(), 4);
   // Ranks without a device ("") never share; one rank per GPU: none.
   EXPECT_FALSE(find_shared_devices({"", "", ""}).any());
   EXPECT_FALSE(find_shared_devices({"a/0", "a/1", "b/0", "b/1"}).any());
+  EXPECT_EQ(find_shared_devices({"a/0", "a/1", "b/0", "b/1"}).most_on_one(), 1);
   EXPECT_EQ(find_shared_devices({}).describe(), "");
 }
 
@@ -46,12 +49,14 @@ TEST(DeviceSharing, StagingOnlyWhereNcclCannotServe) {
   auto c = choose_staging(shared, StagingMode::automatic, /*cuda=*/true, /*have_nccl=*/true, 3);
   EXPECT_TRUE(c.staged);
   EXPECT_FALSE(c.stage_cpu);
+  EXPECT_EQ(c.ranks_per_device, 3);
   EXPECT_EQ(c.note,
             "ranks 0-2 share GPU 0 on h: NCCL refuses two ranks on one device, so GPU tensors go over MPI through "
             "host memory (slower than NCCL)");
   // One GPU each: NCCL, nothing to say; without NCCL: staged, saying so.
   c = choose_staging(apart, StagingMode::automatic, true, true, 4);
   EXPECT_FALSE(c.staged);
+  EXPECT_EQ(c.ranks_per_device, 1);
   EXPECT_EQ(c.note, "");
   c = choose_staging(apart, StagingMode::automatic, true, false, 4);
   EXPECT_TRUE(c.staged);
@@ -60,6 +65,7 @@ TEST(DeviceSharing, StagingOnlyWhereNcclCannotServe) {
   EXPECT_TRUE(choose_staging(apart, StagingMode::always, true, true, 2).staged);
   EXPECT_FALSE(choose_staging(apart, StagingMode::always, true, true, 1).staged);
   EXPECT_FALSE(choose_staging(shared, StagingMode::always, /*cuda=*/false, true, 3).staged);
+  EXPECT_EQ(choose_staging(shared, StagingMode::always, /*cuda=*/false, true, 3).ranks_per_device, 1);
   // "all": every tensor, CPU ranks too (the staging path checked without a GPU).
   c = choose_staging(apart, StagingMode::all_tensors, false, false, 2);
   EXPECT_TRUE(c.staged && c.stage_cpu);

@@ -635,6 +635,36 @@ TEST(HardwareProfiles, TableLookupAndSavedCalibrations) {
   }
 }
 
+// Ranks that share one GPU (more ranks than GPUs): each plans with its share of the memory, less
+// its own CUDA context, and of the rates; their collectives go through host memory.
+TEST(HardwareProfiles, RanksThatShareAGpuPlanWithTheirShare) {
+  const HardwareProfile h100 = *find_gpu_profile("H100-80GB");
+  const HardwareProfile same = shared_gpu_profile(h100, 1);
+  EXPECT_EQ(same.name, h100.name);
+  EXPECT_EQ(same.memory_bytes, h100.memory_bytes);
+  const HardwareProfile quarter = shared_gpu_profile(h100, 4);
+  EXPECT_EQ(quarter.name, "H100-80GB shared by 4 ranks");
+  EXPECT_DOUBLE_EQ(quarter.usable_bytes(), h100.memory_bytes / 4 - h100.reserved_bytes);
+  EXPECT_DOUBLE_EQ(quarter.bf16_flops, h100.bf16_flops / 4);
+  EXPECT_DOUBLE_EQ(quarter.achievable_flops("bf16"), h100.achievable_flops("bf16") / 4);
+  EXPECT_DOUBLE_EQ(quarter.memory_bw, h100.memory_bw / 4);
+  EXPECT_LE(quarter.intra_node_bw, h100.host_link_rate() / 8);
+  EXPECT_NE(quarter.note.find("shared by 4 ranks"), std::string::npos);
+
+  // A ~1.3B GPT on 2 ranks: on one shared A100-40GB each has half the memory and half the compute,
+  // so the step takes about twice as long as on two cards, and the plan fits the half it has.
+  PlannerInput apart = gpt_input(24, 16, 2048, 2048, 64, 2, "A100-40GB");
+  apart.caps = kRunCapabilities;
+  PlannerInput shared = apart;
+  shared.profile = shared_gpu_profile(apart.profile, 2);
+  const Plan two = plan_job(apart), one = plan_job(shared);
+  EXPECT_LE(one.est_memory_bytes, shared.profile.usable_bytes());
+  EXPECT_GT(one.est_memory_bytes, 0.0);
+  EXPECT_GT(two.est_memory_bytes, shared.profile.usable_bytes()) << "the test needs a plan that no longer fits";
+  EXPECT_GT(one.est_step_seconds, 1.8 * two.est_step_seconds) << one.summary() << " vs " << two.summary();
+  EXPECT_NE(one.profile.find("shared by 2 ranks"), std::string::npos);
+}
+
 TEST(PlanFlags, MemorySizesAndGpuCounts) {
   EXPECT_EQ(parse_memory_size("80GiB", "--gpu-mem"), 80 * kGiB);
   EXPECT_EQ(parse_memory_size("40GB", "--gpu-mem"), 40e9);

@@ -138,7 +138,7 @@ void attach_teacher(const JobConfig& cfg, const Plan& plan, JobParts& parts, con
 }  // namespace
 
 JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks,
-                      torch::Device device, bool use_fewer_ranks, bool batch_from_checkpoint) {
+                      torch::Device device, bool use_fewer_ranks, bool batch_from_checkpoint, int ranks_on_device) {
   auto& registry = ModelRegistry::global();
   if (!cfg.model.plugin.empty()) registry.load_plugin(cfg.model.plugin);
   if (!registry.has(cfg.model.name)) {
@@ -166,9 +166,10 @@ JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Comm
   // A CUDA rank plans with its GPU's profile and memory (found by its NVML index).
   // Before the ranks start (no communicator yet) the plan may leave some granted ones idle;
   // started ranks use exactly their number.
-  parts.plan = plan_run(cfg, parts.stats, world_size, local_ranks,
-                        device.is_cuda() ? cuda::nvml_index_for(device.index(), process_environment()) : -1,
-                        use_fewer_ranks && comm == nullptr, batch_from_checkpoint);
+  const PlanDevice planned{device.is_cuda() ? cuda::nvml_index_for(device.index(), process_environment()) : -1,
+                           ranks_on_device};
+  parts.plan = plan_run(cfg, parts.stats, world_size, local_ranks, planned, use_fewer_ranks && comm == nullptr,
+                        batch_from_checkpoint);
   const Plan& plan = parts.plan;
 
   if (comm) {
@@ -270,6 +271,7 @@ struct RankJob {
   StageHandoff handoff;                          // what a launching gtrain told this rank
   std::shared_ptr<Communicator> comm;
   DeviceChoice dev;
+  int ranks_on_device = 1;  // the most ranks on one GPU, from their bus ids (device_world)
   torch::Device device{torch::kCPU};
   bool main_rank = true;
   int threads = 1;
@@ -294,10 +296,10 @@ int launch_here(RankJob& job, const std::map<std::string, std::string>& env) {
     const int ranks = alloc.world_size();
     Plan one;
     if (ranks == 1) return one;  // this process is the rank: it builds the job next
-    const int gpu = launch_nvml_index(cfg, alloc);
+    const PlanDevice gpu = launch_plan_device(cfg, alloc);
     return assemble_job(cfg, ranks, nullptr, ranks,
-                        gpu >= 0 ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU),
-                        /*use_fewer_ranks=*/alloc.ranks_override == 0, !job.batch_note.empty())
+                        gpu.nvml_index >= 0 ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU),
+                        /*use_fewer_ranks=*/alloc.ranks_override == 0, !job.batch_note.empty(), gpu.ranks_on_device)
         .plan;
   });
   if (stage.exit_code >= 0) return stage.exit_code;
@@ -332,10 +334,11 @@ void open_communicator(RankJob& job) {
 #ifdef GTRAIN_WITH_MPI
   // CUDA ranks: NCCL for CUDA tensors, or MPI through host memory where ranks share a GPU.
   if (auto mpi = std::dynamic_pointer_cast<MpiCommunicator>(job.comm)) {
-    std::string note;
+    StagingChoice staging;
     job.comm = device_world(mpi, job.dev.cuda ? job.dev.index : -1, ProcessContext::get().host,
-                            staging_mode(job.stage_env), &note);
-    if (!note.empty() && job.comm->rank() == 0 && !job.o.quiet) std::cout << "gtrain: " << note << "\n";
+                            staging_mode(job.stage_env), &staging);
+    job.ranks_on_device = staging.ranks_per_device;
+    if (!staging.note.empty() && job.comm->rank() == 0 && !job.o.quiet) std::cout << "gtrain: " << staging.note << "\n";
   }
 #endif
 }
@@ -580,7 +583,7 @@ void print_start(const RankJob& job, const JobParts& parts, const Trainer& train
                     ? " (requested " + std::to_string(job.requested_batch) + ")"
                     : "")
             << "  steps " << trainer.total_steps() << "  threads/rank " << job.threads_text << "\n"
-            << "gtrain: " << plan.estimate_summary() << "\n"
+            << "gtrain: " << plan.estimate_summary() << (job.dev.cuda ? " on " + plan.profile : "") << "\n"
             << "gtrain: " << engine_desc << " over " << job.comm->backend() << "\n"
             << "gtrain: device " << job.dev.str() << " (" << job.dev.reason << ")\n";
   if (!parts.teacher_note.empty()) std::cout << "gtrain: " << parts.teacher_note << "\n";
@@ -706,7 +709,7 @@ RunOutcome run_job(const RunOptions& o) {
   JobParts parts = [&] {
     BuildAllocationScope build;  // the whole model is transient: give it back once split
     return assemble_job(job.cfg, job.comm->size(), job.comm, job.rank_env.local_size, job.device,
-                        /*use_fewer_ranks=*/false, !job.batch_note.empty());
+                        /*use_fewer_ranks=*/false, !job.batch_note.empty(), job.ranks_on_device);
   }();
   if (const std::string stop = startup_stop(job, "model and data built"); !stop.empty())
     return stopped_in_startup(job, stop);

@@ -38,9 +38,10 @@ struct JobParts {
 // Without `comm` (the launcher, before the ranks start) and with `use_fewer_ranks` (a grant, not
 // --ranks), the plan may use fewer than `world_size` ranks (plan_run).
 // `batch_from_checkpoint`: the global batch is a resumed checkpoint's (keep_checkpoint_batch).
+// `ranks_on_device`: the most ranks that share one GPU (they plan with a share of it).
 JobParts assemble_job(const JobConfig& cfg, int world_size, std::shared_ptr<Communicator> comm, int local_ranks = 1,
                       torch::Device device = torch::kCPU, bool use_fewer_ranks = false,
-                      bool batch_from_checkpoint = false);
+                      bool batch_from_checkpoint = false, int ranks_on_device = 1);
 
 // A stage this long (its steps to go at the planned step time) with checkpoint.interval = 0 is told
 // what a failure would lose, and the interval that saves about every kSuggestedSaveSeconds.

@@ -62,13 +62,12 @@ DeviceChoice choose_device(const DeviceChoiceInput& in) {
       c.index = 0;
       c.reason =
           "CUDA_VISIBLE_DEVICES shows one GPU" + std::string(in.local_size > 1 ? " (shared by this node's ranks)" : "");
-    } else if (r < in.device_count) {
-      c.index = r;
-      c.reason = "local rank " + std::to_string(r) + " of " + std::to_string(in.local_size) + " -> visible GPU " +
-                 std::to_string(r);
     } else {
       c.index = r % in.device_count;
-      c.reason = shared_reason(in, in.device_count, "visible", c.index);
+      c.reason = in.local_size > in.device_count
+                     ? shared_reason(in, in.device_count, "visible", c.index)
+                     : "local rank " + std::to_string(r) + " of " + std::to_string(in.local_size) + " -> visible GPU " +
+                           std::to_string(r);
     }
     return c;
   }
@@ -88,12 +87,10 @@ DeviceChoice choose_device(const DeviceChoiceInput& in) {
   if (in.device_count == 1) {
     c.index = 0;
     c.reason = "the only visible GPU";
-  } else if (r < in.device_count) {
-    c.index = r;
-    c.reason = "local rank " + std::to_string(r) + " -> GPU " + std::to_string(r);
   } else {
     c.index = r % in.device_count;
-    c.reason = shared_reason(in, in.device_count, "visible", c.index);
+    c.reason = in.local_size > in.device_count ? shared_reason(in, in.device_count, "visible", c.index)
+                                               : "local rank " + std::to_string(r) + " -> GPU " + std::to_string(r);
   }
   return c;
 }

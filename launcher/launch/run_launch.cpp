@@ -186,8 +186,9 @@ std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
   return s;
 }
 
-Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index,
+Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, PlanDevice device,
               bool use_fewer_ranks, bool batch_from_checkpoint) {
+  const int nvml_index = device.nvml_index;
   // Plan with what this runtime executes (strategies/planner/capabilities.h) and this host's CPU profile
   // (calibrated by `gtrain plan --calibrate`, else a conservative default).
   PlannerInput pin = planner_input_for(cfg, stats, world_size);
@@ -211,6 +212,8 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
       if (mem > 0) pin.profile.memory_bytes = mem;
       if (cfg.parallel.memory_gb <= 0 && mem > 0) pin.memory_bytes = 0;  // the profile's usable_bytes()
     }
+    // Ranks that share the GPU split its memory (each with its own CUDA context) and its rates.
+    pin.profile = shared_gpu_profile(pin.profile, device.ranks_on_device);
   }
   // parallel.pp_microbatches fixes the micro-batches per step (the planner checks it against the
   // smallest replica share); parallel.micro_batch bounds the micro-batch.
@@ -222,12 +225,17 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
   return plan;
 }
 
-int launch_nvml_index(const JobConfig& cfg, const Allocation& alloc) {
-  if (!alloc.cuda_build || cfg.train.device == DeviceRequest::cpu || alloc.total_gpus() == 0) return -1;
+PlanDevice launch_plan_device(const JobConfig& cfg, const Allocation& alloc) {
+  PlanDevice d;
+  const int gpus = alloc.total_gpus();
+  if (!alloc.cuda_build || cfg.train.device == DeviceRequest::cpu || gpus == 0) return d;
   for (const auto& n : alloc.nodes) {
-    if (!n.gpus.empty()) return n.gpus.front();
+    if (n.gpus.empty()) continue;
+    d.nvml_index = n.gpus.front();
+    break;
   }
-  return -1;
+  if (d.nvml_index >= 0) d.ranks_on_device = std::max(1, (alloc.world_size() + gpus - 1) / gpus);
+  return d;
 }
 
 namespace {

@@ -68,19 +68,28 @@ double resolve_text_data(JobConfig& cfg, const std::string& run_dir, const std::
 // launcher can plan without LibTorch or data; nullopt when the model must be built to know them.
 std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg);
 
+// The GPU a rank plans for, and how many ranks share it.
+struct PlanDevice {
+  int nvml_index = -1;      // the GPU's NVML index (-1 = a CPU rank: this host's CPU profile)
+  int ranks_on_device = 1;  // ranks on that GPU: each plans with its share (shared_gpu_profile)
+};
+
 // The plan a run uses on `world_size` ranks (`local_ranks` share this machine's memory): the
 // planner with what the runtime executes and this host's CPU profile, or, for a CUDA rank
-// (`nvml_index` >= 0), its GPU's profile and memory. With `use_fewer_ranks` (the launcher, before
-// any rank starts) the plan may use fewer ranks than granted when that is faster (plan.world <
+// (`device.nvml_index` >= 0), its GPU's profile and memory, split among the ranks on it. With `use_fewer_ranks` (the
+// launcher, before any rank starts) the plan may use fewer ranks than granted when that is faster (plan.world <
 // world_size, plan.granted = world_size); ranks already started plan for exactly their number.
 // Throws ConfigError for an impossible request, naming the factor.
 // `batch_from_checkpoint`: train.global_batch is the one keep_checkpoint_batch kept (messages say so).
-Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, int nvml_index = -1,
+Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, PlanDevice device = {},
               bool use_fewer_ranks = false, bool batch_from_checkpoint = false);
 
-// The NVML index of the GPU the first rank of `alloc` will use (its first granted GPU) when the
-// ranks will run on CUDA (CUDA build, GPUs granted, train.device not "cpu"), else -1.
-int launch_nvml_index(const JobConfig& cfg, const Allocation& alloc);
+// Before the ranks start: the GPU the first rank of `alloc` will use (its first granted GPU) when
+// the ranks will run on CUDA (CUDA build, GPUs granted, train.device not "cpu"), else nvml_index
+// -1; more ranks than granted GPUs (--ranks) take them in turn, so as many share one as the
+// rounded-up ratio. The started ranks count the sharing from their GPUs' bus ids instead
+// (runtime/comm/device_sharing.h).
+PlanDevice launch_plan_device(const JobConfig& cfg, const Allocation& alloc);
 
 // True when a launching gtrain already prepared this stage (lock held, deadline and allocation in
 // GTRAIN_INTERNAL_*) for `run_dir`, so this process runs as the job's rank(s) directly.

@@ -44,6 +44,12 @@ std::string DeviceSharing::describe() const {
   return s;
 }
 
+int DeviceSharing::most_on_one() const {
+  size_t most = 1;
+  for (const auto& g : groups) most = std::max(most, g.size());
+  return static_cast<int>(most);
+}
+
 DeviceSharing find_shared_devices(const std::vector<std::string>& ids) {
   DeviceSharing s;
   std::vector<bool> seen(ids.size(), false);
@@ -75,6 +81,7 @@ StagingMode staging_mode(const std::map<std::string, std::string>& env) {
 
 StagingChoice choose_staging(const DeviceSharing& sharing, StagingMode mode, bool cuda, bool have_nccl, int world) {
   StagingChoice c;
+  c.ranks_per_device = cuda ? sharing.most_on_one() : 1;
   if (mode == StagingMode::all_tensors) {
     c.staged = c.stage_cpu = true;
     c.note = "GTRAIN_STAGED_COMM=all: every tensor, CPU ones too, goes through a host buffer of its own";
@@ -124,7 +131,7 @@ std::vector<std::string> allgather_strings(Communicator& comm, const std::string
 }
 
 std::shared_ptr<Communicator> device_world(std::shared_ptr<MpiCommunicator> mpi, int device, const std::string& host,
-                                           StagingMode mode, std::string* note) {
+                                           StagingMode mode, StagingChoice* choice) {
 #ifdef GTRAIN_WITH_MPI
   const bool cuda = device >= 0;
   std::string id;
@@ -140,14 +147,14 @@ std::shared_ptr<Communicator> device_world(std::shared_ptr<MpiCommunicator> mpi,
   const bool have_nccl = false;
 #endif
   const StagingChoice c = choose_staging(sharing, mode, cuda, have_nccl, mpi->size());
-  if (note) *note = c.note;
+  if (choice) *choice = c;
   if (c.staged) return std::make_shared<StagedCommunicator>(mpi, c.stage_cpu);
 #if defined(GTRAIN_WITH_NCCL)
   if (cuda) return RoutedCommunicator::create(mpi, device);
 #endif
   return mpi;
 #else
-  (void)mpi, (void)device, (void)host, (void)mode, (void)note;
+  (void)mpi, (void)device, (void)host, (void)mode, (void)choice;
   throw Error("device_world: this gtrain was built without MPI");
 #endif
 }

@@ -166,6 +166,26 @@ HardwareProfile nearest_gpu_profile_by_memory(double memory_bytes) {
   return *best;
 }
 
+HardwareProfile shared_gpu_profile(const HardwareProfile& p, int ranks) {
+  if (ranks <= 1) return p;
+  HardwareProfile s = p;
+  const double n = ranks;
+  s.name = p.name + " shared by " + std::to_string(ranks) + " ranks";
+  s.memory_bytes = p.memory_bytes / n;  // usable_bytes(): each rank still loses reserved_bytes
+  s.fp32_flops = p.fp32_flops / n;
+  s.bf16_flops = p.bf16_flops / n;
+  s.fp16_flops = p.fp16_flops / n;
+  s.memory_bw = p.memory_bw / n;
+  s.host_link_bw = p.host_link_rate() / n;
+  s.host_memory_bw = p.host_memory_rate() / n;
+  // Staged collectives: each rank copies its buffer down, MPI reduces it in host memory, and the
+  // result comes back up; all of it over the one host link.
+  s.intra_node_bw = std::min(p.intra_node_bw, p.host_link_rate() / (2 * n));
+  s.note = (p.note.empty() ? "" : p.note + "; ") + "one GPU shared by " + std::to_string(ranks) +
+           " ranks: memory and rates split, collectives through host memory";
+  return s;
+}
+
 std::string profile_dir(const std::map<std::string, std::string>& env) {
   auto it = env.find("GTRAIN_PROFILE_DIR");
   if (it != env.end() && !it->second.empty()) return it->second;

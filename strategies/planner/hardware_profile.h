@@ -99,6 +99,13 @@ std::optional<HardwareProfile> find_gpu_profile(const std::string& model, double
 // The table entry whose memory is nearest `memory_bytes` (for --gpu-mem without --gpu-type).
 HardwareProfile nearest_gpu_profile_by_memory(double memory_bytes);
 
+// One rank's part of a GPU that `ranks` ranks share (launcher/launch/device_choice.h): each keeps
+// its own CUDA context and workspaces (reserved_bytes, workspace_bytes) within an equal share of
+// the memory, and gets 1/ranks of the matmul and memory rates; their collectives go over MPI
+// through host memory (runtime/comm/device_sharing.h), so the node's bus bandwidth is at most the
+// host link's, down and up again, split among them. ranks <= 1 returns `p` unchanged.
+HardwareProfile shared_gpu_profile(const HardwareProfile& p, int ranks);
+
 // Where calibrations live: $GTRAIN_PROFILE_DIR, else $HOME/.cache/gtrain ("" when neither is set).
 std::string profile_dir(const std::map<std::string, std::string>& env);
 // <profile_dir>/profile-<hostname>.json
