@@ -245,8 +245,31 @@ else
 fi
 log "tests: $TESTS_STATUS"
 
-# ---- 3b. gtrain variants --------------------------------------------------------------------
-# With what the budget has left after the main figures: gtrain again without one of its GPU-specific
+# ---- 3b. a 1B llama ---------------------------------------------------------------------------
+# With what is left (issue 32's "if time remains"): bench/gpu_llama.sh, gtrain's llama with the fused
+# loss against transformers' model in the same torch, eager and compiled. The smoke run proves it
+# on CPU with a tiny llama.
+LLAMA_STATUS="not run"
+LLAMA_RESERVE=25
+if ((SMOKE)) || ((BUDGET_S - SECONDS - LLAMA_RESERVE >= 120)); then
+  lb=$((BUDGET_S - SECONDS - LLAMA_RESERVE))
+  ((lb >= 120)) || lb=120
+  log "llama (bench/gpu_llama.sh, at most ${lb}s)"
+  smoke_arg=()
+  ((SMOKE)) && smoke_arg=(--smoke)
+  if BUILD=$BUILD OUT=$OUTDIR PYTHON=$PYTHON BUDGET_S=$lb "$HERE/gpu_llama.sh" "${smoke_arg[@]}" >"$OUTDIR/llama.log" 2>&1; then
+    LLAMA_STATUS=ok
+  else
+    LLAMA_STATUS="exited with $?"
+  fi
+  sed -n '/^### /,$p' "$OUTDIR/llama.log" | grep -v '^\[gpu_llama' || tail -15 "$OUTDIR/llama.log"
+else
+  log "llama: skipped (budget spent: $((BUDGET_S - SECONDS))s left)"
+fi
+log "llama: $LLAMA_STATUS"
+
+# ---- 3c. gtrain variants --------------------------------------------------------------------
+# With what the budget has left after the main figures and the llama: gtrain again without one of its GPU-specific
 # choices at a time, WARM + 10 steps (10 timed), no profiler: what each choice is worth on this GPU.
 # Each "name|KEY=VALUE": a --set override, or with env: an environment variable (the fused loss's
 # CUDA kernel against the ATen ops it replaces: runtime/models/fused_loss.h; the models' fused
@@ -281,29 +304,6 @@ if [[ "$GTRAIN_STATUS" == ok ]]; then
     printf '%s\t%s\t%s\n' "$name" "$st" "$dir/metrics.jsonl" >>"$OUTDIR/variants.tsv"
   done
 fi
-
-# ---- 3c. a 1B llama ---------------------------------------------------------------------------
-# With what is left (issue 32's "if time remains"): bench/gpu_llama.sh, gtrain's llama with the fused
-# loss against transformers' model in the same torch, eager and compiled. The smoke run proves it
-# on CPU with a tiny llama.
-LLAMA_STATUS="not run"
-LLAMA_RESERVE=25
-if ((SMOKE)) || ((BUDGET_S - SECONDS - LLAMA_RESERVE >= 120)); then
-  lb=$((BUDGET_S - SECONDS - LLAMA_RESERVE))
-  ((lb >= 120)) || lb=120
-  log "llama (bench/gpu_llama.sh, at most ${lb}s)"
-  smoke_arg=()
-  ((SMOKE)) && smoke_arg=(--smoke)
-  if BUILD=$BUILD OUT=$OUTDIR PYTHON=$PYTHON BUDGET_S=$lb "$HERE/gpu_llama.sh" "${smoke_arg[@]}" >"$OUTDIR/llama.log" 2>&1; then
-    LLAMA_STATUS=ok
-  else
-    LLAMA_STATUS="exited with $?"
-  fi
-  sed -n '/^### /,$p' "$OUTDIR/llama.log" | grep -v '^\[gpu_llama' || tail -15 "$OUTDIR/llama.log"
-else
-  log "llama: skipped (budget spent: $((BUDGET_S - SECONDS))s left)"
-fi
-log "llama: $LLAMA_STATUS"
 
 # ---- 4. table, checks, RESULTS.md -----------------------------------------------------------
 set +e

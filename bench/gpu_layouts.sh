@@ -14,7 +14,9 @@
 #                                        a packed one too, to check a pack: see bench/gpu_pack_mpi.sh --check)
 #        options: --no-record (leave RESULTS.md alone)
 # Environment: BUILD, OUT (results folder), PYTHON (the GPU run's python with torch, for the packed
-#   build's libraries), STEPS (default 30; 8 for --smoke), TOL (relative loss tolerance, 1e-5).
+#   build's libraries), STEPS (default 30; 8 for --smoke), TOL (relative loss tolerance, 1e-5),
+#   BUDGET_S (seconds for all of it, 0 = no limit: a layout that would start past it, at the pace of
+#   the runs so far, is skipped and its row says so; the rows it has are recorded all the same).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -35,6 +37,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 SECONDS=0
 TOL=${TOL:-1e-5}
+BUDGET_S=${BUDGET_S:-0}
 CORES=$(nproc)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 if ((SMOKE)); then
@@ -116,16 +119,25 @@ interval = 0
 progress = "none"
 TOML
 
-# run NAME CONFIG RANKS [SETS...]: trains into $WORK/NAME; its output in $OUTDIR/NAME.log.
+# run NAME CONFIG RANKS [SETS...]: trains into $WORK/NAME; its output in $OUTDIR/NAME.log. With
+# BUDGET_S, a run that would not finish in it (at the slowest pace so far, per rank) is skipped.
+slowest=0
 run() {
   local name=$1 config=$2 ranks=$3 t0=$SECONDS rc=0
   shift 3
+  if ((BUDGET_S > 0 && SECONDS + slowest * ranks > BUDGET_S)); then
+    echo skipped >"$WORK/$name.seconds"
+    echo "gpu_layouts.sh: $name skipped: ${SECONDS} s of the ${BUDGET_S} s budget spent" >"$OUTDIR/$name.log"
+    return 1
+  fi
   local sets=()
   for s in "$@"; do sets+=(--set "$s"); done
   # --force: a layout of a run already trained is the same run to gtrain (bitwise mode: any layout).
   timeout 300 "$GTRAIN" run "$WORK/$config.toml" --run-dir "$WORK/$name" --ranks "$ranks" --force "${sets[@]}" \
     >"$OUTDIR/$name.log" 2>&1 || rc=$?
   echo "$((SECONDS - t0))" >"$WORK/$name.seconds"
+  local per_rank=$(((SECONDS - t0 + ranks - 1) / ranks))
+  ((per_rank <= slowest)) || slowest=$per_rank
   return $rc
 }
 
@@ -158,6 +170,9 @@ def losses(n):
     return [out[k] for k in sorted(out)]
 a, b = losses(name), losses(ref)
 secs = open(os.path.join(work, name + ".seconds")).read().strip()
+if secs == "skipped" or open(os.path.join(work, ref + ".seconds")).read().strip() == "skipped":
+    print(f"{name:<22}    - s  skipped (budget spent)")
+    sys.exit()
 text = open(log, errors="replace").read()
 staged = "yes" if want in text else "no"
 if not a or len(a) != len(b):
@@ -174,7 +189,7 @@ PY
 
 set +e
 run ref_1rank gpt 1
-run dp2_zero0 gpt 2 parallel.mode=explicit parallel.zero=0 && check dp2_zero0 ref_1rank tol
+run dp2_zero0 gpt 2 parallel.mode=explicit parallel.zero=0; check dp2_zero0 ref_1rank tol
 for z in 1 2 3; do run dp2_zero$z gpt 2 parallel.mode=explicit parallel.zero=$z parallel.bucket_mb=0.01; check dp2_zero$z ref_1rank tol; done
 run tp2 gpt 2 parallel.mode=explicit parallel.tp=2; check tp2 ref_1rank tol
 run pp2 gpt 2 parallel.mode=explicit parallel.pp=2; check pp2 ref_1rank tol
@@ -187,21 +202,31 @@ run bitwise_dp2_zero2 gpt 2 parallel.mode=explicit train.reproducible=bitwise pa
 run bitwise_3ranks gpt 3 parallel.mode=explicit train.reproducible=bitwise; check bitwise_3ranks bitwise_1rank bitwise
 run sft_1rank sft 1
 run sft_dp2 sft 2 parallel.mode=explicit; check sft_dp2 sft_1rank bitwise
-kill_rank_at restart_dp2 $((STEPS / 2)) &
-killer=$!
-run restart_dp2 gpt 2 parallel.mode=explicit parallel.zero=1 parallel.bucket_mb=0.01
-kill "$killer" 2>/dev/null
-wait "$killer" 2>/dev/null
-restarts=$(cat "$WORK/restart_dp2/restarts.jsonl" 2>/dev/null | wc -l)
+skip_restart=0
+((BUDGET_S > 0 && SECONDS + slowest * 2 > BUDGET_S)) && skip_restart=1
+if ((skip_restart)); then
+  run restart_dp2 gpt 2  # over the budget: it only records the skip
+else
+  kill_rank_at restart_dp2 $((STEPS / 2)) &
+  killer=$!
+  run restart_dp2 gpt 2 parallel.mode=explicit parallel.zero=1 parallel.bucket_mb=0.01
+  kill "$killer" 2>/dev/null
+  wait "$killer" 2>/dev/null
+fi
 check restart_dp2 dp2_zero1 tol
-echo "restart_dp2: rank 1 killed at step $(cat "$WORK/restart_dp2.killed_at" 2>/dev/null || echo '?'), restarts recorded: $restarts" |
-  tee -a "$results"
-((restarts >= 1)) || sed -i '$ s/$/  FAIL/' "$results"
+if ! ((skip_restart)); then
+  restarts=$(cat "$WORK/restart_dp2/restarts.jsonl" 2>/dev/null | wc -l)
+  echo "restart_dp2: rank 1 killed at step $(cat "$WORK/restart_dp2.killed_at" 2>/dev/null || echo '?'), restarts recorded: $restarts" |
+    tee -a "$results"
+  ((restarts >= 1)) || sed -i '$ s/$/  FAIL/' "$results"
+fi
 set -e
 
 rows=$(grep -c ' s  ' "$results")
+skipped=$(grep -c 'skipped (budget spent)' "$results" || true)
 bad=$(grep -c 'FAIL' "$results" || true)
-echo "layouts within tolerance: $((rows - bad)) of $rows ($MODE, ${SECONDS} s)" | tee -a "$results"
+echo "layouts within tolerance: $((rows - skipped - bad)) of $rows ($MODE, ${SECONDS} s$( ((skipped == 0)) || echo ", $skipped skipped: budget spent"))" |
+  tee -a "$results"
 if ((RECORD)) && ! ((SMOKE)); then
   {
     echo

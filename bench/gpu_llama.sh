@@ -9,9 +9,12 @@
 #
 # Usage: bench/gpu_llama.sh            on a CUDA machine (about 3 minutes, compile included)
 #        bench/gpu_llama.sh --smoke    a tiny llama on CPU in fp32, eager only: proves the script
+# With time left after the references, gtrain again with one of the llama's fused kernels off at a
+# time (RMSNorm, SwiGLU, rotary: runtime/models/fused_ops.h), 5 timed steps each: what each is worth.
 # Environment: BUILD (default build-cuda; build for --smoke), OUT (results folder), PYTHON (a python3
 #   with torch and transformers), BUDGET_S (seconds, default 240), MODES (reference modes, default
-#   eager,compile on CUDA and eager on CPU).
+#   eager,compile on CUDA and eager on CPU), VARIANTS_S (seconds the variants may take, default 75;
+#   the smoke run tries only the first, to prove the path).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SMOKE=0
@@ -88,6 +91,7 @@ TOML
 
 GTRAIN_STATUS="not run"
 RUN_DIR="$OUTDIR/llama-run"
+MAIN_S=0
 if [[ -x "$BUILD/gtrain" ]]; then
   t=$((BUDGET_S * 2 / 5))
   log "gtrain: llama $L layers, $C wide, $H/$KV heads, MLP $I, seq $T, vocab $V, batch $B, $DTYPE on $DEVICE (at most ${t}s)"
@@ -98,6 +102,7 @@ if [[ -x "$BUILD/gtrain" ]]; then
     GTRAIN_STATUS="failed with exit $? (see llama-gtrain.log)"
     tail -8 "$OUTDIR/llama-gtrain.log"
   fi
+  MAIN_S=$SECONDS
 else
   GTRAIN_STATUS="not run (no $BUILD/gtrain)"
 fi
@@ -112,6 +117,35 @@ timeout "$t" "$PYTHON" "$HERE/llama_reference.py" --device "$DEVICE" --dtype "$D
   >"$OUTDIR/llama-reference.jsonl" 2>"$OUTDIR/llama-reference.err" || log "reference exited with $? (see llama-reference.err)"
 cat "$OUTDIR/llama-reference.jsonl"
 
+# The variants: one fused kernel off at a time (its switch set to 0: the ATen ops), WARM + 5 steps,
+# while the time left holds another run as long as the main one and VARIANTS_S is not spent.
+VARIANTS=("RMSNorm kernels off (ATen ops)|GTRAIN_FUSED_NORM=0" "SwiGLU kernel off (ATen ops)|GTRAIN_FUSED_SWIGLU=0"
+  "rotary kernel off (ATen ops)|GTRAIN_FUSED_ROPE=0")
+((SMOKE)) && VARIANTS=("${VARIANTS[0]}")
+VARIANTS_S=${VARIANTS_S:-75}
+: >"$OUTDIR/llama-variants.tsv"
+if [[ "$GTRAIN_STATUS" == ok ]]; then
+  vstart=$SECONDS
+  for v in "${VARIANTS[@]}"; do
+    name=${v%%|*} setting=${v#*|}
+    dir="$OUTDIR/llama-variant-${setting%%=*}"
+    if ((SECONDS - vstart + MAIN_S > VARIANTS_S || BUDGET_S - SECONDS < MAIN_S + 15)); then
+      log "variant $name: skipped (budget spent)"
+      printf '%s\t%s\t%s\n' "$name" "skipped: budget spent" "$dir/metrics.jsonl" >>"$OUTDIR/llama-variants.tsv"
+      continue
+    fi
+    log "variant $name ($setting, at most $((MAIN_S + 15))s)"
+    if env "$setting" timeout $((MAIN_S + 15)) "$BUILD/gtrain" run "$OUTDIR/llama.toml" --force --ranks 1 \
+        --run-dir "$dir" --no-resume --set train.steps=$((WARM + 5)) >"$dir.log" 2>&1; then
+      st=ok
+    else
+      st="failed with exit $? (see $(basename "$dir").log)"
+      tail -5 "$dir.log"
+    fi
+    printf '%s\t%s\t%s\n' "$name" "$st" "$dir/metrics.jsonl" >>"$OUTDIR/llama-variants.tsv"
+  done
+fi
+
 set +e
 "$PYTHON" - "$OUTDIR" "$RUN_DIR/metrics.jsonl" "$GTRAIN_STATUS" "$WARM" "$B" "$T" "$V" "$L" "$C" "$SMOKE" "$TITLE" <<'PY'
 import json, math, os, sys
@@ -119,24 +153,50 @@ out, metrics, status, warm, B, T, V, L, C, smoke, title = sys.argv[1:]
 warm, B, T, V, L, C, smoke = int(warm), int(B), int(T), int(V), int(L), int(C), smoke == "1"
 PEAK = 989e12
 ref = [json.loads(l) for l in open(os.path.join(out, "llama-reference.jsonl")) if l.strip().startswith("{")]
+
+def gtrain_figures(path):
+    """tokens/s over the steps after `warm`, losses and memory from a run's metrics.jsonl."""
+    r = {}
+    train = {t["step"]: t for t in map(json.loads, open(path)) if t.get("kind") == "train"}
+    last = max(train) if train else 0
+    if warm in train and last > warm:
+        r["tokens_per_s"] = (last - warm) * B * T / (train[last]["elapsed_s"] - train[warm]["elapsed_s"])
+        r["timed_steps"] = last - warm
+        if fpt and not smoke:
+            r["mfu"] = r["tokens_per_s"] * fpt / PEAK
+    if train:
+        r["first_loss"], r["last_loss"] = train[min(train)]["loss"], train[last]["loss"]
+        for k in ("cuda_max_allocated_mb", "est_mem_mb", "est_step_s", "step_time_s"):
+            if k in train[last]:
+                r[k] = train[last][k]
+    return r, train
 rows = {r.get("mode", "reference"): r for r in ref}
 fpt = next((r["flops_per_token"] for r in ref if "flops_per_token" in r), None)
 problems, notes = [], []
 g = {"status": status}
+g_train = {}
 if status == "ok" and os.path.exists(metrics):
-    train = {r["step"]: r for r in map(json.loads, open(metrics)) if r.get("kind") == "train"}
-    last = max(train) if train else 0
-    if warm in train and last > warm:
-        g["tokens_per_s"] = (last - warm) * B * T / (train[last]["elapsed_s"] - train[warm]["elapsed_s"])
-        if fpt and not smoke:
-            g["mfu"] = g["tokens_per_s"] * fpt / PEAK
-    if train:
-        g["first_loss"], g["last_loss"] = train[min(train)]["loss"], train[last]["loss"]
-        for k in ("cuda_max_allocated_mb", "est_mem_mb", "est_step_s", "step_time_s"):
-            if k in train[last]:
-                g[k] = train[last][k]
-    else:
+    figures, train = gtrain_figures(metrics)
+    g.update(figures)
+    if not train:
         g["status"] = "no train records"
+    g_train = train
+variants = []
+for line in open(os.path.join(out, "llama-variants.tsv")):
+    name, vstatus, vpath = line.rstrip("\n").split("\t")
+    v = {"status": vstatus}
+    if vstatus == "ok" and os.path.exists(vpath):
+        figures, vtrain = gtrain_figures(vpath)
+        v.update(figures)
+        # The kernel and the ATen ops it replaces train the same: losses at the steps both logged
+        # within 1% (bf16 rounding differs; on CPU the switch changes nothing: equal).
+        both = sorted(set(vtrain) & set(g_train))
+        worst = max((abs(vtrain[k]["loss"] - g_train[k]["loss"]) / abs(g_train[k]["loss"]) for k in both), default=None)
+        if worst is None or worst > 0.01:
+            problems.append(f"gtrain, {name}: losses differ from the default run's by "
+                            f"{'-' if worst is None else format(worst, '.2%')} at steps {both} (1% allowed)")
+    variants.append("gtrain, " + name)
+    rows["gtrain, " + name] = v
 rows = {"gtrain": g, **{k: v for k, v in rows.items() if k != "gtrain"}}
 
 def fmt(x, spec):
@@ -145,11 +205,11 @@ def fmt(x, spec):
 eager = rows.get("eager", {}).get("tokens_per_s")
 lines = ["| run | tokens/s | MFU | vs transformers eager | first loss | last loss | max allocated MB | note |",
          "|---|---:|---:|---:|---:|---:|---:|---|"]
-for name in ["gtrain", "eager", "compile"]:
+for name in ["gtrain"] + variants + ["eager", "compile"]:
     r = rows.get(name, {"status": "not run"})
     tps = r.get("tokens_per_s")
     note = r.get("error") or r.get("skipped") or ("" if r.get("status", "ok") == "ok" else r.get("status"))
-    label = name if name == "gtrain" else f"transformers {name}"
+    label = name if name.startswith("gtrain") else f"transformers {name}"
     mem = r.get("cuda_max_allocated_mb", r.get("max_allocated_mb"))
     lines.append(f"| {label} | {fmt(tps, ',.0f')} | {fmt(r.get('mfu'), '.1%') if r.get('mfu') and not smoke else '-'} | "
                  f"{fmt(tps / eager, '.2f') + 'x' if tps and eager else '-'} | {fmt(r.get('first_loss'), '.3f')} | "
@@ -166,6 +226,16 @@ for name, r in rows.items():
             f"{name}: loss did not fall ({r['first_loss']:.3f} -> {r['last_loss']:.3f})")
 if "first_loss" not in g:
     problems.append(f"gtrain: no figures ({g['status']})")
+for name in variants:
+    v = rows[name]
+    if v.get("tokens_per_s") and g.get("tokens_per_s"):
+        notes.append(f"{name}: {v['tokens_per_s']:,.0f} tokens/s; gtrain's default is "
+                     f"{g['tokens_per_s'] / v['tokens_per_s']:.2f}x that ({v['timed_steps']} timed steps against "
+                     f"{g['timed_steps']})")
+    elif v["status"] != "ok":
+        notes.append(f"{name}: {v['status']}")
+    elif "first_loss" in v:
+        problems.append(f"{name}: no timed steps")
 if eager and g.get("tokens_per_s"):
     notes.append(f"llama: gtrain / transformers eager = {g['tokens_per_s'] / eager:.2f}x"
                  + (" (CPU smoke run: says nothing about the GPU)" if smoke else ""))
