@@ -398,14 +398,14 @@ if "est_mem_mb" in g and "cuda_max_allocated_mb" in g:
                      f"{g['est_device_mem_mb']:,.0f} MB vs max reserved {g.get('cuda_max_reserved_mb', 0):,.0f} MB"
                      + (f", NVML used {g['gpu_mem_used_mb']:,.0f} MB" if "gpu_mem_used_mb" in g else ""))
     notes.append(f"planner estimate of tensors {g['est_mem_mb']:,.0f} MB vs torch max allocated {g['cuda_max_allocated_mb']:,.0f} MB: "
-                 f"{rel:+.1%} ({'within' if abs(rel) <= 0.15 else 'outside'} the 15% target)")
+                 f"{rel:+.1%} ({'within' if abs(rel) <= 0.10 else 'outside'} the 10% target)")
 elif smoke:
     notes.append("memory: CPU run, no CUDA max allocated to compare (the CPU resident-memory check is test MemoryEstimate)")
 if "est_step_s" in g and g.get("tokens_per_s"):
     measured = B * T / g["tokens_per_s"]
     rel = g["est_step_s"] / measured - 1
     notes.append(f"planner step estimate {g['est_step_s']:.3f} s vs measured {measured:.3f} s: {rel:+.1%}"
-                 + ("" if smoke else f" ({'within' if abs(rel) <= 0.15 else 'outside'} the 15% target)"))
+                 + ("" if smoke else f" ({'within' if abs(rel) <= 0.10 else 'outside'} the 10% target)"))
 if eager and g.get("tokens_per_s"):
     r = g["tokens_per_s"] / eager
     notes.append(f"gtrain / eager = {r:.2f}x" + (" (CPU smoke run: says nothing about the GPU target)" if smoke else
@@ -417,7 +417,9 @@ for key in variants:
                      f"(10 timed steps against 20)")
 comp = rows.get("compile", {}).get("tokens_per_s")
 if comp and g.get("tokens_per_s"):
-    notes.append(f"gtrain / torch.compile = {g['tokens_per_s'] / comp:.2f}x")
+    r = g["tokens_per_s"] / comp
+    notes.append(f"gtrain / torch.compile = {r:.2f}x" + ("" if smoke else
+                 f" (issue 54's target >= 1.00x: {'met' if r >= 1.0 else 'NOT met'}; moonshot 1.10x)"))
 # The test suite: every test passed or skipped (a GPU test skips only without a device).
 tpath = os.path.join(out, "gpu-tests.json")
 if os.path.exists(tpath):
@@ -475,11 +477,11 @@ done
 packed=()
 for f in configure.log build.log build-tests.log gpu-tests.log gpu-tests.json gtrain.log gtrain-unfused.log \
     reference.err gpt2.toml variants.tsv RESULTS.md ldd.txt llama.log llama.toml llama-gtrain.log \
-    llama-reference.jsonl llama-reference.err llama_section.md llama-run; do
+    llama-reference.jsonl llama-reference.err llama_section.md llama-run llama-variants.tsv; do
   [[ -e "$OUTDIR/$f" ]] && packed+=("$f")
 done
 [[ -d "$RUN_DIR" ]] && packed+=("$(basename "$RUN_DIR")")
-for f in "$OUTDIR"/variant-*; do [[ -e "$f" ]] && packed+=("$(basename "$f")"); done
+for f in "$OUTDIR"/variant-* "$OUTDIR"/llama-variant-*; do [[ -e "$f" ]] && packed+=("$(basename "$f")"); done
 if ((${#packed[@]})); then
   tar -C "$OUTDIR" --exclude='trace-rank*.json' --exclude='checkpoints' -czf "$OUTDIR/logs.tgz" "${packed[@]}" &&
     (cd "$OUTDIR" && rm -rf "${packed[@]}")

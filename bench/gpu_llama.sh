@@ -241,14 +241,19 @@ if eager and g.get("tokens_per_s"):
                  + (" (CPU smoke run: says nothing about the GPU)" if smoke else ""))
 comp = rows.get("compile", {}).get("tokens_per_s")
 if comp and g.get("tokens_per_s"):
-    notes.append(f"llama: gtrain / transformers compiled = {g['tokens_per_s'] / comp:.2f}x")
+    r = g["tokens_per_s"] / comp
+    notes.append(f"llama: gtrain / transformers compiled = {r:.2f}x"
+                 + ("" if smoke else f" (target >= 1.00x: {'met' if r >= 1.0 else 'NOT met'})"))
 if "est_mem_mb" in g and "cuda_max_allocated_mb" in g:
+    rel = g["est_mem_mb"] / g["cuda_max_allocated_mb"] - 1
     notes.append(f"llama: planner estimate of tensors {g['est_mem_mb']:,.0f} MB vs torch max allocated "
-                 f"{g['cuda_max_allocated_mb']:,.0f} MB ({g['est_mem_mb'] / g['cuda_max_allocated_mb'] - 1:+.1%})")
+                 f"{g['cuda_max_allocated_mb']:,.0f} MB ({rel:+.1%}, {'within' if abs(rel) <= 0.10 else 'outside'} "
+                 "the 10% target)")
 if "est_step_s" in g and g.get("tokens_per_s"):
     measured = B * T / g["tokens_per_s"]
-    notes.append(f"llama: planner step estimate {g['est_step_s']:.3f} s vs measured {measured:.3f} s "
-                 f"({g['est_step_s'] / measured - 1:+.1%})")
+    rel = g["est_step_s"] / measured - 1
+    notes.append(f"llama: planner step estimate {g['est_step_s']:.3f} s vs measured {measured:.3f} s ({rel:+.1%}"
+                 + ("" if smoke else f", {'within' if abs(rel) <= 0.10 else 'outside'} the 10% target") + ")")
 params = next((r["params"] for r in ref if "params" in r), None)
 section = [f"### {title}", "",
            f"- model: {L} layers, {C} wide, seq {T}, vocab {V}, batch {B}" + (f", {params / 1e9:.2f}B parameters" if params and params >= 1e8 else f", {params / 1e6:.2f}M parameters" if params else "")
