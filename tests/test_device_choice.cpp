@@ -9,6 +9,7 @@
 #include "runtime/common/cuda_device.h"
 #include "runtime/core/config/job_config.h"
 #include "runtime/core/errors.h"
+#include "strategies/planner/hardware_profile.h"
 
 namespace gtrain {
 namespace {
@@ -151,6 +152,25 @@ TEST(DeviceChoice, LauncherPlansForTheSharedGpu) {
   alloc.cuda_build = false;
   cfg.train.device = DeviceRequest::automatic;
   EXPECT_EQ(launch_plan_device(cfg, alloc).nvml_index, -1);
+}
+
+// What a CUDA rank plans with, from its GPU's NVML name and memory, alone or shared.
+TEST(DeviceChoice, GpuRankProfileFromNvmlSplitAmongItsRanks) {
+  GpuInfo h200;
+  h200.name = "NVIDIA H200";
+  h200.memory_bytes = int64_t{143771} * 1024 * 1024;  // nvidia-smi's total on the lent H200
+  const HardwareProfile alone = gpu_rank_profile(h200, 1);
+  EXPECT_EQ(alone.name, "H200");
+  EXPECT_EQ(alone.memory_bytes, static_cast<double>(h200.memory_bytes));
+  const HardwareProfile quarter = gpu_rank_profile(h200, 4);
+  EXPECT_EQ(quarter.name, "H200 shared by 4 ranks");
+  EXPECT_DOUBLE_EQ(quarter.usable_bytes(), static_cast<double>(h200.memory_bytes) / 4 - alone.reserved_bytes);
+  EXPECT_DOUBLE_EQ(quarter.achievable_flops("bf16"), alone.achievable_flops("bf16") / 4);
+  GpuInfo unknown;  // a name the table lacks: the entry nearest by memory, with the card's total
+  unknown.name = "NVIDIA RTX 9000";
+  unknown.memory_bytes = int64_t{40} << 30;
+  EXPECT_EQ(gpu_rank_profile(unknown, 1).name, "A100-40GB");
+  EXPECT_EQ(gpu_rank_profile(unknown, 2).memory_bytes, static_cast<double>(int64_t{20} << 30));
 }
 
 TEST(CudaDevice, NvmlIndexFollowsCudaVisibleDevices) {

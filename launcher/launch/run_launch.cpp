@@ -186,6 +186,15 @@ std::optional<ModelStats> model_stats_from_config(const JobConfig& cfg) {
   return s;
 }
 
+HardwareProfile gpu_rank_profile(const GpuInfo& g, int ranks_on_device) {
+  const double mem = static_cast<double>(g.memory_bytes);
+  const auto known = find_gpu_profile(g.name, mem);
+  HardwareProfile p = known ? *known : nearest_gpu_profile_by_memory(mem);
+  if (mem > 0) p.memory_bytes = mem;
+  // Ranks that share the GPU split its memory (each with its own CUDA context) and its rates.
+  return shared_gpu_profile(p, ranks_on_device);
+}
+
 Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, PlanDevice device,
               bool use_fewer_ranks, bool batch_from_checkpoint) {
   const int nvml_index = device.nvml_index;
@@ -206,14 +215,9 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
     const HardwareInfo hw = query_hardware();
     if (static_cast<size_t>(nvml_index) < hw.gpus.size()) {
       const GpuInfo& g = hw.gpus[static_cast<size_t>(nvml_index)];
-      const double mem = static_cast<double>(g.memory_bytes);
-      const auto known = find_gpu_profile(g.name, mem);
-      pin.profile = known ? *known : nearest_gpu_profile_by_memory(mem);
-      if (mem > 0) pin.profile.memory_bytes = mem;
-      if (cfg.parallel.memory_gb <= 0 && mem > 0) pin.memory_bytes = 0;  // the profile's usable_bytes()
+      pin.profile = gpu_rank_profile(g, device.ranks_on_device);
+      if (cfg.parallel.memory_gb <= 0 && g.memory_bytes > 0) pin.memory_bytes = 0;  // the profile's usable_bytes()
     }
-    // Ranks that share the GPU split its memory (each with its own CUDA context) and its rates.
-    pin.profile = shared_gpu_profile(pin.profile, device.ranks_on_device);
   }
   // parallel.pp_microbatches fixes the micro-batches per step (the planner checks it against the
   // smallest replica share); parallel.micro_batch bounds the micro-batch.

@@ -25,6 +25,8 @@ class App;
 
 namespace gtrain {
 
+struct HardwareProfile;  // strategies/planner/hardware_profile.h
+
 struct RunOptions {
   std::string config_path;
   std::vector<std::string> sets;  // --set section.key=value
@@ -73,6 +75,11 @@ struct PlanDevice {
   int nvml_index = -1;      // the GPU's NVML index (-1 = a CPU rank: this host's CPU profile)
   int ranks_on_device = 1;  // ranks on that GPU: each plans with its share (shared_gpu_profile)
 };
+
+// A CUDA rank's planning profile for GPU `g` (NVML): the table's entry by name and memory (nearest
+// by memory when the name is unknown), with the card's measured total, split among the
+// `ranks_on_device` ranks that share it (shared_gpu_profile).
+HardwareProfile gpu_rank_profile(const GpuInfo& g, int ranks_on_device);
 
 // The plan a run uses on `world_size` ranks (`local_ranks` share this machine's memory): the
 // planner with what the runtime executes and this host's CPU profile, or, for a CUDA rank
