@@ -269,11 +269,11 @@ fi
 log "llama: $LLAMA_STATUS"
 
 # ---- 3c. gtrain variants --------------------------------------------------------------------
-# With what the budget has left after the main figures and the llama: gtrain again without one of its GPU-specific
-# choices at a time, WARM + 10 steps (10 timed), no profiler: what each choice is worth on this GPU.
-# Each "name|KEY=VALUE": a --set override, or with env: an environment variable (the fused loss's
-# CUDA kernel against the ATen ops it replaces: runtime/models/fused_loss.h; the models' fused
-# kernels, runtime/models/fused_ops.h and runtime/train/fused_adamw.h).
+# With what the budget has left after the main figures and the llama: gtrain again without one of
+# its GPU-specific choices at a time, WARM + 10 steps (10 timed), no profiler: what each choice is
+# worth on this GPU. Each "name|KEY=VALUE": a --set override, or with env: an environment variable
+# (the fused loss's CUDA kernel against the ATen ops it replaces: runtime/models/fused_loss.h; the
+# models' fused kernels, runtime/models/fused_ops.h and runtime/train/fused_adamw.h).
 VARIANTS=("fused_loss off|train.fused_loss=off" "AdamW not fused|optimizer.fused=false"
   "loss kernel off (ATen ops)|env:GTRAIN_FUSED_LOSS_KERNEL=0" "norm kernels off (ATen ops)|env:GTRAIN_FUSED_NORM=0"
   "bias+GELU kernel off (ATen ops)|env:GTRAIN_FUSED_GELU=0"
@@ -281,27 +281,10 @@ VARIANTS=("fused_loss off|train.fused_loss=off" "AdamW not fused|optimizer.fused
 : >"$OUTDIR/variants.tsv"
 if [[ "$GTRAIN_STATUS" == ok ]]; then
   for v in "${VARIANTS[@]}"; do
-    name=${v%%|*} override=${v#*|}
-    setting=(--set "$override") env_set=()
-    if [[ $override == env:* ]]; then
-      setting=() env_set=("${override#env:}")
-    fi
-    dir="$OUTDIR/variant-$(tr -c 'A-Za-z0-9._\n-' '_' <<<"${override#env:}" | sed 's/=.*//')"
-    if ((BUDGET_S - SECONDS < 75)); then
-      log "variant $name: skipped (budget spent)"
-      printf '%s\t%s\t%s\n' "$name" "skipped: budget spent" "$dir/metrics.jsonl" >>"$OUTDIR/variants.tsv"
-      continue
-    fi
-    t=$(allow 60 15 30)
-    log "variant $name (${env_set[*]:-${setting[*]}}, at most ${t}s)"
-    if env "${env_set[@]}" timeout "$t" "$BUILD/gtrain" run "$OUTDIR/gpt2.toml" --force --run-dir "$dir" --no-resume \
-        "${setting[@]}" --set train.steps=$((WARM + 10)) --set log.profile_start=0 >"$dir.log" 2>&1; then
-      st=ok
-    else
-      st="failed with exit $? (see $(basename "$dir").log)"
-      tail -5 "$dir.log"
-    fi
-    printf '%s\t%s\t%s\n' "$name" "$st" "$dir/metrics.jsonl" >>"$OUTDIR/variants.tsv"
+    t=0
+    ((BUDGET_S - SECONDS < 75)) || t=$(allow 60 15 30)
+    gpu_variant "$v" "$OUTDIR/variant-" "$OUTDIR/variants.tsv" "$t" "$OUTDIR/gpt2.toml" \
+      --set train.steps=$((WARM + 10)) --set log.profile_start=0
   done
 fi
 

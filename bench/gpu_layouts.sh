@@ -119,15 +119,22 @@ interval = 0
 progress = "none"
 TOML
 
-# run NAME CONFIG RANKS [SETS...]: trains into $WORK/NAME; its output in $OUTDIR/NAME.log. With
-# BUDGET_S, a run that would not finish in it (at the slowest pace so far, per rank) is skipped.
+# With BUDGET_S: whether a run of RANKS ranks would not finish in it, at the slowest pace per rank
+# so far; skip NAME records that it did not run (check prints its row as skipped).
 slowest=0
+over_budget() { ((BUDGET_S > 0 && SECONDS + slowest * $1 > BUDGET_S)); }
+skip() {
+  echo skipped >"$WORK/$1.seconds"
+  echo "gpu_layouts.sh: $1 skipped: ${SECONDS} s of the ${BUDGET_S} s budget spent" >"$OUTDIR/$1.log"
+}
+
+# run NAME CONFIG RANKS [SETS...]: trains into $WORK/NAME (unless over_budget); its output in
+# $OUTDIR/NAME.log.
 run() {
   local name=$1 config=$2 ranks=$3 t0=$SECONDS rc=0
   shift 3
-  if ((BUDGET_S > 0 && SECONDS + slowest * ranks > BUDGET_S)); then
-    echo skipped >"$WORK/$name.seconds"
-    echo "gpu_layouts.sh: $name skipped: ${SECONDS} s of the ${BUDGET_S} s budget spent" >"$OUTDIR/$name.log"
+  if over_budget "$ranks"; then
+    skip "$name"
     return 1
   fi
   local sets=()
@@ -202,19 +209,16 @@ run bitwise_dp2_zero2 gpt 2 parallel.mode=explicit train.reproducible=bitwise pa
 run bitwise_3ranks gpt 3 parallel.mode=explicit train.reproducible=bitwise; check bitwise_3ranks bitwise_1rank bitwise
 run sft_1rank sft 1
 run sft_dp2 sft 2 parallel.mode=explicit; check sft_dp2 sft_1rank bitwise
-skip_restart=0
-((BUDGET_S > 0 && SECONDS + slowest * 2 > BUDGET_S)) && skip_restart=1
-if ((skip_restart)); then
-  run restart_dp2 gpt 2  # over the budget: it only records the skip
+if over_budget 2; then
+  skip restart_dp2
+  check restart_dp2 dp2_zero1 tol
 else
   kill_rank_at restart_dp2 $((STEPS / 2)) &
   killer=$!
   run restart_dp2 gpt 2 parallel.mode=explicit parallel.zero=1 parallel.bucket_mb=0.01
   kill "$killer" 2>/dev/null
   wait "$killer" 2>/dev/null
-fi
-check restart_dp2 dp2_zero1 tol
-if ! ((skip_restart)); then
+  check restart_dp2 dp2_zero1 tol
   restarts=$(cat "$WORK/restart_dp2/restarts.jsonl" 2>/dev/null | wc -l)
   echo "restart_dp2: rank 1 killed at step $(cat "$WORK/restart_dp2.killed_at" 2>/dev/null || echo '?'), restarts recorded: $restarts" |
     tee -a "$results"

@@ -1,5 +1,6 @@
-# bench/gpu_lib.sh: what the GPU scripts share (gpu_gpt2.sh, gpu_layouts.sh source it): a python
-# with torch, and the environment of a build packed elsewhere (bench/gpu_pack_build.sh).
+# bench/gpu_lib.sh: what the GPU scripts share (gpu_gpt2.sh, gpu_layouts.sh, gpu_llama.sh source
+# it): a python with torch, the environment of a build packed elsewhere (bench/gpu_pack_build.sh),
+# and one variant of a measured run.
 
 # PYTHON: the given one, else the first python3 that imports torch (pyenv shims may shadow the
 # system one). Exits 2, saying so, when none does.
@@ -40,4 +41,31 @@ PY
     echo "the packed gtrain does not start here:"
     grep -m 5 -E "not found|error" "$(dirname "$facts")/ldd.txt" || tail -5 "$(dirname "$facts")/ldd.txt"
   fi
+}
+
+# One variant of a measured gtrain run (gpu_gpt2.sh, gpu_llama.sh): $1 "NAME|KEY=VALUE" (a --set
+# override) or "NAME|env:VAR=VALUE" (an environment variable); $2 the prefix of its run directory,
+# which ends in the key's name; $3 the table its row goes to (name, status, metrics.jsonl); $4 the
+# seconds it may take (0: skipped, the budget is spent); the rest: gtrain run's config and
+# arguments. Uses BUILD and the caller's log.
+gpu_variant() {
+  local v=$1 prefix=$2 tsv=$3 t=$4 name override dir st setting=() env_set=()
+  shift 4
+  name=${v%%|*} override=${v#*|}
+  if [[ $override == env:* ]]; then env_set=("${override#env:}"); else setting=(--set "$override"); fi
+  dir="$prefix$(sed 's/=.*//' <<<"${override#env:}" | tr -c 'A-Za-z0-9._\n-' '_')"
+  if ((t <= 0)); then
+    log "variant $name: skipped (budget spent)"
+    printf '%s\t%s\t%s\n' "$name" "skipped: budget spent" "$dir/metrics.jsonl" >>"$tsv"
+    return 0
+  fi
+  log "variant $name (${env_set[*]:-${setting[*]}}, at most ${t}s)"
+  if env "${env_set[@]}" timeout "$t" "$BUILD/gtrain" run "$@" --force --run-dir "$dir" --no-resume "${setting[@]}" \
+      >"$dir.log" 2>&1; then
+    st=ok
+  else
+    st="failed with exit $? (see $(basename "$dir").log)"
+    tail -5 "$dir.log"
+  fi
+  printf '%s\t%s\t%s\n' "$name" "$st" "$dir/metrics.jsonl" >>"$tsv"
 }

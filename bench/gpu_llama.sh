@@ -30,6 +30,8 @@ OUTDIR=${OUT:-$HERE/out/gpu_llama-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$OUTDIR"
 SECONDS=0
 log() { echo "[gpu_llama ${SECONDS}s] $*"; }
+# shellcheck source=bench/gpu_lib.sh
+source "$HERE/gpu_lib.sh"
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import transformers' 2>/dev/null; then
   echo "SKIPPED: $PYTHON has no transformers (run in the project venv: scripts/venv.sh run $0)"
@@ -119,30 +121,18 @@ cat "$OUTDIR/llama-reference.jsonl"
 
 # The variants: one fused kernel off at a time (its switch set to 0: the ATen ops), WARM + 5 steps,
 # while the time left holds another run as long as the main one and VARIANTS_S is not spent.
-VARIANTS=("RMSNorm kernels off (ATen ops)|GTRAIN_FUSED_NORM=0" "SwiGLU kernel off (ATen ops)|GTRAIN_FUSED_SWIGLU=0"
-  "rotary kernel off (ATen ops)|GTRAIN_FUSED_ROPE=0")
+VARIANTS=("RMSNorm kernels off (ATen ops)|env:GTRAIN_FUSED_NORM=0"
+  "SwiGLU kernel off (ATen ops)|env:GTRAIN_FUSED_SWIGLU=0" "rotary kernel off (ATen ops)|env:GTRAIN_FUSED_ROPE=0")
 ((SMOKE)) && VARIANTS=("${VARIANTS[0]}")
 VARIANTS_S=${VARIANTS_S:-75}
 : >"$OUTDIR/llama-variants.tsv"
 if [[ "$GTRAIN_STATUS" == ok ]]; then
   vstart=$SECONDS
   for v in "${VARIANTS[@]}"; do
-    name=${v%%|*} setting=${v#*|}
-    dir="$OUTDIR/llama-variant-${setting%%=*}"
-    if ((SECONDS - vstart + MAIN_S > VARIANTS_S || BUDGET_S - SECONDS < MAIN_S + 15)); then
-      log "variant $name: skipped (budget spent)"
-      printf '%s\t%s\t%s\n' "$name" "skipped: budget spent" "$dir/metrics.jsonl" >>"$OUTDIR/llama-variants.tsv"
-      continue
-    fi
-    log "variant $name ($setting, at most $((MAIN_S + 15))s)"
-    if env "$setting" timeout $((MAIN_S + 15)) "$BUILD/gtrain" run "$OUTDIR/llama.toml" --force --ranks 1 \
-        --run-dir "$dir" --no-resume --set train.steps=$((WARM + 5)) >"$dir.log" 2>&1; then
-      st=ok
-    else
-      st="failed with exit $? (see $(basename "$dir").log)"
-      tail -5 "$dir.log"
-    fi
-    printf '%s\t%s\t%s\n' "$name" "$st" "$dir/metrics.jsonl" >>"$OUTDIR/llama-variants.tsv"
+    t=0
+    ((SECONDS - vstart + MAIN_S > VARIANTS_S || BUDGET_S - SECONDS < MAIN_S + 15)) || t=$((MAIN_S + 15))
+    gpu_variant "$v" "$OUTDIR/llama-variant-" "$OUTDIR/llama-variants.tsv" "$t" "$OUTDIR/llama.toml" --ranks 1 \
+      --set train.steps=$((WARM + 5))
   done
 fi
 
