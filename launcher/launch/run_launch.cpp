@@ -197,7 +197,6 @@ HardwareProfile gpu_rank_profile(const GpuInfo& g, int ranks_on_device) {
 
 Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, PlanDevice device,
               bool use_fewer_ranks, bool batch_from_checkpoint) {
-  const int nvml_index = device.nvml_index;
   // Plan with what this runtime executes (strategies/planner/capabilities.h) and this host's CPU profile
   // (calibrated by `gtrain plan --calibrate`, else a conservative default).
   PlannerInput pin = planner_input_for(cfg, stats, world_size);
@@ -209,12 +208,12 @@ Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int
                                   static_cast<int>(std::thread::hardware_concurrency()));
   pin.memory_bytes = cfg.parallel.memory_gb > 0 ? cfg.parallel.memory_gb * 1024.0 * 1024.0 * 1024.0
                                                 : 0.8 * available_memory_bytes() / std::max(1, local_ranks);
-  if (nvml_index >= 0) {
+  if (device.nvml_index >= 0) {
     // By the GPU's NVML name and memory; unless parallel.memory_gb says otherwise, its total less
     // what the profile reserves (CUDA context, NCCL), the margin left to the planner.
     const HardwareInfo hw = query_hardware();
-    if (static_cast<size_t>(nvml_index) < hw.gpus.size()) {
-      const GpuInfo& g = hw.gpus[static_cast<size_t>(nvml_index)];
+    if (static_cast<size_t>(device.nvml_index) < hw.gpus.size()) {
+      const GpuInfo& g = hw.gpus[static_cast<size_t>(device.nvml_index)];
       pin.profile = gpu_rank_profile(g, device.ranks_on_device);
       if (cfg.parallel.memory_gb <= 0 && g.memory_bytes > 0) pin.memory_bytes = 0;  // the profile's usable_bytes()
     }

@@ -83,9 +83,10 @@ HardwareProfile gpu_rank_profile(const GpuInfo& g, int ranks_on_device);
 
 // The plan a run uses on `world_size` ranks (`local_ranks` share this machine's memory): the
 // planner with what the runtime executes and this host's CPU profile, or, for a CUDA rank
-// (`device.nvml_index` >= 0), its GPU's profile and memory, split among the ranks on it. With `use_fewer_ranks` (the
-// launcher, before any rank starts) the plan may use fewer ranks than granted when that is faster (plan.world <
-// world_size, plan.granted = world_size); ranks already started plan for exactly their number.
+// (`device.nvml_index` >= 0), its GPU's profile and memory, split among the ranks on it. With
+// `use_fewer_ranks` (the launcher, before any rank starts) the plan may use fewer ranks than granted
+// when that is faster (plan.world < world_size, plan.granted = world_size); ranks already started
+// plan for exactly their number.
 // Throws ConfigError for an impossible request, naming the factor.
 // `batch_from_checkpoint`: train.global_batch is the one keep_checkpoint_batch kept (messages say so).
 Plan plan_run(const JobConfig& cfg, const ModelStats& stats, int world_size, int local_ranks, PlanDevice device = {},
